@@ -1,0 +1,514 @@
+"""What every script call sends and how its reply reads back, without I/O.
+
+``QueueCore`` holds a queue's validated settings and turns each operation
+into a ``Call``: the script, its KEYS and ARGV, and a function that parses
+the reply (mapping refusals to exceptions). ``leaseq.Queue`` runs calls on
+``redis.Redis`` and ``leaseq.aio.Queue`` awaits them on ``redis.asyncio``;
+the logic exists once, here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from . import _validate as v
+from .errors import (
+    AlreadyFinished,
+    DamagedRow,
+    InvalidArgument,
+    JobNotFound,
+    JobStateError,
+    LeaseLost,
+    ScriptError,
+)
+from .keys import QueueKeys, check_job_id
+from .payloads import Codec
+from .scripts import SCRIPTS, Script
+from .types import DEFAULT_BACKOFF, Backoff, Job, Lease, State, Stats
+
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+ENQUEUE_CHUNK = 1000
+"""Jobs per enqueue script call: big enough to amortise the round trip,
+small enough that one call never blocks the server for long."""
+COMPLETE_CHUNK = 500
+SWEEP_LIMIT = 100
+"""Most due jobs promoted and expired leases reaped inside one claim."""
+REAP_LIMIT = 1000
+PURGE_LIMIT = 1000
+ERROR_LIMIT = 8192
+"""Longest last_error kept, in characters."""
+DEFAULT_MAX_PAYLOAD = 1_048_576
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[R_co]):
+    """One script call: what to send, and how to read what comes back."""
+
+    script: Script
+    keys: Sequence[str]
+    args: Sequence[str | bytes | int]
+    parse: Callable[[Any], R_co]
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A claim's reply: the leases, the ones whose payload would not decode,
+    and how long until something else can be claimed (None = nothing known)."""
+
+    leases: list[Lease]
+    undecodable: list[tuple[Lease, str]]
+    wait: float | None
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def default_worker_id() -> str:
+    """host:pid:random — unique per process, readable in ``worker``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def refusal(op: str, job_id: str, token: int, reply: Sequence[Any]) -> LeaseLost:
+    """The exception for a {'LOST', state, attempts} reply — the only place
+    lease refusals become exceptions."""
+    code = _s(reply[0])
+    if code != "LOST":
+        raise ScriptError(f"{op}: unexpected reply {reply!r}")
+    state, attempts = _s(reply[1]) or None, _s(reply[2]) or None
+    mine = attempts == str(token)
+    if mine and (
+        (op == "complete" and state == "succeeded")
+        or (op in ("fail", "release") and state in ("pending", "scheduled", "dead"))
+    ):
+        return AlreadyFinished(
+            job_id,
+            token,
+            state,
+            attempts,
+            f"job {job_id!r} already left attempt {token}: it is {state}",
+        )
+    return LeaseLost(job_id, token, state, attempts)
+
+
+def _admin_error(op: str, job_id: str, reply: Sequence[Any]) -> Exception:
+    """The exception for an operator call's refusal (cancel, retry)."""
+    code = _s(reply[0])
+    if code == "GONE":
+        return JobNotFound(job_id)
+    if code == "STATE":
+        wanted = (
+            "only pending or scheduled jobs can be cancelled"
+            if op == "cancel"
+            else ("only dead jobs can be retried")
+        )
+        return JobStateError(job_id, _s(reply[1]), wanted)
+    if code == "DAMAGED":
+        return DamagedRow(job_id, _s(reply[1]), _s(reply[2]))
+    return ScriptError(f"{op}: unexpected reply {reply!r}")
+
+
+class _Row(msgspec.Struct, kw_only=True):
+    state: State
+    attempts: int
+    max_attempts: int
+    payload: str
+    priority: int = 0
+    enqueued_at: int | None = None
+    run_at: int | None = None
+    claimed_at: int | None = None
+    lease_until: int | None = None
+    finished_at: int | None = None
+    worker: str | None = None
+    last_error: str | None = None
+
+
+_FIELD_IN_ERROR = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
+
+
+def _sec(ms: int | None) -> float | None:
+    return None if ms is None else ms / 1000.0
+
+
+class QueueCore:
+    """A queue's settings, keys and codec; builds every Call. No I/O."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        prefix: str = "leaseq",
+        max_attempts: int = 5,
+        backoff: float | Backoff = DEFAULT_BACKOFF,
+        keep_succeeded: float | None = 3600.0,
+        serializer: str = "json",
+        payload_type: Any = None,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
+        lease_cap: float = 43_200.0,
+        worker_id: str | None = None,
+    ) -> None:
+        self.keys = QueueKeys(prefix, name)
+        self.name = name
+        self.max_attempts = v.integer(max_attempts, "max_attempts", 1, v.MAX_ATTEMPTS)
+        if isinstance(backoff, Backoff):
+            self.backoff: Backoff | None = backoff
+            self.constant_backoff_ms = 0
+        else:
+            self.backoff = None
+            self.constant_backoff_ms = v.delay_ms(backoff, "backoff")
+        self.keep_ms = (
+            -1
+            if keep_succeeded is None
+            else v.seconds_to_ms(
+                keep_succeeded, "keep_succeeded", minimum_ms=0, maximum=10 * 366 * 86_400.0
+            )
+        )
+        limit = v.integer(max_payload_bytes, "max_payload_bytes", 1, 512 * 1024 * 1024)
+        self.codec = Codec(serializer, payload_type, limit)
+        self.lease_cap_ms = v.seconds_to_ms(
+            lease_cap, "lease_cap", minimum_ms=1, maximum=30 * 86_400.0
+        )
+        self.worker_id = check_job_id(worker_id or default_worker_id(), "worker id")
+        k = self.keys
+        self._enqueue_keys = (k.pending, k.scheduled, k.meta, k.wake)
+        self._claim_keys = (k.pending, k.scheduled, k.active, k.dead, k.meta, k.wake)
+        self._complete_keys = (k.active, k.succeeded, k.meta)
+        self._reap_keys = (k.active, k.pending, k.dead, k.meta, k.wake)
+        self._stats_keys = (
+            k.pending,
+            k.scheduled,
+            k.active,
+            k.succeeded,
+            k.dead,
+            k.cancelled,
+            k.meta,
+        )
+
+    # -- enqueue ---------------------------------------------------------
+
+    def job_args(
+        self,
+        payload: Any,
+        id: str | None,
+        max_attempts: int | None,
+        delay: float | None,
+        priority: int,
+    ) -> tuple[str, bytes, int, int, int]:
+        """Validate and encode one job's ARGV; raises before anything is sent."""
+        job_id = "" if id is None else check_job_id(id)
+        attempts = (
+            self.max_attempts
+            if max_attempts is None
+            else v.integer(max_attempts, "max_attempts", 1, v.MAX_ATTEMPTS)
+        )
+        return (
+            job_id,
+            self.codec.encode(payload),
+            attempts,
+            v.delay_ms(delay),
+            v.integer(priority, "priority", 0, v.MAX_PRIORITY),
+        )
+
+    def enqueue(self, jobs: Sequence[tuple[str, bytes, int, int, int]]) -> Call[list[str]]:
+        args: list[str | bytes | int] = [self.keys.job_prefix, len(jobs)]
+        for job in jobs:
+            args.extend(job)
+        return Call(
+            SCRIPTS["enqueue"], self._enqueue_keys, args, lambda reply: [_s(x) for x in reply[0::2]]
+        )
+
+    # -- claim -----------------------------------------------------------
+
+    def claim(self, count: int, ttl: float, worker: str | None) -> Call[Claimed]:
+        count = v.integer(count, "count", 1, 100_000)
+        lease_ms = min(v.ttl_ms(ttl), self.lease_cap_ms)
+        who = self.worker_id if worker is None else check_job_id(worker, "worker id")
+        args = (self.keys.job_prefix, count, lease_ms, who, SWEEP_LIMIT)
+        return Call(
+            SCRIPTS["claim"], self._claim_keys, args, lambda reply: self._parse_claim(reply, who)
+        )
+
+    def _parse_claim(self, reply: list[Any], worker: str) -> Claimed:
+        wait_ms = int(reply[1])
+        leases: list[Lease] = []
+        bad: list[tuple[Lease, str]] = []
+        decode = self.codec.decode_payload
+        queue = self.name
+        for i in range(3, 3 + 6 * int(reply[2]), 6):
+            raw = reply[i + 5]
+            try:
+                payload = decode(raw)
+                error = ""
+            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+                payload, error = raw, f"payload does not decode: {exc}"
+            lease = Lease(
+                id=_s(reply[i]),
+                queue=queue,
+                attempt=int(reply[i + 1]),
+                max_attempts=int(reply[i + 2]),
+                payload=payload,
+                deadline=int(reply[i + 3]) / 1000.0,
+                enqueued_at=int(reply[i + 4]) / 1000.0,
+                worker=worker,
+            )
+            if error:
+                bad.append((lease, error))
+            else:
+                leases.append(lease)
+        return Claimed(leases, bad, None if wait_ms < 0 else wait_ms / 1000.0)
+
+    # -- lease operations -------------------------------------------------
+
+    def extend(self, lease: Lease, ttl: float) -> Call[Lease]:
+        lease_ms = min(v.ttl_ms(ttl), self.lease_cap_ms)
+        k = self.keys
+
+        def parse(reply: list[Any]) -> Lease:
+            if _s(reply[0]) != "OK":
+                raise refusal("extend", lease.id, lease.attempt, reply)
+            return msgspec.structs.replace(lease, deadline=int(reply[1]) / 1000.0)
+
+        return Call(
+            SCRIPTS["extend"],
+            (k.job(lease.id), k.active),
+            (lease.id, lease.attempt, lease_ms, self.lease_cap_ms),
+            parse,
+        )
+
+    def complete(
+        self, leases: Sequence[Lease], results: Sequence[Any] | None
+    ) -> Call[list[LeaseLost]]:
+        k = self.keys
+        keys = list(self._complete_keys)
+        args: list[str | bytes | int] = [self.keep_ms]
+        encode = self.codec.encode
+        for i, lease in enumerate(leases):
+            result = None if results is None else results[i]
+            keys.append(k.job(lease.id))
+            args += (lease.id, lease.attempt, b"" if result is None else encode(result, "result"))
+
+        def parse(reply: list[Any]) -> list[LeaseLost]:
+            return [
+                refusal("complete", lease.id, lease.attempt, item)
+                for lease, item in zip(leases, reply, strict=True)
+                if _s(item[0]) != "OK"
+            ]
+
+        return Call(SCRIPTS["complete"], keys, args, parse)
+
+    def retry_delay_ms(self, lease: Lease, retry_in: float | None) -> int:
+        if retry_in is not None:
+            return v.delay_ms(retry_in, "retry_in")
+        if self.backoff is None:
+            return self.constant_backoff_ms
+        return round(self.backoff.delay(lease.attempt) * 1000)
+
+    def fail(self, lease: Lease, error: object, retry_in: float | None, dead: bool) -> Call[State]:
+        k = self.keys
+        retry_ms = self.retry_delay_ms(lease, retry_in)
+
+        def parse(reply: list[Any]) -> State:
+            if _s(reply[0]) != "OK":
+                raise refusal("fail", lease.id, lease.attempt, reply)
+            return State(_s(reply[1]))
+
+        args = (
+            lease.id,
+            lease.attempt,
+            v.text(error, "error", ERROR_LIMIT),
+            retry_ms,
+            1 if dead else 0,
+        )
+        return Call(
+            SCRIPTS["fail"],
+            (k.job(lease.id), k.active, k.pending, k.scheduled, k.dead, k.meta, k.wake),
+            args,
+            parse,
+        )
+
+    def release(self, lease: Lease) -> Call[None]:
+        k = self.keys
+
+        def parse(reply: list[Any]) -> None:
+            if _s(reply[0]) != "OK":
+                raise refusal("release", lease.id, lease.attempt, reply)
+
+        return Call(
+            SCRIPTS["release"],
+            (k.job(lease.id), k.active, k.pending, k.meta, k.wake),
+            (lease.id, lease.attempt),
+            parse,
+        )
+
+    def once(self, lease: Lease, name: str) -> Call[bool]:
+        marker = check_job_id(name, "marker name")
+
+        def parse(reply: list[Any]) -> bool:
+            if _s(reply[0]) != "OK":
+                raise refusal("once", lease.id, lease.attempt, reply)
+            return int(reply[1]) == 1
+
+        return Call(SCRIPTS["once"], (self.keys.job(lease.id),), (lease.attempt, marker), parse)
+
+    # -- maintenance and operators -----------------------------------------
+
+    def reap(self, limit: int = REAP_LIMIT) -> Call[tuple[int, int, bool]]:
+        return Call(
+            SCRIPTS["reap"],
+            self._reap_keys,
+            (self.keys.job_prefix, limit),
+            lambda r: (int(r[0]), int(r[1]), int(r[2]) == 1),
+        )
+
+    def cancel(self, job_id: str) -> Call[bool]:
+        job_id = check_job_id(job_id)
+        k = self.keys
+
+        def parse(reply: list[Any]) -> bool:
+            if _s(reply[0]) != "OK":
+                raise _admin_error("cancel", job_id, reply)
+            return int(reply[1]) == 1
+
+        return Call(
+            SCRIPTS["cancel"],
+            (k.job(job_id), k.pending, k.scheduled, k.cancelled, k.meta),
+            (job_id, self.keep_ms),
+            parse,
+        )
+
+    def retry(self, job_id: str, attempts: int | None) -> Call[int]:
+        job_id = check_job_id(job_id)
+        extra = (
+            self.max_attempts
+            if attempts is None
+            else v.integer(attempts, "attempts", 1, v.MAX_ATTEMPTS)
+        )
+        k = self.keys
+
+        def parse(reply: list[Any]) -> int:
+            if _s(reply[0]) != "OK":
+                raise _admin_error("retry", job_id, reply)
+            return int(reply[1])
+
+        return Call(
+            SCRIPTS["retry"],
+            (k.job(job_id), k.dead, k.pending, k.meta, k.wake),
+            (job_id, extra),
+            parse,
+        )
+
+    def purge(self, state: State | str, limit: int = PURGE_LIMIT) -> Call[tuple[int, int]]:
+        st = parse_state(state)
+        if st is State.ACTIVE:
+            raise InvalidArgument(
+                "active jobs cannot be purged: their leases are held "
+                "(let them finish, or reap them once expired)"
+            )
+        return Call(
+            SCRIPTS["purge"],
+            (self.keys.index(st.value),),
+            (self.keys.job_prefix, st.value, limit),
+            lambda r: (int(r[0]), int(r[1])),
+        )
+
+    def stats(self, soon: float) -> Call[Stats]:
+        soon_ms = v.seconds_to_ms(soon, "soon", minimum_ms=0, maximum=v.MAX_TTL)
+
+        def parse(r: list[Any]) -> Stats:
+            now = int(r[0])
+            oldest, due = int(r[9]), int(r[10])
+            totals = {_s(r[i]): int(r[i + 1]) for i in range(11, len(r) - 1, 2)}
+            for hidden in ("seq", "next_id"):
+                totals.pop(hidden, None)
+            return Stats(
+                queue=self.name,
+                pending=int(r[1]),
+                scheduled=int(r[2]),
+                active=int(r[3]),
+                succeeded=int(r[4]),
+                dead=int(r[5]),
+                cancelled=int(r[6]),
+                expired=int(r[7]),
+                expiring_soon=int(r[8]),
+                oldest_pending_age=None if oldest < 0 else max(0, now - oldest) / 1000,
+                next_due_in=None if due < 0 else max(0, due - now) / 1000,
+                server_time=now / 1000,
+                totals=totals,
+            )
+
+        return Call(SCRIPTS["stats"], self._stats_keys, (self.keys.job_prefix, soon_ms), parse)
+
+    # -- reading rows -------------------------------------------------------
+
+    def parse_job(self, job_id: str, raw: dict[Any, Any]) -> Job | None:
+        """A job row from HGETALL as a Job; raises DamagedRow naming the field."""
+        if not raw:
+            return None
+        row: dict[str, Any] = {}
+        once: dict[str, int] = {}
+        payload: Any = None
+        result: Any = None
+        for key, value in raw.items():
+            field = _s(key)
+            if field == "payload":
+                payload = value
+                row[field] = ""
+            elif field == "result":
+                result = value
+            elif field.startswith("once:"):
+                once[field[5:]] = int(_s(value)) if _s(value).isdigit() else 0
+            else:
+                row[field] = _s(value)
+        try:
+            r = msgspec.convert(row, _Row, strict=False)
+        except msgspec.ValidationError as exc:
+            found = _FIELD_IN_ERROR.search(str(exc))
+            field = next((g for g in found.groups() if g), "?") if found else "?"
+            raise DamagedRow(job_id, field, row.get(field), str(exc)) from None
+        try:
+            payload = self.codec.decode_payload(payload)
+            result = None if result is None else self.codec.decode_any(result)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            raise DamagedRow(job_id, "payload", payload, str(exc)) from None
+        return Job(
+            id=job_id,
+            queue=self.name,
+            state=r.state,
+            attempts=r.attempts,
+            max_attempts=r.max_attempts,
+            payload=payload,
+            priority=r.priority,
+            enqueued_at=_sec(r.enqueued_at),
+            run_at=_sec(r.run_at),
+            claimed_at=_sec(r.claimed_at),
+            lease_until=_sec(r.lease_until),
+            finished_at=_sec(r.finished_at),
+            worker=r.worker,
+            last_error=r.last_error,
+            result=result,
+            once=once,
+        )
+
+
+def parse_state(state: State | str) -> State:
+    """A State from a member or its name; InvalidArgument otherwise."""
+    try:
+        return State(state)
+    except ValueError:
+        names = ", ".join(s.value for s in State)
+        raise InvalidArgument(f"unknown state {state!r}: use one of {names}") from None
+
+
+def chunks(items: Sequence[R], size: int) -> Iterable[Sequence[R]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,70 @@
+"""Running a Call on redis-py, and turning redis-py's errors into leaseq's.
+
+Scripts run by SHA (EVALSHA); on NOSCRIPT — after SCRIPT FLUSH, a restart
+or a failover to a fresh replica — the source is loaded and the call is
+made again, so the next call just works.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import redis.exceptions as rex
+
+from ._core import Call, R
+from .errors import DamagedKey, LeaseqWarning, ScriptError, ServerUnavailable
+
+__all__ = ["check_server_reply", "run", "translate_errors"]
+
+
+@contextlib.contextmanager
+def translate_errors() -> Iterator[None]:
+    """Map redis-py exceptions to leaseq's (the only place this happens)."""
+    try:
+        yield
+    except (rex.ConnectionError, rex.TimeoutError) as exc:
+        raise ServerUnavailable(f"Redis is unavailable: {redact(str(exc))}") from None
+    except rex.ResponseError as exc:
+        text = str(exc)
+        if "WRONGTYPE" in text:
+            raise DamagedKey(text) from None
+        raise ScriptError(f"Redis refused a leaseq call: {text}") from None
+
+
+def redact(text: str) -> str:
+    """Strip anything that looks like a password in a URL from a message."""
+    import re
+
+    return re.sub(r"(\w+://)([^@/\s]*)@", r"\1***@", text)
+
+
+def run(client: Any, call: Call[R]) -> R:
+    """Run one script call on a sync client (redis.Redis or RedisCluster)."""
+    keys = call.keys
+    with translate_errors():
+        try:
+            reply = client.evalsha(call.script.sha, len(keys), *keys, *call.args)
+        except rex.NoScriptError:
+            client.script_load(call.script.source)
+            reply = client.evalsha(call.script.sha, len(keys), *keys, *call.args)
+    return call.parse(reply)
+
+
+def check_server_reply(policy: Any) -> None:
+    """Warn when the server may evict keys: an evicting Redis drops jobs silently."""
+    if isinstance(policy, dict):
+        value = policy.get("maxmemory-policy") or policy.get(b"maxmemory-policy")
+    else:
+        value = policy
+    if isinstance(value, bytes):
+        value = value.decode()
+    if value and value != "noeviction":
+        warnings.warn(
+            f"Redis maxmemory-policy is {value!r}: under memory pressure the server "
+            "may evict job rows and lose jobs; set it to 'noeviction'",
+            LeaseqWarning,
+            stacklevel=4,
+        )

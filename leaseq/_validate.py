@@ -1,0 +1,62 @@
+"""Checks for the numbers of the public API, shared by every entry point.
+
+Each raises InvalidArgument (a ValueError) naming the argument, before
+anything is written.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .errors import InvalidArgument
+
+MAX_TTL = 86_400.0
+"""The longest lease one claim or extension may ask for: one day, in seconds."""
+MAX_DELAY = 366 * 86_400.0
+"""The longest delay or retry_in: a year (and a day), in seconds."""
+MAX_ATTEMPTS = 1_000_000
+MAX_PRIORITY = 1_000_000
+
+
+def seconds_to_ms(value: object, name: str, *, minimum_ms: int, maximum: float) -> int:
+    """A duration in seconds (int or float) as whole milliseconds, checked."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgument(f"{name} must be a number of seconds, not {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise InvalidArgument(f"{name} must be finite and >= 0, not {value!r}")
+    if value > maximum:
+        raise InvalidArgument(f"{name} must be at most {maximum:g} s, not {value!r}")
+    ms = math.ceil(value * 1000)
+    if ms < minimum_ms:
+        if minimum_ms == 1:
+            raise InvalidArgument(f"{name} must be greater than 0, not {value!r}")
+        raise InvalidArgument(f"{name} must be at least {minimum_ms} ms, not {value!r}")
+    return ms
+
+
+def ttl_ms(value: object, name: str = "ttl") -> int:
+    """A lease length: finite, > 0, at most MAX_TTL."""
+    return seconds_to_ms(value, name, minimum_ms=1, maximum=MAX_TTL)
+
+
+def delay_ms(value: object, name: str = "delay") -> int:
+    """A delay: finite, >= 0, at most MAX_DELAY; None means 0."""
+    if value is None:
+        return 0
+    return seconds_to_ms(value, name, minimum_ms=0, maximum=MAX_DELAY)
+
+
+def integer(value: object, name: str, low: int, high: int) -> int:
+    """An int (not bool, not float) within low..high."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{name} must be an integer, not {value!r}")
+    if not low <= value <= high:
+        raise InvalidArgument(f"{name} must be within {low}..{high}, not {value!r}")
+    return value
+
+
+def text(value: object, name: str, limit: int) -> str:
+    """A str, cut to at most ``limit`` characters (failure texts can be huge)."""
+    if not isinstance(value, str):
+        value = str(value)
+    return value if len(value) <= limit else value[: limit - 15] + " ...[truncated]"

@@ -1,0 +1,129 @@
+"""The exceptions leaseq raises: one small hierarchy rooted at LeaseqError.
+
+Input errors also subclass the matching built-in (``ValueError``,
+``TypeError``, ``LookupError``, ``ConnectionError``), so code that already
+catches those keeps working. Users never need to import ``redis`` or
+``msgspec`` to catch a leaseq failure.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AlreadyFinished",
+    "DamagedKey",
+    "DamagedRow",
+    "InvalidArgument",
+    "InvalidName",
+    "InvalidPayload",
+    "JobNotFound",
+    "JobStateError",
+    "LeaseLost",
+    "LeaseqError",
+    "LeaseqWarning",
+    "PayloadTooLarge",
+    "ScriptError",
+    "ServerUnavailable",
+]
+
+
+class LeaseqError(Exception):
+    """Root of every error leaseq raises on purpose."""
+
+
+class LeaseqWarning(UserWarning):
+    """A server setting that puts jobs at risk (e.g. an evicting ``maxmemory-policy``)."""
+
+
+class InvalidArgument(LeaseqError, ValueError):
+    """A number, setting or option outside its documented range. Nothing was written."""
+
+
+class InvalidName(InvalidArgument):
+    """A queue name, prefix, job id or marker name that breaks the naming rules."""
+
+
+class InvalidPayload(InvalidArgument):
+    """A payload or result that cannot be encoded (or decoded into the queue's type)."""
+
+
+class PayloadTooLarge(InvalidPayload):
+    """An encoded payload or result over the queue's ``max_payload_bytes``."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"encoded payload is {size} bytes, over the limit of {limit}")
+        self.size = size
+        self.limit = limit
+
+
+class LeaseLost(LeaseqError):
+    """The lease is no longer held: the row is not ``active`` under this token.
+
+    Raised by ``complete``, ``extend``, ``fail``, ``release`` and ``once``;
+    nothing was changed. ``state`` and ``attempts`` are what the row held
+    (``None`` when the row is gone).
+    """
+
+    def __init__(
+        self, job_id: str, token: int, state: str | None, attempts: str | None, message: str = ""
+    ) -> None:
+        if not message:
+            where = "the row is gone" if state is None else f"row is {state} at attempts={attempts}"
+            message = f"lease on job {job_id!r} (attempt {token}) is lost: {where}"
+        super().__init__(message)
+        self.job_id = job_id
+        self.token = token
+        self.state = state
+        self.attempts = attempts
+
+
+class AlreadyFinished(LeaseLost):
+    """The row already moved on under this very token.
+
+    Typically a replayed call (the reply to the first one was lost) — the job
+    was completed, failed or released with this lease. For ``fail`` and
+    ``release`` it also covers a lease that expired and was reaped while still
+    on this token: either way the job is out of this worker's hands.
+    """
+
+
+class JobNotFound(LeaseqError, LookupError):
+    """No job with this id in the queue."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"no job {job_id!r}")
+        self.job_id = job_id
+
+
+class JobStateError(LeaseqError):
+    """The job exists but is in a state where this operation does not apply."""
+
+    def __init__(self, job_id: str, state: str, wanted: str) -> None:
+        super().__init__(f"job {job_id!r} is {state}; {wanted}")
+        self.job_id = job_id
+        self.state = state
+
+
+class DamagedRow(LeaseqError):
+    """A job row that does not hold what leaseq wrote (say, edited by hand)."""
+
+    def __init__(self, job_id: str, field: str, value: object, why: str = "") -> None:
+        detail = f": {why}" if why else ""
+        super().__init__(f"job {job_id!r} has a damaged field {field}={value!r}{detail}")
+        self.job_id = job_id
+        self.field = field
+        self.value = value
+
+
+class DamagedKey(LeaseqError):
+    """A queue key holds the wrong Redis type (say, overwritten by hand)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"a queue key holds the wrong type of value: {detail}")
+
+
+class ScriptError(LeaseqError):
+    """A script answered something leaseq does not know: a bug or a version mix."""
+
+
+class ServerUnavailable(LeaseqError, ConnectionError):
+    """Redis could not be reached or timed out. The call may or may not have run."""

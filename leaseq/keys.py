@@ -1,0 +1,126 @@
+"""The one place that builds Redis key names, and the naming rules.
+
+Every key of a queue shares the hash tag ``{<queue>}``, so on Redis Cluster
+a queue lives in one slot and every script sees all of its keys.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .errors import InvalidName
+
+__all__ = ["QueueKeys", "check_job_id", "check_queue_name"]
+
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+# Printable ASCII (0x21-0x7e) is already free of whitespace; braces are out
+# because they would break the hash tag.
+_JOB_ID = re.compile(r"[!-z|~]{1,256}")
+
+
+def check_queue_name(name: object, what: str = "queue name") -> str:
+    """Return ``name`` if it is 1-128 characters of ``A-Z a-z 0-9 . _ - :``."""
+    if not isinstance(name, str) or not _QUEUE_NAME.fullmatch(name):
+        raise InvalidName(
+            f"invalid {what} {_show(name)}: use 1-128 characters of A-Z a-z 0-9 . _ - :"
+        )
+    return name
+
+
+def check_job_id(job_id: object, what: str = "job id") -> str:
+    """Return ``job_id`` if it is 1-256 printable ASCII characters, no space or braces."""
+    if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
+        raise InvalidName(
+            f"invalid {what} {_show(job_id)}: use 1-256 printable ASCII characters "
+            "other than whitespace, '{' and '}'"
+        )
+    return job_id
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@dataclass(frozen=True, slots=True)
+class QueueKeys:
+    """Key names of one queue: ``{prefix}:{<queue>}:...``. Immutable."""
+
+    prefix: str
+    queue: str
+
+    def __post_init__(self) -> None:
+        check_queue_name(self.prefix, "prefix")
+        check_queue_name(self.queue)
+
+    @property
+    def stem(self) -> str:
+        """``{prefix}:{<queue>}:``, the start of every key of this queue."""
+        return f"{self.prefix}:{{{self.queue}}}:"
+
+    def job(self, job_id: str) -> str:
+        """The job row (HASH) of ``job_id``."""
+        return self.stem + "job:" + job_id
+
+    @property
+    def job_prefix(self) -> str:
+        """What scripts prepend to an id to get its row, ``{prefix}:{<queue>}:job:``."""
+        return self.stem + "job:"
+
+    @property
+    def pending(self) -> str:
+        """ZSET of ids ready to claim; score = priority * 2**33 + FIFO sequence."""
+        return self.stem + "pending"
+
+    @property
+    def scheduled(self) -> str:
+        """ZSET of ids waiting for a time; score = due time, ms epoch."""
+        return self.stem + "scheduled"
+
+    @property
+    def active(self) -> str:
+        """ZSET of ids under lease; score = lease deadline, ms epoch."""
+        return self.stem + "active"
+
+    @property
+    def succeeded(self) -> str:
+        """ZSET of succeeded ids; score = when the row expires, ms epoch (+inf: kept)."""
+        return self.stem + "succeeded"
+
+    @property
+    def dead(self) -> str:
+        """ZSET of dead-lettered ids; score = when they died, ms epoch."""
+        return self.stem + "dead"
+
+    @property
+    def cancelled(self) -> str:
+        """ZSET of cancelled ids; score = when the row expires, ms epoch (+inf: kept)."""
+        return self.stem + "cancelled"
+
+    @property
+    def meta(self) -> str:
+        """HASH of the queue's counters, FIFO sequence and id counter."""
+        return self.stem + "meta"
+
+    @property
+    def wake(self) -> str:
+        """LIST of wake-up tokens that blocked claimers wait on."""
+        return self.stem + "wake"
+
+    def index(self, state: str) -> str:
+        """The index ZSET of a state (every state has exactly one)."""
+        return self.stem + state
+
+    @staticmethod
+    def meta_pattern(prefix: str) -> str:
+        """SCAN pattern that finds every queue's meta key under ``prefix``."""
+        return f"{check_queue_name(prefix, 'prefix')}:{{*}}:meta"
+
+    @staticmethod
+    def queue_of_meta(prefix: str, key: str) -> str | None:
+        """The queue name in a meta key found by :meth:`meta_pattern`, else None."""
+        head, tail = f"{prefix}:{{", "}:meta"
+        if key.startswith(head) and key.endswith(tail):
+            return key[len(head) : -len(tail)]
+        return None

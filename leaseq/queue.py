@@ -1,0 +1,351 @@
+"""``leaseq.Queue``: the synchronous API over redis-py.
+
+Every state change is one script call built by ``QueueCore``; this class
+only runs calls and loops where an operation spans many calls (batches,
+blocking claims, reaping everything).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import redis as redis_lib
+import redis.exceptions as rex
+
+from . import _redis
+from ._core import (
+    COMPLETE_CHUNK,
+    ENQUEUE_CHUNK,
+    Call,
+    Claimed,
+    QueueCore,
+    R,
+    chunks,
+    parse_state,
+)
+from ._memory import memory_client
+from .errors import InvalidArgument, JobNotFound, LeaseLost
+from .keys import QueueKeys, check_job_id
+from .types import DEFAULT_BACKOFF, Backoff, Job, Lease, State, Stats
+
+__all__ = ["Queue"]
+
+_MAX_BLOCK_SLICE = 5.0
+"""Longest single wait on the wake list: a lost wake-up delays, never loses."""
+
+
+def connect(url: str) -> Any:
+    """A redis-py client for ``url`` (``redis://``, ``rediss://``, ``unix://``, ``memory://``)."""
+    if not isinstance(url, str) or not url:
+        raise InvalidArgument(f"a Redis URL is needed, not {url!r}")
+    if url.startswith("memory://"):
+        return memory_client(url)
+    try:
+        return redis_lib.Redis.from_url(url)
+    except ValueError as exc:
+        raise InvalidArgument(f"bad Redis URL: {_redis.redact(str(exc))}") from None
+
+
+class Queue:
+    """One named queue on one Redis (or Redis Cluster) client.
+
+    Settings are keyword-only and checked here; an unknown one is a
+    TypeError. Durations are seconds (float). See ``docs/design.md``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        redis: Any,
+        prefix: str = "leaseq",
+        max_attempts: int = 5,
+        backoff: float | Backoff = DEFAULT_BACKOFF,
+        keep_succeeded: float | None = 3600.0,
+        serializer: str = "json",
+        payload_type: Any = None,
+        max_payload_bytes: int = 1_048_576,
+        lease_cap: float = 43_200.0,
+        worker_id: str | None = None,
+    ) -> None:
+        self._core = QueueCore(
+            name,
+            prefix=prefix,
+            max_attempts=max_attempts,
+            backoff=backoff,
+            keep_succeeded=keep_succeeded,
+            serializer=serializer,
+            payload_type=payload_type,
+            max_payload_bytes=max_payload_bytes,
+            lease_cap=lease_cap,
+            worker_id=worker_id,
+        )
+        if redis is None:
+            raise InvalidArgument("Queue needs a redis client (or use Queue.from_url)")
+        self.redis = redis
+        self._checked = False
+
+    @classmethod
+    def from_url(cls, url: str, name: str, **settings: Any) -> Queue:
+        """A queue on a new client for ``url``; ``settings`` as for ``Queue``."""
+        return cls(name, redis=connect(url), **settings)
+
+    def __repr__(self) -> str:
+        return f"Queue({self.name!r}, prefix={self.keys.prefix!r})"
+
+    @property
+    def name(self) -> str:
+        return self._core.name
+
+    @property
+    def keys(self) -> QueueKeys:
+        """The key names of this queue (read-only)."""
+        return self._core.keys
+
+    @property
+    def worker_id(self) -> str:
+        """The worker id claims use when they are given none."""
+        return self._core.worker_id
+
+    def _run(self, call: Call[R]) -> R:
+        if not self._checked:
+            self._check_server()
+        return _redis.run(self.redis, call)
+
+    def _check_server(self) -> None:
+        self._checked = True
+        try:
+            policy = self.redis.config_get("maxmemory-policy")
+        except (rex.RedisError, AttributeError, NotImplementedError):
+            return  # CONFIG is often forbidden on managed servers; not fatal.
+        _redis.check_server_reply(policy)
+
+    # -- producing ----------------------------------------------------------
+
+    def enqueue(
+        self,
+        payload: Any,
+        *,
+        id: str | None = None,
+        max_attempts: int | None = None,
+        delay: float | None = None,
+        priority: int = 0,
+    ) -> str:
+        """Add one job; return its id (also when ``id`` already existed: then nothing changes).
+
+        ``delay`` seconds (>= 0) before it may run; ``priority`` 0..1,000,000,
+        lower first, FIFO within one. Raises InvalidPayload, PayloadTooLarge,
+        InvalidName or InvalidArgument before writing anything.
+        """
+        job = self._core.job_args(payload, id, max_attempts, delay, priority)
+        return self._run(self._core.enqueue([job]))[0]
+
+    def enqueue_many(
+        self,
+        payloads: Iterable[Any],
+        *,
+        max_attempts: int | None = None,
+        delay: float | None = None,
+        priority: int = 0,
+        ids: Sequence[str] | None = None,
+    ) -> list[str]:
+        """Add many jobs in few script calls (chunks of 1000); return their ids in order.
+
+        Every item is validated and encoded first: one bad item rejects the
+        whole call and nothing is written.
+        """
+        items = list(payloads)
+        if ids is not None and len(ids) != len(items):
+            raise InvalidArgument(f"{len(ids)} ids for {len(items)} payloads")
+        jobs = [
+            self._core.job_args(p, None if ids is None else ids[i], max_attempts, delay, priority)
+            for i, p in enumerate(items)
+        ]
+        out: list[str] = []
+        for chunk in chunks(jobs, ENQUEUE_CHUNK):
+            out += self._run(self._core.enqueue(chunk))
+        return out
+
+    # -- consuming ------------------------------------------------------------
+
+    def claim(
+        self, ttl: float = 30.0, worker: str | None = None, block: float | None = None
+    ) -> Lease | None:
+        """Lease one job for ``ttl`` seconds, or return None.
+
+        ``block``: seconds to wait for a job (None = do not wait). Before
+        leasing, the script promotes due scheduled jobs and reaps a bounded
+        number of expired leases.
+        """
+        leases = self.claim_many(1, ttl=ttl, worker=worker, block=block)
+        return leases[0] if leases else None
+
+    def claim_many(
+        self, count: int, ttl: float = 30.0, worker: str | None = None, block: float | None = None
+    ) -> list[Lease]:
+        """Lease up to ``count`` jobs in one script call (or wait up to ``block`` s for one)."""
+        call = self._core.claim(count, ttl, worker)
+        if block is not None:
+            block = float(self._core_block(block))
+        give_up = None if block is None else time.monotonic() + block
+        while True:
+            claimed = self._run(call)
+            leases = self._settle(claimed)
+            if leases or give_up is None:
+                return leases
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return leases
+            wait = min(
+                left,
+                _MAX_BLOCK_SLICE,
+                claimed.wait if claimed.wait is not None else _MAX_BLOCK_SLICE,
+            )
+            if wait > 0:
+                with _redis.translate_errors():
+                    self.redis.blpop([self.keys.wake], timeout=max(wait, 0.01))
+
+    @staticmethod
+    def _core_block(block: float) -> float:
+        from ._validate import MAX_DELAY, seconds_to_ms
+
+        return seconds_to_ms(block, "block", minimum_ms=0, maximum=MAX_DELAY) / 1000
+
+    def _settle(self, claimed: Claimed) -> list[Lease]:
+        # A payload that will not decode into the queue's type can never run:
+        # dead-letter it now rather than crash-loop a worker on it.
+        for lease, error in claimed.undecodable:
+            with contextlib.suppress(LeaseLost):
+                self._run(self._core.fail(lease, error, None, dead=True))
+        return claimed.leases
+
+    def extend(self, lease: Lease, ttl: float = 30.0) -> Lease:
+        """Push the deadline to now + ``ttl`` (server clock), within ``lease_cap``
+        of the claim; return the lease with its new deadline. Raises LeaseLost."""
+        return self._run(self._core.extend(lease, ttl))
+
+    def complete(self, lease: Lease, result: Any = None) -> None:
+        """Mark the job succeeded (storing ``result`` if not None). Raises LeaseLost
+        (AlreadyFinished when a replay finds it done under this same token)."""
+        lost = self._run(self._core.complete([lease], None if result is None else [result]))
+        if lost:
+            raise lost[0]
+
+    def complete_many(
+        self, leases: Sequence[Lease], results: Sequence[Any] | None = None
+    ) -> list[LeaseLost]:
+        """Complete many leases in few calls; return the refusals (empty if all held)."""
+        if results is not None and len(results) != len(leases):
+            raise InvalidArgument(f"{len(results)} results for {len(leases)} leases")
+        lost: list[LeaseLost] = []
+        for start in range(0, len(leases), COMPLETE_CHUNK):
+            part = leases[start : start + COMPLETE_CHUNK]
+            res = None if results is None else results[start : start + COMPLETE_CHUNK]
+            lost += self._run(self._core.complete(part, res))
+        return lost
+
+    def fail(
+        self, lease: Lease, error: object, retry_in: float | None = None, *, dead: bool = False
+    ) -> State:
+        """Record a failure. Retry after ``retry_in`` s (default: the queue's backoff)
+        while attempts remain, else dead-letter; ``dead=True`` dead-letters at once.
+        Returns the job's new state. Raises LeaseLost."""
+        return self._run(self._core.fail(lease, error, retry_in, dead))
+
+    def release(self, lease: Lease) -> None:
+        """Put the job back to pending now without spending the attempt (shutdown)."""
+        self._run(self._core.release(lease))
+
+    def once(self, lease: Lease, name: str) -> bool:
+        """True the first time this job reaches the marker ``name`` (any attempt),
+        False after. Set before the effect: a crash right after it skips the
+        effect on redelivery. Raises LeaseLost."""
+        return self._run(self._core.once(lease, name))
+
+    # -- maintenance and operators ---------------------------------------------
+
+    def reap(self) -> tuple[int, int]:
+        """Hand back every expired lease: (returned to pending, dead-lettered)."""
+        requeued = died = 0
+        while True:
+            r, d, more = self._run(self._core.reap())
+            requeued, died = requeued + r, died + d
+            if not more:
+                return requeued, died
+
+    def get(self, job_id: str) -> Job | None:
+        """The job row, typed, or None. Raises DamagedRow for a row that will not read."""
+        job_id = check_job_id(job_id)
+        with _redis.translate_errors():
+            raw = self.redis.hgetall(self.keys.job(job_id))
+        return self._core.parse_job(job_id, raw)
+
+    def ls(self, state: State | str, *, offset: int = 0, limit: int = 100) -> list[Job]:
+        """Jobs in ``state``, in index order (pending: next to run first)."""
+        st = parse_state(state)
+        with _redis.translate_errors():
+            ids = self.redis.zrange(self.keys.index(st.value), offset, offset + limit - 1)
+            pipe = self.redis.pipeline(transaction=False)
+            names = [i.decode() if isinstance(i, bytes) else i for i in ids]
+            for job_id in names:
+                pipe.hgetall(self.keys.job(job_id))
+            rows = pipe.execute()
+        jobs = [self._core.parse_job(job_id, raw) for job_id, raw in zip(names, rows, strict=True)]
+        return [job for job in jobs if job is not None]
+
+    def stats(self, soon: float = 10.0) -> Stats:
+        """Counts per state and more, in one consistent read."""
+        return self._run(self._core.stats(soon))
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel a pending or scheduled job: True if cancelled now, False if it already
+        was. Raises JobNotFound, or JobStateError once it has started."""
+        return self._run(self._core.cancel(job_id))
+
+    def retry_dead(self, job_id: str, *, attempts: int | None = None) -> int:
+        """Make a dead job pending again with ``attempts`` more tries (default: the
+        queue's max_attempts). ``attempts`` in the row is kept, ``max_attempts``
+        raised; returns the new max_attempts. Raises JobNotFound, JobStateError."""
+        return self._run(self._core.retry(job_id, attempts))
+
+    def retry_all_dead(self, *, attempts: int | None = None) -> int:
+        """Retry every dead job; returns how many."""
+        done = 0
+        while True:
+            with _redis.translate_errors():
+                ids = self.redis.zrange(self.keys.dead, 0, 999)
+            if not ids:
+                return done
+            for raw in ids:
+                try:
+                    self.retry_dead(
+                        raw.decode() if isinstance(raw, bytes) else raw, attempts=attempts
+                    )
+                    done += 1
+                except (JobNotFound, LookupError):
+                    continue
+
+    def purge(self, state: State | str) -> int:
+        """Delete every job in ``state`` (not active); returns how many rows went."""
+        deleted = 0
+        while True:
+            gone, remaining = self._run(self._core.purge(state))
+            deleted += gone
+            if remaining == 0:
+                return deleted
+
+    @staticmethod
+    def queues(redis: Any, prefix: str = "leaseq") -> list[str]:
+        """Names of the queues under ``prefix`` on this server (by SCAN of meta keys)."""
+        found = set()
+        with _redis.translate_errors():
+            for key in redis.scan_iter(match=QueueKeys.meta_pattern(prefix), count=1000):
+                name = QueueKeys.queue_of_meta(
+                    prefix, key.decode() if isinstance(key, bytes) else key
+                )
+                if name:
+                    found.add(name)
+        return sorted(found)

@@ -1,0 +1,154 @@
+"""The typed values of leaseq's API: State, Lease, Job, Backoff, Stats."""
+
+from __future__ import annotations
+
+import enum
+import math
+import random
+from typing import Any
+
+import msgspec
+
+from .errors import InvalidArgument
+
+__all__ = ["Backoff", "Job", "Lease", "State", "Stats"]
+
+
+class State(str, enum.Enum):
+    """The closed set of states a job row can be in (field ``state``).
+
+    Each member says who moves a job out of it. "Lease expired" is an
+    event seen by reap, not a state: an expired job is still ``ACTIVE``
+    until a reaper (or a claim's bounded sweep) hands it back.
+    """
+
+    PENDING = "pending"
+    """Ready to run. Left by ``claim`` (-> active) or ``cancel`` (-> cancelled)."""
+    SCHEDULED = "scheduled"
+    """Waiting for ``run_at`` (delay or retry backoff). Left by the promotion
+    inside ``claim`` (-> pending) or ``cancel``."""
+    ACTIVE = "active"
+    """Under a lease. Left by ``complete`` (-> succeeded), ``fail`` (-> scheduled,
+    pending or dead), ``release`` (-> pending) and ``reap`` once the lease expired
+    (-> pending, or dead when no attempts remain)."""
+    SUCCEEDED = "succeeded"
+    """Done. Terminal; the row is deleted after ``keep_succeeded`` or by ``purge``."""
+    DEAD = "dead"
+    """Dead-lettered: out of attempts, failed for good, or damaged. Kept until
+    ``retry_dead`` (-> pending) or ``purge``; never trimmed silently."""
+    CANCELLED = "cancelled"
+    """Cancelled before it ran. Terminal; kept like succeeded rows."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Lease(msgspec.Struct, frozen=True, kw_only=True):
+    """A claimed job, held until ``deadline`` unless extended.
+
+    ``attempt`` is the fencing token: ``complete``, ``extend``, ``fail``,
+    ``release`` and ``once`` succeed only while the row is still active at
+    this very attempt. Times are epoch seconds on the Redis server's clock.
+    """
+
+    id: str
+    queue: str
+    attempt: int
+    max_attempts: int
+    payload: Any
+    deadline: float
+    enqueued_at: float
+    worker: str
+
+    @property
+    def token(self) -> int:
+        """The fencing token (the same as ``attempt``)."""
+        return self.attempt
+
+    @property
+    def last_attempt(self) -> bool:
+        """True when a failure now would dead-letter the job."""
+        return self.attempt >= self.max_attempts
+
+
+class Job(msgspec.Struct, frozen=True, kw_only=True):
+    """Every field of a job row, typed. Times are epoch seconds, server clock."""
+
+    id: str
+    queue: str
+    state: State
+    attempts: int
+    max_attempts: int
+    payload: Any
+    priority: int = 0
+    enqueued_at: float | None = None
+    run_at: float | None = None
+    claimed_at: float | None = None
+    lease_until: float | None = None
+    finished_at: float | None = None
+    worker: str | None = None
+    last_error: str | None = None
+    result: Any = None
+    once: dict[str, int] = msgspec.field(default_factory=dict)
+
+
+class Backoff(msgspec.Struct, frozen=True, kw_only=True):
+    """Exponential retry delay: ``base * 2**(attempt-1)``, capped at ``cap`` seconds.
+
+    ``jitter`` is the randomised fraction of each delay (0 = none, 1 = full
+    jitter); the default 0.5 spreads a burst of failures over half the delay
+    while keeping at least half of it.
+    """
+
+    base: float = 1.0
+    cap: float = 3600.0
+    jitter: float = 0.5
+
+    def __post_init__(self) -> None:
+        for name in ("base", "cap", "jitter"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise InvalidArgument(f"Backoff.{name} must be a number, not {value!r}")
+            if not math.isfinite(value) or value < 0:
+                raise InvalidArgument(f"Backoff.{name} must be finite and >= 0, not {value!r}")
+        if self.jitter > 1:
+            raise InvalidArgument(f"Backoff.jitter must be within 0..1, not {self.jitter!r}")
+        if self.cap < self.base:
+            raise InvalidArgument(f"Backoff.cap ({self.cap}) is below Backoff.base ({self.base})")
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before the retry that follows failed attempt ``attempt`` (>= 1)."""
+        exponent = min(max(attempt, 1) - 1, 64)
+        full = min(self.cap, self.base * 2.0**exponent)
+        return full * (1.0 - self.jitter * random.random())
+
+
+class Stats(msgspec.Struct, frozen=True, kw_only=True):
+    """A consistent snapshot of one queue, read in one script call.
+
+    ``totals`` are counters since the queue was created (``enqueued``,
+    ``succeeded``, ``failed``, ``dead``, ``expired``, ``released``,
+    ``retried``, ``cancelled``). Times are seconds.
+    """
+
+    queue: str
+    pending: int
+    scheduled: int
+    active: int
+    succeeded: int
+    dead: int
+    cancelled: int
+    expired: int
+    """Active jobs whose lease deadline has passed but that no reaper took yet."""
+    expiring_soon: int
+    """Active jobs whose lease ends within the next ``soon`` seconds."""
+    oldest_pending_age: float | None
+    """Seconds since the job at the head of pending was enqueued."""
+    next_due_in: float | None
+    """Seconds until the next scheduled job is due (0 if overdue)."""
+    server_time: float
+    totals: dict[str, int] = msgspec.field(default_factory=dict)
+
+
+DEFAULT_BACKOFF = Backoff()
+"""The queue default: 1 s doubling to at most an hour, half of each delay jittered."""

@@ -1,0 +1,33 @@
+-- cancel.lua: cancel a job that has not started: it will never run.
+-- transition: pending | scheduled -> cancelled (the row then lives keep_ms)
+-- clock: server TIME, for finished_at and retention
+-- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
+-- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
+-- KEYS[3]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
+-- KEYS[4]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids, score = ms epoch the row expires (+inf: kept)
+-- KEYS[5]  leaseq:{<queue>}:meta       HASH  counters
+-- ARGV[1]  id, the job id (string)
+-- ARGV[2]  keep_ms, how long to keep the row (integer ms; 0 = delete now, -1 = until purged)
+-- derives: nothing
+-- returns: {'OK', 1} when cancelled now, {'OK', 0} when it already was
+-- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is past cancelling
+--!include lib/now_ms.lua
+--!include lib/retain.lua
+--!include lib/trim_finished.lua
+
+local job, pending, scheduled, cancelled, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local id = ARGV[1]
+local state = redis.call('HGET', job, 'state')
+if not state then return { 'GONE' } end
+if state == 'cancelled' then return { 'OK', 0 } end
+if state ~= 'pending' and state ~= 'scheduled' then return { 'STATE', state } end
+
+local now = now_ms()
+redis.call('ZREM', pending, id)
+redis.call('ZREM', scheduled, id)
+redis.call('HSET', job, 'state', 'cancelled', 'finished_at', now)
+redis.call('HDEL', job, 'run_at')
+redis.call('HINCRBY', meta, 'cancelled', 1)
+retain(job, cancelled, id, now, tonumber(ARGV[2]))
+trim_finished(cancelled, now, 100)
+return { 'OK', 1 }

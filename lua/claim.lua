@@ -1,0 +1,102 @@
+-- claim.lua: lease up to count jobs, after promoting due jobs and reaping a few expired leases.
+-- transition: pending -> active (and scheduled -> pending, active -> pending | dead on the way;
+--             a pending row that cannot run -- damaged, or out of attempts -> dead)
+-- clock: server TIME, for the lease deadline, promotion and reaping
+-- KEYS[1]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
+-- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
+-- KEYS[3]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
+-- KEYS[4]  leaseq:{<queue>}:dead       ZSET  dead ids, score = died ms epoch
+-- KEYS[5]  leaseq:{<queue>}:meta       HASH  counters, seq
+-- KEYS[6]  leaseq:{<queue>}:wake       LIST  wake-up tokens
+-- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
+-- ARGV[2]  count, how many jobs to lease at most (integer >= 1)
+-- ARGV[3]  lease_ms, the lease length (integer ms >= 1)
+-- ARGV[4]  worker id, stored in the row (string)
+-- ARGV[5]  maintenance limit: most scheduled jobs to promote and expired leases to reap (integer >= 0)
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the job row
+-- returns: flat array: now_ms, wait_ms (ms until the next scheduled job is due, -1 if none),
+--          k, then six values per leased job: id, attempts (the fencing token),
+--          max_attempts, lease_until (ms epoch), enqueued_at (ms epoch), payload
+-- errors: none of its own; a row that cannot be claimed is dead-lettered with last_error
+--!include lib/now_ms.lua
+--!include lib/to_count.lua
+--!include lib/push_pending.lua
+--!include lib/dead_letter.lua
+--!include lib/promote_due.lua
+--!include lib/reap_expired.lua
+
+local pending, scheduled, active, dead, meta, wake =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local job_prefix = ARGV[1]
+local count = tonumber(ARGV[2])
+local lease_ms = tonumber(ARGV[3])
+local worker = ARGV[4]
+local limit = tonumber(ARGV[5])
+local now = now_ms()
+
+if limit > 0 then
+  promote_due(scheduled, pending, meta, wake, job_prefix, now, limit)
+  reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit)
+end
+
+local out = {}
+local got = 0
+local known = { pending = true, scheduled = true, active = true,
+                succeeded = true, dead = true, cancelled = true }
+while got < count do
+  local popped = redis.call('ZPOPMIN', pending, count - got)
+  if #popped == 0 then break end
+  for i = 1, #popped, 2 do
+    local id = popped[i]
+    local job = job_prefix .. id
+    local row = redis.call('HMGET', job, 'state', 'attempts', 'max_attempts',
+      'payload', 'enqueued_at')
+    local state = row[1]
+    local attempts, max_attempts = to_count(row[2]), to_count(row[3])
+    if state == 'pending' and attempts and max_attempts and row[4]
+        and attempts < max_attempts then
+      attempts = attempts + 1
+      local deadline = now + lease_ms
+      redis.call('HSET', job, 'state', 'active', 'attempts', attempts,
+        'lease_until', deadline, 'claimed_at', now, 'worker', worker)
+      redis.call('ZADD', active, deadline, id)
+      got = got + 1
+      out[#out + 1] = id
+      out[#out + 1] = attempts
+      out[#out + 1] = max_attempts
+      out[#out + 1] = deadline
+      out[#out + 1] = row[5] or now
+      out[#out + 1] = row[4]
+    elseif state and (state == 'pending' or not known[state]) then
+      -- A row that can never be claimed as it stands: dead-letter it with
+      -- the reason, so it neither blocks the queue nor vanishes.
+      local why
+      if not known[state] then
+        why = 'damaged row: unknown state ' .. state
+      elseif not attempts or not max_attempts then
+        why = 'damaged row: attempts=' .. tostring(row[2]) ..
+          ' max_attempts=' .. tostring(row[3])
+      elseif not row[4] then
+        why = 'damaged row: payload missing'
+      else
+        why = 'no attempts left (' .. attempts .. ' of ' .. max_attempts .. ')'
+      end
+      dead_letter(job, dead, meta, id, now, why)
+    end
+    -- else: a stale index entry (row gone or in another state); dropped.
+  end
+end
+
+if redis.call('ZCARD', pending) == 0 then
+  -- Nothing left to wake anyone for; a later enqueue pushes a fresh token.
+  redis.call('DEL', wake)
+end
+
+local wait_ms = -1
+local nxt = redis.call('ZRANGE', scheduled, 0, 0, 'WITHSCORES')
+if #nxt > 0 then
+  wait_ms = math.max(0, tonumber(nxt[2]) - now)
+end
+local head = { now, wait_ms, got }
+for i = 1, #out do head[#head + 1] = out[i] end
+return head

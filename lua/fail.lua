@@ -1,0 +1,53 @@
+-- fail.lua: record a handler failure: retry after retry_ms while attempts remain, else dead-letter.
+-- transition: active -> scheduled (retry_ms > 0) | pending (retry_ms = 0) | dead
+-- clock: server TIME, for the retry's due time and finished_at
+-- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
+-- KEYS[2]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
+-- KEYS[3]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
+-- KEYS[4]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
+-- KEYS[5]  leaseq:{<queue>}:dead       ZSET  dead ids, score = died ms epoch
+-- KEYS[6]  leaseq:{<queue>}:meta       HASH  counters, seq
+-- KEYS[7]  leaseq:{<queue>}:wake       LIST  wake-up tokens
+-- ARGV[1]  id, the job id (string)
+-- ARGV[2]  token, the lease's attempts value (decimal string)
+-- ARGV[3]  error, the failure text for last_error (string, already trimmed)
+-- ARGV[4]  retry_ms, delay before the retry (integer ms >= 0)
+-- ARGV[5]  dead_now, 1 to dead-letter whatever attempts remain, else 0
+-- derives: nothing
+-- returns: {'OK', new state} -- 'scheduled', 'pending' or 'dead'
+-- errors: {'LOST', state, attempts} when the lease is not held under token
+--!include lib/now_ms.lua
+--!include lib/to_count.lua
+--!include lib/lease_check.lua
+--!include lib/push_pending.lua
+--!include lib/dead_letter.lua
+
+local job, active, pending, scheduled, dead, meta, wake =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local id, token, err = ARGV[1], ARGV[2], ARGV[3]
+local retry_ms = tonumber(ARGV[4])
+local refused = lease_check(job, token)
+if refused then return refused end
+
+local now = now_ms()
+redis.call('ZREM', active, id)
+redis.call('HINCRBY', meta, 'failed', 1)
+local row = redis.call('HMGET', job, 'attempts', 'max_attempts', 'priority')
+local attempts, max_attempts = to_count(row[1]), to_count(row[2])
+if ARGV[5] == '1' then
+  dead_letter(job, dead, meta, id, now, err)
+  return { 'OK', 'dead' }
+end
+if not max_attempts or attempts >= max_attempts then
+  dead_letter(job, dead, meta, id, now, err)
+  return { 'OK', 'dead' }
+end
+redis.call('HSET', job, 'last_error', err)
+redis.call('HDEL', job, 'lease_until')
+if retry_ms > 0 then
+  redis.call('HSET', job, 'state', 'scheduled', 'run_at', now + retry_ms)
+  redis.call('ZADD', scheduled, now + retry_ms, id)
+  return { 'OK', 'scheduled' }
+end
+push_pending(pending, meta, wake, job, id, to_count(row[3]) or 0)
+return { 'OK', 'pending' }

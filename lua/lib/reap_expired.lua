@@ -1,0 +1,43 @@
+-- reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit):
+-- hand back at most limit jobs whose lease deadline has passed
+-- (lease_until <= now): to pending while attempts remain, else to dead.
+-- Needs push_pending, dead_letter and to_count. Returns requeued, died.
+-- Atomic with every other script, so two reapers never move a job twice.
+local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit)
+  local requeued, died = 0, 0
+  local ids = redis.call('ZRANGEBYSCORE', active, '-inf', now, 'LIMIT', 0, limit)
+  for _, id in ipairs(ids) do
+    local job = job_prefix .. id
+    local row = redis.call('HMGET', job, 'state', 'attempts', 'max_attempts',
+      'lease_until', 'priority', 'worker')
+    local deadline = to_count(row[4])
+    if row[1] ~= 'active' then
+      -- Stale index entry: the row left 'active' (or is gone).
+      redis.call('ZREM', active, id)
+    elseif deadline and deadline > now then
+      -- The index drifted from the row; the row wins.
+      redis.call('ZADD', active, deadline, id)
+    else
+      redis.call('ZREM', active, id)
+      local attempts, max_attempts = to_count(row[2]), to_count(row[3])
+      local err = 'lease expired (attempt ' .. tostring(row[2]) .. ', worker '
+        .. tostring(row[6] or '?') .. ')'
+      redis.call('HINCRBY', meta, 'expired', 1)
+      if not attempts or not max_attempts then
+        dead_letter(job, dead, meta, id, now, err .. '; damaged row: attempts='
+          .. tostring(row[2]) .. ' max_attempts=' .. tostring(row[3]))
+        died = died + 1
+      elseif attempts >= max_attempts then
+        dead_letter(job, dead, meta, id, now, err .. '; no attempts left ('
+          .. attempts .. ' of ' .. max_attempts .. ')')
+        died = died + 1
+      else
+        redis.call('HSET', job, 'last_error', err)
+        redis.call('HDEL', job, 'lease_until')
+        push_pending(pending, meta, wake, job, id, to_count(row[5]) or 0)
+        requeued = requeued + 1
+      end
+    end
+  end
+  return requeued, died
+end

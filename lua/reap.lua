@@ -1,0 +1,28 @@
+-- reap.lua: hand back up to limit expired leases: to pending while attempts remain, else dead.
+-- transition: active -> pending | dead (last_error says the lease expired)
+-- clock: server TIME, to tell which leases have expired
+-- KEYS[1]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
+-- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
+-- KEYS[3]  leaseq:{<queue>}:dead       ZSET  dead ids, score = died ms epoch
+-- KEYS[4]  leaseq:{<queue>}:meta       HASH  counters, seq
+-- KEYS[5]  leaseq:{<queue>}:wake       LIST  wake-up tokens
+-- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
+-- ARGV[2]  limit, the most index entries to look at (integer >= 1)
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows
+-- returns: {requeued, died, more} -- more is 1 when expired entries remain
+-- errors: none
+--!include lib/now_ms.lua
+--!include lib/to_count.lua
+--!include lib/push_pending.lua
+--!include lib/dead_letter.lua
+--!include lib/reap_expired.lua
+
+local active, pending, dead, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local now = now_ms()
+local requeued, died = reap_expired(active, pending, dead, meta, wake, ARGV[1], now,
+  tonumber(ARGV[2]))
+local more = 0
+if #redis.call('ZRANGEBYSCORE', active, '-inf', now, 'LIMIT', 0, 1) > 0 then
+  more = 1
+end
+return { requeued, died, more }

@@ -1,0 +1,31 @@
+-- release.lua: hand a held lease back at once (shutdown), without spending the attempt.
+-- transition: active -> pending
+-- clock: none (releasing needs no time)
+-- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
+-- KEYS[2]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
+-- KEYS[3]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
+-- KEYS[4]  leaseq:{<queue>}:meta       HASH  counters, seq
+-- KEYS[5]  leaseq:{<queue>}:wake       LIST  wake-up tokens
+-- ARGV[1]  id, the job id (string)
+-- ARGV[2]  token, the lease's attempts value (decimal string)
+-- derives: nothing
+-- returns: {'OK'}
+-- errors: {'LOST', state, attempts} when the lease is not held under token
+--!include lib/to_count.lua
+--!include lib/lease_check.lua
+--!include lib/push_pending.lua
+
+local job, active, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local id = ARGV[1]
+local refused = lease_check(job, ARGV[2])
+if refused then return refused end
+
+-- attempts never goes down (it is the fencing token), so the attempt this
+-- lease used is refunded by raising max_attempts instead.
+redis.call('HINCRBY', job, 'max_attempts', 1)
+redis.call('HDEL', job, 'lease_until')
+redis.call('ZREM', active, id)
+redis.call('HINCRBY', meta, 'released', 1)
+push_pending(pending, meta, wake, job, id,
+  to_count(redis.call('HGET', job, 'priority')) or 0)
+return { 'OK' }

@@ -1,0 +1,49 @@
+-- stats.lua: one consistent snapshot of a queue's counts, read-only.
+-- transition: none (reads only)
+-- clock: server TIME, to count live succeeded rows and expired leases
+-- KEYS[1]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
+-- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
+-- KEYS[3]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
+-- KEYS[4]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids, score = ms epoch the row expires
+-- KEYS[5]  leaseq:{<queue>}:dead       ZSET  dead ids, score = died ms epoch
+-- KEYS[6]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids, score = ms epoch the row expires
+-- KEYS[7]  leaseq:{<queue>}:meta       HASH  counters
+-- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
+-- ARGV[2]  soon_ms, the window for "leases expiring soon" (integer ms >= 0)
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest pending job's row
+-- returns: flat array: now_ms, pending, scheduled, active, succeeded, dead, cancelled,
+--          expired leases, leases expiring within soon_ms, oldest pending enqueued_at
+--          (ms epoch, -1 if none), next scheduled due (ms epoch, -1 if none),
+--          then the meta hash as field, value pairs
+-- errors: none
+--!include lib/now_ms.lua
+
+local pending, scheduled, active, succeeded, dead, cancelled, meta =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local now = now_ms()
+local oldest = -1
+-- The lowest score is the highest priority, not the oldest job; across
+-- priorities the oldest is not indexed, so this reads the head's row only.
+local head = redis.call('ZRANGE', pending, 0, 0)
+if #head > 0 then
+  oldest = tonumber(redis.call('HGET', ARGV[1] .. head[1], 'enqueued_at') or -1) or -1
+end
+local due = -1
+local nxt = redis.call('ZRANGE', scheduled, 0, 0, 'WITHSCORES')
+if #nxt > 0 then due = tonumber(nxt[2]) end
+local out = {
+  now,
+  redis.call('ZCARD', pending),
+  redis.call('ZCARD', scheduled),
+  redis.call('ZCARD', active),
+  redis.call('ZCOUNT', succeeded, '(' .. now, '+inf'),
+  redis.call('ZCARD', dead),
+  redis.call('ZCOUNT', cancelled, '(' .. now, '+inf'),
+  redis.call('ZCOUNT', active, '-inf', now),
+  redis.call('ZCOUNT', active, '(' .. now, now + tonumber(ARGV[2])),
+  oldest,
+  due,
+}
+local m = redis.call('HGETALL', meta)
+for i = 1, #m do out[#out + 1] = m[i] end
+return out
