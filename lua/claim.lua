@@ -14,7 +14,7 @@
 -- ARGV[4]  worker id, stored in the row (string)
 -- ARGV[5]  maintenance limit: most scheduled jobs to promote and expired leases to reap (integer >= 0)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job row
--- returns: flat array: now_ms, wait_ms (ms until the next scheduled job is due, -1 if none),
+-- returns: flat array: now_ms, wait_ms (ms until the next scheduled job is due or lease ends, -1 if none),
 --          k, then six values per leased job: id, attempts (the fencing token),
 --          max_attempts, lease_until (ms epoch), enqueued_at (ms epoch), payload
 -- errors: none of its own; a row that cannot be claimed is dead-lettered with last_error
@@ -92,10 +92,16 @@ if redis.call('ZCARD', pending) == 0 then
   redis.call('DEL', wake)
 end
 
+-- How long a blocked claimer may sleep before something changes by itself:
+-- the next scheduled job falls due, or the earliest lease runs out (then a
+-- claim reaps it). Enqueues wake it sooner through the wake list.
 local wait_ms = -1
-local nxt = redis.call('ZRANGE', scheduled, 0, 0, 'WITHSCORES')
-if #nxt > 0 then
-  wait_ms = math.max(0, tonumber(nxt[2]) - now)
+for _, index in ipairs({ scheduled, active }) do
+  local head = redis.call('ZRANGE', index, 0, 0, 'WITHSCORES')
+  if #head > 0 then
+    local ms = math.max(0, tonumber(head[2]) - now)
+    if wait_ms < 0 or ms < wait_ms then wait_ms = ms end
+  end
 end
 local head = { now, wait_ms, got }
 for i = 1, #out do head[#head + 1] = out[i] end
