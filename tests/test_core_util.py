@@ -1,0 +1,44 @@
+"""Small helpers shared by the core behaviour suite (no tests in here).
+
+They read Redis directly, the way an operator with ``redis-cli`` would, so
+the tests check what is stored, not only what the API answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import leaseq
+
+
+def text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def row(q: leaseq.Queue, job_id: str) -> dict[str, str]:
+    """The job hash as ``HGETALL`` shows it, decoded."""
+    raw = q.redis.hgetall(q.keys.job(job_id))
+    return {text(k): text(v) for k, v in raw.items()}
+
+
+def index(q: leaseq.Queue, state: str) -> dict[str, float]:
+    """An index ZSET as {id: score}."""
+    return {
+        text(k): float(s) for k, s in q.redis.zrange(q.keys.index(state), 0, -1, withscores=True)
+    }
+
+
+def all_keys(r: Any) -> list[str]:
+    return sorted(text(k) for k in r.keys("*"))
+
+
+def server_ms(r: Any) -> int:
+    """The server's TIME in integer ms, as the scripts compute it."""
+    sec, usec = r.time()
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+def claim_one(q: leaseq.Queue, ttl: float = 30.0) -> leaseq.Lease:
+    lease = q.claim(ttl=ttl)
+    assert lease is not None, "expected a job to claim"
+    return lease
