@@ -208,6 +208,27 @@ class Queue:
                 with _redis.translate_errors():
                     self.redis.blpop([self.keys.wake], timeout=max(wait, 0.01))
 
+    def claim_now(
+        self, count: int, ttl: float = 30.0, worker: str | None = None
+    ) -> tuple[list[Lease], float | None]:
+        """One claim call that never waits, for loops that block their own way (Worker).
+
+        Returns the leases (0..count) and the seconds until something may become
+        claimable by itself — the next scheduled job falls due or the earliest
+        lease ends (None: nothing is scheduled or leased).
+        """
+        claimed = self._run(self._core.claim(count, ttl, worker))
+        return self._settle(claimed), claimed.wait
+
+    def wait_for_wake(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds on the wake list; True if a token was taken.
+
+        Enqueues push tokens; a claim that empties pending deletes the list.
+        Raises ServerUnavailable.
+        """
+        with _redis.translate_errors():
+            return self.redis.blpop([self.keys.wake], timeout=max(timeout, 0.01)) is not None
+
     @staticmethod
     def _core_block(block: float) -> float:
         from ._validate import MAX_DELAY, seconds_to_ms
