@@ -42,3 +42,21 @@ def claim_one(q: leaseq.Queue, ttl: float = 30.0) -> leaseq.Lease:
     lease = q.claim(ttl=ttl)
     assert lease is not None, "expected a job to claim"
     return lease
+
+
+def snapshot(r: Any) -> dict[str, Any]:
+    """Every key with its type and full content: to prove a refused call changed nothing."""
+    out: dict[str, Any] = {}
+    for raw in r.keys("*"):
+        key = text(raw)
+        kind = text(r.type(key))
+        if kind == "hash":
+            value: Any = {text(k): text(v) for k, v in r.hgetall(key).items()}
+        elif kind == "zset":
+            value = [(text(m), s) for m, s in r.zrange(key, 0, -1, withscores=True)]
+        elif kind == "list":
+            value = [text(x) for x in r.lrange(key, 0, -1)]
+        else:
+            value = r.get(key)
+        out[key] = (kind, value, r.pttl(key) > 0)
+    return out
