@@ -1,0 +1,305 @@
+"""Each figure of the benchmark, measured for leaseq, the baseline and the raw ceiling.
+
+Every function takes a fresh-able redis client and a ``Size`` and returns
+plain numbers (medians of ``timing.REPEATS`` trials). The database is
+flushed between figures so one figure's leftovers never slow another.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import leaseq
+from bench import baseline
+from bench.timing import median_rate, rate
+
+TRIVIAL = "return 1"
+TTL = 3600.0
+"""Leases in the benchmark never expire while it runs."""
+
+
+@dataclass(frozen=True)
+class Size:
+    """How much work each figure does (``--quick`` shrinks it)."""
+
+    single: int = 5000
+    """Calls per trial of the one-by-one figures."""
+    bulk: int = 100_000
+    """Jobs per trial of enqueue_many and of the claim_many loop."""
+    backlog: int = 1_000_000
+    """Pending jobs behind the in-flight scan."""
+    in_flight: tuple[int, ...] = (0, 1000, 10_000, 100_000)
+    steady_budget: float = 0.4
+    """Seconds per trial of a steady-state point (at most ``single`` pairs)."""
+    memory_jobs: int = 100_000
+
+
+QUICK = Size(single=2000, bulk=30_000, backlog=150_000, steady_budget=0.15)
+
+
+def queue(r: Any, name: str = "bench", **settings: Any) -> leaseq.Queue:
+    q = leaseq.Queue(name, redis=r, **settings)
+    q.stats()  # the first call checks the server's config; keep it out of the timing
+    return q
+
+
+def payloads(n: int, start: int = 0) -> list[dict[str, int]]:
+    return [{"i": i} for i in range(start, start + n)]
+
+
+# -- raw ceilings ---------------------------------------------------------------
+
+
+def ceilings(r: Any, size: Size) -> dict[str, float]:
+    """EVALSHA of a trivial one-key script: calls/s unpipelined and 32 deep."""
+    sha = r.script_load(TRIVIAL)
+    n = size.single
+
+    def one() -> float:
+        evalsha = r.evalsha
+        return rate(n, lambda: [evalsha(sha, 1, "k") for _ in range(n)])
+
+    def piped() -> float:
+        def go() -> None:
+            pipe = r.pipeline(transaction=False)
+            for _ in range(n * 4 // 32):
+                for _ in range(32):
+                    pipe.evalsha(sha, 1, "k")
+                pipe.execute()
+
+        return rate(n * 4 // 32 * 32, go)
+
+    return {"evalsha": median_rate(one), "evalsha_pipe32": median_rate(piped)}
+
+
+# -- enqueue --------------------------------------------------------------------
+
+
+def enqueue_one(r: Any, size: Size) -> dict[str, float]:
+    """Jobs/s enqueued one call at a time."""
+    n = size.single
+    q = queue(r)
+
+    def leaseq_trial() -> float:
+        return rate(n, lambda: [q.enqueue({"i": i}) for i in range(n)])
+
+    return {
+        "leaseq": median_rate(leaseq_trial, lambda: _reset(r)),
+        "baseline": median_rate(
+            lambda: rate(n, lambda: baseline.enqueue(r, n)), lambda: r.flushall()
+        ),
+    }
+
+
+def enqueue_many(r: Any, size: Size) -> dict[str, float]:
+    """Jobs/s through the bulk path (payloads built before the clock starts)."""
+    n = size.bulk
+    q = queue(r)
+    items = payloads(n)
+    return {
+        "leaseq": median_rate(lambda: rate(n, lambda: q.enqueue_many(items)), lambda: _reset(r)),
+        "baseline": median_rate(
+            lambda: rate(n, lambda: baseline.enqueue_bulk(r, n)), lambda: r.flushall()
+        ),
+    }
+
+
+# -- claim + complete ------------------------------------------------------------
+
+
+def batch_loop(r: Any, size: Size, batch: int = 500) -> dict[str, float]:
+    """Jobs/s of a loop of claim_many(batch) + complete_many until the queue is empty."""
+    n = size.bulk
+    q = queue(r)
+
+    def fill() -> None:
+        _reset(r)
+        q.enqueue_many(payloads(n))
+
+    def drain() -> None:
+        done = 0
+        while True:
+            leases = q.claim_many(batch, ttl=TTL)
+            if not leases:
+                break
+            if q.complete_many(leases):
+                raise RuntimeError("a lease was lost in the benchmark")
+            done += len(leases)
+        if done != n:
+            raise RuntimeError(f"drained {done} of {n}")
+
+    def base_fill() -> None:
+        r.flushall()
+        baseline.enqueue_bulk(r, n)
+
+    def base_drain() -> None:
+        while baseline.batch_cycle(r, batch):
+            pass
+
+    return {
+        "leaseq": median_rate(lambda: rate(n, drain), fill),
+        "baseline": median_rate(lambda: rate(n, base_drain), base_fill),
+    }
+
+
+def single_pair(r: Any, size: Size) -> dict[str, float]:
+    """Pairs/s of one claim then one complete, unpipelined, on a small queue."""
+    n = size.single
+    q = queue(r)
+
+    def fill() -> None:
+        _reset(r)
+        q.enqueue_many(payloads(n))
+
+    def pairs() -> None:
+        for _ in range(n):
+            lease = q.claim(ttl=TTL)
+            assert lease is not None
+            q.complete(lease)
+
+    def base_fill() -> None:
+        r.flushall()
+        baseline.enqueue_bulk(r, n)
+
+    def base_pairs() -> None:
+        for _ in range(n):
+            job = baseline.claim(r)
+            assert job is not None
+            baseline.complete(r, job)
+
+    return {
+        "leaseq": median_rate(lambda: rate(n, pairs), fill),
+        "baseline": median_rate(lambda: rate(n, base_pairs), base_fill),
+    }
+
+
+# -- flat with load ----------------------------------------------------------------
+
+
+class _LeaseqSteady:
+    """``k`` leases stay held: each step claims one and completes the oldest
+    (FIFO, as ``k`` equal workers would), like ``baseline.Steady``."""
+
+    def __init__(self, q: leaseq.Queue) -> None:
+        self.q = q
+        self.held: deque[leaseq.Lease] = deque()
+
+    def hold(self, in_flight: int) -> None:
+        while len(self.held) < in_flight:
+            got = self.q.claim_many(min(1000, in_flight - len(self.held)), ttl=TTL)
+            if not got:
+                raise RuntimeError("leaseq ran out of pending jobs")
+            self.held.extend(got)
+
+    def step(self) -> None:
+        lease = self.q.claim(ttl=TTL)
+        if lease is None:
+            raise RuntimeError("leaseq ran out of pending jobs")
+        self.held.append(lease)
+        self.q.complete(self.held.popleft())
+
+
+def _steady_rate(step: Callable[[], None], size: Size) -> float:
+    def trial() -> float:
+        n = 0
+        start = time.perf_counter()
+        deadline = start + size.steady_budget
+        while n < size.single and (n < 50 or time.perf_counter() < deadline):
+            step()
+            n += 1
+        return n / (time.perf_counter() - start)
+
+    return median_rate(trial)
+
+
+def in_flight_scan(r: Any, size: Size) -> dict[str, dict[int | str, float]]:
+    """µs per claim+complete pair: on an empty queue ('empty'), then with
+    ``size.backlog`` pending and each of ``size.in_flight`` jobs held."""
+    out: dict[str, dict[int | str, float]] = {"leaseq": {}, "baseline": {}}
+    spare = size.single * 3 * len(size.in_flight) + 2 * size.single
+    q = queue(r)
+
+    _reset(r)
+    q.enqueue_many(payloads(size.single * 4))
+    out["leaseq"]["empty"] = 1e6 / _steady_rate(_LeaseqSteady(q).step, size)
+    _reset(r)
+    _fill_leaseq(q, size.backlog + max(size.in_flight) + spare)
+    steady = _LeaseqSteady(q)
+    for k in sorted(size.in_flight):
+        steady.hold(k)
+        out["leaseq"][k] = 1e6 / _steady_rate(steady.step, size)
+
+    r.flushall()
+    baseline.enqueue_bulk(r, size.single * 4)
+    out["baseline"]["empty"] = 1e6 / _steady_rate(baseline.Steady(r).step, size)
+    r.flushall()
+    baseline.enqueue_bulk(r, size.backlog + max(size.in_flight) + spare)
+    base = baseline.Steady(r)
+    for k in sorted(size.in_flight):
+        base.hold(k)
+        out["baseline"][k] = 1e6 / _steady_rate(base.step, size)
+    r.flushall()
+    return out
+
+
+def _fill_leaseq(q: leaseq.Queue, n: int) -> None:
+    for start in range(0, n, 100_000):
+        q.enqueue_many(payloads(min(100_000, n - start), start))
+
+
+# -- memory --------------------------------------------------------------------------
+
+
+def memory(r: Any, size: Size) -> dict[str, Any]:
+    """Bytes of used_memory per pending job, and what a drained queue keeps."""
+    n = size.memory_jobs
+    items = payloads(n)
+    q = queue(r, "mem")
+    _reset(r)
+    q.enqueue({"i": -1})  # the fixed keys (meta, pending) exist before the count starts
+    before = _used(r)
+    q.enqueue_many(items)
+    per_job = (_used(r) - before) / n
+    one = q.keys.job("2")
+    row = r.memory_usage(one)
+    encoding = r.object("encoding", one)
+    pending_per_job = r.memory_usage(q.keys.pending, samples=0) / (n + 1)
+
+    r.flushall()
+    baseline.enqueue(r, 1)
+    before = _used(r)
+    baseline.enqueue_bulk(r, n)
+    base_per_job = (_used(r) - before) / n
+
+    r.flushall()
+    d = queue(r, "drained", keep_succeeded=0)
+    d.enqueue_many(payloads(1000))
+    while leases := d.claim_many(500, ttl=TTL):
+        d.complete_many(leases)
+    stem = d.keys.stem
+    left = sorted(k.decode()[len(stem) :] for k in r.scan_iter(match=_glob(stem) + "*"))
+    r.flushall()
+    return {
+        "leaseq": per_job,
+        "baseline": base_per_job,
+        "row_bytes": row,
+        "row_encoding": encoding.decode() if isinstance(encoding, bytes) else encoding,
+        "pending_entry_bytes": pending_per_job,
+        "drained_keys": left,
+    }
+
+
+def _glob(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+def _used(r: Any) -> int:
+    return int(r.info("memory")["used_memory"])
+
+
+def _reset(r: Any) -> None:
+    r.flushall()

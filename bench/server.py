@@ -1,0 +1,69 @@
+"""A throwaway redis-server on a free 127.0.0.1 port, no persistence."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from types import TracebackType
+
+import redis
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """Starts redis-server in a temp dir; a context manager that always stops it."""
+
+    def __init__(self) -> None:
+        exe = shutil.which("redis-server")
+        if exe is None:
+            raise SystemExit("bench: redis-server is not installed")
+        self.dir = tempfile.mkdtemp(prefix="leaseq-bench-")
+        self.port = free_port()
+        args = [exe, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", self.dir]
+        args += ["--save", "", "--appendonly", "no", "--protected-mode", "yes"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        give_up = time.monotonic() + 10
+        while True:
+            try:
+                if self.client().ping():
+                    break
+            except redis.ConnectionError:
+                if time.monotonic() > give_up:
+                    self.stop()
+                    raise
+                time.sleep(0.02)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self) -> redis.Redis:
+        """A new redis-py client (hiredis parser when installed)."""
+        return redis.Redis(host="127.0.0.1", port=self.port)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -1,0 +1,39 @@
+"""Repeat-and-take-the-median helpers. Rates are per second, costs in µs."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+REPEATS = 3
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Seconds one call of ``fn`` takes (wall clock, perf_counter)."""
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def median_rate(
+    trial: Callable[[], float], setup: Callable[[], object] | None = None, repeats: int = REPEATS
+) -> float:
+    """Median of ``repeats`` rates; each ``trial()`` returns items/s and
+    ``setup()`` (untimed) runs before each."""
+    rates = []
+    for _ in range(repeats):
+        if setup is not None:
+            setup()
+        rates.append(trial())
+    return statistics.median(rates)
+
+
+def rate(n: int, fn: Callable[[], object]) -> float:
+    """``n`` items done by one ``fn()`` call, as items/s."""
+    return n / timed(fn)
+
+
+def us(per_second: float) -> float:
+    """Cost in µs of one item at ``per_second`` items/s."""
+    return 1e6 / per_second if per_second else float("inf")
