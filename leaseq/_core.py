@@ -156,8 +156,9 @@ class QueueCore:
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
         lease_cap: float = 43_200.0,
         worker_id: str | None = None,
+        shard: int | None = None,
     ) -> None:
-        self.keys = QueueKeys(prefix, name)
+        self.keys = QueueKeys(prefix, name, shard)
         self.name = name
         self.max_attempts = v.integer(max_attempts, "max_attempts", 1, v.MAX_ATTEMPTS)
         if isinstance(backoff, Backoff):
@@ -266,6 +267,15 @@ class QueueCore:
             else:
                 leases.append(lease)
         return Claimed(leases, bad, None if wait_ms < 0 else wait_ms / 1000.0)
+
+    def settle(self, claimed: Claimed) -> list[Call[State]]:
+        """Calls that dead-letter the leases whose payload would not decode.
+
+        Such a payload can never run: dead-letter it now rather than
+        crash-loop a worker on it. The caller runs each call and ignores
+        LeaseLost (someone else already moved the job).
+        """
+        return [self.fail(lease, error, None, dead=True) for lease, error in claimed.undecodable]
 
     # -- lease operations -------------------------------------------------
 
@@ -507,6 +517,36 @@ def parse_state(state: State | str) -> State:
     except ValueError:
         names = ", ".join(s.value for s in State)
         raise InvalidArgument(f"unknown state {state!r}: use one of {names}") from None
+
+
+MAX_BLOCK_SLICE = 5.0
+"""Longest single wait on the wake list: a lost wake-up delays, never loses."""
+
+
+def block_until(block: float | None, now: float) -> float | None:
+    """When a blocking claim gives up, on the monotonic clock ``now`` comes from.
+
+    ``block`` is seconds (None: do not wait). Raises InvalidArgument.
+    """
+    if block is None:
+        return None
+    return now + v.seconds_to_ms(block, "block", minimum_ms=0, maximum=v.MAX_DELAY) / 1000
+
+
+def block_wait(give_up: float | None, claimed: Claimed, now: float) -> float:
+    """Seconds to wait on the wake list before claiming again; <= 0 means return now.
+
+    The claim script says how long until something changes by itself (a
+    scheduled job falls due, a lease runs out); enqueues wake waiters sooner.
+    Both the sync and the async Queue loop on this.
+    """
+    if claimed.leases or give_up is None:
+        return 0.0
+    left = give_up - now
+    if left <= 0:
+        return 0.0
+    hint = claimed.wait if claimed.wait is not None else MAX_BLOCK_SLICE
+    return max(min(left, MAX_BLOCK_SLICE, hint), 0.01)
 
 
 def chunks(items: Sequence[R], size: int) -> Iterable[Sequence[R]]:

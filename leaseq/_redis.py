@@ -17,7 +17,7 @@ import redis.exceptions as rex
 from ._core import Call, R
 from .errors import DamagedKey, LeaseqWarning, ScriptError, ServerUnavailable
 
-__all__ = ["check_server_reply", "run", "translate_errors"]
+__all__ = ["arun", "check_server_reply", "run", "translate_errors"]
 
 
 @contextlib.contextmanager
@@ -50,6 +50,21 @@ def run(client: Any, call: Call[R]) -> R:
         except rex.NoScriptError:
             client.script_load(call.script.source)
             reply = client.evalsha(call.script.sha, len(keys), *keys, *call.args)
+    return call.parse(reply)
+
+
+async def arun(client: Any, call: Call[R]) -> R:
+    """Run one script call on an async client (redis.asyncio Redis or RedisCluster).
+
+    The same EVALSHA, NOSCRIPT reload and error translation as :func:`run`.
+    """
+    keys = call.keys
+    with translate_errors():
+        try:
+            reply = await client.evalsha(call.script.sha, len(keys), *keys, *call.args)
+        except rex.NoScriptError:
+            await client.script_load(call.script.source)
+            reply = await client.evalsha(call.script.sha, len(keys), *keys, *call.args)
     return call.parse(reply)
 
 

@@ -7,11 +7,19 @@ a queue lives in one slot and every script sees all of its keys.
 from __future__ import annotations
 
 import re
+import zlib
 from dataclasses import dataclass
 
 from .errors import InvalidName
 
-__all__ = ["QueueKeys", "check_job_id", "check_queue_name"]
+__all__ = [
+    "MAX_SHARDS",
+    "QueueKeys",
+    "check_job_id",
+    "check_queue_name",
+    "shard_of",
+    "split_shard",
+]
 
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 # Printable ASCII (0x21-0x7e) is already free of whitespace; braces are out
@@ -49,15 +57,28 @@ class QueueKeys:
 
     prefix: str
     queue: str
+    shard: int | None = None
+    """Set for one shard of a ``ShardedQueue``: the hash tag becomes
+    ``{<queue>#<shard>}``. ``#`` is not allowed in queue names, so a shard's
+    keys can never collide with a plain queue's."""
 
     def __post_init__(self) -> None:
         check_queue_name(self.prefix, "prefix")
         check_queue_name(self.queue)
+        if self.shard is not None and not (
+            isinstance(self.shard, int) and 0 <= self.shard < MAX_SHARDS
+        ):
+            raise InvalidName(f"shard must be an integer 0..{MAX_SHARDS - 1}, not {self.shard!r}")
+
+    @property
+    def tag(self) -> str:
+        """The hash tag's content: ``<queue>``, or ``<queue>#<shard>`` for a shard."""
+        return self.queue if self.shard is None else f"{self.queue}#{self.shard}"
 
     @property
     def stem(self) -> str:
         """``{prefix}:{<queue>}:``, the start of every key of this queue."""
-        return f"{self.prefix}:{{{self.queue}}}:"
+        return f"{self.prefix}:{{{self.tag}}}:"
 
     def job(self, job_id: str) -> str:
         """The job row (HASH) of ``job_id``."""
@@ -119,8 +140,31 @@ class QueueKeys:
 
     @staticmethod
     def queue_of_meta(prefix: str, key: str) -> str | None:
-        """The queue name in a meta key found by :meth:`meta_pattern`, else None."""
+        """The hash tag in a meta key found by :meth:`meta_pattern`, else None
+        (``<queue>``, or ``<queue>#<shard>`` for a shard: see :func:`split_shard`)."""
         head, tail = f"{prefix}:{{", "}:meta"
         if key.startswith(head) and key.endswith(tail):
             return key[len(head) : -len(tail)]
         return None
+
+
+MAX_SHARDS = 1024
+"""Most shards one ShardedQueue may have (far beyond any cluster's masters)."""
+
+
+def shard_of(job_id: str, shards: int) -> int:
+    """The shard of ``job_id`` among ``shards``: CRC32 of its bytes, modulo.
+
+    Stable across processes, versions and Python's hash randomisation, so
+    every producer and consumer agrees on where an id lives (dedup by id
+    depends on it). Changing the shard count moves ids: see docs/scaling.md.
+    """
+    return zlib.crc32(job_id.encode("ascii")) % shards
+
+
+def split_shard(tag: str) -> tuple[str, int | None]:
+    """``("emails", 3)`` for the tag ``emails#3``; ``("emails", None)`` for ``emails``."""
+    name, sep, index = tag.rpartition("#")
+    if sep and index.isdigit() and name:
+        return name, int(index)
+    return tag, None

@@ -23,6 +23,8 @@ from ._core import (
     Claimed,
     QueueCore,
     R,
+    block_until,
+    block_wait,
     chunks,
     parse_state,
 )
@@ -32,10 +34,6 @@ from .keys import QueueKeys, check_job_id
 from .types import DEFAULT_BACKOFF, Backoff, Job, Lease, State, Stats
 
 __all__ = ["Queue"]
-
-_MAX_BLOCK_SLICE = 5.0
-"""Longest single wait on the wake list: a lost wake-up delays, never loses."""
-
 
 def connect(url: str) -> Any:
     """A redis-py client for ``url`` (``redis://``, ``rediss://``, ``unix://``, ``memory://``)."""
@@ -188,25 +186,15 @@ class Queue:
     ) -> list[Lease]:
         """Lease up to ``count`` jobs in one script call (or wait up to ``block`` s for one)."""
         call = self._core.claim(count, ttl, worker)
-        if block is not None:
-            block = float(self._core_block(block))
-        give_up = None if block is None else time.monotonic() + block
+        give_up = block_until(block, time.monotonic())
         while True:
             claimed = self._run(call)
             leases = self._settle(claimed)
-            if leases or give_up is None:
+            wait = block_wait(give_up, claimed, time.monotonic())
+            if wait <= 0:
                 return leases
-            left = give_up - time.monotonic()
-            if left <= 0:
-                return leases
-            wait = min(
-                left,
-                _MAX_BLOCK_SLICE,
-                claimed.wait if claimed.wait is not None else _MAX_BLOCK_SLICE,
-            )
-            if wait > 0:
-                with _redis.translate_errors():
-                    self.redis.blpop([self.keys.wake], timeout=max(wait, 0.01))
+            with _redis.translate_errors():
+                self.redis.blpop([self.keys.wake], timeout=wait)
 
     def claim_now(
         self, count: int, ttl: float = 30.0, worker: str | None = None
@@ -229,18 +217,12 @@ class Queue:
         with _redis.translate_errors():
             return self.redis.blpop([self.keys.wake], timeout=max(timeout, 0.01)) is not None
 
-    @staticmethod
-    def _core_block(block: float) -> float:
-        from ._validate import MAX_DELAY, seconds_to_ms
-
-        return seconds_to_ms(block, "block", minimum_ms=0, maximum=MAX_DELAY) / 1000
-
     def _settle(self, claimed: Claimed) -> list[Lease]:
         # A payload that will not decode into the queue's type can never run:
         # dead-letter it now rather than crash-loop a worker on it.
-        for lease, error in claimed.undecodable:
+        for call in self._core.settle(claimed):
             with contextlib.suppress(LeaseLost):
-                self._run(self._core.fail(lease, error, None, dead=True))
+                self._run(call)
         return claimed.leases
 
     def extend(self, lease: Lease, ttl: float = 30.0) -> Lease:
