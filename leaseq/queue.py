@@ -35,6 +35,7 @@ from .types import DEFAULT_BACKOFF, Backoff, Job, Lease, State, Stats
 
 __all__ = ["Queue"]
 
+
 def connect(url: str) -> Any:
     """A redis-py client for ``url`` (``redis://``, ``rediss://``, ``unix://``, ``memory://``)."""
     if not isinstance(url, str) or not url:
