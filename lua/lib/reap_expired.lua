@@ -14,6 +14,14 @@ local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, 
     if row[1] ~= 'active' then
       -- Stale index entry: the row left 'active' (or is gone).
       redis.call('ZREM', active, id)
+      local s = row[1]
+      if s and s ~= 'pending' and s ~= 'scheduled' and s ~= 'succeeded'
+          and s ~= 'dead' and s ~= 'cancelled' then
+        -- A state leaseq never writes (edited by hand): dead-letter the
+        -- job rather than leave it in no index at all.
+        dead_letter(job, dead, meta, id, now, 'damaged row: unknown state ' .. s)
+        died = died + 1
+      end
     elseif deadline and deadline > now then
       -- The index drifted from the row; the row wins.
       redis.call('ZADD', active, deadline, id)
