@@ -65,7 +65,7 @@ while got < count do
       out[#out + 1] = attempts
       out[#out + 1] = max_attempts
       out[#out + 1] = deadline
-      out[#out + 1] = row[5] or now
+      out[#out + 1] = to_count(row[5]) or now -- a hand-edited time must not break the claim
       out[#out + 1] = row[4]
     elseif state and (state == 'pending' or not known[state]) then
       -- A row that can never be claimed as it stands: dead-letter it with
@@ -74,8 +74,8 @@ while got < count do
       if not known[state] then
         why = 'damaged row: unknown state ' .. state
       elseif not attempts or not max_attempts then
-        why = 'damaged row: attempts=' .. tostring(row[2]) ..
-          ' max_attempts=' .. tostring(row[3])
+        why = 'damaged row: attempts=' .. (row[2] or 'missing') ..
+          ' max_attempts=' .. (row[3] or 'missing')
       elseif not row[4] then
         why = 'damaged row: payload missing'
       else

@@ -28,12 +28,12 @@ local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, 
     else
       redis.call('ZREM', active, id)
       local attempts, max_attempts = to_count(row[2]), to_count(row[3])
-      local err = 'lease expired (attempt ' .. tostring(row[2]) .. ', worker '
-        .. tostring(row[6] or '?') .. ')'
+      local err = 'lease expired (attempt ' .. (row[2] or 'missing') .. ', worker '
+        .. (row[6] or '?') .. ')'
       redis.call('HINCRBY', meta, 'expired', 1)
       if not attempts or not max_attempts then
         dead_letter(job, dead, meta, id, now, err .. '; damaged row: attempts='
-          .. tostring(row[2]) .. ' max_attempts=' .. tostring(row[3]))
+          .. (row[2] or 'missing') .. ' max_attempts=' .. (row[3] or 'missing'))
         died = died + 1
       elseif attempts >= max_attempts then
         dead_letter(job, dead, meta, id, now, err .. '; no attempts left ('
