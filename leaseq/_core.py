@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from . import _validate as v
+from .effects import encode_effects
 from .errors import (
     AlreadyFinished,
     DamagedRow,
@@ -296,18 +297,42 @@ class QueueCore:
         )
 
     def complete(
-        self, leases: Sequence[Lease], results: Sequence[Any] | None
+        self,
+        leases: Sequence[Lease],
+        results: Sequence[Any] | None,
+        effects: Sequence[Sequence[Any] | None] | None = None,
     ) -> Call[list[LeaseLost]]:
+        """``effects[i]``: the Redis writes (see ``leaseq.effects``) applied with
+        item i's completion, in the same script; the reply raises InvalidArgument
+        when one cannot apply (that item is then left active, its lease held)."""
         k = self.keys
         keys = list(self._complete_keys)
-        args: list[str | bytes | int] = [self.keep_ms]
+        args: list[str | bytes | int] = [self.keep_ms, len(leases)]
+        effect_keys: list[str] = []
+        effect_args: list[str | bytes | int] = []
         encode = self.codec.encode
         for i, lease in enumerate(leases):
             result = None if results is None else results[i]
+            e_keys, e_args = encode_effects(None if effects is None else effects[i], k)
+            effect_keys += e_keys
+            effect_args += e_args
             keys.append(k.job(lease.id))
-            args += (lease.id, lease.attempt, b"" if result is None else encode(result, "result"))
+            args += (
+                lease.id,
+                lease.attempt,
+                b"" if result is None else encode(result, "result"),
+                len(e_keys),
+            )
+        keys += effect_keys
+        args += effect_args
 
         def parse(reply: list[Any]) -> list[LeaseLost]:
+            for lease, item in zip(leases, reply, strict=True):
+                if _s(item[0]) == "EFFECT":
+                    raise InvalidArgument(
+                        f"effect {int(item[1])} of job {lease.id!r} cannot apply: "
+                        f"{_s(item[2])}; nothing was written and the lease still holds"
+                    )
             return [
                 refusal("complete", lease.id, lease.attempt, item)
                 for lease, item in zip(leases, reply, strict=True)

@@ -231,10 +231,24 @@ class Queue:
         of the claim; return the lease with its new deadline. Raises LeaseLost."""
         return self._run(self._core.extend(lease, ttl))
 
-    def complete(self, lease: Lease, result: Any = None) -> None:
+    def complete(
+        self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None
+    ) -> None:
         """Mark the job succeeded (storing ``result`` if not None). Raises LeaseLost
-        (AlreadyFinished when a replay finds it done under this same token)."""
-        lost = self._run(self._core.complete([lease], None if result is None else [result]))
+        (AlreadyFinished when a replay finds it done under this same token).
+
+        ``effects``: Redis writes such as ``("HINCRBY", "app:{q}:totals", "sent", 1)``
+        applied in the same script, only while the lease holds — exactly once or
+        not at all. Allowed commands and key rules: ``leaseq.effects``. A bad
+        effect raises InvalidArgument and nothing is written (the lease holds).
+        """
+        lost = self._run(
+            self._core.complete(
+                [lease],
+                None if result is None else [result],
+                None if effects is None else [effects],
+            )
+        )
         if lost:
             raise lost[0]
 

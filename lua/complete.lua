@@ -1,35 +1,66 @@
--- complete.lua: finish held leases as succeeded, one or many in one call.
+-- complete.lua: finish held leases as succeeded, one or many in one call, with their effects.
 -- transition: active -> succeeded (the row then lives keep_ms, or is deleted at once)
 -- clock: server TIME, for finished_at and retention
 -- KEYS[1]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
 -- KEYS[2]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids, score = ms epoch the row expires (+inf: kept)
 -- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters
--- KEYS[4..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order
+-- KEYS[4..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order;
+--           then one key per effect, in effect order: an application key carrying the
+--           hash tag {<queue>} (checked by the caller), of the type its command needs
 -- ARGV[1]  keep_ms, how long to keep the succeeded row (integer ms; 0 = delete now, -1 = until purged)
--- ARGV[2..] three values per item: id (string), token (decimal string),
---           result (encoded bytes; '' = no result)
+-- ARGV[2]  n, the number of items (integer >= 1)
+-- ARGV[3..] four values per item: id (string), token (decimal string),
+--           result (encoded bytes; '' = no result), e (its number of effects, integer >= 0);
+--           then per effect, in item order: command (HINCRBY HSET SADD ZADD INCRBY SET XADD),
+--           argc (integer >= 1), then argc arguments that follow the key
 -- derives: nothing
--- returns: one reply per item: {'OK'} or {'LOST', state, attempts}
--- errors: none beyond the per-item LOST replies
+-- returns: one reply per item: {'OK'}, {'LOST', state, attempts}, or {'EFFECT', k, why}
+--          when effect k of the item cannot apply (then nothing of that item is written)
+-- errors: none beyond the per-item replies
 --!include lib/now_ms.lua
 --!include lib/lease_check.lua
 --!include lib/retain.lua
 --!include lib/trim_finished.lua
+--!include lib/effect_refusal.lua
+--!include lib/apply_effect.lua
 
 local active, succeeded, meta = KEYS[1], KEYS[2], KEYS[3]
 local keep_ms = tonumber(ARGV[1])
+local n = tonumber(ARGV[2])
 local now = now_ms()
 local out = {}
 local done = 0
+-- Where the next effect's key (in KEYS) and its command (in ARGV) are.
+local ek, ea = 4 + n, 3 + 4 * n
 
-for i = 4, #KEYS do
-  local job = KEYS[i]
-  local base = 2 + (i - 4) * 3
+for i = 1, n do
+  local job = KEYS[3 + i]
+  local base = 3 + (i - 1) * 4
   local id, token, result = ARGV[base], ARGV[base + 1], ARGV[base + 2]
+  local effects = {}
+  for k = 1, tonumber(ARGV[base + 3]) do
+    local argc = tonumber(ARGV[ea + 1])
+    local args = {}
+    for a = 1, argc do args[a] = ARGV[ea + 1 + a] end
+    effects[k] = { ARGV[ea], KEYS[ek], args }
+    ea, ek = ea + 2 + argc, ek + 1
+  end
   local refused = lease_check(job, token)
+  if not refused then
+    for k, e in ipairs(effects) do
+      local why = effect_refusal(e[1], e[2], e[3])
+      if why then
+        refused = { 'EFFECT', k, why }
+        break
+      end
+    end
+  end
   if refused then
     out[#out + 1] = refused
   else
+    -- The effects and the completion are one script: a lease that holds
+    -- applies both, a lost one (or a replay) applies neither.
+    for _, e in ipairs(effects) do apply_effect(e[1], e[2], e[3]) end
     redis.call('HSET', job, 'state', 'succeeded', 'finished_at', now)
     redis.call('HDEL', job, 'lease_until')
     if result ~= '' then
