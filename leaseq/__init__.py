@@ -21,19 +21,23 @@ from .errors import (
     ScriptError,
     ServerUnavailable,
 )
+from .handler import Dead, JobContext, Retry, current_job
 from .keys import QueueKeys
 from .queue import Queue
 from .types import Backoff, Job, Lease, State, Stats
+from .worker import Worker
 
 __all__ = [
     "AlreadyFinished",
     "Backoff",
     "DamagedKey",
     "DamagedRow",
+    "Dead",
     "InvalidArgument",
     "InvalidName",
     "InvalidPayload",
     "Job",
+    "JobContext",
     "JobNotFound",
     "JobStateError",
     "Lease",
@@ -43,10 +47,13 @@ __all__ = [
     "PayloadTooLarge",
     "Queue",
     "QueueKeys",
+    "Retry",
     "ScriptError",
     "ServerUnavailable",
     "State",
     "Stats",
+    "Worker",
+    "current_job",
 ]
 
 __version__ = "0.1.0"

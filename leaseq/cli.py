@@ -1,0 +1,390 @@
+"""The ``leaseq`` command line: a thin client of ``leaseq.Queue`` (click + rich).
+
+Errors print one line on stderr and exit non-zero, never a traceback, and
+no output ever shows a password from a URL (``_redis.redact``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any, NoReturn
+
+import click
+import msgspec
+from rich.console import Console
+from rich.json import JSON
+from rich.progress import Progress
+from rich.table import Table
+
+from . import _redis
+from .errors import InvalidArgument, JobNotFound, LeaseqError
+from .handler import load_handler
+from .queue import Queue, connect
+from .types import Job, State
+from .worker import Worker
+
+__all__ = ["cli", "main"]
+
+DEFAULT_URL = "redis://localhost:6379/0"
+ENQUEUE_BATCH = 1000
+STATES = [s.value for s in State]
+
+
+class _Ctx:
+    def __init__(self, url: str | None, prefix: str) -> None:
+        self.explicit_url = url
+        self.url = url or os.environ.get("LEASEQ_URL") or DEFAULT_URL
+        self.prefix = prefix
+        self._client: Any = None
+
+    @property
+    def redis(self) -> Any:
+        if self._client is None:
+            self._client = connect(self.url)
+        return self._client
+
+    def queue(self, name: str, **settings: Any) -> Queue:
+        return Queue(name, redis=self.redis, prefix=self.prefix, **settings)
+
+    def existing(self, name: str) -> Queue:
+        """The queue, or a clear error when nothing was ever enqueued to it."""
+        q = self.queue(name)
+        with _redis.translate_errors():
+            known = self.redis.exists(q.keys.meta)
+        if not known:
+            raise InvalidArgument(f"no queue named {name!r} under prefix {self.prefix!r}")
+        return q
+
+
+pass_ctx = click.make_pass_decorator(_Ctx)
+out = Console(highlight=False, soft_wrap=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--url",
+    default=None,
+    metavar="URL",
+    help=f"Redis URL (else $LEASEQ_URL, else {DEFAULT_URL}); memory:// is an in-process store.",
+)
+@click.option("--prefix", default="leaseq", show_default=True, help="Key prefix of the queues.")
+@click.version_option(package_name="leaseq")
+@click.pass_context
+def cli(ctx: click.Context, url: str | None, prefix: str) -> None:
+    """leaseq: a job store on Redis built on leases and attempts."""
+    ctx.obj = _Ctx(url, prefix)
+
+
+@cli.command()
+@click.argument("queue")
+@click.argument("handler")
+@click.option("--concurrency", "-c", default=4, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--ttl", default=30.0, show_default=True, type=float, help="Lease length, seconds.")
+@click.option(
+    "--prefetch", default=None, type=click.IntRange(0, 100_000), help="Extra leases held."
+)
+@click.option("--grace", default=30.0, show_default=True, type=float, help="Seconds for shutdown.")
+@click.option("--burst", is_flag=True, help="Return once nothing is pending, due or in flight.")
+@click.option("--log-level", default="INFO", show_default=True)
+@pass_ctx
+def worker(
+    c: _Ctx,
+    queue: str,
+    handler: str,
+    concurrency: int,
+    ttl: float,
+    prefetch: int | None,
+    grace: float,
+    burst: bool,
+    log_level: str,
+) -> None:
+    """Run HANDLER (module:function) on the jobs of QUEUE."""
+    logging.basicConfig(
+        level=log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # so `leaseq worker q mymodule:fn` finds ./mymodule.py
+    fn = load_handler(handler)
+    w = Worker(c.queue(queue), fn, concurrency=concurrency, ttl=ttl, prefetch=prefetch, grace=grace)
+    logging.getLogger("leaseq.worker").info(
+        "queue=%s job=- attempt=- serving %s from %s", queue, handler, _redis.redact(c.url)
+    )
+    w.run(burst=burst)
+
+
+@cli.command()
+@click.argument("queue")
+@click.argument("payload", required=False)
+@click.option(
+    "--file", "path", type=click.File("r"), help="JSON lines, one payload each; - = stdin."
+)
+@click.option("--id", "job_id", default=None, help="Job id (single payload only).")
+@click.option("--delay", type=float, default=None, help="Seconds before the job may run.")
+@click.option("--priority", type=int, default=0, show_default=True, help="0..1000000, lower first.")
+@click.option("--max-attempts", type=int, default=None)
+@pass_ctx
+def enqueue(
+    c: _Ctx,
+    queue: str,
+    payload: str | None,
+    path: Any,
+    job_id: str | None,
+    delay: float | None,
+    priority: int,
+    max_attempts: int | None,
+) -> None:
+    """Add one job (PAYLOAD, JSON text) or many (--file, JSON lines)."""
+    if (payload is None) == (path is None):
+        raise click.UsageError("give either a JSON PAYLOAD or --file PATH")
+    q = c.queue(queue)
+    opts: dict[str, Any] = {"delay": delay, "priority": priority, "max_attempts": max_attempts}
+    if payload is not None:
+        out.print(q.enqueue(_json(payload, "payload"), id=job_id, **opts))
+        return
+    if job_id is not None:
+        raise click.UsageError("--id goes with a single PAYLOAD, not --file")
+    items = list(_json_lines(path))  # all parsed first: a bad line writes nothing
+    done = 0
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(f"enqueue to {queue}", total=len(items))
+        for start in range(0, len(items), ENQUEUE_BATCH):
+            done += len(q.enqueue_many(items[start : start + ENQUEUE_BATCH], **opts))
+            bar.update(task, completed=done)
+    out.print(f"enqueued {done} job(s) to {queue}")
+
+
+def _json(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(f"bad JSON in {what}: {exc}") from None
+
+
+def _json_lines(stream: Any) -> Iterator[Any]:
+    for n, line in enumerate(stream, 1):
+        if line.strip():
+            yield _json(line, f"line {n}")
+
+
+@cli.command()
+@click.argument("queue", required=False)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object keyed by queue name.")
+@pass_ctx
+def stats(c: _Ctx, queue: str | None, as_json: bool) -> None:
+    """Counts by state for QUEUE, or for every queue."""
+    names = [queue] if queue else Queue.queues(c.redis, c.prefix)
+    snaps = [c.existing(n).stats() if queue else c.queue(n).stats() for n in names]
+    if as_json:
+        doc = {}
+        for s in snaps:
+            body = msgspec.to_builtins(s)
+            body.pop("queue")
+            doc[s.queue] = body
+        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+        return
+    if not snaps:
+        out.print(f"no queues under prefix {c.prefix!r}")
+        return
+    table = Table(title=f"leaseq queues ({_redis.redact(c.url)})")
+    table.caption = "done = succeeded; <10s = leases expiring within 10 s; oldest = pending age"
+    heads = ("queue", "pending", "sched", "active", "done", "dead", "cancel", "expired")
+    for col in (*heads, "<10s", "oldest"):
+        table.add_column(col, justify="left" if col == "queue" else "right", no_wrap=True)
+    for s in snaps:
+        counts = [str(getattr(s, st)) for st in STATES]
+        age = "-" if s.oldest_pending_age is None else _span(s.oldest_pending_age)
+        table.add_row(s.queue, *counts, str(s.expired), str(s.expiring_soon), age)
+    out.print(table)
+
+
+@cli.command()
+@click.argument("queue")
+@click.argument("job_id", metavar="ID")
+@pass_ctx
+def show(c: _Ctx, queue: str, job_id: str) -> None:
+    """Print one job row, times as ISO and relative to the server's clock."""
+    q = c.queue(queue)
+    job = q.get(job_id)
+    if job is None:
+        raise JobNotFound(job_id)
+    with _redis.translate_errors():
+        sec, usec = c.redis.time()
+    now = sec + usec / 1e6
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("id", job.id)
+    table.add_row("queue", job.queue)
+    table.add_row("state", job.state.value)
+    table.add_row("attempts", f"{job.attempts} of {job.max_attempts}")
+    table.add_row("priority", str(job.priority))
+    for name in ("enqueued_at", "run_at", "claimed_at", "lease_until", "finished_at"):
+        value = getattr(job, name)
+        if value is not None:
+            table.add_row(name, _when(value, now, lease=name == "lease_until"))
+    if job.worker:
+        table.add_row("worker", job.worker)
+    if job.last_error:
+        table.add_row("last_error", job.last_error)
+    for name, value in job.once.items():
+        table.add_row(f"once:{name}", f"at attempt {value}")
+    out.print(table)
+    out.print("[bold]payload[/bold]")
+    out.print(_pretty(job.payload))
+    if job.result is not None:
+        out.print("[bold]result[/bold]")
+        out.print(_pretty(job.result))
+
+
+def _pretty(value: Any) -> Any:
+    try:
+        return JSON(json.dumps(value))
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _span(seconds: float) -> str:
+    seconds = abs(seconds)
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172_800:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86_400:.0f} days"
+
+
+def _when(t: float, now: float, lease: bool = False) -> str:
+    iso = datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="milliseconds")
+    if lease:
+        rel = f"expires in {_span(t - now)}" if t >= now else f"expired {_span(now - t)} ago"
+    else:
+        rel = f"in {_span(t - now)}" if t > now else f"{_span(now - t)} ago"
+    return f"{iso}  ({rel})"
+
+
+@cli.command(name="ls")
+@click.argument("queue")
+@click.option("--state", type=click.Choice(STATES), default="pending", show_default=True)
+@click.option("--offset", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@pass_ctx
+def ls_(c: _Ctx, queue: str, state: str, offset: int, limit: int) -> None:
+    """List jobs in one state, a page at a time."""
+    q = c.existing(queue)
+    total = getattr(q.stats(), state)
+    jobs = q.ls(state, offset=offset, limit=limit)
+    table = Table(title=f"{queue}: {state} ({total})")
+    for col in ("id", "attempts", "priority", "worker", "last_error", "payload"):
+        table.add_column(col, overflow="ellipsis", max_width=48)
+    for job in jobs:
+        table.add_row(*_row(job))
+    out.print(table)
+    if offset + len(jobs) < total:
+        shown = offset + len(jobs)
+        out.print(f"showing {offset + 1}-{shown} of {total}; next page: --offset {shown}")
+
+
+def _row(job: Job) -> list[str]:
+    payload = json.dumps(job.payload) if not isinstance(job.payload, bytes) else repr(job.payload)
+    error = (job.last_error or "").splitlines()[0] if job.last_error else ""
+    return [
+        job.id,
+        f"{job.attempts}/{job.max_attempts}",
+        str(job.priority),
+        job.worker or "",
+        error,
+        payload,
+    ]
+
+
+@cli.command()
+@click.argument("queue")
+@click.argument("job_id", metavar="[ID]", required=False)
+@click.option("--all-dead", is_flag=True, help="Retry every dead job of the queue.")
+@click.option("--attempts", type=int, default=None, help="More tries to allow (default: queue's).")
+@pass_ctx
+def retry(c: _Ctx, queue: str, job_id: str | None, all_dead: bool, attempts: int | None) -> None:
+    """Make a dead job (or every dead job) pending again."""
+    if (job_id is None) == (not all_dead):
+        raise click.UsageError("give either a job ID or --all-dead")
+    q = c.queue(queue)
+    if all_dead:
+        out.print(f"retried {q.retry_all_dead(attempts=attempts)} dead job(s) in {queue}")
+        return
+    assert job_id is not None
+    limit = q.retry_dead(job_id, attempts=attempts)
+    out.print(f"job {job_id} is pending again (max_attempts now {limit})")
+
+
+@cli.command()
+@click.argument("queue")
+@pass_ctx
+def reap(c: _Ctx, queue: str) -> None:
+    """Hand back every expired lease of QUEUE."""
+    requeued, died = c.existing(queue).reap()
+    out.print(f"reaped {queue}: {requeued} returned to pending, {died} dead-lettered")
+
+
+@cli.command()
+@click.argument("queue")
+@click.option("--state", type=click.Choice([s for s in STATES if s != "active"]), required=True)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@pass_ctx
+def purge(c: _Ctx, queue: str, state: str, yes: bool) -> None:
+    """Delete every job of QUEUE in STATE."""
+    q = c.existing(queue)
+    count = getattr(q.stats(), state)
+    if not yes:
+        click.confirm(f"delete {count} {state} job(s) from {queue}?", abort=True, err=True)
+    out.print(f"purged {q.purge(state)} {state} job(s) from {queue}")
+
+
+@cli.command()
+@click.option("--jobs", type=click.IntRange(2, 1000), default=12, show_default=True)
+@pass_ctx
+def demo(c: _Ctx, jobs: int) -> None:
+    """Enqueue jobs, run workers, crash one mid-job, watch the job come back."""
+    from .demo import run_demo
+
+    run_demo(c.explicit_url or "memory://demo", jobs, c.prefix, out)
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    click.echo(f"leaseq: error: {_redis.redact(message)}", err=True)
+    sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: run the CLI, turning every expected error into one line."""
+    try:
+        cli.main(args=argv, prog_name="leaseq", standalone_mode=False)
+    except click.exceptions.Abort:
+        _fail("aborted")
+    except click.exceptions.ClickException as exc:
+        _fail(exc.format_message().replace("\n", " "), exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (LeaseqError, ValueError, LookupError) as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except BrokenPipeError:
+        sys.exit(1)
+    except Exception as exc:  # a bug: still one line, the traceback on request
+        if os.environ.get("LEASEQ_DEBUG"):
+            raise
+        _fail(f"internal error: {type(exc).__name__}: {exc} (LEASEQ_DEBUG=1 shows the traceback)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""What a handler sees and may raise: its JobContext, Retry, Dead.
+
+A handler is ``def handler(lease: leaseq.Lease) -> result``. While it runs,
+``leaseq.current_job()`` returns its :class:`JobContext`, whose ``lost``
+event is set when a heartbeat finds the lease gone (reaped, or taken over):
+from then on the handler's outcome is discarded, so a long handler should
+check ``ctx.lost`` (or call ``ctx.raise_if_lost()``) between steps.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InvalidArgument, LeaseLost, LeaseqError
+from .types import Lease
+
+__all__ = ["Dead", "Handler", "JobContext", "Retry", "current_job", "load_handler"]
+
+Handler = Callable[[Lease], Any]
+
+TRACEBACK_FRAMES = 8
+"""Innermost frames kept in last_error: where it broke, not how we got there."""
+ERROR_CHARS = 4000
+
+
+class Retry(LeaseqError):
+    """Raise from a handler to retry the job after ``in_`` seconds (None: the queue's backoff).
+
+    The attempt still counts: on the last attempt the job is dead-lettered.
+    """
+
+    def __init__(self, in_: float | None = None, reason: str = "") -> None:
+        super().__init__(reason or "retry requested")
+        self.in_ = in_
+        self.reason = reason or "retry requested"
+
+
+class Dead(LeaseqError):
+    """Raise from a handler to dead-letter the job at once, whatever attempts remain."""
+
+    def __init__(self, reason: str = "") -> None:
+        super().__init__(reason or "dead-lettered by the handler")
+        self.reason = reason or "dead-lettered by the handler"
+
+
+@dataclass(eq=False)
+class JobContext:
+    """The job a handler thread is running, and whether its lease still holds."""
+
+    lease: Lease
+    lost: threading.Event = field(default_factory=threading.Event)
+    """Set by the worker when an extend raised LeaseLost or shutdown released
+    the job; the handler's outcome will not be written."""
+
+    def raise_if_lost(self) -> None:
+        """Raise LeaseLost if the lease is gone (a cheap local check, no Redis call)."""
+        if self.lost.is_set():
+            raise LeaseLost(self.lease.id, self.lease.attempt, None, None, "lease was lost")
+
+
+_local = threading.local()
+
+
+def current_job() -> JobContext:
+    """The JobContext of the handler running in this thread. Raises LookupError outside one."""
+    ctx: JobContext | None = getattr(_local, "ctx", None)
+    if ctx is None:
+        raise LookupError("no leaseq job is running in this thread")
+    return ctx
+
+
+def _set_current(ctx: JobContext | None) -> None:
+    _local.ctx = ctx
+
+
+def load_handler(spec: str) -> Handler:
+    """Import ``module:function`` (dots allowed after the colon). Raises InvalidArgument."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise InvalidArgument(f"handler must look like module:function, not {spec!r}")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InvalidArgument(f"cannot import {module_name!r}: {exc}") from None
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise InvalidArgument(f"{module_name!r} has no attribute {attr!r}") from None
+    if not callable(obj):
+        raise InvalidArgument(f"{spec!r} is not callable")
+    handler: Handler = obj
+    return handler
+
+
+def describe_error(exc: BaseException) -> str:
+    """``Type: message`` and the innermost frames of the traceback, for last_error."""
+    head = f"{type(exc).__qualname__}: {exc}"
+    frames = traceback.extract_tb(exc.__traceback__)[-TRACEBACK_FRAMES:]
+    tail = "".join(traceback.format_list(frames)).rstrip()
+    text = f"{head}\n{tail}" if tail else head
+    return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 15] + " ...[truncated]"

@@ -1,0 +1,544 @@
+"""``leaseq.Worker``: runs a handler over one queue with leases, heartbeats and clean shutdown.
+
+Three kinds of thread share one table of held leases (see docs/design.md):
+
+- the **claimer** leases jobs in batches (``claim_many`` semantics, one script
+  call for up to ``concurrency + prefetch - held`` jobs) and, when nothing
+  is there, blocks on the queue's wake list for as long as the claim reply
+  says nothing can change by itself (capped at 5 s);
+- ``concurrency`` **handler threads** run the handler, one job each;
+- the thread that called ``run`` is the **reporter**: it writes outcomes
+  (completions batched into one script call), extends leases every
+  ``ttl / 3`` (each extend fenced by the lease's token), reaps now and then
+  and drives shutdown.
+
+Only the reporter writes outcomes, so a lease that a heartbeat found lost is
+never completed or failed by this worker: its outcome is discarded.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import queue as queue_mod
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+from ._validate import ttl_ms
+from .errors import AlreadyFinished, InvalidArgument, InvalidPayload, LeaseLost, LeaseqError
+from .handler import Dead, Handler, JobContext, Retry, _set_current, describe_error
+from .queue import Queue
+from .types import Lease
+
+__all__ = ["Worker"]
+
+logger = logging.getLogger("leaseq.worker")
+
+CLAIM_BATCH = 500
+"""Most leases asked for in one claim call."""
+MAX_IDLE_WAIT = 5.0
+"""Longest single block on the wake list: a lost wake-up only delays a job this much."""
+BACKOFF_START, BACKOFF_CAP = 0.1, 5.0
+"""Seconds between attempts to reach a Redis that is down: doubling, capped, jittered."""
+WRITE_BATCH = 1000
+
+
+@dataclass(eq=False)
+class _Task:
+    lease: Lease
+    ctx: JobContext
+    next_beat: float
+    outcome: tuple[Any, ...] | None = None
+    started: bool = field(default=False)
+
+
+class _Backoff:
+    def __init__(self) -> None:
+        self.delay = 0.0
+
+    def next(self) -> float:
+        self.delay = min(BACKOFF_CAP, max(BACKOFF_START, self.delay * 2))
+        return self.delay * (0.5 + random.random() / 2)
+
+    def reset(self) -> None:
+        self.delay = 0.0
+
+
+class Worker:
+    """Run ``handler(lease)`` for the jobs of ``queue``, ``concurrency`` at a time.
+
+    ``ttl``: lease length in seconds, extended every ``ttl / 3`` while the
+    handler runs. ``prefetch``: leases held beyond ``concurrency`` so that
+    handler threads never wait for a round trip (default: ``concurrency``);
+    they are heartbeated too, and released at once on shutdown. ``grace``:
+    seconds in-flight handlers get after a stop before their jobs are
+    released. ``reap_interval``: seconds between full reaps (claims also
+    reap a bounded number of expired leases each time).
+    """
+
+    def __init__(
+        self,
+        queue: Queue,
+        handler: Handler,
+        *,
+        concurrency: int = 4,
+        ttl: float = 30.0,
+        prefetch: int | None = None,
+        grace: float = 30.0,
+        reap_interval: float = 10.0,
+        worker_id: str | None = None,
+        handle_signals: bool = True,
+    ) -> None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise InvalidArgument(f"concurrency must be an integer >= 1, not {concurrency!r}")
+        if prefetch is not None and (
+            isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0
+        ):
+            raise InvalidArgument(f"prefetch must be an integer >= 0, not {prefetch!r}")
+        ttl_ms(ttl)  # validates: finite, > 0, within the documented maximum
+        for name, value in (("grace", grace), ("reap_interval", reap_interval)):
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise InvalidArgument(f"{name} must be a finite number >= 0, not {value!r}")
+        if not callable(handler):
+            raise InvalidArgument(f"handler must be callable, not {handler!r}")
+        self.queue = queue
+        self.handler = handler
+        self.concurrency = concurrency
+        self.ttl = float(ttl)
+        self.limit = concurrency + (concurrency if prefetch is None else prefetch)
+        self.grace = float(grace)
+        self.reap_interval = float(reap_interval)
+        self.worker_id = worker_id or queue.worker_id
+        self.handle_signals = handle_signals
+        self.beat_every = self.ttl / 3
+        self.counts = {"succeeded": 0, "failed": 0, "dead": 0, "released": 0, "lost": 0}
+        """Outcomes this worker wrote (or, for ``lost``, discarded) since it was made."""
+        self._cond = threading.Condition(threading.RLock())
+        self._claim_lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._tasks: dict[tuple[str, int], _Task] = {}
+        self._work: queue_mod.SimpleQueue[_Task | None] = queue_mod.SimpleQueue()
+        self._done: queue_mod.SimpleQueue[_Task | None] = queue_mod.SimpleQueue()
+        self._stopping = False
+        self._hard = False
+        self._stop_at = 0.0
+        self._claimer_done = False
+        self._gen = 0
+        self._next_beat_at = math.inf
+        self._wake = threading.Event()
+
+    def __repr__(self) -> str:
+        return f"Worker({self.queue!r}, concurrency={self.concurrency}, ttl={self.ttl})"
+
+    # -- public ------------------------------------------------------------
+
+    def stop(self, now: bool = False) -> None:
+        """Stop claiming; in-flight jobs get ``grace`` seconds (none if ``now``), then
+        are released. Safe from a signal handler and from any thread."""
+        with self._cond:
+            if self._stopping:
+                now = True
+            if not self._stopping:
+                self._stop_at = time.monotonic()
+            self._stopping = True
+            self._hard = self._hard or now
+            self._cond.notify_all()
+        self._wake.set()
+        self._done.put(None)  # SimpleQueue.put is reentrant: fine in a signal handler
+
+    def run(self, burst: bool = False) -> None:
+        """Process jobs until ``stop()`` (or SIGTERM/SIGINT when run in the main thread;
+        a second signal stops at once). ``burst``: return once nothing is pending or due
+        and nothing is in flight (jobs scheduled for later do not hold it)."""
+        self._reset()
+        old = self._install_signals()
+        self._log(
+            logging.INFO,
+            None,
+            "worker %s started (concurrency=%d, ttl=%gs%s)",
+            self.worker_id,
+            self.concurrency,
+            self.ttl,
+            ", burst" if burst else "",
+        )
+        threads = [
+            threading.Thread(target=self._handler_loop, name=f"leaseq-handler-{i}", daemon=True)
+            for i in range(self.concurrency)
+        ]
+        claimer = threading.Thread(
+            target=self._claim_loop, args=(burst,), name="leaseq-claimer", daemon=True
+        )
+        for t in (*threads, claimer):
+            t.start()
+        try:
+            self._report_loop()
+        finally:
+            for _ in threads:
+                self._work.put(None)
+            self._restore_signals(old)
+            self._log(
+                logging.INFO,
+                None,
+                "worker %s stopped (%s)",
+                self.worker_id,
+                ", ".join(f"{k}={v}" for k, v in self.counts.items()),
+            )
+
+    # -- signals -----------------------------------------------------------
+
+    def _install_signals(self) -> dict[int, Any]:
+        if not self.handle_signals or threading.current_thread() is not threading.main_thread():
+            return {}
+        old: dict[int, Any] = {}
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            old[sig] = signal.signal(sig, self._on_signal)
+        return old
+
+    def _restore_signals(self, old: dict[int, Any]) -> None:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        second = self._stopping
+        self._log(
+            logging.WARNING,
+            None,
+            "%s: %s",
+            signal.Signals(signum).name,
+            "stopping now, releasing in-flight jobs"
+            if second
+            else f"stopping: no new jobs, in-flight ones get {self.grace:g}s",
+        )
+        self.stop(now=second)
+
+    # -- the claimer thread ---------------------------------------------------
+
+    def _claim_loop(self, burst: bool) -> None:
+        backoff = _Backoff()
+        while True:
+            with self._cond:
+                while not self._stopping and len(self._tasks) >= self.limit:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                free, gen = self.limit - len(self._tasks), self._gen
+            try:
+                with self._claim_lock:
+                    if self._stopping:
+                        return
+                    leases, wait = self.queue.claim_now(
+                        min(free, CLAIM_BATCH), self.ttl, self.worker_id
+                    )
+                    self._admit(leases)
+                backoff.reset()
+                if leases:
+                    continue
+                if burst:
+                    with self._cond:
+                        if not self._tasks and gen == self._gen:
+                            self._claimer_done = True
+                            self._done.put(None)
+                            return
+                        self._cond.wait_for(self._settled_since(gen), 1.0)
+                    continue
+                self.queue.wait_for_wake(
+                    min(MAX_IDLE_WAIT, MAX_IDLE_WAIT if wait is None else wait)
+                )
+            except LeaseqError as exc:
+                self._trouble("claim", exc, backoff)
+            except Exception:  # a bug must not kill the claimer silently
+                logger.exception("queue=%s job=- attempt=- claim loop error", self.queue.name)
+                self._wake.wait(backoff.next())
+
+    def _settled_since(self, gen: int) -> Callable[[], bool]:
+        return lambda: self._gen != gen or self._stopping
+
+    def _trouble(self, what: str, exc: Exception, backoff: _Backoff) -> None:
+        delay = backoff.next()
+        self._log(logging.WARNING, None, "%s failed (%s); retrying in %.1fs", what, exc, delay)
+        self._wake.wait(delay)
+
+    def _admit(self, leases: list[Lease]) -> None:
+        if not leases:
+            return
+        beat = time.monotonic() + self.beat_every
+        tasks = [_Task(lease, JobContext(lease), beat) for lease in leases]
+        with self._cond:
+            for task in tasks:
+                self._tasks[(task.lease.id, task.lease.attempt)] = task
+            self._next_beat_at = min(self._next_beat_at, beat)
+        for task in tasks:
+            self._work.put(task)
+
+    # -- handler threads -------------------------------------------------------
+
+    def _handler_loop(self) -> None:
+        while True:
+            task = self._work.get()
+            if task is None:
+                return
+            if self._stopping or task.ctx.lost.is_set():
+                task.outcome = ("release",)  # claimed but not started: hand it back now
+                self._done.put(task)
+                continue
+            task.started = True
+            lease = task.ctx.lease
+            _set_current(task.ctx)
+            try:
+                task.outcome = ("done", self.handler(lease))
+            except Retry as exc:
+                task.outcome = ("retry", exc.in_, f"Retry: {exc.reason}")
+            except Dead as exc:
+                task.outcome = ("dead", f"Dead: {exc.reason}")
+            except BaseException as exc:  # SystemExit in a thread would hang the job
+                task.outcome = ("error", describe_error(exc))
+            finally:
+                _set_current(None)
+            self._done.put(task)
+
+    # -- the reporter (the thread that called run) -------------------------------
+
+    def _report_loop(self) -> None:
+        backoff = _Backoff()
+        unwritten: list[_Task] = []
+        next_reap = time.monotonic() + self.reap_interval * random.uniform(0.5, 1.0)
+        retry_at = 0.0
+        while True:
+            now = time.monotonic()
+            timeout = min(self._next_beat_at, next_reap, 1.0 + now) - now
+            if unwritten:
+                timeout = min(timeout, retry_at - now)
+            self._drain(unwritten, max(timeout, 0.0005))
+            now = time.monotonic()
+            if now >= retry_at:
+                try:
+                    self._write(unwritten)
+                    if now >= self._next_beat_at:
+                        self._heartbeat(now)
+                    if now >= next_reap:
+                        next_reap = now + self.reap_interval
+                        self._reap()
+                    backoff.reset()
+                except LeaseqError as exc:
+                    delay = backoff.next()
+                    self._log(
+                        logging.WARNING, None, "redis call failed (%s); retry in %.1fs", exc, delay
+                    )
+                    retry_at = time.monotonic() + delay
+            if self._stopping and self._shutdown_step(unwritten):
+                return
+            if self._claimer_done and not self._tasks and not unwritten:
+                return
+
+    def _drain(self, into: list[_Task], timeout: float) -> None:
+        try:
+            item = self._done.get(timeout=timeout)
+        except queue_mod.Empty:
+            return
+        while True:
+            if item is not None:
+                into.append(item)
+                if len(into) >= WRITE_BATCH:
+                    return
+            try:
+                item = self._done.get_nowait()
+            except queue_mod.Empty:
+                return
+
+    def _shutdown_step(self, unwritten: list[_Task]) -> bool:
+        """True once every held lease is settled (or given up) and run() may return."""
+        # Leases claimed but not started go back now, not after the running ones.
+        while True:
+            try:
+                task = self._work.get_nowait()
+            except queue_mod.Empty:
+                break
+            if task is not None:
+                task.outcome = ("release",)
+                unwritten.append(task)
+        if not (self._hard or time.monotonic() - self._stop_at >= self.grace):
+            with self._cond:
+                return not self._tasks and not unwritten
+        # Out of time: hand back what is still running; its outcome will be discarded.
+        # (Wait briefly for a claim in flight, so no lease arrives after we are gone.)
+        got = self._claim_lock.acquire(timeout=2.0)
+        try:
+            with self._cond:
+                running = [t for t in self._tasks.values() if t.outcome is None]
+        finally:
+            if got:
+                self._claim_lock.release()
+        for task in running:
+            task.ctx.lost.set()
+            try:
+                self.queue.release(task.lease)
+                self.counts["released"] += 1
+                self._log(logging.WARNING, task, "released unfinished at shutdown")
+            except LeaseLost as exc:
+                self._log(logging.WARNING, task, "could not release: %s", exc)
+            except LeaseqError as exc:
+                self._log(logging.WARNING, task, "could not release (%s); lease will expire", exc)
+            self._settle([task])
+        try:
+            self._write(unwritten)
+        except LeaseqError as exc:  # their leases simply expire and are reaped
+            self._log(logging.WARNING, None, "outcomes not written at shutdown: %s", exc)
+        return True
+
+    def _settle(self, tasks: list[_Task]) -> None:
+        with self._cond:
+            for task in tasks:
+                key = (task.lease.id, task.lease.attempt)
+                if self._tasks.get(key) is task:
+                    del self._tasks[key]
+            self._gen += 1
+            self._cond.notify_all()
+
+    def _holds(self, task: _Task) -> bool:
+        return (
+            not task.ctx.lost.is_set()
+            and self._tasks.get((task.lease.id, task.lease.attempt)) is task
+        )
+
+    def _write(self, unwritten: list[_Task]) -> None:
+        """Write outcomes in order, removing each from ``unwritten`` once written.
+        Raises ServerUnavailable (what is left stays in ``unwritten``)."""
+        while unwritten:
+            head = unwritten[0]
+            kind = head.outcome[0] if head.outcome else "release"
+            if not self._holds(head):
+                # Lost to a heartbeat, or already handed back at shutdown.
+                if head.ctx.lost.is_set() and kind != "release":
+                    self.counts["lost"] += 1
+                    self._log(logging.WARNING, head, "lease was lost: outcome discarded")
+                unwritten.pop(0)
+                self._settle([head])
+                continue
+            if kind == "done":
+                n = 1
+                while n < min(len(unwritten), WRITE_BATCH):
+                    nxt = unwritten[n]
+                    if not (nxt.outcome and nxt.outcome[0] == "done" and self._holds(nxt)):
+                        break
+                    n += 1
+                run = unwritten[:n]
+                self._complete(run)
+                del unwritten[:n]
+                self._settle(run)
+                continue
+            self._write_one(head)
+            unwritten.pop(0)
+            self._settle([head])
+
+    def _complete(self, tasks: list[_Task]) -> None:
+        leases = [t.lease for t in tasks]
+        results = [t.outcome[1] if t.outcome else None for t in tasks]
+        try:
+            refused = self.queue.complete_many(leases, results)
+        except InvalidPayload:
+            if len(tasks) > 1:  # find the one result that will not encode
+                for task in tasks:
+                    self._complete([task])
+                return
+            self._fail(
+                tasks[0],
+                "result",
+                "error",
+                f"InvalidPayload: the handler's result does not encode: {results[0]!r}"[:500],
+            )
+            return
+        self.counts["succeeded"] += len(tasks) - len(refused)
+        by_key = {(t.lease.id, t.lease.attempt): t for t in tasks}
+        for exc in refused:
+            task = by_key[(exc.job_id, exc.token)]
+            if isinstance(exc, AlreadyFinished):
+                self.counts["succeeded"] += 1  # a replay: our own completion landed
+            else:
+                self.counts["lost"] += 1
+                self._log(logging.WARNING, task, "complete refused, result discarded: %s", exc)
+        if logger.isEnabledFor(logging.DEBUG):
+            for task in tasks:
+                self._log(logging.DEBUG, task, "succeeded")
+
+    def _write_one(self, task: _Task) -> None:
+        assert task.outcome is not None
+        kind = task.outcome[0]
+        if kind == "release":
+            try:
+                self.queue.release(task.lease)
+                self.counts["released"] += 1
+                self._log(logging.INFO, task, "released (shutdown)")
+            except LeaseLost as exc:
+                self._log(logging.WARNING, task, "release refused: %s", exc)
+            return
+        if kind == "retry":
+            self._fail(task, "retry", "retry", task.outcome[2], retry_in=task.outcome[1])
+        elif kind == "dead":
+            self._fail(task, "dead", "dead", task.outcome[1])
+        else:
+            self._fail(task, "error", "error", task.outcome[1])
+
+    def _fail(
+        self, task: _Task, what: str, kind: str, text: str, retry_in: float | None = None
+    ) -> None:
+        try:
+            state = self.queue.fail(task.lease, text, retry_in, dead=kind == "dead")
+        except InvalidArgument as exc:  # e.g. Retry(in_=-1): still record the failure
+            state = self.queue.fail(task.lease, f"{text} (bad retry: {exc})")
+        except LeaseLost as exc:
+            self.counts["lost"] += 1
+            self._log(logging.WARNING, task, "fail refused, outcome discarded: %s", exc)
+            return
+        self.counts["dead" if state.value == "dead" else "failed"] += 1
+        first = text.splitlines()[0] if text else ""
+        self._log(logging.WARNING, task, "%s -> %s: %s", what, state.value, first)
+
+    def _heartbeat(self, now: float) -> None:
+        with self._cond:
+            tasks = [t for t in self._tasks.values() if not t.ctx.lost.is_set()]
+        earliest = math.inf
+        try:
+            for task in tasks:
+                if task.next_beat <= now:
+                    try:
+                        task.lease = task.ctx.lease = self.queue.extend(task.lease, self.ttl)
+                        task.next_beat = now + self.beat_every
+                    except LeaseLost as exc:
+                        task.ctx.lost.set()
+                        self._log(logging.WARNING, task, "heartbeat found the lease lost: %s", exc)
+                        continue
+                earliest = min(earliest, task.next_beat)
+        finally:
+            with self._cond:
+                # Leases admitted meanwhile carry their own (later) first beat.
+                pending = [t.next_beat for t in self._tasks.values() if not t.ctx.lost.is_set()]
+                self._next_beat_at = min(pending, default=math.inf)
+
+    def _reap(self) -> None:
+        requeued, died = self.queue.reap()
+        if requeued or died:
+            self._log(
+                logging.INFO, None, "reaped expired leases: %d to pending, %d dead", requeued, died
+            )
+
+    def _log(self, level: int, task: _Task | None, msg: str, *args: Any) -> None:
+        if not logger.isEnabledFor(level):
+            return
+        job, attempt = ("-", "-") if task is None else (task.lease.id, str(task.lease.attempt))
+        logger.log(
+            level,
+            "queue=%s job=%s attempt=%s " + msg,
+            self.queue.name,
+            job,
+            attempt,
+            *args,
+            extra={"queue": self.queue.name, "job_id": job, "attempt": attempt},
+        )
