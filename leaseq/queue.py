@@ -69,7 +69,10 @@ class Queue:
         max_payload_bytes: int = 1_048_576,
         lease_cap: float = 43_200.0,
         worker_id: str | None = None,
+        shard: int | None = None,
     ) -> None:
+        # shard: this queue is shard ``shard`` of a ShardedQueue (keys under
+        # the hash tag {<name>#<shard>}); normally set by ShardedQueue only.
         self._core = QueueCore(
             name,
             prefix=prefix,
@@ -81,6 +84,7 @@ class Queue:
             max_payload_bytes=max_payload_bytes,
             lease_cap=lease_cap,
             worker_id=worker_id,
+            shard=shard,
         )
         if redis is None:
             raise InvalidArgument("Queue needs a redis client (or use Queue.from_url)")
