@@ -1,0 +1,350 @@
+"""Chaos run: real worker processes SIGKILLed at random while they work a queue.
+
+    python -m bench.chaos --jobs 20000 --workers 4 --kill-every 0.2 --mode effects
+
+M jobs go into one queue on a real redis-server (started here on a free
+loopback port unless ``--url`` is given). K worker processes work it; a
+driver SIGKILLs a random one every ``--kill-every`` seconds and starts a
+new one. Each delivery is logged (RPUSH), each success performs one effect:
+
+- ``--mode once``: ``if q.once(lease, "effect"): HINCRBY effects <id> 1``,
+  then ``complete`` — the marker is set *before* the effect, so a kill
+  between the two skips the effect for good (a "once-miss"), which this run
+  counts;
+- ``--mode effects``: ``complete(lease, effects=[("HINCRBY", ...)])`` — the
+  effect is part of the completion script: exactly once or not at all.
+
+Some jobs are flaky (fail their first attempt) and a few are poison (fail
+every attempt, so they must end dead with the handler's error). At the end
+the run checks: enqueued = succeeded + dead; zero lost; every effect exactly
+once (once mode: no doubles, misses counted); attempts <= max_attempts; no
+active job and no expired lease after a final reap.
+
+The workers here are a minimal claim/complete loop of this file (not
+``leaseq.Worker``): the point is to crash the store's protocol at any
+instruction, and a tiny loop puts the kill windows exactly between the
+calls that matter (claim, once, effect, complete).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import redis
+
+import leaseq
+
+QUEUE = "chaos"
+MAX_ATTEMPTS = 8
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def app_keys(queue: str) -> tuple[str, str]:
+    """The run's own keys (deliveries log, effect counters), in the queue's slot."""
+    return f"chaos:{{{queue}}}:deliveries", f"chaos:{{{queue}}}:effects"
+
+
+# -- the worker process ------------------------------------------------------------
+
+
+def work(url: str, queue: str, mode: str, ttl: float, seed: int) -> None:
+    """A worker process: claim, log the delivery, fail or do the effect, complete."""
+    r = redis.Redis.from_url(url)
+    q = leaseq.Queue(queue, redis=r, max_attempts=MAX_ATTEMPTS, backoff=0.0, keep_succeeded=None)
+    deliveries, effects = app_keys(queue)
+    rng = random.Random(seed)
+    while True:
+        try:
+            lease = q.claim(ttl=ttl, block=1.0)
+        except leaseq.ServerUnavailable:
+            time.sleep(0.05)  # the restart test kills the server under us
+            continue
+        if lease is None:
+            continue
+        try:
+            handle(q, r, lease, mode, rng, deliveries, effects)
+        except leaseq.LeaseLost:
+            pass  # reaped while we slept: someone else has (or had) it
+        except leaseq.ServerUnavailable:
+            time.sleep(0.05)
+
+
+def handle(
+    q: leaseq.Queue,
+    r: Any,
+    lease: leaseq.Lease,
+    mode: str,
+    rng: random.Random,
+    deliveries: str,
+    effects: str,
+) -> None:
+    r.rpush(deliveries, f"{lease.id}:{lease.attempt}")
+    payload = lease.payload
+    if payload.get("poison"):
+        q.fail(lease, "poison: this job always fails", retry_in=0)
+        return
+    if payload.get("flaky") and lease.attempt == 1:
+        q.fail(lease, "flaky: first attempt fails", retry_in=0)
+        return
+    time.sleep(rng.uniform(0, 0.02))  # the "work"
+    if mode == "effects":
+        q.complete(lease, effects=[("HINCRBY", effects, lease.id, 1)])
+        return
+    if q.once(lease, "effect"):
+        time.sleep(0.001)  # a kill here is a once-miss: marker set, effect not done
+        r.hincrby(effects, lease.id, 1)
+    q.complete(lease)
+
+
+# -- the driver --------------------------------------------------------------------
+
+
+class Server:
+    """A throw-away redis-server on 127.0.0.1 and a free port."""
+
+    def __init__(self, *extra: str) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = int(s.getsockname()[1])
+        self.dir = tempfile.mkdtemp(prefix="leaseq-chaos-")
+        exe = shutil.which("redis-server") or "redis-server"
+        self.proc = subprocess.Popen(
+            [exe, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", self.dir]
+            + ["--save", "", "--appendonly", "no", *extra],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        client = redis.Redis(port=self.port)
+        give_up = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > give_up:
+                    raise
+                time.sleep(0.02)
+        client.close()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Workers:
+    """K worker processes; kill_one() SIGKILLs a random one and starts another."""
+
+    def __init__(self, url: str, queue: str, mode: str, ttl: float, k: int, seed: int) -> None:
+        self.url, self.queue, self.mode, self.ttl = url, queue, mode, ttl
+        self.rng = random.Random(seed)
+        self.procs = [self._spawn() for _ in range(k)]
+        self.kills = 0
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        cmd = [sys.executable, "-m", "bench.chaos", "worker", "--url", self.url]
+        cmd += ["--queue", self.queue, "--mode", self.mode, "--ttl", str(self.ttl)]
+        cmd += ["--seed", str(self.rng.randrange(2**31))]
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        return subprocess.Popen(cmd, cwd=ROOT, env=env)
+
+    def kill_one(self) -> None:
+        i = self.rng.randrange(len(self.procs))
+        self.procs[i].send_signal(signal.SIGKILL)
+        self.procs[i].wait()
+        self.kills += 1
+        self.procs[i] = self._spawn()
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.kill()
+        for proc in self.procs:
+            proc.wait()
+
+
+def enqueue(q: leaseq.Queue, jobs: int, rng: random.Random) -> list[str]:
+    payloads = [
+        {"i": i, "poison": rng.random() < 0.01, "flaky": rng.random() < 0.05} for i in range(jobs)
+    ]
+    return q.enqueue_many(payloads, ids=[f"j{i}" for i in range(jobs)])
+
+
+def drive(
+    url: str,
+    *,
+    jobs: int = 1000,
+    workers: int = 4,
+    kill_every: float = 0.25,
+    mode: str = "once",
+    ttl: float = 0.5,
+    timeout: float = 120.0,
+    seed: int = 1,
+    queue: str = QUEUE,
+    during: Any = None,
+) -> dict[str, Any]:
+    """Run one chaos run against ``url``; return the report (see ``check``).
+
+    ``during(elapsed_s)`` is called from the driver loop (the restart test
+    kills the server from there).
+    """
+    r = redis.Redis.from_url(url)
+    q = leaseq.Queue(queue, redis=r, max_attempts=MAX_ATTEMPTS, backoff=0.0, keep_succeeded=None)
+    rng = random.Random(seed)
+    ids = enqueue(q, jobs, rng)
+    started = time.monotonic()
+    pool = Workers(url, queue, mode, ttl, workers, seed)
+    next_kill = started + kill_every
+    try:
+        while True:
+            now = time.monotonic()
+            if during is not None:
+                during(now - started)
+            if now >= next_kill:
+                pool.kill_one()
+                next_kill = now + rng.uniform(0.5, 1.5) * kill_every
+            try:
+                s = q.stats()
+                if s.pending + s.scheduled + s.active == 0:
+                    break
+            except leaseq.ServerUnavailable:
+                pass
+            if now - started > timeout:
+                break
+            time.sleep(0.05)
+    finally:
+        pool.stop()
+    elapsed = time.monotonic() - started
+    q.reap()
+    report = check(q, r, ids, mode)
+    report.update(mode=mode, workers=workers, kills=pool.kills, seconds=round(elapsed, 1), ttl=ttl)
+    r.close()
+    return report
+
+
+def check(q: leaseq.Queue, r: Any, ids: list[str], mode: str) -> dict[str, Any]:
+    """Read every row back and count what the claims in the docstring need."""
+    deliveries_key, effects_key = app_keys(q.name)
+    effects = {k.decode(): int(v) for k, v in r.hgetall(effects_key).items()}
+    delivered = Counter(x.decode().split(":")[0] for x in r.lrange(deliveries_key, 0, -1))
+    states: Counter[str] = Counter()
+    causes: Counter[str] = Counter()
+    over_attempts = missing = double = once_misses = dead_healthy = poison_alive = 0
+    for job_id in ids:
+        job = q.get(job_id)
+        if job is None:
+            states["lost"] += 1
+            continue
+        states[job.state.value] += 1
+        if job.attempts > job.max_attempts:
+            over_attempts += 1
+        poison = bool(job.payload.get("poison"))
+        if job.state is leaseq.State.DEAD:
+            causes[(job.last_error or "?").split(":")[0].split(" (")[0]] += 1
+            dead_healthy += not poison
+        elif poison:
+            poison_alive += 1
+        n = effects.get(job_id, 0)
+        if n > 1:
+            double += 1
+        if job.state is leaseq.State.SUCCEEDED and n == 0:
+            if "effect" in job.once:
+                once_misses += 1
+            else:
+                missing += 1
+    s = q.stats()
+    return {
+        "enqueued": len(ids),
+        "succeeded": states["succeeded"],
+        "dead": states["dead"],
+        "dead_causes": dict(causes),
+        "dead_but_healthy": dead_healthy,
+        "poison_not_dead": poison_alive,
+        "lost": len(ids) - states["succeeded"] - states["dead"],
+        "unfinished": {k: v for k, v in states.items() if k not in ("succeeded", "dead")},
+        "deliveries": sum(delivered.values()),
+        "redelivered_jobs": sum(1 for n in delivered.values() if n > 1),
+        "effects_double": double,
+        "effects_missing": missing,
+        "once_misses": once_misses,
+        "over_max_attempts": over_attempts,
+        "active_after_reap": s.active,
+        "expired_after_reap": s.expired,
+    }
+
+
+def ok(report: dict[str, Any]) -> bool:
+    """Whether a report proves the claims (once-misses are expected in once mode)."""
+    return (
+        report["lost"] == 0
+        and report["dead_but_healthy"] == 0
+        and report["poison_not_dead"] == 0
+        and report["effects_double"] == 0
+        and report["effects_missing"] == 0
+        and report["over_max_attempts"] == 0
+        and report["active_after_reap"] == 0
+        and report["expired_after_reap"] == 0
+        and (report["mode"] == "once" or report["once_misses"] == 0)
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd")
+    w = sub.add_parser("worker", help="(internal) one worker process")
+    w.add_argument("--url", required=True)
+    w.add_argument("--queue", default=QUEUE)
+    w.add_argument("--mode", choices=["once", "effects"], default="once")
+    w.add_argument("--ttl", type=float, default=0.5)
+    w.add_argument("--seed", type=int, default=0)
+    p.add_argument("--url", help="a redis:// URL (default: start a redis-server here)")
+    p.add_argument("--jobs", type=int, default=1000)
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--kill-every", type=float, default=0.25, help="seconds between SIGKILLs")
+    p.add_argument("--mode", choices=["once", "effects"], default="once")
+    p.add_argument("--ttl", type=float, default=0.5, help="lease length, seconds")
+    p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument("--seed", type=int, default=1)
+    args = p.parse_args(argv)
+    if args.cmd == "worker":
+        work(args.url, args.queue, args.mode, args.ttl, args.seed)
+        return 0
+    server = None if args.url else Server()
+    try:
+        url = args.url or server.url  # type: ignore[union-attr]
+        report = drive(
+            url,
+            jobs=args.jobs,
+            workers=args.workers,
+            kill_every=args.kill_every,
+            mode=args.mode,
+            ttl=args.ttl,
+            timeout=args.timeout,
+            seed=args.seed,
+        )
+    finally:
+        if server is not None:
+            server.stop()
+    for key, value in report.items():
+        print(f"{key:>20}: {value}")
+    print("OK: zero lost, every effect exactly once" if ok(report) else "FAILED")
+    return 0 if ok(report) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
