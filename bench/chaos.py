@@ -121,8 +121,10 @@ class Server:
         self.dir = tempfile.mkdtemp(prefix="leaseq-chaos-")
         exe = shutil.which("redis-server") or "redis-server"
         self.proc = subprocess.Popen(
-            [exe, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", self.dir]
-            + ["--save", "", "--appendonly", "no", *extra],
+            [
+                *(exe, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", self.dir),
+                *("--save", "", "--appendonly", "no", *extra),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -290,7 +292,7 @@ def check(q: leaseq.Queue, r: Any, ids: list[str], mode: str) -> dict[str, Any]:
 
 def ok(report: dict[str, Any]) -> bool:
     """Whether a report proves the claims (once-misses are expected in once mode)."""
-    return (
+    return bool(
         report["lost"] == 0
         and report["dead_but_healthy"] == 0
         and report["poison_not_dead"] == 0
