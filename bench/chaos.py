@@ -59,25 +59,32 @@ def app_keys(queue: str) -> tuple[str, str]:
 # -- the worker process ------------------------------------------------------------
 
 
-def work(url: str, queue: str, mode: str, ttl: float, seed: int) -> None:
-    """A worker process: claim, log the delivery, fail or do the effect, complete."""
+def work(url: str, queue: str, mode: str, ttl: float, seed: int, acks: str | None) -> None:
+    """A worker process: claim, log the delivery, fail or do the effect, complete.
+
+    ``acks``: a file to which the id of every completion the server
+    acknowledged is appended (flushed at once), so a test can check that the
+    server still has it after a crash.
+    """
     r = redis.Redis.from_url(url)
+    ack_file = open(acks, "a", buffering=1) if acks else None  # noqa: SIM115 - lives as long as we do
     q = leaseq.Queue(queue, redis=r, max_attempts=MAX_ATTEMPTS, backoff=0.0, keep_succeeded=None)
     deliveries, effects = app_keys(queue)
     rng = random.Random(seed)
     while True:
         try:
             lease = q.claim(ttl=ttl, block=1.0)
-        except leaseq.ServerUnavailable:
+        except (leaseq.ServerUnavailable, redis.ConnectionError):
             time.sleep(0.05)  # the restart test kills the server under us
             continue
         if lease is None:
             continue
         try:
-            handle(q, r, lease, mode, rng, deliveries, effects)
+            if handle(q, r, lease, mode, rng, deliveries, effects) and ack_file:
+                ack_file.write(lease.id + "\n")
         except leaseq.LeaseLost:
             pass  # reaped while we slept: someone else has (or had) it
-        except leaseq.ServerUnavailable:
+        except (leaseq.ServerUnavailable, redis.ConnectionError):
             time.sleep(0.05)
 
 
@@ -89,23 +96,25 @@ def handle(
     rng: random.Random,
     deliveries: str,
     effects: str,
-) -> None:
+) -> bool:
+    """Run one delivery; True when it completed the job (the server acknowledged it)."""
     r.rpush(deliveries, f"{lease.id}:{lease.attempt}")
     payload = lease.payload
     if payload.get("poison"):
         q.fail(lease, "poison: this job always fails", retry_in=0)
-        return
+        return False
     if payload.get("flaky") and lease.attempt == 1:
         q.fail(lease, "flaky: first attempt fails", retry_in=0)
-        return
+        return False
     time.sleep(rng.uniform(0, 0.02))  # the "work"
     if mode == "effects":
         q.complete(lease, effects=[("HINCRBY", effects, lease.id, 1)])
-        return
+        return True
     if q.once(lease, "effect"):
         time.sleep(0.001)  # a kill here is a once-miss: marker set, effect not done
         r.hincrby(effects, lease.id, 1)
     q.complete(lease)
+    return True
 
 
 # -- the driver --------------------------------------------------------------------
@@ -153,8 +162,11 @@ class Server:
 class Workers:
     """K worker processes; kill_one() SIGKILLs a random one and starts another."""
 
-    def __init__(self, url: str, queue: str, mode: str, ttl: float, k: int, seed: int) -> None:
-        self.url, self.queue, self.mode, self.ttl = url, queue, mode, ttl
+    def __init__(
+        self, url: str, queue: str, mode: str, ttl: float, k: int, seed: int, acks: str | None
+    ) -> None:
+        self.url, self.queue, self.mode, self.ttl, self.acks = url, queue, mode, ttl, acks
+        self.spawned = 0
         self.rng = random.Random(seed)
         self.procs = [self._spawn() for _ in range(k)]
         self.kills = 0
@@ -163,6 +175,9 @@ class Workers:
         cmd = [sys.executable, "-m", "bench.chaos", "worker", "--url", self.url]
         cmd += ["--queue", self.queue, "--mode", self.mode, "--ttl", str(self.ttl)]
         cmd += ["--seed", str(self.rng.randrange(2**31))]
+        if self.acks:
+            cmd += ["--acks", os.path.join(self.acks, f"worker-{self.spawned}.acks")]
+        self.spawned += 1
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         return subprocess.Popen(cmd, cwd=ROOT, env=env)
 
@@ -199,18 +214,20 @@ def drive(
     seed: int = 1,
     queue: str = QUEUE,
     during: Any = None,
+    acks: str | None = None,
 ) -> dict[str, Any]:
     """Run one chaos run against ``url``; return the report (see ``check``).
 
     ``during(elapsed_s)`` is called from the driver loop (the restart test
-    kills the server from there).
+    kills the server from there). ``acks``: a directory for the workers'
+    files of acknowledged completions (see ``work``).
     """
     r = redis.Redis.from_url(url)
     q = leaseq.Queue(queue, redis=r, max_attempts=MAX_ATTEMPTS, backoff=0.0, keep_succeeded=None)
     rng = random.Random(seed)
     ids = enqueue(q, jobs, rng)
     started = time.monotonic()
-    pool = Workers(url, queue, mode, ttl, workers, seed)
+    pool = Workers(url, queue, mode, ttl, workers, seed, acks)
     next_kill = started + kill_every
     try:
         while True:
@@ -314,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--mode", choices=["once", "effects"], default="once")
     w.add_argument("--ttl", type=float, default=0.5)
     w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--acks", help="append acknowledged completions' ids to this file")
     p.add_argument("--url", help="a redis:// URL (default: start a redis-server here)")
     p.add_argument("--jobs", type=int, default=1000)
     p.add_argument("--workers", type=int, default=4)
@@ -324,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
     if args.cmd == "worker":
-        work(args.url, args.queue, args.mode, args.ttl, args.seed)
+        work(args.url, args.queue, args.mode, args.ttl, args.seed, args.acks)
         return 0
     server = None if args.url else Server()
     try:
