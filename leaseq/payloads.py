@@ -43,13 +43,13 @@ class Codec:
         if self.payload_type is not None and what == "payload":
             try:
                 msgspec.convert(msgspec.to_builtins(value), self.payload_type)
-            except (msgspec.ValidationError, TypeError) as exc:
+            except (msgspec.ValidationError, TypeError, RecursionError) as exc:
                 raise InvalidPayload(
                     f"{what} does not match {self.payload_type!r}: {exc}"
                 ) from None
         try:
             data = self._encode(value)
-        except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as exc:
+        except (TypeError, ValueError, OverflowError, RecursionError, msgspec.EncodeError) as exc:
             raise InvalidPayload(f"{what} cannot be encoded as {self.name}: {exc}") from None
         if len(data) > self.limit:
             raise PayloadTooLarge(len(data), self.limit)
