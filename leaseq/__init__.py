@@ -24,6 +24,7 @@ from .errors import (
 from .handler import Dead, JobContext, Retry, current_job
 from .keys import QueueKeys
 from .queue import Queue
+from .sharded import ShardedQueue
 from .types import Backoff, Job, Lease, State, Stats
 from .worker import Worker
 
@@ -50,6 +51,7 @@ __all__ = [
     "Retry",
     "ScriptError",
     "ServerUnavailable",
+    "ShardedQueue",
     "State",
     "Stats",
     "Worker",

@@ -8,6 +8,7 @@ by ``redis-cli --cluster create``, ready once every node reports
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import socket
 import subprocess
@@ -76,6 +77,19 @@ class Cluster:
                 proc.wait()
         for where in self.dirs:
             shutil.rmtree(where, ignore_errors=True)
+
+
+_shared: Cluster | None = None
+
+
+def shared_cluster() -> Cluster:
+    """One cluster for the whole test session, whichever module asks first;
+    stopped when the interpreter exits. Raises RuntimeError if redis is missing."""
+    global _shared
+    if _shared is None:
+        _shared = Cluster()
+        atexit.register(_shared.stop)
+    return _shared
 
 
 def cluster_port() -> int:

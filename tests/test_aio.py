@@ -132,10 +132,10 @@ def test_queues_and_from_url(redis_server: Any, loop: asyncio.AbstractEventLoop)
 
 
 def test_redis_outage_is_server_unavailable(loop: asyncio.AbstractEventLoop) -> None:
-    from tests.conftest import free_port
-
     from redis.asyncio.retry import Retry as NoRetry
     from redis.backoff import NoBackoff
+
+    from tests.conftest import free_port
 
     client = aioredis.Redis(port=free_port(), retry=NoRetry(NoBackoff(), 0))
     q = leaseq.aio.Queue("x", redis=client)

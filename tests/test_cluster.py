@@ -22,7 +22,7 @@ import leaseq
 import leaseq.aio
 from leaseq.keys import split_shard
 from tests import suite, test_damaged, test_fencing, test_smoke, test_store
-from tests.cluster import Cluster
+from tests.cluster import Cluster, shared_cluster
 from tests.conftest import Clock
 
 SETTINGS: dict[str, Any] = {
@@ -33,13 +33,11 @@ MODULES = (test_store, test_smoke, test_fencing, test_damaged)
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[Cluster]:
+def cluster() -> Cluster:
     try:
-        c = Cluster()
+        return shared_cluster()  # stopped at exit; test_sharded.py shares it
     except RuntimeError as exc:  # redis-server not installed: skip, don't fail
         pytest.skip(str(exc))
-    yield c
-    c.stop()
 
 
 class ClusterView:
