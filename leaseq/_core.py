@@ -28,6 +28,7 @@ from .errors import (
     JobNotFound,
     JobStateError,
     LeaseLost,
+    NotReplicated,
     ScriptError,
 )
 from .keys import QueueKeys, check_job_id
@@ -158,6 +159,8 @@ class QueueCore:
         lease_cap: float = 43_200.0,
         worker_id: str | None = None,
         shard: int | None = None,
+        durable: int = 0,
+        durable_timeout: float = 1.0,
     ) -> None:
         self.keys = QueueKeys(prefix, name, shard)
         self.name = name
@@ -181,6 +184,11 @@ class QueueCore:
             lease_cap, "lease_cap", minimum_ms=1, maximum=30 * 86_400.0
         )
         self.worker_id = check_job_id(worker_id or default_worker_id(), "worker id")
+        self.durable = v.integer(durable, "durable", 0, 64)
+        """Replicas that must acknowledge each state change (WAIT); 0 = off."""
+        self.durable_timeout_ms = v.seconds_to_ms(
+            durable_timeout, "durable_timeout", minimum_ms=1, maximum=60.0
+        )
         k = self.keys
         self._enqueue_keys = (k.pending, k.scheduled, k.meta, k.wake)
         self._claim_keys = (k.pending, k.scheduled, k.active, k.dead, k.meta, k.wake)
@@ -268,6 +276,19 @@ class QueueCore:
             else:
                 leases.append(lease)
         return Claimed(leases, bad, None if wait_ms < 0 else wait_ms / 1000.0)
+
+    def replicas_for(self, call: Call[Any]) -> int:
+        """How many replicas must acknowledge ``call`` before it counts (0: none).
+
+        Only with ``durable=``; the one read-only script, stats, never waits.
+        """
+        return 0 if call.script.name == "stats" else self.durable
+
+    def check_replicated(self, call: Call[Any], acked: int, result: R) -> R:
+        """``result`` if enough replicas acknowledged ``call``; else NotReplicated."""
+        if acked < self.durable:
+            raise NotReplicated(call.script.name, self.durable, acked, result)
+        return result
 
     def settle(self, claimed: Claimed) -> list[Call[State]]:
         """Calls that dead-letter the leases whose payload would not decode.

@@ -17,7 +17,14 @@ import redis.exceptions as rex
 from ._core import Call, R
 from .errors import DamagedKey, LeaseqWarning, ScriptError, ServerUnavailable
 
-__all__ = ["arun", "check_server_reply", "run", "translate_errors"]
+__all__ = [
+    "arun",
+    "await_replicas",
+    "check_server_reply",
+    "run",
+    "translate_errors",
+    "wait_replicas",
+]
 
 
 @contextlib.contextmanager
@@ -66,6 +73,28 @@ async def arun(client: Any, call: Call[R]) -> R:
             await client.script_load(call.script.source)
             reply = await client.evalsha(call.script.sha, len(keys), *keys, *call.args)
     return call.parse(reply)
+
+
+def _wait_args(client: Any, key: str, replicas: int, timeout_ms: int) -> dict[str, Any]:
+    # WAIT counts the replicas of the connection's own node. A cluster client
+    # sends key-less commands to a default node, so aim it at the key's node.
+    if hasattr(client, "get_node_from_key"):
+        return {"target_nodes": client.get_node_from_key(key)}
+    return {}
+
+
+def wait_replicas(client: Any, key: str, replicas: int, timeout_ms: int) -> int:
+    """WAIT on the node that holds ``key``; how many replicas acknowledged."""
+    with translate_errors():
+        kwargs = _wait_args(client, key, replicas, timeout_ms)
+        return int(client.execute_command("WAIT", replicas, timeout_ms, **kwargs))
+
+
+async def await_replicas(client: Any, key: str, replicas: int, timeout_ms: int) -> int:
+    """:func:`wait_replicas` for redis.asyncio clients."""
+    with translate_errors():
+        kwargs = _wait_args(client, key, replicas, timeout_ms)
+        return int(await client.execute_command("WAIT", replicas, timeout_ms, **kwargs))
 
 
 def check_server_reply(policy: Any) -> None:

@@ -125,5 +125,20 @@ class ScriptError(LeaseqError):
     """A script answered something leaseq does not know: a bug or a version mix."""
 
 
+class NotReplicated(LeaseqError):
+    """A ``durable=`` queue's change was applied on the primary, but fewer than
+    ``wanted`` replicas acknowledged it within the timeout: a failover now could
+    lose it. ``result`` is what the call returned (the id, the leases, ...)."""
+
+    def __init__(self, op: str, wanted: int, acked: int, result: object) -> None:
+        super().__init__(
+            f"{op}: applied, but only {acked} of {wanted} replicas acknowledged it in time"
+        )
+        self.op = op
+        self.wanted = wanted
+        self.acked = acked
+        self.result = result
+
+
 class ServerUnavailable(LeaseqError, ConnectionError):
     """Redis could not be reached or timed out. The call may or may not have run."""

@@ -70,6 +70,8 @@ class Queue:
         lease_cap: float = 43_200.0,
         worker_id: str | None = None,
         shard: int | None = None,
+        durable: int = 0,
+        durable_timeout: float = 1.0,
     ) -> None:
         # shard: this queue is shard ``shard`` of a ShardedQueue (keys under
         # the hash tag {<name>#<shard>}); normally set by ShardedQueue only.
@@ -85,6 +87,8 @@ class Queue:
             lease_cap=lease_cap,
             worker_id=worker_id,
             shard=shard,
+            durable=durable,
+            durable_timeout=durable_timeout,
         )
         if redis is None:
             raise InvalidArgument("Queue needs a redis client (or use Queue.from_url)")
@@ -116,7 +120,13 @@ class Queue:
     def _run(self, call: Call[R]) -> R:
         if not self._checked:
             self._check_server()
-        return _redis.run(self.redis, call)
+        result = _redis.run(self.redis, call)
+        replicas = self._core.replicas_for(call)
+        if replicas:  # durable=: see docs/scaling.md
+            timeout = self._core.durable_timeout_ms
+            acked = _redis.wait_replicas(self.redis, call.keys[0], replicas, timeout)
+            return self._core.check_replicated(call, acked, result)
+        return result
 
     def _check_server(self) -> None:
         self._checked = True

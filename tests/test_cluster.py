@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import redis
+import redis.asyncio as aioredis
 import redis.asyncio.cluster as acluster
 import redis.cluster
 from redis.crc import key_slot
@@ -23,7 +25,7 @@ import leaseq.aio
 from leaseq.keys import split_shard
 from tests import suite, test_damaged, test_fencing, test_smoke, test_store
 from tests.cluster import Cluster, shared_cluster
-from tests.conftest import Clock
+from tests.conftest import Clock, RedisServer, wait_until
 
 SETTINGS: dict[str, Any] = {
     "keep_succeeded": 60.0,
@@ -167,3 +169,90 @@ def test_a_batch_is_one_script_call_on_the_queue_node(cr: redis.cluster.RedisClu
     assert len(ids) == len(leases) == 500
     assert after - before == 3  # one enqueue, one claim, one complete
     assert q.stats().succeeded == 501
+
+
+# -- durable=: WAIT for replicas after each state change ------------------------------
+
+
+@pytest.fixture(scope="module")
+def pair() -> Iterator[tuple[RedisServer, RedisServer]]:
+    """A primary and one replica of it, on free loopback ports."""
+    try:
+        primary = RedisServer("--repl-diskless-sync-delay", "0")  # sync at once
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    replica = RedisServer("--replicaof", "127.0.0.1", str(primary.port))
+    client = redis.Redis(port=replica.port)
+    wait_until(
+        lambda: client.info("replication").get("master_link_status") == "up",
+        15,
+        what="the replica to sync",
+    )
+    client.close()
+    yield primary, replica
+    replica.stop()
+    primary.stop()
+
+
+def test_durable_waits_for_the_replica(pair: tuple[RedisServer, RedisServer]) -> None:
+    primary, replica = pair
+    main, copy = redis.Redis(port=primary.port), redis.Redis(port=replica.port)
+    q = leaseq.Queue("safe", redis=main, durable=1)
+    job_id = q.enqueue({"n": 1})
+    # WAIT returned, so the replica already holds the row: no polling needed.
+    assert copy.hget(q.keys.job(job_id), "state") == b"pending"
+    lease = q.claim(ttl=30.0)
+    assert lease is not None
+    assert copy.hget(q.keys.job(job_id), "attempts") == b"1"
+    q.complete(lease)
+    assert copy.hget(q.keys.job(job_id), "state") == b"succeeded"
+    main.close()
+    copy.close()
+
+
+def test_durable_beyond_the_replicas_raises_with_the_result(
+    pair: tuple[RedisServer, RedisServer],
+) -> None:
+    primary, _ = pair
+    main = redis.Redis(port=primary.port)
+    q = leaseq.Queue("safe2", redis=main, durable=2, durable_timeout=0.05)
+    with pytest.raises(leaseq.NotReplicated) as info:
+        q.enqueue({"n": 1}, id="j")
+    assert (info.value.op, info.value.wanted, info.value.acked) == ("enqueue", 2, 1)
+    assert info.value.result == ["j"]
+    assert q.stats().pending == 1  # applied on the primary; stats never waits
+    with pytest.raises(leaseq.NotReplicated) as claimed:
+        q.claim(ttl=30.0)
+    assert [lease.id for lease in claimed.value.result.leases] == ["j"]
+    main.close()
+
+
+def test_durable_on_aio(pair: tuple[RedisServer, RedisServer]) -> None:
+    primary, replica = pair
+
+    async def scenario() -> str:
+        client = aioredis.Redis(port=primary.port)
+        q = leaseq.aio.Queue("safe3", redis=client, durable=1)
+        job_id = await q.enqueue({"n": 1})
+        await client.aclose()
+        return job_id
+
+    job_id = asyncio.run(scenario())
+    copy = redis.Redis(port=replica.port)
+    assert copy.hget(leaseq.QueueKeys("leaseq", "safe3").job(job_id), "state") == b"pending"
+    copy.close()
+
+
+def test_durable_on_cluster_waits_on_the_queues_own_node(cr: redis.cluster.RedisCluster) -> None:
+    q = leaseq.Queue("q1", redis=cr, durable=1, durable_timeout=0.02)
+    node = cr.get_node_from_key(q.keys.pending)
+
+    def waits() -> int:
+        stats = cr.info("commandstats", target_nodes=node)
+        return int(stats.get("cmdstat_wait", {}).get("calls", 0))
+
+    before = waits()
+    with pytest.raises(leaseq.NotReplicated) as info:
+        q.enqueue({"n": 1})  # this test cluster has no replicas
+    assert info.value.acked == 0
+    assert waits() == before + 1

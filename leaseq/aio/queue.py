@@ -63,6 +63,8 @@ class Queue:
         lease_cap: float = 43_200.0,
         worker_id: str | None = None,
         shard: int | None = None,
+        durable: int = 0,
+        durable_timeout: float = 1.0,
     ) -> None:
         self._core = QueueCore(
             name,
@@ -76,6 +78,8 @@ class Queue:
             lease_cap=lease_cap,
             worker_id=worker_id,
             shard=shard,
+            durable=durable,
+            durable_timeout=durable_timeout,
         )
         if redis is None:
             raise InvalidArgument("Queue needs a redis client (or use Queue.from_url)")
@@ -113,7 +117,13 @@ class Queue:
     async def _run(self, call: Call[R]) -> R:
         if not self._checked:
             await self._check_server()
-        return await _redis.arun(self.redis, call)
+        result = await _redis.arun(self.redis, call)
+        replicas = self._core.replicas_for(call)
+        if replicas:  # durable=: see docs/scaling.md
+            timeout = self._core.durable_timeout_ms
+            acked = await _redis.await_replicas(self.redis, call.keys[0], replicas, timeout)
+            return self._core.check_replicated(call, acked, result)
+        return result
 
     async def _check_server(self) -> None:
         self._checked = True
