@@ -20,6 +20,7 @@
 -- errors: none of its own; a row that cannot be claimed is dead-lettered with last_error
 --!include lib/now_ms.lua
 --!include lib/to_count.lua
+--!include lib/read_row.lua
 --!include lib/push_pending.lua
 --!include lib/dead_letter.lua
 --!include lib/promote_due.lua
@@ -49,8 +50,16 @@ while got < count do
   for i = 1, #popped, 2 do
     local id = popped[i]
     local job = job_prefix .. id
-    local row = redis.call('HMGET', job, 'state', 'attempts', 'max_attempts',
+    local row = read_row(job, 'state', 'attempts', 'max_attempts',
       'payload', 'enqueued_at')
+    local not_a_hash = not row
+    if not_a_hash then
+      -- Overwritten by hand with another type: park the id in dead for an
+      -- operator to see (there is no row to write a reason into).
+      row = {}
+      redis.call('ZADD', dead, now, id)
+      redis.call('HINCRBY', meta, 'dead', 1)
+    end
     local state = row[1]
     local attempts, max_attempts = to_count(row[2]), to_count(row[3])
     if state == 'pending' and attempts and max_attempts and row[4]
@@ -67,11 +76,14 @@ while got < count do
       out[#out + 1] = deadline
       out[#out + 1] = to_count(row[5]) or now -- a hand-edited time must not break the claim
       out[#out + 1] = row[4]
-    elseif state and (state == 'pending' or not known[state]) then
+    elseif (state and (state == 'pending' or not known[state]))
+        or (not state and not not_a_hash and redis.call('EXISTS', job) == 1) then
       -- A row that can never be claimed as it stands: dead-letter it with
       -- the reason, so it neither blocks the queue nor vanishes.
       local why
-      if not known[state] then
+      if not state then
+        why = 'damaged row: state missing'
+      elseif not known[state] then
         why = 'damaged row: unknown state ' .. state
       elseif not attempts or not max_attempts then
         why = 'damaged row: attempts=' .. (row[2] or 'missing') ..

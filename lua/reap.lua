@@ -13,6 +13,7 @@
 -- errors: none
 --!include lib/now_ms.lua
 --!include lib/to_count.lua
+--!include lib/read_row.lua
 --!include lib/push_pending.lua
 --!include lib/dead_letter.lua
 --!include lib/reap_expired.lua

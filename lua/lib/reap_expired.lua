@@ -1,17 +1,24 @@
 -- reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit):
 -- hand back at most limit jobs whose lease deadline has passed
 -- (lease_until <= now): to pending while attempts remain, else to dead.
--- Needs push_pending, dead_letter and to_count. Returns requeued, died.
+-- Needs push_pending, dead_letter, to_count and read_row. Returns requeued, died.
 -- Atomic with every other script, so two reapers never move a job twice.
 local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit)
   local requeued, died = 0, 0
   local ids = redis.call('ZRANGEBYSCORE', active, '-inf', now, 'LIMIT', 0, limit)
   for _, id in ipairs(ids) do
     local job = job_prefix .. id
-    local row = redis.call('HMGET', job, 'state', 'attempts', 'max_attempts',
+    local row = read_row(job, 'state', 'attempts', 'max_attempts',
       'lease_until', 'priority', 'worker')
-    local deadline = to_count(row[4])
-    if row[1] ~= 'active' then
+    local deadline = row and to_count(row[4])
+    if not row then
+      -- Overwritten by hand with another type: park the id in dead for an
+      -- operator to see (there is no row to write a reason into).
+      redis.call('ZREM', active, id)
+      redis.call('ZADD', dead, now, id)
+      redis.call('HINCRBY', meta, 'dead', 1)
+      died = died + 1
+    elseif row[1] ~= 'active' then
       -- Stale index entry: the row left 'active' (or is gone).
       redis.call('ZREM', active, id)
       local s = row[1]
@@ -20,6 +27,9 @@ local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, 
         -- A state leaseq never writes (edited by hand): dead-letter the
         -- job rather than leave it in no index at all.
         dead_letter(job, dead, meta, id, now, 'damaged row: unknown state ' .. s)
+        died = died + 1
+      elseif not s and redis.call('EXISTS', job) == 1 then
+        dead_letter(job, dead, meta, id, now, 'damaged row: state missing')
         died = died + 1
       end
     elseif deadline and deadline > now then
