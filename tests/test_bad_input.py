@@ -327,7 +327,7 @@ def test_damaged_row_never_crashes_or_blocks_the_queue(
     ran: list[str] = []
     for _ in range(20):  # a damaged row may cost a claim, never the queue
         got: list[leaseq.Lease] = []
-        _tolerate(lambda: got.extend(q.claim_many(10, ttl=30.0)), seen)
+        _tolerate(lambda got=got: got.extend(q.claim_many(10, ttl=30.0)), seen)
         for held in got:
             ran.append(held.id)
             _tolerate(lambda held=held: q.complete(held), seen)
@@ -357,3 +357,58 @@ def assert_accounted_for(q: leaseq.Queue, r: Any) -> None:
     if state == "dead":
         assert r.hget(key, "last_error"), "dead without a reason"
     assert where[0] in ("succeeded", "dead", "cancelled", "pending", "scheduled", "active")
+
+
+# -- 3. keys of the wrong type ------------------------------------------------------------
+
+KEY_KINDS: dict[str, Callable[[Any, str], object]] = {
+    "string": lambda r, key: r.set(key, "oops"),
+    "list": lambda r, key: r.rpush(key, "a"),
+    "hash": lambda r, key: r.hset(key, "a", "b"),
+}
+QUEUE_KEYS = ("pending", "scheduled", "active", "succeeded", "dead", "cancelled", "meta", "wake")
+
+
+def _everything(q: leaseq.Queue, seen: list[str]) -> None:
+    """Every operation once; each may work or raise a leaseq error."""
+    _tolerate(lambda: q.enqueue({"x": 1}, id="new"), seen)
+    _tolerate(lambda: q.enqueue({"x": 1}, id="later", delay=0.001), seen)
+    leases: list[leaseq.Lease] = []
+    _tolerate(lambda: leases.extend(q.claim_many(2, ttl=30.0)), seen)
+    for i, lease in enumerate(leases):
+        _tolerate(lambda lease=lease: q.extend(lease, ttl=30.0), seen)
+        if i == 0:
+            _tolerate(lambda lease=lease: q.complete(lease), seen)
+        else:
+            _tolerate(lambda lease=lease: q.fail(lease, "x", dead=True), seen)
+    _tolerate(q.reap, seen)
+    _tolerate(q.stats, seen)
+    _tolerate(lambda: q.cancel("job"), seen)
+    _tolerate(lambda: q.retry_dead("job"), seen)
+    for state in INDEXES:
+        _tolerate(lambda state=state: q.ls(state), seen)
+    _tolerate(lambda: q.purge("dead"), seen)
+
+
+@pytest.mark.parametrize("kind", sorted(KEY_KINDS))
+@pytest.mark.parametrize("which", QUEUE_KEYS)
+def test_queue_key_of_the_wrong_type_is_a_typed_error_and_spares_other_queues(
+    q: leaseq.Queue, r: Any, which: str, kind: str
+) -> None:
+    other = leaseq.Queue("other", redis=r)
+    other.enqueue_many([1, 2], ids=["o1", "o2"])
+    q.enqueue({"x": 0}, id="job")
+    if kind == "hash" and which == "meta":
+        pytest.skip("meta is a hash already")
+    key = getattr(q.keys, which)
+    r.delete(key)
+    KEY_KINDS[kind](r, key)
+    seen: list[str] = []
+    _everything(q, seen)
+    assert set(seen) <= {"ok", "DamagedKey", "JobNotFound", "JobStateError"}, seen
+    if which not in ("wake",):
+        assert "DamagedKey" in seen, f"nothing noticed that {which} is a {kind}"
+    # Another queue on the same server does not notice a thing.
+    while lease := other.claim(ttl=30.0):
+        other.complete(lease)
+    assert other.stats().succeeded == 2
