@@ -186,9 +186,12 @@ class ShardedQueue:
         """As ``Queue.extend``, on the lease's shard. Raises LeaseLost."""
         return self._for(lease).extend(lease, ttl)
 
-    def complete(self, lease: Lease, result: Any = None) -> None:
-        """As ``Queue.complete``, on the lease's shard. Raises LeaseLost."""
-        self._for(lease).complete(lease, result)
+    def complete(
+        self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None
+    ) -> None:
+        """As ``Queue.complete``, on the lease's shard. ``effects`` keys must carry
+        that shard's tag (``self.shard_for(lease.id).keys.tag``). Raises LeaseLost."""
+        self._for(lease).complete(lease, result, effects=effects)
 
     def complete_many(
         self, leases: Sequence[Lease], results: Sequence[Any] | None = None

@@ -20,7 +20,7 @@ import redis.asyncio as aioredis
 import leaseq
 import leaseq.aio
 from leaseq.handler import Dead, Retry
-from tests import suite, test_damaged, test_fencing, test_smoke, test_store
+from tests import suite, test_damaged, test_effects, test_fencing, test_smoke, test_store
 from tests.conftest import Clock
 
 
@@ -31,7 +31,9 @@ def _needs_sync_only(func: Callable[..., Any]) -> bool:
     return "Thread" in source or "leaseq.Queue(" in source
 
 
-CASES = suite.cases(test_store, test_smoke, test_fencing, test_damaged, skip=_needs_sync_only)
+CASES = suite.cases(
+    test_store, test_smoke, test_fencing, test_damaged, test_effects, skip=_needs_sync_only
+)
 
 
 def async_client(r: Any) -> Any:

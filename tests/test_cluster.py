@@ -23,7 +23,7 @@ from redis.crc import key_slot
 import leaseq
 import leaseq.aio
 from leaseq.keys import split_shard
-from tests import suite, test_damaged, test_fencing, test_smoke, test_store
+from tests import suite, test_damaged, test_effects, test_fencing, test_smoke, test_store
 from tests.cluster import Cluster, shared_cluster
 from tests.conftest import Clock, RedisServer, wait_until
 
@@ -31,7 +31,7 @@ SETTINGS: dict[str, Any] = {
     "keep_succeeded": 60.0,
     "backoff": leaseq.Backoff(base=1.0, cap=10.0, jitter=0.0),
 }
-MODULES = (test_store, test_smoke, test_fencing, test_damaged)
+MODULES = (test_store, test_smoke, test_fencing, test_damaged, test_effects)
 
 
 @pytest.fixture(scope="session")
