@@ -390,16 +390,21 @@ def _everything(q: leaseq.Queue, seen: list[str]) -> None:
     _tolerate(lambda: q.purge("dead"), seen)
 
 
-@pytest.mark.parametrize("kind", sorted(KEY_KINDS))
-@pytest.mark.parametrize("which", QUEUE_KEYS)
+@pytest.mark.parametrize(
+    ("which", "kind"),
+    [
+        (which, kind)
+        for which in QUEUE_KEYS
+        for kind in sorted(KEY_KINDS)
+        if (which, kind) not in (("meta", "hash"), ("wake", "list"))  # their own types
+    ],
+)
 def test_queue_key_of_the_wrong_type_is_a_typed_error_and_spares_other_queues(
     q: leaseq.Queue, r: Any, which: str, kind: str
 ) -> None:
     other = leaseq.Queue("other", redis=r)
     other.enqueue_many([1, 2], ids=["o1", "o2"])
     q.enqueue({"x": 0}, id="job")
-    if kind == "hash" and which == "meta":
-        pytest.skip("meta is a hash already")
     key = getattr(q.keys, which)
     r.delete(key)
     KEY_KINDS[kind](r, key)
