@@ -185,7 +185,7 @@ def table(res: dict[str, Any]) -> str:
         d = res["drain"]
         add(
             f"one `leaseq worker` process draining {d['jobs']:,} no-op jobs, jobs/s",
-            _n(d["leaseq"]),
+            f"{_n(d['leaseq'])} ({_n(d['with_start'])} with process start)",
             "",
             "",
             ">= 10,000",
@@ -212,6 +212,7 @@ def plot(scan: dict[str, dict[Any, float]]) -> Path | None:
     """bench/out/inflight.png: µs per pair against in-flight count (log-log-ish)."""
     try:
         import matplotlib
+        import matplotlib.ticker
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
@@ -229,7 +230,10 @@ def plot(scan: dict[str, dict[Any, float]]) -> Path | None:
     ):
         ks = [k for k in scan[who] if k != "empty"]
         ax.plot(ks, [scan[who][k] for k in ks], marker="o", label=label)
-    ax.set_xscale("symlog", linthresh=1000)
+    ticks = sorted({k for who in scan for k in scan[who] if k != "empty"})
+    ax.set_xscale("symlog", linthresh=max(1, min((k for k in ticks if k), default=1)))
+    ax.set_xticks(ticks, [f"{k:,}" for k in ticks])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.set_yscale("log")
     ax.set_xlabel("jobs in flight (with the pending backlog behind them)")
     ax.set_ylabel("µs per claim + complete (median of 3)")
