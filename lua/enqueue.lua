@@ -16,6 +16,7 @@
 -- errors: none of its own (input was validated by the caller)
 --!include lib/now_ms.lua
 --!include lib/push_pending.lua
+--!include lib/wake_if_first.lua
 
 local pending, scheduled, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local job_prefix = ARGV[1]
@@ -46,6 +47,7 @@ for i = 0, n - 1 do
     if delay_ms > 0 then
       redis.call('HSET', job, 'state', 'scheduled', 'run_at', now + delay_ms)
       redis.call('ZADD', scheduled, now + delay_ms, id)
+      wake_if_first(scheduled, wake, id)
     else
       push_pending(pending, meta, wake, job, id, priority)
     end

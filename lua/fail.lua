@@ -21,6 +21,7 @@
 --!include lib/lease_check.lua
 --!include lib/push_pending.lua
 --!include lib/dead_letter.lua
+--!include lib/wake_if_first.lua
 
 local job, active, pending, scheduled, dead, meta, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -47,6 +48,7 @@ redis.call('HDEL', job, 'lease_until')
 if retry_ms > 0 then
   redis.call('HSET', job, 'state', 'scheduled', 'run_at', now + retry_ms)
   redis.call('ZADD', scheduled, now + retry_ms, id)
+  wake_if_first(scheduled, wake, id)
   return { 'OK', 'scheduled' }
 end
 push_pending(pending, meta, wake, job, id, to_count(row[3]) or 0)
