@@ -274,7 +274,10 @@ class Worker:
         with self._cond:
             for task in tasks:
                 self._tasks[(task.lease.id, task.lease.attempt)] = task
+            sooner = beat < self._next_beat_at
             self._next_beat_at = min(self._next_beat_at, beat)
+        if sooner:  # the reporter may be asleep until a later time: wake it to re-plan
+            self._done.put(None)
         for task in tasks:
             self._work.put(task)
 
@@ -291,6 +294,8 @@ class Worker:
                 continue
             task.started = True
             lease = task.ctx.lease
+            if logger.isEnabledFor(logging.DEBUG):
+                self._log(logging.DEBUG, task, "started")
             _set_current(task.ctx)
             try:
                 task.outcome = ("done", self.handler(lease))

@@ -1,0 +1,49 @@
+"""Handlers that tests run in worker processes (`leaseq worker Q tests.handlers:fn`)
+and in-process workers. Each takes its instructions from the payload."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import leaseq
+
+
+def noop(lease: leaseq.Lease) -> None:
+    return None
+
+
+def echo(lease: leaseq.Lease) -> Any:
+    return lease.payload
+
+
+def sleep(lease: leaseq.Lease) -> str:
+    """Sleep payload['s'] seconds, then return 'slept'."""
+    time.sleep(float(lease.payload["s"]))
+    return "slept"
+
+
+def boom(lease: leaseq.Lease) -> None:
+    raise ValueError(f"boom on {lease.id}")
+
+
+def retry_later(lease: leaseq.Lease) -> None:
+    raise leaseq.Retry(in_=float(lease.payload.get("in", 30.0)), reason="not yet")
+
+
+def give_up(lease: leaseq.Lease) -> None:
+    raise leaseq.Dead("bad input")
+
+
+def unencodable(lease: leaseq.Lease) -> Any:
+    return {1, 2, 3}  # a set is not JSON
+
+
+def wait_for_loss(lease: leaseq.Lease) -> str:
+    """Wait (up to payload['s'] s) until the worker says the lease is lost, note
+    it in the file payload['flag'], and return a result that must be discarded."""
+    ctx = leaseq.current_job()
+    seen = ctx.lost.wait(float(lease.payload.get("s", 10.0)))
+    Path(lease.payload["flag"]).write_text("lost" if seen else "held")
+    return "stale result"
