@@ -20,10 +20,14 @@ the run checks: enqueued = succeeded + dead; zero lost; every effect exactly
 once (once mode: no doubles, misses counted); attempts <= max_attempts; no
 active job and no expired lease after a final reap.
 
-The workers here are a minimal claim/complete loop of this file (not
-``leaseq.Worker``): the point is to crash the store's protocol at any
-instruction, and a tiny loop puts the kill windows exactly between the
-calls that matter (claim, once, effect, complete).
+Two kinds of worker process (``--runner``):
+
+- ``loop`` (default): a minimal claim/complete loop of this file. It crashes
+  the store's protocol at any instruction: the kill windows fall exactly
+  between the calls that matter (claim, once, effect, complete).
+- ``leaseq``: the real ``leaseq worker`` CLI (``leaseq.Worker``: prefetch,
+  heartbeats, batched completions) running ``bench.chaos:leaseq_handler``;
+  once mode only, since its handler's effect goes through ``once``.
 """
 
 from __future__ import annotations
@@ -86,6 +90,29 @@ def work(url: str, queue: str, mode: str, ttl: float, seed: int, acks: str | Non
             pass  # reaped while we slept: someone else has (or had) it
         except (leaseq.ServerUnavailable, redis.ConnectionError):
             time.sleep(0.05)
+
+
+_handler_queue: leaseq.Queue | None = None
+
+
+def leaseq_handler(lease: leaseq.Lease) -> None:
+    """The handler for ``leaseq worker`` (``--runner leaseq``): the same steps as
+    ``handle``, with failures raised for the Worker to record."""
+    global _handler_queue
+    if _handler_queue is None:
+        client = redis.Redis.from_url(os.environ["LEASEQ_URL"])
+        _handler_queue = leaseq.Queue(lease.queue, redis=client, keep_succeeded=None)
+    q, r = _handler_queue, _handler_queue.redis
+    deliveries, effects = app_keys(lease.queue)
+    r.rpush(deliveries, f"{lease.id}:{lease.attempt}")
+    if lease.payload.get("poison"):
+        raise RuntimeError("poison: this job always fails")
+    if lease.payload.get("flaky") and lease.attempt == 1:
+        raise RuntimeError("flaky: first attempt fails")
+    time.sleep(random.uniform(0, 0.02))
+    if q.once(lease, "effect"):
+        time.sleep(0.001)  # a kill here is a once-miss
+        r.hincrby(effects, lease.id, 1)
 
 
 def handle(
@@ -163,22 +190,36 @@ class Workers:
     """K worker processes; kill_one() SIGKILLs a random one and starts another."""
 
     def __init__(
-        self, url: str, queue: str, mode: str, ttl: float, k: int, seed: int, acks: str | None
+        self,
+        url: str,
+        queue: str,
+        mode: str,
+        ttl: float,
+        k: int,
+        seed: int,
+        acks: str | None,
+        runner: str = "loop",
     ) -> None:
         self.url, self.queue, self.mode, self.ttl, self.acks = url, queue, mode, ttl, acks
+        self.runner = runner
         self.spawned = 0
         self.rng = random.Random(seed)
         self.procs = [self._spawn() for _ in range(k)]
         self.kills = 0
 
     def _spawn(self) -> subprocess.Popen[bytes]:
+        env = dict(os.environ, PYTHONPATH=str(ROOT), LEASEQ_URL=self.url)
+        if self.runner == "leaseq":
+            cmd = [sys.executable, "-m", "leaseq.cli", "worker", self.queue]
+            cmd += ["bench.chaos:leaseq_handler", "--ttl", str(self.ttl), "--concurrency", "2"]
+            cmd += ["--log-level", "WARNING"]
+            return subprocess.Popen(cmd, cwd=ROOT, env=env)
         cmd = [sys.executable, "-m", "bench.chaos", "worker", "--url", self.url]
         cmd += ["--queue", self.queue, "--mode", self.mode, "--ttl", str(self.ttl)]
         cmd += ["--seed", str(self.rng.randrange(2**31))]
         if self.acks:
             cmd += ["--acks", os.path.join(self.acks, f"worker-{self.spawned}.acks")]
         self.spawned += 1
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
         return subprocess.Popen(cmd, cwd=ROOT, env=env)
 
     def kill_one(self) -> None:
@@ -215,19 +256,23 @@ def drive(
     queue: str = QUEUE,
     during: Any = None,
     acks: str | None = None,
+    runner: str = "loop",
 ) -> dict[str, Any]:
     """Run one chaos run against ``url``; return the report (see ``check``).
 
     ``during(elapsed_s)`` is called from the driver loop (the restart test
     kills the server from there). ``acks``: a directory for the workers'
-    files of acknowledged completions (see ``work``).
+    files of acknowledged completions (see ``work``). ``runner``: ``loop`` or
+    ``leaseq`` (see the module docstring).
     """
+    if runner == "leaseq" and mode != "once":
+        raise ValueError("--runner leaseq runs once mode only")
     r = redis.Redis.from_url(url)
     q = leaseq.Queue(queue, redis=r, max_attempts=MAX_ATTEMPTS, backoff=0.0, keep_succeeded=None)
     rng = random.Random(seed)
     ids = enqueue(q, jobs, rng)
     started = time.monotonic()
-    pool = Workers(url, queue, mode, ttl, workers, seed, acks)
+    pool = Workers(url, queue, mode, ttl, workers, seed, acks, runner)
     next_kill = started + kill_every
     try:
         while True:
@@ -251,7 +296,14 @@ def drive(
     elapsed = time.monotonic() - started
     q.reap()
     report = check(q, r, ids, mode)
-    report.update(mode=mode, workers=workers, kills=pool.kills, seconds=round(elapsed, 1), ttl=ttl)
+    report.update(
+        mode=mode,
+        runner=runner,
+        workers=workers,
+        kills=pool.kills,
+        seconds=round(elapsed, 1),
+        ttl=ttl,
+    )
     r.close()
     return report
 
@@ -340,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ttl", type=float, default=0.5, help="lease length, seconds")
     p.add_argument("--timeout", type=float, default=600.0)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--runner", choices=["loop", "leaseq"], default="loop")
     args = p.parse_args(argv)
     if args.cmd == "worker":
         work(args.url, args.queue, args.mode, args.ttl, args.seed, args.acks)
@@ -356,6 +409,7 @@ def main(argv: list[str] | None = None) -> int:
             ttl=args.ttl,
             timeout=args.timeout,
             seed=args.seed,
+            runner=args.runner,
         )
     finally:
         if server is not None:
