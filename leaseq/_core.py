@@ -396,6 +396,8 @@ class QueueCore:
         k = self.keys
 
         def parse(reply: list[Any]) -> None:
+            if _s(reply[0]) == "DAMAGED":
+                raise DamagedRow(lease.id, _s(reply[1]), _s(reply[2]))
             if _s(reply[0]) != "OK":
                 raise refusal("release", lease.id, lease.attempt, reply)
 

@@ -10,7 +10,8 @@
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- derives: nothing
 -- returns: {'OK'}
--- errors: {'LOST', state, attempts} when the lease is not held under token
+-- errors: {'LOST', state, attempts} when the lease is not held under token;
+--         {'DAMAGED', field, value} when max_attempts is not a count (the lease then runs out)
 --!include lib/to_count.lua
 --!include lib/lease_check.lua
 --!include lib/push_pending.lua
@@ -22,7 +23,11 @@ if refused then return refused end
 
 -- attempts never goes down (it is the fencing token), so the attempt this
 -- lease used is refunded by raising max_attempts instead.
-redis.call('HINCRBY', job, 'max_attempts', 1)
+local max_attempts = redis.call('HGET', job, 'max_attempts')
+if not to_count(max_attempts) then
+  return { 'DAMAGED', 'max_attempts', max_attempts or '' }
+end
+redis.call('HSET', job, 'max_attempts', to_count(max_attempts) + 1)
 redis.call('HDEL', job, 'lease_until')
 redis.call('ZREM', active, id)
 redis.call('HINCRBY', meta, 'released', 1)

@@ -176,3 +176,16 @@ def test_job_key_of_the_wrong_type_does_not_block_the_queue(q: leaseq.Queue, r: 
     assert r.get(q.keys.job("bad")) == b"oops"
     with pytest.raises(leaseq.DamagedKey):
         q.get("bad")
+
+
+def test_release_of_a_row_with_damaged_max_attempts(q: leaseq.Queue, r: Any, clock: Clock) -> None:
+    q.enqueue("x", id="job")
+    lease = claim_one(q, ttl=clock.lease(30.0))
+    r.hset(q.keys.job("job"), "max_attempts", "many")
+    with pytest.raises(leaseq.DamagedRow) as info:
+        q.release(lease)
+    assert info.value.field == "max_attempts" and info.value.value == "many"
+    assert row(q, "job")["state"] == "active"
+    clock.past(lease.deadline)
+    assert q.reap() == (0, 1)
+    assert "max_attempts=many" in row(q, "job")["last_error"]
