@@ -67,7 +67,14 @@ def workloads(r: Any, n: int) -> list[tuple[str, int, Callable[[], None], Callab
         w.run(burst=True)
         assert w.counts["succeeded"] == n, w.counts
 
+    sha = r.script_load(figures.TRIVIAL)
+
+    def trivial() -> None:
+        for _ in range(n // 4):
+            r.evalsha(sha, 1, "k")
+
     return [
+        ("trivial EVALSHA (reference: one call = one 'job')", n // 4, r.flushall, trivial),
         ("worker drain, in-process, Worker defaults", n, fill, worker),
         ("enqueue_many (1000 per call)", n, r.flushall, lambda: q.enqueue_many(items)),
         ("claim_many(500) only", n, fill, claims),
@@ -81,12 +88,6 @@ def workloads(r: Any, n: int) -> list[tuple[str, int, Callable[[], None], Callab
 def server_us(r: Any) -> tuple[int, float]:
     stats = r.info("commandstats").get("cmdstat_evalsha", {})
     return int(stats.get("calls", 0)), float(stats.get("usec", 0))
-
-
-def script_names() -> dict[str, str]:
-    from leaseq.scripts import SCRIPTS
-
-    return {s.sha: name for name, s in SCRIPTS.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.only and args.only not in name:
                 continue
             setup()
+            r.script_load(figures.TRIVIAL)
             r.config_resetstat()
             start = time.perf_counter()
             run()

@@ -25,6 +25,18 @@ local now = now_ms()
 local out = {}
 local created = 0
 
+-- The server-numbered ids of the whole call come from one HINCRBY (a
+-- per-job HINCRBY cost a fifth of the script's time).
+local auto = 0
+for i = 0, n - 1 do
+  if ARGV[3 + i * 5] == '' then auto = auto + 1 end
+end
+local next_id, reserved = 0, 0
+if auto > 0 then
+  next_id = redis.call('HINCRBY', meta, 'next_id', auto) - auto
+  reserved = auto
+end
+
 for i = 0, n - 1 do
   local base = 3 + i * 5
   local id = ARGV[base]
@@ -32,23 +44,32 @@ for i = 0, n - 1 do
   local max_attempts = ARGV[base + 2]
   local delay_ms = tonumber(ARGV[base + 3])
   local priority = tonumber(ARGV[base + 4])
+  local job
   if id == '' then
-    -- Server-numbered ids; skip any number a caller already used as an id.
+    -- Skip any number a caller already used as an id (then take one more).
     repeat
-      id = tostring(redis.call('HINCRBY', meta, 'next_id', 1))
-    until redis.call('EXISTS', job_prefix .. id) == 0
+      if reserved > 0 then
+        next_id, reserved = next_id + 1, reserved - 1
+      else
+        next_id = redis.call('HINCRBY', meta, 'next_id', 1)
+      end
+      id = tostring(next_id)
+      job = job_prefix .. id
+    until redis.call('EXISTS', job) == 0
+  elseif redis.call('EXISTS', job_prefix .. id) == 0 then
+    job = job_prefix .. id
   end
-  local job = job_prefix .. id
-  -- HSETNX on 'state' claims the id: dedup is one command, whatever state
-  -- (even succeeded or dead) the existing row is in.
-  if redis.call('HSETNX', job, 'state', 'new') == 1 then
-    redis.call('HSET', job, 'attempts', 0, 'max_attempts', max_attempts,
-      'payload', payload, 'priority', priority, 'enqueued_at', now)
+  -- Dedup: an existing row, whatever its state (even succeeded or dead),
+  -- leaves job nil and changes nothing. The row is written by one HSET.
+  if job then
     if delay_ms > 0 then
-      redis.call('HSET', job, 'state', 'scheduled', 'run_at', now + delay_ms)
+      redis.call('HSET', job, 'state', 'scheduled', 'attempts', 0, 'max_attempts', max_attempts,
+        'payload', payload, 'priority', priority, 'enqueued_at', now, 'run_at', now + delay_ms)
       redis.call('ZADD', scheduled, now + delay_ms, id)
       wake_if_first(scheduled, wake, id)
     else
+      redis.call('HSET', job, 'state', 'pending', 'attempts', 0, 'max_attempts', max_attempts,
+        'payload', payload, 'priority', priority, 'enqueued_at', now)
       push_pending(pending, meta, wake, job, id, priority)
     end
     created = created + 1
