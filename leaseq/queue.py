@@ -29,7 +29,7 @@ from ._core import (
     parse_state,
 )
 from ._memory import memory_client
-from .errors import InvalidArgument, JobNotFound, LeaseLost
+from .errors import DamagedRow, InvalidArgument, JobNotFound, JobStateError, LeaseLost
 from .keys import QueueKeys, check_job_id
 from .types import DEFAULT_BACKOFF, Backoff, Job, Lease, State, Stats
 
@@ -344,11 +344,12 @@ class Queue:
         return self._run(self._core.retry(job_id, attempts))
 
     def retry_all_dead(self, *, attempts: int | None = None) -> int:
-        """Retry every dead job; returns how many."""
-        done = 0
+        """Retry every dead job; returns how many. A row damaged by hand stays dead
+        and is stepped over; a stale dead-set entry is dropped by the script."""
+        done = skipped = 0
         while True:
             with _redis.translate_errors():
-                ids = self.redis.zrange(self.keys.dead, 0, 999)
+                ids = self.redis.zrange(self.keys.dead, skipped, skipped + 999)
             if not ids:
                 return done
             for raw in ids:
@@ -357,8 +358,10 @@ class Queue:
                         raw.decode() if isinstance(raw, bytes) else raw, attempts=attempts
                     )
                     done += 1
-                except (JobNotFound, LookupError):
-                    continue
+                except DamagedRow:
+                    skipped += 1  # it stays in the dead set: page past it
+                except (JobNotFound, JobStateError):
+                    continue  # stale entry, already dropped from the dead set
 
     def purge(self, state: State | str) -> int:
         """Delete every job in ``state`` (not active); returns how many rows went."""

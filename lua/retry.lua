@@ -10,16 +10,21 @@
 -- ARGV[2]  extra, attempts to grant on top of those already used (integer >= 1)
 -- derives: nothing
 -- returns: {'OK', new max_attempts}
--- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is not dead;
---         {'DAMAGED', field, value} when attempts is not a count
+-- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is not dead (both drop
+--         a stale dead-set entry); {'DAMAGED', field, value} when attempts is not a count
 --!include lib/to_count.lua
 --!include lib/push_pending.lua
 
 local job, dead, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id = ARGV[1]
 local row = redis.call('HMGET', job, 'state', 'attempts', 'priority')
-if not row[1] then return { 'GONE' } end
-if row[1] ~= 'dead' then return { 'STATE', row[1] } end
+if row[1] ~= 'dead' then
+  -- The row is the truth: a dead-set entry for a row that is gone or moved
+  -- on is stale, and dropping it lets retry-all step past it.
+  redis.call('ZREM', dead, id)
+  if not row[1] then return { 'GONE' } end
+  return { 'STATE', row[1] }
+end
 local attempts = to_count(row[2])
 if not attempts then return { 'DAMAGED', 'attempts', row[2] or '' } end
 

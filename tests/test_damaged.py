@@ -189,3 +189,18 @@ def test_release_of_a_row_with_damaged_max_attempts(q: leaseq.Queue, r: Any, clo
     clock.past(lease.deadline)
     assert q.reap() == (0, 1)
     assert "max_attempts=many" in row(q, "job")["last_error"]
+
+
+def test_retry_all_dead_steps_over_stale_and_damaged_entries(q: leaseq.Queue, r: Any) -> None:
+    ids = q.enqueue_many(range(4), ids=["a", "b", "hurt", "c"])
+    for lease in q.claim_many(4):
+        q.fail(lease, "x", dead=True)
+    r.hset(q.keys.job("hurt"), "attempts", "abc")
+    r.zadd(q.keys.dead, {"ghost": 1, "moved": 2})  # entries whose row is gone / elsewhere
+    q.enqueue("m", id="moved")
+    assert q.retry_all_dead() == 3
+    assert [row(q, i)["state"] for i in ids] == ["pending", "pending", "dead", "pending"]
+    assert list(index(q, "dead")) == ["hurt"]
+    assert row(q, "moved")["state"] == "pending"
+    with pytest.raises(leaseq.JobNotFound):
+        q.retry_dead("ghost")
