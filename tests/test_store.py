@@ -3,6 +3,8 @@ retries, retry_dead, cancel, purge, release, the lease cap, payload codecs."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import msgspec
@@ -463,3 +465,55 @@ def test_max_payload_bytes_enforced_before_any_write(r: Any) -> None:
     assert r.dbsize() == 0
     q.enqueue("x" * 90)
     assert r.dbsize() > 0
+
+
+# -- more ordering and timing ---------------------------------------------------------
+
+
+def test_promoted_job_keeps_its_priority(q: leaseq.Queue, clock: Clock) -> None:
+    delay = clock.lease(5.0, 0.05)
+    q.enqueue("low", id="low", priority=5)
+    q.enqueue("urgent", id="urgent", priority=0, delay=delay)
+    clock.advance(delay + 0.001)
+    assert [claim_one(q).id for _ in range(2)] == ["urgent", "low"]
+
+
+def test_explicit_retry_in_overrides_backoff(q: leaseq.Queue, r: Any) -> None:
+    job_id = q.enqueue("x")
+    before = server_ms(r)
+    assert q.fail(claim_one(q), "later", retry_in=7.5) is leaseq.State.SCHEDULED
+    run_at = int(row(q, job_id)["run_at"])
+    assert before + 7_500 <= run_at <= server_ms(r) + 7_500
+
+
+def test_backoff_delays_are_capped_and_jittered() -> None:
+    plain = leaseq.Backoff(base=0.5, cap=10.0, jitter=0.0)
+    assert [plain.delay(n) for n in (1, 2, 3, 4, 5, 6, 100)] == [0.5, 1, 2, 4, 8, 10, 10]
+    jittered = leaseq.Backoff(base=1.0, cap=60.0, jitter=0.5)
+    for attempt in range(1, 12):
+        full = min(60.0, 2.0 ** (attempt - 1))
+        assert all(full / 2 <= jittered.delay(attempt) <= full for _ in range(20))
+
+
+def test_blocking_claim_wakes_on_enqueue(r: Any) -> None:
+    q = leaseq.Queue("emails", redis=r)
+    timer = threading.Timer(0.05, lambda: q.enqueue("late", id="late"))
+    started = time.monotonic()
+    timer.start()
+    try:
+        lease = q.claim(block=5.0)
+    finally:
+        timer.cancel()
+    assert lease is not None and lease.id == "late"
+    assert time.monotonic() - started < 2.0
+
+
+def test_blocking_claim_waits_for_a_delayed_job_and_gives_up(r: Any) -> None:
+    q = leaseq.Queue("emails", redis=r)
+    started = time.monotonic()
+    assert q.claim(block=0.1) is None
+    assert time.monotonic() - started >= 0.1
+    q.enqueue("soon", id="soon", delay=0.1)
+    lease = q.claim(block=5.0)
+    assert lease is not None and lease.id == "soon"
+    assert time.monotonic() - started < 2.5
