@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any, NoReturn
@@ -356,7 +357,8 @@ def demo(c: _Ctx, jobs: int) -> None:
     """Enqueue jobs, run workers, crash one mid-job, watch the job come back."""
     from .demo import run_demo
 
-    run_demo(c.explicit_url or "memory://demo", jobs, c.prefix, out)
+    # A fresh embedded store per run, so a second demo in one process starts clean.
+    run_demo(c.explicit_url or f"memory://demo-{uuid.uuid4().hex[:8]}", jobs, c.prefix, out)
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:

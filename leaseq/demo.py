@@ -126,13 +126,19 @@ def _run_processes(q: Queue, url: str, prefix: str, out: Console) -> str:
             f"2. started 3 worker processes (pids {', '.join(str(p.pid) for p in procs)}),"
             " leases of 1 s"
         )
-        doomed = procs[0]
-        mark = f":{doomed.pid}:"
-        held: Job = _until(
-            lambda: next((j for j in q.ls(State.ACTIVE) if mark in (j.worker or "")), None),
-            30.0,
-            "the first worker to hold a job",
-        )
+        by_pid = {p.pid: p for p in procs}
+
+        def holding() -> tuple[subprocess.Popen[bytes], Job] | None:
+            if any(p.poll() is not None for p in procs):
+                raise LeaseqError("demo: a worker process exited early (see its stderr above)")
+            for job in q.ls(State.ACTIVE):
+                pid = (job.worker or "").split(":")[-2:-1]
+                if pid and pid[0].isdigit() and int(pid[0]) in by_pid:
+                    return by_pid[int(pid[0])], job
+            return None
+
+        found: tuple[subprocess.Popen[bytes], Job] = _until(holding, 30.0, "a worker's first job")
+        doomed, held = found
         doomed.send_signal(signal.SIGKILL)
         doomed.wait()
         out.print(
@@ -147,9 +153,9 @@ def _run_processes(q: Queue, url: str, prefix: str, out: Console) -> str:
             f"4. its lease expired and a claim's reap handed it back: last_error="
             f"{again.last_error!r}; now attempt {again.attempts} on {again.worker}"
         )
+        _until(lambda: _drained(q), 60.0, "the queue to drain")
         return held.id
     finally:
-        _until(lambda: q.stats().pending + q.stats().active == 0, 60.0, "the queue to drain")
         for p in procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -159,6 +165,11 @@ def _run_processes(q: Queue, url: str, prefix: str, out: Console) -> str:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+def _drained(q: Queue) -> bool:
+    stats = q.stats()
+    return stats.pending + stats.active + stats.scheduled == 0
 
 
 def _summary(q: Queue, ids: list[str], out: Console) -> None:
