@@ -147,3 +147,25 @@ def test_drained_queue_holds_only_its_fixed_keys(r: Any, clock: Clock, backoff: 
             done += 1
     assert done == len(ids) + 1
     assert all_keys(r) == [q.keys.meta]
+
+
+def test_an_evicting_server_gets_a_warning(redis_server: Any) -> None:
+    import redis as redis_lib
+
+    client = redis_lib.Redis(port=redis_server.port)
+    client.config_set("maxmemory-policy", "allkeys-lru")
+    try:
+        q = leaseq.Queue("evict", redis=client)
+        with pytest.warns(leaseq.LeaseqWarning, match="noeviction"):
+            q.stats()
+        client.config_set("maxmemory-policy", "noeviction")
+        quiet = leaseq.Queue("evict", redis=client)
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            quiet.stats()
+    finally:
+        client.config_set("maxmemory-policy", "noeviction")
+        client.flushall()
+        client.close()

@@ -517,3 +517,21 @@ def test_blocking_claim_waits_for_a_delayed_job_and_gives_up(r: Any) -> None:
     lease = q.claim(block=5.0)
     assert lease is not None and lease.id == "soon"
     assert time.monotonic() - started < 2.5
+
+
+def test_from_url(redis_server: Any) -> None:
+    q = leaseq.Queue.from_url(redis_server.url, "urls", max_attempts=3)
+    try:
+        job_id = q.enqueue("x")
+        assert claim_one(q).max_attempts == 3
+        assert row(q, job_id)["state"] == "active"
+    finally:
+        q.redis.flushall()
+        q.redis.close()
+    memory = leaseq.Queue.from_url("memory://", "urls")
+    memory.enqueue("y", id="y")
+    assert claim_one(memory).id == "y"
+    with pytest.raises(leaseq.InvalidArgument):
+        leaseq.Queue.from_url("nope://x", "urls")
+    with pytest.raises(TypeError):
+        leaseq.Queue.from_url(redis_server.url, "urls", bogus=1)
