@@ -535,3 +535,11 @@ def test_from_url(redis_server: Any) -> None:
         leaseq.Queue.from_url("nope://x", "urls")
     with pytest.raises(TypeError):
         leaseq.Queue.from_url(redis_server.url, "urls", bogus=1)
+
+
+def test_enqueue_many_dedups_within_one_batch(q: leaseq.Queue) -> None:
+    q.enqueue("x", id="2")
+    assert q.enqueue_many(["a", "b", "a2"], ids=["a", "b", "a"]) == ["a", "b", "a"]
+    assert row(q, "a")["payload"] == '"a"'
+    assert q.enqueue_many(["n1", "n2", "n3"]) == ["1", "3", "4"]
+    assert q.stats().pending == 6 and q.stats().totals["enqueued"] == 6
