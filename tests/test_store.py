@@ -388,6 +388,9 @@ def test_extend_never_passes_the_lease_cap(r: Any, clock: Clock) -> None:
     assert round(lease.deadline * 1000) == claimed_at + round(cap * 1000)
     assert int(row(q, job_id)["lease_until"]) == claimed_at + round(cap * 1000)
     clock.past(lease.deadline)
+    # Past the cap, a heartbeat cannot buy time: the deadline stays where it was.
+    late = q.extend(lease, ttl=cap)
+    assert round(late.deadline * 1000) == claimed_at + round(cap * 1000)
     assert q.reap() == (1, 0)
     assert claim_one(q).attempt == 2
 
