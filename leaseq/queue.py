@@ -227,8 +227,13 @@ class Queue:
         """Block up to ``timeout`` seconds on the wake list; True if a token was taken.
 
         Enqueues push tokens; a claim that empties pending deletes the list.
-        Raises ServerUnavailable.
+        The wait stays under the client's socket timeout, if it has one, so a
+        quiet queue never looks like a dead server. Raises ServerUnavailable.
         """
+        pool = getattr(self.redis, "connection_pool", None)
+        limit = getattr(pool, "connection_kwargs", {}).get("socket_timeout")
+        if isinstance(limit, (int, float)) and limit > 0:
+            timeout = min(timeout, limit * 0.8)
         with _redis.translate_errors():
             return self.redis.blpop([self.keys.wake], timeout=max(timeout, 0.01)) is not None
 

@@ -9,6 +9,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -263,3 +264,31 @@ def test_cli_worker_burst_exits_when_drained(rr: Any, redis_server: RedisServer)
     )
     assert done.returncode == 0, done.stderr
     assert q.stats().succeeded == 50
+
+
+def test_blocking_claim_wakes_within_50_ms_of_an_enqueue(rr: Any) -> None:
+    q = _q(rr)
+    got: list[tuple[leaseq.Lease | None, float]] = []
+
+    def claimer() -> None:
+        lease = q.claim(ttl=30.0, block=5.0)
+        got.append((lease, time.monotonic()))
+
+    t = threading.Thread(target=claimer)
+    t.start()
+    wait_until(lambda: _blocked(rr), 10, what="the claim to block")
+    enqueued = time.monotonic()
+    job_id = q.enqueue({})
+    t.join(10)
+    lease, woke = got[0]
+    assert lease is not None and lease.id == job_id
+    assert woke - enqueued < 0.05
+
+
+def test_idle_wait_stays_under_the_socket_timeout(redis_server: RedisServer) -> None:
+    client = redis.Redis(port=redis_server.port, socket_timeout=0.3)
+    q = leaseq.Queue("quiet", redis=client)
+    started = time.monotonic()
+    assert q.wait_for_wake(5.0) is False  # no ServerUnavailable: it waited less
+    assert time.monotonic() - started < 2.0  # well short of the 5 s asked for
+    client.close()
