@@ -208,8 +208,7 @@ class Queue:
             wait = block_wait(give_up, claimed, time.monotonic())
             if wait <= 0:
                 return leases
-            with _redis.translate_errors():
-                self.redis.blpop([self.keys.wake], timeout=wait)
+            self.wait_for_wake(wait)
 
     def claim_now(
         self, count: int, ttl: float = 30.0, worker: str | None = None
