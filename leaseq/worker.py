@@ -169,8 +169,15 @@ class Worker:
             self.ttl,
             ", burst" if burst else "",
         )
+        # Each thread is bound to this run's queues: a handler still running after a
+        # hard stop must never pick up work from a later run().
         threads = [
-            threading.Thread(target=self._handler_loop, name=f"leaseq-handler-{i}", daemon=True)
+            threading.Thread(
+                target=self._handler_loop,
+                args=(self._work, self._done),
+                name=f"leaseq-handler-{i}",
+                daemon=True,
+            )
             for i in range(self.concurrency)
         ]
         claimer = threading.Thread(
@@ -283,14 +290,16 @@ class Worker:
 
     # -- handler threads -------------------------------------------------------
 
-    def _handler_loop(self) -> None:
+    def _handler_loop(
+        self, work: queue_mod.SimpleQueue[_Task | None], done: queue_mod.SimpleQueue[_Task | None]
+    ) -> None:
         while True:
-            task = self._work.get()
+            task = work.get()
             if task is None:
                 return
             if self._stopping or task.ctx.lost.is_set():
                 task.outcome = ("release",)  # claimed but not started: hand it back now
-                self._done.put(task)
+                done.put(task)
                 continue
             task.started = True
             lease = task.ctx.lease
@@ -307,7 +316,7 @@ class Worker:
                 task.outcome = ("error", describe_error(exc))
             finally:
                 _set_current(None)
-            self._done.put(task)
+            done.put(task)
 
     # -- the reporter (the thread that called run) -------------------------------
 
@@ -392,6 +401,7 @@ class Worker:
             except LeaseqError as exc:
                 self._log(logging.WARNING, task, "could not release (%s); lease will expire", exc)
             self._settle([task])
+        self._drain(unwritten, 0.0005)  # outcomes that landed while we released
         try:
             self._write(unwritten)
         except LeaseqError as exc:  # their leases simply expire and are reaped
