@@ -28,17 +28,28 @@ __all__ = [
 
 
 @contextlib.contextmanager
-def translate_errors() -> Iterator[None]:
-    """Map redis-py exceptions to leaseq's (the only place this happens)."""
+def translate_errors(script: str = "") -> Iterator[None]:
+    """Map redis-py exceptions to leaseq's (the only place this happens).
+
+    ``script`` names the Lua script being run, so an error says where.
+    """
     try:
         yield
     except (rex.ConnectionError, rex.TimeoutError) as exc:
         raise ServerUnavailable(f"Redis is unavailable: {redact(str(exc))}") from None
     except rex.ResponseError as exc:
         text = str(exc)
+        where = f"{script}.lua: " if script else ""
         if "WRONGTYPE" in text:
-            raise DamagedKey(text) from None
-        raise ScriptError(f"Redis refused a leaseq call: {text}") from None
+            raise DamagedKey(where + text) from None
+        if "not an integer" in text:
+            # HINCRBY on a counter an operator overwrote (say meta's seq or
+            # next_id): every later call of this script would fail the same way.
+            raise DamagedKey(
+                f"{where}{text} (a counter in the queue's meta hash, or a count in a "
+                "job row, was set to a non-integer by hand)"
+            ) from None
+        raise ScriptError(f"Redis refused a leaseq call: {where}{text}") from None
 
 
 def redact(text: str) -> str:
@@ -51,7 +62,7 @@ def redact(text: str) -> str:
 def run(client: Any, call: Call[R]) -> R:
     """Run one script call on a sync client (redis.Redis or RedisCluster)."""
     keys = call.keys
-    with translate_errors():
+    with translate_errors(call.script.name):
         try:
             reply = client.evalsha(call.script.sha, len(keys), *keys, *call.args)
         except rex.NoScriptError:
@@ -66,7 +77,7 @@ async def arun(client: Any, call: Call[R]) -> R:
     The same EVALSHA, NOSCRIPT reload and error translation as :func:`run`.
     """
     keys = call.keys
-    with translate_errors():
+    with translate_errors(call.script.name):
         try:
             reply = await client.evalsha(call.script.sha, len(keys), *keys, *call.args)
         except rex.NoScriptError:

@@ -204,3 +204,17 @@ def test_retry_all_dead_steps_over_stale_and_damaged_entries(q: leaseq.Queue, r:
     assert row(q, "moved")["state"] == "pending"
     with pytest.raises(leaseq.JobNotFound):
         q.retry_dead("ghost")
+
+
+@pytest.mark.parametrize("field", ["seq", "next_id", "enqueued", "succeeded"])
+def test_damaged_meta_counter_is_a_clear_error(q: leaseq.Queue, r: Any, field: str) -> None:
+    other = leaseq.Queue("other", redis=r)
+    q.enqueue("x", id="job")
+    r.hset(q.keys.meta, field, "abc")
+    with pytest.raises(leaseq.DamagedKey) as info:
+        q.enqueue("y")
+        q.complete(claim_one(q))
+    assert "non-integer" in str(info.value) and ".lua" in str(info.value)
+    other.enqueue("fine", id="fine")
+    other.complete(claim_one(other))
+    assert row(other, "fine")["state"] == "succeeded"
