@@ -15,7 +15,7 @@ from typing import Any
 
 import leaseq
 from bench import baseline
-from bench.timing import median_rate, rate
+from bench.timing import interleaved, median_rate, rate
 
 TRIVIAL = "return 1"
 TTL = 3600.0
@@ -80,19 +80,29 @@ def ceilings(r: Any, size: Size) -> dict[str, float]:
 
 
 def enqueue_one(r: Any, size: Size) -> dict[str, float]:
-    """Jobs/s enqueued one call at a time."""
+    """Jobs/s enqueued one call at a time; ``ceiling``: trivial EVALSHA calls/s,
+    measured in turns with the other two."""
     n = size.single
     q = queue(r)
+    sha = r.script_load(TRIVIAL)
 
     def leaseq_trial() -> float:
         return rate(n, lambda: [q.enqueue({"i": i}) for i in range(n)])
 
-    return {
-        "leaseq": median_rate(leaseq_trial, lambda: _reset(r)),
-        "baseline": median_rate(
-            lambda: rate(n, lambda: baseline.enqueue(r, n)), lambda: r.flushall()
-        ),
-    }
+    def ceiling() -> float:
+        return rate(n, lambda: [r.evalsha(sha, 1, "k") for _ in range(n)])
+
+    def flush() -> None:
+        r.flushall()
+        r.script_load(TRIVIAL)
+
+    return interleaved(
+        {
+            "leaseq": (flush, leaseq_trial),
+            "baseline": (flush, lambda: rate(n, lambda: baseline.enqueue(r, n))),
+            "ceiling": (None, ceiling),
+        }
+    )
 
 
 def enqueue_many(r: Any, size: Size) -> dict[str, float]:
@@ -100,12 +110,12 @@ def enqueue_many(r: Any, size: Size) -> dict[str, float]:
     n = size.bulk
     q = queue(r)
     items = payloads(n)
-    return {
-        "leaseq": median_rate(lambda: rate(n, lambda: q.enqueue_many(items)), lambda: _reset(r)),
-        "baseline": median_rate(
-            lambda: rate(n, lambda: baseline.enqueue_bulk(r, n)), lambda: r.flushall()
-        ),
-    }
+    return interleaved(
+        {
+            "leaseq": (lambda: _reset(r), lambda: rate(n, lambda: q.enqueue_many(items))),
+            "baseline": (lambda: _reset(r), lambda: rate(n, lambda: baseline.enqueue_bulk(r, n))),
+        }
+    )
 
 
 # -- claim + complete ------------------------------------------------------------
@@ -140,14 +150,17 @@ def batch_loop(r: Any, size: Size, batch: int = 500) -> dict[str, float]:
         while baseline.batch_cycle(r, batch):
             pass
 
-    return {
-        "leaseq": median_rate(lambda: rate(n, drain), fill),
-        "baseline": median_rate(lambda: rate(n, base_drain), base_fill),
-    }
+    return interleaved(
+        {
+            "leaseq": (fill, lambda: rate(n, drain)),
+            "baseline": (base_fill, lambda: rate(n, base_drain)),
+        }
+    )
 
 
 def single_pair(r: Any, size: Size) -> dict[str, float]:
-    """Pairs/s of one claim then one complete, unpipelined, on a small queue."""
+    """Pairs/s of one claim then one complete, unpipelined, on a small queue;
+    ``ceiling``: pairs of trivial EVALSHA calls per second, measured in turns."""
     n = size.single
     q = queue(r)
 
@@ -171,10 +184,18 @@ def single_pair(r: Any, size: Size) -> dict[str, float]:
             assert job is not None
             baseline.complete(r, job)
 
-    return {
-        "leaseq": median_rate(lambda: rate(n, pairs), fill),
-        "baseline": median_rate(lambda: rate(n, base_pairs), base_fill),
-    }
+    sha = r.script_load(TRIVIAL)
+
+    def ceiling() -> float:
+        return rate(n, lambda: [r.evalsha(sha, 1, "k") for _ in range(2 * n)])
+
+    return interleaved(
+        {
+            "leaseq": (fill, lambda: rate(n, pairs)),
+            "baseline": (base_fill, lambda: rate(n, base_pairs)),
+            "ceiling": (lambda: r.script_load(TRIVIAL), ceiling),
+        }
+    )
 
 
 # -- flat with load ----------------------------------------------------------------
@@ -203,7 +224,9 @@ class _LeaseqSteady:
         self.q.complete(self.held.popleft())
 
 
-def _steady_rate(step: Callable[[], None], size: Size) -> float:
+def _steady_trial(step: Callable[[], None], size: Size) -> Callable[[], float]:
+    """A trial: ``step`` (one pair) repeated for ``size.steady_budget`` s, as pairs/s."""
+
     def trial() -> float:
         n = 0
         start = time.perf_counter()
@@ -213,35 +236,53 @@ def _steady_rate(step: Callable[[], None], size: Size) -> float:
             n += 1
         return n / (time.perf_counter() - start)
 
-    return median_rate(trial)
+    return trial
 
 
 def in_flight_scan(r: Any, size: Size) -> dict[str, dict[int | str, float]]:
     """µs per claim+complete pair: on an empty queue ('empty'), then with
-    ``size.backlog`` pending and each of ``size.in_flight`` jobs held."""
-    out: dict[str, dict[int | str, float]] = {"leaseq": {}, "baseline": {}}
-    spare = size.single * 3 * len(size.in_flight) + 2 * size.single
+    ``size.backlog`` pending and each of ``size.in_flight`` jobs held. Both
+    designs live in the same database and are measured in turns."""
+    out: dict[str, dict[int | str, float]] = {
+        "leaseq": {},
+        "baseline": {},
+        "leaseq_server": {},
+        "baseline_server": {},
+    }
+    spare = size.single * 3 * (len(size.in_flight) + 1)
     q = queue(r)
 
+    def both(point: int | str, lq: Callable[[], None], base: Callable[[], None]) -> None:
+        r.config_resetstat()
+        got = interleaved(
+            {
+                "leaseq": (None, _steady_trial(lq, size)),
+                "baseline": (None, _steady_trial(base, size)),
+            }
+        )
+        for who, per_second in got.items():
+            out[who][point] = 1e6 / per_second
+        # Server time per pair (INFO commandstats): the scripts' own cost, far
+        # less noisy than wall time on a shared machine.
+        st = r.info("commandstats")
+        ev, lrem = st.get("cmdstat_evalsha", {}), st.get("cmdstat_lrem", {})
+        out["leaseq_server"][point] = ev.get("usec", 0) / max(ev.get("calls", 0) / 2, 1)
+        base_us = lrem.get("usec", 0) + st.get("cmdstat_lmove", {}).get("usec", 0)
+        out["baseline_server"][point] = base_us / max(lrem.get("calls", 0), 1)
+
     _reset(r)
-    q.enqueue_many(payloads(size.single * 4))
-    out["leaseq"]["empty"] = 1e6 / _steady_rate(_LeaseqSteady(q).step, size)
+    q.enqueue_many(payloads(spare))
+    baseline.enqueue_bulk(r, spare)
+    both("empty", _LeaseqSteady(q).step, baseline.Steady(r).step)
+
     _reset(r)
     _fill_leaseq(q, size.backlog + max(size.in_flight) + spare)
-    steady = _LeaseqSteady(q)
+    baseline.enqueue_bulk(r, size.backlog + max(size.in_flight) + spare)
+    steady, base = _LeaseqSteady(q), baseline.Steady(r)
     for k in sorted(size.in_flight):
         steady.hold(k)
-        out["leaseq"][k] = 1e6 / _steady_rate(steady.step, size)
-
-    r.flushall()
-    baseline.enqueue_bulk(r, size.single * 4)
-    out["baseline"]["empty"] = 1e6 / _steady_rate(baseline.Steady(r).step, size)
-    r.flushall()
-    baseline.enqueue_bulk(r, size.backlog + max(size.in_flight) + spare)
-    base = baseline.Steady(r)
-    for k in sorted(size.in_flight):
         base.hold(k)
-        out["baseline"][k] = 1e6 / _steady_rate(base.step, size)
+        both(k, steady.step, base.step)
     r.flushall()
     return out
 

@@ -37,3 +37,19 @@ def rate(n: int, fn: Callable[[], object]) -> float:
 def us(per_second: float) -> float:
     """Cost in µs of one item at ``per_second`` items/s."""
     return 1e6 / per_second if per_second else float("inf")
+
+
+Case = tuple[Callable[[], object] | None, Callable[[], float]]
+"""(untimed setup or None, trial returning items/s)."""
+
+
+def interleaved(cases: dict[str, Case], repeats: int = REPEATS) -> dict[str, float]:
+    """Median rate per case, the cases taking turns (a b c, a b c, ...) so a
+    noisy neighbour slows every side alike rather than whichever ran last."""
+    rates: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(repeats):
+        for name, (setup, trial) in cases.items():
+            if setup is not None:
+                setup()
+            rates[name].append(trial())
+    return {name: statistics.median(got) for name, got in rates.items()}
