@@ -11,16 +11,22 @@
 -- derives: nothing
 -- returns: {'OK', new max_attempts}
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is not dead (both drop
---         a stale dead-set entry); {'DAMAGED', field, value} when attempts is not a count
+--         a stale dead-set entry); {'DAMAGED', field, value} when state or attempts is damaged
 --!include lib/to_count.lua
 --!include lib/push_pending.lua
 
 local job, dead, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id = ARGV[1]
 local row = redis.call('HMGET', job, 'state', 'attempts', 'priority')
+local moved = { pending = true, scheduled = true, active = true, succeeded = true,
+                cancelled = true }
 if row[1] ~= 'dead' then
-  -- The row is the truth: a dead-set entry for a row that is gone or moved
-  -- on is stale, and dropping it lets retry-all step past it.
+  if row[1] and not moved[row[1]] or not row[1] and redis.call('EXISTS', job) == 1 then
+    -- A hand-damaged state: keep the entry, so the row stays findable.
+    return { 'DAMAGED', 'state', row[1] or '' }
+  end
+  -- The row is gone or lives in another index: this dead entry is stale,
+  -- and dropping it lets retry-all step past it.
   redis.call('ZREM', dead, id)
   if not row[1] then return { 'GONE' } end
   return { 'STATE', row[1] }

@@ -218,3 +218,20 @@ def test_damaged_meta_counter_is_a_clear_error(q: leaseq.Queue, r: Any, field: s
     other.enqueue("fine", id="fine")
     other.complete(claim_one(other))
     assert row(other, "fine")["state"] == "succeeded"
+
+
+@pytest.mark.parametrize("state", ["weird", ""])
+def test_retry_of_a_dead_row_with_damaged_state_keeps_it_findable(
+    q: leaseq.Queue, r: Any, state: str
+) -> None:
+    q.enqueue("x", id="job")
+    q.fail(claim_one(q), "x", dead=True)
+    if state:
+        r.hset(q.keys.job("job"), "state", state)
+    else:
+        r.hdel(q.keys.job("job"), "state")
+    with pytest.raises(leaseq.DamagedRow) as info:
+        q.retry_dead("job")
+    assert info.value.field == "state"
+    assert q.retry_all_dead() == 0
+    assert list(index(q, "dead")) == ["job"]
