@@ -26,12 +26,12 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+from ._outcomes import WRITE_BATCH, Backoff, OutcomeWriter, Task, log_job
 from ._validate import ttl_ms
-from .errors import AlreadyFinished, InvalidArgument, InvalidPayload, LeaseLost, LeaseqError
+from .errors import InvalidArgument, LeaseLost, LeaseqError
 from .handler import Dead, Handler, JobContext, Retry, _set_current, describe_error
 from .queue import Queue
 from .types import Lease
@@ -44,30 +44,6 @@ CLAIM_BATCH = 500
 """Most leases asked for in one claim call."""
 MAX_IDLE_WAIT = 5.0
 """Longest single block on the wake list: a lost wake-up only delays a job this much."""
-BACKOFF_START, BACKOFF_CAP = 0.1, 5.0
-"""Seconds between attempts to reach a Redis that is down: doubling, capped, jittered."""
-WRITE_BATCH = 1000
-
-
-@dataclass(eq=False)
-class _Task:
-    lease: Lease
-    ctx: JobContext
-    next_beat: float
-    outcome: tuple[Any, ...] | None = None
-    started: bool = field(default=False)
-
-
-class _Backoff:
-    def __init__(self) -> None:
-        self.delay = 0.0
-
-    def next(self) -> float:
-        self.delay = min(BACKOFF_CAP, max(BACKOFF_START, self.delay * 2))
-        return self.delay * (0.5 + random.random() / 2)
-
-    def reset(self) -> None:
-        self.delay = 0.0
 
 
 class Worker:
@@ -121,12 +97,13 @@ class Worker:
         """Outcomes this worker wrote (or, for ``lost``, discarded) since it was made."""
         self._cond = threading.Condition(threading.RLock())
         self._claim_lock = threading.Lock()
+        self._writer = OutcomeWriter(queue, self.counts, self._holds, self._settle)
         self._reset()
 
     def _reset(self) -> None:
-        self._tasks: dict[tuple[str, int], _Task] = {}
-        self._work: queue_mod.SimpleQueue[_Task | None] = queue_mod.SimpleQueue()
-        self._done: queue_mod.SimpleQueue[_Task | None] = queue_mod.SimpleQueue()
+        self._tasks: dict[tuple[str, int], Task] = {}
+        self._work: queue_mod.SimpleQueue[Task | None] = queue_mod.SimpleQueue()
+        self._done: queue_mod.SimpleQueue[Task | None] = queue_mod.SimpleQueue()
         self._stopping = False
         self._hard = False
         self._stop_at = 0.0
@@ -229,7 +206,7 @@ class Worker:
     # -- the claimer thread ---------------------------------------------------
 
     def _claim_loop(self, burst: bool) -> None:
-        backoff = _Backoff()
+        backoff = Backoff()
         while True:
             with self._cond:
                 while not self._stopping and len(self._tasks) >= self.limit:
@@ -268,7 +245,7 @@ class Worker:
     def _settled_since(self, gen: int) -> Callable[[], bool]:
         return lambda: self._gen != gen or self._stopping
 
-    def _trouble(self, what: str, exc: Exception, backoff: _Backoff) -> None:
+    def _trouble(self, what: str, exc: Exception, backoff: Backoff) -> None:
         delay = backoff.next()
         self._log(logging.WARNING, None, "%s failed (%s); retrying in %.1fs", what, exc, delay)
         self._wake.wait(delay)
@@ -277,7 +254,7 @@ class Worker:
         if not leases:
             return
         beat = time.monotonic() + self.beat_every
-        tasks = [_Task(lease, JobContext(lease), beat) for lease in leases]
+        tasks = [Task(lease, JobContext(lease), beat) for lease in leases]
         with self._cond:
             for task in tasks:
                 self._tasks[(task.lease.id, task.lease.attempt)] = task
@@ -291,7 +268,7 @@ class Worker:
     # -- handler threads -------------------------------------------------------
 
     def _handler_loop(
-        self, work: queue_mod.SimpleQueue[_Task | None], done: queue_mod.SimpleQueue[_Task | None]
+        self, work: queue_mod.SimpleQueue[Task | None], done: queue_mod.SimpleQueue[Task | None]
     ) -> None:
         while True:
             task = work.get()
@@ -301,7 +278,6 @@ class Worker:
                 task.outcome = ("release",)  # claimed but not started: hand it back now
                 done.put(task)
                 continue
-            task.started = True
             lease = task.ctx.lease
             if logger.isEnabledFor(logging.DEBUG):
                 self._log(logging.DEBUG, task, "started")
@@ -321,8 +297,8 @@ class Worker:
     # -- the reporter (the thread that called run) -------------------------------
 
     def _report_loop(self) -> None:
-        backoff = _Backoff()
-        unwritten: list[_Task] = []
+        backoff = Backoff()
+        unwritten: list[Task] = []
         next_reap = time.monotonic() + self.reap_interval * random.uniform(0.5, 1.0)
         retry_at = 0.0
         while True:
@@ -334,7 +310,7 @@ class Worker:
             now = time.monotonic()
             if now >= retry_at:
                 try:
-                    self._write(unwritten)
+                    self._writer.write(unwritten)
                     if now >= self._next_beat_at:
                         self._heartbeat(now)
                     if now >= next_reap:
@@ -352,7 +328,7 @@ class Worker:
             if self._claimer_done and not self._tasks and not unwritten:
                 return
 
-    def _drain(self, into: list[_Task], timeout: float) -> None:
+    def _drain(self, into: list[Task], timeout: float) -> None:
         try:
             item = self._done.get(timeout=timeout)
         except queue_mod.Empty:
@@ -367,7 +343,7 @@ class Worker:
             except queue_mod.Empty:
                 return
 
-    def _shutdown_step(self, unwritten: list[_Task]) -> bool:
+    def _shutdown_step(self, unwritten: list[Task]) -> bool:
         """True once every held lease is settled (or given up) and run() may return."""
         # Leases claimed but not started go back now, not after the running ones.
         while True:
@@ -403,12 +379,12 @@ class Worker:
             self._settle([task])
         self._drain(unwritten, 0.0005)  # outcomes that landed while we released
         try:
-            self._write(unwritten)
+            self._writer.write(unwritten)
         except LeaseqError as exc:  # their leases simply expire and are reaped
             self._log(logging.WARNING, None, "outcomes not written at shutdown: %s", exc)
         return True
 
-    def _settle(self, tasks: list[_Task]) -> None:
+    def _settle(self, tasks: list[Task]) -> None:
         with self._cond:
             for task in tasks:
                 key = (task.lease.id, task.lease.attempt)
@@ -417,120 +393,25 @@ class Worker:
             self._gen += 1
             self._cond.notify_all()
 
-    def _holds(self, task: _Task) -> bool:
+    def _holds(self, task: Task) -> bool:
         return (
             not task.ctx.lost.is_set()
             and self._tasks.get((task.lease.id, task.lease.attempt)) is task
         )
 
-    def _write(self, unwritten: list[_Task]) -> None:
-        """Write outcomes in order, removing each from ``unwritten`` once written.
-        Raises ServerUnavailable (what is left stays in ``unwritten``)."""
-        while unwritten:
-            head = unwritten[0]
-            kind = head.outcome[0] if head.outcome else "release"
-            if not self._holds(head):
-                # Lost to a heartbeat, or already handed back at shutdown.
-                if head.ctx.lost.is_set() and kind != "release":
-                    self.counts["lost"] += 1
-                    self._log(logging.WARNING, head, "lease was lost: outcome discarded")
-                unwritten.pop(0)
-                self._settle([head])
-                continue
-            if kind == "done":
-                n = 1
-                while n < min(len(unwritten), WRITE_BATCH):
-                    nxt = unwritten[n]
-                    if not (nxt.outcome and nxt.outcome[0] == "done" and self._holds(nxt)):
-                        break
-                    n += 1
-                run = unwritten[:n]
-                self._complete(run)
-                del unwritten[:n]
-                self._settle(run)
-                continue
-            self._write_one(head)
-            unwritten.pop(0)
-            self._settle([head])
-
-    def _complete(self, tasks: list[_Task]) -> None:
-        leases = [t.lease for t in tasks]
-        results = [t.outcome[1] if t.outcome else None for t in tasks]
-        try:
-            refused = self.queue.complete_many(leases, results)
-        except InvalidPayload:
-            if len(tasks) > 1:  # find the one result that will not encode
-                for task in tasks:
-                    self._complete([task])
-                return
-            self._fail(
-                tasks[0],
-                "result",
-                "error",
-                f"InvalidPayload: the handler's result does not encode: {results[0]!r}"[:500],
-            )
-            return
-        self.counts["succeeded"] += len(tasks) - len(refused)
-        by_key = {(t.lease.id, t.lease.attempt): t for t in tasks}
-        for exc in refused:
-            task = by_key[(exc.job_id, exc.token)]
-            if isinstance(exc, AlreadyFinished):
-                self.counts["succeeded"] += 1  # a replay: our own completion landed
-            else:
-                self.counts["lost"] += 1
-                self._log(logging.WARNING, task, "complete refused, result discarded: %s", exc)
-        if logger.isEnabledFor(logging.DEBUG):
-            for task in tasks:
-                self._log(logging.DEBUG, task, "succeeded")
-
-    def _write_one(self, task: _Task) -> None:
-        assert task.outcome is not None
-        kind = task.outcome[0]
-        if kind == "release":
-            try:
-                self.queue.release(task.lease)
-                self.counts["released"] += 1
-                self._log(logging.INFO, task, "released (shutdown)")
-            except LeaseLost as exc:
-                self._log(logging.WARNING, task, "release refused: %s", exc)
-            return
-        if kind == "retry":
-            self._fail(task, "retry", "retry", task.outcome[2], retry_in=task.outcome[1])
-        elif kind == "dead":
-            self._fail(task, "dead", "dead", task.outcome[1])
-        else:
-            self._fail(task, "error", "error", task.outcome[1])
-
-    def _fail(
-        self, task: _Task, what: str, kind: str, text: str, retry_in: float | None = None
-    ) -> None:
-        try:
-            state = self.queue.fail(task.lease, text, retry_in, dead=kind == "dead")
-        except InvalidArgument as exc:  # e.g. Retry(in_=-1): still record the failure
-            state = self.queue.fail(task.lease, f"{text} (bad retry: {exc})")
-        except LeaseLost as exc:
-            self.counts["lost"] += 1
-            self._log(logging.WARNING, task, "fail refused, outcome discarded: %s", exc)
-            return
-        self.counts["dead" if state.value == "dead" else "failed"] += 1
-        first = text.splitlines()[0] if text else ""
-        self._log(logging.WARNING, task, "%s -> %s: %s", what, state.value, first)
-
     def _heartbeat(self, now: float) -> None:
         with self._cond:
             tasks = [t for t in self._tasks.values() if not t.ctx.lost.is_set()]
-        earliest = math.inf
         try:
             for task in tasks:
-                if task.next_beat <= now:
-                    try:
-                        task.lease = task.ctx.lease = self.queue.extend(task.lease, self.ttl)
-                        task.next_beat = now + self.beat_every
-                    except LeaseLost as exc:
-                        task.ctx.lost.set()
-                        self._log(logging.WARNING, task, "heartbeat found the lease lost: %s", exc)
-                        continue
-                earliest = min(earliest, task.next_beat)
+                if task.next_beat > now:
+                    continue
+                try:
+                    task.lease = task.ctx.lease = self.queue.extend(task.lease, self.ttl)
+                    task.next_beat = now + self.beat_every
+                except LeaseLost as exc:
+                    task.ctx.lost.set()
+                    self._log(logging.WARNING, task, "heartbeat found the lease lost: %s", exc)
         finally:
             with self._cond:
                 # Leases admitted meanwhile carry their own (later) first beat.
@@ -544,16 +425,5 @@ class Worker:
                 logging.INFO, None, "reaped expired leases: %d to pending, %d dead", requeued, died
             )
 
-    def _log(self, level: int, task: _Task | None, msg: str, *args: Any) -> None:
-        if not logger.isEnabledFor(level):
-            return
-        job, attempt = ("-", "-") if task is None else (task.lease.id, str(task.lease.attempt))
-        logger.log(
-            level,
-            "queue=%s job=%s attempt=%s " + msg,
-            self.queue.name,
-            job,
-            attempt,
-            *args,
-            extra={"queue": self.queue.name, "job_id": job, "attempt": attempt},
-        )
+    def _log(self, level: int, task: Task | None, msg: str, *args: Any) -> None:
+        log_job(self.queue.name, level, task, msg, *args)

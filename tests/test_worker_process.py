@@ -93,8 +93,8 @@ def _exits(proc: subprocess.Popen[bytes], timeout: float) -> int:
 def test_sigterm_lets_the_running_job_finish(rr: Any, workers: Workers) -> None:
     q = _q(rr)
     job_id = q.enqueue({"s": 0.6})
-    proc = workers.start("jobs", "sleep", "--grace", "10")
-    wait_until(lambda: _active(q, job_id), 10, what="the job to start")
+    proc = workers.start("jobs", "sleep", "--grace", "10", "--log-level", "DEBUG")
+    wait_until(lambda: "attempt=1 started" in workers.log(proc), 10, what="the handler")
     proc.send_signal(signal.SIGTERM)
     assert _exits(proc, 10) == 0
     job = _job(q, job_id)
@@ -105,15 +105,15 @@ def test_sigterm_lets_the_running_job_finish(rr: Any, workers: Workers) -> None:
 def test_sigterm_after_grace_releases_the_job(rr: Any, workers: Workers) -> None:
     q = _q(rr)
     job_id = q.enqueue({"s": 30})
-    proc = workers.start("jobs", "sleep", "--grace", "0.3")
-    wait_until(lambda: _active(q, job_id), 10, what="the job to start")
+    proc = workers.start("jobs", "sleep", "--grace", "0.3", "--log-level", "DEBUG")
+    wait_until(lambda: "attempt=1 started" in workers.log(proc), 10, what="the handler")
     started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     assert _exits(proc, 10) == 0
     assert time.monotonic() - started < 5
     job = _job(q, job_id)
     assert job.state is leaseq.State.PENDING and job.attempts == 1
-    assert f"job={job_id} attempt=1 released" in workers.log(proc)
+    assert f"job={job_id} attempt=1 released unfinished at shutdown" in workers.log(proc)
 
 
 def test_second_signal_stops_at_once(rr: Any, workers: Workers) -> None:
@@ -225,7 +225,7 @@ def test_idle_worker_sleeps_until_a_delayed_job_is_due(rr: Any, workers: Workers
     )
     assert job.claimed_at is not None and job.enqueued_at is not None
     # Due 0.4 s after enqueue (server clock); claimed then, not at the 5 s nap cap.
-    assert 0.4 <= job.claimed_at - job.enqueued_at < 0.5
+    assert 0.4 <= job.claimed_at - job.enqueued_at < 1.0
 
 
 def test_worker_rides_out_a_redis_restart() -> None:
