@@ -49,6 +49,12 @@ MAX_IDLE_WAIT = 5.0
 class Worker:
     """Run ``handler(lease)`` for the jobs of ``queue``, ``concurrency`` at a time.
 
+    The return value completes the job (stored as its result); ``leaseq.Retry``
+    retries it after a delay, ``leaseq.Dead`` dead-letters it, any other
+    exception fails it with type, message and the innermost frames in
+    ``last_error``. Inside the handler, ``leaseq.current_job().lost`` is set
+    once the lease is gone; the outcome is then discarded.
+
     ``ttl``: lease length in seconds, extended every ``ttl / 3`` while the
     handler runs. ``prefetch``: leases held beyond ``concurrency`` so that
     handler threads never wait for a round trip (default: ``concurrency``);
