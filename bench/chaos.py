@@ -316,12 +316,15 @@ def check(q: leaseq.Queue, r: Any, ids: list[str], mode: str) -> dict[str, Any]:
     states: Counter[str] = Counter()
     causes: Counter[str] = Counter()
     over_attempts = missing = double = once_misses = dead_healthy = poison_alive = 0
+    orphaned = 0
     for job_id in ids:
         job = q.get(job_id)
         if job is None:
-            states["lost"] += 1
+            states["gone"] += 1
             continue
         states[job.state.value] += 1
+        if r.zscore(q.keys.index(job.state.value), job_id) is None:
+            orphaned += 1  # a row in no index: nothing would ever move it again
         if job.attempts > job.max_attempts:
             over_attempts += 1
         poison = bool(job.payload.get("poison"))
@@ -346,8 +349,8 @@ def check(q: leaseq.Queue, r: Any, ids: list[str], mode: str) -> dict[str, Any]:
         "dead_causes": dict(causes),
         "dead_but_healthy": dead_healthy,
         "poison_not_dead": poison_alive,
-        "lost": len(ids) - states["succeeded"] - states["dead"],
-        "unfinished": {k: v for k, v in states.items() if k not in ("succeeded", "dead")},
+        "lost": states["gone"] + orphaned,
+        "unfinished": {k: v for k, v in states.items() if k not in ("succeeded", "dead", "gone")},
         "deliveries": sum(delivered.values()),
         "redelivered_jobs": sum(1 for n in delivered.values() if n > 1),
         "effects_double": double,
@@ -363,6 +366,7 @@ def ok(report: dict[str, Any]) -> bool:
     """Whether a report proves the claims (once-misses are expected in once mode)."""
     return bool(
         report["lost"] == 0
+        and not report["unfinished"]
         and report["dead_but_healthy"] == 0
         and report["poison_not_dead"] == 0
         and report["effects_double"] == 0
