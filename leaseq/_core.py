@@ -27,6 +27,7 @@ from .errors import (
     InvalidArgument,
     JobNotFound,
     JobStateError,
+    LeaseCapReached,
     LeaseLost,
     NotReplicated,
     ScriptError,
@@ -85,6 +86,8 @@ def refusal(op: str, job_id: str, token: int, reply: Sequence[Any]) -> LeaseLost
     """The exception for a {'LOST', state, attempts} reply — the only place
     lease refusals become exceptions."""
     code = _s(reply[0])
+    if code == "CAPPED":
+        return LeaseCapReached(job_id, token, int(reply[1]) / 1000.0)
     if code != "LOST":
         raise ScriptError(f"{op}: unexpected reply {reply!r}")
     state, attempts = _s(reply[1]) or None, _s(reply[2]) or None
@@ -156,7 +159,7 @@ class QueueCore:
         serializer: str = "json",
         payload_type: Any = None,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
-        lease_cap: float = 43_200.0,
+        lease_cap: float = 86_400.0,
         worker_id: str | None = None,
         shard: int | None = None,
         durable: int = 0,
@@ -241,7 +244,7 @@ class QueueCore:
 
     def claim(self, count: int, ttl: float, worker: str | None) -> Call[Claimed]:
         count = v.integer(count, "count", 1, 100_000)
-        lease_ms = min(v.ttl_ms(ttl), self.lease_cap_ms)
+        lease_ms = self.lease_ms(ttl)
         who = self.worker_id if worker is None else check_job_id(worker, "worker id")
         args = (self.keys.job_prefix, count, lease_ms, who, SWEEP_LIMIT)
         return Call(
@@ -301,8 +304,17 @@ class QueueCore:
 
     # -- lease operations -------------------------------------------------
 
+    def lease_ms(self, ttl: float) -> int:
+        """A lease length in ms: finite, > 0, at most MAX_TTL and the queue's lease_cap."""
+        ms = v.ttl_ms(ttl)
+        if ms > self.lease_cap_ms:
+            raise InvalidArgument(
+                f"ttl {ttl!r} s is over this queue's lease_cap of {self.lease_cap_ms / 1000:g} s"
+            )
+        return ms
+
     def extend(self, lease: Lease, ttl: float) -> Call[Lease]:
-        lease_ms = min(v.ttl_ms(ttl), self.lease_cap_ms)
+        lease_ms = self.lease_ms(ttl)
         k = self.keys
 
         def parse(reply: list[Any]) -> Lease:

@@ -17,6 +17,7 @@ __all__ = [
     "InvalidPayload",
     "JobNotFound",
     "JobStateError",
+    "LeaseCapReached",
     "LeaseLost",
     "LeaseqError",
     "LeaseqWarning",
@@ -84,6 +85,25 @@ class AlreadyFinished(LeaseLost):
     ``release`` it also covers a lease that expired and was reaped while still
     on this token: either way the job is out of this worker's hands.
     """
+
+
+class LeaseCapReached(LeaseLost):
+    """``extend`` cannot move the deadline: the claim used up the queue's ``lease_cap``.
+
+    The row is still ``active`` under this token, but its deadline
+    (``deadline``, epoch seconds) has passed and a reaper will hand the job
+    back; a handler that keeps heartbeating cannot hold a job forever.
+    """
+
+    def __init__(self, job_id: str, token: int, deadline: float) -> None:
+        super().__init__(
+            job_id,
+            token,
+            "active",
+            str(token),
+            f"lease on job {job_id!r} (attempt {token}) reached the queue's lease_cap",
+        )
+        self.deadline = deadline
 
 
 class JobNotFound(LeaseqError, LookupError):

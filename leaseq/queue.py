@@ -67,7 +67,7 @@ class Queue:
         serializer: str = "json",
         payload_type: Any = None,
         max_payload_bytes: int = 1_048_576,
-        lease_cap: float = 43_200.0,
+        lease_cap: float = 86_400.0,
         worker_id: str | None = None,
         shard: int | None = None,
         durable: int = 0,

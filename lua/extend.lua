@@ -9,7 +9,8 @@
 -- ARGV[4]  cap_ms, the most total lease time one claim may hold, from claimed_at (integer ms >= 1)
 -- derives: nothing
 -- returns: {'OK', lease_until ms epoch}
--- errors: {'LOST', state, attempts} when the lease is not held under token
+-- errors: {'LOST', state, attempts} when the lease is not held under token;
+--         {'CAPPED', deadline ms epoch} when the cap leaves no time at all (nothing written)
 --!include lib/now_ms.lua
 --!include lib/to_count.lua
 --!include lib/lease_check.lua
@@ -24,6 +25,10 @@ local claimed_at = to_count(redis.call('HGET', job, 'claimed_at'))
 if claimed_at then
   -- A handler that heartbeats forever still loses the job at the cap.
   deadline = math.min(deadline, claimed_at + tonumber(ARGV[4]))
+  if deadline <= now then
+    -- Past the cap: the lease is over and a reaper will take the job.
+    return { 'CAPPED', deadline }
+  end
 end
 redis.call('HSET', job, 'lease_until', deadline)
 redis.call('ZADD', active, deadline, ARGV[1])

@@ -380,7 +380,9 @@ def test_extend_never_passes_the_lease_cap(r: Any, clock: Clock) -> None:
     cap = clock.lease(10.0, 0.3)
     q = leaseq.Queue("emails", redis=r, lease_cap=cap)
     job_id = q.enqueue("x")
-    lease = claim_one(q, ttl=cap * 10)  # a ttl over the cap is cut to it
+    with pytest.raises(leaseq.InvalidArgument, match="lease_cap"):
+        q.claim(ttl=cap * 10)  # a ttl over the cap is refused, nothing claimed
+    lease = claim_one(q, ttl=cap)
     claimed_at = int(row(q, job_id)["claimed_at"])
     assert round(lease.deadline * 1000) == claimed_at + round(cap * 1000)
     clock.advance(cap / 5)
@@ -388,11 +390,15 @@ def test_extend_never_passes_the_lease_cap(r: Any, clock: Clock) -> None:
     assert round(lease.deadline * 1000) == claimed_at + round(cap * 1000)
     assert int(row(q, job_id)["lease_until"]) == claimed_at + round(cap * 1000)
     clock.past(lease.deadline)
-    # Past the cap, a heartbeat cannot buy time: the deadline stays where it was.
-    late = q.extend(lease, ttl=cap)
-    assert round(late.deadline * 1000) == claimed_at + round(cap * 1000)
+    # Past the cap, a heartbeat cannot buy time: it is told the lease is over,
+    # and the row keeps the capped deadline.
+    with pytest.raises(leaseq.LeaseCapReached) as info:
+        q.extend(lease, ttl=cap)
+    assert isinstance(info.value, leaseq.LeaseLost)
+    assert round(info.value.deadline * 1000) == claimed_at + round(cap * 1000)
+    assert int(row(q, job_id)["lease_until"]) == claimed_at + round(cap * 1000)
     assert q.reap() == (1, 0)
-    assert claim_one(q).attempt == 2
+    assert claim_one(q, ttl=cap).attempt == 2
 
 
 # -- once ----------------------------------------------------------------------------

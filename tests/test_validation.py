@@ -168,9 +168,9 @@ def test_ttl_at_the_limits(r: Any) -> None:
     assert round((day.deadline - day.enqueued_at) * 1000) in range(86_400_000, 86_401_000)
     tiny = claim_one(q, ttl=0.0001)  # rounds up to one millisecond
     assert 0 < tiny.deadline - tiny.enqueued_at < 1.0
-    # The default lease_cap (12 h) cuts a longer ttl down to itself.
-    capped = claim_one(leaseq.Queue("emails", redis=r), ttl=86_400.0)
-    assert round((capped.deadline - capped.enqueued_at) / 3600) == 12
+    # A ttl over the queue's lease_cap is refused, not silently cut.
+    with pytest.raises(leaseq.InvalidArgument, match="lease_cap"):
+        leaseq.Queue("emails", redis=r, lease_cap=3600.0).claim(ttl=7200.0)
 
 
 OTHER_BAD: dict[str, Callable[[leaseq.Queue, leaseq.Lease], object]] = {
