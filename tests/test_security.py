@@ -27,11 +27,11 @@ PASSWORD = "s3cret-Pa55word"
 # What leaseq sends: scripts (by SHA, loaded on NOSCRIPT), the commands the
 # scripts call, and the few it sends itself (blocking claim, reads, SCAN).
 COMMANDS = [
-    "evalsha", "eval", "script|load", "script|exists",
+    "evalsha", "script|load",
     "time", "exists", "del", "pexpire",
     "hget", "hmget", "hgetall", "hset", "hsetnx", "hdel", "hincrby",
-    "zadd", "zrem", "zpopmin", "zrange", "zrangebyscore", "zcard", "zcount", "zscore",
-    "rpush", "llen", "blpop", "lpop",
+    "zadd", "zrem", "zpopmin", "zrange", "zrangebyscore", "zcard", "zcount",
+    "rpush", "llen", "blpop",
     "scan", "ping", "hello", "config|get",
 ]  # fmt: skip
 
