@@ -191,11 +191,13 @@ def test_heartbeat_that_finds_the_lease_lost_tells_the_handler(r: Any) -> None:
 def test_every_log_line_names_queue_job_and_attempt(
     q: leaseq.Queue, caplog: pytest.LogCaptureFixture
 ) -> None:
-    q.enqueue({}, max_attempts=1)
+    job_id = q.enqueue({}, max_attempts=1)
     with caplog.at_level(logging.DEBUG, logger="leaseq.worker"):
         _worker(q, handlers.boom).run(burst=True)
     lines = [rec.getMessage() for rec in caplog.records if rec.name == "leaseq.worker"]
-    assert any("job=1 attempt=1 error -> dead: ValueError: boom on 1" in x for x in lines)
+    assert any(
+        f"job={job_id} attempt=1 error -> dead: ValueError: boom on {job_id}" in x for x in lines
+    )
     assert all(x.startswith("queue=emails job=") and " attempt=" in x for x in lines)
 
 
