@@ -32,7 +32,7 @@ from .errors import (
     NotReplicated,
     ScriptError,
 )
-from .keys import QueueKeys, check_job_id
+from .keys import QueueKeys, check_job_id, new_job_ids
 from .payloads import Codec
 from .scripts import SCRIPTS, Script
 from .types import DEFAULT_BACKOFF, Backoff, Job, Lease, State, Stats
@@ -71,6 +71,10 @@ class Claimed:
     leases: list[Lease]
     undecodable: list[tuple[Lease, str]]
     wait: float | None
+
+
+def _ints(reply: list[Any]) -> list[int]:
+    return [int(x) for x in reply]
 
 
 def _s(value: Any) -> str:
@@ -209,36 +213,46 @@ class QueueCore:
 
     # -- enqueue ---------------------------------------------------------
 
-    def job_args(
+    def enqueue_calls(
         self,
-        payload: Any,
-        id: str | None,
+        payloads: Sequence[Any],
+        ids: Sequence[str | None] | None,
         max_attempts: int | None,
         delay: float | None,
         priority: int,
-    ) -> tuple[str, bytes, int, int, int]:
-        """Validate and encode one job's ARGV; raises before anything is sent."""
-        job_id = "" if id is None else check_job_id(id)
+    ) -> tuple[list[str], list[Call[list[int]]]]:
+        """The ids and the script calls (chunks of ENQUEUE_CHUNK) that enqueue ``payloads``.
+
+        Everything is validated and encoded here, before any call is made:
+        one bad item raises and nothing is written. A missing id is made
+        by the client (``new_job_ids``) so a replayed call is deduplicated.
+        """
+        if ids is not None and len(ids) != len(payloads):
+            raise InvalidArgument(f"{len(ids)} ids for {len(payloads)} payloads")
         attempts = (
             self.max_attempts
             if max_attempts is None
             else v.integer(max_attempts, "max_attempts", 1, v.MAX_ATTEMPTS)
         )
-        return (
-            job_id,
-            self.codec.encode(payload),
+        head = (
+            self.keys.job_prefix,
             attempts,
             v.delay_ms(delay),
             v.integer(priority, "priority", 0, v.MAX_PRIORITY),
         )
-
-    def enqueue(self, jobs: Sequence[tuple[str, bytes, int, int, int]]) -> Call[list[str]]:
-        args: list[str | bytes | int] = [self.keys.job_prefix, len(jobs)]
-        for job in jobs:
-            args.extend(job)
-        return Call(
-            SCRIPTS["enqueue"], self._enqueue_keys, args, lambda reply: [_s(x) for x in reply[0::2]]
-        )
+        fresh = iter(new_job_ids(sum(1 for i in ids if i is None) if ids else len(payloads)))
+        job_ids = [
+            next(fresh) if ids is None or ids[i] is None else check_job_id(ids[i])
+            for i in range(len(payloads))
+        ]
+        encode = self.codec.encode
+        calls: list[Call[list[int]]] = []
+        for start in range(0, len(payloads), ENQUEUE_CHUNK):
+            args: list[str | bytes | int] = list(head)
+            for i in range(start, min(start + ENQUEUE_CHUNK, len(payloads))):
+                args += (job_ids[i], encode(payloads[i]))
+            calls.append(Call(SCRIPTS["enqueue"], self._enqueue_keys, args, _ints))
+        return job_ids, calls
 
     # -- claim -----------------------------------------------------------
 
@@ -498,7 +512,7 @@ class QueueCore:
             now = int(r[0])
             oldest, due = int(r[9]), int(r[10])
             totals = {_s(r[i]): int(r[i + 1]) for i in range(11, len(r) - 1, 2)}
-            for hidden in ("seq", "next_id"):
+            for hidden in ("seq",):
                 totals.pop(hidden, None)
             return Stats(
                 queue=self.name,

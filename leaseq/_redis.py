@@ -43,8 +43,7 @@ def translate_errors(script: str = "") -> Iterator[None]:
         if "WRONGTYPE" in text:
             raise DamagedKey(where + text) from None
         if "not an integer" in text:
-            # HINCRBY on a counter an operator overwrote (say meta's seq or
-            # next_id): every later call of this script would fail the same way.
+            # HINCRBY on a counter an operator overwrote (say meta's seq):
             raise DamagedKey(
                 f"{where}{text} (a counter in the queue's meta hash, or a count in a "
                 "job row, was set to a non-integer by hand)"

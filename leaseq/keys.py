@@ -6,6 +6,7 @@ a queue lives in one slot and every script sees all of its keys.
 
 from __future__ import annotations
 
+import os
 import re
 import zlib
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ __all__ = [
     "QueueKeys",
     "check_job_id",
     "check_queue_name",
+    "new_job_ids",
     "shard_of",
     "split_shard",
 ]
@@ -44,6 +46,18 @@ def check_job_id(job_id: object, what: str = "job id") -> str:
             "other than whitespace, '{' and '}'"
         )
     return job_id
+
+
+def new_job_ids(n: int) -> list[str]:
+    """``n`` fresh job ids: 20 hex digits, 80 random bits each.
+
+    Ids are made by the client, not numbered by the server, so that a
+    replayed enqueue (redis-py retries a call whose reply was lost) finds
+    the rows it already wrote and creates nothing twice. 80 bits keep a
+    collision among even a billion live jobs below one in a million.
+    """
+    text = os.urandom(10 * n).hex()
+    return [text[i : i + 20] for i in range(0, 20 * n, 20)]
 
 
 def _show(value: object) -> str:

@@ -18,14 +18,12 @@ import redis.exceptions as rex
 from . import _redis
 from ._core import (
     COMPLETE_CHUNK,
-    ENQUEUE_CHUNK,
     Call,
     Claimed,
     QueueCore,
     R,
     block_until,
     block_wait,
-    chunks,
     parse_state,
 )
 from ._memory import memory_client
@@ -153,8 +151,9 @@ class Queue:
         lower first, FIFO within one. Raises InvalidPayload, PayloadTooLarge,
         InvalidName or InvalidArgument before writing anything.
         """
-        job = self._core.job_args(payload, id, max_attempts, delay, priority)
-        return self._run(self._core.enqueue([job]))[0]
+        ids, calls = self._core.enqueue_calls([payload], [id], max_attempts, delay, priority)
+        self._run(calls[0])
+        return ids[0]
 
     def enqueue_many(
         self,
@@ -170,17 +169,12 @@ class Queue:
         Every item is validated and encoded first: one bad item rejects the
         whole call and nothing is written.
         """
-        items = list(payloads)
-        if ids is not None and len(ids) != len(items):
-            raise InvalidArgument(f"{len(ids)} ids for {len(items)} payloads")
-        jobs = [
-            self._core.job_args(p, None if ids is None else ids[i], max_attempts, delay, priority)
-            for i, p in enumerate(items)
-        ]
-        out: list[str] = []
-        for chunk in chunks(jobs, ENQUEUE_CHUNK):
-            out += self._run(self._core.enqueue(chunk))
-        return out
+        job_ids, calls = self._core.enqueue_calls(
+            list(payloads), ids, max_attempts, delay, priority
+        )
+        for call in calls:
+            self._run(call)
+        return job_ids
 
     # -- consuming ------------------------------------------------------------
 

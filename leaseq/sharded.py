@@ -7,8 +7,8 @@ queues whose keys carry the hash tags ``{emails#0}`` .. ``{emails#N-1}``
 queue), which the cluster spreads over its masters.
 
 - A job's shard is ``crc32(id) % N`` (``keys.shard_of``): every producer and
-  consumer agrees, so dedup by id holds. Ids are made by the client (uuid4
-  hex) when none is given, since server-numbered ids are per shard.
+  consumer agrees, so dedup by id holds. Ids are made by the client when
+  none is given (as for every queue), so the shard is known before sending.
 - Claims go round-robin: each claim starts at the next shard and moves on
   past empty ones, so a busy shard cannot starve the others.
 - FIFO and priority hold within a shard, not across shards.
@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import itertools
 import time
-import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ._core import ENQUEUE_CHUNK, block_until, chunks
+from ._core import block_until
 from .errors import InvalidArgument, LeaseLost
-from .keys import MAX_SHARDS, check_job_id, shard_of, split_shard
+from .keys import MAX_SHARDS, check_job_id, new_job_ids, shard_of, split_shard
 from .queue import Queue, connect
 from .types import Job, Lease, State, Stats
 
@@ -101,8 +100,8 @@ class ShardedQueue:
         delay: float | None = None,
         priority: int = 0,
     ) -> str:
-        """Add one job to its id's shard; ``id`` defaults to a uuid4 hex. Returns the id."""
-        job_id = uuid.uuid4().hex if id is None else id
+        """Add one job to its id's shard; ``id`` defaults to a fresh random id. Returns the id."""
+        job_id = new_job_ids(1)[0] if id is None else id
         return self.shard_for(job_id).enqueue(
             payload, id=job_id, max_attempts=max_attempts, delay=delay, priority=priority
         )
@@ -125,18 +124,25 @@ class ShardedQueue:
         items = list(payloads)
         if ids is not None and len(ids) != len(items):
             raise InvalidArgument(f"{len(ids)} ids for {len(items)} payloads")
-        job_ids = [uuid.uuid4().hex for _ in items] if ids is None else list(ids)
-        core = self.shards[0]._core  # every shard has the same settings
-        jobs = [
-            core.job_args(p, job_ids[i], max_attempts, delay, priority) for i, p in enumerate(items)
+        job_ids = new_job_ids(len(items)) if ids is None else [check_job_id(i) for i in ids]
+        groups: dict[int, tuple[list[str], list[Any]]] = {}
+        for job_id, payload in zip(job_ids, items, strict=True):
+            group = groups.setdefault(shard_of(job_id, len(self.shards)), ([], []))
+            group[0].append(job_id)
+            group[1].append(payload)
+        # Build (validate and encode) every call of every shard before any runs.
+        plans = [
+            (
+                self.shards[index],
+                self.shards[index]._core.enqueue_calls(
+                    payloads, group_ids, max_attempts, delay, priority
+                )[1],
+            )
+            for index, (group_ids, payloads) in groups.items()
         ]
-        groups: dict[int, list[Any]] = {}
-        for job in jobs:
-            groups.setdefault(shard_of(job[0], len(self.shards)), []).append(job)
-        for index, group in groups.items():
-            shard = self.shards[index]
-            for chunk in chunks(group, ENQUEUE_CHUNK):
-                shard._run(shard._core.enqueue(chunk))
+        for shard, calls in plans:
+            for call in calls:
+                shard._run(call)
         return job_ids
 
     # -- consuming ------------------------------------------------------------

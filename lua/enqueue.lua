@@ -3,84 +3,94 @@
 -- clock: server TIME, for enqueued_at and the due time of delayed jobs
 -- KEYS[1]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
--- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters, next_id, seq
+-- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters, seq
 -- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
 -- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
--- ARGV[2]  n, the number of jobs that follow (integer >= 1)
--- ARGV[3..] five values per job: id ('' = let the server number it),
---           payload (bytes, already encoded and size-checked),
---           max_attempts (integer >= 1), delay_ms (integer >= 0, 0 = now),
---           priority (integer 0..1000000, lower runs first)
--- derives: leaseq:{<queue>}:job:<id>  HASH  the job row
--- returns: flat array, per job: id, 1 if created or 0 if the id existed
+-- ARGV[2]  max_attempts of every job in the call (integer >= 1)
+-- ARGV[3]  delay_ms of every job in the call (integer ms >= 0, 0 = claimable now)
+-- ARGV[4]  priority of every job in the call (integer 0..1000000, lower runs first)
+-- ARGV[5..] two values per job: id (string, chosen by the client so that a
+--           replayed call finds its own rows), payload (bytes, encoded and size-checked)
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows
+-- returns: one integer per job: 1 if created, 0 if the id existed
 -- errors: none of its own (input was validated by the caller)
 --!include lib/now_ms.lua
---!include lib/push_pending.lua
 --!include lib/wake_if_first.lua
 
 local pending, scheduled, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local job_prefix = ARGV[1]
-local n = tonumber(ARGV[2])
+local job_prefix, max_attempts = ARGV[1], ARGV[2]
+local delay_ms, priority = tonumber(ARGV[3]), tonumber(ARGV[4])
+local n = (#ARGV - 4) / 2
 local now = now_ms()
-local out = {}
-local created = 0
+local unpack_ = table.unpack or unpack
 
--- The server-numbered ids of the whole call come from one HINCRBY (a
--- per-job HINCRBY cost a fifth of the script's time).
-local auto = 0
-for i = 0, n - 1 do
-  if ARGV[3 + i * 5] == '' then auto = auto + 1 end
-end
-local next_id, reserved = 0, 0
-if auto > 0 then
-  next_id = redis.call('HINCRBY', meta, 'next_id', auto) - auto
-  reserved = auto
-end
-
-for i = 0, n - 1 do
-  local base = 3 + i * 5
-  local id = ARGV[base]
-  local payload = ARGV[base + 1]
-  local max_attempts = ARGV[base + 2]
-  local delay_ms = tonumber(ARGV[base + 3])
-  local priority = tonumber(ARGV[base + 4])
-  local job
-  if id == '' then
-    -- Skip any number a caller already used as an id (then take one more).
-    repeat
-      if reserved > 0 then
-        next_id, reserved = next_id + 1, reserved - 1
-      else
-        next_id = redis.call('HINCRBY', meta, 'next_id', 1)
-      end
-      id = tostring(next_id)
-      job = job_prefix .. id
-    until redis.call('EXISTS', job) == 0
-  elseif redis.call('EXISTS', job_prefix .. id) == 0 then
-    job = job_prefix .. id
-  end
-  -- Dedup: an existing row, whatever its state (even succeeded or dead),
-  -- leaves job nil and changes nothing. The row is written by one HSET.
-  if job then
-    if delay_ms > 0 then
-      redis.call('HSET', job, 'state', 'scheduled', 'attempts', 0, 'max_attempts', max_attempts,
-        'payload', payload, 'priority', priority, 'enqueued_at', now, 'run_at', now + delay_ms)
-      redis.call('ZADD', scheduled, now + delay_ms, id)
-      wake_if_first(scheduled, wake, id)
-    else
-      redis.call('HSET', job, 'state', 'pending', 'attempts', 0, 'max_attempts', max_attempts,
-        'payload', payload, 'priority', priority, 'enqueued_at', now)
-      push_pending(pending, meta, wake, job, id, priority)
-    end
-    created = created + 1
-    out[#out + 1] = id
-    out[#out + 1] = 1
+-- Dedup first: an id whose row exists, whatever its state (even succeeded
+-- or dead), changes nothing. That is also what makes a replayed call safe.
+local out, fresh = {}, {}
+for i = 1, n do
+  local id = ARGV[3 + i * 2]
+  local job = job_prefix .. id
+  if redis.call('EXISTS', job) == 0 and not fresh[id] then
+    fresh[id] = i
+    fresh[#fresh + 1] = i
+    out[i] = 1
   else
-    out[#out + 1] = id
-    out[#out + 1] = 0
+    out[i] = 0
   end
 end
-if created > 0 then
-  redis.call('HINCRBY', meta, 'enqueued', created)
+local created = #fresh
+if created == 0 then return out end
+
+local base = { 'state', 'pending', 'attempts', 0, 'max_attempts', max_attempts,
+               'payload', '', 'enqueued_at', now }
+if priority > 0 then
+  base[#base + 1] = 'priority'
+  base[#base + 1] = priority
+end
+local index, members = pending, {}
+if delay_ms > 0 then
+  base[2] = 'scheduled'
+  base[#base + 1] = 'run_at'
+  base[#base + 1] = now + delay_ms
+  index = scheduled
+  for _, i in ipairs(fresh) do
+    members[#members + 1] = now + delay_ms
+    members[#members + 1] = ARGV[3 + i * 2]
+  end
+else
+  -- One HINCRBY reserves the FIFO sequence numbers of the whole call; the
+  -- rebase and wrap rules are those of push_pending.
+  local last = redis.call('HINCRBY', meta, 'seq', created)
+  if (last - created > 4294967296 and redis.call('ZCARD', pending) == 0)
+      or last >= 8589934592 then
+    redis.call('HSET', meta, 'seq', created)
+    last = created
+  end
+  local score = priority * 8589934592 + last - created
+  for _, i in ipairs(fresh) do
+    score = score + 1
+    members[#members + 1] = score
+    members[#members + 1] = ARGV[3 + i * 2]
+  end
+end
+
+for _, i in ipairs(fresh) do
+  base[8] = ARGV[4 + i * 2]
+  redis.call('HSET', job_prefix .. ARGV[3 + i * 2], unpack_(base))
+end
+redis.call('ZADD', index, unpack_(members))
+redis.call('HINCRBY', meta, 'enqueued', created)
+
+if delay_ms > 0 then
+  wake_if_first(scheduled, wake, now + delay_ms)
+else
+  -- One token per new job, up to 64 waiting in all: enough to wake every
+  -- blocked claimer that could take one.
+  local room = math.min(created, 64 - redis.call('LLEN', wake))
+  if room > 0 then
+    local tokens = {}
+    for t = 1, room do tokens[t] = '1' end
+    redis.call('RPUSH', wake, unpack_(tokens))
+  end
 end
 return out

@@ -48,7 +48,7 @@ redis.call('HDEL', job, 'lease_until')
 if retry_ms > 0 then
   redis.call('HSET', job, 'state', 'scheduled', 'run_at', now + retry_ms)
   redis.call('ZADD', scheduled, now + retry_ms, id)
-  wake_if_first(scheduled, wake, id)
+  wake_if_first(scheduled, wake, now + retry_ms)
   return { 'OK', 'scheduled' }
 end
 push_pending(pending, meta, wake, job, id, to_count(row[3]) or 0)

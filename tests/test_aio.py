@@ -112,7 +112,7 @@ def test_blocking_claim_times_out_empty(
 def test_noscript_reload(aq: leaseq.aio.Queue, r: Any, loop: asyncio.AbstractEventLoop) -> None:
     run(loop, aq.enqueue({"n": 1}))
     r.script_flush()
-    assert run(loop, aq.enqueue({"n": 2})) == "2"
+    assert run(loop, aq.enqueue({"n": 2}, id="second")) == "second"
     assert run(loop, aq.stats()).pending == 2
 
 

@@ -138,8 +138,12 @@ def test_random_workload_keeps_every_job_in_one_state(r: Any, clock: Clock, back
             ]
         )
         if op == "enqueue":
+            n = rng.randint(1, 3)
             q.enqueue_many(
-                range(rng.randint(1, 3)), delay=rng.choice([None, clock.lease(1.0, 0.01)])
+                range(n),
+                delay=rng.choice([None, clock.lease(1.0, 0.01)]),
+                # ids from the seeded rng keep the run the same every time
+                ids=[f"j{step}-{i}" for i in range(n)],
             )
         elif op == "dup":
             q.enqueue("dup", id=f"d{rng.randint(0, 5)}")

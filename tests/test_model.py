@@ -128,8 +128,14 @@ class LeaseqModel(RuleBasedStateMachine):
         max_attempts=st.one_of(st.none(), st.integers(1, 3)),
     )
     def enqueue(self, priority: int, delay: float | None, max_attempts: int | None) -> None:
+        # An id from the step count, not a random one: hypothesis replays
+        # a run and needs it to go the same way (sorted(self.jobs) below).
         job_id = self.q.enqueue(
-            {"n": len(self.jobs)}, priority=priority, delay=delay, max_attempts=max_attempts
+            {"n": len(self.jobs)},
+            id=f"j{len(self.jobs):04d}",
+            priority=priority,
+            delay=delay,
+            max_attempts=max_attempts,
         )
         assert job_id not in self.jobs
         job = MJob(job_id, priority, max_attempts=max_attempts or QUEUE_MAX_ATTEMPTS)

@@ -157,7 +157,7 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
         worker="w",
     )
     return {
-        "enqueue": core.enqueue([core.job_args("x", "ID", None, None, 0)]),
+        "enqueue": core.enqueue_calls(["x"], ["ID"], None, None, 0)[1][0],
         "claim": core.claim(1, 30.0, None),
         "extend": core.extend(lease, 30.0),
         "complete": core.complete([lease], None),
@@ -275,16 +275,17 @@ def twice(q: leaseq.Queue, call: Any) -> tuple[Any, Any]:
 
 
 def test_replay_enqueue(q: leaseq.Queue, r: Any) -> None:
-    call = q._core.enqueue([q._core.job_args({"n": 1}, "job", None, None, 0)])
+    call = q._core.enqueue_calls([{"n": 1}], ["job"], None, None, 0)[1][0]
     first, second = twice(q, call)
-    assert first == second == ["job"]
+    assert first == [1] and second == [0]
     assert list(index(q, "pending")) == ["job"]
     assert q.stats().totals["enqueued"] == 1
-    server = q._core.enqueue([q._core.job_args("x", None, None, None, 0)])
-    a, b = twice(q, server)
-    # A server-numbered enqueue cannot tell a replay from a second job; only
-    # a caller-chosen id makes a retried enqueue idempotent.
-    assert a != b
+    # Without an id the client still chooses one before sending, so a
+    # replayed call finds the row it wrote and creates nothing twice.
+    ids, calls = q._core.enqueue_calls(["x"], None, None, None, 0)
+    a, b = twice(q, calls[0])
+    assert a == [1] and b == [0]
+    assert ids[0] in index(q, "pending") and len(index(q, "pending")) == 2
 
 
 def test_replay_claim_leases_another_job(q: leaseq.Queue) -> None:

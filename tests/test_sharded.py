@@ -120,6 +120,7 @@ def test_fifo_holds_within_a_shard(sq: leaseq.ShardedQueue) -> None:
 
 def test_lease_operations_route_to_the_jobs_shard(sq: leaseq.ShardedQueue) -> None:
     ids = sq.enqueue_many([{"i": i} for i in range(12)])
+    assert len(set(ids)) == 12
     leases = sq.claim_many(12, ttl=30.0)
     assert len(leases) == 12
     a, b, c, d, *rest = leases
@@ -139,7 +140,7 @@ def test_lease_operations_route_to_the_jobs_shard(sq: leaseq.ShardedQueue) -> No
     assert sq.cancel(b.id) is True
     assert sq.purge("succeeded") == 9
     with pytest.raises(leaseq.JobNotFound):
-        sq.cancel(ids[0])  # purged
+        sq.cancel(a.id)  # purged
     assert {j.id for j in sq.ls("pending")} == {c.id, d.id}
     assert [j.id for j in sq.ls("pending", offset=1)] == [j.id for j in sq.ls("pending")][1:]
 

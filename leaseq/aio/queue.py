@@ -20,14 +20,12 @@ import redis.exceptions as rex
 from .. import _redis
 from .._core import (
     COMPLETE_CHUNK,
-    ENQUEUE_CHUNK,
     Call,
     Claimed,
     QueueCore,
     R,
     block_until,
     block_wait,
-    chunks,
     parse_state,
 )
 from ..errors import DamagedRow, InvalidArgument, JobNotFound, JobStateError, LeaseLost
@@ -145,8 +143,9 @@ class Queue:
         priority: int = 0,
     ) -> str:
         """Add one job; return its id (see ``leaseq.Queue.enqueue``)."""
-        job = self._core.job_args(payload, id, max_attempts, delay, priority)
-        return (await self._run(self._core.enqueue([job])))[0]
+        ids, calls = self._core.enqueue_calls([payload], [id], max_attempts, delay, priority)
+        await self._run(calls[0])
+        return ids[0]
 
     async def enqueue_many(
         self,
@@ -158,17 +157,12 @@ class Queue:
         ids: Sequence[str] | None = None,
     ) -> list[str]:
         """Add many jobs, all validated before any is written; return their ids in order."""
-        items = list(payloads)
-        if ids is not None and len(ids) != len(items):
-            raise InvalidArgument(f"{len(ids)} ids for {len(items)} payloads")
-        jobs = [
-            self._core.job_args(p, None if ids is None else ids[i], max_attempts, delay, priority)
-            for i, p in enumerate(items)
-        ]
-        out: list[str] = []
-        for chunk in chunks(jobs, ENQUEUE_CHUNK):
-            out += await self._run(self._core.enqueue(chunk))
-        return out
+        job_ids, calls = self._core.enqueue_calls(
+            list(payloads), ids, max_attempts, delay, priority
+        )
+        for call in calls:
+            await self._run(call)
+        return job_ids
 
     # -- consuming ------------------------------------------------------------
 
