@@ -87,7 +87,10 @@ def cli(ctx: click.Context, url: str | None, prefix: str) -> None:
 @click.option("--concurrency", "-c", default=4, show_default=True, type=click.IntRange(1, 10_000))
 @click.option("--ttl", default=30.0, show_default=True, type=float, help="Lease length, seconds.")
 @click.option(
-    "--prefetch", default=None, type=click.IntRange(0, 100_000), help="Extra leases held."
+    "--prefetch",
+    default=None,
+    type=click.IntRange(0, 100_000),
+    help="Leases held beyond --concurrency (default: adapts to the job rate).",
 )
 @click.option("--grace", default=30.0, show_default=True, type=float, help="Seconds for shutdown.")
 @click.option("--burst", is_flag=True, help="Return once nothing is pending, due or in flight.")

@@ -42,6 +42,10 @@ logger = logging.getLogger("leaseq.worker")
 
 CLAIM_BATCH = 500
 """Most leases asked for in one claim call."""
+PREFETCH_HORIZON = 0.05
+"""With no fixed ``prefetch``, hold about this many seconds of work beyond the
+jobs running: fast jobs get big batches (few round trips), slow jobs get
+few spare leases (other workers are not starved of them)."""
 MAX_IDLE_WAIT = 5.0
 """Longest single block on the wake list: a lost wake-up only delays a job this much."""
 
@@ -57,8 +61,10 @@ class Worker:
 
     ``ttl``: lease length in seconds, extended every ``ttl / 3`` while the
     handler runs. ``prefetch``: leases held beyond ``concurrency`` so that
-    handler threads never wait for a round trip (default: ``concurrency``);
-    they are heartbeated too, and released at once on shutdown. ``grace``:
+    handler threads never wait for a round trip. By default it adapts: about
+    ``PREFETCH_HORIZON`` (50 ms) of work at the rate handlers finish, never
+    fewer than ``concurrency`` nor more than ``CLAIM_BATCH``. Prefetched leases
+    are heartbeated too, and released at once on shutdown. ``grace``:
     seconds in-flight handlers get after a stop before their jobs are
     released. ``reap_interval``: seconds between full reaps (claims also
     reap a bounded number of expired leases each time).
@@ -93,7 +99,9 @@ class Worker:
         self.handler = handler
         self.concurrency = concurrency
         self.ttl = float(ttl)
+        self.prefetch = prefetch
         self.limit = concurrency + (concurrency if prefetch is None else prefetch)
+        """Most leases held at once; with adaptive prefetch it moves with the job rate."""
         self.grace = float(grace)
         self.reap_interval = float(reap_interval)
         self.worker_id = worker_id or queue.worker_id
@@ -117,6 +125,9 @@ class Worker:
         self._gen = 0
         self._next_beat_at = math.inf
         self._wake = threading.Event()
+        self._finished = 0
+        self._rate_at = time.monotonic()
+        self._rate_seen = 0
 
     def __repr__(self) -> str:
         return f"Worker({self.queue!r}, concurrency={self.concurrency}, ttl={self.ttl})"
@@ -215,8 +226,10 @@ class Worker:
         backoff = Backoff()
         while True:
             with self._cond:
+                self._adapt_limit()
                 while not self._stopping and len(self._tasks) >= self.limit:
                     self._cond.wait()
+                    self._adapt_limit()
                 if self._stopping:
                     return
                 free, gen = self.limit - len(self._tasks), self._gen
@@ -247,6 +260,19 @@ class Worker:
             except Exception:  # a bug must not kill the claimer silently
                 logger.exception("queue=%s job=- attempt=- claim loop error", self.queue.name)
                 self._wake.wait(backoff.next())
+
+    def _adapt_limit(self) -> None:
+        """Re-size adaptive prefetch from the finish rate (call holding ``_cond``)."""
+        if self.prefetch is not None:
+            return
+        now = time.monotonic()
+        elapsed = now - self._rate_at
+        if elapsed < 0.1:
+            return
+        rate = (self._finished - self._rate_seen) / elapsed
+        self._rate_at, self._rate_seen = now, self._finished
+        spare = min(max(round(rate * PREFETCH_HORIZON), self.concurrency), CLAIM_BATCH)
+        self.limit = self.concurrency + spare
 
     def _settled_since(self, gen: int) -> Callable[[], bool]:
         return lambda: self._gen != gen or self._stopping
@@ -396,6 +422,7 @@ class Worker:
                 key = (task.lease.id, task.lease.attempt)
                 if self._tasks.get(key) is task:
                     del self._tasks[key]
+            self._finished += len(tasks)
             self._gen += 1
             self._cond.notify_all()
 
