@@ -12,7 +12,7 @@
 -- returns: {'OK', 1} when cancelled now, {'OK', 0} when it already was
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is past cancelling
 --!include lib/now_ms.lua
---!include lib/retain.lua
+--!include lib/retain_rows.lua
 --!include lib/trim_finished.lua
 
 local job, pending, scheduled, cancelled, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -28,6 +28,6 @@ redis.call('ZREM', scheduled, id)
 redis.call('HSET', job, 'state', 'cancelled', 'finished_at', now)
 redis.call('HDEL', job, 'run_at')
 redis.call('HINCRBY', meta, 'cancelled', 1)
-retain(job, cancelled, id, now, tonumber(ARGV[2]))
+retain_rows({ job }, { id }, cancelled, now, tonumber(ARGV[2]))
 trim_finished(cancelled, now, 100)
 return { 'OK', 1 }

@@ -14,7 +14,8 @@
 -- ARGV[4]  worker id, stored in the row (string)
 -- ARGV[5]  maintenance limit: most scheduled jobs to promote and expired leases to reap (integer >= 0)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job row
--- returns: flat array: now_ms, wait_ms (ms until the next scheduled job is due or lease ends, -1 if none),
+-- returns: flat array: now_ms, wait_ms (when nothing was leased: ms until the next scheduled job is due
+--          or the earliest lease ends; -1 if none, or if jobs were leased),
 --          k, then six values per leased job: id, attempts (the fencing token),
 --          max_attempts, lease_until (ms epoch), enqueued_at (ms epoch), payload
 -- errors: none of its own; a row that cannot be claimed is dead-lettered with last_error
@@ -42,6 +43,8 @@ end
 
 local out = {}
 local got = 0
+local leased = {}
+local deadline = now + lease_ms
 local known = { pending = true, scheduled = true, active = true,
                 succeeded = true, dead = true, cancelled = true }
 while got < count do
@@ -65,10 +68,10 @@ while got < count do
     if state == 'pending' and attempts and max_attempts and row[4]
         and attempts < max_attempts then
       attempts = attempts + 1
-      local deadline = now + lease_ms
       redis.call('HSET', job, 'state', 'active', 'attempts', attempts,
         'lease_until', deadline, 'claimed_at', now, 'worker', worker)
-      redis.call('ZADD', active, deadline, id)
+      leased[#leased + 1] = deadline
+      leased[#leased + 1] = id
       got = got + 1
       out[#out + 1] = id
       out[#out + 1] = attempts
@@ -99,6 +102,11 @@ while got < count do
   end
 end
 
+if got > 0 then
+  -- Every lease of the call shares one deadline: one ZADD indexes them all.
+  redis.call('ZADD', active, (table.unpack or unpack)(leased))
+end
+
 if redis.call('ZCARD', pending) == 0 then
   -- Nothing left to wake anyone for; a later enqueue pushes a fresh token.
   redis.call('DEL', wake)
@@ -106,9 +114,10 @@ end
 
 -- How long a blocked claimer may sleep before something changes by itself:
 -- the next scheduled job falls due, or the earliest lease runs out (then a
--- claim reaps it). Enqueues wake it sooner through the wake list.
+-- claim reaps it). Enqueues wake it sooner through the wake list. Only a
+-- claim that got nothing sleeps, so only then is it worth working out.
 local wait_ms = -1
-for _, index in ipairs({ scheduled, active }) do
+for _, index in ipairs(got == 0 and { scheduled, active } or {}) do
   local head = redis.call('ZRANGE', index, 0, 0, 'WITHSCORES')
   if #head > 0 then
     local ms = math.max(0, tonumber(head[2]) - now)

@@ -19,7 +19,7 @@
 -- errors: none beyond the per-item replies
 --!include lib/now_ms.lua
 --!include lib/lease_check.lua
---!include lib/retain.lua
+--!include lib/retain_rows.lua
 --!include lib/trim_finished.lua
 --!include lib/effect_refusal.lua
 --!include lib/apply_effect.lua
@@ -29,7 +29,7 @@ local keep_ms = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
 local now = now_ms()
 local out = {}
-local done = 0
+local done_jobs, done_ids = {}, {}
 -- Where the next effect's key (in KEYS) and its command (in ARGV) are.
 local ek, ea = 4 + n, 3 + 4 * n
 
@@ -66,13 +66,16 @@ for i = 1, n do
     if result ~= '' then
       redis.call('HSET', job, 'result', result)
     end
-    redis.call('ZREM', active, id)
-    retain(job, succeeded, id, now, keep_ms)
-    done = done + 1
+    done_jobs[#done_jobs + 1] = job
+    done_ids[#done_ids + 1] = id
     out[#out + 1] = { 'OK' }
   end
 end
+local done = #done_ids
 if done > 0 then
+  -- The index moves and retention are batched: one ZREM, one ZADD (or DEL).
+  redis.call('ZREM', active, (table.unpack or unpack)(done_ids))
+  retain_rows(done_jobs, done_ids, succeeded, now, keep_ms)
   redis.call('HINCRBY', meta, 'succeeded', done)
   trim_finished(succeeded, now, 100 + done)
 end

@@ -1,0 +1,25 @@
+-- retain_rows(jobs, ids, index, now, keep_ms): keep finished (succeeded or
+-- cancelled) rows for keep_ms, then let them go. jobs[i] is the row key of
+-- ids[i]. keep_ms = 0 deletes them now; keep_ms < 0 keeps them until
+-- purged. Each row carries its own PEXPIRE so memory is freed even if the
+-- queue goes idle; the index score is the moment the row expires and
+-- trim_finished() drops the entry lazily. One DEL or ZADD serves the batch.
+local function retain_rows(jobs, ids, index, now, keep_ms)
+  if #ids == 0 then return end
+  local unpack_ = table.unpack or unpack
+  if keep_ms == 0 then
+    redis.call('DEL', unpack_(jobs))
+    return
+  end
+  local score = '+inf'
+  if keep_ms > 0 then
+    score = now + keep_ms
+    for _, job in ipairs(jobs) do redis.call('PEXPIRE', job, keep_ms) end
+  end
+  local members = {}
+  for i, id in ipairs(ids) do
+    members[2 * i - 1] = score
+    members[2 * i] = id
+  end
+  redis.call('ZADD', index, unpack_(members))
+end
