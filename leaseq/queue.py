@@ -16,11 +16,11 @@ import redis as redis_lib
 import redis.exceptions as rex
 
 from . import _redis
+from ._base import QueueBase
 from ._core import (
     COMPLETE_CHUNK,
     Call,
     Claimed,
-    QueueCore,
     R,
     block_until,
     block_wait,
@@ -29,7 +29,7 @@ from ._core import (
 from ._memory import memory_client
 from .errors import DamagedRow, InvalidArgument, JobNotFound, JobStateError, LeaseLost
 from .keys import QueueKeys, check_job_id
-from .types import DEFAULT_BACKOFF, Backoff, Job, Lease, State, Stats
+from .types import Job, Lease, State, Stats
 
 __all__ = ["Queue"]
 
@@ -46,74 +46,17 @@ def connect(url: str) -> Any:
         raise InvalidArgument(f"bad Redis URL: {_redis.redact(str(exc))}") from None
 
 
-class Queue:
+class Queue(QueueBase):
     """One named queue on one Redis (or Redis Cluster) client.
 
     Settings are keyword-only and checked here; an unknown one is a
     TypeError. Durations are seconds (float). See ``docs/design.md``.
     """
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        redis: Any,
-        prefix: str = "leaseq",
-        max_attempts: int = 5,
-        backoff: float | Backoff = DEFAULT_BACKOFF,
-        keep_succeeded: float | None = 3600.0,
-        serializer: str = "json",
-        payload_type: Any = None,
-        max_payload_bytes: int = 1_048_576,
-        lease_cap: float = 86_400.0,
-        worker_id: str | None = None,
-        shard: int | None = None,
-        durable: int = 0,
-        durable_timeout: float = 1.0,
-    ) -> None:
-        # shard: this queue is shard ``shard`` of a ShardedQueue (keys under
-        # the hash tag {<name>#<shard>}); normally set by ShardedQueue only.
-        self._core = QueueCore(
-            name,
-            prefix=prefix,
-            max_attempts=max_attempts,
-            backoff=backoff,
-            keep_succeeded=keep_succeeded,
-            serializer=serializer,
-            payload_type=payload_type,
-            max_payload_bytes=max_payload_bytes,
-            lease_cap=lease_cap,
-            worker_id=worker_id,
-            shard=shard,
-            durable=durable,
-            durable_timeout=durable_timeout,
-        )
-        if redis is None:
-            raise InvalidArgument("Queue needs a redis client (or use Queue.from_url)")
-        self.redis = redis
-        self._checked = False
-
     @classmethod
     def from_url(cls, url: str, name: str, **settings: Any) -> Queue:
         """A queue on a new client for ``url``; ``settings`` as for ``Queue``."""
         return cls(name, redis=connect(url), **settings)
-
-    def __repr__(self) -> str:
-        return f"Queue({self.name!r}, prefix={self.keys.prefix!r})"
-
-    @property
-    def name(self) -> str:
-        return self._core.name
-
-    @property
-    def keys(self) -> QueueKeys:
-        """The key names of this queue (read-only)."""
-        return self._core.keys
-
-    @property
-    def worker_id(self) -> str:
-        """The worker id claims use when they are given none."""
-        return self._core.worker_id
 
     def _run(self, call: Call[R]) -> R:
         if not self._checked:

@@ -18,11 +18,11 @@ import redis.asyncio as aioredis
 import redis.exceptions as rex
 
 from .. import _redis
+from .._base import QueueBase
 from .._core import (
     COMPLETE_CHUNK,
     Call,
     Claimed,
-    QueueCore,
     R,
     block_until,
     block_wait,
@@ -30,7 +30,7 @@ from .._core import (
 )
 from ..errors import DamagedRow, InvalidArgument, JobNotFound, JobStateError, LeaseLost
 from ..keys import QueueKeys, check_job_id
-from ..types import DEFAULT_BACKOFF, Backoff, Job, Lease, State, Stats
+from ..types import Job, Lease, State, Stats
 
 __all__ = ["Queue"]
 
@@ -39,50 +39,14 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-class Queue:
+class Queue(QueueBase):
     """One named queue on one ``redis.asyncio`` client (or async RedisCluster).
 
     Settings are those of ``leaseq.Queue``, keyword-only and checked here.
     Durations are seconds (float); every method raises what its sync twin does.
     """
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        redis: Any,
-        prefix: str = "leaseq",
-        max_attempts: int = 5,
-        backoff: float | Backoff = DEFAULT_BACKOFF,
-        keep_succeeded: float | None = 3600.0,
-        serializer: str = "json",
-        payload_type: Any = None,
-        max_payload_bytes: int = 1_048_576,
-        lease_cap: float = 86_400.0,
-        worker_id: str | None = None,
-        shard: int | None = None,
-        durable: int = 0,
-        durable_timeout: float = 1.0,
-    ) -> None:
-        self._core = QueueCore(
-            name,
-            prefix=prefix,
-            max_attempts=max_attempts,
-            backoff=backoff,
-            keep_succeeded=keep_succeeded,
-            serializer=serializer,
-            payload_type=payload_type,
-            max_payload_bytes=max_payload_bytes,
-            lease_cap=lease_cap,
-            worker_id=worker_id,
-            shard=shard,
-            durable=durable,
-            durable_timeout=durable_timeout,
-        )
-        if redis is None:
-            raise InvalidArgument("Queue needs a redis client (or use Queue.from_url)")
-        self.redis = redis
-        self._checked = False
+    _kind = "aio.Queue"
 
     @classmethod
     def from_url(cls, url: str, name: str, **settings: Any) -> Queue:
@@ -94,23 +58,6 @@ class Queue:
         except ValueError as exc:
             raise InvalidArgument(f"bad Redis URL: {_redis.redact(str(exc))}") from None
         return cls(name, redis=client, **settings)
-
-    def __repr__(self) -> str:
-        return f"aio.Queue({self.name!r}, prefix={self.keys.prefix!r})"
-
-    @property
-    def name(self) -> str:
-        return self._core.name
-
-    @property
-    def keys(self) -> QueueKeys:
-        """The key names of this queue (read-only)."""
-        return self._core.keys
-
-    @property
-    def worker_id(self) -> str:
-        """The worker id claims use when they are given none."""
-        return self._core.worker_id
 
     async def _run(self, call: Call[R]) -> R:
         if not self._checked:

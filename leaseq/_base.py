@@ -1,0 +1,84 @@
+"""What ``leaseq.Queue`` and ``leaseq.aio.Queue`` share: settings and naming.
+
+The settings are declared here once, keyword-only, with their defaults;
+``QueueCore`` checks them. The two queues add only their transport.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._core import QueueCore
+from .errors import InvalidArgument
+from .keys import QueueKeys
+from .types import DEFAULT_BACKOFF, Backoff
+
+__all__ = ["QueueBase"]
+
+
+class QueueBase:
+    """Settings, keys and worker id of one named queue on one client.
+
+    Settings are keyword-only and checked at construction; an unknown one is
+    a TypeError. Durations are seconds (float). ``shard`` is set by
+    ``ShardedQueue`` only (keys under the hash tag ``{<name>#<shard>}``);
+    ``durable`` and ``durable_timeout`` are described in docs/scaling.md.
+    """
+
+    _kind = "Queue"
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        redis: Any,
+        prefix: str = "leaseq",
+        max_attempts: int = 5,
+        backoff: float | Backoff = DEFAULT_BACKOFF,
+        keep_succeeded: float | None = 3600.0,
+        serializer: str = "json",
+        payload_type: Any = None,
+        max_payload_bytes: int = 1_048_576,
+        lease_cap: float = 86_400.0,
+        worker_id: str | None = None,
+        shard: int | None = None,
+        durable: int = 0,
+        durable_timeout: float = 1.0,
+    ) -> None:
+        self._core = QueueCore(
+            name,
+            prefix=prefix,
+            max_attempts=max_attempts,
+            backoff=backoff,
+            keep_succeeded=keep_succeeded,
+            serializer=serializer,
+            payload_type=payload_type,
+            max_payload_bytes=max_payload_bytes,
+            lease_cap=lease_cap,
+            worker_id=worker_id,
+            shard=shard,
+            durable=durable,
+            durable_timeout=durable_timeout,
+        )
+        if redis is None:
+            raise InvalidArgument(f"{self._kind} needs a redis client (or use from_url)")
+        self.redis = redis
+        self._checked = False
+
+    def __repr__(self) -> str:
+        return f"{self._kind}({self.name!r}, prefix={self.keys.prefix!r})"
+
+    @property
+    def name(self) -> str:
+        """The queue's name (for a shard, the logical queue's name)."""
+        return self._core.name
+
+    @property
+    def keys(self) -> QueueKeys:
+        """The key names of this queue (read-only)."""
+        return self._core.keys
+
+    @property
+    def worker_id(self) -> str:
+        """The worker id claims use when they are given none."""
+        return self._core.worker_id
