@@ -37,7 +37,7 @@ class Worker:
     """Claims jobs from ``queue`` and runs ``handler(lease)`` on each, ``concurrency`` at a time.
 
     ``ttl`` is the lease length in seconds; heartbeats extend it every
-    ``ttl / 3``. ``reap_every`` is how often (seconds) the worker reaps
+    ``ttl / 3``. ``reap_interval`` is how often (seconds) the worker reaps
     expired leases of crashed workers (default: ``ttl``). ``grace`` is how
     long ``stop()`` lets in-flight handlers finish before cancelling them and
     releasing their jobs back to pending.
@@ -50,12 +50,12 @@ class Worker:
         *,
         concurrency: int = 4,
         ttl: float = 30.0,
-        reap_every: float | None = None,
+        reap_interval: float | None = None,
         grace: float = 30.0,
     ) -> None:
         if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
             raise InvalidArgument(f"concurrency must be an integer >= 1, not {concurrency!r}")
-        for name, value in (("ttl", ttl), ("grace", grace), ("reap_every", reap_every)):
+        for name, value in (("ttl", ttl), ("grace", grace), ("reap_interval", reap_interval)):
             if value is not None and (
                 not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0
             ):
@@ -66,7 +66,7 @@ class Worker:
         self.handler = handler
         self.concurrency = concurrency
         self.ttl = float(ttl)
-        self.reap_every = self.ttl if reap_every is None else float(reap_every)
+        self.reap_interval = self.ttl if reap_interval is None else float(reap_interval)
         self.grace = float(grace)
         self.processed = 0
         """Jobs whose outcome this worker wrote (completed, failed or retried)."""
@@ -96,7 +96,7 @@ class Worker:
                 try:
                     if loop.time() >= next_reap:
                         await self.queue.reap()
-                        next_reap = loop.time() + self.reap_every
+                        next_reap = loop.time() + self.reap_interval
                     free = self.concurrency - len(self._tasks)
                     leases: list[Lease] = []
                     hint: float | None = None
