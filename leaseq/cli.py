@@ -26,6 +26,7 @@ from . import _redis
 from .errors import InvalidArgument, JobNotFound, LeaseqError
 from .handler import load_handler
 from .queue import Queue, connect
+from .sharded import merge_stats, sharded_names
 from .types import Job, State
 from .worker import Worker
 
@@ -183,8 +184,18 @@ def _json_lines(stream: Any) -> Iterator[Any]:
 @pass_ctx
 def stats(c: _Ctx, queue: str | None, as_json: bool) -> None:
     """Counts by state for QUEUE, or for every queue."""
-    names = [queue] if queue else Queue.queues(c.redis, c.prefix)
-    snaps = [c.existing(n).stats() if queue else c.queue(n).stats() for n in names]
+    if queue:
+        snaps = [c.existing(queue).stats()]
+    else:
+        # A ShardedQueue shows up as one hash tag per shard ({emails#0}, ...):
+        # report it once, its shards summed.
+        shards = sharded_names(Queue.queues(c.redis, c.prefix))
+        snaps = [
+            merge_stats(n, [c.queue(n, shard=i).stats() for i in range(k)])
+            if k
+            else c.queue(n).stats()
+            for n, k in sorted(shards.items())
+        ]
     if as_json:
         doc = {}
         for s in snaps:

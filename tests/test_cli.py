@@ -85,6 +85,19 @@ def test_enqueue_file_then_stats_json(cli: Cli, tmp_path: Path) -> None:
         assert {"pending", "scheduled", "active", "succeeded", "dead"} <= counts.keys()
 
 
+def test_stats_json_reports_a_sharded_queue_once(cli: Cli) -> None:
+    client = cli.queue().redis
+    sharded = leaseq.ShardedQueue("hot", shards=3, redis=client)
+    sharded.enqueue_many([{"i": i} for i in range(30)])
+    sharded.claim_many(4)
+    cli.queue("plain").enqueue({})
+    code, out, _ = cli("stats", "--json")
+    doc = json.loads(out)
+    assert code == 0 and sorted(doc) == ["hot", "plain"]
+    assert (doc["hot"]["pending"], doc["hot"]["active"]) == (26, 4)
+    assert doc["plain"]["pending"] == 1
+
+
 def test_stats_table(cli: Cli) -> None:
     cli("enqueue", "mail", "{}")
     code, out, _ = cli("stats", "mail")
