@@ -534,6 +534,26 @@ class QueueCore:
 
     # -- reading rows -------------------------------------------------------
 
+    def parse_page(
+        self, names: Sequence[str], rows: Sequence[Any], damaged: list[DamagedRow] | None
+    ) -> list[Job]:
+        """The Jobs of one ``ls`` page. A row that will not read raises DamagedRow,
+        or, when ``damaged`` is a list, goes there and the page goes on."""
+        jobs: list[Job] = []
+        for job_id, raw in zip(names, rows, strict=True):
+            try:
+                if isinstance(raw, Exception):  # the key is not a hash (WRONGTYPE)
+                    raise DamagedRow(job_id, "<key>", None, str(raw))
+                job = self.parse_job(job_id, raw)
+            except DamagedRow as exc:
+                if damaged is None:
+                    raise
+                damaged.append(exc)
+                continue
+            if job is not None:
+                jobs.append(job)
+        return jobs
+
     def parse_job(self, job_id: str, raw: dict[Any, Any]) -> Job | None:
         """A job row from HGETALL as a Job; raises DamagedRow naming the field."""
         if not raw:

@@ -23,7 +23,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from . import _redis
-from .errors import InvalidArgument, JobNotFound, LeaseqError
+from .errors import DamagedRow, InvalidArgument, JobNotFound, LeaseqError
 from .handler import load_handler
 from .queue import Queue, connect
 from .sharded import merge_stats, sharded_names
@@ -297,15 +297,18 @@ def ls_(c: _Ctx, queue: str, state: str, offset: int, limit: int) -> None:
     """List jobs in one state, a page at a time."""
     q = c.existing(queue)
     total = getattr(q.stats(), state)
-    jobs = q.ls(state, offset=offset, limit=limit)
+    damaged: list[DamagedRow] = []
+    jobs = q.ls(state, offset=offset, limit=limit, damaged=damaged)
     table = Table(title=f"{queue}: {state} ({total})")
     for col in ("id", "attempts", "priority", "worker", "last_error", "payload"):
         table.add_column(col, overflow="ellipsis", max_width=48)
     for job in jobs:
         table.add_row(*_row(job))
     out.print(table)
-    if offset + len(jobs) < total:
-        shown = offset + len(jobs)
+    for exc in damaged:  # an operator should see these, not lose the page to them
+        out.print(f"damaged row: {exc}")
+    if offset + len(jobs) + len(damaged) < total:
+        shown = offset + len(jobs) + len(damaged)
         out.print(f"showing {offset + 1}-{shown} of {total}; next page: --offset {shown}")
 
 

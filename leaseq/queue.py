@@ -256,8 +256,19 @@ class Queue(QueueBase):
             raw = self.redis.hgetall(self.keys.job(job_id))
         return self._core.parse_job(job_id, raw)
 
-    def ls(self, state: State | str, *, offset: int = 0, limit: int = 100) -> list[Job]:
-        """Jobs in ``state``, in index order (pending: next to run first)."""
+    def ls(
+        self,
+        state: State | str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        damaged: list[DamagedRow] | None = None,
+    ) -> list[Job]:
+        """Jobs in ``state``, in index order (pending: next to run first).
+
+        A row damaged by hand raises DamagedRow, unless ``damaged`` is a list:
+        then it is appended there and the rest of the page is still returned.
+        """
         st = parse_state(state)
         with _redis.translate_errors():
             ids = self.redis.zrange(self.keys.index(st.value), offset, offset + limit - 1)
@@ -265,9 +276,8 @@ class Queue(QueueBase):
             names = [i.decode() if isinstance(i, bytes) else i for i in ids]
             for job_id in names:
                 pipe.hgetall(self.keys.job(job_id))
-            rows = pipe.execute()
-        jobs = [self._core.parse_job(job_id, raw) for job_id, raw in zip(names, rows, strict=True)]
-        return [job for job in jobs if job is not None]
+            rows = pipe.execute(raise_on_error=False)
+        return self._core.parse_page(names, rows, damaged)
 
     def stats(self, soon: float = 10.0) -> Stats:
         """Counts per state and more, in one consistent read."""

@@ -263,3 +263,13 @@ def test_subprocess_demo_on_a_real_server(redis_server: RedisServer) -> None:
     assert done.returncode == 0, done.stderr
     assert "SIGKILLed pid" in done.stdout and "did so at attempt 2" in done.stdout
     assert "6 of 6 succeeded" in done.stdout
+
+
+def test_ls_shows_the_page_and_names_a_damaged_row(cli: Cli) -> None:
+    q = cli.queue()
+    q.enqueue_many([{"n": 1}, {"n": 2}], ids=["good", "hurt"])
+    q.redis.hset(q.keys.job("hurt"), "max_attempts", "many")
+    code, out, err = cli("ls", "mail", "--state", "pending")
+    assert code == 0 and "Traceback" not in out + err
+    assert "good" in out
+    assert "damaged row" in out and "'hurt'" in out and "max_attempts" in out

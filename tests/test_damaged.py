@@ -235,3 +235,16 @@ def test_retry_of_a_dead_row_with_damaged_state_keeps_it_findable(
     assert info.value.field == "state"
     assert q.retry_all_dead() == 0
     assert list(index(q, "dead")) == ["job"]
+
+
+def test_ls_reports_damaged_rows_without_losing_the_page(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue_many(["a", "b", "c", "d"], ids=["a", "b", "c", "d"])
+    r.hset(q.keys.job("b"), "attempts", "abc")
+    r.delete(q.keys.job("c"))
+    r.set(q.keys.job("c"), "not a hash")
+    with pytest.raises(leaseq.DamagedRow):
+        q.ls("pending")
+    damaged: list[leaseq.DamagedRow] = []
+    assert [job.id for job in q.ls("pending", damaged=damaged)] == ["a", "d"]
+    assert sorted(exc.job_id for exc in damaged) == ["b", "c"]
+    assert {exc.field for exc in damaged} == {"attempts", "<key>"}

@@ -217,8 +217,15 @@ class Queue(QueueBase):
             raw = await self.redis.hgetall(self.keys.job(job_id))
         return self._core.parse_job(job_id, raw)
 
-    async def ls(self, state: State | str, *, offset: int = 0, limit: int = 100) -> list[Job]:
-        """Jobs in ``state``, in index order (pending: next to run first)."""
+    async def ls(
+        self,
+        state: State | str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        damaged: list[DamagedRow] | None = None,
+    ) -> list[Job]:
+        """Jobs in ``state``, in index order (see ``leaseq.Queue.ls``)."""
         st = parse_state(state)
         with _redis.translate_errors():
             ids = await self.redis.zrange(self.keys.index(st.value), offset, offset + limit - 1)
@@ -228,9 +235,8 @@ class Queue(QueueBase):
             pipe = self.redis.pipeline(transaction=False)
             for job_id in names:
                 pipe.hgetall(self.keys.job(job_id))
-            rows = await pipe.execute() if names else []
-        jobs = [self._core.parse_job(job_id, raw) for job_id, raw in zip(names, rows, strict=True)]
-        return [job for job in jobs if job is not None]
+            rows = await pipe.execute(raise_on_error=False) if names else []
+        return self._core.parse_page(names, rows, damaged)
 
     async def stats(self, soon: float = 10.0) -> Stats:
         """Counts per state and more, in one consistent read."""
