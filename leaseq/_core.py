@@ -338,7 +338,7 @@ class QueueCore:
 
         return Call(
             SCRIPTS["extend"],
-            (k.job(lease.id), k.active),
+            (k.job(lease.id), k.active, k.meta),
             (lease.id, lease.attempt, lease_ms, self.lease_cap_ms),
             parse,
         )
@@ -512,7 +512,7 @@ class QueueCore:
             now = int(r[0])
             oldest, due = int(r[9]), int(r[10])
             totals = {_s(r[i]): int(r[i + 1]) for i in range(11, len(r) - 1, 2)}
-            for hidden in ("seq",):
+            for hidden in ("seq", "clock"):
                 totals.pop(hidden, None)
             return Stats(
                 queue=self.name,

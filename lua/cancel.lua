@@ -1,11 +1,11 @@
 -- cancel.lua: cancel a job that has not started: it will never run.
 -- transition: pending | scheduled -> cancelled (the row then lives keep_ms)
--- clock: server TIME, for finished_at and retention
+-- clock: server TIME (never behind the queue's meta clock), for finished_at and retention
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
 -- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[3]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
 -- KEYS[4]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids, score = ms epoch the row expires (+inf: kept)
--- KEYS[5]  leaseq:{<queue>}:meta       HASH  counters
+-- KEYS[5]  leaseq:{<queue>}:meta       HASH  counters, clock
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  keep_ms, how long to keep the row (integer ms; 0 = delete now, -1 = until purged)
 -- derives: nothing
@@ -22,7 +22,7 @@ if not state then return { 'GONE' } end
 if state == 'cancelled' then return { 'OK', 0 } end
 if state ~= 'pending' and state ~= 'scheduled' then return { 'STATE', state } end
 
-local now = now_ms()
+local now = now_ms(meta)
 redis.call('ZREM', pending, id)
 redis.call('ZREM', scheduled, id)
 redis.call('HSET', job, 'state', 'cancelled', 'finished_at', now)

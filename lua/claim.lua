@@ -34,7 +34,7 @@ local count = tonumber(ARGV[2])
 local lease_ms = tonumber(ARGV[3])
 local worker = ARGV[4]
 local limit = tonumber(ARGV[5])
-local now = now_ms()
+local now = now_ms(meta)
 
 if limit > 0 then
   promote_due(scheduled, pending, meta, wake, job_prefix, now, limit)

@@ -1,6 +1,6 @@
 -- complete.lua: finish held leases as succeeded, one or many in one call, with their effects.
 -- transition: active -> succeeded (the row then lives keep_ms, or is deleted at once)
--- clock: server TIME, for finished_at and retention
+-- clock: server TIME (never behind the queue's meta clock), for finished_at and retention
 -- KEYS[1]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
 -- KEYS[2]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids, score = ms epoch the row expires (+inf: kept)
 -- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters
@@ -27,7 +27,9 @@
 local active, succeeded, meta = KEYS[1], KEYS[2], KEYS[3]
 local keep_ms = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
-local now = now_ms()
+-- Read the clock only once an item is accepted: a call refused whole
+-- (stale tokens, a replay) must change nothing, the clock floor included.
+local now = nil
 local out = {}
 local done_jobs, done_ids = {}, {}
 -- Where the next effect's key (in KEYS) and its command (in ARGV) are.
@@ -60,6 +62,7 @@ for i = 1, n do
   else
     -- The effects and the completion are one script: a lease that holds
     -- applies both, a lost one (or a replay) applies neither.
+    now = now or now_ms(meta)
     for _, e in ipairs(effects) do apply_effect(e[1], e[2], e[3]) end
     redis.call('HSET', job, 'state', 'succeeded', 'finished_at', now)
     redis.call('HDEL', job, 'lease_until')

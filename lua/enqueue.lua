@@ -1,6 +1,6 @@
 -- enqueue.lua: create jobs, one or many in one call; an existing id is left alone.
 -- transition: (none) -> pending | scheduled
--- clock: server TIME, for enqueued_at and the due time of delayed jobs
+-- clock: server TIME (never behind the queue's meta clock), for enqueued_at and the due time of delayed jobs
 -- KEYS[1]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
 -- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters, seq
@@ -21,7 +21,7 @@ local pending, scheduled, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local job_prefix, max_attempts = ARGV[1], ARGV[2]
 local delay_ms, priority = tonumber(ARGV[3]), tonumber(ARGV[4])
 local n = (#ARGV - 4) / 2
-local now = now_ms()
+local now = now_ms(meta)
 local unpack_ = table.unpack or unpack
 
 -- Dedup first: an id whose row exists, whatever its state (even succeeded

@@ -1,8 +1,9 @@
 -- extend.lua: push a held lease's deadline to now + lease_ms, capped at claimed_at + cap_ms.
 -- transition: active -> active (a heartbeat)
--- clock: server TIME, for the new deadline
+-- clock: server TIME (never behind the queue's meta clock), for the new deadline
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
 -- KEYS[2]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
+-- KEYS[3]  leaseq:{<queue>}:meta       HASH  the queue's clock floor (field clock)
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- ARGV[3]  lease_ms, the new lease length from now (integer ms >= 1)
@@ -15,11 +16,11 @@
 --!include lib/to_count.lua
 --!include lib/lease_check.lua
 
-local job, active = KEYS[1], KEYS[2]
+local job, active, meta = KEYS[1], KEYS[2], KEYS[3]
 local refused = lease_check(job, ARGV[2])
 if refused then return refused end
 
-local now = now_ms()
+local now = now_ms(meta)
 local deadline = now + tonumber(ARGV[3])
 local claimed_at = to_count(redis.call('HGET', job, 'claimed_at'))
 if claimed_at then

@@ -1,6 +1,6 @@
 -- fail.lua: record a handler failure: retry after retry_ms while attempts remain, else dead-letter.
 -- transition: active -> scheduled (retry_ms > 0) | pending (retry_ms = 0) | dead
--- clock: server TIME, for the retry's due time and finished_at
+-- clock: server TIME (never behind the queue's meta clock), for the retry's due time and finished_at
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
 -- KEYS[2]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
 -- KEYS[3]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
@@ -30,7 +30,7 @@ local retry_ms = tonumber(ARGV[4])
 local refused = lease_check(job, token)
 if refused then return refused end
 
-local now = now_ms()
+local now = now_ms(meta)
 redis.call('ZREM', active, id)
 redis.call('HINCRBY', meta, 'failed', 1)
 local row = redis.call('HMGET', job, 'attempts', 'max_attempts', 'priority')

@@ -1,6 +1,6 @@
 -- reap.lua: hand back up to limit expired leases: to pending while attempts remain, else dead.
 -- transition: active -> pending | dead (last_error says the lease expired)
--- clock: server TIME, to tell which leases have expired
+-- clock: server TIME (never behind the queue's meta clock), to tell which leases have expired
 -- KEYS[1]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
 -- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[3]  leaseq:{<queue>}:dead       ZSET  dead ids, score = died ms epoch
@@ -19,7 +19,7 @@
 --!include lib/reap_expired.lua
 
 local active, pending, dead, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local now = now_ms()
+local now = now_ms(meta)
 local requeued, died = reap_expired(active, pending, dead, meta, wake, ARGV[1], now,
   tonumber(ARGV[2]))
 local more = 0

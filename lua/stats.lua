@@ -1,13 +1,13 @@
 -- stats.lua: one consistent snapshot of a queue's counts, read-only.
 -- transition: none (reads only)
--- clock: server TIME, to count live succeeded rows and expired leases
+-- clock: server TIME (never behind the queue's meta clock), to count live succeeded rows and expired leases
 -- KEYS[1]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
 -- KEYS[3]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
 -- KEYS[4]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids, score = ms epoch the row expires
 -- KEYS[5]  leaseq:{<queue>}:dead       ZSET  dead ids, score = died ms epoch
 -- KEYS[6]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids, score = ms epoch the row expires
--- KEYS[7]  leaseq:{<queue>}:meta       HASH  counters
+-- KEYS[7]  leaseq:{<queue>}:meta       HASH  counters, clock
 -- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  soon_ms, the window for "leases expiring soon" (integer ms >= 0)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest pending job's row
@@ -20,7 +20,7 @@
 
 local pending, scheduled, active, succeeded, dead, cancelled, meta =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local now = now_ms()
+local now = now_ms(meta, true)
 local oldest = -1
 -- The lowest score is the highest priority, not the oldest job; across
 -- priorities the oldest is not indexed, so this reads the head's row only.

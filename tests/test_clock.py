@@ -1,0 +1,58 @@
+"""The queue's clock never goes backwards (a failover to a replica whose clock
+is behind): deadlines and schedules are stamped from max(TIME, meta clock).
+
+On fakeredis the server's TIME follows freezegun, so moving the frozen
+clock back stands in for the new primary's slower clock.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from freezegun import freeze_time
+
+import leaseq
+from tests.test_core_util import row
+
+START = dt.datetime(2026, 1, 1, 12, 0, 0)
+
+
+@pytest.fixture
+def fq() -> Any:
+    import fakeredis
+
+    return leaseq.Queue("emails", redis=fakeredis.FakeRedis(server=fakeredis.FakeServer()))
+
+
+def test_a_clock_that_goes_back_never_shortens_a_lease(fq: leaseq.Queue) -> None:
+    with freeze_time(START) as frozen:
+        fq.enqueue("a", id="a")
+        lease = fq.claim(ttl=30.0)
+        assert lease is not None
+        frozen.move_to(START - dt.timedelta(minutes=10))  # the new primary is behind
+        longer = fq.extend(lease, ttl=30.0)
+        assert longer.deadline >= lease.deadline
+        # The lease is not reaped early, although TIME is 10 min before it began.
+        assert fq.reap() == (0, 0)
+        fq.enqueue("b", id="b")
+        assert int(row(fq, "b")["enqueued_at"]) >= round(lease.deadline * 1000) - 30_000
+
+
+def test_a_retry_is_never_due_before_the_time_already_seen(fq: leaseq.Queue) -> None:
+    with freeze_time(START) as frozen:
+        fq.enqueue("a", id="a")
+        lease = fq.claim(ttl=30.0)
+        assert lease is not None
+        seen = int(fq.redis.hget(fq.keys.meta, "clock"))
+        frozen.move_to(START - dt.timedelta(hours=1))
+        assert fq.fail(lease, "boom", retry_in=5.0) is leaseq.State.SCHEDULED
+        assert int(row(fq, "a")["run_at"]) == seen + 5000
+
+
+def test_stats_reads_the_clock_without_writing(fq: leaseq.Queue) -> None:
+    assert fq.stats().pending == 0
+    assert fq.redis.exists(fq.keys.meta) == 0  # no queue made by looking at it
+    fq.enqueue("a")
+    assert "clock" not in fq.stats().totals
