@@ -2,7 +2,7 @@
 
 ``QueueCore`` holds a queue's validated settings and turns each operation
 into a ``Call``: the script, its KEYS and ARGV, and a function that parses
-the reply (mapping refusals to exceptions). ``leaseq.Queue`` runs calls on
+the reply (refusals become exceptions in ``_replies``). ``leaseq.Queue`` runs calls on
 ``redis.Redis`` and ``leaseq.aio.Queue`` awaits them on ``redis.asyncio``;
 the logic exists once, here.
 """
@@ -10,7 +10,6 @@ the logic exists once, here.
 from __future__ import annotations
 
 import os
-import re
 import socket
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -20,17 +19,13 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from . import _validate as v
+from ._replies import admin_error, as_ints, as_text, parse_job, parse_page, refusal
 from .effects import encode_effects
 from .errors import (
-    AlreadyFinished,
     DamagedRow,
     InvalidArgument,
-    JobNotFound,
-    JobStateError,
-    LeaseCapReached,
     LeaseLost,
     NotReplicated,
-    ScriptError,
 )
 from .keys import QueueKeys, check_job_id, new_job_ids
 from .payloads import Codec
@@ -73,80 +68,9 @@ class Claimed:
     wait: float | None
 
 
-def _ints(reply: list[Any]) -> list[int]:
-    return [int(x) for x in reply]
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def default_worker_id() -> str:
     """host:pid:random — unique per process, readable in ``worker``."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
-
-def refusal(op: str, job_id: str, token: int, reply: Sequence[Any]) -> LeaseLost:
-    """The exception for a {'LOST', state, attempts} reply — the only place
-    lease refusals become exceptions."""
-    code = _s(reply[0])
-    if code == "CAPPED":
-        return LeaseCapReached(job_id, token, int(reply[1]) / 1000.0)
-    if code != "LOST":
-        raise ScriptError(f"{op}: unexpected reply {reply!r}")
-    state, attempts = _s(reply[1]) or None, _s(reply[2]) or None
-    mine = attempts == str(token)
-    if mine and (
-        (op == "complete" and state == "succeeded")
-        or (op in ("fail", "release") and state in ("pending", "scheduled", "dead"))
-    ):
-        return AlreadyFinished(
-            job_id,
-            token,
-            state,
-            attempts,
-            f"job {job_id!r} already left attempt {token}: it is {state}",
-        )
-    return LeaseLost(job_id, token, state, attempts)
-
-
-def _admin_error(op: str, job_id: str, reply: Sequence[Any]) -> Exception:
-    """The exception for an operator call's refusal (cancel, retry)."""
-    code = _s(reply[0])
-    if code == "GONE":
-        return JobNotFound(job_id)
-    if code == "STATE":
-        wanted = (
-            "only pending or scheduled jobs can be cancelled"
-            if op == "cancel"
-            else ("only dead jobs can be retried")
-        )
-        return JobStateError(job_id, _s(reply[1]), wanted)
-    if code == "DAMAGED":
-        return DamagedRow(job_id, _s(reply[1]), _s(reply[2]))
-    return ScriptError(f"{op}: unexpected reply {reply!r}")
-
-
-class _Row(msgspec.Struct, kw_only=True):
-    state: State
-    attempts: int
-    max_attempts: int
-    payload: str
-    priority: int = 0
-    enqueued_at: int | None = None
-    run_at: int | None = None
-    claimed_at: int | None = None
-    lease_until: int | None = None
-    finished_at: int | None = None
-    worker: str | None = None
-    last_error: str | None = None
-
-
-_FIELD_IN_ERROR = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
-
-
-def _sec(ms: int | None) -> float | None:
-    return None if ms is None else ms / 1000.0
 
 
 class QueueCore:
@@ -251,7 +175,7 @@ class QueueCore:
             args: list[str | bytes | int] = list(head)
             for i in range(start, min(start + ENQUEUE_CHUNK, len(payloads))):
                 args += (job_ids[i], encode(payloads[i]))
-            calls.append(Call(SCRIPTS["enqueue"], self._enqueue_keys, args, _ints))
+            calls.append(Call(SCRIPTS["enqueue"], self._enqueue_keys, args, as_ints))
         return job_ids, calls
 
     # -- claim -----------------------------------------------------------
@@ -279,7 +203,7 @@ class QueueCore:
             except (msgspec.ValidationError, msgspec.DecodeError) as exc:
                 payload, error = raw, f"payload does not decode: {exc}"
             lease = Lease(
-                id=_s(reply[i]),
+                id=as_text(reply[i]),
                 queue=queue,
                 attempt=int(reply[i + 1]),
                 max_attempts=int(reply[i + 2]),
@@ -332,7 +256,7 @@ class QueueCore:
         k = self.keys
 
         def parse(reply: list[Any]) -> Lease:
-            if _s(reply[0]) != "OK":
+            if as_text(reply[0]) != "OK":
                 raise refusal("extend", lease.id, lease.attempt, reply)
             return msgspec.structs.replace(lease, deadline=int(reply[1]) / 1000.0)
 
@@ -375,15 +299,15 @@ class QueueCore:
 
         def parse(reply: list[Any]) -> list[LeaseLost]:
             for lease, item in zip(leases, reply, strict=True):
-                if _s(item[0]) == "EFFECT":
+                if as_text(item[0]) == "EFFECT":
                     raise InvalidArgument(
                         f"effect {int(item[1])} of job {lease.id!r} cannot apply: "
-                        f"{_s(item[2])}; nothing was written and the lease still holds"
+                        f"{as_text(item[2])}; nothing was written and the lease still holds"
                     )
             return [
                 refusal("complete", lease.id, lease.attempt, item)
                 for lease, item in zip(leases, reply, strict=True)
-                if _s(item[0]) != "OK"
+                if as_text(item[0]) != "OK"
             ]
 
         return Call(SCRIPTS["complete"], keys, args, parse)
@@ -400,9 +324,9 @@ class QueueCore:
         retry_ms = self.retry_delay_ms(lease, retry_in)
 
         def parse(reply: list[Any]) -> State:
-            if _s(reply[0]) != "OK":
+            if as_text(reply[0]) != "OK":
                 raise refusal("fail", lease.id, lease.attempt, reply)
-            return State(_s(reply[1]))
+            return State(as_text(reply[1]))
 
         args = (
             lease.id,
@@ -422,9 +346,9 @@ class QueueCore:
         k = self.keys
 
         def parse(reply: list[Any]) -> None:
-            if _s(reply[0]) == "DAMAGED":
-                raise DamagedRow(lease.id, _s(reply[1]), _s(reply[2]))
-            if _s(reply[0]) != "OK":
+            if as_text(reply[0]) == "DAMAGED":
+                raise DamagedRow(lease.id, as_text(reply[1]), as_text(reply[2]))
+            if as_text(reply[0]) != "OK":
                 raise refusal("release", lease.id, lease.attempt, reply)
 
         return Call(
@@ -438,7 +362,7 @@ class QueueCore:
         marker = check_job_id(name, "marker name")
 
         def parse(reply: list[Any]) -> bool:
-            if _s(reply[0]) != "OK":
+            if as_text(reply[0]) != "OK":
                 raise refusal("once", lease.id, lease.attempt, reply)
             return int(reply[1]) == 1
 
@@ -459,8 +383,8 @@ class QueueCore:
         k = self.keys
 
         def parse(reply: list[Any]) -> bool:
-            if _s(reply[0]) != "OK":
-                raise _admin_error("cancel", job_id, reply)
+            if as_text(reply[0]) != "OK":
+                raise admin_error("cancel", job_id, reply)
             return int(reply[1]) == 1
 
         return Call(
@@ -480,8 +404,8 @@ class QueueCore:
         k = self.keys
 
         def parse(reply: list[Any]) -> int:
-            if _s(reply[0]) != "OK":
-                raise _admin_error("retry", job_id, reply)
+            if as_text(reply[0]) != "OK":
+                raise admin_error("retry", job_id, reply)
             return int(reply[1])
 
         return Call(
@@ -511,7 +435,7 @@ class QueueCore:
         def parse(r: list[Any]) -> Stats:
             now = int(r[0])
             oldest, due = int(r[9]), int(r[10])
-            totals = {_s(r[i]): int(r[i + 1]) for i in range(11, len(r) - 1, 2)}
+            totals = {as_text(r[i]): int(r[i + 1]) for i in range(11, len(r) - 1, 2)}
             for hidden in ("seq", "clock"):
                 totals.pop(hidden, None)
             return Stats(
@@ -537,71 +461,12 @@ class QueueCore:
     def parse_page(
         self, names: Sequence[str], rows: Sequence[Any], damaged: list[DamagedRow] | None
     ) -> list[Job]:
-        """The Jobs of one ``ls`` page. A row that will not read raises DamagedRow,
-        or, when ``damaged`` is a list, goes there and the page goes on."""
-        jobs: list[Job] = []
-        for job_id, raw in zip(names, rows, strict=True):
-            try:
-                if isinstance(raw, Exception):  # the key is not a hash (WRONGTYPE)
-                    raise DamagedRow(job_id, "<key>", None, str(raw))
-                job = self.parse_job(job_id, raw)
-            except DamagedRow as exc:
-                if damaged is None:
-                    raise
-                damaged.append(exc)
-                continue
-            if job is not None:
-                jobs.append(job)
-        return jobs
+        """The Jobs of one ``ls`` page (see ``_replies.parse_page``)."""
+        return parse_page(self.codec, self.name, names, rows, damaged)
 
     def parse_job(self, job_id: str, raw: dict[Any, Any]) -> Job | None:
         """A job row from HGETALL as a Job; raises DamagedRow naming the field."""
-        if not raw:
-            return None
-        row: dict[str, Any] = {}
-        once: dict[str, int] = {}
-        payload: Any = None
-        result: Any = None
-        for key, value in raw.items():
-            field = _s(key)
-            if field == "payload":
-                payload = value
-                row[field] = ""
-            elif field == "result":
-                result = value
-            elif field.startswith("once:"):
-                once[field[5:]] = int(_s(value)) if _s(value).isdigit() else 0
-            else:
-                row[field] = _s(value)
-        try:
-            r = msgspec.convert(row, _Row, strict=False)
-        except msgspec.ValidationError as exc:
-            found = _FIELD_IN_ERROR.search(str(exc))
-            field = next((g for g in found.groups() if g), "?") if found else "?"
-            raise DamagedRow(job_id, field, row.get(field), str(exc)) from None
-        try:
-            payload = self.codec.decode_payload(payload)
-            result = None if result is None else self.codec.decode_any(result)
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            raise DamagedRow(job_id, "payload", payload, str(exc)) from None
-        return Job(
-            id=job_id,
-            queue=self.name,
-            state=r.state,
-            attempts=r.attempts,
-            max_attempts=r.max_attempts,
-            payload=payload,
-            priority=r.priority,
-            enqueued_at=_sec(r.enqueued_at),
-            run_at=_sec(r.run_at),
-            claimed_at=_sec(r.claimed_at),
-            lease_until=_sec(r.lease_until),
-            finished_at=_sec(r.finished_at),
-            worker=r.worker,
-            last_error=r.last_error,
-            result=result,
-            once=once,
-        )
+        return parse_job(self.codec, self.name, job_id, raw)
 
 
 def parse_state(state: State | str) -> State:

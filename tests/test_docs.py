@@ -21,7 +21,7 @@ import pytest
 
 import leaseq
 import leaseq._memory
-from leaseq._core import _Row
+from leaseq._replies import _Row
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ("README.md", "docs/design.md")

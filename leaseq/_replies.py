@@ -1,0 +1,175 @@
+"""Reading what the scripts answer: refusals into exceptions, rows into Jobs.
+
+This is the one place where a script's error codes ({'LOST', ...},
+{'CAPPED', ...}, {'GONE'}, {'STATE', ...}, {'DAMAGED', ...}) become leaseq
+exceptions, and where a job hash read with HGETALL becomes a typed Job (or a
+DamagedRow naming the field that would not convert).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from .errors import (
+    AlreadyFinished,
+    DamagedRow,
+    JobNotFound,
+    JobStateError,
+    LeaseCapReached,
+    LeaseLost,
+    ScriptError,
+)
+from .payloads import Codec
+from .types import Job, State
+
+__all__ = ["admin_error", "as_ints", "as_text", "parse_job", "parse_page", "refusal"]
+
+
+def as_ints(reply: list[Any]) -> list[int]:
+    return [int(x) for x in reply]
+
+
+def as_text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def refusal(op: str, job_id: str, token: int, reply: Sequence[Any]) -> LeaseLost:
+    """The exception for a {'LOST', state, attempts} reply — the only place
+    lease refusals become exceptions."""
+    code = as_text(reply[0])
+    if code == "CAPPED":
+        return LeaseCapReached(job_id, token, int(reply[1]) / 1000.0)
+    if code != "LOST":
+        raise ScriptError(f"{op}: unexpected reply {reply!r}")
+    state, attempts = as_text(reply[1]) or None, as_text(reply[2]) or None
+    mine = attempts == str(token)
+    if mine and (
+        (op == "complete" and state == "succeeded")
+        or (op in ("fail", "release") and state in ("pending", "scheduled", "dead"))
+    ):
+        return AlreadyFinished(
+            job_id,
+            token,
+            state,
+            attempts,
+            f"job {job_id!r} already left attempt {token}: it is {state}",
+        )
+    return LeaseLost(job_id, token, state, attempts)
+
+
+def admin_error(op: str, job_id: str, reply: Sequence[Any]) -> Exception:
+    """The exception for an operator call's refusal (cancel, retry)."""
+    code = as_text(reply[0])
+    if code == "GONE":
+        return JobNotFound(job_id)
+    if code == "STATE":
+        wanted = (
+            "only pending or scheduled jobs can be cancelled"
+            if op == "cancel"
+            else ("only dead jobs can be retried")
+        )
+        return JobStateError(job_id, as_text(reply[1]), wanted)
+    if code == "DAMAGED":
+        return DamagedRow(job_id, as_text(reply[1]), as_text(reply[2]))
+    return ScriptError(f"{op}: unexpected reply {reply!r}")
+
+
+class _Row(msgspec.Struct, kw_only=True):
+    state: State
+    attempts: int
+    max_attempts: int
+    payload: str
+    priority: int = 0
+    enqueued_at: int | None = None
+    run_at: int | None = None
+    claimed_at: int | None = None
+    lease_until: int | None = None
+    finished_at: int | None = None
+    worker: str | None = None
+    last_error: str | None = None
+
+
+_FIELD_IN_ERROR = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
+
+
+def _sec(ms: int | None) -> float | None:
+    return None if ms is None else ms / 1000.0
+
+
+def parse_page(
+    codec: Codec,
+    queue: str,
+    names: Sequence[str],
+    rows: Sequence[Any],
+    damaged: list[DamagedRow] | None,
+) -> list[Job]:
+    """The Jobs of one ``ls`` page. A row that will not read raises DamagedRow,
+    or, when ``damaged`` is a list, goes there and the page goes on."""
+    jobs: list[Job] = []
+    for job_id, raw in zip(names, rows, strict=True):
+        try:
+            if isinstance(raw, Exception):  # the key is not a hash (WRONGTYPE)
+                raise DamagedRow(job_id, "<key>", None, str(raw))
+            job = parse_job(codec, queue, job_id, raw)
+        except DamagedRow as exc:
+            if damaged is None:
+                raise
+            damaged.append(exc)
+            continue
+        if job is not None:
+            jobs.append(job)
+    return jobs
+
+
+def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job | None:
+    """A job row from HGETALL as a Job; raises DamagedRow naming the field."""
+    if not raw:
+        return None
+    row: dict[str, Any] = {}
+    once: dict[str, int] = {}
+    payload: Any = None
+    result: Any = None
+    for key, value in raw.items():
+        field = as_text(key)
+        if field == "payload":
+            payload = value
+            row[field] = ""
+        elif field == "result":
+            result = value
+        elif field.startswith("once:"):
+            once[field[5:]] = int(as_text(value)) if as_text(value).isdigit() else 0
+        else:
+            row[field] = as_text(value)
+    try:
+        r = msgspec.convert(row, _Row, strict=False)
+    except msgspec.ValidationError as exc:
+        found = _FIELD_IN_ERROR.search(str(exc))
+        field = next((g for g in found.groups() if g), "?") if found else "?"
+        raise DamagedRow(job_id, field, row.get(field), str(exc)) from None
+    try:
+        payload = codec.decode_payload(payload)
+        result = None if result is None else codec.decode_any(result)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise DamagedRow(job_id, "payload", payload, str(exc)) from None
+    return Job(
+        id=job_id,
+        queue=queue,
+        state=r.state,
+        attempts=r.attempts,
+        max_attempts=r.max_attempts,
+        payload=payload,
+        priority=r.priority,
+        enqueued_at=_sec(r.enqueued_at),
+        run_at=_sec(r.run_at),
+        claimed_at=_sec(r.claimed_at),
+        lease_until=_sec(r.lease_until),
+        finished_at=_sec(r.finished_at),
+        worker=r.worker,
+        last_error=r.last_error,
+        result=result,
+        once=once,
+    )
