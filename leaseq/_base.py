@@ -16,6 +16,13 @@ from .types import DEFAULT_BACKOFF, Backoff
 __all__ = ["QueueBase"]
 
 
+def _decodes_responses(client: Any) -> bool:
+    try:
+        return bool(client.get_encoder().decode_responses)
+    except AttributeError:  # a client without redis-py's encoder: cannot tell
+        return False
+
+
 class QueueBase:
     """Settings, keys and worker id of one named queue on one client.
 
@@ -62,6 +69,12 @@ class QueueBase:
         )
         if redis is None:
             raise InvalidArgument(f"{self._kind} needs a redis client (or use from_url)")
+        if serializer == "msgpack" and _decodes_responses(redis):
+            # msgpack payloads are binary: a client that decodes every reply as
+            # UTF-8 would fail on them at the first claim, far from the cause.
+            raise InvalidArgument(
+                "serializer='msgpack' needs a client made with decode_responses=False"
+            )
         self.redis = redis
         self._checked = False
 

@@ -231,3 +231,17 @@ def test_errors_are_one_hierarchy() -> None:
     ):
         assert issubclass(exc, leaseq.LeaseqError)
     assert issubclass(leaseq.ServerUnavailable, ConnectionError)
+
+
+def test_msgpack_needs_a_client_that_returns_bytes() -> None:
+    import fakeredis
+
+    with pytest.raises(leaseq.InvalidArgument, match="decode_responses"):
+        leaseq.Queue("m", redis=fakeredis.FakeRedis(decode_responses=True), serializer="msgpack")
+    text = leaseq.Queue("j", redis=fakeredis.FakeRedis(decode_responses=True))
+    job_id = text.enqueue({"a": 1})
+    lease = text.claim()
+    assert lease is not None and lease.payload == {"a": 1}
+    text.complete(lease, result=[1])
+    job = text.get(job_id)
+    assert job is not None and job.result == [1]
