@@ -159,6 +159,11 @@ class Queue(QueueBase):
         claimed = self._run(self._core.claim(count, ttl, worker))
         return self._settle(claimed), claimed.wait
 
+    def nudge(self) -> None:
+        """Push one wake-up token, ending one blocked claimer's wait now."""
+        with _redis.translate_errors():
+            self.redis.rpush(self.keys.wake, "1")
+
     def wait_for_wake(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds on the wake list; True if a token was taken.
 

@@ -184,6 +184,11 @@ class ShardedQueue:
                 break
         return leases, hint
 
+    def nudge(self) -> None:
+        """End a blocked claimer's wait now (its WAKE_SLICE wait is on any one shard)."""
+        for shard in self.shards:
+            shard.nudge()
+
     def wait_for_wake(self, timeout: float) -> bool:
         """Wait up to ``min(timeout, WAKE_SLICE)`` on the next shard's wake list."""
         return self._rotation()[0].wait_for_wake(min(timeout, WAKE_SLICE))

@@ -18,6 +18,7 @@ never completed or failed by this worker: its outcome is discarded.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import queue as queue_mod
@@ -184,6 +185,7 @@ class Worker:
         finally:
             for _ in threads:
                 self._work.put(None)
+            self._join_claimer(claimer)
             self._restore_signals(old)
             self._log(
                 logging.INFO,
@@ -192,6 +194,24 @@ class Worker:
                 self.worker_id,
                 ", ".join(f"{k}={v}" for k, v in self.counts.items()),
             )
+
+    def _join_claimer(self, claimer: threading.Thread) -> None:
+        """Let the claimer finish before run() returns, so no thread of this run
+        still talks to Redis afterwards (the caller may close its client).
+
+        An idle claimer sits in a BLPOP of up to MAX_IDLE_WAIT seconds: a token
+        pushed to the wake list ends that wait at once (if another worker's
+        BLPOP takes it instead, that worker just finds nothing to claim).
+        """
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._wake.set()
+        if not claimer.is_alive():
+            return
+        with contextlib.suppress(LeaseqError):  # Redis down: the claimer's call fails
+            self.queue.nudge()
+        claimer.join(MAX_IDLE_WAIT + 1.0)
 
     # -- signals -----------------------------------------------------------
 

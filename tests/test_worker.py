@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -198,7 +199,8 @@ def test_every_log_line_names_queue_job_and_attempt(
     assert any(
         f"job={job_id} attempt=1 error -> dead: ValueError: boom on {job_id}" in x for x in lines
     )
-    assert all(x.startswith("queue=emails job=") and " attempt=" in x for x in lines)
+    assert all(x.startswith("queue=") and " job=" in x and " attempt=" in x for x in lines)
+    assert any(x.startswith("queue=emails job=-") and "stopped" in x for x in lines)
 
 
 def test_many_jobs_many_threads_each_done_once(q: leaseq.Queue) -> None:
@@ -228,3 +230,20 @@ def test_bad_settings_are_rejected(q: leaseq.Queue, kw: dict[str, Any]) -> None:
 def test_handler_must_be_callable(q: leaseq.Queue) -> None:
     with pytest.raises(leaseq.InvalidArgument):
         leaseq.Worker(q, "tests.handlers:noop")  # type: ignore[arg-type]
+
+
+def test_run_returns_only_after_its_claimer_stopped(q: leaseq.Queue) -> None:
+    # An idle claimer blocks on the wake list; once run() returns, no thread of
+    # that run may still use the client (the caller is free to close it).
+    def claimers() -> int:
+        return sum(th.name == "leaseq-claimer" and th.is_alive() for th in threading.enumerate())
+
+    others = claimers()
+    w = _worker(q, handlers.noop)
+    t = _in_thread(w)
+    wait_until(lambda: claimers() == others + 1, what="the claimer to start")
+    before = time.monotonic()
+    w.stop()
+    t.join(10)
+    assert not t.is_alive() and time.monotonic() - before < 4.0
+    assert claimers() == others
