@@ -251,21 +251,26 @@ class QueueCore:
             )
         return ms
 
-    def extend(self, lease: Lease, ttl: float) -> Call[Lease]:
+    def extend(self, leases: Sequence[Lease], ttl: float) -> Call[list[Lease | LeaseLost]]:
+        """Heartbeat ``leases`` (one call): per lease, the lease with its new
+        deadline, or the LeaseLost (LeaseCapReached past the cap) it met."""
         lease_ms = self.lease_ms(ttl)
         k = self.keys
+        keys = [k.active, k.meta]
+        args: list[str | bytes | int] = [lease_ms, self.lease_cap_ms]
+        for lease in leases:
+            keys.append(k.job(lease.id))
+            args += (lease.id, lease.attempt)
 
-        def parse(reply: list[Any]) -> Lease:
-            if as_text(reply[0]) != "OK":
-                raise refusal("extend", lease.id, lease.attempt, reply)
-            return msgspec.structs.replace(lease, deadline=int(reply[1]) / 1000.0)
+        def parse(reply: list[Any]) -> list[Lease | LeaseLost]:
+            return [
+                msgspec.structs.replace(lease, deadline=int(item[1]) / 1000.0)
+                if as_text(item[0]) == "OK"
+                else refusal("extend", lease.id, lease.attempt, item)
+                for lease, item in zip(leases, reply, strict=True)
+            ]
 
-        return Call(
-            SCRIPTS["extend"],
-            (k.job(lease.id), k.active, k.meta),
-            (lease.id, lease.attempt, lease_ms, self.lease_cap_ms),
-            parse,
-        )
+        return Call(SCRIPTS["extend"], keys, args, parse)
 
     def complete(
         self,

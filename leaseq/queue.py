@@ -189,7 +189,19 @@ class Queue(QueueBase):
     def extend(self, lease: Lease, ttl: float = 30.0) -> Lease:
         """Push the deadline to now + ``ttl`` (server clock), within ``lease_cap``
         of the claim; return the lease with its new deadline. Raises LeaseLost."""
-        return self._run(self._core.extend(lease, ttl))
+        (result,) = self._run(self._core.extend([lease], ttl))
+        if isinstance(result, LeaseLost):
+            raise result
+        return result
+
+    def extend_many(self, leases: Sequence[Lease], ttl: float = 30.0) -> list[Lease | LeaseLost]:
+        """Heartbeat many leases in few calls (chunks of 500). Per lease, in order:
+        the lease with its new deadline, or the LeaseLost it met (nothing written
+        for that one). A worker's heartbeat for all it holds."""
+        out: list[Lease | LeaseLost] = []
+        for start in range(0, len(leases), COMPLETE_CHUNK):
+            out += self._run(self._core.extend(leases[start : start + COMPLETE_CHUNK], ttl))
+        return out
 
     def complete(
         self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None

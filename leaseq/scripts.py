@@ -69,7 +69,7 @@ def load_source(name: str, root: Traversable | None = None) -> str:
 _SHAPES: dict[str, tuple[int, bool]] = {
     "enqueue": (4, False),
     "claim": (6, False),
-    "extend": (3, False),
+    "extend": (2, True),
     "complete": (3, True),
     "fail": (7, False),
     "release": (5, False),

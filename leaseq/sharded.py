@@ -197,6 +197,18 @@ class ShardedQueue:
         """As ``Queue.extend``, on the lease's shard. Raises LeaseLost."""
         return self._for(lease).extend(lease, ttl)
 
+    def extend_many(self, leases: Sequence[Lease], ttl: float = 30.0) -> list[Lease | LeaseLost]:
+        """As ``Queue.extend_many``: one batch per shard, results in the given order."""
+        out: list[Lease | LeaseLost | None] = [None] * len(leases)
+        groups: dict[int, list[int]] = {}
+        for i, lease in enumerate(leases):
+            groups.setdefault(shard_of(lease.id, len(self.shards)), []).append(i)
+        for index, positions in groups.items():
+            results = self.shards[index].extend_many([leases[i] for i in positions], ttl)
+            for i, result in zip(positions, results, strict=True):
+                out[i] = result
+        return [r for r in out if r is not None]
+
     def complete(
         self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None
     ) -> None:

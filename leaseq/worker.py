@@ -455,16 +455,17 @@ class Worker:
     def _heartbeat(self, now: float) -> None:
         with self._cond:
             tasks = [t for t in self._tasks.values() if not t.ctx.lost.is_set()]
+        due = [t for t in tasks if t.next_beat <= now]
         try:
-            for task in tasks:
-                if task.next_beat > now:
-                    continue
-                try:
-                    task.lease = task.ctx.lease = self.queue.extend(task.lease, self.ttl)
-                    task.next_beat = now + self.beat_every
-                except LeaseLost as exc:
+            # One fenced call for every lease due: a worker may hold hundreds.
+            results = self.queue.extend_many([t.lease for t in due], self.ttl) if due else []
+            for task, result in zip(due, results, strict=True):
+                if isinstance(result, LeaseLost):
                     task.ctx.lost.set()
-                    self._log(logging.WARNING, task, "heartbeat found the lease lost: %s", exc)
+                    self._log(logging.WARNING, task, "heartbeat found the lease lost: %s", result)
+                else:
+                    task.lease = task.ctx.lease = result
+                    task.next_beat = now + self.beat_every
         finally:
             with self._cond:
                 # Leases admitted meanwhile carry their own (later) first beat.

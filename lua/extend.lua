@@ -1,36 +1,54 @@
--- extend.lua: push a held lease's deadline to now + lease_ms, capped at claimed_at + cap_ms.
--- transition: active -> active (a heartbeat)
--- clock: server TIME (never behind the queue's meta clock), for the new deadline
--- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
--- KEYS[2]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
--- KEYS[3]  leaseq:{<queue>}:meta       HASH  the queue's clock floor (field clock)
--- ARGV[1]  id, the job id (string)
--- ARGV[2]  token, the lease's attempts value (decimal string)
--- ARGV[3]  lease_ms, the new lease length from now (integer ms >= 1)
--- ARGV[4]  cap_ms, the most total lease time one claim may hold, from claimed_at (integer ms >= 1)
+-- extend.lua: push held leases' deadlines to now + lease_ms, each capped at its claimed_at + cap_ms.
+-- transition: active -> active (a heartbeat; one lease or a worker's many in one call)
+-- clock: server TIME (never behind the queue's meta clock), for the new deadlines
+-- KEYS[1]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
+-- KEYS[2]  leaseq:{<queue>}:meta       HASH  the queue's clock floor (field clock)
+-- KEYS[3..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order
+-- ARGV[1]  lease_ms, the new lease length from now (integer ms >= 1)
+-- ARGV[2]  cap_ms, the most total lease time one claim may hold, from claimed_at (integer ms >= 1)
+-- ARGV[3..] two values per item: id (string), token (the lease's attempts, decimal string)
 -- derives: nothing
--- returns: {'OK', lease_until ms epoch}
--- errors: {'LOST', state, attempts} when the lease is not held under token;
---         {'CAPPED', deadline ms epoch} when the cap leaves no time at all (nothing written)
+-- returns: one reply per item: {'OK', lease_until ms epoch}, {'LOST', state, attempts}
+--          when the lease is not held under token, or {'CAPPED', deadline ms epoch}
+--          when the cap leaves no time at all (nothing written for that item)
+-- errors: none beyond the per-item replies
 --!include lib/now_ms.lua
 --!include lib/to_count.lua
 --!include lib/lease_check.lua
 
-local job, active, meta = KEYS[1], KEYS[2], KEYS[3]
-local refused = lease_check(job, ARGV[2])
-if refused then return refused end
+local active, meta = KEYS[1], KEYS[2]
+local lease_ms, cap_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
+-- The clock is read at the first lease that holds: a call refused whole
+-- changes nothing, the clock floor included.
+local now = nil
+local out, members = {}, {}
 
-local now = now_ms(meta)
-local deadline = now + tonumber(ARGV[3])
-local claimed_at = to_count(redis.call('HGET', job, 'claimed_at'))
-if claimed_at then
-  -- A handler that heartbeats forever still loses the job at the cap.
-  deadline = math.min(deadline, claimed_at + tonumber(ARGV[4]))
-  if deadline <= now then
-    -- Past the cap: the lease is over and a reaper will take the job.
-    return { 'CAPPED', deadline }
+for i = 3, #KEYS do
+  local job = KEYS[i]
+  local id, token = ARGV[2 * i - 3], ARGV[2 * i - 2]
+  local refused = lease_check(job, token)
+  if refused then
+    out[#out + 1] = refused
+  else
+    now = now or now_ms(meta)
+    local deadline = now + lease_ms
+    local claimed_at = to_count(redis.call('HGET', job, 'claimed_at'))
+    if claimed_at then
+      -- A handler that heartbeats forever still loses the job at the cap.
+      deadline = math.min(deadline, claimed_at + cap_ms)
+    end
+    if deadline <= now then
+      -- Past the cap: the lease is over and a reaper will take the job.
+      out[#out + 1] = { 'CAPPED', deadline }
+    else
+      redis.call('HSET', job, 'lease_until', deadline)
+      members[#members + 1] = deadline
+      members[#members + 1] = id
+      out[#out + 1] = { 'OK', deadline }
+    end
   end
 end
-redis.call('HSET', job, 'lease_until', deadline)
-redis.call('ZADD', active, deadline, ARGV[1])
-return { 'OK', deadline }
+if #members > 0 then
+  redis.call('ZADD', active, (table.unpack or unpack)(members))
+end
+return out

@@ -25,6 +25,9 @@ STALE_OPS: dict[str, Callable[[leaseq.Queue, leaseq.Lease], object]] = {
     "release": lambda q, lease: q.release(lease),
     "once": lambda q, lease: q.once(lease, "charge"),
     "complete_many": lambda q, lease: _raise_first(q.complete_many([lease])),
+    "extend_many": lambda q, lease: _raise_first(
+        [r for r in q.extend_many([lease]) if isinstance(r, leaseq.LeaseLost)]
+    ),
 }
 
 
@@ -266,3 +269,23 @@ def test_claims_racing_reapers_never_double_hand_out(
             t.join(30)
     assert sorted(lease.id for lease in got) == sorted(keep)
     assert {lease.attempt for lease in got} == {2}
+
+
+def test_extend_many_answers_each_lease_and_writes_only_the_held_ones(
+    q: leaseq.Queue, r: Any, clock: Clock
+) -> None:
+    q.enqueue_many(["a", "b", "c"], ids=["a", "b", "c"])
+    a, b, c = (claim_one(q, ttl=clock.lease(30.0, 5.0)) for _ in range(3))
+    r.hset(q.keys.job("b"), "attempts", 7)  # b is now held under another token
+    before_b = row(q, "b")
+    clock.advance(clock.lease(1.0, 0.05))
+    got = q.extend_many([a, b, c], ttl=60.0)
+    assert isinstance(got[0], leaseq.Lease) and got[0].deadline > a.deadline
+    assert isinstance(got[1], leaseq.LeaseLost) and got[1].job_id == "b"
+    assert isinstance(got[2], leaseq.Lease) and got[2].id == "c"
+    assert row(q, "b") == before_b
+    assert index(q, "active")["a"] == round(got[0].deadline * 1000)
+    assert int(row(q, "c")["lease_until"]) == round(got[2].deadline * 1000)
+    # A replay (the reply was lost) extends again from the new now: harmless.
+    again = q.extend_many([a, c], ttl=60.0)
+    assert all(isinstance(x, leaseq.Lease) for x in again)

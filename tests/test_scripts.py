@@ -159,7 +159,7 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
     return {
         "enqueue": core.enqueue_calls(["x"], ["ID"], None, None, 0)[1][0],
         "claim": core.claim(1, 30.0, None),
-        "extend": core.extend(lease, 30.0),
+        "extend": core.extend([lease], 30.0),
         "complete": core.complete([lease], None),
         "fail": core.fail(lease, "x", None, False),
         "release": core.release(lease),
@@ -299,7 +299,8 @@ def test_replay_claim_leases_another_job(q: leaseq.Queue) -> None:
 def test_replay_extend(q: leaseq.Queue) -> None:
     q.enqueue("x", id="job")
     lease = claim_one(q, ttl=5.0)
-    first, second = twice(q, q._core.extend(lease, 60.0))
+    (first,), (second,) = twice(q, q._core.extend([lease], 60.0))
+    assert isinstance(first, leaseq.Lease) and isinstance(second, leaseq.Lease)
     assert second.deadline >= first.deadline > lease.deadline
     assert row(q, "job")["lease_until"] == str(round(second.deadline * 1000))
 

@@ -157,7 +157,20 @@ class Queue(QueueBase):
     async def extend(self, lease: Lease, ttl: float = 30.0) -> Lease:
         """Push the deadline to now + ``ttl`` (server clock); the lease with its new
         deadline. Raises LeaseLost."""
-        return await self._run(self._core.extend(lease, ttl))
+        (result,) = await self._run(self._core.extend([lease], ttl))
+        if isinstance(result, LeaseLost):
+            raise result
+        return result
+
+    async def extend_many(
+        self, leases: Sequence[Lease], ttl: float = 30.0
+    ) -> list[Lease | LeaseLost]:
+        """Heartbeat many leases in few calls; per lease, the renewed lease or the
+        LeaseLost it met (see ``leaseq.Queue.extend_many``)."""
+        out: list[Lease | LeaseLost] = []
+        for start in range(0, len(leases), COMPLETE_CHUNK):
+            out += await self._run(self._core.extend(leases[start : start + COMPLETE_CHUNK], ttl))
+        return out
 
     async def complete(
         self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None
