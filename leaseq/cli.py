@@ -27,7 +27,7 @@ from .errors import DamagedRow, InvalidArgument, JobNotFound, LeaseqError
 from .handler import load_handler
 from .queue import Queue, connect
 from .sharded import merge_stats, sharded_names
-from .types import Job, State
+from .types import Job, State, Stats
 from .worker import Worker
 
 __all__ = ["cli", "main"]
@@ -53,14 +53,34 @@ class _Ctx:
     def queue(self, name: str, **settings: Any) -> Queue:
         return Queue(name, redis=self.redis, prefix=self.prefix, **settings)
 
-    def existing(self, name: str) -> Queue:
-        """The queue, or a clear error when nothing was ever enqueued to it."""
+    def parts(self, name: str) -> list[Queue]:
+        """The queue as the operator commands see it: one Queue, or every shard
+        of a ShardedQueue (found by its keys). A clear error when neither exists."""
         q = self.queue(name)
         with _redis.translate_errors():
             known = self.redis.exists(q.keys.meta)
-        if not known:
+        if known:
+            return [q]
+        shards = sharded_names(Queue.queues(self.redis, self.prefix)).get(name, 0)
+        if not shards:
             raise InvalidArgument(f"no queue named {name!r} under prefix {self.prefix!r}")
-        return q
+        # A shard that never held a job has no keys, so this may miss trailing
+        # shards; id lookups therefore search every shard found, not shard_of().
+        return [self.queue(name, shard=i) for i in range(shards)]
+
+    def stats(self, name: str) -> Stats:
+        parts = self.parts(name)
+        return (
+            parts[0].stats() if len(parts) == 1 else merge_stats(name, [p.stats() for p in parts])
+        )
+
+    def holder(self, name: str, job_id: str) -> tuple[Queue, Job]:
+        """The queue (or shard) that holds ``job_id``, and the job; JobNotFound if none."""
+        for part in self.parts(name):
+            job = part.get(job_id)
+            if job is not None:
+                return part, job
+        raise JobNotFound(job_id)
 
 
 pass_ctx = click.make_pass_decorator(_Ctx)
@@ -185,7 +205,7 @@ def _json_lines(stream: Any) -> Iterator[Any]:
 def stats(c: _Ctx, queue: str | None, as_json: bool) -> None:
     """Counts by state for QUEUE, or for every queue."""
     if queue:
-        snaps = [c.existing(queue).stats()]
+        snaps = [c.stats(queue)]
     else:
         # A ShardedQueue shows up as one hash tag per shard ({emails#0}, ...):
         # report it once, its shards summed.
@@ -225,10 +245,7 @@ def stats(c: _Ctx, queue: str | None, as_json: bool) -> None:
 @pass_ctx
 def show(c: _Ctx, queue: str, job_id: str) -> None:
     """Print one job row, times as ISO and relative to the server's clock."""
-    q = c.queue(queue)
-    job = q.get(job_id)
-    if job is None:
-        raise JobNotFound(job_id)
+    _, job = c.holder(queue, job_id)
     with _redis.translate_errors():
         sec, usec = c.redis.time()
     now = sec + usec / 1e6
@@ -295,10 +312,12 @@ def _when(t: float, now: float, lease: bool = False) -> str:
 @pass_ctx
 def ls_(c: _Ctx, queue: str, state: str, offset: int, limit: int) -> None:
     """List jobs in one state, a page at a time."""
-    q = c.existing(queue)
-    total = getattr(q.stats(), state)
+    total = getattr(c.stats(queue), state)
     damaged: list[DamagedRow] = []
-    jobs = q.ls(state, offset=offset, limit=limit, damaged=damaged)
+    jobs: list[Job] = []
+    for part in c.parts(queue):  # shards one after another, then the page
+        jobs += part.ls(state, offset=0, limit=offset + limit, damaged=damaged)
+    jobs = jobs[offset : offset + limit]
     table = Table(title=f"{queue}: {state} ({total})")
     for col in ("id", "attempts", "priority", "worker", "last_error", "payload"):
         table.add_column(col, overflow="ellipsis", max_width=48)
@@ -335,12 +354,13 @@ def retry(c: _Ctx, queue: str, job_id: str | None, all_dead: bool, attempts: int
     """Make a dead job (or every dead job) pending again."""
     if (job_id is None) == (not all_dead):
         raise click.UsageError("give either a job ID or --all-dead")
-    q = c.queue(queue)
     if all_dead:
-        out.print(f"retried {q.retry_all_dead(attempts=attempts)} dead job(s) in {queue}")
+        done = sum(p.retry_all_dead(attempts=attempts) for p in c.parts(queue))
+        out.print(f"retried {done} dead job(s) in {queue}")
         return
     assert job_id is not None
-    limit = q.retry_dead(job_id, attempts=attempts)
+    part, _ = c.holder(queue, job_id)
+    limit = part.retry_dead(job_id, attempts=attempts)
     out.print(f"job {job_id} is pending again (max_attempts now {limit})")
 
 
@@ -349,7 +369,10 @@ def retry(c: _Ctx, queue: str, job_id: str | None, all_dead: bool, attempts: int
 @pass_ctx
 def reap(c: _Ctx, queue: str) -> None:
     """Hand back every expired lease of QUEUE."""
-    requeued, died = c.existing(queue).reap()
+    requeued = died = 0
+    for part in c.parts(queue):  # every shard of a sharded queue
+        r, d = part.reap()
+        requeued, died = requeued + r, died + d
     out.print(f"reaped {queue}: {requeued} returned to pending, {died} dead-lettered")
 
 
@@ -360,11 +383,11 @@ def reap(c: _Ctx, queue: str) -> None:
 @pass_ctx
 def purge(c: _Ctx, queue: str, state: str, yes: bool) -> None:
     """Delete every job of QUEUE in STATE."""
-    q = c.existing(queue)
-    count = getattr(q.stats(), state)
+    count = getattr(c.stats(queue), state)
     if not yes:
         click.confirm(f"delete {count} {state} job(s) from {queue}?", abort=True, err=True)
-    out.print(f"purged {q.purge(state)} {state} job(s) from {queue}")
+    gone = sum(part.purge(state) for part in c.parts(queue))
+    out.print(f"purged {gone} {state} job(s) from {queue}")
 
 
 @cli.command()

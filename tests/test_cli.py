@@ -273,3 +273,25 @@ def test_ls_shows_the_page_and_names_a_damaged_row(cli: Cli) -> None:
     assert code == 0 and "Traceback" not in out + err
     assert "good" in out
     assert "damaged row" in out and "'hurt'" in out and "max_attempts" in out
+
+
+def test_operator_commands_cover_every_shard_of_a_sharded_queue(cli: Cli) -> None:
+    client = cli.queue().redis
+    sharded = leaseq.ShardedQueue("hot", shards=3, redis=client, max_attempts=1)
+    ids = sharded.enqueue_many([{"i": i} for i in range(12)], ids=[f"j{i}" for i in range(12)])
+    for lease in sharded.claim_many(12):
+        sharded.fail(lease, "boom")  # one attempt: every job is dead, on every shard
+    code, out, _ = cli("show", "hot", "j7")
+    assert code == 0 and "dead" in out and "boom" in out
+    code, out, _ = cli("ls", "hot", "--state", "dead", "--limit", "50")
+    assert code == 0 and all(job_id in out for job_id in ids)
+    code, out, _ = cli("retry", "hot", "j3")
+    assert code == 0 and "pending again" in out
+    code, out, _ = cli("retry", "hot", "--all-dead")
+    assert code == 0 and "retried 11 dead job(s)" in out
+    assert sharded.stats().pending == 12
+    code, out, _ = cli("reap", "hot")
+    assert code == 0 and "0 returned to pending" in out
+    code, out, _ = cli("purge", "hot", "--state", "pending", "--yes")
+    assert code == 0 and "purged 12 pending" in out
+    _one_line_error(*cli("show", "hot", "nope"), "no job 'nope'")
