@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -38,7 +38,8 @@ R_co = TypeVar("R_co", covariant=True)
 ENQUEUE_CHUNK = 1000
 """Jobs per enqueue script call: big enough to amortise the round trip,
 small enough that one call never blocks the server for long."""
-COMPLETE_CHUNK = 500
+LEASE_CHUNK = 500
+"""Leases per complete or extend call (complete_many, extend_many)."""
 SWEEP_LIMIT = 100
 """Most due jobs promoted and expired leases reaped inside one claim."""
 REAP_LIMIT = 1000
@@ -271,6 +272,30 @@ class QueueCore:
             ]
 
         return Call(SCRIPTS["extend"], keys, args, parse)
+
+    def extend_calls(
+        self, leases: Sequence[Lease], ttl: float
+    ) -> list[Call[list[Lease | LeaseLost]]]:
+        """``extend`` for any number of leases, LEASE_CHUNK per call."""
+        return [
+            self.extend(leases[start : start + LEASE_CHUNK], ttl)
+            for start in range(0, len(leases), LEASE_CHUNK)
+        ]
+
+    def complete_calls(
+        self, leases: Sequence[Lease], results: Sequence[Any] | None
+    ) -> list[Call[list[LeaseLost]]]:
+        """``complete`` for any number of leases, LEASE_CHUNK per call. Every result
+        is encoded here, so one that will not encode raises before any call runs."""
+        if results is not None and len(results) != len(leases):
+            raise InvalidArgument(f"{len(results)} results for {len(leases)} leases")
+        return [
+            self.complete(
+                leases[start : start + LEASE_CHUNK],
+                None if results is None else results[start : start + LEASE_CHUNK],
+            )
+            for start in range(0, len(leases), LEASE_CHUNK)
+        ]
 
     def complete(
         self,
@@ -511,8 +536,3 @@ def block_wait(give_up: float | None, claimed: Claimed, now: float) -> float:
         return 0.0
     hint = claimed.wait if claimed.wait is not None else MAX_BLOCK_SLICE
     return max(min(left, MAX_BLOCK_SLICE, hint), 0.01)
-
-
-def chunks(items: Sequence[R], size: int) -> Iterable[Sequence[R]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]

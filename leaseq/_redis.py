@@ -8,6 +8,7 @@ made again, so the next call just works.
 from __future__ import annotations
 
 import contextlib
+import re
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -24,6 +25,7 @@ __all__ = [
     "run",
     "translate_errors",
     "wait_replicas",
+    "wake_timeout",
 ]
 
 
@@ -53,8 +55,6 @@ def translate_errors(script: str = "") -> Iterator[None]:
 
 def redact(text: str) -> str:
     """Strip anything that looks like a password in a URL from a message."""
-    import re
-
     return re.sub(r"(\w+://)([^@/\s]*)@", r"\1***@", text)
 
 
@@ -85,7 +85,7 @@ async def arun(client: Any, call: Call[R]) -> R:
     return call.parse(reply)
 
 
-def _wait_args(client: Any, key: str, replicas: int, timeout_ms: int) -> dict[str, Any]:
+def _wait_args(client: Any, key: str) -> dict[str, Any]:
     # WAIT counts the replicas of the connection's own node. A cluster client
     # sends key-less commands to a default node, so aim it at the key's node.
     if hasattr(client, "get_node_from_key"):
@@ -96,15 +96,26 @@ def _wait_args(client: Any, key: str, replicas: int, timeout_ms: int) -> dict[st
 def wait_replicas(client: Any, key: str, replicas: int, timeout_ms: int) -> int:
     """WAIT on the node that holds ``key``; how many replicas acknowledged."""
     with translate_errors():
-        kwargs = _wait_args(client, key, replicas, timeout_ms)
+        kwargs = _wait_args(client, key)
         return int(client.execute_command("WAIT", replicas, timeout_ms, **kwargs))
 
 
 async def await_replicas(client: Any, key: str, replicas: int, timeout_ms: int) -> int:
     """:func:`wait_replicas` for redis.asyncio clients."""
     with translate_errors():
-        kwargs = _wait_args(client, key, replicas, timeout_ms)
+        kwargs = _wait_args(client, key)
         return int(await client.execute_command("WAIT", replicas, timeout_ms, **kwargs))
+
+
+def wake_timeout(client: Any, timeout: float) -> float:
+    """How long one BLPOP on the wake list may block: ``timeout``, kept under the
+    client's socket timeout (if it has one) so a quiet queue never looks like a
+    dead server, and at least 10 ms (BLPOP's 0 would mean forever)."""
+    pool = getattr(client, "connection_pool", None)
+    limit = getattr(pool, "connection_kwargs", {}).get("socket_timeout")
+    if isinstance(limit, (int, float)) and limit > 0:
+        timeout = min(timeout, limit * 0.8)
+    return max(timeout, 0.01)
 
 
 def check_server_reply(policy: Any) -> None:

@@ -18,7 +18,6 @@ import redis.exceptions as rex
 from . import _redis
 from ._base import QueueBase
 from ._core import (
-    COMPLETE_CHUNK,
     Call,
     Claimed,
     R,
@@ -27,6 +26,7 @@ from ._core import (
     parse_state,
 )
 from ._memory import memory_client
+from ._replies import as_text
 from .errors import DamagedRow, InvalidArgument, JobNotFound, JobStateError, LeaseLost
 from .keys import QueueKeys, check_job_id
 from .types import Job, Lease, State, Stats
@@ -171,12 +171,9 @@ class Queue(QueueBase):
         The wait stays under the client's socket timeout, if it has one, so a
         quiet queue never looks like a dead server. Raises ServerUnavailable.
         """
-        pool = getattr(self.redis, "connection_pool", None)
-        limit = getattr(pool, "connection_kwargs", {}).get("socket_timeout")
-        if isinstance(limit, (int, float)) and limit > 0:
-            timeout = min(timeout, limit * 0.8)
+        wait = _redis.wake_timeout(self.redis, timeout)
         with _redis.translate_errors():
-            return self.redis.blpop([self.keys.wake], timeout=max(timeout, 0.01)) is not None
+            return self.redis.blpop([self.keys.wake], timeout=wait) is not None
 
     def _settle(self, claimed: Claimed) -> list[Lease]:
         # A payload that will not decode into the queue's type can never run:
@@ -198,10 +195,7 @@ class Queue(QueueBase):
         """Heartbeat many leases in few calls (chunks of 500). Per lease, in order:
         the lease with its new deadline, or the LeaseLost it met (nothing written
         for that one). A worker's heartbeat for all it holds."""
-        out: list[Lease | LeaseLost] = []
-        for start in range(0, len(leases), COMPLETE_CHUNK):
-            out += self._run(self._core.extend(leases[start : start + COMPLETE_CHUNK], ttl))
-        return out
+        return [r for call in self._core.extend_calls(leases, ttl) for r in self._run(call)]
 
     def complete(
         self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None
@@ -228,14 +222,8 @@ class Queue(QueueBase):
         self, leases: Sequence[Lease], results: Sequence[Any] | None = None
     ) -> list[LeaseLost]:
         """Complete many leases in few calls; return the refusals (empty if all held)."""
-        if results is not None and len(results) != len(leases):
-            raise InvalidArgument(f"{len(results)} results for {len(leases)} leases")
-        lost: list[LeaseLost] = []
-        for start in range(0, len(leases), COMPLETE_CHUNK):
-            part = leases[start : start + COMPLETE_CHUNK]
-            res = None if results is None else results[start : start + COMPLETE_CHUNK]
-            lost += self._run(self._core.complete(part, res))
-        return lost
+        calls = self._core.complete_calls(leases, results)
+        return [lost for call in calls for lost in self._run(call)]
 
     def fail(
         self, lease: Lease, error: object, retry_in: float | None = None, *, dead: bool = False
@@ -290,7 +278,7 @@ class Queue(QueueBase):
         with _redis.translate_errors():
             ids = self.redis.zrange(self.keys.index(st.value), offset, offset + limit - 1)
             pipe = self.redis.pipeline(transaction=False)
-            names = [i.decode() if isinstance(i, bytes) else i for i in ids]
+            names = [as_text(i) for i in ids]
             for job_id in names:
                 pipe.hgetall(self.keys.job(job_id))
             rows = pipe.execute(raise_on_error=False)
@@ -322,9 +310,7 @@ class Queue(QueueBase):
                 return done
             for raw in ids:
                 try:
-                    self.retry_dead(
-                        raw.decode() if isinstance(raw, bytes) else raw, attempts=attempts
-                    )
+                    self.retry_dead(as_text(raw), attempts=attempts)
                     done += 1
                 except DamagedRow:
                     skipped += 1  # it stays in the dead set: page past it
@@ -346,9 +332,7 @@ class Queue(QueueBase):
         found = set()
         with _redis.translate_errors():
             for key in redis.scan_iter(match=QueueKeys.meta_pattern(prefix), count=1000):
-                name = QueueKeys.queue_of_meta(
-                    prefix, key.decode() if isinstance(key, bytes) else key
-                )
+                name = QueueKeys.queue_of_meta(prefix, as_text(key))
                 if name:
                     found.add(name)
         return sorted(found)

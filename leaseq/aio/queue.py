@@ -20,7 +20,6 @@ import redis.exceptions as rex
 from .. import _redis
 from .._base import QueueBase
 from .._core import (
-    COMPLETE_CHUNK,
     Call,
     Claimed,
     R,
@@ -28,15 +27,12 @@ from .._core import (
     block_wait,
     parse_state,
 )
+from .._replies import as_text
 from ..errors import DamagedRow, InvalidArgument, JobNotFound, JobStateError, LeaseLost
 from ..keys import QueueKeys, check_job_id
 from ..types import Job, Lease, State, Stats
 
 __all__ = ["Queue"]
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class Queue(QueueBase):
@@ -144,8 +140,9 @@ class Queue(QueueBase):
 
     async def wait_for_wake(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds on the wake list; True if a token was taken."""
+        wait = _redis.wake_timeout(self.redis, timeout)
         with _redis.translate_errors():
-            got = await self.redis.blpop([self.keys.wake], timeout=max(timeout, 0.01))
+            got = await self.redis.blpop([self.keys.wake], timeout=wait)
         return got is not None
 
     async def _settle(self, claimed: Claimed) -> list[Lease]:
@@ -167,10 +164,7 @@ class Queue(QueueBase):
     ) -> list[Lease | LeaseLost]:
         """Heartbeat many leases in few calls; per lease, the renewed lease or the
         LeaseLost it met (see ``leaseq.Queue.extend_many``)."""
-        out: list[Lease | LeaseLost] = []
-        for start in range(0, len(leases), COMPLETE_CHUNK):
-            out += await self._run(self._core.extend(leases[start : start + COMPLETE_CHUNK], ttl))
-        return out
+        return [r for call in self._core.extend_calls(leases, ttl) for r in await self._run(call)]
 
     async def complete(
         self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None
@@ -188,14 +182,8 @@ class Queue(QueueBase):
         self, leases: Sequence[Lease], results: Sequence[Any] | None = None
     ) -> list[LeaseLost]:
         """Complete many leases in few calls; return the refusals (empty if all held)."""
-        if results is not None and len(results) != len(leases):
-            raise InvalidArgument(f"{len(results)} results for {len(leases)} leases")
-        lost: list[LeaseLost] = []
-        for start in range(0, len(leases), COMPLETE_CHUNK):
-            part = leases[start : start + COMPLETE_CHUNK]
-            res = None if results is None else results[start : start + COMPLETE_CHUNK]
-            lost += await self._run(self._core.complete(part, res))
-        return lost
+        calls = self._core.complete_calls(leases, results)
+        return [lost for call in calls for lost in await self._run(call)]
 
     async def fail(
         self, lease: Lease, error: object, retry_in: float | None = None, *, dead: bool = False
@@ -242,7 +230,7 @@ class Queue(QueueBase):
         st = parse_state(state)
         with _redis.translate_errors():
             ids = await self.redis.zrange(self.keys.index(st.value), offset, offset + limit - 1)
-            names = [_text(i) for i in ids]
+            names = [as_text(i) for i in ids]
             # Every row is in the queue's slot, so this pipeline is one node's
             # even on a cluster.
             pipe = self.redis.pipeline(transaction=False)
@@ -274,7 +262,7 @@ class Queue(QueueBase):
                 return done
             for raw in ids:
                 try:
-                    await self.retry_dead(_text(raw), attempts=attempts)
+                    await self.retry_dead(as_text(raw), attempts=attempts)
                     done += 1
                 except DamagedRow:
                     skipped += 1  # it stays in the dead set: page past it
@@ -297,7 +285,7 @@ class Queue(QueueBase):
         found = set()
         with _redis.translate_errors():
             async for key in redis.scan_iter(match=QueueKeys.meta_pattern(prefix), count=1000):
-                name = QueueKeys.queue_of_meta(prefix, _text(key))
+                name = QueueKeys.queue_of_meta(prefix, as_text(key))
                 if name:
                     found.add(name)
         return sorted(found)
