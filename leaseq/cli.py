@@ -26,8 +26,8 @@ from . import _redis
 from .errors import DamagedRow, InvalidArgument, JobNotFound, LeaseqError
 from .handler import load_handler
 from .queue import Queue, connect
-from .sharded import merge_stats, sharded_names
-from .types import Job, State, Stats
+from .sharded import ShardedQueue, sharded_names
+from .types import Job, State
 from .worker import Worker
 
 __all__ = ["cli", "main"]
@@ -53,30 +53,27 @@ class _Ctx:
     def queue(self, name: str, **settings: Any) -> Queue:
         return Queue(name, redis=self.redis, prefix=self.prefix, **settings)
 
-    def parts(self, name: str) -> list[Queue]:
-        """The queue as the operator commands see it: one Queue, or every shard
-        of a ShardedQueue (found by its keys). A clear error when neither exists."""
+    def target(self, name: str) -> Queue | ShardedQueue:
+        """The queue as the operator commands see it: a plain Queue, or the
+        ShardedQueue whose shards' keys are there. A clear error for neither."""
         q = self.queue(name)
         with _redis.translate_errors():
             known = self.redis.exists(q.keys.meta)
         if known:
-            return [q]
+            return q
         shards = sharded_names(Queue.queues(self.redis, self.prefix)).get(name, 0)
         if not shards:
             raise InvalidArgument(f"no queue named {name!r} under prefix {self.prefix!r}")
-        # A shard that never held a job has no keys, so this may miss trailing
-        # shards; id lookups therefore search every shard found, not shard_of().
-        return [self.queue(name, shard=i) for i in range(shards)]
-
-    def stats(self, name: str) -> Stats:
-        parts = self.parts(name)
-        return (
-            parts[0].stats() if len(parts) == 1 else merge_stats(name, [p.stats() for p in parts])
-        )
+        return ShardedQueue(name, shards=shards, redis=self.redis, prefix=self.prefix)
 
     def holder(self, name: str, job_id: str) -> tuple[Queue, Job]:
-        """The queue (or shard) that holds ``job_id``, and the job; JobNotFound if none."""
-        for part in self.parts(name):
+        """The queue (or shard) that holds ``job_id``, and the job; JobNotFound if none.
+
+        A shard that never held a job has no keys, so the shard count found may
+        be short; an id is therefore looked for in every shard, not shard_of()'s.
+        """
+        target = self.target(name)
+        for part in target.shards if isinstance(target, ShardedQueue) else (target,):
             job = part.get(job_id)
             if job is not None:
                 return part, job
@@ -205,15 +202,13 @@ def _json_lines(stream: Any) -> Iterator[Any]:
 def stats(c: _Ctx, queue: str | None, as_json: bool) -> None:
     """Counts by state for QUEUE, or for every queue."""
     if queue:
-        snaps = [c.stats(queue)]
+        snaps = [c.target(queue).stats()]
     else:
         # A ShardedQueue shows up as one hash tag per shard ({emails#0}, ...):
         # report it once, its shards summed.
         shards = sharded_names(Queue.queues(c.redis, c.prefix))
         snaps = [
-            merge_stats(n, [c.queue(n, shard=i).stats() for i in range(k)])
-            if k
-            else c.queue(n).stats()
+            (ShardedQueue(n, shards=k, redis=c.redis, prefix=c.prefix) if k else c.queue(n)).stats()
             for n, k in sorted(shards.items())
         ]
     if as_json:
@@ -312,12 +307,10 @@ def _when(t: float, now: float, lease: bool = False) -> str:
 @pass_ctx
 def ls_(c: _Ctx, queue: str, state: str, offset: int, limit: int) -> None:
     """List jobs in one state, a page at a time."""
-    total = getattr(c.stats(queue), state)
+    target = c.target(queue)
+    total = getattr(target.stats(), state)
     damaged: list[DamagedRow] = []
-    jobs: list[Job] = []
-    for part in c.parts(queue):  # shards one after another, then the page
-        jobs += part.ls(state, offset=0, limit=offset + limit, damaged=damaged)
-    jobs = jobs[offset : offset + limit]
+    jobs = target.ls(state, offset=offset, limit=limit, damaged=damaged)
     table = Table(title=f"{queue}: {state} ({total})")
     for col in ("id", "attempts", "priority", "worker", "last_error", "payload"):
         table.add_column(col, overflow="ellipsis", max_width=48)
@@ -355,7 +348,7 @@ def retry(c: _Ctx, queue: str, job_id: str | None, all_dead: bool, attempts: int
     if (job_id is None) == (not all_dead):
         raise click.UsageError("give either a job ID or --all-dead")
     if all_dead:
-        done = sum(p.retry_all_dead(attempts=attempts) for p in c.parts(queue))
+        done = c.target(queue).retry_all_dead(attempts=attempts)
         out.print(f"retried {done} dead job(s) in {queue}")
         return
     assert job_id is not None
@@ -369,10 +362,7 @@ def retry(c: _Ctx, queue: str, job_id: str | None, all_dead: bool, attempts: int
 @pass_ctx
 def reap(c: _Ctx, queue: str) -> None:
     """Hand back every expired lease of QUEUE."""
-    requeued = died = 0
-    for part in c.parts(queue):  # every shard of a sharded queue
-        r, d = part.reap()
-        requeued, died = requeued + r, died + d
+    requeued, died = c.target(queue).reap()  # a sharded queue reaps every shard
     out.print(f"reaped {queue}: {requeued} returned to pending, {died} dead-lettered")
 
 
@@ -383,10 +373,11 @@ def reap(c: _Ctx, queue: str) -> None:
 @pass_ctx
 def purge(c: _Ctx, queue: str, state: str, yes: bool) -> None:
     """Delete every job of QUEUE in STATE."""
-    count = getattr(c.stats(queue), state)
+    target = c.target(queue)
+    count = getattr(target.stats(), state)
     if not yes:
         click.confirm(f"delete {count} {state} job(s) from {queue}?", abort=True, err=True)
-    gone = sum(part.purge(state) for part in c.parts(queue))
+    gone = target.purge(state)
     out.print(f"purged {gone} {state} job(s) from {queue}")
 
 

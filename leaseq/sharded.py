@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ._core import block_until
-from .errors import InvalidArgument, LeaseLost
+from .errors import DamagedRow, InvalidArgument, LeaseLost
 from .keys import MAX_SHARDS, check_job_id, new_job_ids, shard_of, split_shard
 from .queue import Queue, connect
 from .types import Job, Lease, State, Stats
@@ -258,14 +258,22 @@ class ShardedQueue:
     def get(self, job_id: str) -> Job | None:
         return self.shard_for(job_id).get(job_id)
 
-    def ls(self, state: State | str, *, offset: int = 0, limit: int = 100) -> list[Job]:
-        """Jobs in ``state``, shard after shard (index order within each shard)."""
+    def ls(
+        self,
+        state: State | str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        damaged: list[DamagedRow] | None = None,
+    ) -> list[Job]:
+        """Jobs in ``state``, shard after shard (index order within each shard);
+        ``damaged`` as for ``Queue.ls``."""
         out: list[Job] = []
         skip = offset
         for shard in self.shards:
             if len(out) >= limit:
                 break
-            jobs = shard.ls(state, offset=0, limit=skip + limit - len(out))
+            jobs = shard.ls(state, offset=0, limit=skip + limit - len(out), damaged=damaged)
             taken = jobs[skip:]
             skip = max(0, skip - len(jobs))
             out += taken
