@@ -148,18 +148,24 @@ class OutcomeWriter:
         outcome = task.outcome or ("release",)
         kind = outcome[0]
         if kind == "release":
-            try:
-                self.queue.release(task.lease)
-                self.counts["released"] += 1
-                self._log(logging.INFO, task, "released (shutdown)")
-            except LeaseLost as exc:
-                self._log(logging.WARNING, task, "release refused: %s", exc)
+            self.release(task, logging.INFO, "released (shutdown)")
         elif kind == "retry":
             self._fail(task, "retry", outcome[2], retry_in=outcome[1])
         elif kind == "dead":
             self._fail(task, "dead", outcome[1], dead=True)
         else:
             self._fail(task, "error", outcome[1])
+
+    def release(self, task: Task, level: int, done: str) -> None:
+        """Hand the job back to pending now (no attempt spent) and log ``done``;
+        a lease already lost is only logged. Raises ServerUnavailable."""
+        try:
+            self.queue.release(task.lease)
+        except LeaseLost as exc:
+            self._log(logging.WARNING, task, "release refused: %s", exc)
+            return
+        self.counts["released"] += 1
+        self._log(level, task, done)
 
     def _fail(
         self, task: Task, what: str, text: str, retry_in: float | None = None, dead: bool = False

@@ -15,6 +15,8 @@ MAX_TTL = 86_400.0
 MAX_DELAY = 366 * 86_400.0
 """The longest delay or retry_in: a year (and a day), in seconds."""
 MAX_ATTEMPTS = 1_000_000
+MAX_CONCURRENCY = 100_000
+"""Most handler threads (or tasks) and prefetched leases one worker takes."""
 MAX_PRIORITY = 1_000_000
 
 
@@ -53,6 +55,17 @@ def integer(value: object, name: str, low: int, high: int) -> int:
     if not low <= value <= high:
         raise InvalidArgument(f"{name} must be within {low}..{high}, not {value!r}")
     return value
+
+
+def worker_settings(concurrency: object, ttl: object, grace: object, reap_interval: object) -> None:
+    """The numbers every worker takes (threaded and asyncio): an integer
+    concurrency >= 1, a valid ttl, and grace / reap_interval as finite seconds
+    >= 0 (reap_interval may be None)."""
+    integer(concurrency, "concurrency", 1, MAX_CONCURRENCY)
+    ttl_ms(ttl)
+    for name, value in (("grace", grace), ("reap_interval", reap_interval)):
+        if value is not None:
+            seconds_to_ms(value, name, minimum_ms=0, maximum=math.inf)
 
 
 def text(value: object, name: str, limit: int) -> str:

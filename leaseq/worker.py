@@ -30,8 +30,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from . import _validate as v
 from ._outcomes import WRITE_BATCH, Backoff, OutcomeWriter, Task, log_job
-from ._validate import ttl_ms
 from .errors import InvalidArgument, LeaseLost, LeaseqError
 from .handler import Dead, Handler, JobContext, Retry, _set_current, describe_error
 from .queue import Queue
@@ -84,16 +84,9 @@ class Worker:
         worker_id: str | None = None,
         handle_signals: bool = True,
     ) -> None:
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise InvalidArgument(f"concurrency must be an integer >= 1, not {concurrency!r}")
-        if prefetch is not None and (
-            isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0
-        ):
-            raise InvalidArgument(f"prefetch must be an integer >= 0, not {prefetch!r}")
-        ttl_ms(ttl)  # validates: finite, > 0, within the documented maximum
-        for name, value in (("grace", grace), ("reap_interval", reap_interval)):
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise InvalidArgument(f"{name} must be a finite number >= 0, not {value!r}")
+        v.worker_settings(concurrency, ttl, grace, reap_interval)
+        if prefetch is not None:
+            v.integer(prefetch, "prefetch", 0, v.MAX_CONCURRENCY)
         if not callable(handler):
             raise InvalidArgument(f"handler must be callable, not {handler!r}")
         self.queue = queue
@@ -421,11 +414,7 @@ class Worker:
         for task in running:
             task.ctx.lost.set()
             try:
-                self.queue.release(task.lease)
-                self.counts["released"] += 1
-                self._log(logging.WARNING, task, "released unfinished at shutdown")
-            except LeaseLost as exc:
-                self._log(logging.WARNING, task, "could not release: %s", exc)
+                self._writer.release(task, logging.WARNING, "released unfinished at shutdown")
             except LeaseqError as exc:
                 self._log(logging.WARNING, task, "could not release (%s); lease will expire", exc)
             self._settle([task])

@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..errors import InvalidArgument, LeaseLost, ServerUnavailable
+from .. import _validate as v
+from ..errors import LeaseLost, ServerUnavailable
 from ..handler import Dead, Retry, describe_error
 from ..types import Lease
 from .queue import Queue
@@ -53,15 +53,7 @@ class Worker:
         reap_interval: float | None = None,
         grace: float = 30.0,
     ) -> None:
-        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
-            raise InvalidArgument(f"concurrency must be an integer >= 1, not {concurrency!r}")
-        for name, value in (("ttl", ttl), ("grace", grace), ("reap_interval", reap_interval)):
-            if value is not None and (
-                not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0
-            ):
-                raise InvalidArgument(f"{name} must be a finite number >= 0, not {value!r}")
-        if ttl <= 0:
-            raise InvalidArgument(f"ttl must be > 0, not {ttl!r}")
+        v.worker_settings(concurrency, ttl, grace, reap_interval)
         self.queue = queue
         self.handler = handler
         self.concurrency = concurrency
