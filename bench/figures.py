@@ -303,9 +303,9 @@ def memory(r: Any, size: Size) -> dict[str, Any]:
     _reset(r)
     q.enqueue({"i": -1})  # the fixed keys (meta, pending) exist before the count starts
     before = _used(r)
-    q.enqueue_many(items)
+    ids = q.enqueue_many(items)
     per_job = (_used(r) - before) / n
-    one = q.keys.job("2")
+    one = q.keys.job(ids[0])
     row = r.memory_usage(one)
     encoding = r.object("encoding", one)
     pending_per_job = r.memory_usage(q.keys.pending, samples=0) / (n + 1)
