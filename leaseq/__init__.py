@@ -5,6 +5,7 @@ by the server's clock; ``attempts`` is the fencing token. See README.md
 and docs/design.md.
 """
 
+from ._protocol import AsyncQueueLike, QueueLike
 from .errors import (
     AlreadyFinished,
     DamagedKey,
@@ -32,6 +33,7 @@ from .worker import Worker
 
 __all__ = [
     "AlreadyFinished",
+    "AsyncQueueLike",
     "Backoff",
     "DamagedKey",
     "DamagedRow",
@@ -51,6 +53,7 @@ __all__ = [
     "NotReplicated",
     "PayloadTooLarge",
     "Queue",
+    "QueueLike",
     "QueueKeys",
     "Retry",
     "ScriptError",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._core import QueueCore
+from ._ops import QueueOps
 from .errors import InvalidArgument
 from .keys import QueueKeys
 from .types import DEFAULT_BACKOFF, Backoff
@@ -77,6 +78,8 @@ class QueueBase:
             )
         self.redis = redis
         self._checked = False
+        self._owns_client = False
+        self._ops = QueueOps(self._core)
 
     def __repr__(self) -> str:
         return f"{self._kind}({self.name!r}, prefix={self.keys.prefix!r})"

@@ -10,14 +10,13 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-__all__ = ["memory_client"]
+__all__ = ["async_memory_client", "memory_client"]
 
 _servers: dict[str, Any] = {}
 _lock = threading.Lock()
 
 
-def memory_client(url: str) -> Any:
-    """A fakeredis client on the in-process server that ``url`` names."""
+def _server(url: str) -> Any:
     try:
         import fakeredis
     except ImportError as exc:  # pragma: no cover - fakeredis is a dependency
@@ -27,4 +26,18 @@ def memory_client(url: str) -> Any:
         server = _servers.get(name)
         if server is None:
             server = _servers[name] = fakeredis.FakeServer()
-    return fakeredis.FakeRedis(server=server)
+    return server
+
+
+def memory_client(url: str) -> Any:
+    """A fakeredis client on the in-process server that ``url`` names."""
+    import fakeredis
+
+    return fakeredis.FakeRedis(server=_server(url))
+
+
+def async_memory_client(url: str) -> Any:
+    """An asyncio fakeredis client on the same in-process server as ``memory_client``."""
+    import fakeredis
+
+    return fakeredis.FakeAsyncRedis(server=_server(url))

@@ -1,8 +1,9 @@
 """leaseq over ``redis.asyncio``: the same Queue API with ``async def``, and
-an asyncio Worker. Script calls are built and parsed by the same code as the
-sync API (``leaseq._core``); only the transport differs."""
+an asyncio Worker. The operations are the sync API's (``leaseq._ops``),
+awaited; only the transport differs."""
 
 from .queue import Queue
+from .sharded import ShardedQueue
 from .worker import AsyncHandler, Worker
 
-__all__ = ["AsyncHandler", "Queue", "Worker"]
+__all__ = ["AsyncHandler", "Queue", "ShardedQueue", "Worker"]

@@ -1,0 +1,262 @@
+"""Running the operations of ``leaseq._ops`` on a client: the only I/O layer.
+
+An operation yields steps (``leaseq._ops``). ``lower`` — still without I/O —
+turns each step into client invocations: a script ``Call`` becomes an
+EVALSHA (with the SCRIPT LOAD retry on NOSCRIPT, after a restart, a flush
+or a failover to a fresh replica), the one-time eviction-policy check and,
+with ``durable=``, a WAIT. A driver then only invokes: ``SyncDriver`` calls
+the redis-py client, ``AsyncDriver`` awaits the ``redis.asyncio`` one, and
+both feed replies and errors back through the one ``Pump``. So every
+operation's control flow — loops, paging, blocking claims, the errors it
+steps over — exists once, whatever the transport.
+
+``sync_op`` and ``async_op`` turn an operation into a public method with
+the operation's signature and docstring.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Coroutine, Generator
+from dataclasses import dataclass
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+
+import redis.exceptions as rex
+
+from . import _redis
+from ._core import Call, QueueCore
+from ._ops import Command, Op, Rows, Scan, Step, Wake, one
+from .errors import LeaseqError
+
+__all__ = ["AsyncDriver", "Invoke", "Pump", "SyncDriver", "async_op", "lower", "sync_op"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class Invoke:
+    """One client call: ``start(client)`` returns redis-py's reply (an awaitable on
+    an async client, an async iterator for a scan), ``finish`` shapes it.
+    ``script`` names the Lua script for error messages."""
+
+    start: Callable[[Any], Any]
+    finish: Callable[[Any], Any] = lambda reply: reply
+    script: str = ""
+
+
+class NoScript(LeaseqError):
+    """The server does not have the script cached (internal: ``lower`` loads it)."""
+
+
+def _rows(client: Any, keys: Any) -> Any:
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.hgetall(key)
+    return pipe.execute(raise_on_error=False)
+
+
+def _config_policy(client: Any) -> Any:
+    try:
+        return client.config_get("maxmemory-policy")
+    except (AttributeError, NotImplementedError):  # a client without CONFIG: cannot tell
+        return None
+
+
+def _invokes(step: Step) -> Generator[Invoke, Any, Any]:
+    """The client calls of one non-script step, and its reply."""
+    if isinstance(step, Command):
+        name, args = step.name, step.args
+        return (yield Invoke(lambda c: getattr(c, name)(*args)))
+    if isinstance(step, Wake):
+        key, timeout = step.key, step.timeout
+        return (
+            yield Invoke(
+                lambda c: c.blpop([key], timeout=_redis.wake_timeout(c, timeout)),
+                lambda got: got is not None,
+            )
+        )
+    if isinstance(step, Rows):
+        keys = step.keys
+        return (yield Invoke(lambda c: _rows(c, keys))) if keys else []
+    if isinstance(step, Scan):
+        match = step.match
+        return (yield Invoke(lambda c: c.scan_iter(match=match, count=1000), list))
+    raise TypeError(f"not a leaseq step: {step!r}")
+
+
+class _Checked:
+    """What a driver remembers between operations: has the server been looked at."""
+
+    _checked: bool
+    _core: QueueCore
+
+
+def _call(call: Call[R], driver: _Checked) -> Generator[Invoke, Any, R]:
+    """The client calls of one script call: EVALSHA (loading the script on
+    NOSCRIPT), the eviction check before a queue's first call, the WAIT of
+    ``durable=``; returns the parsed reply."""
+    core = driver._core
+    if not driver._checked:
+        driver._checked = True
+        try:
+            policy = yield Invoke(_config_policy)
+        except LeaseqError:
+            policy = None  # CONFIG is often forbidden on managed servers; not fatal
+        _redis.check_server_reply(policy)
+    keys, args, script = call.keys, call.args, call.script
+
+    def evalsha(c: Any) -> Any:
+        return c.evalsha(script.sha, len(keys), *keys, *args)
+
+    try:
+        reply = yield Invoke(evalsha, script=script.name)
+    except NoScript:
+        yield Invoke(lambda c: c.script_load(script.source), script=script.name)
+        reply = yield Invoke(evalsha, script=script.name)
+    result = call.parse(reply)
+    replicas = core.replicas_for(call)
+    if replicas:  # durable=: see docs/scaling.md
+        timeout, key = core.durable_timeout_ms, keys[0]
+        acked = yield Invoke(
+            lambda c: c.execute_command("WAIT", replicas, timeout, **_redis._wait_args(c, key)),
+            int,
+        )
+        result = core.check_replicated(call, acked, result)
+    return result
+
+
+def lower(op: Op[R], driver: _Checked) -> Generator[Invoke, Any, R]:
+    """``op`` as a sequence of client calls. A leaseq error from a call is thrown
+    into ``op`` at the ``yield`` of the step that made it."""
+    reply: Any = None
+    error: LeaseqError | None = None
+    while True:
+        try:
+            step = op.throw(error) if error is not None else op.send(reply)
+        except StopIteration as stop:
+            result: R = stop.value
+            return result
+        try:
+            if isinstance(step, Call):
+                reply = yield from _call(step, driver)
+            else:
+                reply = yield from _invokes(step)
+            error = None
+        except LeaseqError as exc:
+            reply, error = None, exc
+
+
+class Pump(Generic[R]):
+    """Steps one lowered operation: ``step`` is the next client call, ``done``
+    says it returned ``result``. A driver runs the step and hands back its
+    reply or its error."""
+
+    def __init__(self, op: Op[R], driver: _Checked) -> None:
+        self._gen = lower(op, driver)
+        self.done = False
+        self.result: Any = None
+        self.step: Invoke = Invoke(lambda c: None)
+        self.send(None)
+
+    def send(self, reply: Any) -> None:
+        self._advance(lambda: self._gen.send(reply))
+
+    def throw(self, error: LeaseqError) -> None:
+        self._advance(lambda: self._gen.throw(error))
+
+    def _advance(self, resume: Callable[[], Invoke]) -> None:
+        try:
+            self.step = resume()
+        except StopIteration as stop:
+            self.done, self.result = True, stop.value
+
+
+class SyncDriver(_Checked):
+    """Runs operations on a redis-py client, ``self.redis``."""
+
+    redis: Any
+
+    def _drive(self, op: Op[R]) -> R:
+        pump: Pump[R] = Pump(op, self)
+        while not pump.done:
+            step = pump.step
+            try:
+                with _redis.translate_errors(step.script):
+                    try:
+                        reply = step.finish(step.start(self.redis))
+                    except rex.NoScriptError:
+                        raise NoScript(step.script) from None
+            except LeaseqError as exc:
+                pump.throw(exc)
+            else:
+                pump.send(reply)
+        result: R = pump.result
+        return result
+
+    def _run(self, call: Call[R]) -> R:
+        """Run one script call (and what it implies: NOSCRIPT reload, WAIT)."""
+        return self._drive(one(call))
+
+
+class AsyncDriver(_Checked):
+    """Runs operations on a ``redis.asyncio`` client, ``self.redis``."""
+
+    redis: Any
+
+    async def _drive(self, op: Op[R]) -> R:
+        pump: Pump[R] = Pump(op, self)
+        while not pump.done:
+            step = pump.step
+            try:
+                with _redis.translate_errors(step.script):
+                    try:
+                        raw = step.start(self.redis)
+                        if inspect.isawaitable(raw):
+                            raw = await raw
+                        elif hasattr(raw, "__aiter__"):  # scan_iter
+                            raw = [item async for item in raw]
+                        reply = step.finish(raw)
+                    except rex.NoScriptError:
+                        raise NoScript(step.script) from None
+            except LeaseqError as exc:
+                pump.throw(exc)
+            else:
+                pump.send(reply)
+        result: R = pump.result
+        return result
+
+    async def _run(self, call: Call[R]) -> R:
+        """Run one script call (and what it implies: NOSCRIPT reload, WAIT)."""
+        return await self._drive(one(call))
+
+
+def _same_doc(method: Any, op: Any) -> None:
+    functools.update_wrapper(
+        method, op, assigned=("__module__", "__name__", "__qualname__", "__doc__")
+    )
+
+
+def sync_op(op: Callable[Concatenate[Any, P], Op[R]]) -> Callable[Concatenate[Any, P], R]:
+    """A public method that runs operation ``op`` of ``self._ops`` on the sync driver."""
+
+    def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        result: R = self._drive(op(self._ops, *args, **kwargs))
+        return result
+
+    _same_doc(method, op)
+    return method
+
+
+def async_op(
+    op: Callable[Concatenate[Any, P], Op[R]],
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
+    """A public ``async def`` method that awaits operation ``op`` of ``self._ops``."""
+
+    async def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        result: R = await self._drive(op(self._ops, *args, **kwargs))
+        return result
+
+    _same_doc(method, op)
+    return method

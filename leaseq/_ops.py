@@ -1,0 +1,648 @@
+"""Every queue operation, written once, without I/O.
+
+An operation is a generator: it yields *steps* (a script ``Call``, or one of
+the few plain commands below) and receives each step's reply through
+``send()``; its return value is the operation's result. A leaseq error
+raised by a step is thrown back into the generator at the ``yield``, so an
+operation catches what it can step over (a damaged row in ``retry_all_dead``)
+exactly as if the call had been made inline.
+
+``QueueOps`` holds one queue's operations and ``ShardedOps`` those of a
+queue spread over hash tags, built from its shards' ``QueueOps``. The public
+classes (``leaseq.Queue``, ``leaseq.aio.Queue``, ``leaseq.ShardedQueue``,
+``leaseq.aio.ShardedQueue``) only run these generators on their client
+(``leaseq._drive``): one implementation of each operation, many transports.
+The ``sync_op`` / ``async_op`` wrappers there keep each signature and
+docstring, so the public methods are typed exactly as written here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import time
+from collections.abc import Generator, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ._core import Call, Claimed, QueueCore, block_until, block_wait, parse_state
+from ._replies import as_text
+from .errors import DamagedRow, InvalidArgument, JobNotFound, JobStateError, LeaseLost
+from .keys import QueueKeys, check_job_id, new_job_ids, shard_of
+from .types import Job, Lease, State, Stats
+
+__all__ = [
+    "Command",
+    "Op",
+    "QueueOps",
+    "Rows",
+    "Scan",
+    "ShardedOps",
+    "Step",
+    "Wake",
+    "list_queues",
+    "one",
+    "merge_stats",
+]
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One plain Redis command, ``client.<name>(*args)``; the reply is redis-py's."""
+
+    name: str
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """HGETALL of each key in one pipeline (the keys share a slot); the reply is a
+    list, per key, of its row (a dict) or the error it met."""
+
+    keys: Sequence[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Wake:
+    """Block up to ``timeout`` seconds on the wake list ``key``; the reply is True
+    if a token was taken. The driver keeps the wait under its client's read
+    timeout, so a quiet queue never looks like a dead server."""
+
+    key: str
+    timeout: float
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """Every key matching ``match`` (SCAN; on a cluster, of every primary)."""
+
+    match: str
+
+
+Step = Call[Any] | Command | Rows | Wake | Scan
+Op = Generator[Step, Any, R]
+"""An operation: yields steps, receives their replies, returns its result."""
+
+RETRY_PAGE = 1000
+"""Dead ids read per page by ``retry_all_dead``."""
+WAKE_SLICE = 0.1
+"""Longest wait on one shard's wake list while a sharded blocking claim sits idle.
+
+Wake lists of different shards are in different slots, so one BLPOP cannot
+watch them all on a cluster: an idle claimer watches one shard at a time
+and looks at all of them at least every ``WAKE_SLICE * shards`` seconds."""
+
+
+def one(call: Call[R]) -> Op[R]:
+    """The operation of one script call (its parsed reply)."""
+    result: R = yield call
+    return result
+
+
+def list_queues(prefix: str) -> Op[list[str]]:
+    """Names (hash tags) of the queues under ``prefix``, by SCAN of their meta keys."""
+    keys = yield Scan(QueueKeys.meta_pattern(prefix))
+    found = {QueueKeys.queue_of_meta(prefix, as_text(key)) for key in keys}
+    return sorted(name for name in found if name)
+
+
+class QueueOps:
+    """The operations of one queue (or one shard), over its ``QueueCore``."""
+
+    def __init__(self, core: QueueCore) -> None:
+        self.core = core
+        self.keys = core.keys
+
+    # -- producing ----------------------------------------------------------
+
+    def enqueue(
+        self,
+        payload: Any,
+        *,
+        id: str | None = None,
+        max_attempts: int | None = None,
+        delay: float | None = None,
+        priority: int = 0,
+    ) -> Op[str]:
+        """Add one job; return its id (also when ``id`` already existed: then nothing changes).
+
+        ``delay`` seconds (>= 0) before it may run; ``priority`` 0..1,000,000,
+        lower first, FIFO within one. Raises InvalidPayload, PayloadTooLarge,
+        InvalidName or InvalidArgument before writing anything.
+        """
+        ids, calls = self.core.enqueue_calls([payload], [id], max_attempts, delay, priority)
+        yield calls[0]
+        return ids[0]
+
+    def enqueue_many(
+        self,
+        payloads: Iterable[Any],
+        *,
+        max_attempts: int | None = None,
+        delay: float | None = None,
+        priority: int = 0,
+        ids: Sequence[str] | None = None,
+    ) -> Op[list[str]]:
+        """Add many jobs in few script calls (chunks of 1000); return their ids in order.
+
+        Every item is validated and encoded first: one bad item rejects the
+        whole call and nothing is written.
+        """
+        job_ids, calls = self.core.enqueue_calls(list(payloads), ids, max_attempts, delay, priority)
+        for call in calls:
+            _ = yield call  # the replies (created flags) are not needed
+        return job_ids
+
+    # -- consuming ------------------------------------------------------------
+
+    def claim(
+        self, ttl: float = 30.0, worker: str | None = None, block: float | None = None
+    ) -> Op[Lease | None]:
+        """Lease one job for ``ttl`` seconds, or return None.
+
+        ``block``: seconds to wait for a job (None = do not wait). Before
+        leasing, the script promotes due scheduled jobs and reaps a bounded
+        number of expired leases.
+        """
+        leases = yield from self.claim_many(1, ttl=ttl, worker=worker, block=block)
+        return leases[0] if leases else None
+
+    def claim_many(
+        self, count: int, ttl: float = 30.0, worker: str | None = None, block: float | None = None
+    ) -> Op[list[Lease]]:
+        """Lease up to ``count`` jobs in one script call (or wait up to ``block`` s for one)."""
+        call = self.core.claim(count, ttl, worker)
+        give_up = block_until(block, time.monotonic())
+        while True:
+            claimed = yield call
+            leases = yield from self._settle(claimed)
+            wait = block_wait(give_up, claimed, time.monotonic())
+            if wait <= 0:
+                return leases
+            yield Wake(self.keys.wake, wait)
+
+    def claim_now(
+        self, count: int, ttl: float = 30.0, worker: str | None = None
+    ) -> Op[tuple[list[Lease], float | None]]:
+        """One claim call that never waits, for loops that block their own way (Worker).
+
+        Returns the leases (0..count) and the seconds until something may become
+        claimable by itself — the next scheduled job falls due or the earliest
+        lease ends (None: nothing is scheduled or leased).
+        """
+        claimed = yield self.core.claim(count, ttl, worker)
+        leases = yield from self._settle(claimed)
+        return leases, claimed.wait
+
+    def _settle(self, claimed: Claimed) -> Op[list[Lease]]:
+        # A payload that will not decode into the queue's type can never run:
+        # dead-letter it now rather than crash-loop a worker on it.
+        for call in self.core.settle(claimed):
+            with contextlib.suppress(LeaseLost):  # someone else already moved the job
+                yield call
+        return claimed.leases
+
+    def nudge(self) -> Op[None]:
+        """Push one wake-up token, ending one blocked claimer's wait now."""
+        yield Command("rpush", (self.keys.wake, "1"))
+
+    def wait_for_wake(self, timeout: float) -> Op[bool]:
+        """Block up to ``timeout`` seconds on the wake list; True if a token was taken.
+
+        Enqueues push tokens; a claim that empties pending deletes the list.
+        Raises ServerUnavailable.
+        """
+        got = yield Wake(self.keys.wake, timeout)
+        return bool(got)
+
+    def extend(self, lease: Lease, ttl: float = 30.0) -> Op[Lease]:
+        """Push the deadline to now + ``ttl`` (server clock), within ``lease_cap``
+        of the claim; return the lease with its new deadline. Raises LeaseLost."""
+        (result,) = yield self.core.extend([lease], ttl)
+        if isinstance(result, LeaseLost):
+            raise result
+        renewed: Lease = result
+        return renewed
+
+    def extend_many(
+        self, leases: Sequence[Lease], ttl: float = 30.0
+    ) -> Op[list[Lease | LeaseLost]]:
+        """Heartbeat many leases in few calls (chunks of 500). Per lease, in order:
+        the lease with its new deadline, or the LeaseLost it met (nothing written
+        for that one). A worker's heartbeat for all it holds."""
+        out: list[Lease | LeaseLost] = []
+        for call in self.core.extend_calls(leases, ttl):
+            out += yield call
+        return out
+
+    def complete(
+        self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None
+    ) -> Op[None]:
+        """Mark the job succeeded (storing ``result`` if not None). Raises LeaseLost
+        (AlreadyFinished when a replay finds it done under this same token).
+
+        ``effects``: Redis writes such as ``("HINCRBY", "app:{q}:totals", "sent", 1)``
+        applied in the same script, only while the lease holds — exactly once or
+        not at all. Allowed commands and key rules: ``leaseq.effects``. A bad
+        effect raises InvalidArgument and nothing is written (the lease holds).
+        """
+        lost = yield self.core.complete(
+            [lease],
+            None if result is None else [result],
+            None if effects is None else [effects],
+        )
+        if lost:
+            raise lost[0]
+
+    def complete_many(
+        self, leases: Sequence[Lease], results: Sequence[Any] | None = None
+    ) -> Op[list[LeaseLost]]:
+        """Complete many leases in few calls; return the refusals (empty if all held)."""
+        lost: list[LeaseLost] = []
+        for call in self.core.complete_calls(leases, results):
+            lost += yield call
+        return lost
+
+    def fail(
+        self, lease: Lease, error: object, retry_in: float | None = None, *, dead: bool = False
+    ) -> Op[State]:
+        """Record a failure. Retry after ``retry_in`` s (default: the queue's backoff)
+        while attempts remain, else dead-letter; ``dead=True`` dead-letters at once.
+        Returns the job's new state. Raises LeaseLost."""
+        state: State = yield self.core.fail(lease, error, retry_in, dead)
+        return state
+
+    def release(self, lease: Lease) -> Op[None]:
+        """Put the job back to pending now without spending the attempt (shutdown)."""
+        yield self.core.release(lease)
+
+    def once(self, lease: Lease, name: str) -> Op[bool]:
+        """True the first time this job reaches the marker ``name`` (any attempt),
+        False after. Set before the effect: a crash right after it skips the
+        effect on redelivery. Raises LeaseLost."""
+        first: bool = yield self.core.once(lease, name)
+        return first
+
+    # -- maintenance and operators ---------------------------------------------
+
+    def reap(self) -> Op[tuple[int, int]]:
+        """Hand back every expired lease: (returned to pending, dead-lettered)."""
+        requeued = died = 0
+        while True:
+            r, d, more = yield self.core.reap()
+            requeued, died = requeued + r, died + d
+            if not more:
+                return requeued, died
+
+    def get(self, job_id: str) -> Op[Job | None]:
+        """The job row, typed, or None. Raises DamagedRow for a row that will not read."""
+        job_id = check_job_id(job_id)
+        raw = yield Command("hgetall", (self.keys.job(job_id),))
+        return self.core.parse_job(job_id, raw)
+
+    def ls(
+        self,
+        state: State | str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        damaged: list[DamagedRow] | None = None,
+    ) -> Op[list[Job]]:
+        """Jobs in ``state``, in index order (pending: next to run first).
+
+        A row damaged by hand raises DamagedRow, unless ``damaged`` is a list:
+        then it is appended there and the rest of the page is still returned.
+        """
+        st = parse_state(state)
+        offset = max(0, int(offset))
+        ids = yield Command("zrange", (self.keys.index(st.value), offset, offset + limit - 1))
+        names = [as_text(i) for i in ids]
+        # Every row is in the queue's slot: one pipeline, one node, even on a cluster.
+        rows = (yield Rows([self.keys.job(job_id) for job_id in names])) if names else []
+        return self.core.parse_page(names, rows, damaged)
+
+    def stats(self, soon: float = 10.0) -> Op[Stats]:
+        """Counts per state and more, in one consistent read."""
+        stats: Stats = yield self.core.stats(soon)
+        return stats
+
+    def cancel(self, job_id: str) -> Op[bool]:
+        """Cancel a pending or scheduled job: True if cancelled now, False if it already
+        was. Raises JobNotFound, or JobStateError once it has started."""
+        done: bool = yield self.core.cancel(job_id)
+        return done
+
+    def retry_dead(self, job_id: str, *, attempts: int | None = None) -> Op[int]:
+        """Make a dead job pending again with ``attempts`` more tries (default: the
+        queue's max_attempts). ``attempts`` in the row is kept, ``max_attempts``
+        raised; returns the new max_attempts. Raises JobNotFound, JobStateError."""
+        bound: int = yield self.core.retry(job_id, attempts)
+        return bound
+
+    def retry_all_dead(self, *, attempts: int | None = None) -> Op[int]:
+        """Retry every dead job; returns how many. A row damaged by hand stays dead
+        and is stepped over; a stale dead-set entry is dropped by the script."""
+        done = skipped = 0
+        while True:
+            ids = yield Command("zrange", (self.keys.dead, skipped, skipped + RETRY_PAGE - 1))
+            if not ids:
+                return done
+            for raw in ids:
+                try:
+                    yield from self.retry_dead(as_text(raw), attempts=attempts)
+                    done += 1
+                except DamagedRow:
+                    skipped += 1  # it stays in the dead set: page past it
+                except (JobNotFound, JobStateError):
+                    continue  # stale entry, already dropped from the dead set
+
+    def purge(self, state: State | str) -> Op[int]:
+        """Delete every job in ``state`` (not active); returns how many rows went."""
+        deleted = 0
+        while True:
+            gone, remaining = yield self.core.purge(state)
+            deleted += int(gone)
+            if remaining == 0:
+                return deleted
+
+
+class ShardedOps:
+    """The operations of one logical queue over its shards' ``QueueOps``.
+
+    A job's shard is ``crc32(id) % N`` (``keys.shard_of``), so every producer
+    and consumer agrees and dedup by id holds. Claims rotate: each starts at
+    the next shard and moves past empty ones. Nothing spans shards
+    atomically: every transition is still one script on one shard.
+    """
+
+    def __init__(self, shards: Sequence[QueueOps]) -> None:
+        self.shards = tuple(shards)
+        self._cursor = itertools.count()
+
+    def shard_for(self, job_id: str) -> QueueOps:
+        return self.shards[shard_of(check_job_id(job_id), len(self.shards))]
+
+    def _for(self, lease: Lease) -> QueueOps:
+        return self.shards[shard_of(lease.id, len(self.shards))]
+
+    def _rotation(self) -> list[QueueOps]:
+        start = next(self._cursor) % len(self.shards)
+        return [*self.shards[start:], *self.shards[:start]]
+
+    def _by_shard(self, ids: Iterable[str]) -> dict[int, list[int]]:
+        """Positions of ``ids`` grouped by shard index, each group in order."""
+        groups: dict[int, list[int]] = {}
+        for i, job_id in enumerate(ids):
+            groups.setdefault(shard_of(job_id, len(self.shards)), []).append(i)
+        return groups
+
+    # -- producing ----------------------------------------------------------
+
+    def enqueue(
+        self,
+        payload: Any,
+        *,
+        id: str | None = None,
+        max_attempts: int | None = None,
+        delay: float | None = None,
+        priority: int = 0,
+    ) -> Op[str]:
+        """Add one job to its id's shard; ``id`` defaults to a fresh random id. Returns the id."""
+        job_id = new_job_ids(1)[0] if id is None else id
+        return (
+            yield from self.shard_for(job_id).enqueue(
+                payload, id=job_id, max_attempts=max_attempts, delay=delay, priority=priority
+            )
+        )
+
+    def enqueue_many(
+        self,
+        payloads: Iterable[Any],
+        *,
+        max_attempts: int | None = None,
+        delay: float | None = None,
+        priority: int = 0,
+        ids: Sequence[str] | None = None,
+    ) -> Op[list[str]]:
+        """Add many jobs: every item is validated first (one bad item writes nothing),
+        then one script call per shard per 1000 jobs. Returns the ids in order.
+
+        Atomic per shard call, not across shards: a Redis error midway can
+        leave earlier shards written (re-running with the same ids is safe).
+        """
+        items = list(payloads)
+        if ids is not None and len(ids) != len(items):
+            raise InvalidArgument(f"{len(ids)} ids for {len(items)} payloads")
+        job_ids = new_job_ids(len(items)) if ids is None else [check_job_id(i) for i in ids]
+        # Build (validate and encode) every call of every shard before any runs.
+        calls = [
+            call
+            for index, members in self._by_shard(job_ids).items()
+            for call in self.shards[index].core.enqueue_calls(
+                [items[i] for i in members],
+                [job_ids[i] for i in members],
+                max_attempts,
+                delay,
+                priority,
+            )[1]
+        ]
+        for call in calls:
+            _ = yield call  # the replies (created flags) are not needed
+        return job_ids
+
+    # -- consuming ------------------------------------------------------------
+
+    def claim(
+        self, ttl: float = 30.0, worker: str | None = None, block: float | None = None
+    ) -> Op[Lease | None]:
+        """Lease one job from the next non-empty shard, or None (``block``: seconds to wait)."""
+        leases = yield from self.claim_many(1, ttl=ttl, worker=worker, block=block)
+        return leases[0] if leases else None
+
+    def claim_many(
+        self, count: int, ttl: float = 30.0, worker: str | None = None, block: float | None = None
+    ) -> Op[list[Lease]]:
+        """Lease up to ``count`` jobs, filling from shard after shard in rotation."""
+        give_up = block_until(block, time.monotonic())
+        while True:
+            leases, wait = yield from self.claim_now(count, ttl, worker)
+            if leases or give_up is None:
+                return leases
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return leases
+            yield from self.wait_for_wake(min(left, WAKE_SLICE if wait is None else wait))
+
+    def claim_now(
+        self, count: int, ttl: float = 30.0, worker: str | None = None
+    ) -> Op[tuple[list[Lease], float | None]]:
+        """One pass over the shards that never waits (the Worker's claim): the leases,
+        and the seconds until something may become claimable by itself."""
+        leases: list[Lease] = []
+        hint: float | None = None
+        for shard in self._rotation():
+            got, wait = yield from shard.claim_now(count - len(leases), ttl, worker)
+            leases += got
+            if wait is not None:
+                hint = wait if hint is None else min(hint, wait)
+            if len(leases) >= count:
+                break
+        return leases, hint
+
+    def nudge(self) -> Op[None]:
+        """End a blocked claimer's wait now (its WAKE_SLICE wait is on any one shard)."""
+        for shard in self.shards:
+            yield from shard.nudge()
+
+    def wait_for_wake(self, timeout: float) -> Op[bool]:
+        """Wait up to ``min(timeout, WAKE_SLICE)`` on the next shard's wake list."""
+        return (yield from self._rotation()[0].wait_for_wake(min(timeout, WAKE_SLICE)))
+
+    def extend(self, lease: Lease, ttl: float = 30.0) -> Op[Lease]:
+        """As ``Queue.extend``, on the lease's shard. Raises LeaseLost."""
+        return (yield from self._for(lease).extend(lease, ttl))
+
+    def extend_many(
+        self, leases: Sequence[Lease], ttl: float = 30.0
+    ) -> Op[list[Lease | LeaseLost]]:
+        """As ``Queue.extend_many``: one batch per shard, results in the given order."""
+        out: list[Lease | LeaseLost | None] = [None] * len(leases)
+        for index, positions in self._by_shard(lease.id for lease in leases).items():
+            results = yield from self.shards[index].extend_many([leases[i] for i in positions], ttl)
+            for i, result in zip(positions, results, strict=True):
+                out[i] = result
+        return [r for r in out if r is not None]
+
+    def complete(
+        self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None
+    ) -> Op[None]:
+        """As ``Queue.complete``, on the lease's shard. ``effects`` keys must carry
+        that shard's tag (``self.shard_for(lease.id).keys.tag``). Raises LeaseLost."""
+        yield from self._for(lease).complete(lease, result, effects=effects)
+
+    def complete_many(
+        self, leases: Sequence[Lease], results: Sequence[Any] | None = None
+    ) -> Op[list[LeaseLost]]:
+        """Complete many leases, one batch per shard; return the refusals."""
+        if results is not None and len(results) != len(leases):
+            raise InvalidArgument(f"{len(results)} results for {len(leases)} leases")
+        lost: list[LeaseLost] = []
+        for index, members in self._by_shard(lease.id for lease in leases).items():
+            part = None if results is None else [results[i] for i in members]
+            lost += yield from self.shards[index].complete_many([leases[i] for i in members], part)
+        return lost
+
+    def fail(
+        self, lease: Lease, error: object, retry_in: float | None = None, *, dead: bool = False
+    ) -> Op[State]:
+        """As ``Queue.fail``, on the lease's shard. Raises LeaseLost."""
+        return (yield from self._for(lease).fail(lease, error, retry_in, dead=dead))
+
+    def release(self, lease: Lease) -> Op[None]:
+        """As ``Queue.release``, on the lease's shard."""
+        yield from self._for(lease).release(lease)
+
+    def once(self, lease: Lease, name: str) -> Op[bool]:
+        """As ``Queue.once``, on the lease's shard."""
+        return (yield from self._for(lease).once(lease, name))
+
+    # -- maintenance and operators ---------------------------------------------
+
+    def reap(self) -> Op[tuple[int, int]]:
+        """Reap every shard: (returned to pending, dead-lettered), summed."""
+        requeued = died = 0
+        for shard in self.shards:
+            r, d = yield from shard.reap()
+            requeued, died = requeued + r, died + d
+        return requeued, died
+
+    def get(self, job_id: str) -> Op[Job | None]:
+        """The job row from its shard, typed, or None. Raises DamagedRow."""
+        return (yield from self.shard_for(job_id).get(job_id))
+
+    def ls(
+        self,
+        state: State | str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        damaged: list[DamagedRow] | None = None,
+    ) -> Op[list[Job]]:
+        """Jobs in ``state``, shard after shard (index order within each shard);
+        ``damaged`` as for ``Queue.ls``."""
+        out: list[Job] = []
+        skip = offset
+        for shard in self.shards:
+            if len(out) >= limit:
+                break
+            jobs = yield from shard.ls(
+                state, offset=0, limit=skip + limit - len(out), damaged=damaged
+            )
+            out += jobs[skip:]
+            skip = max(0, skip - len(jobs))
+        return out[:limit]
+
+    def stats(self, soon: float = 10.0) -> Op[Stats]:
+        """Every shard's stats, summed: counts and totals add up, the oldest pending
+        age is the largest, the next due time the nearest."""
+        parts = yield from self.shard_stats(soon)
+        return merge_stats(self.shards[0].core.name, parts)
+
+    def shard_stats(self, soon: float = 10.0) -> Op[list[Stats]]:
+        """One Stats per shard, in shard order: to see skew."""
+        out: list[Stats] = []
+        for shard in self.shards:
+            out.append((yield from shard.stats(soon)))
+        return out
+
+    def cancel(self, job_id: str) -> Op[bool]:
+        """As ``Queue.cancel``, on the job's shard."""
+        return (yield from self.shard_for(job_id).cancel(job_id))
+
+    def retry_dead(self, job_id: str, *, attempts: int | None = None) -> Op[int]:
+        """As ``Queue.retry_dead``, on the job's shard."""
+        return (yield from self.shard_for(job_id).retry_dead(job_id, attempts=attempts))
+
+    def retry_all_dead(self, *, attempts: int | None = None) -> Op[int]:
+        """Retry every dead job of every shard; returns how many."""
+        done = 0
+        for shard in self.shards:
+            done += yield from shard.retry_all_dead(attempts=attempts)
+        return done
+
+    def purge(self, state: State | str) -> Op[int]:
+        """Delete every job in ``state`` from every shard; returns how many rows went."""
+        deleted = 0
+        for shard in self.shards:
+            deleted += yield from shard.purge(state)
+        return deleted
+
+
+def merge_stats(name: str, parts: Sequence[Stats]) -> Stats:
+    """One Stats for a sharded queue from its shards' Stats."""
+
+    def most(values: Iterable[float | None], pick: Any) -> float | None:
+        present = [v for v in values if v is not None]
+        return pick(present) if present else None
+
+    totals: dict[str, int] = {}
+    for part in parts:
+        for key, value in part.totals.items():
+            totals[key] = totals.get(key, 0) + value
+    return Stats(
+        queue=name,
+        pending=sum(p.pending for p in parts),
+        scheduled=sum(p.scheduled for p in parts),
+        active=sum(p.active for p in parts),
+        succeeded=sum(p.succeeded for p in parts),
+        dead=sum(p.dead for p in parts),
+        cancelled=sum(p.cancelled for p in parts),
+        expired=sum(p.expired for p in parts),
+        expiring_soon=sum(p.expiring_soon for p in parts),
+        oldest_pending_age=most((p.oldest_pending_age for p in parts), max),
+        next_due_in=most((p.next_due_in for p in parts), min),
+        server_time=max(p.server_time for p in parts),
+        totals=totals,
+    )
