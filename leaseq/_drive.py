@@ -16,9 +16,10 @@ the operation's signature and docstring.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
@@ -158,10 +159,28 @@ class Pump(Generic[R]):
         self.done = False
         self.result: Any = None
         self.step: Invoke = Invoke(lambda c: None)
+        self.reply: Any = None
         self.send(None)
 
     def send(self, reply: Any) -> None:
         self._advance(lambda: self._gen.send(reply))
+
+    @contextlib.contextmanager
+    def invoking(self) -> Iterator[Invoke]:
+        """Around one client call of ``step``: the block sets ``reply``; on leaving,
+        the reply — or the call's error, as a leaseq error — goes to the operation."""
+        step = self.step
+        self.reply = None
+        try:
+            with _redis.translate_errors(step.script):
+                try:
+                    yield step
+                except rex.NoScriptError:
+                    raise NoScript(step.script) from None
+        except LeaseqError as exc:
+            self.throw(exc)
+        else:
+            self.send(self.reply)
 
     def throw(self, error: LeaseqError) -> None:
         self._advance(lambda: self._gen.throw(error))
@@ -181,17 +200,8 @@ class SyncDriver(_Checked):
     def _drive(self, op: Op[R]) -> R:
         pump: Pump[R] = Pump(op, self)
         while not pump.done:
-            step = pump.step
-            try:
-                with _redis.translate_errors(step.script):
-                    try:
-                        reply = step.finish(step.start(self.redis))
-                    except rex.NoScriptError:
-                        raise NoScript(step.script) from None
-            except LeaseqError as exc:
-                pump.throw(exc)
-            else:
-                pump.send(reply)
+            with pump.invoking() as step:
+                pump.reply = step.finish(step.start(self.redis))
         result: R = pump.result
         return result
 
@@ -208,22 +218,13 @@ class AsyncDriver(_Checked):
     async def _drive(self, op: Op[R]) -> R:
         pump: Pump[R] = Pump(op, self)
         while not pump.done:
-            step = pump.step
-            try:
-                with _redis.translate_errors(step.script):
-                    try:
-                        raw = step.start(self.redis)
-                        if inspect.isawaitable(raw):
-                            raw = await raw
-                        elif hasattr(raw, "__aiter__"):  # scan_iter
-                            raw = [item async for item in raw]
-                        reply = step.finish(raw)
-                    except rex.NoScriptError:
-                        raise NoScript(step.script) from None
-            except LeaseqError as exc:
-                pump.throw(exc)
-            else:
-                pump.send(reply)
+            with pump.invoking() as step:
+                raw = step.start(self.redis)
+                if inspect.isawaitable(raw):
+                    raw = await raw
+                elif hasattr(raw, "__aiter__"):  # scan_iter
+                    raw = [item async for item in raw]
+                pump.reply = step.finish(raw)
         result: R = pump.result
         return result
 
@@ -239,10 +240,13 @@ def _same_doc(method: Any, op: Any) -> None:
 
 
 def sync_op(op: Callable[Concatenate[Any, P], Op[R]]) -> Callable[Concatenate[Any, P], R]:
-    """A public method that runs operation ``op`` of ``self._ops`` on the sync driver."""
+    """A public method that runs the operation named like ``op`` of ``self._ops``
+    (a ``QueueOps`` or a ``ShardedOps``: the same names and signatures) on the
+    sync driver; typed and documented as ``op``."""
+    name = op.__name__
 
     def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        result: R = self._drive(op(self._ops, *args, **kwargs))
+        result: R = self._drive(getattr(self._ops, name)(*args, **kwargs))
         return result
 
     _same_doc(method, op)
@@ -252,10 +256,11 @@ def sync_op(op: Callable[Concatenate[Any, P], Op[R]]) -> Callable[Concatenate[An
 def async_op(
     op: Callable[Concatenate[Any, P], Op[R]],
 ) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
-    """A public ``async def`` method that awaits operation ``op`` of ``self._ops``."""
+    """``sync_op`` for the async driver: an ``async def`` method."""
+    name = op.__name__
 
     async def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        result: R = await self._drive(op(self._ops, *args, **kwargs))
+        result: R = await self._drive(getattr(self._ops, name)(*args, **kwargs))
         return result
 
     _same_doc(method, op)

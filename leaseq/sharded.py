@@ -26,7 +26,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
-from ._drive import SyncDriver, sync_op
+from ._api import SyncQueueAPI
+from ._drive import sync_op
 from ._ops import WAKE_SLICE, ShardedOps, merge_stats
 from .errors import InvalidArgument
 from .keys import MAX_SHARDS, check_job_id, shard_of, split_shard
@@ -74,7 +75,7 @@ class ShardedBase(Generic[Q]):
         return self.shards[shard_of(check_job_id(job_id), len(self.shards))]
 
 
-class ShardedQueue(ShardedBase[Queue], SyncDriver):
+class ShardedQueue(ShardedBase[Queue], SyncQueueAPI):
     """One logical queue over ``shards`` hash tags; the API of ``leaseq.Queue``.
 
     ``settings`` are those of ``Queue`` (keyword-only, validated, unknown
@@ -92,41 +93,7 @@ class ShardedQueue(ShardedBase[Queue], SyncDriver):
         queue._owns_client = True
         return queue
 
-    def close(self) -> None:
-        """Close the client if this queue made it (``from_url``); else do nothing."""
-        if self._owns_client:
-            self._owns_client = False
-            self.redis.close()
-
-    def __enter__(self) -> ShardedQueue:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    enqueue = sync_op(ShardedOps.enqueue)
-    enqueue_many = sync_op(ShardedOps.enqueue_many)
-    claim = sync_op(ShardedOps.claim)
-    claim_many = sync_op(ShardedOps.claim_many)
-    claim_now = sync_op(ShardedOps.claim_now)
-    nudge = sync_op(ShardedOps.nudge)
-    wait_for_wake = sync_op(ShardedOps.wait_for_wake)
-    extend = sync_op(ShardedOps.extend)
-    extend_many = sync_op(ShardedOps.extend_many)
-    complete = sync_op(ShardedOps.complete)
-    complete_many = sync_op(ShardedOps.complete_many)
-    fail = sync_op(ShardedOps.fail)
-    release = sync_op(ShardedOps.release)
-    once = sync_op(ShardedOps.once)
-    reap = sync_op(ShardedOps.reap)
-    get = sync_op(ShardedOps.get)
-    ls = sync_op(ShardedOps.ls)
-    stats = sync_op(ShardedOps.stats)
     shard_stats = sync_op(ShardedOps.shard_stats)
-    cancel = sync_op(ShardedOps.cancel)
-    retry_dead = sync_op(ShardedOps.retry_dead)
-    retry_all_dead = sync_op(ShardedOps.retry_all_dead)
-    purge = sync_op(ShardedOps.purge)
 
 
 def sharded_names(tags: Iterable[str]) -> dict[str, int]:

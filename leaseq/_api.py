@@ -1,0 +1,108 @@
+"""The public queue methods, declared once per transport.
+
+``SyncQueueAPI`` is every operation of ``leaseq._ops`` as a plain method,
+``AsyncQueueAPI`` as an ``async def`` one. ``leaseq.Queue`` and
+``leaseq.ShardedQueue`` take the first, the ``leaseq.aio`` queues the
+second; what runs is ``self._ops`` (a ``QueueOps`` or a ``ShardedOps``), so
+a plain and a sharded queue share every method and its documentation.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from ._drive import AsyncDriver, SyncDriver, async_op, sync_op
+from ._ops import QueueOps as O
+
+__all__ = ["AsyncQueueAPI", "SyncQueueAPI"]
+
+S = TypeVar("S", bound="SyncQueueAPI")
+A = TypeVar("A", bound="AsyncQueueAPI")
+
+
+class SyncQueueAPI(SyncDriver):
+    """The queue operations, run on a redis-py client.
+
+    A queue made by ``from_url`` owns its client: ``close()`` (or a ``with``
+    block) closes it; a client passed in stays the caller's to close.
+    """
+
+    _owns_client: bool
+
+    def close(self) -> None:
+        """Close the client if this queue made it (``from_url``); else do nothing."""
+        if self._owns_client:
+            self._owns_client = False
+            self.redis.close()
+
+    def __enter__(self: S) -> S:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    enqueue = sync_op(O.enqueue)
+    enqueue_many = sync_op(O.enqueue_many)
+    claim = sync_op(O.claim)
+    claim_many = sync_op(O.claim_many)
+    claim_now = sync_op(O.claim_now)
+    nudge = sync_op(O.nudge)
+    wait_for_wake = sync_op(O.wait_for_wake)
+    extend = sync_op(O.extend)
+    extend_many = sync_op(O.extend_many)
+    complete = sync_op(O.complete)
+    complete_many = sync_op(O.complete_many)
+    fail = sync_op(O.fail)
+    release = sync_op(O.release)
+    once = sync_op(O.once)
+    reap = sync_op(O.reap)
+    get = sync_op(O.get)
+    ls = sync_op(O.ls)
+    stats = sync_op(O.stats)
+    cancel = sync_op(O.cancel)
+    retry_dead = sync_op(O.retry_dead)
+    retry_all_dead = sync_op(O.retry_all_dead)
+    purge = sync_op(O.purge)
+
+
+class AsyncQueueAPI(AsyncDriver):
+    """The queue operations, awaited on a ``redis.asyncio`` client; ``close()`` and
+    ``async with`` as for ``SyncQueueAPI``."""
+
+    _owns_client: bool
+
+    async def close(self) -> None:
+        """Close the client if this queue made it (``from_url``); else do nothing."""
+        if self._owns_client:
+            self._owns_client = False
+            closer = getattr(self.redis, "aclose", None) or self.redis.close  # redis-py < 5.0.1
+            await closer()
+
+    async def __aenter__(self: A) -> A:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    enqueue = async_op(O.enqueue)
+    enqueue_many = async_op(O.enqueue_many)
+    claim = async_op(O.claim)
+    claim_many = async_op(O.claim_many)
+    claim_now = async_op(O.claim_now)
+    nudge = async_op(O.nudge)
+    wait_for_wake = async_op(O.wait_for_wake)
+    extend = async_op(O.extend)
+    extend_many = async_op(O.extend_many)
+    complete = async_op(O.complete)
+    complete_many = async_op(O.complete_many)
+    fail = async_op(O.fail)
+    release = async_op(O.release)
+    once = async_op(O.once)
+    reap = async_op(O.reap)
+    get = async_op(O.get)
+    ls = async_op(O.ls)
+    stats = async_op(O.stats)
+    cancel = async_op(O.cancel)
+    retry_dead = async_op(O.retry_dead)
+    retry_all_dead = async_op(O.retry_all_dead)
+    purge = async_op(O.purge)
