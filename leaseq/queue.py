@@ -15,7 +15,7 @@ from typing import Any
 import redis as redis_lib
 import redis.exceptions as rex
 
-from . import _redis
+from . import _control, _redis
 from ._base import QueueBase
 from ._core import (
     Call,
@@ -325,6 +325,21 @@ class Queue(QueueBase):
             deleted += gone
             if remaining == 0:
                 return deleted
+
+    def pause(self) -> bool:
+        """Stop handing out jobs, for every worker at once (the claim script checks
+        the flag). Enqueue still works; leases in flight finish. True if paused now,
+        False if it already was."""
+        return self._run(_control.pause(self._core))
+
+    def resume(self) -> bool:
+        """Hand out jobs again and wake blocked claimers. True if it was paused."""
+        return self._run(_control.resume(self._core))
+
+    def delete(self, job_id: str) -> str:
+        """Delete one job that holds no lease (row and index entry); returns the
+        state it was in. Raises JobNotFound, or JobStateError for an active job."""
+        return self._run(_control.delete(self._core, job_id))
 
     @staticmethod
     def queues(redis: Any, prefix: str = "leaseq") -> list[str]:

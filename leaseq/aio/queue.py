@@ -17,7 +17,7 @@ from typing import Any
 import redis.asyncio as aioredis
 import redis.exceptions as rex
 
-from .. import _redis
+from .. import _control, _redis
 from .._base import QueueBase
 from .._core import (
     Call,
@@ -277,6 +277,18 @@ class Queue(QueueBase):
             deleted += gone
             if remaining == 0:
                 return deleted
+
+    async def pause(self) -> bool:
+        """Stop handing out jobs (see ``leaseq.Queue.pause``); True if paused now."""
+        return await self._run(_control.pause(self._core))
+
+    async def resume(self) -> bool:
+        """Hand out jobs again and wake blocked claimers; True if it was paused."""
+        return await self._run(_control.resume(self._core))
+
+    async def delete(self, job_id: str) -> str:
+        """Delete one job that holds no lease; returns the state it was in."""
+        return await self._run(_control.delete(self._core, job_id))
 
     @staticmethod
     async def queues(redis: Any, prefix: str = "leaseq") -> list[str]:
