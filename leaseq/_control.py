@@ -10,10 +10,14 @@ from typing import Any
 
 from ._core import Call, QueueCore
 from ._replies import admin_error, as_text
+from .errors import JobStateError
 from .keys import check_job_id
 from .scripts import SCRIPTS
 
-__all__ = ["delete", "pause", "resume"]
+__all__ = ["DROP_LIMIT", "delete", "drop", "pause", "resume"]
+
+DROP_LIMIT = 1000
+"""Most jobs one drop call deletes, so no call blocks the server for long."""
 
 
 def pause(core: QueueCore) -> Call[bool]:
@@ -50,3 +54,26 @@ def delete(core: QueueCore, job_id: str) -> Call[str]:
 
     keys = (k.job(job_id), k.pending, k.scheduled, k.succeeded, k.dead, k.cancelled)
     return Call(SCRIPTS["delete"], keys, (job_id,), parse)
+
+
+def drop(core: QueueCore, force: bool, limit: int = DROP_LIMIT) -> Call[tuple[int, int]]:
+    """One step of deleting the whole queue: ``(rows deleted, jobs remaining)``.
+
+    Run it until nothing remains; the queue is paused from the first call
+    on, and its meta hash (counters, the flag) goes with the last job.
+    Without ``force`` a queue with leases in flight is refused (JobStateError
+    naming how many), before anything is written.
+    """
+    k = core.keys
+
+    def parse(reply: Any) -> tuple[int, int]:
+        if as_text(reply[0]) == "ACTIVE":
+            raise JobStateError(
+                f"(queue {core.name})",
+                f"holding {int(reply[1])} lease(s)",
+                "stop its workers first, or drop with force",
+            )
+        return int(reply[1]), int(reply[2])
+
+    keys = (k.pending, k.scheduled, k.active, k.succeeded, k.dead, k.cancelled, k.meta, k.wake)
+    return Call(SCRIPTS["drop"], keys, (k.job_prefix, limit, 1 if force else 0), parse)

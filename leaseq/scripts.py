@@ -82,6 +82,7 @@ _SHAPES: dict[str, tuple[int, bool]] = {
     "pause": (1, False),
     "resume": (4, False),
     "delete": (6, False),
+    "drop": (8, False),
 }
 
 

@@ -111,6 +111,39 @@ def test_delete_takes_a_key_damaged_by_hand(q: leaseq.Queue, r: Any) -> None:
     assert "a" not in index(q, "pending")
 
 
+def test_drop_deletes_every_key_of_the_queue(q: leaseq.Queue, r: Any) -> None:
+    other = leaseq.Queue("other", redis=r)
+    other.enqueue({"keep": True}, id="k")
+    q.enqueue_many([{"n": i} for i in range(5)])
+    q.enqueue({"n": 9}, id="s", delay=600)
+    done = claim_one(q)
+    q.complete(done)
+    q.pause()
+    assert q.drop() == 6
+    assert [k for k in r.keys("*") if b"{emails}" in k] == []
+    assert leaseq.Queue.queues(r) == ["other"]
+    assert other.get("k") is not None
+
+
+def test_drop_refuses_leases_in_flight_unless_forced(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue_many([{"n": i} for i in range(3)])
+    lease = claim_one(q)
+    before = snapshot(r)
+    with pytest.raises(leaseq.JobStateError, match="1 lease"):
+        q.drop()
+    assert snapshot(r) == before
+    assert q.drop(force=True) == 3
+    with pytest.raises(leaseq.LeaseLost):
+        q.complete(lease)
+    assert q.stats().pending == 0
+
+
+def test_drop_works_through_a_big_queue_in_bounded_calls(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue_many([{"n": i} for i in range(2500)])
+    assert q.drop() == 2500
+    assert r.dbsize() == 0
+
+
 # -- sync only: blocking claimers, workers ---------------------------------------
 
 

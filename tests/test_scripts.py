@@ -172,6 +172,7 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
         "pause": _control.pause(core),
         "resume": _control.resume(core),
         "delete": _control.delete(core, "ID"),
+        "drop": _control.drop(core, False),
     }
 
 

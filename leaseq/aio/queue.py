@@ -286,6 +286,15 @@ class Queue(QueueBase):
         """Hand out jobs again and wake blocked claimers; True if it was paused."""
         return await self._run(_control.resume(self._core))
 
+    async def drop(self, *, force: bool = False) -> int:
+        """Delete the whole queue (see ``leaseq.Queue.drop``); returns rows deleted."""
+        deleted = 0
+        while True:
+            gone, remaining = await self._run(_control.drop(self._core, force))
+            deleted += gone
+            if remaining == 0:
+                return deleted
+
     async def delete(self, job_id: str) -> str:
         """Delete one job that holds no lease; returns the state it was in."""
         return await self._run(_control.delete(self._core, job_id))
