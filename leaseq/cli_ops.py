@@ -9,6 +9,8 @@ public Queue API.
 
 from __future__ import annotations
 
+import functools
+import time
 from typing import Any
 
 import click
@@ -123,7 +125,41 @@ def web(c: Any, host: str, port: int, allow_actions: bool, auth: str | None) -> 
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
 
 
+def _add_watch(command: click.Command) -> None:
+    """Give ``leaseq stats`` a ``--watch SECONDS`` option: print it again every
+    SECONDS on a cleared screen until Ctrl-C (the command itself is unchanged)."""
+    if any(p.name == "watch" for p in command.params) or command.callback is None:
+        return
+    once = command.callback
+    command.params.append(
+        click.Option(
+            ["--watch"],
+            type=click.FloatRange(min=0.2),
+            default=None,
+            metavar="SECONDS",
+            help="Print again every SECONDS until Ctrl-C.",
+        )
+    )
+
+    @functools.wraps(once)
+    def callback(*args: Any, watch: float | None = None, **kwargs: Any) -> Any:
+        if watch is None:
+            return once(*args, **kwargs)
+        try:
+            while True:
+                click.clear()
+                once(*args, **kwargs)
+                click.echo(f"every {watch:g} s; Ctrl-C to stop", err=True)
+                time.sleep(watch)
+        except KeyboardInterrupt:
+            return None  # the way out of a watch, not an error
+
+    command.callback = callback
+
+
 def register(group: click.Group) -> None:
-    """Add the operator commands to the ``leaseq`` group."""
+    """Add the operator commands to the ``leaseq`` group (and ``stats --watch``)."""
     for command in (pause, resume, cancel, delete, drop, web):
         group.add_command(command)
+    if "stats" in group.commands:
+        _add_watch(group.commands["stats"])

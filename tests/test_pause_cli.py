@@ -83,3 +83,26 @@ def test_web_without_the_extra_says_how_to_install(
     code, _, err = cli("web")
     assert code == 1
     assert err.count("\n") == 1 and "pip install 'leaseq[web]'" in err
+
+
+def test_stats_watch_prints_again_until_interrupted(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    q = cli.queue()
+    q.enqueue({"n": 1})
+    ticks: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        ticks.append(seconds)
+        if len(ticks) == 1:
+            q.enqueue({"n": 2})
+            return
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("leaseq.cli_ops.time.sleep", sleep)
+    code, out, err = cli("stats", "mail", "--json", "--watch", "0.5")
+    assert code == 0 and ticks == [0.5, 0.5]
+    assert '"pending": 1' in out and '"pending": 2' in out
+    assert "every 0.5 s" in err
+    code, _, err = cli("stats", "--watch", "0")
+    assert code == 2 and "--watch" in err

@@ -256,3 +256,43 @@ def test_metrics(seeded: leaseq.Queue, r: Any) -> None:
     assert re.search(r'leaseq_jobs_finished_total\{outcome="dead",queue="emails"\} 1\.0', text)
     assert 'leaseq_queue_paused{queue="emails"} 1.0' in text
     assert "# TYPE leaseq_jobs_enqueued_total counter" in text
+
+
+def test_leaseq_web_serves_on_loopback(redis_server: Any) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import httpx
+
+    from tests.conftest import free_port, wait_until
+
+    port = free_port()
+    url = f"redis://:{'pw'}@127.0.0.1:{redis_server.port}/0"
+    leaseq.Queue.from_url(f"redis://127.0.0.1:{redis_server.port}/0", "cli-web").enqueue(1)
+    exe = str(Path(sys.executable).parent / "leaseq")
+    proc = subprocess.Popen(
+        [exe, "--url", url, "web", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+
+        def up() -> Any:
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/", timeout=1.0)
+            except httpx.HTTPError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                return None
+
+        page = wait_until(up, 20, what="leaseq web to answer")
+        assert page.status_code == 200 and 'data-queue="cli-web"' in page.text
+        assert "read-only" in page.text
+        refused = httpx.post(f"http://127.0.0.1:{port}/queues/cli-web/actions", data={})
+        assert refused.status_code == 403
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert f"leaseq web on http://127.0.0.1:{port}/ (read-only)" in err
+    assert ":pw@" not in err and "***" in err
