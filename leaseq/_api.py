@@ -63,6 +63,10 @@ class SyncQueueAPI(SyncDriver):
     retry_dead = sync_op(O.retry_dead)
     retry_all_dead = sync_op(O.retry_all_dead)
     purge = sync_op(O.purge)
+    pause = sync_op(O.pause)
+    resume = sync_op(O.resume)
+    drop = sync_op(O.drop)
+    delete = sync_op(O.delete)
 
 
 class AsyncQueueAPI(AsyncDriver):
@@ -106,3 +110,7 @@ class AsyncQueueAPI(AsyncDriver):
     retry_dead = async_op(O.retry_dead)
     retry_all_dead = async_op(O.retry_all_dead)
     purge = async_op(O.purge)
+    pause = async_op(O.pause)
+    resume = async_op(O.resume)
+    drop = async_op(O.drop)
+    delete = async_op(O.delete)

@@ -468,6 +468,7 @@ class QueueCore:
             totals = {as_text(r[i]): int(r[i + 1]) for i in range(11, len(r) - 1, 2)}
             for hidden in ("seq", "clock"):
                 totals.pop(hidden, None)
+            paused_ms = totals.pop("paused", None)  # the flag of pause.lua, not a counter
             return Stats(
                 queue=self.name,
                 pending=int(r[1]),
@@ -482,6 +483,8 @@ class QueueCore:
                 next_due_in=None if due < 0 else max(0, due - now) / 1000,
                 server_time=now / 1000,
                 totals=totals,
+                paused=paused_ms is not None,
+                paused_at=None if paused_ms is None else paused_ms / 1000,
             )
 
         return Call(SCRIPTS["stats"], self._stats_keys, (self.keys.job_prefix, soon_ms), parse)

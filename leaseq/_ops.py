@@ -25,6 +25,7 @@ from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from . import _control
 from ._core import Call, Claimed, QueueCore, block_until, block_wait, parse_state
 from ._replies import as_text
 from .errors import DamagedRow, InvalidArgument, JobNotFound, JobStateError, LeaseLost
@@ -367,6 +368,38 @@ class QueueOps:
             if remaining == 0:
                 return deleted
 
+    # -- steering the whole queue --------------------------------------------------
+
+    def pause(self) -> Op[bool]:
+        """Stop handing out jobs, for every worker at once (the claim script checks
+        the flag). Enqueue still works; leases in flight finish. True if paused now,
+        False if it already was."""
+        paused: bool = yield _control.pause(self.core)
+        return paused
+
+    def resume(self) -> Op[bool]:
+        """Hand out jobs again and wake blocked claimers. True if it was paused."""
+        resumed: bool = yield _control.resume(self.core)
+        return resumed
+
+    def drop(self, *, force: bool = False) -> Op[int]:
+        """Delete the whole queue: every job, its counters and flags; returns how many
+        rows went. Paused from the first call on (1,000 jobs per call). Raises
+        JobStateError while leases are in flight, unless ``force``: then their
+        holders' completions meet LeaseLost."""
+        deleted = 0
+        while True:
+            gone, remaining = yield _control.drop(self.core, force)
+            deleted += int(gone)
+            if remaining == 0:
+                return deleted
+
+    def delete(self, job_id: str) -> Op[str]:
+        """Delete one job that holds no lease (row and index entry); returns the
+        state it was in. Raises JobNotFound, or JobStateError for an active job."""
+        state: str = yield _control.delete(self.core, job_id)
+        return state
+
 
 class ShardedOps:
     """The operations of one logical queue over its shards' ``QueueOps``.
@@ -618,6 +651,33 @@ class ShardedOps:
         for shard in self.shards:
             deleted += yield from shard.purge(state)
         return deleted
+
+    # -- steering the whole queue --------------------------------------------------
+
+    def pause(self) -> Op[bool]:
+        """Pause every shard; True if any was running."""
+        paused = False
+        for shard in self.shards:
+            paused = (yield from shard.pause()) or paused
+        return paused
+
+    def resume(self) -> Op[bool]:
+        """Resume every shard; True if any was paused."""
+        resumed = False
+        for shard in self.shards:
+            resumed = (yield from shard.resume()) or resumed
+        return resumed
+
+    def drop(self, *, force: bool = False) -> Op[int]:
+        """Drop every shard (as ``Queue.drop``); returns how many rows went."""
+        deleted = 0
+        for shard in self.shards:
+            deleted += yield from shard.drop(force=force)
+        return deleted
+
+    def delete(self, job_id: str) -> Op[str]:
+        """As ``Queue.delete``, on the job's shard."""
+        return (yield from self.shard_for(job_id).delete(job_id))
 
 
 def merge_stats(name: str, parts: Sequence[Stats]) -> Stats:

@@ -67,11 +67,10 @@ def admin_error(op: str, job_id: str, reply: Sequence[Any]) -> Exception:
     if code == "GONE":
         return JobNotFound(job_id)
     if code == "STATE":
-        wanted = (
-            "only pending or scheduled jobs can be cancelled"
-            if op == "cancel"
-            else ("only dead jobs can be retried")
-        )
+        wanted = {
+            "cancel": "only pending or scheduled jobs can be cancelled",
+            "delete": "an active job holds a lease: let it finish or expire first",
+        }.get(op, "only dead jobs can be retried")
         return JobStateError(job_id, as_text(reply[1]), wanted)
     if code == "DAMAGED":
         return DamagedRow(job_id, as_text(reply[1]), as_text(reply[2]))

@@ -23,6 +23,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from . import _redis
+from .cli_ops import register as _register_ops
 from .errors import DamagedRow, InvalidArgument, JobNotFound, LeaseqError
 from .handler import load_handler
 from .queue import Queue, connect
@@ -390,6 +391,9 @@ def demo(c: _Ctx, jobs: int) -> None:
 
     # A fresh embedded store per run, so a second demo in one process starts clean.
     run_demo(c.explicit_url or f"memory://demo-{uuid.uuid4().hex[:8]}", jobs, c.prefix, out)
+
+
+_register_ops(cli)  # pause, resume, cancel, delete, drop, web: leaseq/cli_ops.py
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:

@@ -79,6 +79,10 @@ _SHAPES: dict[str, tuple[int, bool]] = {
     "retry": (5, False),
     "purge": (1, False),
     "stats": (7, False),
+    "pause": (1, False),
+    "resume": (4, False),
+    "delete": (6, False),
+    "drop": (8, False),
 }
 
 

@@ -148,6 +148,10 @@ class Stats(msgspec.Struct, frozen=True, kw_only=True):
     """Seconds until the next scheduled job is due (0 if overdue)."""
     server_time: float
     totals: dict[str, int] = msgspec.field(default_factory=dict)
+    paused: bool = False
+    """True while ``Queue.pause`` holds: claims lease nothing (see ``pause``)."""
+    paused_at: float | None = None
+    """Epoch seconds (server clock) when the pause began; None when not paused."""
 
 
 DEFAULT_BACKOFF = Backoff()

@@ -15,7 +15,8 @@
 -- ARGV[5]  maintenance limit: most scheduled jobs to promote and expired leases to reap (integer >= 0)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job row
 -- returns: flat array: now_ms, wait_ms (when nothing was leased: ms until the next scheduled job is due
---          or the earliest lease ends; -1 if none, or if jobs were leased),
+--          or the earliest lease ends; -1 if none, if jobs were leased, or while the queue is
+--          paused: then sleep on the wake list, which resume.lua fills),
 --          k, then six values per leased job: id, attempts (the fencing token),
 --          max_attempts, lease_until (ms epoch), enqueued_at (ms epoch), payload
 -- errors: none of its own; a row that cannot be claimed is dead-lettered with last_error
@@ -39,6 +40,13 @@ local now = now_ms(meta)
 if limit > 0 then
   promote_due(scheduled, pending, meta, wake, job_prefix, now, limit)
   reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit)
+end
+
+if redis.call('HGET', meta, 'paused') then
+  -- Paused (pause.lua): lease nothing. Drop the wake tokens so blocked
+  -- claimers sleep instead of spinning; resume.lua pushes fresh ones.
+  redis.call('DEL', wake)
+  return { now, -1, 0 }
 end
 
 local out = {}

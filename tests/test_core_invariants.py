@@ -176,7 +176,12 @@ def test_random_workload_keeps_every_job_in_one_state(r: Any, clock: Clock, back
     assert seen, "the workload made jobs"
     totals = q.stats().totals
     assert totals["enqueued"] >= 20 and totals["succeeded"] >= 5, totals
-    assert totals["dead"] >= 1 and totals["expired"] >= 1, totals
+    if backend == "fake":
+        # On the frozen clock the run is the same every time, so it must have
+        # walked the dead and expired paths too. On a real server, under a loaded
+        # machine, which leases run out depends on timing; the invariants above
+        # are what that run checks.
+        assert totals.get("dead", 0) >= 1 and totals.get("expired", 0) >= 1, totals
 
 
 def test_no_pickle_anywhere() -> None:

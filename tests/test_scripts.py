@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import leaseq
-from leaseq import _redis
+from leaseq import _control, _redis
 from leaseq.scripts import SCRIPTS, load_source
 from tests.conftest import Clock
 from tests.test_core_util import claim_one, index, row, snapshot
@@ -169,6 +169,10 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
         "retry": core.retry("ID", None),
         "purge": core.purge("dead"),
         "stats": core.stats(1.0),
+        "pause": _control.pause(core),
+        "resume": _control.resume(core),
+        "delete": _control.delete(core, "ID"),
+        "drop": _control.drop(core, False),
     }
 
 

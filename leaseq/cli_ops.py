@@ -1,0 +1,165 @@
+"""Operator commands of the ``leaseq`` CLI: pause, resume, cancel, delete, drop, web.
+
+They are registered on the main click group by ``register`` (one line in
+``leaseq.cli``) and reach the queue through the group's context object (its
+``queue``, ``target``, ``holder``, ``redis``, ``prefix`` and ``url``), so
+this module never imports ``leaseq.cli`` and stays a thin client of the
+public Queue API.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any
+
+import click
+
+from . import _redis
+from .errors import InvalidArgument
+
+__all__ = ["register"]
+
+
+def _parts(target: Any) -> list[Any]:
+    """The plain queues behind a Queue or a ShardedQueue."""
+    return list(getattr(target, "shards", None) or [target])
+
+
+@click.command()
+@click.argument("queue")
+@click.pass_obj
+def pause(c: Any, queue: str) -> None:
+    """Stop QUEUE handing out jobs (enqueue still works; leases in flight finish)."""
+    changed = [part.pause() for part in _parts(c.target(queue))]
+    word = "paused" if any(changed) else "was already paused"
+    click.echo(f"{queue} {word}: workers lease nothing until  leaseq resume {queue}")
+
+
+@click.command()
+@click.argument("queue")
+@click.pass_obj
+def resume(c: Any, queue: str) -> None:
+    """Let a paused QUEUE hand out jobs again."""
+    changed = [part.resume() for part in _parts(c.target(queue))]
+    click.echo(f"{queue} {'resumed' if any(changed) else 'was not paused'}")
+
+
+@click.command()
+@click.argument("queue")
+@click.argument("job_id", metavar="ID")
+@click.pass_obj
+def cancel(c: Any, queue: str, job_id: str) -> None:
+    """Cancel a pending or scheduled job: it will never run."""
+    part, _ = c.holder(queue, job_id)
+    now = part.cancel(job_id)
+    click.echo(f"job {job_id} {'cancelled' if now else 'was already cancelled'}")
+
+
+@click.command()
+@click.argument("queue")
+@click.argument("job_id", metavar="ID")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_obj
+def delete(c: Any, queue: str, job_id: str, yes: bool) -> None:
+    """Delete one job (its row and index entry); not while it holds a lease."""
+    part, job = c.holder(queue, job_id)
+    if not yes:
+        click.confirm(f"delete {job.state.value} job {job_id} from {queue}?", abort=True, err=True)
+    was = part.delete(job_id)
+    click.echo(f"deleted {was} job {job_id} from {queue}")
+
+
+@click.command()
+@click.argument("queue")
+@click.option("--force", is_flag=True, help="Drop it even with leases in flight.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_obj
+def drop(c: Any, queue: str, force: bool, yes: bool) -> None:
+    """Delete QUEUE: every job in every state, its counters and flags."""
+    target = c.target(queue)
+    s = target.stats()
+    if s.active and not force:
+        raise InvalidArgument(
+            f"{queue} has {s.active} lease(s) in flight; stop its workers first, "
+            "or pass --force (their completions will then find no job)"
+        )
+    total = s.pending + s.scheduled + s.active + s.succeeded + s.dead + s.cancelled
+    if not yes:
+        click.confirm(
+            f"drop queue {queue}: delete {total} job(s) and its counters?", abort=True, err=True
+        )
+    gone = sum(part.drop(force=force) for part in _parts(target))
+    click.echo(f"dropped {queue}: {gone} job(s) deleted")
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--allow-actions", is_flag=True, help="Allow retry, cancel, delete, purge, pause (POST)."
+)
+@click.option(
+    "--auth",
+    default=None,
+    metavar="USER:PASSWORD|TOKEN",
+    envvar="LEASEQ_WEB_AUTH",
+    help="HTTP basic auth (USER:PASSWORD) or a bearer TOKEN; else $LEASEQ_WEB_AUTH.",
+)
+@click.pass_obj
+def web(c: Any, host: str, port: int, allow_actions: bool, auth: str | None) -> None:
+    """Serve the dashboard (needs the web extra: pip install 'leaseq[web]')."""
+    try:
+        import uvicorn
+
+        from .web import create_app
+    except ImportError as exc:
+        raise InvalidArgument(
+            f"leaseq web needs the web extra ({exc.name} is missing): pip install 'leaseq[web]'"
+        ) from None
+    app = create_app(
+        c.redis, prefix=c.prefix, allow_actions=allow_actions, auth=auth, title=_redis.redact(c.url)
+    )
+    mode = "actions allowed" if allow_actions else "read-only"
+    click.echo(f"leaseq web on http://{host}:{port}/ ({mode}) for {_redis.redact(c.url)}", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+
+
+def _add_watch(command: click.Command) -> None:
+    """Give ``leaseq stats`` a ``--watch SECONDS`` option: print it again every
+    SECONDS on a cleared screen until Ctrl-C (the command itself is unchanged)."""
+    if any(p.name == "watch" for p in command.params) or command.callback is None:
+        return
+    once = command.callback
+    command.params.append(
+        click.Option(
+            ["--watch"],
+            type=click.FloatRange(min=0.2),
+            default=None,
+            metavar="SECONDS",
+            help="Print again every SECONDS until Ctrl-C.",
+        )
+    )
+
+    @functools.wraps(once)
+    def callback(*args: Any, watch: float | None = None, **kwargs: Any) -> Any:
+        if watch is None:
+            return once(*args, **kwargs)
+        try:
+            while True:
+                click.clear()
+                once(*args, **kwargs)
+                click.echo(f"every {watch:g} s; Ctrl-C to stop", err=True)
+                time.sleep(watch)
+        except KeyboardInterrupt:
+            return None  # the way out of a watch, not an error
+
+    command.callback = callback
+
+
+def register(group: click.Group) -> None:
+    """Add the operator commands to the ``leaseq`` group (and ``stats --watch``)."""
+    for command in (pause, resume, cancel, delete, drop, web):
+        group.add_command(command)
+    if "stats" in group.commands:
+        _add_watch(group.commands["stats"])

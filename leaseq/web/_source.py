@@ -1,0 +1,203 @@
+"""What the dashboard reads and does, over the public Queue API only.
+
+``Source`` finds the queues under a prefix (SCAN of meta keys, cached for a
+while so a refreshing page never walks the keyspace each time), hands out a
+``Queue`` or ``ShardedQueue`` per name, and runs operator actions. Nothing
+here formats a key except through ``Queue.keys``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from .. import _redis
+from ..errors import DamagedRow, InvalidArgument, JobNotFound, JobStateError
+from ..queue import Queue
+from ..sharded import ShardedQueue, sharded_names
+from ..types import Job, State, Stats
+
+__all__ = ["SCAN_LIMIT", "Found", "Source"]
+
+SCAN_LIMIT = 10_000
+"""Most rows one substring search reads (it says how many of how many)."""
+SEARCH_PAGE = 500
+MAX_MATCHES = 100
+
+Target = Queue | ShardedQueue
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A substring search's outcome: the matches and how much it read."""
+
+    jobs: list[Job]
+    scanned: int
+    total: int
+    damaged: int
+
+
+class Source:
+    """The queues of one Redis client under one prefix."""
+
+    def __init__(self, redis: Any, prefix: str = "leaseq", rescan: float = 30.0) -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self.rescan = rescan
+        self._lock = threading.Lock()
+        self._names: dict[str, int] = {}
+        self._scanned_at = float("-inf")
+
+    # -- finding queues ---------------------------------------------------------
+
+    def names(self, fresh: bool = False) -> dict[str, int]:
+        """``{queue: shards}`` (0 for a plain queue), by SCAN at most every ``rescan`` s."""
+        with self._lock:
+            if fresh or time.monotonic() - self._scanned_at > self.rescan:
+                self._names = sharded_names(Queue.queues(self.redis, self.prefix))
+                self._scanned_at = time.monotonic()
+            return dict(self._names)
+
+    def queue(self, name: str) -> Target:
+        """The queue named ``name``; InvalidArgument when there is none."""
+        shards = self.names().get(name)
+        if shards is None:
+            shards = self.names(fresh=True).get(name)
+        if shards is None:
+            raise InvalidArgument(f"no queue named {name!r} under prefix {self.prefix!r}")
+        if shards:
+            return ShardedQueue(name, shards=shards, redis=self.redis, prefix=self.prefix)
+        return Queue(name, redis=self.redis, prefix=self.prefix)
+
+    def stats(self, target: Target) -> Stats:
+        """The queue's stats; a sharded queue is paused when any shard is."""
+        if isinstance(target, ShardedQueue):
+            parts = target.shard_stats()
+            merged = target.stats()
+            paused = [p.paused_at for p in parts if p.paused]
+            if not paused:
+                return merged
+            return msgspec.structs.replace(
+                merged, paused=True, paused_at=min(t for t in paused if t is not None)
+            )
+        return target.stats()
+
+    def overview(self) -> list[Stats]:
+        out = []
+        for name in sorted(self.names()):
+            try:
+                out.append(self.stats(self.queue(name)))
+            except InvalidArgument:
+                continue  # dropped since the last scan
+        return out
+
+    # -- reading jobs -------------------------------------------------------------
+
+    @staticmethod
+    def parts(target: Target) -> list[Queue]:
+        return list(target.shards) if isinstance(target, ShardedQueue) else [target]
+
+    def holder(self, target: Target, job_id: str) -> Queue:
+        """The plain queue (the shard, for a sharded one) whose keys hold ``job_id``."""
+        for part in self.parts(target):
+            with _redis.translate_errors():
+                if self.redis.exists(part.keys.job(job_id)):
+                    return part
+        raise JobNotFound(job_id)
+
+    def row(self, target: Target, job_id: str) -> tuple[dict[str, str], Job | None, str]:
+        """The stored row of a job (every field, as text), the typed Job (None when
+        the row will not read), and why it will not. JobNotFound for no row."""
+        part = self.holder(target, job_id)
+        with _redis.translate_errors():
+            raw = self.redis.hgetall(part.keys.job(job_id))
+        if not isinstance(raw, dict):
+            raw = {}
+        text = {_text(k): _text(v) for k, v in raw.items()}
+        try:
+            return text, part.get(job_id), ""
+        except DamagedRow as exc:
+            return text, None, str(exc)
+
+    def search(self, target: Target, needle: str, limit: int = SCAN_LIMIT) -> Found:
+        """Jobs whose id, payload or last_error contain ``needle``: a bounded read of
+        at most ``limit`` rows, page by page through the state indexes."""
+        s = self.stats(target)
+        total = s.pending + s.scheduled + s.active + s.succeeded + s.dead + s.cancelled
+        jobs: list[Job] = []
+        scanned = damaged_count = 0
+        for job in self._walk(target, limit):
+            if job is None:
+                damaged_count += 1
+                scanned += 1
+                continue
+            scanned += 1
+            if len(jobs) < MAX_MATCHES and _matches(job, needle):
+                jobs.append(job)
+        return Found(jobs, scanned, max(total, scanned), damaged_count)
+
+    def _walk(self, target: Target, limit: int) -> Iterator[Job | None]:
+        read = 0
+        for state in State:
+            offset = 0
+            while read < limit:
+                damaged: list[DamagedRow] = []
+                page = target.ls(
+                    state, offset=offset, limit=min(SEARCH_PAGE, limit - read), damaged=damaged
+                )
+                if not page and not damaged:
+                    break
+                yield from page
+                for _ in damaged:
+                    yield None
+                got = len(page) + len(damaged)
+                read += got
+                offset += got
+
+    # -- actions --------------------------------------------------------------------
+
+    def pause(self, target: Target, on: bool) -> bool:
+        done = [part.pause() if on else part.resume() for part in self.parts(target)]
+        return any(done)
+
+    def delete(self, target: Target, job_id: str) -> str:
+        return self.holder(target, job_id).delete(job_id)
+
+    def retry(self, target: Target, job_id: str) -> int:
+        return self.holder(target, job_id).retry_dead(job_id)
+
+    def cancel(self, target: Target, job_id: str) -> bool:
+        return self.holder(target, job_id).cancel(job_id)
+
+    def each(self, ids: list[str], act: Any) -> tuple[int, list[str]]:
+        """Run ``act(id)`` on every id; (how many worked, one line per refusal)."""
+        ok, refused = 0, []
+        for job_id in ids:
+            try:
+                act(job_id)
+                ok += 1
+            except (JobNotFound, JobStateError, DamagedRow, InvalidArgument) as exc:
+                refused.append(str(exc))
+        return ok, refused
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    return str(value)
+
+
+def _matches(job: Job, needle: str) -> bool:
+    if needle in job.id or (job.last_error and needle in job.last_error):
+        return True
+    try:
+        text = json.dumps(job.payload, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        text = repr(job.payload)
+    return needle in text

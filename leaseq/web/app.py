@@ -1,0 +1,553 @@
+"""``create_app``: the dashboard as a Starlette ASGI app, mountable at any path.
+
+Pages are rendered on the server (Jinja2) from the public Queue API: the
+overview from ``stats``, a state's list a page at a time through its index
+(``ls``: ZRANGE by rank, never a scan of rows), a job from ``get`` and its
+stored row. One small script (``static/leaseq.js``) refreshes the live part
+of a page by fetching it again with ``?partial=1``. Actions are POSTs that
+carry a CSRF token, are refused unless the app was made with
+``allow_actions=True``, and answer with a confirmation page first when they
+destroy or change many jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import urllib.parse
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from .. import _redis
+from ..errors import DamagedKey, InvalidArgument, JobNotFound, LeaseqError, ServerUnavailable
+from ..queue import connect
+from ..types import Job, State, Stats
+from ._security import CSRF_COOKIE, TOKEN_COOKIE, Gate, csrf_ok, csrf_token, parse_auth
+from ._source import SCAN_LIMIT, Source, Target
+
+__all__ = ["create_app"]
+
+HERE = Path(__file__).resolve().parent
+PAGE_SIZE = 50
+PAGE_SIZES = (20, 50, 100, 200)
+REFRESH_MS = 2000
+FLASH_COOKIE = "leaseq_flash"
+STATES = [s.value for s in State]
+TIME_FIELDS = ("enqueued_at", "run_at", "claimed_at", "lease_until", "finished_at")
+log = logging.getLogger("leaseq.web")
+
+
+def create_app(
+    redis: Any,
+    *,
+    prefix: str = "leaseq",
+    allow_actions: bool = False,
+    auth: str | None = None,
+    title: str | None = None,
+    refresh: float = REFRESH_MS / 1000,
+    rescan: float = 30.0,
+) -> Starlette:
+    """The dashboard for the queues under ``prefix`` on ``redis``.
+
+    ``redis``: a ``redis.Redis`` (or cluster) client, or a URL for one
+    (``memory://`` too). ``allow_actions``: False (the default) serves
+    read-only pages and refuses every POST with 403. ``auth``:
+    ``"user:password"`` for HTTP basic auth, any other text for a bearer
+    token (``Authorization: Bearer T``, or open ``?token=T`` once to get a
+    cookie); None for no auth. ``title`` is shown in the header (never put a
+    password there: the CLI passes the redacted URL). ``refresh``: seconds
+    between live updates; ``rescan``: seconds between SCANs for new queues.
+
+    Mount it anywhere: ``Mount("/jobs", app=create_app(r))`` in Starlette,
+    ``app.mount("/jobs", create_app(r))`` in FastAPI.
+    """
+    client = connect(redis) if isinstance(redis, str) else redis
+    source = Source(client, prefix, rescan)
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["n"] = lambda value: f"{int(value):,}"
+    macros = env.get_template("_macros.html").module
+    env.globals.update(when=macros.when, action=macros.action)  # type: ignore[attr-defined]
+    views = _Views(source, env, allow_actions, title or f"prefix {prefix}", refresh)
+    routes = [
+        Route("/", views.overview, name="overview"),
+        Route("/search", views.search, name="search"),
+        Route("/metrics", views.metrics, name="metrics"),
+        Route("/queues/{name}", views.queue, name="queue"),
+        Route("/queues/{name}/jobs/{job_id:path}", views.job, name="job"),
+        Route("/queues/{name}/actions", views.action, methods=["POST"], name="action"),
+        Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(Gate, auth=parse_auth(auth))],
+        exception_handlers={LeaseqError: views.error, 404: views.not_found},
+    )
+
+
+class _Views:
+    def __init__(
+        self, source: Source, env: Environment, allow: bool, title: str, refresh: float
+    ) -> None:
+        self.source = source
+        self.env = env
+        self.allow = allow
+        self.title = title
+        self.refresh_ms = max(250, round(refresh * 1000))
+
+    # -- helpers ----------------------------------------------------------------
+
+    def render(
+        self, request: Request, template: str, status: int = 200, **context: Any
+    ) -> HTMLResponse:
+        base = _base(request)
+        cookies = request.cookies
+        token, new = csrf_token(cookies)
+        flash = urllib.parse.unquote(cookies.get(FLASH_COOKIE, ""))[:500]
+        partial = request.query_params.get("partial", "")
+        context.update(
+            base=base,
+            title=self.title,
+            allow=self.allow,
+            csrf=token,
+            flash=flash,
+            partial=partial,
+            refresh_ms=self.refresh_ms,
+            request_path=request.url.path,
+            states=STATES,
+        )
+        page = self.env.get_template(template)
+        if partial in page.blocks:
+            # The live part only, for leaseq.js to swap in (no full reload).
+            body = "".join(page.blocks[partial](page.new_context(context)))
+        else:
+            body = page.render(context)
+        response = HTMLResponse(body, status_code=status)
+        response.headers["cache-control"] = "no-store"
+        response.headers["x-frame-options"] = "DENY"
+        response.headers["referrer-policy"] = "same-origin"
+        response.headers["content-security-policy"] = (
+            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'"
+        )
+        path = (base or "") + "/"
+        if new:
+            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path=path)
+        if flash and not partial:
+            response.delete_cookie(FLASH_COOKIE, path=path)
+        self._token_cookie(request, response, path)
+        return response
+
+    @staticmethod
+    def _token_cookie(request: Request, response: Response, path: str) -> None:
+        # ?token=T was let through by the Gate, so it is the right one: keep it
+        # in a cookie, so the browser need not send the header.
+        token = request.query_params.get("token")
+        if token:
+            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict", path=path)
+
+    def _now(self, stats: list[Stats]) -> float:
+        if stats:
+            return max(s.server_time for s in stats)
+        with _redis.translate_errors():
+            sec, usec = self.source.redis.time()
+        return float(sec) + float(usec) / 1e6
+
+    # -- pages ---------------------------------------------------------------------
+
+    async def overview(self, request: Request) -> Response:
+        return await _threaded(self._overview, request)
+
+    def _overview(self, request: Request) -> Response:
+        stats = self.source.overview()
+        now = self._now(stats)
+        rows = [_queue_row(s, now) for s in stats]
+        return self.render(request, "overview.html", rows=rows, now=_fmt_time(now, now))
+
+    async def queue(self, request: Request) -> Response:
+        return await _threaded(self._queue, request)
+
+    def _queue(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        target = self.source.queue(name)
+        state = request.query_params.get("state", "pending")
+        if state not in STATES:
+            raise InvalidArgument(f"unknown state {state!r}: use one of {', '.join(STATES)}")
+        size = _int(request.query_params.get("size"), PAGE_SIZE)
+        size = size if size in PAGE_SIZES else PAGE_SIZE
+        stats = self.source.stats(target)
+        total = getattr(stats, state)
+        pages = max(1, math.ceil(total / size))
+        page = min(max(1, _int(request.query_params.get("page"), 1)), pages)
+        offset = (page - 1) * size
+        damaged: list[Any] = []
+        jobs = target.ls(state, offset=offset, limit=size, damaged=damaged)
+        now = stats.server_time
+        here = f"{_base(request)}/queues/{_quote(name)}?state={state}&page={page}&size={size}"
+        return self.render(
+            request,
+            "queue.html",
+            here=here,
+            q=_queue_row(stats, now),
+            state=state,
+            jobs=[_job_row(j, now) for j in jobs],
+            damaged=[str(d) for d in damaged],
+            page=page,
+            pages=pages,
+            size=size,
+            sizes=PAGE_SIZES,
+            first=offset + 1 if jobs else 0,
+            last=offset + len(jobs),
+            total=total,
+        )
+
+    async def job(self, request: Request) -> Response:
+        return await _threaded(self._job, request)
+
+    def _job(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        job_id = request.path_params["job_id"]
+        target = self.source.queue(name)
+        try:
+            raw, job, problem = self.source.row(target, job_id)
+        except DamagedKey as exc:
+            raw, job, problem = {}, None, str(exc)
+        now = self._now([])
+        fields = []
+        for field in sorted(raw, key=_field_order):
+            if field in ("payload", "result"):
+                continue
+            value = raw[field]
+            readable = ""
+            if field in TIME_FIELDS and value.lstrip("-").isdigit():
+                t = _fmt_time(int(value) / 1000, now, lease=field == "lease_until")
+                readable = f"{t['iso']}  ({t['text']})"
+            fields.append({"name": field, "raw": value, "readable": readable})
+        payload = _pretty(job.payload) if job else raw.get("payload", "")
+        result = _pretty(job.result) if job and job.result is not None else raw.get("result")
+        return self.render(
+            request,
+            "job.html",
+            here=f"{_base(request)}/queues/{_quote(name)}/jobs/{_quote(job_id)}",
+            name=name,
+            job_id=job_id,
+            job=_job_row(job, now) if job else None,
+            problem=problem,
+            fields=fields,
+            payload=payload,
+            result=result,
+        )
+
+    async def search(self, request: Request) -> Response:
+        return await _threaded(self._search, request)
+
+    def _search(self, request: Request) -> Response:
+        needle = request.query_params.get("q", "").strip()
+        only = request.query_params.get("queue", "")
+        names = sorted(self.source.names())
+        chosen = [only] if only else names
+        exact: list[dict[str, Any]] = []
+        results: list[dict[str, Any]] = []
+        for name in chosen if needle else []:
+            target = self.source.queue(name)
+            try:
+                self.source.holder(target, needle)
+                exact.append({"queue": name, "id": needle})
+            except (JobNotFound, InvalidArgument, LeaseqError):
+                pass
+            found = self.source.search(target, needle, SCAN_LIMIT)
+            now = self._now([])
+            results.append(
+                {
+                    "queue": name,
+                    "jobs": [_job_row(j, now) for j in found.jobs],
+                    "scanned": found.scanned,
+                    "total": found.total,
+                    "damaged": found.damaged,
+                }
+            )
+        return self.render(
+            request,
+            "search.html",
+            needle=needle,
+            only=only,
+            names=names,
+            exact=exact,
+            results=results,
+            limit=SCAN_LIMIT,
+        )
+
+    async def metrics(self, request: Request) -> Response:
+        return await _threaded(self._metrics, request)
+
+    def _metrics(self, request: Request) -> Response:
+        try:
+            from ..metrics import CONTENT_TYPE, render
+        except ImportError:
+            return Response(
+                "prometheus-client is missing: pip install 'leaseq[web]'\n",
+                status_code=501,
+                media_type="text/plain",
+            )
+        return Response(render(self.source.overview()), media_type=CONTENT_TYPE)
+
+    # -- actions -------------------------------------------------------------------
+
+    async def action(self, request: Request) -> Response:
+        form = await request.form()
+        fields = {k: str(v) for k, v in form.items() if isinstance(v, str)}
+        ids = [str(v) for v in form.getlist("id") if isinstance(v, str)]
+        return await _threaded(self._action, request, fields, ids)
+
+    def _action(self, request: Request, form: dict[str, str], ids: list[str]) -> Response:
+        if not self.allow:
+            return self.render(
+                request,
+                "error.html",
+                403,
+                message="this dashboard is read-only: start it with  leaseq web --allow-actions",
+            )
+        host = request.headers.get("host", "")
+        if not csrf_ok(request.cookies, form.get("csrf"), request.headers.get("origin"), host):
+            return self.render(
+                request,
+                "error.html",
+                403,
+                message="the form's CSRF token did not match: reload the page and try again",
+            )
+        name = request.path_params["name"]
+        target = self.source.queue(name)
+        verb = form.get("action", "")
+        state = form.get("state", "")
+        back = _safe_next(form.get("next", ""), request)
+        ask = self._question(target, verb, state, ids)
+        if ask and form.get("confirmed") != "yes":
+            hidden = [(k, v) for k, v in form.items() if k not in ("csrf", "confirmed", "id")]
+            hidden += [("id", i) for i in ids]
+            return self.render(
+                request,
+                "confirm.html",
+                name=name,
+                question=ask,
+                verb=verb,
+                hidden=hidden,
+                back=back,
+            )
+        message = self._do(target, verb, state, ids)
+        log.info("queue=%s action=%s: %s", name, verb, message)
+        response = RedirectResponse(back, status_code=303)
+        base = _base(request)
+        response.set_cookie(
+            FLASH_COOKIE,
+            urllib.parse.quote(message[:500]),
+            max_age=60,
+            samesite="strict",
+            path=base + "/",
+        )
+        return response
+
+    def _question(self, target: Target, verb: str, state: str, ids: list[str]) -> str:
+        """What an action will do, for the page that asks first ('' = no need to ask)."""
+        name = target.name
+        count = len(ids)
+        jobs = f"{count:,} job{'s' if count != 1 else ''}"
+        if verb == "retry_all":
+            dead = self.source.stats(target).dead
+            return f"Retry all {dead:,} dead jobs of {name}? They become pending again."
+        if verb == "purge":
+            st = _state(state)
+            n = getattr(self.source.stats(target), st)
+            return f"Delete all {n:,} {st} jobs of {name}? This cannot be undone."
+        if verb == "delete":
+            return f"Delete {jobs} of {name} ({_ids(ids)})? This cannot be undone."
+        if verb == "cancel":
+            return f"Cancel {jobs} of {name} ({_ids(ids)})? They will never run."
+        if verb == "retry" and count > 1:
+            return f"Retry {jobs} of {name} ({_ids(ids)})?"
+        return ""
+
+    def _do(self, target: Target, verb: str, state: str, ids: list[str]) -> str:
+        src = self.source
+        name = target.name
+        if verb in ("pause", "resume"):
+            changed = src.pause(target, verb == "pause")
+            done = "paused" if verb == "pause" else "resumed"
+            return f"{name} {done}" if changed else f"{name} was already {done}"
+        if verb == "retry_all":
+            return f"retried {target.retry_all_dead():,} dead jobs of {name}"
+        if verb == "purge":
+            st = _state(state)
+            return f"purged {target.purge(st):,} {st} jobs of {name}"
+        acts = {
+            "retry": (lambda i: src.retry(target, i), "retried"),
+            "cancel": (lambda i: src.cancel(target, i), "cancelled"),
+            "delete": (lambda i: src.delete(target, i), "deleted"),
+        }
+        if verb not in acts:
+            raise InvalidArgument(f"unknown action {verb!r}")
+        if not ids:
+            raise InvalidArgument("no job selected")
+        act, word = acts[verb]
+        ok, refused = src.each(ids, act)
+        text = f"{word} {ok:,} of {len(ids):,} job{'s' if len(ids) != 1 else ''}"
+        if refused:
+            text += " — " + "; ".join(refused[:3]) + (" …" if len(refused) > 3 else "")
+        return text
+
+    # -- errors ---------------------------------------------------------------------
+
+    async def error(self, request: Request, exc: Exception) -> Response:
+        status = 400
+        if isinstance(exc, LookupError) or "no queue named" in str(exc):
+            status = 404
+        elif isinstance(exc, ServerUnavailable):
+            status = 503
+        return self.render(request, "error.html", status, message=_redis.redact(str(exc)))
+
+    async def not_found(self, request: Request, exc: Exception) -> Response:
+        return self.render(request, "error.html", 404, message="no such page")
+
+
+async def _threaded(fn: Any, *args: Any) -> Response:
+    """Run a view that calls Redis synchronously off the event loop."""
+    from starlette.concurrency import run_in_threadpool
+
+    result: Response = await run_in_threadpool(fn, *args)
+    return result
+
+
+# -- formatting ------------------------------------------------------------------------
+
+
+def _base(request: Request) -> str:
+    """Where this app is mounted ('' at the root)."""
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+def _quote(text: str) -> str:
+    return urllib.parse.quote(text, safe="")
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+
+
+def _state(text: str) -> str:
+    if text not in STATES or text == "active":
+        raise InvalidArgument(f"cannot purge state {text!r}")
+    return text
+
+
+def _ids(ids: list[str]) -> str:
+    shown = ", ".join(ids[:5])
+    return shown + (f" and {len(ids) - 5:,} more" if len(ids) > 5 else "")
+
+
+def _safe_next(target: str, request: Request) -> str:
+    """A redirect target inside this app only (a path under its root)."""
+    base = _base(request)
+    if target.startswith(base + "/") and not target.startswith("//") and "\\" not in target:
+        parsed = urllib.parse.urlsplit(target)
+        if not parsed.scheme and not parsed.netloc:
+            return target
+    return base + "/"
+
+
+def span(seconds: float) -> str:
+    """A duration as people say it: '850 ms', '42 s', '3 min', '5 h', '2 days'."""
+    seconds = abs(seconds)
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172_800:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86_400:.0f} days"
+
+
+def _fmt_time(t: float | None, now: float, lease: bool = False) -> dict[str, str]:
+    """``{"text": "3 min ago", "iso": "2026-...Z", "raw": "1767225600000"}``."""
+    if t is None:
+        return {"text": "", "iso": "", "raw": ""}
+    iso = datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+    if lease:
+        text = f"expires in {span(t - now)}" if t >= now else f"expired {span(now - t)} ago"
+    else:
+        text = f"in {span(t - now)}" if t > now else f"{span(now - t)} ago"
+    return {"text": text, "iso": iso, "raw": str(round(t * 1000))}
+
+
+def _queue_row(s: Stats, now: float) -> dict[str, Any]:
+    return {
+        "name": s.queue,
+        "counts": {st: getattr(s, st) for st in STATES},
+        "paused": s.paused,
+        "paused_at": _fmt_time(s.paused_at, now),
+        "expired": s.expired,
+        "expiring_soon": s.expiring_soon,
+        "oldest": "" if s.oldest_pending_age is None else span(s.oldest_pending_age),
+        "oldest_seconds": s.oldest_pending_age,
+        "next_due": "" if s.next_due_in is None else f"in {span(s.next_due_in)}",
+        "totals": s.totals,
+    }
+
+
+def _preview(value: Any, limit: int = 80) -> str:
+    if value is None:
+        return ""
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _pretty(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True, default=repr)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _job_row(job: Job, now: float) -> dict[str, Any]:
+    error = (job.last_error or "").strip()
+    return {
+        "id": job.id,
+        "state": job.state.value,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "priority": job.priority,
+        "worker": job.worker or "",
+        "error": error.splitlines()[-1] if error else "",
+        "last_error": job.last_error or "",
+        "payload": _preview(job.payload),
+        "result": _preview(job.result),
+        "times": {
+            f: _fmt_time(getattr(job, f), now, lease=f == "lease_until") for f in TIME_FIELDS
+        },
+    }
+
+
+_ORDER = ["state", "attempts", "max_attempts", "priority", *TIME_FIELDS, "worker", "last_error"]
+
+
+def _field_order(name: str) -> tuple[int, str]:
+    return (_ORDER.index(name) if name in _ORDER else len(_ORDER), name)

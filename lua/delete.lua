@@ -1,0 +1,32 @@
+-- delete.lua: delete one job that holds no lease: its row and its index entry.
+-- transition: pending | scheduled | succeeded | dead | cancelled | damaged -> (deleted)
+-- clock: none
+-- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row (a key of another type, damaged by hand, goes too)
+-- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
+-- KEYS[3]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
+-- KEYS[4]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids
+-- KEYS[5]  leaseq:{<queue>}:dead       ZSET  dead ids
+-- KEYS[6]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids
+-- ARGV[1]  id, the job id (string)
+-- derives: nothing
+-- returns: {'OK', state} with the state the job was in ('damaged' for a row without a known one)
+-- errors: {'GONE'} for an unknown id; {'STATE', 'active'} while a lease is held
+local job, id = KEYS[1], ARGV[1]
+local kind = redis.call('TYPE', job)
+kind = type(kind) == 'table' and kind.ok or kind
+if kind == 'none' then return { 'GONE' } end
+local state = 'damaged'
+if kind == 'hash' then
+  state = redis.call('HGET', job, 'state') or 'damaged'
+  -- An active row is a held lease: deleting it would let the holder's
+  -- complete meet a missing row. Let it finish, or expire and be reaped.
+  if state == 'active' then return { 'STATE', state } end
+end
+redis.call('DEL', job)
+for _, key in ipairs({ KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6] }) do
+  redis.call('ZREM', key, id)
+end
+local known = { pending = true, scheduled = true, succeeded = true, dead = true,
+                cancelled = true }
+if not known[state] then state = 'damaged' end
+return { 'OK', state }

@@ -1,0 +1,44 @@
+-- drop.lua: delete a whole queue, a bounded number of jobs per call; the queue stays paused meanwhile.
+-- transition: every state -> (deleted); active too only when forced
+-- clock: server TIME (never behind the queue's meta clock), stamped as the pause
+-- KEYS[1]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
+-- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting
+-- KEYS[3]  leaseq:{<queue>}:active     ZSET  ids under lease
+-- KEYS[4]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids
+-- KEYS[5]  leaseq:{<queue>}:dead       ZSET  dead ids
+-- KEYS[6]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids
+-- KEYS[7]  leaseq:{<queue>}:meta       HASH  counters, clock, paused flag
+-- KEYS[8]  leaseq:{<queue>}:wake       LIST  wake-up tokens
+-- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
+-- ARGV[2]  limit, the most jobs to delete in this call (integer >= 1)
+-- ARGV[3]  force: 1 deletes leased (active) jobs too, 0 refuses while any exist
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows
+-- returns: {'OK', deleted, remaining}; once remaining is 0 the meta hash and wake list are gone too
+-- errors: {'ACTIVE', n} when not forced and n leases are in flight (nothing written)
+--!include lib/now_ms.lua
+
+local meta, wake = KEYS[7], KEYS[8]
+local job_prefix, limit, force = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
+local held = redis.call('ZCARD', KEYS[3])
+if held > 0 and not force then return { 'ACTIVE', held } end
+-- Paused while the drop runs over several calls, so no claim leases a job
+-- that the next call deletes.
+if not redis.call('HGET', meta, 'paused') then
+  redis.call('HSET', meta, 'paused', now_ms(meta))
+end
+local deleted, budget = 0, limit
+for _, index in ipairs({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6] }) do
+  if budget <= 0 then break end
+  local ids = redis.call('ZRANGE', index, 0, budget - 1)
+  for _, id in ipairs(ids) do
+    deleted = deleted + redis.call('DEL', job_prefix .. id)
+    redis.call('ZREM', index, id)
+  end
+  budget = budget - #ids
+end
+local remaining = 0
+for _, index in ipairs({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6] }) do
+  remaining = remaining + redis.call('ZCARD', index)
+end
+if remaining == 0 then redis.call('DEL', meta, wake) end
+return { 'OK', deleted, remaining }

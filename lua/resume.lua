@@ -1,0 +1,21 @@
+-- resume.lua: let a paused queue hand out jobs again, and wake its blocked claimers.
+-- transition: none for jobs (clears the queue's paused flag)
+-- clock: none
+-- KEYS[1]  leaseq:{<queue>}:meta       HASH  counters, clock; field 'paused'
+-- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
+-- KEYS[3]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
+-- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens that blocked claimers wait on
+-- derives: nothing
+-- returns: {1} when resumed now, {0} when it was not paused (a replay changes nothing)
+-- errors: none
+local meta, pending, scheduled, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+if redis.call('HDEL', meta, 'paused') == 0 then return { 0 } end
+-- Claimers of a paused queue sleep on the wake list: one token per pending
+-- job (capped at 64, as push_pending does) wakes enough of them at once;
+-- one token for scheduled jobs alone lets a claimer promote the due ones.
+local want = math.min(64, redis.call('ZCARD', pending))
+if want == 0 and redis.call('ZCARD', scheduled) > 0 then want = 1 end
+for _ = 1, want - redis.call('LLEN', wake) do
+  redis.call('RPUSH', wake, '1')
+end
+return { 1 }

@@ -1,0 +1,298 @@
+"""The dashboard over HTTP (Starlette's TestClient), on fakeredis and a real server:
+pages, paging, live fragments, search bounds, safety (read-only, CSRF, auth,
+no password in any page), mounting under a path, and /metrics."""
+
+from __future__ import annotations
+
+import base64
+import re
+import warnings
+from typing import Any
+
+import pytest
+
+import leaseq
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # Starlette's note about httpx versions
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+    from starlette.testclient import TestClient
+
+from leaseq.web import _source as source_mod
+from leaseq.web import create_app
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def client_for(r: Any, **options: Any) -> TestClient:
+    return TestClient(create_app(r, **options))
+
+
+@pytest.fixture
+def seeded(q: leaseq.Queue) -> leaseq.Queue:
+    q.enqueue_many(
+        [{"to": f"u{i}@example.org"} for i in range(75)], ids=[f"m{i:03d}" for i in range(75)]
+    )
+    lease = q.claim(ttl=60.0)
+    assert lease is not None
+    q.fail(
+        lease, "Traceback (most recent call last):\n  File x\nValueError: bad address", dead=True
+    )
+    return q
+
+
+def csrf_of(c: TestClient) -> str:
+    c.get("/")
+    token = c.cookies.get("leaseq_csrf")
+    assert token
+    return str(token)
+
+
+def test_overview_lists_queues_and_counts(seeded: leaseq.Queue, r: Any) -> None:
+    leaseq.Queue("reports", redis=r).pause()
+    c = client_for(r)
+    page = c.get("/")
+    assert page.status_code == 200
+    html = page.text
+    assert 'data-queue="emails"' in html and 'data-queue="reports"' in html
+    assert re.search(r'data-count="pending">74<', html)
+    assert re.search(r'data-count="dead">1<', html)
+    assert re.search(r'data-queue="reports">.*?badge paused', html, re.S)
+    live = c.get("/?partial=live")
+    assert (
+        live.status_code == 200 and "<html" not in live.text and 'data-queue="emails"' in live.text
+    )
+
+
+def test_queue_pages_through_the_index(seeded: leaseq.Queue, r: Any) -> None:
+    c = client_for(r)
+    first = c.get("/queues/emails?state=pending&size=20").text
+    assert "1\u201320 of 74" in first
+    ids = re.findall(r'<tr data-job="([^"]+)"', first)
+    assert ids == [f"m{i:03d}" for i in range(1, 21)]
+    last = c.get("/queues/emails?state=pending&size=20&page=4").text
+    assert "61\u201374 of 74" in last
+    assert re.findall(r'<tr data-job="([^"]+)"', last)[-1] == "m074"
+    assert "61\u201374 of 74" in c.get("/queues/emails?state=pending&size=20&page=99").text
+    dead = c.get("/queues/emails?state=dead").text
+    assert "ValueError: bad address" in dead  # the last line of the error
+    fragment = c.get("/queues/emails?state=dead&partial=live").text
+    assert "<html" not in fragment and 'data-job="m000"' in fragment
+    assert c.get("/queues/emails?state=bogus").status_code == 400
+    assert c.get("/queues/nosuch").status_code == 404
+
+
+def test_job_page_shows_every_field(seeded: leaseq.Queue, r: Any) -> None:
+    c = client_for(r)
+    html = c.get("/queues/emails/jobs/m000").text
+    for field in (
+        "state",
+        "attempts",
+        "max_attempts",
+        "enqueued_at",
+        "claimed_at",
+        "finished_at",
+        "worker",
+        "last_error",
+    ):
+        assert f'data-field="{field}"' in html, field
+    assert "attempt 1 of 5" in html
+    assert re.search(
+        r"<td class=\"mono\">\d{13}</td><td>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC", html
+    )
+    assert "&#34;to&#34;: &#34;u0@example.org&#34;" in html or '"to": "u0@example.org"' in html
+    assert c.get("/queues/emails/jobs/nope").status_code == 404
+
+
+def test_job_page_of_a_damaged_row_shows_what_is_stored(seeded: leaseq.Queue, r: Any) -> None:
+    r.hset(seeded.keys.job("m005"), "attempts", "abc")
+    html = client_for(r).get("/queues/emails/jobs/m005").text
+    assert "damaged field attempts=&#39;abc&#39;" in html or "damaged field attempts='abc'" in html
+    assert '<td class="mono">abc</td>' in html
+
+
+def test_search_by_id_and_bounded_substring(
+    seeded: leaseq.Queue, r: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    c = client_for(r)
+    html = c.get("/search?q=m010").text
+    assert 'href="/queues/emails/jobs/m010"' in html
+    html = c.get("/search?q=u42@").text
+    assert "scanned 75 of 75 jobs" in html and "data-job" not in html and "m042" in html
+    monkeypatch.setattr(source_mod, "SEARCH_PAGE", 7)
+    found = source_mod.Source(r).search(source_mod.Source(r).queue("emails"), "example", limit=30)
+    assert (found.scanned, found.total) == (30, 75) and len(found.jobs) == 30
+    monkeypatch.setattr("leaseq.web.app.SCAN_LIMIT", 30)
+    assert "scanned 30 of 75 jobs (the first 30, state by state)" in c.get("/search?q=zzz").text
+
+
+def test_read_only_refuses_every_post(seeded: leaseq.Queue, r: Any) -> None:
+    c = client_for(r)
+    token = csrf_of(c)
+    html = c.get("/queues/emails?state=dead").text
+    assert "data-action" not in html and 'type="checkbox"' not in html
+    resp = c.post(
+        "/queues/emails/actions", data={"csrf": token, "action": "retry_all", "confirmed": "yes"}
+    )
+    assert resp.status_code == 403 and "--allow-actions" in resp.text
+    assert seeded.stats().dead == 1
+
+
+def test_actions_need_the_csrf_token_and_a_same_origin(seeded: leaseq.Queue, r: Any) -> None:
+    c = client_for(r, allow_actions=True)
+    token = csrf_of(c)
+    form = {"action": "pause", "next": "/queues/emails"}
+    assert c.post("/queues/emails/actions", data=form).status_code == 403
+    assert c.post("/queues/emails/actions", data={**form, "csrf": "x" * 43}).status_code == 403
+    evil = c.post(
+        "/queues/emails/actions",
+        data={**form, "csrf": token},
+        headers={"origin": "http://evil.example"},
+    )
+    assert evil.status_code == 403 and not seeded.stats().paused
+    ok = c.post("/queues/emails/actions", data={**form, "csrf": token}, follow_redirects=False)
+    assert ok.status_code == 303 and ok.headers["location"] == "/queues/emails"
+    assert seeded.stats().paused
+    assert "emails paused" in c.get("/queues/emails").text  # the flash message
+    away = c.post(
+        "/queues/emails/actions",
+        data={"action": "resume", "next": "https://evil.example/", "csrf": token},
+        follow_redirects=False,
+    )
+    assert away.headers["location"] == "/"  # never redirected off the app
+
+
+def test_destructive_actions_ask_first(seeded: leaseq.Queue, r: Any) -> None:
+    c = client_for(r, allow_actions=True)
+    token = csrf_of(c)
+    form = {"csrf": token, "action": "purge", "state": "pending", "next": "/queues/emails"}
+    ask = c.post("/queues/emails/actions", data=form)
+    assert ask.status_code == 200 and "Delete all 74 pending jobs of emails?" in ask.text
+    assert seeded.stats().pending == 74
+    done = c.post("/queues/emails/actions", data={**form, "confirmed": "yes"})
+    assert done.status_code == 200 and "purged 74 pending jobs of emails" in done.text
+    assert seeded.stats().pending == 0
+    ask = c.post("/queues/emails/actions", data={"csrf": token, "action": "delete", "id": "m000"})
+    assert "Delete 1 job of emails (m000)?" in ask.text and seeded.get("m000") is not None
+    c.post(
+        "/queues/emails/actions",
+        data={"csrf": token, "action": "delete", "id": "m000", "confirmed": "yes"},
+    )
+    assert seeded.get("m000") is None
+    bad = c.post(
+        "/queues/emails/actions",
+        data={"csrf": token, "action": "purge", "state": "active", "confirmed": "yes"},
+    )
+    assert bad.status_code == 400
+
+
+def test_actions_on_many_ids_report_refusals(seeded: leaseq.Queue, r: Any) -> None:
+    c = client_for(r, allow_actions=True)
+    token = csrf_of(c)
+    data = {"csrf": token, "action": "cancel", "id": ["m001", "m002", "m000"], "confirmed": "yes"}
+    html = c.post("/queues/emails/actions", data=data).text
+    assert "cancelled 2 of 3 jobs" in html and "only pending or scheduled" in html
+
+
+@pytest.mark.parametrize("kind", ["basic", "bearer"])
+def test_auth(seeded: leaseq.Queue, r: Any, kind: str) -> None:
+    secret = "ops:s3cret pass" if kind == "basic" else "tok-123"
+    c = client_for(r, auth=secret)
+    denied = c.get("/")
+    assert denied.status_code == 401 and "s3cret" not in denied.text
+    assert c.get("/metrics").status_code == 401
+    if kind == "basic":
+        assert denied.headers["www-authenticate"].startswith("Basic")
+        good = "Basic " + base64.b64encode(secret.encode()).decode()
+        bad = "Basic " + base64.b64encode(b"ops:nope").decode()
+    else:
+        good, bad = "Bearer tok-123", "Bearer tok-12"
+        assert c.get("/?token=tok-123").status_code == 200  # then a cookie carries it
+        assert c.get("/").status_code == 200
+        c.cookies.clear()
+    assert c.get("/", headers={"authorization": bad}).status_code == 401
+    assert c.get("/", headers={"authorization": good}).status_code == 200
+
+
+def test_no_password_in_any_page(redis_server: Any) -> None:
+    url = f"redis://:hunter2secret@127.0.0.1:{redis_server.port}/0"
+    c = TestClient(create_app(url))
+    for path in ("/", "/queues/x", "/search?q=a", "/metrics", "/nope"):
+        assert "hunter2secret" not in c.get(path).text
+    down = TestClient(create_app("redis://:hunter2secret@127.0.0.1:1/0"))
+    resp = down.get("/")
+    assert resp.status_code == 503 and "hunter2secret" not in resp.text
+    assert "unavailable" in resp.text
+
+
+def test_mounts_under_any_path(seeded: leaseq.Queue, r: Any) -> None:
+    outer = Starlette(routes=[Mount("/ops/jobs", app=create_app(r, allow_actions=True))])
+    c = TestClient(outer)
+    html = c.get("/ops/jobs/").text
+    assert 'href="/ops/jobs/queues/emails"' in html and 'href="/ops/jobs/static/leaseq.css"' in html
+    assert c.get("/ops/jobs/static/leaseq.js").status_code == 200
+    page = c.get("/ops/jobs/queues/emails?state=dead").text
+    assert 'action="/ops/jobs/queues/emails/actions"' in page
+    token = c.cookies.get("leaseq_csrf")
+    resp = c.post(
+        "/ops/jobs/queues/emails/actions",
+        data={"csrf": token, "action": "pause", "next": "/ops/jobs/queues/emails"},
+        follow_redirects=False,
+    )
+    assert resp.status_code == 303 and resp.headers["location"] == "/ops/jobs/queues/emails"
+
+
+def test_metrics(seeded: leaseq.Queue, r: Any) -> None:
+    lease = seeded.claim(ttl=60.0)
+    assert lease is not None
+    seeded.complete(lease)
+    seeded.pause()
+    text = client_for(r).get("/metrics").text
+    assert 'leaseq_jobs{queue="emails",state="pending"} 73.0' in text
+    assert 'leaseq_jobs{queue="emails",state="dead"} 1.0' in text
+    assert 'leaseq_jobs_enqueued_total{queue="emails"} 75.0' in text
+    assert re.search(r'leaseq_jobs_finished_total\{outcome="succeeded",queue="emails"\} 1\.0', text)
+    assert re.search(r'leaseq_jobs_finished_total\{outcome="dead",queue="emails"\} 1\.0', text)
+    assert 'leaseq_queue_paused{queue="emails"} 1.0' in text
+    assert "# TYPE leaseq_jobs_enqueued_total counter" in text
+
+
+def test_leaseq_web_serves_on_loopback(redis_server: Any) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import httpx
+
+    from tests.conftest import free_port, wait_until
+
+    port = free_port()
+    url = f"redis://:{'pw'}@127.0.0.1:{redis_server.port}/0"
+    leaseq.Queue.from_url(f"redis://127.0.0.1:{redis_server.port}/0", "cli-web").enqueue(1)
+    exe = str(Path(sys.executable).parent / "leaseq")
+    proc = subprocess.Popen(
+        [exe, "--url", url, "web", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+
+        def up() -> Any:
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/", timeout=1.0)
+            except httpx.HTTPError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                return None
+
+        page = wait_until(up, 20, what="leaseq web to answer")
+        assert page.status_code == 200 and 'data-queue="cli-web"' in page.text
+        assert "read-only" in page.text
+        refused = httpx.post(f"http://127.0.0.1:{port}/queues/cli-web/actions", data={})
+        assert refused.status_code == 403
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert f"leaseq web on http://127.0.0.1:{port}/ (read-only)" in err
+    assert ":pw@" not in err and "***" in err
