@@ -26,6 +26,7 @@ from .errors import (
 from .handler import Dead, JobContext, Retry, current_job
 from .keys import QueueKeys
 from .queue import Queue
+from .schedules import Schedule
 from .sharded import ShardedQueue
 from .types import Backoff, Job, Lease, State, Stats
 from .worker import Worker
@@ -53,6 +54,7 @@ __all__ = [
     "Queue",
     "QueueKeys",
     "Retry",
+    "Schedule",
     "ScriptError",
     "ServerUnavailable",
     "ShardedQueue",

@@ -16,6 +16,7 @@ import redis as redis_lib
 import redis.exceptions as rex
 
 from . import _redis
+from . import schedules as _sch
 from ._base import QueueBase
 from ._core import (
     Call,
@@ -287,6 +288,47 @@ class Queue(QueueBase):
     def stats(self, soon: float = 10.0) -> Stats:
         """Counts per state and more, in one consistent read."""
         return self._run(self._core.stats(soon))
+
+    # -- schedules and limits (issue 11): thin calls over leaseq.schedules ----------
+
+    def schedule(
+        self,
+        name: str,
+        payload: Any,
+        *,
+        cron: str | None = None,
+        tz: str | None = None,
+        every: float | None = None,
+        max_attempts: int | None = None,
+        priority: int = 0,
+    ) -> _sch.Schedule:
+        """Create or change (upsert) the schedule ``name``: one job with ``payload`` per
+        due time, by ``cron`` (in zone ``tz``, default UTC) or ``every`` seconds.
+        Raises InvalidArgument (also for a bad cron or zone) before writing."""
+        steps = _sch.schedule(
+            self._core,
+            name,
+            payload,
+            cron=cron,
+            tz=tz,
+            every=every,
+            max_attempts=max_attempts,
+            priority=priority,
+        )
+        return _sch.drive(self._run, steps)
+
+    def unschedule(self, name: str) -> bool:
+        """Remove the schedule ``name``: True if it existed (its jobs are left alone)."""
+        return self._run(_sch.unschedule(self._core, name))
+
+    def schedules(self) -> list[_sch.Schedule]:
+        """Every schedule of this queue, soonest due first."""
+        return _sch.drive(self._run, _sch.schedules(self._core))
+
+    def tick(self) -> int:
+        """Make the one job of each schedule whose due time has come (server clock);
+        returns how many jobs were made. Safe to call from any number of processes."""
+        return _sch.drive(self._run, _sch.tick(self._core))
 
     def cancel(self, job_id: str) -> bool:
         """Cancel a pending or scheduled job: True if cancelled now, False if it already

@@ -79,6 +79,10 @@ _SHAPES: dict[str, tuple[int, bool]] = {
     "retry": (5, False),
     "purge": (1, False),
     "stats": (7, False),
+    "schedules": (2, False),
+    "schedule": (3, False),
+    "unschedule": (2, False),
+    "tick": (4, False),
 }
 
 
