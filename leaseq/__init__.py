@@ -25,6 +25,7 @@ from .errors import (
 )
 from .handler import Dead, JobContext, Retry, current_job
 from .keys import QueueKeys
+from .limits import Limits
 from .queue import Queue
 from .schedules import Schedule
 from .sharded import ShardedQueue
@@ -49,6 +50,7 @@ __all__ = [
     "LeaseLost",
     "LeaseqError",
     "LeaseqWarning",
+    "Limits",
     "NotReplicated",
     "PayloadTooLarge",
     "Queue",

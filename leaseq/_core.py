@@ -123,8 +123,11 @@ class QueueCore:
         )
         k = self.keys
         self._enqueue_keys = (k.pending, k.scheduled, k.meta, k.wake)
-        self._claim_keys = (k.pending, k.scheduled, k.active, k.dead, k.meta, k.wake)
-        self._complete_keys = (k.active, k.succeeded, k.meta)
+        self._claim_keys = (
+            *(k.pending, k.scheduled, k.active, k.dead, k.meta, k.wake),
+            *(k.limits, k.claims),
+        )
+        self._complete_keys = (k.active, k.succeeded, k.meta, k.wake)
         self._reap_keys = (k.active, k.pending, k.dead, k.meta, k.wake)
         self._stats_keys = (
             k.pending,
@@ -466,7 +469,7 @@ class QueueCore:
             now = int(r[0])
             oldest, due = int(r[9]), int(r[10])
             totals = {as_text(r[i]): int(r[i + 1]) for i in range(11, len(r) - 1, 2)}
-            for hidden in ("seq", "clock"):
+            for hidden in ("seq", "clock", "limit_held"):
                 totals.pop(hidden, None)
             return Stats(
                 queue=self.name,

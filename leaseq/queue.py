@@ -16,6 +16,7 @@ import redis as redis_lib
 import redis.exceptions as rex
 
 from . import _redis
+from . import limits as _lim
 from . import schedules as _sch
 from ._base import QueueBase
 from ._core import (
@@ -329,6 +330,23 @@ class Queue(QueueBase):
         """Make the one job of each schedule whose due time has come (server clock);
         returns how many jobs were made. Safe to call from any number of processes."""
         return _sch.drive(self._run, _sch.tick(self._core))
+
+    def set_limits(
+        self,
+        *,
+        concurrency: int | _lim.Unset | None = _lim.UNSET,
+        rate: int | _lim.Unset | None = _lim.UNSET,
+        per: float | _lim.Unset | None = _lim.UNSET,
+        group_concurrency: int | _lim.Unset | None = _lim.UNSET,
+    ) -> _lim.Limits:
+        """Change the queue's global limits, kept in Redis and enforced by every claim:
+        at most ``concurrency`` active leases, at most ``rate`` claims per ``per`` s.
+        None removes a limit; one not given stays. Returns the limits now in force."""
+        return self._run(_lim.set_limits(self._core, concurrency, rate, per, group_concurrency))
+
+    def limits(self) -> _lim.Limits:
+        """The queue's global limits, with how many leases are active and claims recent."""
+        return self._run(_lim.read_limits(self._core))
 
     def cancel(self, job_id: str) -> bool:
         """Cancel a pending or scheduled job: True if cancelled now, False if it already

@@ -68,9 +68,9 @@ def load_source(name: str, root: Traversable | None = None) -> str:
 # name -> (fixed KEYS count, job keys follow one per item)
 _SHAPES: dict[str, tuple[int, bool]] = {
     "enqueue": (4, False),
-    "claim": (6, False),
+    "claim": (8, False),
     "extend": (2, True),
-    "complete": (3, True),
+    "complete": (4, True),
     "fail": (7, False),
     "release": (5, False),
     "reap": (5, False),
@@ -83,6 +83,7 @@ _SHAPES: dict[str, tuple[int, bool]] = {
     "schedule": (3, False),
     "unschedule": (2, False),
     "tick": (4, False),
+    "limits": (5, False),
 }
 
 

@@ -25,6 +25,7 @@ from tests import (
     test_damaged,
     test_effects,
     test_fencing,
+    test_limits,
     test_schedules,
     test_smoke,
     test_store,
@@ -46,6 +47,7 @@ CASES = suite.cases(
     test_damaged,
     test_effects,
     test_schedules,
+    test_limits,
     skip=_needs_sync_only,
 )
 

@@ -175,6 +175,7 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
 
 def _schedule_calls(core: Any) -> dict[str, Any]:
     from leaseq import schedules as sch
+    from leaseq.limits import read_limits
 
     upsert = sch.schedule(core, "ID", {}, every=1.0)
     read = next(upsert)
@@ -186,6 +187,7 @@ def _schedule_calls(core: Any) -> dict[str, Any]:
         "schedule": upsert.send((0, 0, [("ID", {})])),
         "unschedule": sch.unschedule(core, "ID"),
         "tick": tick.send((0, 1, [("ID", due)])),
+        "limits": read_limits(core),
     }
 
 
@@ -223,6 +225,8 @@ def test_documented_key_types_hold_after_a_lifecycle(q: leaseq.Queue, r: Any) ->
     q.cancel(q.enqueue("c"))
     r.rpush(q.keys.wake, "1")
     q.schedule("ID", {}, every=60.0)
+    q.set_limits(concurrency=100, rate=100)
+    q.claim()
     kinds = {"HASH": "hash", "ZSET": "zset", "LIST": "list", "STRING": "string", "SET": "set"}
     checked = 0
     for name in NAMES:
