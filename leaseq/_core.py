@@ -137,6 +137,8 @@ class QueueCore:
             k.dead,
             k.cancelled,
             k.meta,
+            k.limits,
+            k.claims,
         )
 
     # -- enqueue ---------------------------------------------------------
@@ -468,7 +470,8 @@ class QueueCore:
         def parse(r: list[Any]) -> Stats:
             now = int(r[0])
             oldest, due = int(r[9]), int(r[10])
-            totals = {as_text(r[i]): int(r[i + 1]) for i in range(11, len(r) - 1, 2)}
+            totals = {as_text(r[i]): int(r[i + 1]) for i in range(15, len(r) - 1, 2)}
+            limit = [None if int(x) < 0 else int(x) for x in r[11:15]]
             for hidden in ("seq", "clock", "limit_held"):
                 totals.pop(hidden, None)
             return Stats(
@@ -485,6 +488,10 @@ class QueueCore:
                 next_due_in=None if due < 0 else max(0, due - now) / 1000,
                 server_time=now / 1000,
                 totals=totals,
+                concurrency_limit=limit[0],
+                rate_limit=limit[1],
+                rate_per=None if limit[2] is None else limit[2] / 1000,
+                recent_claims=limit[3],
             )
 
         return Call(SCRIPTS["stats"], self._stats_keys, (self.keys.job_prefix, soon_ms), parse)

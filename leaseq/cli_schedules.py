@@ -120,7 +120,50 @@ def unschedule(queue: str, name: str) -> None:
     out.print(f"removed schedule {name} from {queue}")
 
 
+@click.command()
+@click.argument("queue")
+@click.option("--concurrency", type=click.IntRange(0), default=None, help="Most active leases.")
+@click.option("--rate", type=click.IntRange(0), default=None, help="Most claims per --per.")
+@click.option("--per", type=float, default=None, metavar="SECONDS", help="The rate's span.")
+@click.option("--clear", is_flag=True, help="Remove every limit.")
+@click.option("--json", "as_json", is_flag=True, help="Print the limits as JSON.")
+def limits(
+    queue: str,
+    concurrency: int | None,
+    rate: int | None,
+    per: float | None,
+    clear: bool,
+    as_json: bool,
+) -> None:
+    """Show or change the global limits of QUEUE (0 removes one limit)."""
+    q = _queue(queue)
+    if clear and (concurrency is not None or rate is not None or per is not None):
+        raise InvalidArgument("--clear takes no other limit")
+    changes: dict[str, Any] = {}
+    if clear:
+        changes = {"concurrency": None, "rate": None}
+    if concurrency is not None:
+        changes["concurrency"] = concurrency or None
+    if rate is not None:
+        changes["rate"] = rate or None
+        if rate and per is not None:
+            changes["per"] = per
+    elif per is not None:
+        raise InvalidArgument("--per goes with --rate")
+    got = q.set_limits(**changes) if changes else q.limits()
+    if as_json:
+        click.echo(json.dumps(msgspec.to_builtins(got), indent=2, sort_keys=True))
+        return
+    conc = "none" if got.concurrency is None else f"{got.concurrency} ({got.active} active now)"
+    rated = (
+        "none"
+        if got.rate is None
+        else f"{got.rate} per {got.per:g} s ({got.recent_claims} in the last {got.per:g} s)"
+    )
+    out.print(f"{queue}: concurrency {conc}; rate {rated}")
+
+
 def register(group: click.Group) -> None:
     """Add this module's commands to the ``leaseq`` group."""
-    for command in (schedule, schedules, unschedule):
+    for command in (schedule, schedules, unschedule, limits):
         group.add_command(command)

@@ -78,7 +78,7 @@ _SHAPES: dict[str, tuple[int, bool]] = {
     "cancel": (5, False),
     "retry": (5, False),
     "purge": (1, False),
-    "stats": (7, False),
+    "stats": (9, False),
     "schedules": (2, False),
     "schedule": (3, False),
     "unschedule": (2, False),

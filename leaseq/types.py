@@ -148,6 +148,13 @@ class Stats(msgspec.Struct, frozen=True, kw_only=True):
     """Seconds until the next scheduled job is due (0 if overdue)."""
     server_time: float
     totals: dict[str, int] = msgspec.field(default_factory=dict)
+    concurrency_limit: int | None = None
+    """The queue's global concurrency limit (``set_limits``); compare with ``active``."""
+    rate_limit: int | None = None
+    """The queue's global rate limit: claims per ``rate_per`` seconds."""
+    rate_per: float | None = None
+    recent_claims: int | None = None
+    """Claims in the last ``rate_per`` seconds (None without a rate limit)."""
 
 
 DEFAULT_BACKOFF = Backoff()

@@ -235,3 +235,14 @@ def test_workers_together_stay_under_the_concurrency_limit(r: Any, backend: str)
         t.join(60)
     assert q.stats().succeeded == 30
     assert peak[0] <= 2
+
+
+def test_stats_show_the_limits_and_how_close(q: Any, r: Any) -> None:
+    assert q.stats().concurrency_limit is None and q.stats().rate_limit is None
+    q.enqueue_many(list(range(4)))
+    q.set_limits(concurrency=3, rate=10, per=60.0)
+    q.claim_many(2, ttl=30.0)
+    s = q.stats()
+    assert (s.concurrency_limit, s.active, s.rate_limit, s.rate_per) == (3, 2, 10, 60.0)
+    assert s.recent_claims == 2
+    assert "limit_held" not in s.totals and "clock" not in s.totals

@@ -36,3 +36,24 @@ def test_bad_schedule_commands_print_one_line(cli: Cli) -> None:  # noqa: F811
     assert cli.queue().schedules() == []
     code, out, _ = cli("schedules", "mail")
     assert code == 0 and "no schedules on mail" in out
+
+
+def test_limits_command(cli: Cli) -> None:  # noqa: F811
+    code, out, _ = cli("limits", "mail")
+    assert code == 0 and "concurrency none; rate none" in out
+    code, out, _ = cli("limits", "mail", "--concurrency", "4", "--rate", "50", "--per", "2")
+    assert code == 0 and "concurrency 4 (0 active now)" in out and "50 per 2 s" in out
+    got = cli.queue().limits()
+    assert (got.concurrency, got.rate, got.per) == (4, 50, 2.0)
+    code, out, _ = cli("limits", "mail", "--json")
+    assert json.loads(out)["concurrency"] == 4
+    cli.queue().enqueue({})
+    code, out, _ = cli("stats", "mail", "--json")
+    body = json.loads(out)["mail"]
+    assert (body["concurrency_limit"], body["rate_limit"], body["rate_per"]) == (4, 50, 2.0)
+    code, out, _ = cli("limits", "mail", "--concurrency", "0")
+    assert code == 0 and cli.queue().limits().concurrency is None
+    code, out, _ = cli("limits", "mail", "--clear")
+    assert code == 0 and "concurrency none; rate none" in out
+    _one_line_error(*cli("limits", "mail", "--per", "2"), "--per goes with --rate")
+    _one_line_error(*cli("limits", "mail", "--clear", "--rate", "3"), "--clear")
