@@ -322,3 +322,35 @@ def test_a_worker_ticks_as_part_of_its_loop(r: Any, backend: str) -> None:
         worker.stop()
         runner.join()
     assert all(i.startswith("schedule:beat:") for i in done)
+
+
+def test_an_aio_worker_ticks_as_part_of_its_loop(r: Any, backend: str) -> None:
+    if backend == "fake":
+        pytest.skip("real time")
+    import asyncio
+
+    import redis.asyncio as aioredis
+
+    import leaseq.aio
+
+    kwargs = r.connection_pool.connection_kwargs
+
+    async def main() -> list[str]:
+        client = aioredis.Redis(host=kwargs["host"], port=kwargs["port"])
+        q = leaseq.aio.Queue("emails", redis=client)
+        await q.schedule("beat", {}, every=0.1)
+        done: list[str] = []
+        worker: Any = None
+
+        async def handler(lease: leaseq.Lease) -> None:
+            done.append(lease.id)
+            if len(done) >= 3:
+                worker.stop()
+
+        worker = leaseq.aio.Worker(q, handler, concurrency=1, ttl=5.0)
+        await asyncio.wait_for(worker.run(), timeout=20)
+        await client.aclose()
+        return done
+
+    done = asyncio.run(main())
+    assert len(done) >= 3 and all(i.startswith("schedule:beat:") for i in done)
