@@ -26,7 +26,9 @@ from .errors import (
 )
 from .handler import Dead, JobContext, Retry, current_job
 from .keys import QueueKeys
+from .limits import Limits
 from .queue import Queue
+from .schedules import Schedule
 from .sharded import ShardedQueue
 from .types import Backoff, Job, Lease, State, Stats
 from .worker import Worker
@@ -50,12 +52,14 @@ __all__ = [
     "LeaseLost",
     "LeaseqError",
     "LeaseqWarning",
+    "Limits",
     "NotReplicated",
     "PayloadTooLarge",
     "Queue",
     "QueueLike",
     "QueueKeys",
     "Retry",
+    "Schedule",
     "ScriptError",
     "ServerUnavailable",
     "ShardedQueue",

@@ -67,6 +67,12 @@ class SyncQueueAPI(SyncDriver):
     resume = sync_op(O.resume)
     drop = sync_op(O.drop)
     delete = sync_op(O.delete)
+    schedule = sync_op(O.schedule)
+    unschedule = sync_op(O.unschedule)
+    schedules = sync_op(O.schedules)
+    tick = sync_op(O.tick)
+    set_limits = sync_op(O.set_limits)
+    limits = sync_op(O.limits)
 
 
 class AsyncQueueAPI(AsyncDriver):
@@ -114,3 +120,9 @@ class AsyncQueueAPI(AsyncDriver):
     resume = async_op(O.resume)
     drop = async_op(O.drop)
     delete = async_op(O.delete)
+    schedule = async_op(O.schedule)
+    unschedule = async_op(O.unschedule)
+    schedules = async_op(O.schedules)
+    tick = async_op(O.tick)
+    set_limits = async_op(O.set_limits)
+    limits = async_op(O.limits)

@@ -123,8 +123,11 @@ class QueueCore:
         )
         k = self.keys
         self._enqueue_keys = (k.pending, k.scheduled, k.meta, k.wake)
-        self._claim_keys = (k.pending, k.scheduled, k.active, k.dead, k.meta, k.wake)
-        self._complete_keys = (k.active, k.succeeded, k.meta)
+        self._claim_keys = (
+            *(k.pending, k.scheduled, k.active, k.dead, k.meta, k.wake),
+            *(k.limits, k.claims),
+        )
+        self._complete_keys = (k.active, k.succeeded, k.meta, k.wake)
         self._reap_keys = (k.active, k.pending, k.dead, k.meta, k.wake)
         self._stats_keys = (
             k.pending,
@@ -134,6 +137,8 @@ class QueueCore:
             k.dead,
             k.cancelled,
             k.meta,
+            k.limits,
+            k.claims,
         )
 
     # -- enqueue ---------------------------------------------------------
@@ -465,8 +470,9 @@ class QueueCore:
         def parse(r: list[Any]) -> Stats:
             now = int(r[0])
             oldest, due = int(r[9]), int(r[10])
-            totals = {as_text(r[i]): int(r[i + 1]) for i in range(11, len(r) - 1, 2)}
-            for hidden in ("seq", "clock"):
+            totals = {as_text(r[i]): int(r[i + 1]) for i in range(15, len(r) - 1, 2)}
+            limit = [None if int(x) < 0 else int(x) for x in r[11:15]]
+            for hidden in ("seq", "clock", "limit_held"):
                 totals.pop(hidden, None)
             paused_ms = totals.pop("paused", None)  # the flag of pause.lua, not a counter
             return Stats(
@@ -485,6 +491,10 @@ class QueueCore:
                 totals=totals,
                 paused=paused_ms is not None,
                 paused_at=None if paused_ms is None else paused_ms / 1000,
+                concurrency_limit=limit[0],
+                rate_limit=limit[1],
+                rate_per=None if limit[2] is None else limit[2] / 1000,
+                recent_claims=limit[3],
             )
 
         return Call(SCRIPTS["stats"], self._stats_keys, (self.keys.job_prefix, soon_ms), parse)

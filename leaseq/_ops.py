@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from . import _control
+from . import limits as _lim
+from . import schedules as _sch
 from ._core import Call, Claimed, QueueCore, block_until, block_wait, parse_state
 from ._replies import as_text
 from .errors import DamagedRow, InvalidArgument, JobNotFound, JobStateError, LeaseLost
@@ -368,6 +370,70 @@ class QueueOps:
             if remaining == 0:
                 return deleted
 
+    # -- schedules and limits (docs/design.md, "Flow control") ----------------------
+
+    def schedule(
+        self,
+        name: str,
+        payload: Any,
+        *,
+        cron: str | None = None,
+        tz: str | None = None,
+        every: float | None = None,
+        max_attempts: int | None = None,
+        priority: int = 0,
+    ) -> Op[_sch.Schedule]:
+        """Create or change (upsert) the schedule ``name``: one job with ``payload`` per
+        due time, by ``cron`` (in zone ``tz``, default UTC) or ``every`` seconds.
+        Raises InvalidArgument (also for a bad cron or zone) before writing."""
+        return (
+            yield from _sch.schedule(
+                self.core,
+                name,
+                payload,
+                cron=cron,
+                tz=tz,
+                every=every,
+                max_attempts=max_attempts,
+                priority=priority,
+            )
+        )
+
+    def unschedule(self, name: str) -> Op[bool]:
+        """Remove the schedule ``name``: True if it existed (its jobs are left alone)."""
+        existed: bool = yield _sch.unschedule(self.core, name)
+        return existed
+
+    def schedules(self) -> Op[list[_sch.Schedule]]:
+        """Every schedule of this queue, soonest due first."""
+        return (yield from _sch.schedules(self.core))
+
+    def tick(self) -> Op[int]:
+        """Make the one job of each schedule whose due time has come (server clock);
+        returns how many jobs were made. Safe to call from any number of processes."""
+        return (yield from _sch.tick(self.core))
+
+    def set_limits(
+        self,
+        *,
+        concurrency: int | _lim.Unset | None = _lim.UNSET,
+        rate: int | _lim.Unset | None = _lim.UNSET,
+        per: float | _lim.Unset | None = _lim.UNSET,
+        group_concurrency: int | _lim.Unset | None = _lim.UNSET,
+    ) -> Op[_lim.Limits]:
+        """Change the queue's global limits, kept in Redis and enforced by every claim:
+        at most ``concurrency`` active leases, at most ``rate`` claims per ``per`` s.
+        None removes a limit; one not given stays. Returns the limits now in force."""
+        limits: _lim.Limits = yield _lim.set_limits(
+            self.core, concurrency, rate, per, group_concurrency
+        )
+        return limits
+
+    def limits(self) -> Op[_lim.Limits]:
+        """The queue's global limits, with how many leases are active and claims recent."""
+        limits: _lim.Limits = yield _lim.read_limits(self.core)
+        return limits
+
     # -- steering the whole queue --------------------------------------------------
 
     def pause(self) -> Op[bool]:
@@ -651,6 +717,67 @@ class ShardedOps:
         for shard in self.shards:
             deleted += yield from shard.purge(state)
         return deleted
+
+    # -- schedules and limits ---------------------------------------------------------
+    # Schedules and limits are one plain queue's: a schedule's jobs get ids that
+    # do not hash to one shard, and a limit per shard is not a limit of the queue.
+
+    def _plain_only(self, what: str) -> InvalidArgument:
+        return InvalidArgument(
+            f"{what} works on a plain queue, not a sharded one (its shards would each "
+            "hold a copy); use a plain Queue for scheduled or limited work"
+        )
+
+    def schedule(
+        self,
+        name: str,
+        payload: Any,
+        *,
+        cron: str | None = None,
+        tz: str | None = None,
+        every: float | None = None,
+        max_attempts: int | None = None,
+        priority: int = 0,
+    ) -> Op[_sch.Schedule]:
+        """Not on a sharded queue: raises InvalidArgument (see ``Queue.schedule``)."""
+        raise self._plain_only("schedule()")
+        yield  # a generator, like every operation
+
+    def unschedule(self, name: str) -> Op[bool]:
+        """Not on a sharded queue: raises InvalidArgument."""
+        raise self._plain_only("unschedule()")
+        yield
+
+    def schedules(self) -> Op[list[_sch.Schedule]]:
+        """A sharded queue has no schedules: always empty."""
+        return []
+        yield
+
+    def tick(self) -> Op[int]:
+        """A sharded queue has no schedules: nothing is ever due (0)."""
+        return 0
+        yield
+
+    def set_limits(
+        self,
+        *,
+        concurrency: int | _lim.Unset | None = _lim.UNSET,
+        rate: int | _lim.Unset | None = _lim.UNSET,
+        per: float | _lim.Unset | None = _lim.UNSET,
+        group_concurrency: int | _lim.Unset | None = _lim.UNSET,
+    ) -> Op[_lim.Limits]:
+        """Not on a sharded queue: raises InvalidArgument."""
+        raise self._plain_only("set_limits()")
+        yield
+
+    def limits(self) -> Op[_lim.Limits]:
+        """No limits (a sharded queue cannot have any), with the active leases and
+        recent claims of every shard summed."""
+        active = 0
+        for shard in self.shards:
+            part = yield from shard.limits()
+            active += part.active
+        return _lim.Limits(concurrency=None, rate=None, per=None, active=active)
 
     # -- steering the whole queue --------------------------------------------------
 

@@ -22,7 +22,7 @@ from rich.json import JSON
 from rich.progress import Progress
 from rich.table import Table
 
-from . import _redis
+from . import _redis, cli_schedules
 from .cli_ops import register as _register_ops
 from .errors import DamagedRow, InvalidArgument, JobNotFound, LeaseqError
 from .handler import load_handler
@@ -98,6 +98,9 @@ out = Console(highlight=False, soft_wrap=True)
 def cli(ctx: click.Context, url: str | None, prefix: str) -> None:
     """leaseq: a job store on Redis built on leases and attempts."""
     ctx.obj = _Ctx(url, prefix)
+
+
+cli_schedules.register(cli)  # schedule, schedules, unschedule, limits (issue 11)
 
 
 @cli.command()

@@ -143,6 +143,30 @@ class QueueKeys:
         """LIST of wake-up tokens that blocked claimers wait on."""
         return self.stem + "wake"
 
+    @property
+    def schedules(self) -> str:
+        """ZSET of schedule names; score = next due time, ms epoch (+inf: parked)."""
+        return self.stem + "schedules"
+
+    def schedule(self, name: str) -> str:
+        """The HASH of one schedule (definition, payload, next due, last fired)."""
+        return self.stem + "schedule:" + name
+
+    @property
+    def schedule_prefix(self) -> str:
+        """What scripts prepend to a schedule name, ``{prefix}:{<queue>}:schedule:``."""
+        return self.stem + "schedule:"
+
+    @property
+    def limits(self) -> str:
+        """HASH of the queue's global limits (concurrency, rate, per_ms, ...)."""
+        return self.stem + "limits"
+
+    @property
+    def claims(self) -> str:
+        """ZSET of recent claims for the rate limit; score = claim time, ms epoch."""
+        return self.stem + "claims"
+
     def index(self, state: str) -> str:
         """The index ZSET of a state (every state has exactly one)."""
         return self.stem + state

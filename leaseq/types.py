@@ -152,6 +152,13 @@ class Stats(msgspec.Struct, frozen=True, kw_only=True):
     """True while ``Queue.pause`` holds: claims lease nothing (see ``pause``)."""
     paused_at: float | None = None
     """Epoch seconds (server clock) when the pause began; None when not paused."""
+    concurrency_limit: int | None = None
+    """The queue's global concurrency limit (``set_limits``); compare with ``active``."""
+    rate_limit: int | None = None
+    """The queue's global rate limit: claims per ``rate_per`` seconds."""
+    rate_per: float | None = None
+    recent_claims: int | None = None
+    """Claims in the last ``rate_per`` seconds (None without a rate limit)."""
 
 
 DEFAULT_BACKOFF = Backoff()

@@ -35,6 +35,7 @@ from ._outcomes import WRITE_BATCH, Backoff, OutcomeWriter, Task, log_job
 from .errors import InvalidArgument, LeaseLost, LeaseqError
 from .handler import Dead, Handler, JobContext, Retry, _set_current, describe_error
 from .queue import Queue
+from .schedules import TICK_INTERVAL
 from .types import Lease
 
 __all__ = ["Worker"]
@@ -345,7 +346,7 @@ class Worker:
         backoff = Backoff()
         unwritten: list[Task] = []
         next_reap = time.monotonic() + self.reap_interval * random.uniform(0.5, 1.0)
-        retry_at = 0.0
+        retry_at = next_tick = 0.0
         while True:
             now = time.monotonic()
             timeout = min(self._next_beat_at, next_reap, 1.0 + now) - now
@@ -361,6 +362,9 @@ class Worker:
                     if now >= next_reap:
                         next_reap = now + self.reap_interval
                         self._reap()
+                    if now >= next_tick and hasattr(self.queue, "tick"):
+                        next_tick = now + TICK_INTERVAL  # schedules: see leaseq.schedules
+                        self.queue.tick()
                     backoff.reset()
                 except LeaseqError as exc:
                     delay = backoff.next()

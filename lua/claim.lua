@@ -8,6 +8,8 @@
 -- KEYS[4]  leaseq:{<queue>}:dead       ZSET  dead ids, score = died ms epoch
 -- KEYS[5]  leaseq:{<queue>}:meta       HASH  counters, seq
 -- KEYS[6]  leaseq:{<queue>}:wake       LIST  wake-up tokens
+-- KEYS[7]  leaseq:{<queue>}:limits     HASH  global limits: concurrency, rate, per_ms
+-- KEYS[8]  leaseq:{<queue>}:claims     ZSET  claim times of the rate span, score = ms epoch
 -- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  count, how many jobs to lease at most (integer >= 1)
 -- ARGV[3]  lease_ms, the lease length (integer ms >= 1)
@@ -16,7 +18,8 @@
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job row
 -- returns: flat array: now_ms, wait_ms (when nothing was leased: ms until the next scheduled job is due
 --          or the earliest lease ends; -1 if none, if jobs were leased, or while the queue is
---          paused: then sleep on the wake list, which resume.lua fills),
+--          paused: then sleep on the wake list, which resume.lua fills;
+--          or, when a global limit held the claim back, ms until a slot frees),
 --          k, then six values per leased job: id, attempts (the fencing token),
 --          max_attempts, lease_until (ms epoch), enqueued_at (ms epoch), payload
 -- errors: none of its own; a row that cannot be claimed is dead-lettered with last_error
@@ -27,6 +30,7 @@
 --!include lib/dead_letter.lua
 --!include lib/promote_due.lua
 --!include lib/reap_expired.lua
+--!include lib/apply_limits.lua
 
 local pending, scheduled, active, dead, meta, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -53,6 +57,18 @@ local out = {}
 local got = 0
 local leased = {}
 local deadline = now + lease_ms
+-- Global limits (issue 11): fewer leases, or none and how long until a
+-- slot frees. A held claim marks meta 'limit_held' so that the next
+-- completion wakes a blocked claimer, and clears the wake list: nothing
+-- can be claimed before then, so waking anyone sooner would only poll.
+local held_ms, rate_on
+count, held_ms, rate_on = apply_limits(KEYS[7], KEYS[8], active, now, count)
+if count == 0 and redis.call('ZCARD', pending) > 0 then
+  redis.call('HSET', meta, 'limit_held', 1)
+  redis.call('DEL', wake)
+  return { now, held_ms, 0 }
+end
+
 local known = { pending = true, scheduled = true, active = true,
                 succeeded = true, dead = true, cancelled = true }
 while got < count do
@@ -113,6 +129,19 @@ end
 if got > 0 then
   -- Every lease of the call shares one deadline: one ZADD indexes them all.
   redis.call('ZADD', active, (table.unpack or unpack)(leased))
+end
+
+if rate_on and got > 0 then
+  -- Record this call's claims in the rate span (members unique per claim).
+  local stamps = {}
+  for i = 1, #out, 6 do
+    stamps[#stamps + 1] = now
+    stamps[#stamps + 1] = now .. ':' .. out[i] .. ':' .. out[i + 1]
+    if #stamps >= 1000 or i + 6 > #out then
+      redis.call('ZADD', KEYS[8], (table.unpack or unpack)(stamps))
+      stamps = {}
+    end
+  end
 end
 
 if redis.call('ZCARD', pending) == 0 then

@@ -4,7 +4,8 @@
 -- KEYS[1]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
 -- KEYS[2]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids, score = ms epoch the row expires (+inf: kept)
 -- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters
--- KEYS[4..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order;
+-- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens (pushed when a global limit held a claim)
+-- KEYS[5..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order;
 --           then one key per effect, in effect order: an application key carrying the
 --           hash tag {<queue>} (checked by the caller), of the type its command needs
 -- ARGV[1]  keep_ms, how long to keep the succeeded row (integer ms; 0 = delete now, -1 = until purged)
@@ -24,7 +25,7 @@
 --!include lib/effect_refusal.lua
 --!include lib/apply_effect.lua
 
-local active, succeeded, meta = KEYS[1], KEYS[2], KEYS[3]
+local active, succeeded, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local keep_ms = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
 -- Read the clock only once an item is accepted: a call refused whole
@@ -33,10 +34,10 @@ local now = nil
 local out = {}
 local done_jobs, done_ids = {}, {}
 -- Where the next effect's key (in KEYS) and its command (in ARGV) are.
-local ek, ea = 4 + n, 3 + 4 * n
+local ek, ea = 5 + n, 3 + 4 * n
 
 for i = 1, n do
-  local job = KEYS[3 + i]
+  local job = KEYS[4 + i]
   local base = 3 + (i - 1) * 4
   local id, token, result = ARGV[base], ARGV[base + 1], ARGV[base + 2]
   local effects = {}
@@ -81,5 +82,7 @@ if done > 0 then
   retain_rows(done_jobs, done_ids, succeeded, now, keep_ms)
   redis.call('HINCRBY', meta, 'succeeded', done)
   trim_finished(succeeded, now, 100 + done)
+  -- Slots freed under a concurrency limit: wake the claimers it held back.
+  if redis.call('HDEL', meta, 'limit_held') == 1 then redis.call('RPUSH', wake, '1') end
 end
 return out

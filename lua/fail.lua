@@ -33,6 +33,8 @@ if refused then return refused end
 local now = now_ms(meta)
 redis.call('ZREM', active, id)
 redis.call('HINCRBY', meta, 'failed', 1)
+-- A slot freed under a concurrency limit: wake a claimer it held back.
+if redis.call('HDEL', meta, 'limit_held') == 1 then redis.call('RPUSH', wake, '1') end
 local row = redis.call('HMGET', job, 'attempts', 'max_attempts', 'priority')
 local attempts, max_attempts = to_count(row[1]), to_count(row[2])
 if ARGV[5] == '1' then

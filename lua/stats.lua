@@ -8,12 +8,15 @@
 -- KEYS[5]  leaseq:{<queue>}:dead       ZSET  dead ids, score = died ms epoch
 -- KEYS[6]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids, score = ms epoch the row expires
 -- KEYS[7]  leaseq:{<queue>}:meta       HASH  counters, clock
+-- KEYS[8]  leaseq:{<queue>}:limits     HASH  global limits: concurrency, rate, per_ms
+-- KEYS[9]  leaseq:{<queue>}:claims     ZSET  claim times of the rate span, score = ms epoch
 -- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  soon_ms, the window for "leases expiring soon" (integer ms >= 0)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest pending job's row
 -- returns: flat array: now_ms, pending, scheduled, active, succeeded, dead, cancelled,
 --          expired leases, leases expiring within soon_ms, oldest pending enqueued_at
 --          (ms epoch, -1 if none), next scheduled due (ms epoch, -1 if none),
+--          concurrency limit, rate limit, its per_ms, claims in the last per_ms (each -1 if none),
 --          then the meta hash as field, value pairs
 -- errors: none
 --!include lib/now_ms.lua
@@ -44,6 +47,13 @@ local out = {
   oldest,
   due,
 }
+-- The global limits and how close the queue is to them (issue 11).
+local lim = redis.call('HMGET', KEYS[8], 'concurrency', 'rate', 'per_ms')
+local per = tonumber(lim[3] or '')
+out[#out + 1] = tonumber(lim[1] or '') or -1
+out[#out + 1] = tonumber(lim[2] or '') or -1
+out[#out + 1] = per or -1
+out[#out + 1] = per and redis.call('ZCOUNT', KEYS[9], '(' .. (now - per), '+inf') or -1
 local m = redis.call('HGETALL', meta)
 for i = 1, #m do out[#out + 1] = m[i] end
 return out

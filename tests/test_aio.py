@@ -20,7 +20,16 @@ import redis.asyncio as aioredis
 import leaseq
 import leaseq.aio
 from leaseq.handler import Dead, Retry
-from tests import suite, test_damaged, test_effects, test_fencing, test_smoke, test_store
+from tests import (
+    suite,
+    test_damaged,
+    test_effects,
+    test_fencing,
+    test_limits,
+    test_schedules,
+    test_smoke,
+    test_store,
+)
 from tests.conftest import Clock
 
 
@@ -32,7 +41,14 @@ def _needs_sync_only(func: Callable[..., Any]) -> bool:
 
 
 CASES = suite.cases(
-    test_store, test_smoke, test_fencing, test_damaged, test_effects, skip=_needs_sync_only
+    test_store,
+    test_smoke,
+    test_fencing,
+    test_damaged,
+    test_effects,
+    test_schedules,
+    test_limits,
+    skip=_needs_sync_only,
 )
 
 

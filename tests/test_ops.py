@@ -132,10 +132,11 @@ def test_an_error_the_operation_does_not_catch_reaches_the_caller() -> None:
 
 def test_noscript_loads_the_script_and_calls_again() -> None:
     q = leaseq.Queue.from_url("memory://ops-noscript", "n")
-    call: Call[Any] = q._core.stats(1.0)
-    driver = _Scripted([redis.exceptions.NoScriptError("NOSCRIPT"), "sha", [0] * 13])
+    stats = q._core.stats(1.0)
+    call: Call[Any] = Call(stats.script, stats.keys, stats.args, lambda reply: reply)
+    driver = _Scripted([redis.exceptions.NoScriptError("NOSCRIPT"), "sha", "the reply"])
     driver._core = q._core
-    driver._run(call)
+    assert driver._run(call) == "the reply"
     assert [name for name, _ in driver.asked] == ["evalsha", "script_load", "evalsha"]
 
 

@@ -173,6 +173,25 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
         "resume": _control.resume(core),
         "delete": _control.delete(core, "ID"),
         "drop": _control.drop(core, False),
+        **_schedule_calls(core),
+    }
+
+
+def _schedule_calls(core: Any) -> dict[str, Any]:
+    from leaseq import schedules as sch
+    from leaseq.limits import read_limits
+
+    upsert = sch.schedule(core, "ID", {}, every=1.0)
+    read = next(upsert)
+    tick = sch.tick(core)
+    next(tick)
+    due = {"next_due": b"0", "version": b"1", "every_ms": b"1000"}
+    return {
+        "schedules": read,
+        "schedule": upsert.send((0, 0, [("ID", {})])),
+        "unschedule": sch.unschedule(core, "ID"),
+        "tick": tick.send((0, 1, [("ID", due)])),
+        "limits": read_limits(core),
     }
 
 
@@ -196,7 +215,7 @@ def test_documented_key_patterns_are_the_keys_python_passes(r: Any) -> None:
         for i, key in enumerate(call.keys):
             pattern, _ = docs[min(i, len(docs) - 1)]
             want = pattern.replace("<queue>", "emails").replace("<id>", "ID")
-            want = want.replace("<state>", "dead")
+            want = want.replace("<state>", "dead").replace("<name>", "ID")
             assert key == want, f"lua/{name}.lua KEYS[{i + 1}] is {key!r}, header says {pattern}"
 
 
@@ -209,12 +228,15 @@ def test_documented_key_types_hold_after_a_lifecycle(q: leaseq.Queue, r: Any) ->
     q.complete(claim_one(q))
     q.cancel(q.enqueue("c"))
     r.rpush(q.keys.wake, "1")
+    q.schedule("ID", {}, every=60.0)
+    q.set_limits(concurrency=100, rate=100)
+    q.claim()
     kinds = {"HASH": "hash", "ZSET": "zset", "LIST": "list", "STRING": "string", "SET": "set"}
     checked = 0
     for name in NAMES:
         for pattern, kind in _key_docs(name):
             key = pattern.replace("<queue>", "emails").replace("<id>", "ID")
-            key = key.replace("<state>", "dead")
+            key = key.replace("<state>", "dead").replace("<name>", "ID")
             if r.exists(key):
                 assert r.type(key).decode() == kinds[kind], f"{key} in lua/{name}.lua"
                 checked += 1

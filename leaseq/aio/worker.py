@@ -20,6 +20,7 @@ from typing import Any
 from .. import _validate as v
 from ..errors import LeaseLost, ServerUnavailable
 from ..handler import Dead, Retry, describe_error
+from ..schedules import TICK_INTERVAL
 from ..types import Lease
 from .queue import Queue
 
@@ -81,7 +82,7 @@ class Worker:
         stop_wait = asyncio.ensure_future(self._stop.wait())
         wake: asyncio.Future[bool] | None = None
         loop = asyncio.get_running_loop()
-        next_reap = loop.time()
+        next_reap = next_tick = loop.time()
         outage = 0.0
         try:
             while not self._stop.is_set():
@@ -89,6 +90,9 @@ class Worker:
                     if loop.time() >= next_reap:
                         await self.queue.reap()
                         next_reap = loop.time() + self.reap_interval
+                    if loop.time() >= next_tick and hasattr(self.queue, "tick"):
+                        next_tick = loop.time() + TICK_INTERVAL  # see leaseq.schedules
+                        await self.queue.tick()
                     free = self.concurrency - len(self._tasks)
                     leases: list[Lease] = []
                     hint: float | None = None
@@ -109,7 +113,7 @@ class Worker:
                 # Sleep until a slot frees, a job is enqueued, something falls
                 # due by itself, or stop() is called.
                 waiters: set[asyncio.Future[Any]] = {stop_wait, *self._tasks}
-                timeout = _IDLE_SLICE if hint is None else min(hint, _IDLE_SLICE)
+                timeout = min(_IDLE_SLICE if hint is None else hint, _IDLE_SLICE, TICK_INTERVAL)
                 if len(self._tasks) < self.concurrency:
                     if wake is None or wake.done():
                         # Kept across iterations: cancelling a BLPOP costs a reconnect.

@@ -1,0 +1,69 @@
+-- tick.lua: turn each due schedule into exactly one job and move it to its next due time.
+-- transition: (none) -> pending, one job per schedule whose due time has come
+-- clock: server TIME (never behind the queue's meta clock), which alone decides that a schedule is due
+-- KEYS[1]  leaseq:{<queue>}:schedules  ZSET  schedule names, score = next due ms epoch
+-- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
+-- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters, seq, clock
+-- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
+-- ARGV[1]  schedule key prefix, 'leaseq:{<queue>}:schedule:' (string)
+-- ARGV[2]  job key prefix, 'leaseq:{<queue>}:job:' (string)
+-- ARGV[3..] four values per schedule: name; the stamp read (version:last_fired);
+--           the due time read (ms epoch); the due time after it (ms epoch, computed by
+--           the client from the definition, after both that due time and the clock
+--           read; -1 parks a schedule whose definition cannot be read)
+-- derives: leaseq:{<queue>}:schedule:<name>  HASH  each schedule
+--          leaseq:{<queue>}:job:schedule:<name>:<due ms>  HASH  the job of one due time
+-- returns: {jobs created, schedules moved on}
+-- errors: none; a schedule changed, removed or fired since the read is left alone
+--!include lib/now_ms.lua
+--!include lib/push_pending.lua
+
+local index, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local schedule_prefix, job_prefix = ARGV[1], ARGV[2]
+local now = now_ms(meta)
+local created, moved = 0, 0
+for i = 3, #ARGV, 4 do
+  local name, stamp, due, after = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
+  local key = schedule_prefix .. name
+  local row = {}
+  if redis.call('TYPE', key).ok == 'hash' then
+    row = redis.call('HMGET', key, 'version', 'last_fired', 'next_due',
+      'payload', 'max_attempts', 'priority')
+  end
+  -- Compare and set: only the definition and due time this client read,
+  -- and only once that due time has come on the server's clock. A second
+  -- ticker, a replayed call, or a tick racing an upsert or unschedule
+  -- finds the stamp or the due time changed and does nothing.
+  local at = tonumber(due)
+  if not row[1] then
+    -- A stale index entry (the hash went by hand): drop it. An upsert
+    -- writes the hash and its entry together, so this is never a new one.
+    redis.call('ZREM', index, name)
+  elseif row[1] .. ':' .. (row[2] or '') == stamp and (row[3] or '') == due
+      and (not at or at <= now) then
+    if not at or after < 0 then
+      redis.call('ZADD', index, 'inf', name)
+      redis.call('HSET', key, 'next_due', 'never',
+        'error', 'definition cannot be read; schedule it again')
+    else
+      local id = 'schedule:' .. name .. ':' .. due
+      local job = job_prefix .. id
+      -- The job id is a function of the schedule and the due time: even
+      -- with the schedule state lost, one due time never makes two jobs.
+      if redis.call('EXISTS', job) == 0 and row[4] then
+        local priority = tonumber(row[6] or '') or 0
+        redis.call('HSET', job, 'attempts', 0, 'max_attempts', tonumber(row[5] or '') or 1,
+          'payload', row[4], 'enqueued_at', now, 'schedule', name, 'due_at', due)
+        if priority > 0 then redis.call('HSET', job, 'priority', priority) end
+        push_pending(pending, meta, wake, job, id, priority)
+        redis.call('HINCRBY', meta, 'enqueued', 1)
+        created = created + 1
+      end
+      redis.call('HSET', key, 'last_fired', due, 'next_due', after)
+      redis.call('HINCRBY', key, 'fired', 1)
+      redis.call('ZADD', index, after, name)
+    end
+    moved = moved + 1
+  end
+end
+return { created, moved }
