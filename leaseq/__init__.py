@@ -7,6 +7,7 @@ and docs/design.md.
 
 from .errors import (
     AlreadyFinished,
+    AuthError,
     DamagedKey,
     DamagedRow,
     InvalidArgument,
@@ -21,6 +22,8 @@ from .errors import (
     NotReplicated,
     PayloadTooLarge,
     ScriptError,
+    ServerBusy,
+    ServerFull,
     ServerUnavailable,
 )
 from .handler import Dead, JobContext, Retry, current_job
@@ -32,6 +35,7 @@ from .worker import Worker
 
 __all__ = [
     "AlreadyFinished",
+    "AuthError",
     "Backoff",
     "DamagedKey",
     "DamagedRow",
@@ -54,6 +58,8 @@ __all__ = [
     "QueueKeys",
     "Retry",
     "ScriptError",
+    "ServerBusy",
+    "ServerFull",
     "ServerUnavailable",
     "ShardedQueue",
     "State",

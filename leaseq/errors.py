@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "AlreadyFinished",
+    "AuthError",
     "DamagedKey",
     "DamagedRow",
     "InvalidArgument",
@@ -21,8 +22,11 @@ __all__ = [
     "LeaseLost",
     "LeaseqError",
     "LeaseqWarning",
+    "NotReplicated",
     "PayloadTooLarge",
     "ScriptError",
+    "ServerBusy",
+    "ServerFull",
     "ServerUnavailable",
 ]
 
@@ -162,3 +166,28 @@ class NotReplicated(LeaseqError):
 
 class ServerUnavailable(LeaseqError, ConnectionError):
     """Redis could not be reached or timed out. The call may or may not have run."""
+
+
+class ServerBusy(ServerUnavailable):
+    """Redis is there but cannot serve this call right now: a replica during a
+    failover (READONLY), a long script (BUSY), loading its data (LOADING), a
+    cluster resharding or down (TRYAGAIN, CLUSTERDOWN, MASTERDOWN, ASK/MOVED),
+    persistence or replication refusing writes (MISCONF, NOREPLICAS).
+
+    Transient: workers retry with backoff. The call may or may not have run.
+    """
+
+
+class ServerFull(ServerUnavailable):
+    """Redis refused a write because it is full (OOM: ``used_memory`` is over
+    ``maxmemory`` and the policy is ``noeviction``). Nothing was written.
+
+    Draining the queue (claims, completions, reaps) frees memory; raise
+    ``maxmemory`` or purge jobs to make room for new ones.
+    """
+
+
+class AuthError(LeaseqError, PermissionError):
+    """Redis refused the credentials (WRONGPASS, NOAUTH, a password for a
+    server without one) or the user's ACL lacks a command or key leaseq
+    needs (NOPERM). Not transient: retrying will not help, so workers stop."""

@@ -12,7 +12,6 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import redis as redis_lib
 import redis.exceptions as rex
 
 from . import _redis
@@ -25,9 +24,8 @@ from ._core import (
     block_wait,
     parse_state,
 )
-from ._memory import memory_client
 from ._replies import as_text
-from .errors import DamagedRow, InvalidArgument, JobNotFound, JobStateError, LeaseLost
+from .errors import DamagedRow, JobNotFound, JobStateError, LeaseLost
 from .keys import QueueKeys, check_job_id
 from .types import Job, Lease, State, Stats
 
@@ -36,14 +34,7 @@ __all__ = ["Queue"]
 
 def connect(url: str) -> Any:
     """A redis-py client for ``url`` (``redis://``, ``rediss://``, ``unix://``, ``memory://``)."""
-    if not isinstance(url, str) or not url:
-        raise InvalidArgument(f"a Redis URL is needed, not {url!r}")
-    if url.startswith("memory://"):
-        return memory_client(url)
-    try:
-        return redis_lib.Redis.from_url(url)
-    except ValueError as exc:
-        raise InvalidArgument(f"bad Redis URL: {_redis.redact(str(exc))}") from None
+    return _redis.connect(url)
 
 
 class Queue(QueueBase):

@@ -14,7 +14,6 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import redis.asyncio as aioredis
 import redis.exceptions as rex
 
 from .. import _redis
@@ -28,7 +27,7 @@ from .._core import (
     parse_state,
 )
 from .._replies import as_text
-from ..errors import DamagedRow, InvalidArgument, JobNotFound, JobStateError, LeaseLost
+from ..errors import DamagedRow, JobNotFound, JobStateError, LeaseLost
 from ..keys import QueueKeys, check_job_id
 from ..types import Job, Lease, State, Stats
 
@@ -47,13 +46,7 @@ class Queue(QueueBase):
     @classmethod
     def from_url(cls, url: str, name: str, **settings: Any) -> Queue:
         """A queue on a new ``redis.asyncio`` client for ``url``; settings as for ``Queue``."""
-        if not isinstance(url, str) or not url:
-            raise InvalidArgument(f"a Redis URL is needed, not {url!r}")
-        try:
-            client = aioredis.Redis.from_url(url)
-        except ValueError as exc:
-            raise InvalidArgument(f"bad Redis URL: {_redis.redact(str(exc))}") from None
-        return cls(name, redis=client, **settings)
+        return cls(name, redis=_redis.aconnect(url), **settings)
 
     async def _run(self, call: Call[R]) -> R:
         if not self._checked:
