@@ -84,6 +84,24 @@ def _rex(name: str) -> Any:
     return getattr(rex, name, ())
 
 
+# The code of each error class redis-py's parser picks by it (for versions
+# that keep no status_code on the exception).
+_CLASS_CODES = {
+    "OutOfMemoryError": "OOM",
+    "ReadOnlyError": "READONLY",
+    "NoPermissionError": "NOPERM",
+    "BusyLoadingError": "LOADING",
+    "TryAgainError": "TRYAGAIN",
+    "MasterDownError": "MASTERDOWN",
+    "ClusterDownError": "CLUSTERDOWN",
+    "MovedError": "MOVED",
+    "AskError": "ASK",
+    "ClusterCrossSlotError": "CROSSSLOT",
+    "ExecAbortError": "EXECABORT",
+    "NoScriptError": "NOSCRIPT",
+}
+
+
 def _code(exc: BaseException, text: str) -> str:
     # redis-py strips the code of the errors it knows (WRONGPASS, OOM, ...)
     # from the message and keeps it in status_code (redis-py >= 6); a wrapped
@@ -92,6 +110,9 @@ def _code(exc: BaseException, text: str) -> str:
     code = getattr(exc, "status_code", None)
     if isinstance(code, str) and code and code != "ERR":
         return code
+    for klass in type(exc).__mro__:
+        if klass.__name__ in _CLASS_CODES:
+            return _CLASS_CODES[klass.__name__]
     head = text.split(" ", 1)[0]
     if head in _BUSY_CODES or head in _AUTH_CODES or head == "OOM":
         return head
@@ -114,7 +135,10 @@ def auth_error(exc: BaseException) -> AuthError:
             f"the URL gives a password but this Redis has none set ({text}); "
             "drop the password from the URL"
         )
-    if code == "NOAUTH" or "hello must be called" in low or "authentication required" in low:
+    if code == "NOAUTH" or any(
+        needle in low
+        for needle in ("hello must be called", "authentication required", "unauthenticated")
+    ):
         return AuthError(f"Redis needs a password and none was given (NOAUTH): {_AUTH_HINT}")
     return AuthError(
         f"Redis refused the user name or password (WRONGPASS: {text}); check the "
@@ -200,7 +224,9 @@ def _response_error(exc: BaseException, text: str, where: str) -> LeaseqError:
             f"Redis is full and refused the write (OOM, over maxmemory): {where}{text}; "
             "drain or purge jobs, or raise maxmemory"
         )
-    if code in _AUTH_CODES:
+    if code in _AUTH_CODES or "unauthenticated" in text:
+        # "Protocol error: unauthenticated multibulk length": a server with a
+        # password cuts a long command from a client that never logged in.
         return auth_error(exc)
     if code in _BUSY_CODES or isinstance(
         exc, (_rex("ReadOnlyError"), _rex("TryAgainError"), _rex("AskError"))
@@ -381,8 +407,10 @@ def wake_timeout(client: Any, timeout: float) -> float:
     looks like a dead server, and at least 10 ms (BLPOP's 0 would mean forever)."""
     limit = read_timeout(client)
     if limit is not None:
-        # Room for the round trip: a fifth of the limit, at most a second.
-        timeout = min(timeout, limit - min(limit * 0.2, 1.0))
+        # Room for the round trip and for the server's own lateness: Redis
+        # ends a BLPOP on its cron tick (hz 10), up to ~100 ms after the
+        # timeout. A fifth of the limit, at least 150 ms, at most a second.
+        timeout = min(timeout, limit - max(min(limit * 0.2, 1.0), 0.15))
     return max(timeout, 0.01)
 
 

@@ -55,6 +55,7 @@ REPLIES = [
         AuthError,
         "needs a password",
     ),
+    ("ERR Protocol error: unauthenticated multibulk length", AuthError, "needs a password"),
     ("NOPERM User leaseq has no permissions to run the 'evalsha' command", AuthError, "NOPERM"),
     ("NOPERM No permissions to access a key", AuthError, "NOPERM"),
     (
