@@ -23,7 +23,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from . import _redis
-from .errors import DamagedRow, InvalidArgument, JobNotFound, LeaseqError
+from .errors import DamagedRow, InvalidArgument, InvalidPayload, JobNotFound, LeaseqError
 from .handler import load_handler
 from .queue import Queue, connect
 from .sharded import ShardedQueue, sharded_names
@@ -183,8 +183,14 @@ def enqueue(
 
 
 def _json(text: str, what: str) -> Any:
+    def refuse(name: str) -> Any:
+        raise InvalidPayload(
+            f"{what} holds {name}: JSON has no NaN or Infinity, and leaseq refuses "
+            "non-finite numbers; use null or a string"
+        )
+
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=refuse)
     except json.JSONDecodeError as exc:
         raise InvalidArgument(f"bad JSON in {what}: {exc}") from None
 
