@@ -13,6 +13,7 @@ __all__ = [
     "AuthError",
     "DamagedKey",
     "DamagedRow",
+    "HandlerImportError",
     "InvalidArgument",
     "InvalidName",
     "InvalidPayload",
@@ -58,6 +59,29 @@ class PayloadTooLarge(InvalidPayload):
         super().__init__(f"encoded payload is {size} bytes, over the limit of {limit}")
         self.size = size
         self.limit = limit
+
+
+class HandlerImportError(InvalidArgument):
+    """The handler's own module failed to import: a SyntaxError, an ImportError
+    inside it, or any exception its top-level code raised. ``module``,
+    ``error`` (the exception's type name), ``filename`` and ``lineno`` say what
+    and where; the message is one line."""
+
+    def __init__(
+        self,
+        module: str,
+        error: str,
+        detail: str,
+        filename: str | None,
+        lineno: int | None,
+    ) -> None:
+        where = f"{filename}:{lineno}" if filename else "an unknown place"
+        super().__init__(f"handler module {module!r} failed to import: {detail} (at {where})")
+        self.module = module
+        self.error = error
+        self.detail = detail
+        self.filename = filename
+        self.lineno = lineno
 
 
 class LeaseLost(LeaseqError):
