@@ -73,9 +73,7 @@ _AUTH_CODES = frozenset(("WRONGPASS", "NOAUTH", "NOPERM"))
 _CODE = re.compile(
     r"(?<![A-Za-z])(OOM|WRONGPASS|NOAUTH|NOPERM|" + "|".join(sorted(_BUSY_CODES)) + r")(?= )"
 )
-_AUTH_HINT = (
-    "give the user and password in the URL (redis://USER:PASSWORD@host:6379/0) or in $LEASEQ_URL"
-)
+_AUTH_HINT = "give them in the URL, as USER:PASSWORD@ before the host, or in $LEASEQ_URL"
 
 
 def _rex(name: str) -> Any:
