@@ -8,8 +8,10 @@ and docs/design.md.
 from ._protocol import AsyncQueueLike, QueueLike
 from .errors import (
     AlreadyFinished,
+    AuthError,
     DamagedKey,
     DamagedRow,
+    HandlerImportError,
     InvalidArgument,
     InvalidName,
     InvalidPayload,
@@ -22,6 +24,8 @@ from .errors import (
     NotReplicated,
     PayloadTooLarge,
     ScriptError,
+    ServerBusy,
+    ServerFull,
     ServerUnavailable,
 )
 from .handler import Dead, JobContext, Retry, current_job
@@ -36,10 +40,12 @@ from .worker import Worker
 __all__ = [
     "AlreadyFinished",
     "AsyncQueueLike",
+    "AuthError",
     "Backoff",
     "DamagedKey",
     "DamagedRow",
     "Dead",
+    "HandlerImportError",
     "InvalidArgument",
     "InvalidName",
     "InvalidPayload",
@@ -61,6 +67,8 @@ __all__ = [
     "Retry",
     "Schedule",
     "ScriptError",
+    "ServerBusy",
+    "ServerFull",
     "ServerUnavailable",
     "ShardedQueue",
     "State",

@@ -18,10 +18,11 @@ __all__ = ["connect"]
 def connect(url: str, *, asyncio: bool = False) -> Any:
     """A redis-py client for ``url`` (a ``redis.asyncio`` one with ``asyncio=True``).
 
-    ``memory://<name>`` is the embedded in-process store. Raises InvalidArgument.
+    ``memory://<name>`` is the embedded in-process store. The URL is checked
+    first (``_redis.check_url``: a bad database number, an empty URL).
+    Raises InvalidArgument.
     """
-    if not isinstance(url, str) or not url:
-        raise InvalidArgument(f"a Redis URL is needed, not {url!r}")
+    url = _redis.check_url(url)
     if url.startswith("memory://"):
         return async_memory_client(url) if asyncio else memory_client(url)
     if asyncio:
@@ -31,4 +32,6 @@ def connect(url: str, *, asyncio: bool = False) -> Any:
     try:
         return client_lib.Redis.from_url(url)
     except ValueError as exc:
-        raise InvalidArgument(f"bad Redis URL: {_redis.redact(str(exc))}") from None
+        raise InvalidArgument(
+            f"bad Redis URL {_redis.redact(url)!r}: {_redis.redact(str(exc))}"
+        ) from None

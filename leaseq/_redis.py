@@ -8,81 +8,313 @@ made again, so the next call just works.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import re
+import threading
+import urllib.parse
 import warnings
 from collections.abc import Iterator
 from typing import Any
 
+import redis as redis_lib
 import redis.exceptions as rex
 
-from ._core import Call, R
-from .errors import DamagedKey, LeaseqWarning, ScriptError, ServerUnavailable
+from .errors import (
+    AuthError,
+    DamagedKey,
+    InvalidArgument,
+    LeaseqError,
+    LeaseqWarning,
+    ScriptError,
+    ServerBusy,
+    ServerFull,
+    ServerUnavailable,
+)
 
 __all__ = [
-    "arun",
-    "await_replicas",
+    "auth_error",
     "check_server_reply",
-    "run",
+    "check_url",
+    "read_timeout",
+    "redact",
+    "translate",
     "translate_errors",
-    "wait_replicas",
     "wake_timeout",
 ]
+
+
+# Server error codes (the first word of an error reply, or a word inside a
+# script's wrapped error on older servers) that mean "the server cannot do
+# this now": transient states that workers retry with backoff.
+_BUSY_CODES = frozenset(
+    (
+        "READONLY",
+        "BUSY",
+        "LOADING",
+        "TRYAGAIN",
+        "CLUSTERDOWN",
+        "MASTERDOWN",
+        "MISCONF",
+        "NOREPLICAS",
+        "UNBLOCKED",
+        "ASK",
+        "MOVED",
+    )
+)
+_AUTH_CODES = frozenset(("WRONGPASS", "NOAUTH", "NOPERM"))
+_CODE = re.compile(
+    r"(?<![A-Za-z])(OOM|WRONGPASS|NOAUTH|NOPERM|" + "|".join(sorted(_BUSY_CODES)) + r")(?= )"
+)
+_AUTH_HINT = "give them in the URL, as USER:PASSWORD@ before the host, or in $LEASEQ_URL"
+
+
+def _rex(name: str) -> Any:
+    """A redis-py exception class by name, or an empty tuple where this
+    redis-py version has none (the supported range is 5.0 .. 8.x)."""
+    return getattr(rex, name, ())
+
+
+# The code of each error class redis-py's parser picks by it (for versions
+# that keep no status_code on the exception).
+_CLASS_CODES = {
+    "OutOfMemoryError": "OOM",
+    "ReadOnlyError": "READONLY",
+    "NoPermissionError": "NOPERM",
+    "BusyLoadingError": "LOADING",
+    "TryAgainError": "TRYAGAIN",
+    "MasterDownError": "MASTERDOWN",
+    "ClusterDownError": "CLUSTERDOWN",
+    "MovedError": "MOVED",
+    "AskError": "ASK",
+    "ClusterCrossSlotError": "CROSSSLOT",
+    "ExecAbortError": "EXECABORT",
+    "NoScriptError": "NOSCRIPT",
+}
+
+
+def _code(exc: BaseException, text: str) -> str:
+    # redis-py strips the code of the errors it knows (WRONGPASS, OOM, ...)
+    # from the message and keeps it in status_code (redis-py >= 6); a wrapped
+    # script error ("ERR Error running script ...: OOM command not allowed")
+    # carries it inside.
+    code = getattr(exc, "status_code", None)
+    if isinstance(code, str) and code and code != "ERR":
+        return code
+    for klass in type(exc).__mro__:
+        if klass.__name__ in _CLASS_CODES:
+            return _CLASS_CODES[klass.__name__]
+    head = text.split(" ", 1)[0]
+    if head in _BUSY_CODES or head in _AUTH_CODES or head == "OOM":
+        return head
+    found = _CODE.search(text)
+    return found.group(1) if found else ""
+
+
+def auth_error(exc: BaseException) -> AuthError:
+    """The AuthError for a refused login or a missing permission, with a hint."""
+    text = redact(str(exc))
+    code = _code(exc, text)
+    low = text.lower()
+    if code == "NOPERM" or isinstance(exc, _rex("NoPermissionError")):
+        return AuthError(
+            f"Redis user lacks a permission leaseq needs (NOPERM: {text}); grant the user "
+            "the commands and the prefix's keys it needs, see README 'Security'"
+        )
+    if "without any password configured" in low or "no password is set" in low:
+        return AuthError(
+            f"the URL gives a password but this Redis has none set ({text}); "
+            "drop the password from the URL"
+        )
+    if code == "NOAUTH" or any(
+        needle in low
+        for needle in ("hello must be called", "authentication required", "unauthenticated")
+    ):
+        return AuthError(f"Redis needs a password and none was given (NOAUTH): {_AUTH_HINT}")
+    return AuthError(
+        f"Redis refused the user name or password (WRONGPASS: {text}); check the "
+        f"credentials: {_AUTH_HINT}"
+    )
 
 
 @contextlib.contextmanager
 def translate_errors(script: str = "") -> Iterator[None]:
     """Map redis-py exceptions to leaseq's (the only place this happens).
 
+    Every redis-py exception becomes a leaseq one, by class first and then by
+    the server's error code:
+
+    - refused credentials or a missing ACL permission: ``AuthError`` (fatal);
+    - a full server (OOM): ``ServerFull``;
+    - a server that cannot serve the call now (READONLY, BUSY, LOADING,
+      TRYAGAIN, CLUSTERDOWN, MASTERDOWN, MISCONF, NOREPLICAS, ASK/MOVED left
+      over after redis-py's own redirects): ``ServerBusy`` (transient);
+    - no connection, a timeout, an unreadable reply, no node for a slot, a
+      cluster that cannot be reached: ``ServerUnavailable``;
+    - a key of the wrong type, a counter that is not an integer: ``DamagedKey``;
+    - an argument redis-py cannot send (``DataError``): ``InvalidArgument``;
+    - anything else the server refused: ``ScriptError``.
+
     ``script`` names the Lua script being run, so an error says where.
     """
     try:
         yield
-    except (rex.ConnectionError, rex.TimeoutError) as exc:
-        raise ServerUnavailable(f"Redis is unavailable: {redact(str(exc))}") from None
-    except rex.ResponseError as exc:
-        text = str(exc)
-        where = f"{script}.lua: " if script else ""
-        if "WRONGTYPE" in text:
-            raise DamagedKey(where + text) from None
-        if "not an integer" in text:
-            # HINCRBY on a counter an operator overwrote (say meta's seq):
-            raise DamagedKey(
-                f"{where}{text} (a counter in the queue's meta hash, or a count in a "
-                "job row, was set to a non-integer by hand)"
-            ) from None
-        raise ScriptError(f"Redis refused a leaseq call: {where}{text}") from None
+    except Exception as exc:
+        translated = translate(exc, script)
+        if translated is None:
+            raise
+        raise translated from None
+
+
+def translate(exc: BaseException, script: str = "") -> LeaseqError | None:
+    """The leaseq error for a redis-py exception; None for anything else."""
+    if isinstance(exc, LeaseqError):
+        return None
+    where = f"{script}.lua: " if script else ""
+    text = redact(str(exc))
+    name = type(exc).__name__
+    auth = (
+        _rex("AuthenticationError"),
+        _rex("AuthorizationError"),
+        _rex("AuthenticationWrongNumberOfArgsError"),
+        _rex("NoPermissionError"),
+        _rex("ExternalAuthProviderError"),
+    )
+    if isinstance(exc, auth):
+        return auth_error(exc)
+    if isinstance(exc, _rex("BusyLoadingError")):
+        return ServerBusy(f"Redis is loading its data set (LOADING), try again: {text}")
+    if isinstance(exc, _rex("SlotNotCoveredError")):
+        return ServerBusy(f"no Redis Cluster node serves this slot now: {text}")
+    if isinstance(exc, _rex("MaxConnectionsError")):
+        return ServerUnavailable(f"the client's connection pool is exhausted: {text}")
+    if isinstance(exc, (rex.ConnectionError, rex.TimeoutError)):
+        return ServerUnavailable(f"Redis is unavailable: {text}")
+    if isinstance(exc, _rex("InvalidResponse")):
+        return ServerUnavailable(
+            f"Redis sent a reply that cannot be read ({text}): is this a Redis server, "
+            "and does the URL's scheme (redis:// or rediss://) match its TLS setting?"
+        )
+    if isinstance(exc, _rex("DataError")):
+        return InvalidArgument(f"redis-py cannot send this argument: {text}")
+    if isinstance(exc, rex.ResponseError):
+        return _response_error(exc, text, where)
+    if isinstance(exc, _rex("ClusterError")):
+        return ServerBusy(f"Redis Cluster error: {text or name}")
+    if isinstance(exc, _rex("RedisClusterException")):
+        return ServerUnavailable(f"Redis Cluster is unavailable: {text or name}")
+    if isinstance(exc, rex.RedisError):
+        return ScriptError(f"redis-py failed a leaseq call: {where}{name}: {text}")
+    return None
+
+
+def _response_error(exc: BaseException, text: str, where: str) -> LeaseqError:
+    code = _code(exc, text)
+    if code == "OOM" or isinstance(exc, _rex("OutOfMemoryError")):
+        return ServerFull(
+            f"Redis is full and refused the write (OOM, over maxmemory): {where}{text}; "
+            "drain or purge jobs, or raise maxmemory"
+        )
+    if code in _AUTH_CODES or "unauthenticated" in text:
+        # "Protocol error: unauthenticated multibulk length": a server with a
+        # password cuts a long command from a client that never logged in.
+        return auth_error(exc)
+    if code in _BUSY_CODES or isinstance(
+        exc, (_rex("ReadOnlyError"), _rex("TryAgainError"), _rex("AskError"))
+    ):
+        return ServerBusy(f"Redis cannot serve this call now ({code}): {where}{text}")
+    if "WRONGTYPE" in text:
+        return DamagedKey(where + text)
+    if "not an integer" in text:
+        # HINCRBY on a counter an operator overwrote (say meta's seq):
+        return DamagedKey(
+            f"{where}{text} (a counter in the queue's meta hash, or a count in a "
+            "job row, was set to a non-integer by hand)"
+        )
+    if code and not text.startswith(code):
+        text = f"{code} {text}"  # redis-py strips the codes it knows
+    return ScriptError(f"Redis refused a leaseq call: {where}{text}")
+
+
+# Everything between "scheme://" and the last "@" of the same word is
+# userinfo: greedy, so a password with "@", "/" or ":" in it is covered whole.
+_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)\S*@")
+_QUERY_SECRET = re.compile(r"(?i)\b(password|passwd|pwd|pass|auth|token|secret)=[^&\s'\"),;]*")
+_secrets: set[str] = set()
+_secrets_lock = threading.Lock()
+MIN_SECRET = 3
+"""Shorter passwords are not searched for in free text: they would blank out
+ordinary words, and say next to nothing about the password anyway."""
 
 
 def redact(text: str) -> str:
-    """Strip anything that looks like a password in a URL from a message."""
-    return re.sub(r"(\w+://)([^@/\s]*)@", r"\1***@", text)
+    """``text`` with every password hidden: a URL's userinfo, a ``password=``
+    query value, and every password of a URL given to :func:`connect` in this
+    process, as typed and percent-decoded. The one redaction function: every
+    line leaseq prints or logs that may hold a URL or a server's message goes
+    through it."""
+    text = _USERINFO.sub(r"\1***@", str(text))
+    text = _QUERY_SECRET.sub(r"\1=***", text)
+    with _secrets_lock:
+        known = sorted(_secrets, key=len, reverse=True)
+    for secret in known:
+        text = text.replace(secret, "***")
+    return text
 
 
-def run(client: Any, call: Call[R]) -> R:
-    """Run one script call on a sync client (redis.Redis or RedisCluster)."""
-    keys = call.keys
-    with translate_errors(call.script.name):
-        try:
-            reply = client.evalsha(call.script.sha, len(keys), *keys, *call.args)
-        except rex.NoScriptError:
-            client.script_load(call.script.source)
-            reply = client.evalsha(call.script.sha, len(keys), *keys, *call.args)
-    return call.parse(reply)
+def remember_secrets(url: str) -> None:
+    """Note the passwords that ``url`` carries so :func:`redact` hides them
+    wherever they turn up (say, a fragment echoed in a parser's error)."""
+    found: list[str] = []
+    rest = url.split("://", 1)[1] if "://" in url else url
+    word = rest.split()[0] if rest.split() else ""
+    if "@" in word:
+        userinfo = word.rsplit("@", 1)[0]
+        found += [userinfo, userinfo.partition(":")[2]]
+    query = urllib.parse.urlsplit(url).query if "?" in url else ""
+    for key, value in urllib.parse.parse_qsl(query, keep_blank_values=True):
+        if key.lower() in ("password", "passwd", "pwd", "pass", "auth", "token", "secret"):
+            found.append(value)
+    with _secrets_lock:
+        for secret in found:
+            for form in (secret, urllib.parse.unquote(secret)):
+                if len(form) >= MIN_SECRET:
+                    _secrets.add(form)
 
 
-async def arun(client: Any, call: Call[R]) -> R:
-    """Run one script call on an async client (redis.asyncio Redis or RedisCluster).
-
-    The same EVALSHA, NOSCRIPT reload and error translation as :func:`run`.
-    """
-    keys = call.keys
-    with translate_errors(call.script.name):
-        try:
-            reply = await client.evalsha(call.script.sha, len(keys), *keys, *call.args)
-        except rex.NoScriptError:
-            await client.script_load(call.script.source)
-            reply = await client.evalsha(call.script.sha, len(keys), *keys, *call.args)
-    return call.parse(reply)
+def check_url(url: object) -> str:
+    """``url`` as a Redis URL leaseq will connect to, or InvalidArgument naming
+    what is wrong (the URL shown redacted). Refuses what redis-py would
+    silently misread: an empty URL, a password with an unencoded ``/ ? #``
+    (redis-py would take part of it for the host or db), a db that is not a
+    number (``redis://host/abc`` would be db 0)."""
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidArgument(f"a Redis URL is needed, not {url!r}")
+    remember_secrets(url)
+    shown = redact(url)
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        raise InvalidArgument(f"bad Redis URL {shown!r}: it needs a scheme, e.g. redis://host")
+    if scheme == "memory":
+        return url
+    if scheme not in ("redis", "rediss", "unix"):
+        raise InvalidArgument(
+            f"bad Redis URL {shown!r}: the scheme must be redis://, rediss://, unix:// or memory://"
+        )
+    if "@" in rest:
+        userinfo = rest.rsplit("@", 1)[0]
+        if any(c in userinfo for c in "/?#"):
+            raise InvalidArgument(
+                f"bad Redis URL {shown!r}: its user or password holds '/', '?' or '#'; "
+                "percent-encode them (%2F, %3F, %23)"
+            )
+    if scheme != "unix":
+        path = urllib.parse.urlsplit(url).path
+        if path not in ("", "/") and not re.fullmatch(r"/\d+", urllib.parse.unquote(path)):
+            raise InvalidArgument(
+                f"bad Redis URL {shown!r}: the path must be a db number, "
+                f"like /0, not {redact(path)!r}"
+            )
+    return url
 
 
 def _wait_args(client: Any, key: str) -> dict[str, Any]:
@@ -93,29 +325,96 @@ def _wait_args(client: Any, key: str) -> dict[str, Any]:
     return {}
 
 
-def wait_replicas(client: Any, key: str, replicas: int, timeout_ms: int) -> int:
-    """WAIT on the node that holds ``key``; how many replicas acknowledged."""
-    with translate_errors():
-        kwargs = _wait_args(client, key)
-        return int(client.execute_command("WAIT", replicas, timeout_ms, **kwargs))
-
-
-async def await_replicas(client: Any, key: str, replicas: int, timeout_ms: int) -> int:
-    """:func:`wait_replicas` for redis.asyncio clients."""
-    with translate_errors():
-        kwargs = _wait_args(client, key)
-        return int(await client.execute_command("WAIT", replicas, timeout_ms, **kwargs))
-
-
 def wake_timeout(client: Any, timeout: float) -> float:
     """How long one BLPOP on the wake list may block: ``timeout``, kept under the
-    client's socket timeout (if it has one) so a quiet queue never looks like a
-    dead server, and at least 10 ms (BLPOP's 0 would mean forever)."""
-    pool = getattr(client, "connection_pool", None)
-    limit = getattr(pool, "connection_kwargs", {}).get("socket_timeout")
-    if isinstance(limit, (int, float)) and limit > 0:
-        timeout = min(timeout, limit * 0.8)
+    client's real read timeout (:func:`read_timeout`) so a quiet queue never
+    looks like a dead server, and at least 10 ms (BLPOP's 0 would mean forever)."""
+    limit = read_timeout(client)
+    if limit is not None:
+        # Room for the round trip and for the server's own lateness: Redis
+        # ends a BLPOP on its cron tick (hz 10), up to ~100 ms after the
+        # timeout. A fifth of the limit, at least 150 ms, at most a second.
+        timeout = min(timeout, limit - max(min(limit * 0.2, 1.0), 0.15))
     return max(timeout, 0.01)
+
+
+def read_timeout(client: Any) -> float | None:
+    """The socket (read) timeout, in seconds, that a command on ``client`` really
+    gets; None when reads wait forever. The shortest one when a cluster's
+    nodes differ.
+
+    redis-py keeps it in different places across versions: 5.x puts
+    ``socket_timeout`` (default None) in the pool's ``connection_kwargs``;
+    8.x leaves it out of them when the client comes from ``from_url`` and the
+    connection class supplies its own default of 5 s (keeping a copy as
+    ``orig_socket_timeout``). So an explicit ``socket_timeout`` wins, else the
+    connection class's own default, else ``orig_socket_timeout``. Covers
+    ``redis.Redis``, ``redis.asyncio.Redis`` and both ``RedisCluster``s.
+    """
+    limits = [_limit(kwargs, cls) for kwargs, cls in _connection_settings(client)]
+    known = [x for x in limits if x is not None]
+    return min(known) if known else None
+
+
+def _connection_settings(client: Any) -> Iterator[tuple[dict[str, Any], Any]]:
+    pool = getattr(client, "connection_pool", None)
+    kwargs = getattr(pool, "connection_kwargs", None)
+    if isinstance(kwargs, dict):  # redis.Redis, redis.asyncio.Redis
+        yield kwargs, getattr(pool, "connection_class", None)
+    nodes: list[Any] = []
+    manager = getattr(client, "nodes_manager", None)
+    if manager is not None:  # both RedisClusters: the nodes known so far
+        nodes += list(getattr(manager, "nodes_cache", {}).values())
+        nodes += list(getattr(manager, "startup_nodes", {}).values())
+        kwargs = getattr(manager, "connection_kwargs", None)
+        if isinstance(kwargs, dict):  # what a node not yet met will get
+            yield kwargs, kwargs.get("connection_class") or _default_connection_class(client)
+    for node in nodes:
+        inner = getattr(node, "redis_connection", None)  # sync cluster: a Redis per node
+        if inner is not None:
+            yield from _connection_settings(inner)
+        kwargs = getattr(node, "connection_kwargs", None)  # async cluster node
+        if isinstance(kwargs, dict):
+            yield kwargs, getattr(node, "connection_class", None)
+
+
+def _default_connection_class(client: Any) -> Any:
+    if type(client).__module__.startswith("redis.asyncio"):
+        import redis.asyncio.connection as aconn
+
+        return aconn.Connection
+    return redis_lib.connection.Connection
+
+
+def _limit(kwargs: dict[str, Any], cls: Any) -> float | None:
+    if "socket_timeout" in kwargs:
+        value = kwargs["socket_timeout"]
+    else:
+        value = _class_default(cls)
+        if value is _UNKNOWN:
+            value = kwargs.get("orig_socket_timeout")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        return None
+    return float(value)
+
+
+_UNKNOWN = object()
+
+
+def _class_default(cls: Any) -> Any:
+    """The default ``socket_timeout`` of a connection class's constructor
+    (looked up along its bases, as subclasses pass ``**kwargs`` on)."""
+    for klass in getattr(cls, "__mro__", ()):
+        init = vars(klass).get("__init__")
+        if init is None:
+            continue
+        try:
+            param = inspect.signature(init).parameters.get("socket_timeout")
+        except (TypeError, ValueError):
+            continue
+        if param is not None and param.default is not inspect.Parameter.empty:
+            return param.default
+    return _UNKNOWN
 
 
 def check_server_reply(policy: Any) -> None:

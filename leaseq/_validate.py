@@ -24,14 +24,15 @@ def seconds_to_ms(value: object, name: str, *, minimum_ms: int, maximum: float) 
     """A duration in seconds (int or float) as whole milliseconds, checked."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidArgument(f"{name} must be a number of seconds, not {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise InvalidArgument(f"{name} must be finite and >= 0, not {value!r}")
+    # One rule per kind of duration, whatever the bad value: a length (a
+    # lease) must be finite and > 0, a wait (delay, grace) finite and >= 0.
+    rule = "finite and greater than 0" if minimum_ms > 0 else "finite and >= 0"
+    if not math.isfinite(value) or value < 0 or (minimum_ms > 0 and value == 0):
+        raise InvalidArgument(f"{name} must be {rule}, not {value!r}")
     if value > maximum:
         raise InvalidArgument(f"{name} must be at most {maximum:g} s, not {value!r}")
     ms = math.ceil(value * 1000)
     if ms < minimum_ms:
-        if minimum_ms == 1:
-            raise InvalidArgument(f"{name} must be greater than 0, not {value!r}")
         raise InvalidArgument(f"{name} must be at least {minimum_ms} ms, not {value!r}")
     return ms
 

@@ -11,9 +11,10 @@ import logging
 import os
 import sys
 import uuid
+import warnings
 from collections.abc import Iterator
 from datetime import datetime, timezone
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import click
 import msgspec
@@ -24,7 +25,7 @@ from rich.table import Table
 
 from . import _redis, cli_schedules
 from .cli_ops import register as _register_ops
-from .errors import DamagedRow, InvalidArgument, JobNotFound, LeaseqError
+from .errors import DamagedRow, InvalidArgument, InvalidPayload, JobNotFound, LeaseqError
 from .handler import load_handler
 from .queue import Queue, connect
 from .sharded import ShardedQueue, sharded_names
@@ -40,8 +41,7 @@ STATES = [s.value for s in State]
 
 class _Ctx:
     def __init__(self, url: str | None, prefix: str) -> None:
-        self.explicit_url = url
-        self.url = url or os.environ.get("LEASEQ_URL") or DEFAULT_URL
+        self.explicit_url, self.url = resolve_url(url)
         self.prefix = prefix
         self._client: Any = None
 
@@ -53,6 +53,26 @@ class _Ctx:
 
     def queue(self, name: str, **settings: Any) -> Queue:
         return Queue(name, redis=self.redis, prefix=self.prefix, **settings)
+
+    def producer(self, name: str, shards: int | None) -> Queue | ShardedQueue:
+        """The queue ``worker`` and ``enqueue`` act on: the ShardedQueue when
+        ``name`` is one (or ``--shards`` says so), else a plain Queue (made on
+        first use). Never a plain queue that would hide existing shards."""
+        with _redis.translate_errors():
+            plain = bool(self.redis.exists(self.queue(name).keys.meta))
+        found = 0 if plain else sharded_names(Queue.queues(self.redis, self.prefix)).get(name, 0)
+        if shards is None:
+            shards = found or None
+        elif plain:
+            raise InvalidArgument(f"{name!r} is a plain queue, not a sharded one: drop --shards")
+        elif shards < found:
+            raise InvalidArgument(
+                f"{name!r} already has at least {found} shards, not {shards}: "
+                f"give --shards {found} (or leave --shards out)"
+            )
+        if shards is None:
+            return self.queue(name)
+        return ShardedQueue(name, shards=shards, redis=self.redis, prefix=self.prefix)
 
     def target(self, name: str) -> Queue | ShardedQueue:
         """The queue as the operator commands see it: a plain Queue, or the
@@ -81,6 +101,49 @@ class _Ctx:
         raise JobNotFound(job_id)
 
 
+def resolve_url(url: str | None) -> tuple[str | None, str]:
+    """(the URL given by --url or $LEASEQ_URL, or None; the URL to use).
+
+    An empty --url or $LEASEQ_URL is an error, not a quiet fall back to
+    localhost."""
+    if url is not None:
+        if not url.strip():
+            raise InvalidArgument("--url is empty: give a Redis URL such as redis://host:6379/0")
+        return url, url
+    env = os.environ.get("LEASEQ_URL")
+    if env is not None:
+        if not env.strip():
+            raise InvalidArgument("LEASEQ_URL is set but empty: give a Redis URL or unset it")
+        return env, env
+    return None, DEFAULT_URL
+
+
+def _preflight(target: Queue | ShardedQueue) -> None:
+    """One read of the queue before a worker starts, so a wrong password, a
+    missing ACL permission or an unreachable server ends the command with
+    one line instead of a worker that retries forever."""
+    target.stats()
+
+
+class _RedactingFormatter(logging.Formatter):
+    """Log lines (and tracebacks) with every password hidden (``_redis.redact``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return _redis.redact(super().format(record))
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """Warnings as one clean line on stderr (no file path, no source line)."""
+    click.echo(f"leaseq: warning: {_redis.redact(str(message))}", err=True)
+
+
 pass_ctx = click.make_pass_decorator(_Ctx)
 out = Console(highlight=False, soft_wrap=True)
 
@@ -106,16 +169,19 @@ cli_schedules.register(cli)  # schedule, schedules, unschedule, limits (issue 11
 @cli.command()
 @click.argument("queue")
 @click.argument("handler")
-@click.option("--concurrency", "-c", default=4, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--concurrency", "-c", default=4, show_default=True, type=int)
 @click.option("--ttl", default=30.0, show_default=True, type=float, help="Lease length, seconds.")
 @click.option(
     "--prefetch",
     default=None,
-    type=click.IntRange(0, 100_000),
+    type=int,
     help="Leases held beyond --concurrency (default: adapts to the job rate).",
 )
 @click.option("--grace", default=30.0, show_default=True, type=float, help="Seconds for shutdown.")
 @click.option("--burst", is_flag=True, help="Return once nothing is pending, due or in flight.")
+@click.option(
+    "--shards", type=int, default=None, help="Serve a ShardedQueue of N shards (default: found)."
+)
 @click.option("--log-level", default="INFO", show_default=True)
 @pass_ctx
 def worker(
@@ -127,20 +193,30 @@ def worker(
     prefetch: int | None,
     grace: float,
     burst: bool,
+    shards: int | None,
     log_level: str,
 ) -> None:
-    """Run HANDLER (module:function) on the jobs of QUEUE."""
-    logging.basicConfig(
-        level=log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+    """Run HANDLER (module:function) on the jobs of QUEUE (every shard of a sharded one)."""
+    level = logging.getLevelName(log_level.upper())
+    if not isinstance(level, int):
+        raise InvalidArgument(
+            f"--log-level must be DEBUG, INFO, WARNING or ERROR, not {log_level!r}"
+        )
+    stream = logging.StreamHandler(sys.stderr)
+    stream.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    logging.basicConfig(level=level, handlers=[stream])
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # so `leaseq worker q mymodule:fn` finds ./mymodule.py
     fn = load_handler(handler)
-    w = Worker(c.queue(queue), fn, concurrency=concurrency, ttl=ttl, prefetch=prefetch, grace=grace)
+    target = c.producer(queue, shards)
+    # Worker takes any queue with the Queue API; the QueueLike protocol will say so.
+    w = Worker(
+        cast(Any, target), fn, concurrency=concurrency, ttl=ttl, prefetch=prefetch, grace=grace
+    )
+    _preflight(target)
+    kind = f" ({len(target.shards)} shards)" if isinstance(target, ShardedQueue) else ""
     logging.getLogger("leaseq.worker").info(
-        "queue=%s job=- attempt=- serving %s from %s", queue, handler, _redis.redact(c.url)
+        "queue=%s job=- attempt=- serving %s%s from %s", queue, handler, kind, _redis.redact(c.url)
     )
     w.run(burst=burst)
 
@@ -155,6 +231,12 @@ def worker(
 @click.option("--delay", type=float, default=None, help="Seconds before the job may run.")
 @click.option("--priority", type=int, default=0, show_default=True, help="0..1000000, lower first.")
 @click.option("--max-attempts", type=int, default=None)
+@click.option(
+    "--shards",
+    type=int,
+    default=None,
+    help="Enqueue to a ShardedQueue of N shards (default: found).",
+)
 @pass_ctx
 def enqueue(
     c: _Ctx,
@@ -165,11 +247,12 @@ def enqueue(
     delay: float | None,
     priority: int,
     max_attempts: int | None,
+    shards: int | None,
 ) -> None:
     """Add one job (PAYLOAD, JSON text) or many (--file, JSON lines)."""
     if (payload is None) == (path is None):
         raise click.UsageError("give either a JSON PAYLOAD or --file PATH")
-    q = c.queue(queue)
+    q = c.producer(queue, shards)
     opts: dict[str, Any] = {"delay": delay, "priority": priority, "max_attempts": max_attempts}
     if payload is not None:
         out.print(q.enqueue(_json(payload, "payload"), id=job_id, **opts))
@@ -187,8 +270,14 @@ def enqueue(
 
 
 def _json(text: str, what: str) -> Any:
+    def refuse(name: str) -> Any:
+        raise InvalidPayload(
+            f"{what} holds {name}: JSON has no NaN or Infinity, and leaseq refuses "
+            "non-finite numbers; use null or a string"
+        )
+
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=refuse)
     except json.JSONDecodeError as exc:
         raise InvalidArgument(f"bad JSON in {what}: {exc}") from None
 
@@ -356,9 +445,14 @@ def retry(c: _Ctx, queue: str, job_id: str | None, all_dead: bool, attempts: int
         out.print(f"retried {done} dead job(s) in {queue}")
         return
     assert job_id is not None
-    part, _ = c.holder(queue, job_id)
+    part, job = c.holder(queue, job_id)
     limit = part.retry_dead(job_id, attempts=attempts)
-    out.print(f"job {job_id} is pending again (max_attempts now {limit})")
+    why = f"--attempts {attempts}" if attempts is not None else "the queue's default max_attempts"
+    out.print(
+        f"job {job_id} is pending again with {limit - job.attempts} more tries ({why}): "
+        f"max_attempts raised from {job.max_attempts} to {limit}, as attempts stays at "
+        f"{job.attempts} (it fences leases and never goes down)"
+    )
 
 
 @cli.command()
@@ -392,7 +486,8 @@ def demo(c: _Ctx, jobs: int) -> None:
     """Enqueue jobs, run workers, crash one mid-job, watch the job come back."""
     from .demo import run_demo
 
-    # A fresh embedded store per run, so a second demo in one process starts clean.
+    # --url or $LEASEQ_URL, else a fresh embedded store per run (so a second
+    # demo in one process starts clean).
     run_demo(c.explicit_url or f"memory://demo-{uuid.uuid4().hex[:8]}", jobs, c.prefix, out)
 
 
@@ -406,6 +501,7 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the CLI, turning every expected error into one line."""
+    warnings.showwarning = _show_warning
     try:
         cli.main(args=argv, prog_name="leaseq", standalone_mode=False)
     except click.exceptions.Abort:

@@ -9,6 +9,7 @@ workers are real ``leaseq worker`` processes and one is SIGKILLed mid-job.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -104,8 +105,6 @@ def _run_processes(q: Queue, url: str, prefix: str, out: Console) -> str:
         sys.executable,
         "-m",
         "leaseq.cli",
-        "--url",
-        url,
         "--prefix",
         prefix,
         "worker",
@@ -120,7 +119,9 @@ def _run_processes(q: Queue, url: str, prefix: str, out: Console) -> str:
         "--log-level",
         "ERROR",
     ]
-    procs = [subprocess.Popen(cmd, stdin=subprocess.DEVNULL) for _ in range(3)]
+    # The URL goes in the environment, not argv, where `ps` would show its password.
+    env = {**os.environ, "LEASEQ_URL": url}
+    procs = [subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env) for _ in range(3)]
     try:
         out.print(
             f"2. started 3 worker processes (pids {', '.join(str(p.pid) for p in procs)}),"

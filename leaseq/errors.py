@@ -10,8 +10,10 @@ from __future__ import annotations
 
 __all__ = [
     "AlreadyFinished",
+    "AuthError",
     "DamagedKey",
     "DamagedRow",
+    "HandlerImportError",
     "InvalidArgument",
     "InvalidName",
     "InvalidPayload",
@@ -21,8 +23,11 @@ __all__ = [
     "LeaseLost",
     "LeaseqError",
     "LeaseqWarning",
+    "NotReplicated",
     "PayloadTooLarge",
     "ScriptError",
+    "ServerBusy",
+    "ServerFull",
     "ServerUnavailable",
 ]
 
@@ -54,6 +59,29 @@ class PayloadTooLarge(InvalidPayload):
         super().__init__(f"encoded payload is {size} bytes, over the limit of {limit}")
         self.size = size
         self.limit = limit
+
+
+class HandlerImportError(InvalidArgument):
+    """The handler's own module failed to import: a SyntaxError, an ImportError
+    inside it, or any exception its top-level code raised. ``module``,
+    ``error`` (the exception's type name), ``filename`` and ``lineno`` say what
+    and where; the message is one line."""
+
+    def __init__(
+        self,
+        module: str,
+        error: str,
+        detail: str,
+        filename: str | None,
+        lineno: int | None,
+    ) -> None:
+        where = f"{filename}:{lineno}" if filename else "an unknown place"
+        super().__init__(f"handler module {module!r} failed to import: {detail} (at {where})")
+        self.module = module
+        self.error = error
+        self.detail = detail
+        self.filename = filename
+        self.lineno = lineno
 
 
 class LeaseLost(LeaseqError):
@@ -162,3 +190,28 @@ class NotReplicated(LeaseqError):
 
 class ServerUnavailable(LeaseqError, ConnectionError):
     """Redis could not be reached or timed out. The call may or may not have run."""
+
+
+class ServerBusy(ServerUnavailable):
+    """Redis is there but cannot serve this call right now: a replica during a
+    failover (READONLY), a long script (BUSY), loading its data (LOADING), a
+    cluster resharding or down (TRYAGAIN, CLUSTERDOWN, MASTERDOWN, ASK/MOVED),
+    persistence or replication refusing writes (MISCONF, NOREPLICAS).
+
+    Transient: workers retry with backoff. The call may or may not have run.
+    """
+
+
+class ServerFull(ServerUnavailable):
+    """Redis refused a write because it is full (OOM: ``used_memory`` is over
+    ``maxmemory`` and the policy is ``noeviction``). Nothing was written.
+
+    Draining the queue (claims, completions, reaps) frees memory; raise
+    ``maxmemory`` or purge jobs to make room for new ones.
+    """
+
+
+class AuthError(LeaseqError, PermissionError):
+    """Redis refused the credentials (WRONGPASS, NOAUTH, a password for a
+    server without one) or the user's ACL lacks a command or key leaseq
+    needs (NOPERM). Not transient: retrying will not help, so workers stop."""

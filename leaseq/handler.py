@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InvalidArgument, LeaseLost, LeaseqError
+from .errors import HandlerImportError, InvalidArgument, LeaseLost, LeaseqError
 from .types import Lease
 
 __all__ = ["Dead", "Handler", "JobContext", "Retry", "current_job", "load_handler"]
@@ -79,14 +79,31 @@ def _set_current(ctx: JobContext | None) -> None:
 
 
 def load_handler(spec: str) -> Handler:
-    """Import ``module:function`` (dots allowed after the colon). Raises InvalidArgument."""
+    """Import ``module:function`` (dots allowed after the colon).
+
+    Raises InvalidArgument for a malformed spec, a missing module or attribute,
+    or a non-callable; HandlerImportError (an InvalidArgument) when the user's
+    module itself fails to import (SyntaxError, an ImportError inside it, any
+    exception at import), naming the error and its file:line in one line.
+    """
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise InvalidArgument(f"handler must look like module:function, not {spec!r}")
     try:
         obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise InvalidArgument(f"cannot import {module_name!r}: {exc}") from None
+    except ModuleNotFoundError as exc:
+        if (
+            exc.name is not None
+            and module_name.startswith(exc.name)
+            and (module_name == exc.name or module_name.startswith(exc.name + "."))
+        ):
+            raise InvalidArgument(
+                f"cannot import handler module {module_name!r}: no module named {exc.name!r} "
+                "(looked in the current directory and sys.path)"
+            ) from None
+        raise _import_failed(module_name, exc) from None
+    except (Exception, SystemExit) as exc:  # the user's code ran and broke
+        raise _import_failed(module_name, exc) from None
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -96,6 +113,28 @@ def load_handler(spec: str) -> Handler:
         raise InvalidArgument(f"{spec!r} is not callable")
     handler: Handler = obj
     return handler
+
+
+def _import_failed(module_name: str, exc: BaseException) -> HandlerImportError:
+    filename, lineno = _where(exc)
+    lines = str(exc.msg if isinstance(exc, SyntaxError) else exc).splitlines()
+    detail = f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    return HandlerImportError(module_name, type(exc).__name__, detail, filename, lineno)
+
+
+def _where(exc: BaseException) -> tuple[str | None, int | None]:
+    """The file and line where the user's import broke: a SyntaxError's own
+    position, else the innermost frame outside importlib."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return exc.filename, exc.lineno
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith("<frozen") and "importlib" not in f.filename
+    ]
+    if frames:
+        return frames[-1].filename, frames[-1].lineno
+    return None, None
 
 
 def describe_error(exc: BaseException) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import leaseq
-from leaseq import _control, _redis
+from leaseq import _control
 from leaseq.scripts import SCRIPTS, load_source
 from tests.conftest import Clock
 from tests.test_core_util import claim_one, index, row, snapshot
@@ -292,7 +292,7 @@ def test_loader_refuses_bad_includes(tmp_path: Path, files: dict[str, str], mess
 
 def twice(q: leaseq.Queue, call: Any) -> tuple[Any, Any]:
     """Run one Call twice, the way a retried command replays after a lost reply."""
-    first = _redis.run(q.redis, call)
+    first = q._run(call)
     try:
         second = q._run(call)
     except leaseq.LeaseqError as exc:
