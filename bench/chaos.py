@@ -186,8 +186,16 @@ class Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+MIN_AGE = 0.5
+"""Seconds a worker process lives before it may be killed. Python takes a
+good part of a second to start on a loaded 2-core machine; killing younger
+ones would only kill interpreters that never reached Redis, and a run could
+then crash hundreds of processes and deliver nothing."""
+
+
 class Workers:
-    """K worker processes; kill_one() SIGKILLs a random one and starts another."""
+    """K worker processes; kill_one() SIGKILLs a random one (of those at least
+    MIN_AGE old) and starts another."""
 
     def __init__(
         self,
@@ -205,6 +213,7 @@ class Workers:
         self.spawned = 0
         self.rng = random.Random(seed)
         self.procs = [self._spawn() for _ in range(k)]
+        self.born = [time.monotonic()] * k
         self.kills = 0
 
     def _spawn(self) -> subprocess.Popen[bytes]:
@@ -223,11 +232,16 @@ class Workers:
         return subprocess.Popen(cmd, cwd=ROOT, env=env)
 
     def kill_one(self) -> None:
-        i = self.rng.randrange(len(self.procs))
+        now = time.monotonic()
+        grown = [i for i, born in enumerate(self.born) if now - born >= MIN_AGE]
+        if not grown:
+            return
+        i = self.rng.choice(grown)
         self.procs[i].send_signal(signal.SIGKILL)
         self.procs[i].wait()
         self.kills += 1
         self.procs[i] = self._spawn()
+        self.born[i] = time.monotonic()
 
     def stop(self) -> None:
         for proc in self.procs:
