@@ -124,7 +124,10 @@ def test_search_by_id_and_bounded_substring(
     found = source_mod.Source(r).search(source_mod.Source(r).queue("emails"), "example", limit=30)
     assert (found.scanned, found.total) == (30, 75) and len(found.jobs) == 30
     monkeypatch.setattr("leaseq.web.app.SCAN_LIMIT", 30)
-    assert "scanned 30 of 75 jobs (the first 30, state by state)" in c.get("/search?q=zzz").text
+    assert (
+        "scanned 30 of 75 jobs (a search reads at most 30 rows in all"
+        in c.get("/search?q=zzz").text
+    )
 
 
 def test_read_only_refuses_every_post(seeded: leaseq.Queue, r: Any) -> None:
@@ -296,3 +299,51 @@ def test_leaseq_web_serves_on_loopback(redis_server: Any) -> None:
         _, err = proc.communicate(timeout=10)
     assert f"leaseq web on http://127.0.0.1:{port}/ (read-only)" in err
     assert ":pw@" not in err and "***" in err
+
+
+def test_ids_that_need_quoting_work_everywhere(q: leaseq.Queue, r: Any) -> None:
+    odd = "a/b?c#d&e%f+g'h\"i<j>"
+    q.enqueue({"n": 1}, id=odd)
+    q.enqueue({"n": 2}, id="plain")
+    c = client_for(r, allow_actions=True)
+    listing = c.get("/queues/emails").text
+    links = re.findall(r'<td class="id"><a href="([^"]+)">', listing)
+    assert len(links) == 2
+    import html as html_lib
+
+    page = c.get(html_lib.unescape(links[0]))
+    assert page.status_code == 200 and "a/b?c#d&amp;e%f+g&#39;h&#34;i&lt;j&gt;" in page.text
+    token = csrf_of(c)
+    c.post(
+        "/queues/emails/actions",
+        data={"csrf": token, "action": "cancel", "id": odd, "confirmed": "yes"},
+    )
+    assert q.get(odd).state == "cancelled"  # type: ignore[union-attr]
+    assert 'href="/queues/emails/jobs/' in c.get("/search?q=" + urllib_quote(odd)).text
+
+
+def urllib_quote(text: str) -> str:
+    import urllib.parse
+
+    return urllib.parse.quote(text, safe="")
+
+
+def test_a_sharded_queue_shows_as_one(r: Any) -> None:
+    sq = leaseq.ShardedQueue("big", shards=3, redis=r)
+    ids = sq.enqueue_many([{"n": i} for i in range(30)])
+    sq.shards[1].pause()
+    c = client_for(r, allow_actions=True)
+    html = c.get("/").text
+    assert html.count('data-queue="big"') == 1
+    assert re.search(r'data-count="pending">30<', html)
+    assert re.search(r'data-queue="big">.*?badge paused', html, re.S)
+    assert "1\u201330 of 30" in c.get("/queues/big").text
+    assert c.get(f"/queues/big/jobs/{ids[7]}").status_code == 200
+    token = csrf_of(c)
+    c.post("/queues/big/actions", data={"csrf": token, "action": "resume"})
+    assert not any(s.paused for s in sq.shard_stats())
+    c.post(
+        "/queues/big/actions",
+        data={"csrf": token, "action": "delete", "id": ids[3], "confirmed": "yes"},
+    )
+    assert sq.get(ids[3]) is None and sq.stats().pending == 29

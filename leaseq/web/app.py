@@ -29,7 +29,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .. import _redis
-from ..errors import DamagedKey, InvalidArgument, JobNotFound, LeaseqError, ServerUnavailable
+from ..errors import DamagedKey, InvalidArgument, LeaseqError, ServerUnavailable
+from ..keys import check_job_id
 from ..queue import connect
 from ..types import Job, State, Stats
 from ._security import CSRF_COOKIE, TOKEN_COOKIE, Gate, csrf_ok, csrf_token, parse_auth
@@ -261,14 +262,16 @@ class _Views:
         chosen = [only] if only else names
         exact: list[dict[str, Any]] = []
         results: list[dict[str, Any]] = []
+        budget = SCAN_LIMIT  # rows read over all the queues searched, not per queue
         for name in chosen if needle else []:
             target = self.source.queue(name)
             try:
-                self.source.holder(target, needle)
+                self.source.holder(target, check_job_id(needle))
                 exact.append({"queue": name, "id": needle})
-            except (JobNotFound, InvalidArgument, LeaseqError):
-                pass
-            found = self.source.search(target, needle, SCAN_LIMIT)
+            except LeaseqError:
+                pass  # not an id, or not this queue's
+            found = self.source.search(target, needle, budget)
+            budget = max(0, budget - found.scanned)
             now = self._now([])
             results.append(
                 {
