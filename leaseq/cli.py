@@ -241,7 +241,8 @@ def stats(c: _Ctx, queue: str | None, as_json: bool) -> None:
     for s in snaps:
         counts = [str(getattr(s, st)) for st in STATES]
         age = "-" if s.oldest_pending_age is None else _span(s.oldest_pending_age)
-        table.add_row(s.queue, *counts, str(s.expired), str(s.expiring_soon), age)
+        name = f"{s.queue} (paused)" if s.paused else s.queue
+        table.add_row(name, *counts, str(s.expired), str(s.expiring_soon), age)
     out.print(table)
 
 

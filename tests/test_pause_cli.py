@@ -25,6 +25,8 @@ def test_pause_and_resume(cli: Cli) -> None:
     assert q.claim(ttl=5.0) is None
     code, out, _ = cli("stats", "--json")
     assert code == 0 and '"paused": true' in out
+    code, out, _ = cli("stats")
+    assert code == 0 and "mail (paused)" in out
     code, out, _ = cli("resume", "mail")
     assert code == 0 and "mail resumed" in out
     assert q.claim(ttl=5.0) is not None
