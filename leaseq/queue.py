@@ -348,6 +348,11 @@ class Queue(QueueBase):
             if remaining == 0:
                 return deleted
 
+    def run_now(self, job_id: str) -> None:
+        """Make a scheduled job (a delay or a retry's backoff) claimable now.
+        Raises JobNotFound, or JobStateError when it is not scheduled."""
+        self._run(_control.run_now(self._core, job_id))
+
     def delete(self, job_id: str) -> str:
         """Delete one job that holds no lease (row and index entry); returns the
         state it was in. Raises JobNotFound, or JobStateError for an active job."""

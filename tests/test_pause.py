@@ -144,6 +144,24 @@ def test_drop_works_through_a_big_queue_in_bounded_calls(q: leaseq.Queue, r: Any
     assert r.dbsize() == 0
 
 
+def test_run_now_makes_a_scheduled_job_claimable(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue({"n": 1}, id="later", delay=3600, priority=5)
+    q.enqueue({"n": 2}, id="p")
+    assert q.claim(ttl=5.0).id == "p"  # type: ignore[union-attr]
+    assert q.claim(ttl=5.0) is None
+    q.run_now("later")
+    assert "run_at" not in row(q, "later") and "later" not in index(q, "scheduled")
+    assert row(q, "later")["state"] == "pending"
+    lease = claim_one(q, ttl=5.0)
+    assert (lease.id, lease.attempt) == ("later", 1)
+    before = snapshot(r)
+    with pytest.raises(leaseq.JobStateError, match="only a scheduled job"):
+        q.run_now("later")
+    with pytest.raises(leaseq.JobNotFound):
+        q.run_now("nope")
+    assert snapshot(r) == before
+
+
 # -- sync only: blocking claimers, workers ---------------------------------------
 
 

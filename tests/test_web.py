@@ -347,3 +347,16 @@ def test_a_sharded_queue_shows_as_one(r: Any) -> None:
         data={"csrf": token, "action": "delete", "id": ids[3], "confirmed": "yes"},
     )
     assert sq.get(ids[3]) is None and sq.stats().pending == 29
+
+
+def test_run_a_scheduled_job_now(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue({"n": 1}, id="later", delay=3600)
+    c = client_for(r, allow_actions=True)
+    page = c.get("/queues/emails?state=scheduled").text
+    assert 'data-action="run_now"' in page
+    token = csrf_of(c)
+    done = c.post(
+        "/queues/emails/actions", data={"csrf": token, "action": "run_now", "id": "later"}
+    )
+    assert "moved to pending 1 of 1 job" in done.text
+    assert q.get("later").state == "pending"  # type: ignore[union-attr]

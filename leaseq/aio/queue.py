@@ -295,6 +295,10 @@ class Queue(QueueBase):
             if remaining == 0:
                 return deleted
 
+    async def run_now(self, job_id: str) -> None:
+        """Make a scheduled job claimable now (see ``leaseq.Queue.run_now``)."""
+        await self._run(_control.run_now(self._core, job_id))
+
     async def delete(self, job_id: str) -> str:
         """Delete one job that holds no lease; returns the state it was in."""
         return await self._run(_control.delete(self._core, job_id))

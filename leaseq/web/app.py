@@ -378,7 +378,7 @@ class _Views:
             return f"Delete {jobs} of {name} ({_ids(ids)})? This cannot be undone."
         if verb == "cancel":
             return f"Cancel {jobs} of {name} ({_ids(ids)})? They will never run."
-        if verb == "retry" and count > 1:
+        if verb in ("retry", "run_now") and count > 1:
             return f"Retry {jobs} of {name} ({_ids(ids)})?"
         return ""
 
@@ -397,6 +397,7 @@ class _Views:
         acts = {
             "retry": (lambda i: src.retry(target, i), "retried"),
             "cancel": (lambda i: src.cancel(target, i), "cancelled"),
+            "run_now": (lambda i: src.run_now(target, i), "moved to pending"),
             "delete": (lambda i: src.delete(target, i), "deleted"),
         }
         if verb not in acts:
