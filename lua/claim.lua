@@ -42,7 +42,7 @@ if limit > 0 then
   reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit)
 end
 
-if redis.call('HEXISTS', meta, 'paused') == 1 then
+if redis.call('HGET', meta, 'paused') then
   -- Paused (pause.lua): lease nothing. Drop the wake tokens so blocked
   -- claimers sleep instead of spinning; resume.lua pushes fresh ones.
   redis.call('DEL', wake)

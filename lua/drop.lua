@@ -23,7 +23,7 @@ local held = redis.call('ZCARD', KEYS[3])
 if held > 0 and not force then return { 'ACTIVE', held } end
 -- Paused while the drop runs over several calls, so no claim leases a job
 -- that the next call deletes.
-if redis.call('HEXISTS', meta, 'paused') == 0 then
+if not redis.call('HGET', meta, 'paused') then
   redis.call('HSET', meta, 'paused', now_ms(meta))
 end
 local deleted, budget = 0, limit

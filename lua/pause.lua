@@ -8,6 +8,6 @@
 --!include lib/now_ms.lua
 
 local meta = KEYS[1]
-if redis.call('HEXISTS', meta, 'paused') == 1 then return { 0 } end
+if redis.call('HGET', meta, 'paused') then return { 0 } end
 redis.call('HSET', meta, 'paused', now_ms(meta))
 return { 1 }

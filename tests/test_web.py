@@ -360,3 +360,27 @@ def test_run_a_scheduled_job_now(q: leaseq.Queue, r: Any) -> None:
     )
     assert "moved to pending 1 of 1 job" in done.text
     assert q.get("later").state == "pending"  # type: ignore[union-attr]
+
+
+def test_the_wheel_ships_templates_and_assets(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(root)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = Path(tmp_path).glob("leaseq-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    web = root / "leaseq" / "web"
+    shipped = {
+        p.relative_to(root).as_posix()
+        for p in web.rglob("*")
+        if p.suffix in {".html", ".js", ".css"}
+    }
+    assert len(shipped) >= 9 and shipped <= names
