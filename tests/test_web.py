@@ -384,3 +384,54 @@ def test_the_wheel_ships_templates_and_assets(tmp_path: Any) -> None:
         if p.suffix in {".html", ".js", ".css"}
     }
     assert len(shipped) >= 9 and shipped <= names
+
+
+def test_worker_metrics_port(redis_server: Any) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import httpx
+
+    from tests.conftest import free_port, wait_until
+
+    root = Path(__file__).resolve().parent.parent
+    url = f"redis://127.0.0.1:{redis_server.port}/0"
+    q = leaseq.Queue.from_url(url, "metered")
+    q.redis.flushall()
+    port = free_port()
+    exe = str(Path(sys.executable).parent / "leaseq")
+    proc = subprocess.Popen(
+        [
+            exe,
+            "--url",
+            url,
+            "worker",
+            "metered",
+            "tests.handlers:noop",
+            "--metrics-port",
+            str(port),
+        ],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        q.enqueue_many([{"n": i} for i in range(5)])
+
+        def scraped() -> str | None:
+            try:
+                text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=1.0).text
+            except httpx.HTTPError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                return None
+            done = 'leaseq_jobs_finished_total{outcome="succeeded",queue="metered"} 5.0'
+            return text if done in text else None
+
+        text = wait_until(scraped, 20, what="the worker's metrics to show 5 succeeded")
+        assert 'leaseq_jobs{queue="metered",state="pending"} 0.0' in text
+        assert 'leaseq_jobs_enqueued_total{queue="metered"} 5.0' in text
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
