@@ -110,6 +110,16 @@ def test_job_page_of_a_damaged_row_shows_what_is_stored(seeded: leaseq.Queue, r:
     html = client_for(r).get("/queues/emails/jobs/m005").text
     assert "damaged field attempts=&#39;abc&#39;" in html or "damaged field attempts='abc'" in html
     assert '<td class="mono">abc</td>' in html
+    assert 'data-action="delete"' not in html  # read-only
+    c = client_for(r, allow_actions=True)
+    listing = c.get("/queues/emails?state=pending").text
+    assert "damaged row: job &#39;m005&#39;" in listing and "/queues/emails/jobs/m005" in listing
+    page = c.get("/queues/emails/jobs/m005").text
+    assert "Delete this damaged row" in page
+    token = csrf_of(c)
+    form = {"csrf": token, "action": "delete", "id": "m005", "confirmed": "yes"}
+    c.post("/queues/emails/actions", data=form)
+    assert not r.exists(seeded.keys.job("m005"))
 
 
 def test_search_by_id_and_bounded_substring(
