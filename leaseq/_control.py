@@ -10,7 +10,6 @@ from typing import Any
 
 from ._core import Call, QueueCore
 from ._replies import admin_error, as_text
-from .errors import JobStateError
 from .keys import check_job_id
 from .scripts import SCRIPTS
 
@@ -67,12 +66,8 @@ def drop(core: QueueCore, force: bool, limit: int = DROP_LIMIT) -> Call[tuple[in
     k = core.keys
 
     def parse(reply: Any) -> tuple[int, int]:
-        if as_text(reply[0]) == "ACTIVE":
-            raise JobStateError(
-                f"(queue {core.name})",
-                f"holding {int(reply[1])} lease(s)",
-                "stop its workers first, or drop with force",
-            )
+        if as_text(reply[0]) != "OK":
+            raise admin_error("drop", f"(queue {core.name})", reply)
         return int(reply[1]), int(reply[2])
 
     keys = (k.pending, k.scheduled, k.active, k.succeeded, k.dead, k.cancelled, k.meta, k.wake)
