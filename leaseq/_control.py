@@ -10,11 +10,10 @@ from typing import Any
 
 from ._core import Call, QueueCore
 from ._replies import admin_error, as_text
-from .errors import JobStateError
 from .keys import check_job_id
 from .scripts import SCRIPTS
 
-__all__ = ["DROP_LIMIT", "delete", "drop", "pause", "resume"]
+__all__ = ["DROP_LIMIT", "delete", "drop", "pause", "resume", "run_now"]
 
 DROP_LIMIT = 1000
 """Most jobs one drop call deletes, so no call blocks the server for long."""
@@ -67,13 +66,23 @@ def drop(core: QueueCore, force: bool, limit: int = DROP_LIMIT) -> Call[tuple[in
     k = core.keys
 
     def parse(reply: Any) -> tuple[int, int]:
-        if as_text(reply[0]) == "ACTIVE":
-            raise JobStateError(
-                f"(queue {core.name})",
-                f"holding {int(reply[1])} lease(s)",
-                "stop its workers first, or drop with force",
-            )
+        if as_text(reply[0]) != "OK":
+            raise admin_error("drop", f"(queue {core.name})", reply)
         return int(reply[1]), int(reply[2])
 
     keys = (k.pending, k.scheduled, k.active, k.succeeded, k.dead, k.cancelled, k.meta, k.wake)
     return Call(SCRIPTS["drop"], keys, (k.job_prefix, limit, 1 if force else 0), parse)
+
+
+def run_now(core: QueueCore, job_id: str) -> Call[None]:
+    """Move a scheduled job to pending now (its due time dropped). JobNotFound
+    for an unknown id, JobStateError for a job that is not scheduled."""
+    job_id = check_job_id(job_id)
+    k = core.keys
+
+    def parse(reply: Any) -> None:
+        if as_text(reply[0]) != "OK":
+            raise admin_error("run_now", job_id, reply)
+
+    keys = (k.job(job_id), k.scheduled, k.pending, k.meta, k.wake)
+    return Call(SCRIPTS["run_now"], keys, (job_id,), parse)

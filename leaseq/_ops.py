@@ -466,6 +466,11 @@ class QueueOps:
         state: str = yield _control.delete(self.core, job_id)
         return state
 
+    def run_now(self, job_id: str) -> Op[None]:
+        """Make a scheduled job (a delay or a retry's backoff) claimable now.
+        Raises JobNotFound, or JobStateError when it is not scheduled."""
+        yield _control.run_now(self.core, job_id)
+
 
 class ShardedOps:
     """The operations of one logical queue over its shards' ``QueueOps``.
@@ -806,6 +811,10 @@ class ShardedOps:
         """As ``Queue.delete``, on the job's shard."""
         return (yield from self.shard_for(job_id).delete(job_id))
 
+    def run_now(self, job_id: str) -> Op[None]:
+        """As ``Queue.run_now``, on the job's shard."""
+        yield from self.shard_for(job_id).run_now(job_id)
+
 
 def merge_stats(name: str, parts: Sequence[Stats]) -> Stats:
     """One Stats for a sharded queue from its shards' Stats."""
@@ -832,4 +841,7 @@ def merge_stats(name: str, parts: Sequence[Stats]) -> Stats:
         next_due_in=most((p.next_due_in for p in parts), min),
         server_time=max(p.server_time for p in parts),
         totals=totals,
+        # Paused while any shard is (pause() pauses every shard), since the earliest.
+        paused=any(p.paused for p in parts),
+        paused_at=most((p.paused_at for p in parts), min),
     )

@@ -62,7 +62,8 @@ def refusal(op: str, job_id: str, token: int, reply: Sequence[Any]) -> LeaseLost
 
 
 def admin_error(op: str, job_id: str, reply: Sequence[Any]) -> Exception:
-    """The exception for an operator call's refusal (cancel, retry)."""
+    """The exception for an operator call's refusal (cancel, retry, delete, run_now,
+    drop; for drop, ``job_id`` names the queue)."""
     code = as_text(reply[0])
     if code == "GONE":
         return JobNotFound(job_id)
@@ -70,10 +71,17 @@ def admin_error(op: str, job_id: str, reply: Sequence[Any]) -> Exception:
         wanted = {
             "cancel": "only pending or scheduled jobs can be cancelled",
             "delete": "an active job holds a lease: let it finish or expire first",
+            "run_now": "only a scheduled job can be run now",
         }.get(op, "only dead jobs can be retried")
         return JobStateError(job_id, as_text(reply[1]), wanted)
     if code == "DAMAGED":
         return DamagedRow(job_id, as_text(reply[1]), as_text(reply[2]))
+    if code == "ACTIVE":  # drop.lua: the queue still has leases in flight
+        return JobStateError(
+            job_id,
+            f"holding {int(reply[1])} lease(s)",
+            "stop its workers first, or drop with force",
+        )
     return ScriptError(f"{op}: unexpected reply {reply!r}")
 
 

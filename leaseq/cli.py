@@ -18,6 +18,7 @@ from typing import Any, NoReturn, cast
 
 import click
 import msgspec
+from rich import box
 from rich.console import Console
 from rich.json import JSON
 from rich.progress import Progress
@@ -315,15 +316,25 @@ def stats(c: _Ctx, queue: str | None, as_json: bool) -> None:
     if not snaps:
         out.print(f"no queues under prefix {c.prefix!r}")
         return
-    table = Table(title=f"leaseq queues ({_redis.redact(c.url)})")
+    # Fits 80 columns: no side borders, headers never shortened; a long queue
+    # name folds onto a second line instead.
+    table = Table(
+        title=f"leaseq queues ({_redis.redact(c.url)})",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
     table.caption = "done = succeeded; <10s = leases expiring within 10 s; oldest = pending age"
     heads = ("queue", "pending", "sched", "active", "done", "dead", "cancel", "expired")
-    for col in (*heads, "<10s", "oldest"):
-        table.add_column(col, justify="left" if col == "queue" else "right", no_wrap=True)
+    table.add_column("queue", min_width=10, overflow="fold")
+    for col in (*heads[1:], "<10s", "oldest"):
+        table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
     for s in snaps:
         counts = [str(getattr(s, st)) for st in STATES]
         age = "-" if s.oldest_pending_age is None else _span(s.oldest_pending_age)
-        table.add_row(s.queue, *counts, str(s.expired), str(s.expiring_soon), age)
+        name = f"{s.queue} (paused)" if s.paused else s.queue
+        table.add_row(name, *counts, str(s.expired), str(s.expiring_soon), age)
     out.print(table)
 
 
@@ -405,10 +416,24 @@ def ls_(c: _Ctx, queue: str, state: str, offset: int, limit: int) -> None:
     damaged: list[DamagedRow] = []
     jobs = target.ls(state, offset=offset, limit=limit, damaged=damaged)
     table = Table(title=f"{queue}: {state} ({total})")
-    for col in ("id", "attempts", "priority", "worker", "last_error", "payload"):
-        table.add_column(col, overflow="ellipsis", max_width=48)
+    # Fit the terminal: an id is whole (the next command needs it) and no
+    # header is cut; worker, last_error and payload are clipped to what is left.
+    id_width = min(48, max([2, *(len(job.id) for job in jobs)]))
+    room = max(23, out.width - id_width - 8 - 8 - 19)
+    worker_cap, error_cap = max(6, room // 5), max(10, room * 2 // 5)
+    caps = (worker_cap, error_cap, max(7, room - worker_cap - error_cap))
+    table.add_column("id", overflow="fold", width=id_width)
+    for col in ("attempts", "priority"):
+        table.add_column(col, no_wrap=True, width=len(col))
+    for col, cap in zip(("worker", "last_error", "payload"), caps, strict=True):
+        table.add_column(col, no_wrap=True, overflow="ellipsis", min_width=len(col), max_width=cap)
     for job in jobs:
-        table.add_row(*_row(job))
+        cells = _row(job)
+        clipped = [
+            t if len(t) <= cap else t[: cap - 1] + "…"
+            for t, cap in zip(cells[3:], caps, strict=True)
+        ]
+        table.add_row(*cells[:3], *clipped)
     out.print(table)
     for exc in damaged:  # an operator should see these, not lose the page to them
         out.print(f"damaged row: {exc}")

@@ -157,9 +157,57 @@ def _add_watch(command: click.Command) -> None:
     command.callback = callback
 
 
+def _add_metrics_port(command: click.Command) -> None:
+    """Give ``leaseq worker`` a ``--metrics-port N`` option: Prometheus metrics of
+    its queue (from the queue's own counters, see leaseq.metrics) on 127.0.0.1:N
+    while it runs. The worker command itself is unchanged."""
+    if any(p.name == "metrics_port" for p in command.params) or command.callback is None:
+        return
+    run = command.callback
+    command.params.append(
+        click.Option(
+            ["--metrics-port"],
+            type=click.IntRange(1, 65535),
+            default=None,
+            metavar="PORT",
+            help="Serve Prometheus metrics of QUEUE on 127.0.0.1:PORT (needs the web extra).",
+        )
+    )
+
+    @functools.wraps(run)
+    def callback(*args: Any, metrics_port: int | None = None, **kwargs: Any) -> Any:
+        if metrics_port is not None:
+            try:
+                from .metrics import serve
+            except ImportError as exc:
+                raise InvalidArgument(
+                    f"--metrics-port needs prometheus-client ({exc.name} is missing): "
+                    "pip install 'leaseq[web]'"
+                ) from None
+            c = click.get_current_context().obj
+            name = str(kwargs["queue"])
+
+            def read() -> list[Any]:
+                try:  # looked up per scrape: the queue may be created after the worker
+                    target = c.target(name)
+                except InvalidArgument:
+                    target = c.queue(name)
+                return [target.stats()]
+
+            try:
+                serve(metrics_port, read)
+            except OSError as exc:
+                raise InvalidArgument(f"--metrics-port {metrics_port}: {exc.strerror}") from None
+        return run(*args, **kwargs)
+
+    command.callback = callback
+
+
 def register(group: click.Group) -> None:
     """Add the operator commands to the ``leaseq`` group (and ``stats --watch``)."""
     for command in (pause, resume, cancel, delete, drop, web):
         group.add_command(command)
     if "stats" in group.commands:
         _add_watch(group.commands["stats"])
+    if "worker" in group.commands:
+        _add_metrics_port(group.commands["worker"])

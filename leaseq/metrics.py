@@ -24,15 +24,17 @@ Metrics (see docs/operations.md for what to alert on):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from .types import State, Stats
 
-__all__ = ["CONTENT_TYPE", "OUTCOMES", "collect", "render"]
+__all__ = ["CONTENT_TYPE", "OUTCOMES", "collect", "render", "serve"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 OUTCOMES = ("succeeded", "failed", "dead", "expired", "released", "cancelled")
@@ -96,3 +98,27 @@ def render(stats: Sequence[Stats]) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Snapshot(stats))
     return bytes(generate_latest(registry))
+
+
+class _Live:
+    """Reads the stats anew at every scrape."""
+
+    def __init__(self, read: Callable[[], Sequence[Stats]]) -> None:
+        self.read = read
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            stats = self.read()
+        except Exception as exc:  # a scrape during an outage: no figures, no crash
+            logging.getLogger("leaseq.metrics").warning("metrics: cannot read stats: %s", exc)
+            stats = []
+        return collect(stats)
+
+
+def serve(port: int, read: Callable[[], Sequence[Stats]], host: str = "127.0.0.1") -> Any:
+    """Serve ``/metrics`` on ``host:port`` in a daemon thread (``leaseq worker
+    --metrics-port``); ``read`` returns the stats to expose, called per scrape.
+    Returns what ``prometheus_client.start_http_server`` returns."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Live(read))
+    return start_http_server(port, addr=host, registry=registry)

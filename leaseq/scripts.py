@@ -88,6 +88,7 @@ _SHAPES: dict[str, tuple[int, bool]] = {
     "resume": (4, False),
     "delete": (6, False),
     "drop": (8, False),
+    "run_now": (5, False),
 }
 
 

@@ -12,16 +12,14 @@
 -- returns: {'OK', state} with the state the job was in ('damaged' for a row without a known one)
 -- errors: {'GONE'} for an unknown id; {'STATE', 'active'} while a lease is held
 local job, id = KEYS[1], ARGV[1]
-local kind = redis.call('TYPE', job)
-kind = type(kind) == 'table' and kind.ok or kind
-if kind == 'none' then return { 'GONE' } end
-local state = 'damaged'
-if kind == 'hash' then
-  state = redis.call('HGET', job, 'state') or 'damaged'
-  -- An active row is a held lease: deleting it would let the holder's
-  -- complete meet a missing row. Let it finish, or expire and be reaped.
-  if state == 'active' then return { 'STATE', state } end
-end
+if redis.call('EXISTS', job) == 0 then return { 'GONE' } end
+-- pcall, not TYPE: a key of another type answers HGET with WRONGTYPE, and
+-- the commands stay those a least-privilege ACL user already has.
+local state = redis.pcall('HGET', job, 'state')
+if type(state) == 'table' or not state then state = 'damaged' end
+-- An active row is a held lease: deleting it would let the holder's
+-- complete meet a missing row. Let it finish, or expire and be reaped.
+if state == 'active' then return { 'STATE', state } end
 redis.call('DEL', job)
 for _, key in ipairs({ KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6] }) do
   redis.call('ZREM', key, id)

@@ -253,3 +253,23 @@ def test_aio_queues_close_what_they_made(
         return stats.pending
 
     assert loop.run_until_complete(scenario()) == 30
+
+
+def test_a_sharded_queue_pauses_every_shard_and_refuses_schedules(r: Any) -> None:
+    sq = leaseq.ShardedQueue("spread", shards=3, redis=r)
+    sq.enqueue_many([{"i": i} for i in range(12)], ids=[f"s{i}" for i in range(12)])
+    assert sq.pause() is True and sq.pause() is False
+    assert sq.claim_many(12, ttl=5.0) == []
+    stats = sq.stats()
+    assert stats.paused and stats.paused_at is not None and stats.pending == 12
+    assert sq.resume() is True
+    assert len(sq.claim_many(12, ttl=5.0)) == 12
+    assert sq.tick() == 0 and sq.schedules() == []
+    for refused in (
+        lambda: sq.schedule("nightly", {}, every=60.0),
+        lambda: sq.unschedule("nightly"),
+        lambda: sq.set_limits(concurrency=2),
+    ):
+        with pytest.raises(leaseq.InvalidArgument, match="plain queue"):
+            refused()
+    assert sq.limits().active == 12

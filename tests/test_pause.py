@@ -12,12 +12,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import redis
 
 import leaseq
 from tests import suite
 from tests.conftest import Clock, wait_until
 from tests.test_aio import aq, loop  # noqa: F401  (fixtures for the async re-run)
 from tests.test_core_util import claim_one, index, row, snapshot
+from tests.test_security import PASSWORD, acl_server  # noqa: F401  (fixture)
 
 # -- the behaviour, written once (re-run on leaseq.aio.Queue at the bottom) ------
 
@@ -144,7 +146,48 @@ def test_drop_works_through_a_big_queue_in_bounded_calls(q: leaseq.Queue, r: Any
     assert r.dbsize() == 0
 
 
-# -- sync only: blocking claimers, workers ---------------------------------------
+def test_run_now_makes_a_scheduled_job_claimable(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue({"n": 1}, id="later", delay=3600, priority=5)
+    q.enqueue({"n": 2}, id="p")
+    assert q.claim(ttl=5.0).id == "p"  # type: ignore[union-attr]
+    assert q.claim(ttl=5.0) is None
+    q.run_now("later")
+    assert "run_at" not in row(q, "later") and "later" not in index(q, "scheduled")
+    assert row(q, "later")["state"] == "pending"
+    lease = claim_one(q, ttl=5.0)
+    assert (lease.id, lease.attempt) == ("later", 1)
+    before = snapshot(r)
+    with pytest.raises(leaseq.JobStateError, match="only a scheduled job"):
+        q.run_now("later")
+    with pytest.raises(leaseq.JobNotFound):
+        q.run_now("nope")
+    assert snapshot(r) == before
+
+
+# -- sync only: the least-privilege ACL user, blocking claimers, workers
+
+
+def test_every_operator_call_runs_as_the_least_privilege_acl_user(
+    acl_server: Any,  # noqa: F811
+) -> None:
+    # The user of tests/test_security.py: ~leaseq:* and only the commands leaseq
+    # documents. New scripts must keep to that list (HEXISTS or TYPE would not).
+    url = f"redis://leaseq:{PASSWORD}@127.0.0.1:{acl_server.port}/0"
+    q = leaseq.Queue.from_url(url, "emails")
+    q.enqueue_many([{"n": i} for i in range(3)], ids=["a", "b", "c"])
+    q.enqueue({"n": 9}, id="later", delay=600)
+    assert q.pause() and q.claim(ttl=5.0) is None and q.stats().paused
+    assert q.resume() and claim_one(q, ttl=5.0).id == "a"
+    q.run_now("later")
+    assert q.delete("b") == "pending"
+    admin = redis.Redis(port=acl_server.port)
+    admin.delete(q.keys.job("c"))
+    admin.set(q.keys.job("c"), "overwritten")  # damaged by hand: not a hash any more
+    admin.close()
+    assert q.delete("c") == "damaged"
+    with pytest.raises(leaseq.JobStateError):
+        q.drop()
+    assert q.drop(force=True) == 2
 
 
 def test_resume_wakes_a_blocked_claimer_at_once(q: leaseq.Queue, backend: str) -> None:

@@ -4,6 +4,7 @@ and `leaseq web` without its extra, run through main() on memory://."""
 from __future__ import annotations
 
 import builtins
+import re
 from typing import Any
 
 import pytest
@@ -24,6 +25,8 @@ def test_pause_and_resume(cli: Cli) -> None:
     assert q.claim(ttl=5.0) is None
     code, out, _ = cli("stats", "--json")
     assert code == 0 and '"paused": true' in out
+    code, out, _ = cli("stats")
+    assert code == 0 and "mail (paused)" in out
     code, out, _ = cli("resume", "mail")
     assert code == 0 and "mail resumed" in out
     assert q.claim(ttl=5.0) is not None
@@ -106,3 +109,36 @@ def test_stats_watch_prints_again_until_interrupted(
     assert "every 0.5 s" in err
     code, _, err = cli("stats", "--watch", "0")
     assert code == 2 and "--watch" in err
+
+
+def test_tables_fit_80_columns(redis_server: Any) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import leaseq
+
+    url = f"redis://127.0.0.1:{redis_server.port}/0"
+    r = leaseq.Queue.from_url(url, "emails-transactional-eu-west")
+    r.redis.flushall()
+    r.enqueue_many([{"to": f"someone-{i}@example.org", "body": "x" * 200} for i in range(1234)])
+    leaseq.Queue.from_url(url, "a").enqueue(1)
+    exe = str(Path(sys.executable).parent / "leaseq")
+    env = {**os.environ, "COLUMNS": "80", "LEASEQ_URL": url}
+    for args in (["stats"], ["stats", "a"], ["ls", "emails-transactional-eu-west", "--limit", "3"]):
+        done = subprocess.run([exe, *args], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert max(len(line) for line in lines) <= 80, done.stdout
+        print(done.stdout)
+        words = ("pending", "sched", "active", "done", "dead", "cancel", "expired", "oldest")
+        if args[0] == "ls":
+            words = ("id", "attempts", "priority", "worker", "last_error", "payload")
+        header = next(line for line in lines if line.lstrip("┃ ").startswith(("queue", "id ")))
+        for word in words:
+            assert re.search(rf"(^|[\s┃]){re.escape(word)}([\s┃]|$)", header), (word, header)
+        assert "…" not in header
+        if args[0] == "ls":  # ids are whole: the next command needs them
+            for job in leaseq.Queue.from_url(url, args[1]).ls("pending", limit=3):
+                assert job.id in done.stdout

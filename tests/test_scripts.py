@@ -173,6 +173,7 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
         "resume": _control.resume(core),
         "delete": _control.delete(core, "ID"),
         "drop": _control.drop(core, False),
+        "run_now": _control.run_now(core, "ID"),
         **_schedule_calls(core),
     }
 

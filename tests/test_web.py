@@ -110,6 +110,16 @@ def test_job_page_of_a_damaged_row_shows_what_is_stored(seeded: leaseq.Queue, r:
     html = client_for(r).get("/queues/emails/jobs/m005").text
     assert "damaged field attempts=&#39;abc&#39;" in html or "damaged field attempts='abc'" in html
     assert '<td class="mono">abc</td>' in html
+    assert 'data-action="delete"' not in html  # read-only
+    c = client_for(r, allow_actions=True)
+    listing = c.get("/queues/emails?state=pending").text
+    assert "damaged row: job &#39;m005&#39;" in listing and "/queues/emails/jobs/m005" in listing
+    page = c.get("/queues/emails/jobs/m005").text
+    assert "Delete this damaged row" in page
+    token = csrf_of(c)
+    form = {"csrf": token, "action": "delete", "id": "m005", "confirmed": "yes"}
+    c.post("/queues/emails/actions", data=form)
+    assert not r.exists(seeded.keys.job("m005"))
 
 
 def test_search_by_id_and_bounded_substring(
@@ -124,7 +134,10 @@ def test_search_by_id_and_bounded_substring(
     found = source_mod.Source(r).search(source_mod.Source(r).queue("emails"), "example", limit=30)
     assert (found.scanned, found.total) == (30, 75) and len(found.jobs) == 30
     monkeypatch.setattr("leaseq.web.app.SCAN_LIMIT", 30)
-    assert "scanned 30 of 75 jobs (the first 30, state by state)" in c.get("/search?q=zzz").text
+    assert (
+        "scanned 30 of 75 jobs (a search reads at most 30 rows in all"
+        in c.get("/search?q=zzz").text
+    )
 
 
 def test_read_only_refuses_every_post(seeded: leaseq.Queue, r: Any) -> None:
@@ -296,3 +309,139 @@ def test_leaseq_web_serves_on_loopback(redis_server: Any) -> None:
         _, err = proc.communicate(timeout=10)
     assert f"leaseq web on http://127.0.0.1:{port}/ (read-only)" in err
     assert ":pw@" not in err and "***" in err
+
+
+def test_ids_that_need_quoting_work_everywhere(q: leaseq.Queue, r: Any) -> None:
+    odd = "a/b?c#d&e%f+g'h\"i<j>"
+    q.enqueue({"n": 1}, id=odd)
+    q.enqueue({"n": 2}, id="plain")
+    c = client_for(r, allow_actions=True)
+    listing = c.get("/queues/emails").text
+    links = re.findall(r'<td class="id"><a href="([^"]+)">', listing)
+    assert len(links) == 2
+    import html as html_lib
+
+    page = c.get(html_lib.unescape(links[0]))
+    assert page.status_code == 200 and "a/b?c#d&amp;e%f+g&#39;h&#34;i&lt;j&gt;" in page.text
+    token = csrf_of(c)
+    c.post(
+        "/queues/emails/actions",
+        data={"csrf": token, "action": "cancel", "id": odd, "confirmed": "yes"},
+    )
+    assert q.get(odd).state == "cancelled"  # type: ignore[union-attr]
+    assert 'href="/queues/emails/jobs/' in c.get("/search?q=" + urllib_quote(odd)).text
+
+
+def urllib_quote(text: str) -> str:
+    import urllib.parse
+
+    return urllib.parse.quote(text, safe="")
+
+
+def test_a_sharded_queue_shows_as_one(r: Any) -> None:
+    sq = leaseq.ShardedQueue("big", shards=3, redis=r)
+    ids = sq.enqueue_many([{"n": i} for i in range(30)])
+    sq.shards[1].pause()
+    c = client_for(r, allow_actions=True)
+    html = c.get("/").text
+    assert html.count('data-queue="big"') == 1
+    assert re.search(r'data-count="pending">30<', html)
+    assert re.search(r'data-queue="big">.*?badge paused', html, re.S)
+    assert "1\u201330 of 30" in c.get("/queues/big").text
+    assert c.get(f"/queues/big/jobs/{ids[7]}").status_code == 200
+    token = csrf_of(c)
+    c.post("/queues/big/actions", data={"csrf": token, "action": "resume"})
+    assert not any(s.paused for s in sq.shard_stats())
+    c.post(
+        "/queues/big/actions",
+        data={"csrf": token, "action": "delete", "id": ids[3], "confirmed": "yes"},
+    )
+    assert sq.get(ids[3]) is None and sq.stats().pending == 29
+
+
+def test_run_a_scheduled_job_now(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue({"n": 1}, id="later", delay=3600)
+    c = client_for(r, allow_actions=True)
+    page = c.get("/queues/emails?state=scheduled").text
+    assert 'data-action="run_now"' in page
+    token = csrf_of(c)
+    done = c.post(
+        "/queues/emails/actions", data={"csrf": token, "action": "run_now", "id": "later"}
+    )
+    assert "moved to pending 1 of 1 job" in done.text
+    assert q.get("later").state == "pending"  # type: ignore[union-attr]
+
+
+def test_the_wheel_ships_templates_and_assets(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(root)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = Path(tmp_path).glob("leaseq-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    web = root / "leaseq" / "web"
+    shipped = {
+        p.relative_to(root).as_posix()
+        for p in web.rglob("*")
+        if p.suffix in {".html", ".js", ".css"}
+    }
+    assert len(shipped) >= 9 and shipped <= names
+
+
+def test_worker_metrics_port(redis_server: Any) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import httpx
+
+    from tests.conftest import free_port, wait_until
+
+    root = Path(__file__).resolve().parent.parent
+    url = f"redis://127.0.0.1:{redis_server.port}/0"
+    q = leaseq.Queue.from_url(url, "metered")
+    q.redis.flushall()
+    port = free_port()
+    exe = str(Path(sys.executable).parent / "leaseq")
+    proc = subprocess.Popen(
+        [
+            exe,
+            "--url",
+            url,
+            "worker",
+            "metered",
+            "tests.handlers:noop",
+            "--metrics-port",
+            str(port),
+        ],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        q.enqueue_many([{"n": i} for i in range(5)])
+
+        def scraped() -> str | None:
+            try:
+                text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=1.0).text
+            except httpx.HTTPError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                return None
+            done = 'leaseq_jobs_finished_total{outcome="succeeded",queue="metered"} 5.0'
+            return text if done in text else None
+
+        text = wait_until(scraped, 20, what="the worker's metrics to show 5 succeeded")
+        assert 'leaseq_jobs{queue="metered",state="pending"} 0.0' in text
+        assert 'leaseq_jobs_enqueued_total{queue="metered"} 5.0' in text
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)

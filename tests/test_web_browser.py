@@ -4,8 +4,10 @@ Playwright, against `leaseq web`'s app served by uvicorn on a real redis-server.
 It checks what an operator does: the overview lists the queues with their
 counts and refreshes them by itself, a state's list pages through the index,
 a job page shows its fields, and actions work only when allowed and update
-the list. Screenshots go to a temporary folder (its path is printed) and,
-for README, to docs/img/dashboard.png.
+the list. Screenshots go to a temporary folder ($LEASEQ_SHOTS, else a new one; its path
+is printed); with LEASEQ_UPDATE_SCREENSHOT=1 the overview also replaces
+docs/img/dashboard.png, the README's picture (never by default, so a test
+run leaves the work tree as it was).
 """
 
 from __future__ import annotations
@@ -129,8 +131,11 @@ def test_read_only_dashboard_overview_paging_and_job_page(browser: Any, client: 
         assert page.locator('tr[data-queue="reports"] .badge.paused').is_visible()
         assert page.locator('tr[data-queue="emails"] .badge.paused').count() == 0
         assert "read-only" in page.locator(".mode").inner_text()
+        page.set_viewport_size({"width": 1280, "height": 320})
         readme = shot(page, "overview")
-        shutil.copy(readme, ROOT / "docs" / "img" / "dashboard.png")
+        page.set_viewport_size({"width": 1280, "height": 640})
+        if os.environ.get("LEASEQ_UPDATE_SCREENSHOT"):  # the README's picture, on request only
+            shutil.copy(readme, ROOT / "docs" / "img" / "dashboard.png")
 
         # Counts refresh by themselves, without a reload.
         marker = page.evaluate("() => (window.__marker = 1)")
@@ -194,6 +199,21 @@ def test_actions_when_allowed_update_the_list(browser: Any, client: Any) -> None
         page.goto(served.url + "/queues/emails?state=dead")
         assert page.locator("nav.tabs a.current .count").inner_text() == "4"
 
+        # A ticked box holds the live refresh: the list does not change under
+        # the operator's hands; once nothing is ticked it catches up by itself.
+        page.check('input[name="id"][value="mail-0002"]')
+        lease = emails.claim(ttl=60.0)
+        assert lease is not None
+        emails.fail(lease, "late failure", dead=True)
+        page.wait_for_function("() => (+document.body.dataset.liveHeld || 0) >= 2", timeout=10_000)
+        assert page.locator("tr[data-job]").count() == 4
+        assert page.is_checked('input[name="id"][value="mail-0002"]')
+        page.uncheck('input[name="id"][value="mail-0002"]')
+        page.evaluate("() => document.activeElement.blur()")  # focus off the box too
+        page.wait_for_function("() => document.querySelectorAll('tr[data-job]').length === 5")
+        assert page.locator("nav.tabs a.current .count").inner_text() == "5"
+        emails.retry_dead(lease.id)
+
         # Retry one selected dead job: no question for a single retry.
         page.check('input[name="id"][value="mail-0001"]')
         page.click('.bulk button[data-action="retry"]')
@@ -218,13 +238,13 @@ def test_actions_when_allowed_update_the_list(browser: Any, client: Any) -> None
 
         # Delete a pending job: asked first, then gone from the list.
         page.goto(served.url + "/queues/emails?state=pending")
-        page.check('input[name="id"][value="mail-0006"]')
+        page.check('input[name="id"][value="mail-0007"]')
         page.click('.bulk button[data-action="delete"]')
-        assert "Delete 1 job of emails (mail-0006)?" in page.locator("#question").inner_text()
+        assert "Delete 1 job of emails (mail-0007)?" in page.locator("#question").inner_text()
         page.click("button[data-confirm]")
         assert "deleted 1 of 1 job" in page.locator(".flash").inner_text()
-        assert page.locator('tr[data-job="mail-0006"]').count() == 0
-        assert emails.get("mail-0006") is None
+        assert page.locator('tr[data-job="mail-0007"]').count() == 0
+        assert emails.get("mail-0007") is None
 
         # Pause and resume from the queue page.
         page.click('.tools button[data-action="pause"]')

@@ -172,6 +172,9 @@ class Source:
     def retry(self, target: Target, job_id: str) -> int:
         return self.holder(target, job_id).retry_dead(job_id)
 
+    def run_now(self, target: Target, job_id: str) -> None:
+        self.holder(target, job_id).run_now(job_id)
+
     def cancel(self, target: Target, job_id: str) -> bool:
         return self.holder(target, job_id).cancel(job_id)
 

@@ -29,7 +29,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .. import _redis
-from ..errors import DamagedKey, InvalidArgument, JobNotFound, LeaseqError, ServerUnavailable
+from ..errors import DamagedKey, InvalidArgument, LeaseqError, ServerUnavailable
+from ..keys import check_job_id
 from ..queue import connect
 from ..types import Job, State, Stats
 from ._security import CSRF_COOKIE, TOKEN_COOKIE, Gate, csrf_ok, csrf_token, parse_auth
@@ -204,7 +205,7 @@ class _Views:
             q=_queue_row(stats, now),
             state=state,
             jobs=[_job_row(j, now) for j in jobs],
-            damaged=[str(d) for d in damaged],
+            damaged=[{"id": getattr(d, "job_id", ""), "text": str(d)} for d in damaged],
             page=page,
             pages=pages,
             size=size,
@@ -245,6 +246,7 @@ class _Views:
             name=name,
             job_id=job_id,
             job=_job_row(job, now) if job else None,
+            job_state=raw.get("state", ""),
             problem=problem,
             fields=fields,
             payload=payload,
@@ -261,14 +263,16 @@ class _Views:
         chosen = [only] if only else names
         exact: list[dict[str, Any]] = []
         results: list[dict[str, Any]] = []
+        budget = SCAN_LIMIT  # rows read over all the queues searched, not per queue
         for name in chosen if needle else []:
             target = self.source.queue(name)
             try:
-                self.source.holder(target, needle)
+                self.source.holder(target, check_job_id(needle))
                 exact.append({"queue": name, "id": needle})
-            except (JobNotFound, InvalidArgument, LeaseqError):
-                pass
-            found = self.source.search(target, needle, SCAN_LIMIT)
+            except LeaseqError:
+                pass  # not an id, or not this queue's
+            found = self.source.search(target, needle, budget)
+            budget = max(0, budget - found.scanned)
             now = self._now([])
             results.append(
                 {
@@ -375,7 +379,7 @@ class _Views:
             return f"Delete {jobs} of {name} ({_ids(ids)})? This cannot be undone."
         if verb == "cancel":
             return f"Cancel {jobs} of {name} ({_ids(ids)})? They will never run."
-        if verb == "retry" and count > 1:
+        if verb in ("retry", "run_now") and count > 1:
             return f"Retry {jobs} of {name} ({_ids(ids)})?"
         return ""
 
@@ -394,6 +398,7 @@ class _Views:
         acts = {
             "retry": (lambda i: src.retry(target, i), "retried"),
             "cancel": (lambda i: src.cancel(target, i), "cancelled"),
+            "run_now": (lambda i: src.run_now(target, i), "moved to pending"),
             "delete": (lambda i: src.delete(target, i), "deleted"),
         }
         if verb not in acts:
