@@ -58,30 +58,56 @@ def redact(text: str) -> str:
     return re.sub(r"(\w+://)([^@/\s]*)@", r"\1***@", text)
 
 
+_PLAIN = "_leaseq_plain_scripts"
+"""Set on a client whose server cannot compile a ``#!lua`` line (before Redis 7,
+fakeredis): from then on it gets the scripts' plain twins (see ``scripts``)."""
+
+
+def _no_shebang(exc: rex.ResponseError) -> bool:
+    return "near '#'" in str(exc)
+
+
 def run(client: Any, call: Call[R]) -> R:
     """Run one script call on a sync client (redis.Redis or RedisCluster)."""
-    keys = call.keys
-    with translate_errors(call.script.name):
-        try:
-            reply = client.evalsha(call.script.sha, len(keys), *keys, *call.args)
-        except rex.NoScriptError:
-            client.script_load(call.script.source)
-            reply = client.evalsha(call.script.sha, len(keys), *keys, *call.args)
+    keys, script = call.keys, call.script
+    with translate_errors(script.name):
+        for plain in (getattr(client, _PLAIN, False), True):
+            sha, source = (script.plain_sha, script.plain) if plain else (script.sha, script.source)
+            try:
+                try:
+                    reply = client.evalsha(sha, len(keys), *keys, *call.args)
+                except rex.NoScriptError:
+                    client.script_load(source)
+                    reply = client.evalsha(sha, len(keys), *keys, *call.args)
+                break
+            except rex.ResponseError as exc:
+                if plain or not _no_shebang(exc):
+                    raise
+                setattr(client, _PLAIN, True)  # compiled nothing, so ran nothing
     return call.parse(reply)
 
 
 async def arun(client: Any, call: Call[R]) -> R:
     """Run one script call on an async client (redis.asyncio Redis or RedisCluster).
 
-    The same EVALSHA, NOSCRIPT reload and error translation as :func:`run`.
+    The same EVALSHA, NOSCRIPT reload, shebang fallback and error translation
+    as :func:`run`.
     """
-    keys = call.keys
-    with translate_errors(call.script.name):
-        try:
-            reply = await client.evalsha(call.script.sha, len(keys), *keys, *call.args)
-        except rex.NoScriptError:
-            await client.script_load(call.script.source)
-            reply = await client.evalsha(call.script.sha, len(keys), *keys, *call.args)
+    keys, script = call.keys, call.script
+    with translate_errors(script.name):
+        for plain in (getattr(client, _PLAIN, False), True):
+            sha, source = (script.plain_sha, script.plain) if plain else (script.sha, script.source)
+            try:
+                try:
+                    reply = await client.evalsha(sha, len(keys), *keys, *call.args)
+                except rex.NoScriptError:
+                    await client.script_load(source)
+                    reply = await client.evalsha(sha, len(keys), *keys, *call.args)
+                break
+            except rex.ResponseError as exc:
+                if plain or not _no_shebang(exc):
+                    raise
+                setattr(client, _PLAIN, True)  # compiled nothing, so ran nothing
     return call.parse(reply)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import redis as redis_lib
 import redis.exceptions as rex
 
-from . import _redis
+from . import _admin, _redis
 from ._base import QueueBase
 from ._core import (
     Call,
@@ -27,7 +27,7 @@ from ._core import (
 )
 from ._memory import memory_client
 from ._replies import as_text
-from .errors import DamagedRow, InvalidArgument, JobNotFound, JobStateError, LeaseLost
+from .errors import DamagedRow, InvalidArgument, LeaseLost
 from .keys import QueueKeys, check_job_id
 from .types import Job, Lease, State, Stats
 
@@ -299,32 +299,30 @@ class Queue(QueueBase):
         raised; returns the new max_attempts. Raises JobNotFound, JobStateError."""
         return self._run(self._core.retry(job_id, attempts))
 
-    def retry_all_dead(self, *, attempts: int | None = None) -> int:
-        """Retry every dead job; returns how many. A row damaged by hand stays dead
-        and is stepped over; a stale dead-set entry is dropped by the script."""
-        done = skipped = 0
-        while True:
-            with _redis.translate_errors():
-                ids = self.redis.zrange(self.keys.dead, skipped, skipped + 999)
-            if not ids:
-                return done
-            for raw in ids:
-                try:
-                    self.retry_dead(as_text(raw), attempts=attempts)
-                    done += 1
-                except DamagedRow:
-                    skipped += 1  # it stays in the dead set: page past it
-                except (JobNotFound, JobStateError):
-                    continue  # stale entry, already dropped from the dead set
+    def retry_all_dead(
+        self, *, attempts: int | None = None, damaged: list[DamagedRow] | None = None
+    ) -> int:
+        """Retry every job that was dead when the call began, once each; returns
+        how many. A row damaged by hand stays dead and is stepped over (appended
+        to ``damaged`` when given); a stale dead-set entry is dropped."""
+        result = _admin.drive(_admin.retry_all_dead_op(self._core, attempts), self._run)
+        if damaged is not None:
+            damaged.extend(result.damaged)
+        return result.done
 
-    def purge(self, state: State | str) -> int:
-        """Delete every job in ``state`` (not active); returns how many rows went."""
-        deleted = 0
-        while True:
-            gone, remaining = self._run(self._core.purge(state))
-            deleted += gone
-            if remaining == 0:
-                return deleted
+    def reset_clock(self) -> tuple[float | None, float]:
+        """Drop the queue's clock floor after a server clock that ran ahead was
+        set back; returns (the floor dropped or None, server time), epoch seconds."""
+        return self._run(self._core.reset_clock())
+
+    def purge(self, state: State | str, *, damaged: list[DamagedRow] | None = None) -> int:
+        """Delete every job that was in ``state`` (not active) when the call began;
+        returns how many rows went. A job key that is not a hash is stepped over
+        (appended to ``damaged`` when given)."""
+        result = _admin.drive(_admin.purge_op(self._core, state), self._run)
+        if damaged is not None:
+            damaged.extend(result.damaged)
+        return result.done
 
     @staticmethod
     def queues(redis: Any, prefix: str = "leaseq") -> list[str]:

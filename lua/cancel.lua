@@ -11,6 +11,7 @@
 -- derives: nothing
 -- returns: {'OK', 1} when cancelled now, {'OK', 0} when it already was
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is past cancelling
+--!include lib/call_chunked.lua
 --!include lib/now_ms.lua
 --!include lib/retain_rows.lua
 --!include lib/trim_finished.lua

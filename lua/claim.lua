@@ -6,19 +6,21 @@
 -- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
 -- KEYS[3]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
 -- KEYS[4]  leaseq:{<queue>}:dead       ZSET  dead ids, score = died ms epoch
--- KEYS[5]  leaseq:{<queue>}:meta       HASH  counters, seq
+-- KEYS[5]  leaseq:{<queue>}:meta       HASH  counters, seq, clock
 -- KEYS[6]  leaseq:{<queue>}:wake       LIST  wake-up tokens
 -- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
--- ARGV[2]  count, how many jobs to lease at most (integer >= 1)
+-- ARGV[2]  count, how many jobs to lease at most (integer >= 1; more than 1000 lease 1000)
 -- ARGV[3]  lease_ms, the lease length (integer ms >= 1)
 -- ARGV[4]  worker id, stored in the row (string)
 -- ARGV[5]  maintenance limit: most scheduled jobs to promote and expired leases to reap (integer >= 0)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job row
 -- returns: flat array: now_ms, wait_ms (when nothing was leased: ms until the next scheduled job is due
 --          or the earliest lease ends; -1 if none, or if jobs were leased),
---          k, then six values per leased job: id, attempts (the fencing token),
+--          k, then seven values per leased job: id, attempts (the fencing token),
+--          incarnation (the row's; 0 for a row written before incarnations),
 --          max_attempts, lease_until (ms epoch), enqueued_at (ms epoch), payload
 -- errors: none of its own; a row that cannot be claimed is dead-lettered with last_error
+--!include lib/call_chunked.lua
 --!include lib/now_ms.lua
 --!include lib/to_count.lua
 --!include lib/read_row.lua
@@ -30,7 +32,10 @@
 local pending, scheduled, active, dead, meta, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local job_prefix = ARGV[1]
-local count = tonumber(ARGV[2])
+-- Bounded work per call whatever the caller asks: at most 1000 leases, and
+-- at most 1000 stale or unclaimable entries popped on top of them.
+local count = math.min(tonumber(ARGV[2]), 1000)
+local budget = count + 1000
 local lease_ms = tonumber(ARGV[3])
 local worker = ARGV[4]
 local limit = tonumber(ARGV[5])
@@ -47,14 +52,15 @@ local leased = {}
 local deadline = now + lease_ms
 local known = { pending = true, scheduled = true, active = true,
                 succeeded = true, dead = true, cancelled = true }
-while got < count do
-  local popped = redis.call('ZPOPMIN', pending, count - got)
+while got < count and budget > 0 do
+  local popped = redis.call('ZPOPMIN', pending, math.min(count - got, budget))
   if #popped == 0 then break end
+  budget = budget - #popped / 2
   for i = 1, #popped, 2 do
     local id = popped[i]
     local job = job_prefix .. id
     local row = read_row(job, 'state', 'attempts', 'max_attempts',
-      'payload', 'enqueued_at')
+      'payload', 'enqueued_at', 'incarnation')
     local not_a_hash = not row
     if not_a_hash then
       -- Overwritten by hand with another type: park the id in dead for an
@@ -75,6 +81,7 @@ while got < count do
       got = got + 1
       out[#out + 1] = id
       out[#out + 1] = attempts
+      out[#out + 1] = to_count(row[6]) or 0
       out[#out + 1] = max_attempts
       out[#out + 1] = deadline
       out[#out + 1] = to_count(row[5]) or now -- a hand-edited time must not break the claim
@@ -104,7 +111,7 @@ end
 
 if got > 0 then
   -- Every lease of the call shares one deadline: one ZADD indexes them all.
-  redis.call('ZADD', active, (table.unpack or unpack)(leased))
+  call_chunked('ZADD', active, leased, 1000)
 end
 
 if redis.call('ZCARD', pending) == 0 then

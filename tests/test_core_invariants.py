@@ -38,6 +38,7 @@ def test_each_transition_is_one_script_call(
     q.stats()  # the first call loads the scripts and reads maxmemory-policy once
     for script in SCRIPTS.values():
         r.script_load(script.source)
+        r.script_load(script.plain)  # what a server without #!lua flags runs
     q.enqueue("x", id="expired")
     expired = claim_one(q, ttl=clock.lease(1.0))
     clock.past(expired.deadline)

@@ -17,7 +17,7 @@ from typing import Any
 import redis.asyncio as aioredis
 import redis.exceptions as rex
 
-from .. import _redis
+from .. import _admin, _redis
 from .._base import QueueBase
 from .._core import (
     Call,
@@ -28,7 +28,7 @@ from .._core import (
     parse_state,
 )
 from .._replies import as_text
-from ..errors import DamagedRow, InvalidArgument, JobNotFound, JobStateError, LeaseLost
+from ..errors import DamagedRow, InvalidArgument, LeaseLost
 from ..keys import QueueKeys, check_job_id
 from ..types import Job, Lease, State, Stats
 
@@ -251,32 +251,36 @@ class Queue(QueueBase):
         """Make a dead job pending again; returns its new max_attempts."""
         return await self._run(self._core.retry(job_id, attempts))
 
-    async def retry_all_dead(self, *, attempts: int | None = None) -> int:
-        """Retry every dead job; returns how many. A row damaged by hand stays dead
-        and is stepped over; a stale dead-set entry is dropped by the script."""
-        done = skipped = 0
-        while True:
-            with _redis.translate_errors():
-                ids = await self.redis.zrange(self.keys.dead, skipped, skipped + 999)
-            if not ids:
-                return done
-            for raw in ids:
-                try:
-                    await self.retry_dead(as_text(raw), attempts=attempts)
-                    done += 1
-                except DamagedRow:
-                    skipped += 1  # it stays in the dead set: page past it
-                except (JobNotFound, JobStateError):
-                    continue  # stale entry, already dropped from the dead set
+    async def retry_all_dead(
+        self, *, attempts: int | None = None, damaged: list[DamagedRow] | None = None
+    ) -> int:
+        """Retry every job that was dead when the call began, once each; returns
+        how many. Damaged rows are stepped over (appended to ``damaged``)."""
+        result = await self._drive(_admin.retry_all_dead_op(self._core, attempts))
+        if damaged is not None:
+            damaged.extend(result.damaged)
+        return result.done
 
-    async def purge(self, state: State | str) -> int:
-        """Delete every job in ``state`` (not active); returns how many rows went."""
-        deleted = 0
-        while True:
-            gone, remaining = await self._run(self._core.purge(state))
-            deleted += gone
-            if remaining == 0:
-                return deleted
+    async def reset_clock(self) -> tuple[float | None, float]:
+        """Drop the queue's clock floor (see ``leaseq.Queue.reset_clock``)."""
+        return await self._run(self._core.reset_clock())
+
+    async def purge(self, state: State | str, *, damaged: list[DamagedRow] | None = None) -> int:
+        """Delete every job that was in ``state`` (not active) when the call began."""
+        result = await self._drive(_admin.purge_op(self._core, state))
+        if damaged is not None:
+            damaged.extend(result.damaged)
+        return result.done
+
+    async def _drive(self, op: _admin.Op) -> _admin.OpResult:
+        # The async twin of _admin.drive: the run's calls, awaited in turn.
+        try:
+            call = next(op)
+            while True:
+                call = op.send(await self._run(call))
+        except StopIteration as stop:
+            result: _admin.OpResult = stop.value
+            return result
 
     @staticmethod
     async def queues(redis: Any, prefix: str = "leaseq") -> list[str]:

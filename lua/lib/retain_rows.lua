@@ -3,12 +3,12 @@
 -- ids[i]. keep_ms = 0 deletes them now; keep_ms < 0 keeps them until
 -- purged. Each row carries its own PEXPIRE so memory is freed even if the
 -- queue goes idle; the index score is the moment the row expires and
--- trim_finished() drops the entry lazily. One DEL or ZADD serves the batch.
+-- trim_finished() drops the entry lazily. Needs call_chunked: one DEL or
+-- ZADD per 1000 rows serves the batch.
 local function retain_rows(jobs, ids, index, now, keep_ms)
   if #ids == 0 then return end
-  local unpack_ = table.unpack or unpack
   if keep_ms == 0 then
-    redis.call('DEL', unpack_(jobs))
+    call_chunked('DEL', nil, jobs, 1000)
     return
   end
   local score = '+inf'
@@ -21,5 +21,5 @@ local function retain_rows(jobs, ids, index, now, keep_ms)
     members[2 * i - 1] = score
     members[2 * i] = id
   end
-  redis.call('ZADD', index, unpack_(members))
+  call_chunked('ZADD', index, members, 1000)
 end
