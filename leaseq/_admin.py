@@ -21,7 +21,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._core import START, Call, Page, QueueCore
+from ._core import PURGE_LIMIT, START, Call, Page, QueueCore
 from .errors import DamagedRow
 from .types import State
 
@@ -51,17 +51,20 @@ def _paged(first: Callable[[tuple[str, str, int]], Call[Page]]) -> Op:
         cursor = page.cursor
 
 
-def purge_op(core: QueueCore, state: State | str) -> Op:
-    """Delete every job that was in ``state``'s index when the run began."""
+def purge_op(core: QueueCore, state: State | str, limit: int = PURGE_LIMIT) -> Op:
+    """Delete every job that was in ``state``'s index when the run began,
+    ``limit`` index entries per call. Raises InvalidArgument (a bad or active
+    state) before any call."""
     core.purge(state)  # validates the state before the first call
-    return _paged(lambda cursor: core.purge(state, cursor))
+    return _paged(lambda cursor: core.purge(state, cursor, limit))
 
 
-def retry_all_dead_op(core: QueueCore, attempts: int | None) -> Op:
-    """Retry every job that was dead when the run began, once each."""
+def retry_all_dead_op(core: QueueCore, attempts: int | None, limit: int = PURGE_LIMIT) -> Op:
+    """Retry every job that was dead when the run began, once each, ``limit``
+    entries per call. Raises InvalidArgument (bad attempts) before any call."""
     op = uuid.uuid4().hex
     core.retry_page(attempts, op)  # validates attempts before the first call
-    return _paged(lambda cursor: core.retry_page(attempts, op, cursor))
+    return _paged(lambda cursor: core.retry_page(attempts, op, cursor, limit))
 
 
 def drive(op: Op, run: Callable[[Call[Any]], Any]) -> OpResult:
