@@ -64,7 +64,7 @@ def test_a_frozen_queue_time_lasts_at_most_the_bound(fq: leaseq.Queue) -> None:
         frozen.move_to(T0 + dt.timedelta(seconds=8))
         fq.enqueue("x", id="x")
         frozen.move_to(T0)
-        for step in range(8):  # held at T0 + 8 s while the server catches up
+        for _ in range(8):  # held at T0 + 8 s while the server catches up
             assert fq.stats().server_time == MS0 / 1000 + 8
             frozen.tick(1.0)
         frozen.tick(0.5)
