@@ -97,6 +97,7 @@ class _Row(msgspec.Struct, kw_only=True):
     finished_at: int | None = None
     worker: str | None = None
     last_error: str | None = None
+    retry_op: str | None = None
 
 
 _FIELD_IN_ERROR = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
