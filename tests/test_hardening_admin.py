@@ -138,3 +138,29 @@ def test_retry_dead_of_a_key_that_is_not_a_hash_names_the_job(q: leaseq.Queue, r
     q.fail(claim_one(q), "x", dead=True)
     assert q.retry_dead("fine") == 6
     assert row(q, "fine")["state"] == "pending"
+
+
+def test_retry_all_dead_retries_each_job_once_while_they_keep_dying(
+    q: leaseq.Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Through the public API only: every retry is followed at once by the
+    # job running and dying again. Paging the live dead set by offset (the
+    # old loop) retried them again and again.
+    _dead(q, [f"j{i}" for i in range(6)])
+    run = q._run
+    kills = 0
+
+    def run_and_kill(call: Any) -> Any:
+        nonlocal kills
+        result = run(call)
+        if call.script.name in ("retry", "retry_all"):
+            for lease in run(q._core.claim(100, 30.0, None)).leases:
+                run(q._core.fail(lease, "again", None, True))
+                kills += 1
+            assert kills <= 60, "jobs were retried again and again"
+        return result
+
+    monkeypatch.setattr(q, "_run", run_and_kill)
+    assert q.retry_all_dead() == 6
+    assert kills == 6 and q.stats().dead == 6
+    assert q.stats().totals["retried"] == 6
