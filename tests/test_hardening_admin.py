@@ -164,3 +164,11 @@ def test_retry_all_dead_retries_each_job_once_while_they_keep_dying(
     assert q.retry_all_dead() == 6
     assert kills == 6 and q.stats().dead == 6
     assert q.stats().totals["retried"] == 6
+
+
+def test_cancel_of_a_key_that_is_not_a_hash_names_the_job(q: leaseq.Queue, r: Any) -> None:
+    r.set(q.keys.job("k"), "x")
+    with pytest.raises(leaseq.DamagedRow) as exc:
+        q.cancel("k")
+    assert exc.value.job_id == "k" and exc.value.field == "<key>"
+    assert r.get(q.keys.job("k")) == b"x"

@@ -119,7 +119,9 @@ class Queue(QueueBase):
     async def claim_many(
         self, count: int, ttl: float = 30.0, worker: str | None = None, block: float | None = None
     ) -> list[Lease]:
-        """Lease up to ``count`` jobs in one script call (or wait up to ``block`` s for one)."""
+        """Lease up to ``count`` jobs in one script call (or wait up to ``block`` s for one).
+
+        One call leases at most 1000 (``CLAIM_LIMIT``), whatever ``count`` says."""
         call = self._core.claim(count, ttl, worker)
         give_up = block_until(block, time.monotonic())
         while True:
