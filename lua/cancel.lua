@@ -16,8 +16,10 @@
 --!include lib/now_ms.lua
 --!include lib/retain_rows.lua
 --!include lib/trim_finished.lua
+--!include lib/allow_oom.lua
 
 local job, pending, scheduled, cancelled, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+allow_oom(meta) -- a full server must still let this script drain the queue
 local id = ARGV[1]
 local state = redis.pcall('HGET', job, 'state')
 if type(state) == 'table' and state['err'] then return { 'DAMAGED', '<key>', 'not a hash' } end

@@ -28,9 +28,11 @@
 --!include lib/dead_letter.lua
 --!include lib/promote_due.lua
 --!include lib/reap_expired.lua
+--!include lib/allow_oom.lua
 
 local pending, scheduled, active, dead, meta, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+allow_oom(meta) -- a full server must still let this script drain the queue
 local job_prefix = ARGV[1]
 -- Bounded work per call whatever the caller asks: at most 1000 leases, and
 -- at most 1000 stale or unclaimable entries popped on top of them.

@@ -27,8 +27,10 @@
 --!include lib/effect_refusal.lua
 --!include lib/apply_effect.lua
 --!include lib/trim_count.lua
+--!include lib/allow_oom.lua
 
 local active, succeeded, meta = KEYS[1], KEYS[2], KEYS[3]
+allow_oom(meta) -- a full server must still let this script drain the queue
 local keep_ms, keep_count = tonumber(ARGV[1]), tonumber(ARGV[2])
 local job_prefix = ARGV[3]
 local n = tonumber(ARGV[4])

@@ -17,8 +17,10 @@
 --!include lib/now_ms.lua
 --!include lib/to_count.lua
 --!include lib/lease_check.lua
+--!include lib/allow_oom.lua
 
 local active, meta = KEYS[1], KEYS[2]
+allow_oom(meta) -- a full server must still let this script drain the queue
 local lease_ms, cap_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
 -- The clock is read at the first lease that holds: a call refused whole
 -- changes nothing, the clock floor included.

