@@ -4,7 +4,7 @@
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
 -- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[3]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
--- KEYS[4]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids, score = ms epoch the row expires (+inf: kept)
+-- KEYS[4]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids, score = ms epoch the row expires (10^15 + finished: kept)
 -- KEYS[5]  leaseq:{<queue>}:meta       HASH  counters, clock
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  keep_ms, how long to keep the row (integer ms; 0 = delete now, -1 = until purged)

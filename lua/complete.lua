@@ -2,7 +2,7 @@
 -- transition: active -> succeeded (the row then lives keep_ms, or is deleted at once)
 -- clock: server TIME (never behind the queue's meta clock), for finished_at and retention
 -- KEYS[1]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
--- KEYS[2]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids, score = ms epoch the row expires (+inf: kept)
+-- KEYS[2]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids, score = ms epoch the row expires (10^15 + finished: kept)
 -- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters
 -- KEYS[4..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order;
 --           then one key per effect, in effect order: an application key carrying the

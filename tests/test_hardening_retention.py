@@ -80,3 +80,13 @@ def test_a_bad_bound_is_refused_at_construction(r: Any, bad: Any) -> None:
     with pytest.raises(leaseq.InvalidArgument):
         leaseq.Queue("bad", redis=r, keep_succeeded_count=bad)
     assert r.dbsize() == 0
+
+
+def test_rows_kept_until_purged_are_still_trimmed_oldest_first(r: Any, clock: Clock) -> None:
+    q = leaseq.Queue("forever", redis=r, keep_succeeded=None, keep_succeeded_count=3)
+    for name in ["z", "y", "x", "w", "v"]:  # ids in reverse order of finishing
+        q.enqueue(name, id=name)
+        q.complete(claim_one(q))
+        clock.advance(clock.lease(1.0, 0.002))
+    assert sorted(m.decode() for m in r.zrange(q.keys.succeeded, 0, -1)) == ["v", "w", "x"]
+    assert r.pttl(q.keys.job("v")) == -1
