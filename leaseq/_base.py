@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._core import QueueCore
+from ._core import DEFAULT_KEEP_SUCCEEDED_COUNT, QueueCore
 from ._ops import QueueOps
 from .errors import InvalidArgument
 from .keys import QueueKeys
@@ -44,6 +44,7 @@ class QueueBase:
         max_attempts: int = 5,
         backoff: float | Backoff = DEFAULT_BACKOFF,
         keep_succeeded: float | None = 3600.0,
+        keep_succeeded_count: int | None = DEFAULT_KEEP_SUCCEEDED_COUNT,
         serializer: str = "json",
         payload_type: Any = None,
         max_payload_bytes: int = 1_048_576,
@@ -59,6 +60,7 @@ class QueueBase:
             max_attempts=max_attempts,
             backoff=backoff,
             keep_succeeded=keep_succeeded,
+            keep_succeeded_count=keep_succeeded_count,
             serializer=serializer,
             payload_type=payload_type,
             max_payload_bytes=max_payload_bytes,

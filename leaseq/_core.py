@@ -40,10 +40,20 @@ ENQUEUE_CHUNK = 1000
 small enough that one call never blocks the server for long."""
 LEASE_CHUNK = 500
 """Leases per complete or extend call (complete_many, extend_many)."""
+CLAIM_LIMIT = 1000
+"""Most leases one claim call hands out (the script caps it too): a call's
+work stays bounded, and its reply (7 values per lease) stays far below what
+Redis's Lua 5.1 can unpack."""
 SWEEP_LIMIT = 100
 """Most due jobs promoted and expired leases reaped inside one claim."""
 REAP_LIMIT = 1000
 PURGE_LIMIT = 1000
+"""Index entries one purge or retry-all page looks at."""
+DEFAULT_KEEP_SUCCEEDED_COUNT = 10_000
+"""Most succeeded rows a queue keeps by default (about 5.4 MB at ~540 B a row)."""
+CLOCK_HOLD = 10.0
+"""Longest the clock floor holds a queue's time back behind the server's TIME,
+in seconds (lua/lib/now_ms.lua; docs/design.md, The server clock)."""
 ERROR_LIMIT = 8192
 """Longest last_error kept, in characters."""
 DEFAULT_MAX_PAYLOAD = 1_048_576
@@ -57,6 +67,33 @@ class Call(Generic[R_co]):
     keys: Sequence[str]
     args: Sequence[str | bytes | int]
     parse: Callable[[Any], R_co]
+
+
+Cursor = tuple[str, str, int]
+"""Where a paged operator run is: (snapshot's top score, cursor score, entries
+at the cursor score stepped over). Scores are Redis's own score strings."""
+START: Cursor = ("", "-inf", 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a purge or retry-all: how many rows it acted on, whether to
+    go on and from where, and the jobs it stepped over as damaged."""
+
+    done: int
+    more: bool
+    cursor: Cursor
+    damaged: list[DamagedRow]
+
+    @staticmethod
+    def parse(r: list[Any]) -> Page:
+        damaged = [
+            DamagedRow(as_text(r[i]), as_text(r[i + 1]), as_text(r[i + 2]), "stepped over")
+            for i in range(5, len(r) - 2, 3)
+        ]
+        upto = as_text(r[2])
+        cursor = (upto, as_text(r[3]), int(r[4]))
+        return Page(int(r[0]), bool(upto) and int(r[1]) == 1, cursor, damaged)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +122,7 @@ class QueueCore:
         max_attempts: int = 5,
         backoff: float | Backoff = DEFAULT_BACKOFF,
         keep_succeeded: float | None = 3600.0,
+        keep_succeeded_count: int | None = DEFAULT_KEEP_SUCCEEDED_COUNT,
         serializer: str = "json",
         payload_type: Any = None,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
@@ -110,6 +148,14 @@ class QueueCore:
                 keep_succeeded, "keep_succeeded", minimum_ms=0, maximum=10 * 366 * 86_400.0
             )
         )
+        self.keep_count = (
+            -1
+            if keep_succeeded_count is None
+            else v.integer(keep_succeeded_count, "keep_succeeded_count", 0, 10**12)
+        )
+        """Most succeeded rows kept (-1: no bound); 0 deletes at completion."""
+        if self.keep_count == 0:
+            self.keep_ms = 0
         limit = v.integer(max_payload_bytes, "max_payload_bytes", 1, 512 * 1024 * 1024)
         self.codec = Codec(serializer, payload_type, limit)
         self.lease_cap_ms = v.seconds_to_ms(
@@ -187,7 +233,7 @@ class QueueCore:
     # -- claim -----------------------------------------------------------
 
     def claim(self, count: int, ttl: float, worker: str | None) -> Call[Claimed]:
-        count = v.integer(count, "count", 1, 100_000)
+        count = min(v.integer(count, "count", 1, 100_000), CLAIM_LIMIT)
         lease_ms = self.lease_ms(ttl)
         who = self.worker_id if worker is None else check_job_id(worker, "worker id")
         args = (self.keys.job_prefix, count, lease_ms, who, SWEEP_LIMIT)
@@ -201,8 +247,8 @@ class QueueCore:
         bad: list[tuple[Lease, str]] = []
         decode = self.codec.decode_payload
         queue = self.name
-        for i in range(3, 3 + 6 * int(reply[2]), 6):
-            raw = reply[i + 5]
+        for i in range(3, 3 + 7 * int(reply[2]), 7):
+            raw = reply[i + 6]
             try:
                 payload = decode(raw)
                 error = ""
@@ -212,10 +258,11 @@ class QueueCore:
                 id=as_text(reply[i]),
                 queue=queue,
                 attempt=int(reply[i + 1]),
-                max_attempts=int(reply[i + 2]),
+                incarnation=int(reply[i + 2]),
+                max_attempts=int(reply[i + 3]),
                 payload=payload,
-                deadline=int(reply[i + 3]) / 1000.0,
-                enqueued_at=int(reply[i + 4]) / 1000.0,
+                deadline=int(reply[i + 4]) / 1000.0,
+                enqueued_at=int(reply[i + 5]) / 1000.0,
                 worker=worker,
             )
             if error:
@@ -266,13 +313,13 @@ class QueueCore:
         args: list[str | bytes | int] = [lease_ms, self.lease_cap_ms]
         for lease in leases:
             keys.append(k.job(lease.id))
-            args += (lease.id, lease.attempt)
+            args += (lease.id, lease.attempt, lease.incarnation)
 
         def parse(reply: list[Any]) -> list[Lease | LeaseLost]:
             return [
                 msgspec.structs.replace(lease, deadline=int(item[1]) / 1000.0)
                 if as_text(item[0]) == "OK"
-                else refusal("extend", lease.id, lease.attempt, item)
+                else refusal("extend", lease.id, lease.attempt, item, lease.incarnation)
                 for lease, item in zip(leases, reply, strict=True)
             ]
 
@@ -313,7 +360,7 @@ class QueueCore:
         when one cannot apply (that item is then left active, its lease held)."""
         k = self.keys
         keys = list(self._complete_keys)
-        args: list[str | bytes | int] = [self.keep_ms, len(leases)]
+        args: list[str | bytes | int] = [self.keep_ms, self.keep_count, k.job_prefix, len(leases)]
         effect_keys: list[str] = []
         effect_args: list[str | bytes | int] = []
         encode = self.codec.encode
@@ -326,6 +373,7 @@ class QueueCore:
             args += (
                 lease.id,
                 lease.attempt,
+                lease.incarnation,
                 b"" if result is None else encode(result, "result"),
                 len(e_keys),
             )
@@ -340,7 +388,7 @@ class QueueCore:
                         f"{as_text(item[2])}; nothing was written and the lease still holds"
                     )
             return [
-                refusal("complete", lease.id, lease.attempt, item)
+                refusal("complete", lease.id, lease.attempt, item, lease.incarnation)
                 for lease, item in zip(leases, reply, strict=True)
                 if as_text(item[0]) != "OK"
             ]
@@ -360,12 +408,13 @@ class QueueCore:
 
         def parse(reply: list[Any]) -> State:
             if as_text(reply[0]) != "OK":
-                raise refusal("fail", lease.id, lease.attempt, reply)
+                raise refusal("fail", lease.id, lease.attempt, reply, lease.incarnation)
             return State(as_text(reply[1]))
 
         args = (
             lease.id,
             lease.attempt,
+            lease.incarnation,
             v.text(error, "error", ERROR_LIMIT),
             retry_ms,
             1 if dead else 0,
@@ -384,12 +433,12 @@ class QueueCore:
             if as_text(reply[0]) == "DAMAGED":
                 raise DamagedRow(lease.id, as_text(reply[1]), as_text(reply[2]))
             if as_text(reply[0]) != "OK":
-                raise refusal("release", lease.id, lease.attempt, reply)
+                raise refusal("release", lease.id, lease.attempt, reply, lease.incarnation)
 
         return Call(
             SCRIPTS["release"],
             (k.job(lease.id), k.active, k.pending, k.meta, k.wake),
-            (lease.id, lease.attempt),
+            (lease.id, lease.attempt, lease.incarnation),
             parse,
         )
 
@@ -398,10 +447,15 @@ class QueueCore:
 
         def parse(reply: list[Any]) -> bool:
             if as_text(reply[0]) != "OK":
-                raise refusal("once", lease.id, lease.attempt, reply)
+                raise refusal("once", lease.id, lease.attempt, reply, lease.incarnation)
             return int(reply[1]) == 1
 
-        return Call(SCRIPTS["once"], (self.keys.job(lease.id),), (lease.attempt, marker), parse)
+        return Call(
+            SCRIPTS["once"],
+            (self.keys.job(lease.id),),
+            (lease.attempt, lease.incarnation, marker),
+            parse,
+        )
 
     # -- maintenance and operators -----------------------------------------
 
@@ -450,7 +504,15 @@ class QueueCore:
             parse,
         )
 
-    def purge(self, state: State | str, limit: int = PURGE_LIMIT) -> Call[tuple[int, int]]:
+    def purge(
+        self, state: State | str, cursor: Cursor = START, limit: int = PURGE_LIMIT
+    ) -> Call[Page]:
+        """One page of a purge of ``state`` (not active), from ``cursor`` on.
+
+        The first page (``START``) fixes the snapshot: the index's highest
+        score at that moment; later pages pass the returned ``Page.cursor``.
+        Loop with ``_admin.purge_op``.
+        """
         st = parse_state(state)
         if st is State.ACTIVE:
             raise InvalidArgument(
@@ -460,9 +522,40 @@ class QueueCore:
         return Call(
             SCRIPTS["purge"],
             (self.keys.index(st.value),),
-            (self.keys.job_prefix, st.value, limit),
-            lambda r: (int(r[0]), int(r[1])),
+            (self.keys.job_prefix, st.value, limit, *cursor),
+            Page.parse,
         )
+
+    def retry_page(
+        self, attempts: int | None, op: str, cursor: Cursor = START, limit: int = PURGE_LIMIT
+    ) -> Call[Page]:
+        """One page of a retry of every dead job (see ``_admin.retry_all_dead_op``).
+
+        ``op`` is the run's id: a job it already retried that died again is
+        not retried a second time by the same run.
+        """
+        extra = (
+            self.max_attempts
+            if attempts is None
+            else v.integer(attempts, "attempts", 1, v.MAX_ATTEMPTS)
+        )
+        k = self.keys
+        return Call(
+            SCRIPTS["retry_all"],
+            (k.dead, k.pending, k.meta, k.wake),
+            (k.job_prefix, extra, limit, check_job_id(op, "operation id"), *cursor),
+            Page.parse,
+        )
+
+    def reset_clock(self) -> Call[tuple[float | None, float]]:
+        """Drop the queue's clock floor (after a server clock ran ahead and was
+        set back): returns (the floor dropped, or None; the server time), epoch s."""
+
+        def parse(r: list[Any]) -> tuple[float | None, float]:
+            floor = int(r[0])
+            return (None if floor < 0 else floor / 1000.0), int(r[1]) / 1000.0
+
+        return Call(SCRIPTS["reset_clock"], (self.keys.meta,), (), parse)
 
     def stats(self, soon: float) -> Call[Stats]:
         soon_ms = v.seconds_to_ms(soon, "soon", minimum_ms=0, maximum=v.MAX_TTL)
@@ -472,7 +565,7 @@ class QueueCore:
             oldest, due = int(r[9]), int(r[10])
             totals = {as_text(r[i]): int(r[i + 1]) for i in range(15, len(r) - 1, 2)}
             limit = [None if int(x) < 0 else int(x) for x in r[11:15]]
-            for hidden in ("seq", "clock", "limit_held"):
+            for hidden in ("seq", "clock", "limit_held", "incarnation"):
                 totals.pop(hidden, None)
             paused_ms = totals.pop("paused", None)  # the flag of pause.lua, not a counter
             return Stats(

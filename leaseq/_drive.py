@@ -51,6 +51,11 @@ class NoScript(LeaseqError):
     """The server does not have the script cached (internal: ``lower`` loads it)."""
 
 
+class NoShebang(LeaseqError):
+    """The server cannot compile a ``#!lua`` line (internal: ``lower`` falls back
+    to the script's plain twin)."""
+
+
 def _rows(client: Any, keys: Any) -> Any:
     pipe = client.pipeline(transaction=False)
     for key in keys:
@@ -94,6 +99,26 @@ class _Checked:
     _core: QueueCore
 
 
+_PLAIN = "_leaseq_plain_scripts"
+"""Set on a client whose server cannot compile a ``#!lua`` line (before Redis 7,
+fakeredis): from then on it gets the scripts' plain twins (see ``scripts``)."""
+
+
+def _evalsha(call: Call[Any], plain: bool) -> Generator[Invoke, Any, Any]:
+    """EVALSHA of ``call``'s script (its plain twin if ``plain``), loading it on NOSCRIPT."""
+    keys, args, script = call.keys, call.args, call.script
+    sha, source = (script.plain_sha, script.plain) if plain else (script.sha, script.source)
+
+    def evalsha(c: Any) -> Any:
+        return c.evalsha(sha, len(keys), *keys, *args)
+
+    try:
+        return (yield Invoke(evalsha, script=script.name))
+    except NoScript:
+        yield Invoke(lambda c: c.script_load(source), script=script.name)
+        return (yield Invoke(evalsha, script=script.name))
+
+
 def _call(call: Call[R], driver: _Checked) -> Generator[Invoke, Any, R]:
     """The client calls of one script call: EVALSHA (loading the script on
     NOSCRIPT), the eviction check before a queue's first call, the WAIT of
@@ -106,20 +131,19 @@ def _call(call: Call[R], driver: _Checked) -> Generator[Invoke, Any, R]:
         except LeaseqError:
             policy = None  # CONFIG is often forbidden on managed servers; not fatal
         _redis.check_server_reply(policy)
-    keys, args, script = call.keys, call.args, call.script
-
-    def evalsha(c: Any) -> Any:
-        return c.evalsha(script.sha, len(keys), *keys, *args)
-
+    plain = yield Invoke(lambda c: bool(getattr(c, _PLAIN, False)))
     try:
-        reply = yield Invoke(evalsha, script=script.name)
-    except NoScript:
-        yield Invoke(lambda c: c.script_load(script.source), script=script.name)
-        reply = yield Invoke(evalsha, script=script.name)
+        reply = yield from _evalsha(call, plain)
+    except NoShebang:
+        if plain:
+            raise
+        # The server compiled nothing, so it ran nothing: send the plain twin.
+        yield Invoke(lambda c: setattr(c, _PLAIN, True))
+        reply = yield from _evalsha(call, True)
     result = call.parse(reply)
     replicas = core.replicas_for(call)
     if replicas:  # durable=: see docs/scaling.md
-        timeout, key = core.durable_timeout_ms, keys[0]
+        timeout, key = core.durable_timeout_ms, call.keys[0]
         acked = yield Invoke(
             lambda c: c.execute_command("WAIT", replicas, timeout, **_redis._wait_args(c, key)),
             int,
@@ -177,6 +201,10 @@ class Pump(Generic[R]):
                     yield step
                 except rex.NoScriptError:
                     raise NoScript(step.script) from None
+                except rex.ResponseError as exc:
+                    if "near '#'" in str(exc):  # Redis before 7, fakeredis
+                        raise NoShebang(step.script) from None
+                    raise
         except LeaseqError as exc:
             self.throw(exc)
         else:

@@ -25,12 +25,12 @@ from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from . import _control
+from . import _admin, _control
 from . import limits as _lim
 from . import schedules as _sch
 from ._core import Call, Claimed, QueueCore, block_until, block_wait, parse_state
 from ._replies import as_text
-from .errors import DamagedRow, InvalidArgument, JobNotFound, JobStateError, LeaseLost
+from .errors import DamagedRow, InvalidArgument, LeaseLost
 from .keys import QueueKeys, check_job_id, new_job_ids, shard_of
 from .types import Job, Lease, State, Stats
 
@@ -88,8 +88,6 @@ Step = Call[Any] | Command | Rows | Wake | Scan
 Op = Generator[Step, Any, R]
 """An operation: yields steps, receives their replies, returns its result."""
 
-RETRY_PAGE = 1000
-"""Dead ids read per page by ``retry_all_dead``."""
 WAKE_SLICE = 0.1
 """Longest wait on one shard's wake list while a sharded blocking claim sits idle.
 
@@ -344,31 +342,31 @@ class QueueOps:
         bound: int = yield self.core.retry(job_id, attempts)
         return bound
 
-    def retry_all_dead(self, *, attempts: int | None = None) -> Op[int]:
-        """Retry every dead job; returns how many. A row damaged by hand stays dead
-        and is stepped over; a stale dead-set entry is dropped by the script."""
-        done = skipped = 0
-        while True:
-            ids = yield Command("zrange", (self.keys.dead, skipped, skipped + RETRY_PAGE - 1))
-            if not ids:
-                return done
-            for raw in ids:
-                try:
-                    yield from self.retry_dead(as_text(raw), attempts=attempts)
-                    done += 1
-                except DamagedRow:
-                    skipped += 1  # it stays in the dead set: page past it
-                except (JobNotFound, JobStateError):
-                    continue  # stale entry, already dropped from the dead set
+    def retry_all_dead(
+        self, *, attempts: int | None = None, damaged: list[DamagedRow] | None = None
+    ) -> Op[int]:
+        """Retry every job that was dead when the call began, once each; returns
+        how many. A row damaged by hand stays dead and is stepped over (appended
+        to ``damaged`` when given); a stale dead-set entry is dropped."""
+        result = yield from _admin.retry_all_dead_op(self.core, attempts)
+        if damaged is not None:
+            damaged.extend(result.damaged)
+        return result.done
 
-    def purge(self, state: State | str) -> Op[int]:
-        """Delete every job in ``state`` (not active); returns how many rows went."""
-        deleted = 0
-        while True:
-            gone, remaining = yield self.core.purge(state)
-            deleted += int(gone)
-            if remaining == 0:
-                return deleted
+    def purge(self, state: State | str, *, damaged: list[DamagedRow] | None = None) -> Op[int]:
+        """Delete every job that was in ``state`` (not active) when the call began;
+        returns how many rows went. A job key that is not a hash is stepped over
+        (appended to ``damaged`` when given)."""
+        result = yield from _admin.purge_op(self.core, state)
+        if damaged is not None:
+            damaged.extend(result.damaged)
+        return result.done
+
+    def reset_clock(self) -> Op[tuple[float | None, float]]:
+        """Drop the queue's clock floor after a server clock that ran ahead was
+        set back; returns (the floor dropped or None, server time), epoch seconds."""
+        dropped: tuple[float | None, float] = yield self.core.reset_clock()
+        return dropped
 
     # -- schedules and limits (docs/design.md, "Flow control") ----------------------
 
@@ -709,19 +707,31 @@ class ShardedOps:
         """As ``Queue.retry_dead``, on the job's shard."""
         return (yield from self.shard_for(job_id).retry_dead(job_id, attempts=attempts))
 
-    def retry_all_dead(self, *, attempts: int | None = None) -> Op[int]:
-        """Retry every dead job of every shard; returns how many."""
+    def retry_all_dead(
+        self, *, attempts: int | None = None, damaged: list[DamagedRow] | None = None
+    ) -> Op[int]:
+        """Retry every dead job of every shard (as ``Queue.retry_all_dead``)."""
         done = 0
         for shard in self.shards:
-            done += yield from shard.retry_all_dead(attempts=attempts)
+            done += yield from shard.retry_all_dead(attempts=attempts, damaged=damaged)
         return done
 
-    def purge(self, state: State | str) -> Op[int]:
-        """Delete every job in ``state`` from every shard; returns how many rows went."""
+    def purge(self, state: State | str, *, damaged: list[DamagedRow] | None = None) -> Op[int]:
+        """Purge ``state`` on every shard (as ``Queue.purge``); returns how many rows went."""
         deleted = 0
         for shard in self.shards:
-            deleted += yield from shard.purge(state)
+            deleted += yield from shard.purge(state, damaged=damaged)
         return deleted
+
+    def reset_clock(self) -> Op[tuple[float | None, float]]:
+        """Drop every shard's clock floor: (the highest floor dropped or None, server time)."""
+        floors: list[float] = []
+        now = 0.0
+        for shard in self.shards:
+            floor, now = yield from shard.reset_clock()
+            if floor is not None:
+                floors.append(floor)
+        return (max(floors) if floors else None), now
 
     # -- schedules and limits ---------------------------------------------------------
     # Schedules and limits are one plain queue's: a schedule's jobs get ids that

@@ -37,16 +37,21 @@ def as_text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def refusal(op: str, job_id: str, token: int, reply: Sequence[Any]) -> LeaseLost:
-    """The exception for a {'LOST', state, attempts} reply — the only place
-    lease refusals become exceptions."""
+def refusal(
+    op: str, job_id: str, token: int, reply: Sequence[Any], incarnation: int = 0
+) -> LeaseLost:
+    """The exception for a {'LOST', state, attempts, incarnation} reply — the
+    only place lease refusals become exceptions. Only a row of the lease's own
+    incarnation at its own token can be AlreadyFinished; the same token on a
+    newer row under the same id is a plain LeaseLost."""
     code = as_text(reply[0])
     if code == "CAPPED":
         return LeaseCapReached(job_id, token, int(reply[1]) / 1000.0)
     if code != "LOST":
         raise ScriptError(f"{op}: unexpected reply {reply!r}")
     state, attempts = as_text(reply[1]) or None, as_text(reply[2]) or None
-    mine = attempts == str(token)
+    row_incarnation = as_text(reply[3]) if len(reply) > 3 else "0"
+    mine = attempts == str(token) and row_incarnation == str(incarnation)
     if mine and (
         (op == "complete" and state == "succeeded")
         or (op in ("fail", "release") and state in ("pending", "scheduled", "dead"))
@@ -93,11 +98,13 @@ class _Row(msgspec.Struct, kw_only=True):
     priority: int = 0
     enqueued_at: int | None = None
     run_at: int | None = None
+    incarnation: int = 0
     claimed_at: int | None = None
     lease_until: int | None = None
     finished_at: int | None = None
     worker: str | None = None
     last_error: str | None = None
+    retry_op: str | None = None
 
 
 _FIELD_IN_ERROR = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
@@ -179,4 +186,5 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
         last_error=r.last_error,
         result=result,
         once=once,
+        incarnation=r.incarnation,
     )

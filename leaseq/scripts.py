@@ -4,6 +4,15 @@ A script pulls shared code in with a line ``--!include lib/<name>.lua``.
 Includes are one level deep (a library file includes nothing), and a
 missing, nested or repeated include is an error at import time, not at
 the first call in production.
+
+Redis 7 reads flags from a first line ``#!lua flags=...``: the scripts that
+drain a queue (claim, complete, fail, ...) say ``allow-oom`` so that a full
+server (``maxmemory`` with ``noeviction``) still lets them run -- they are
+what frees memory -- while enqueue and retry, which add work, are refused
+whole before they write anything. Older servers and fakeredis's Lua do not
+know the shebang, so every script also has a ``plain`` twin without it; the
+runner (``_redis``) falls back to it on a server that cannot compile the
+first. The shebang is added here, from ``_SHAPES``, not written in the files.
 """
 
 from __future__ import annotations
@@ -31,6 +40,11 @@ class Script:
     """How many KEYS the caller passes (the fixed ones, for variadic scripts)."""
     variadic_keys: bool = False
     """True when job keys follow the fixed ones, one per item."""
+    flags: str = ""
+    """Redis 7 script flags (``allow-oom``, ``no-writes``); "" = none."""
+    plain: str = ""
+    """The source without the ``#!lua`` line, for servers before Redis 7."""
+    plain_sha: str = ""
 
 
 def lua_root() -> Traversable:
@@ -65,39 +79,53 @@ def load_source(name: str, root: Traversable | None = None) -> str:
     return _INCLUDE.sub(expand, text)
 
 
-# name -> (fixed KEYS count, job keys follow one per item)
-_SHAPES: dict[str, tuple[int, bool]] = {
-    "enqueue": (4, False),
-    "claim": (8, False),
-    "extend": (2, True),
-    "complete": (4, True),
-    "fail": (7, False),
-    "release": (5, False),
-    "reap": (5, False),
-    "once": (1, False),
-    "cancel": (5, False),
-    "retry": (5, False),
-    "purge": (1, False),
-    "stats": (9, False),
-    "schedules": (2, False),
-    "schedule": (3, False),
-    "unschedule": (2, False),
-    "tick": (4, False),
-    "limits": (5, False),
-    "pause": (1, False),
-    "resume": (4, False),
-    "delete": (6, False),
-    "drop": (8, False),
-    "run_now": (5, False),
+_DRAIN = "allow-oom"
+"""Runs on a full server: it frees memory, or writes only a few bytes."""
+
+# name -> (fixed KEYS count, job keys follow one per item, Redis 7 flags)
+_SHAPES: dict[str, tuple[int, bool, str]] = {
+    "enqueue": (4, False, ""),
+    "claim": (8, False, _DRAIN),
+    "extend": (2, True, _DRAIN),
+    "complete": (4, True, _DRAIN),
+    "fail": (7, False, _DRAIN),
+    "release": (5, False, _DRAIN),
+    "reap": (5, False, _DRAIN),
+    "once": (1, False, _DRAIN),
+    "cancel": (5, False, _DRAIN),
+    "retry": (5, False, ""),
+    "retry_all": (4, False, ""),
+    "purge": (1, False, _DRAIN),
+    "reset_clock": (1, False, _DRAIN),
+    "stats": (9, False, "no-writes"),
+    "schedules": (2, False, ""),
+    "schedule": (3, False, ""),
+    "unschedule": (2, False, _DRAIN),
+    "tick": (4, False, ""),
+    "limits": (5, False, _DRAIN),
+    "pause": (1, False, _DRAIN),
+    "resume": (4, False, _DRAIN),
+    "delete": (6, False, _DRAIN),
+    "drop": (8, False, _DRAIN),
+    "run_now": (5, False, _DRAIN),
 }
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 
 def _load_all() -> dict[str, Script]:
     scripts = {}
-    for name, (keys, variadic) in _SHAPES.items():
-        source = load_source(name)
-        sha = hashlib.sha1(source.encode("utf-8")).hexdigest()
-        scripts[name] = Script(name, source, sha, keys, variadic)
+    for name, (keys, variadic, flags) in _SHAPES.items():
+        plain = load_source(name)
+        # Every script gets a shebang, flags or not: on Redis 7 a flagged
+        # script without allow-oom is refused whole on a full server, before
+        # it runs, instead of at whichever write first needs memory.
+        source = f"#!lua flags={flags}\n{plain}" if flags else f"#!lua\n{plain}"
+        scripts[name] = Script(
+            name, source, _sha(source), keys, variadic, flags, plain, _sha(plain)
+        )
     return scripts
 
 

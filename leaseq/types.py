@@ -48,7 +48,12 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True):
 
     ``attempt`` is the fencing token: ``complete``, ``extend``, ``fail``,
     ``release`` and ``once`` succeed only while the row is still active at
-    this very attempt. Times are epoch seconds on the Redis server's clock.
+    this very attempt of this very row. ``incarnation`` names the row: each
+    row an enqueue creates gets a number never used before in its queue, so
+    a lease of an earlier row under the same id (gone, then enqueued again,
+    attempts back at 0) never acts on the new one. 0 is the incarnation of a
+    row written before leaseq numbered rows. Times are epoch seconds on the
+    Redis server's clock.
     """
 
     id: str
@@ -59,6 +64,7 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True):
     deadline: float
     enqueued_at: float
     worker: str
+    incarnation: int = 0
 
     @property
     def token(self) -> int:
@@ -90,6 +96,8 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     last_error: str | None = None
     result: Any = None
     once: dict[str, int] = msgspec.field(default_factory=dict)
+    incarnation: int = 0
+    """The row's incarnation (see ``Lease``); 0 for a row older than the field."""
 
 
 class Backoff(msgspec.Struct, frozen=True, kw_only=True):

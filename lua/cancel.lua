@@ -4,20 +4,25 @@
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
 -- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[3]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
--- KEYS[4]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids, score = ms epoch the row expires (+inf: kept)
+-- KEYS[4]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids, score = ms epoch the row expires (10^15 + finished: kept)
 -- KEYS[5]  leaseq:{<queue>}:meta       HASH  counters, clock
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  keep_ms, how long to keep the row (integer ms; 0 = delete now, -1 = until purged)
 -- derives: nothing
 -- returns: {'OK', 1} when cancelled now, {'OK', 0} when it already was
--- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is past cancelling
+-- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is past cancelling;
+--         {'DAMAGED', '<key>', 'not a hash'} when the job key holds another type
+--!include lib/call_chunked.lua
 --!include lib/now_ms.lua
 --!include lib/retain_rows.lua
 --!include lib/trim_finished.lua
+--!include lib/allow_oom.lua
 
 local job, pending, scheduled, cancelled, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+allow_oom(meta) -- a full server must still let this script drain the queue
 local id = ARGV[1]
-local state = redis.call('HGET', job, 'state')
+local state = redis.pcall('HGET', job, 'state')
+if type(state) == 'table' and state['err'] then return { 'DAMAGED', '<key>', 'not a hash' } end
 if not state then return { 'GONE' } end
 if state == 'cancelled' then return { 'OK', 0 } end
 if state ~= 'pending' and state ~= 'scheduled' then return { 'STATE', state } end

@@ -6,12 +6,12 @@
 -- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
 -- KEYS[3]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
 -- KEYS[4]  leaseq:{<queue>}:dead       ZSET  dead ids, score = died ms epoch
--- KEYS[5]  leaseq:{<queue>}:meta       HASH  counters, seq
+-- KEYS[5]  leaseq:{<queue>}:meta       HASH  counters, seq, clock
 -- KEYS[6]  leaseq:{<queue>}:wake       LIST  wake-up tokens
 -- KEYS[7]  leaseq:{<queue>}:limits     HASH  global limits: concurrency, rate, per_ms
 -- KEYS[8]  leaseq:{<queue>}:claims     ZSET  claim times of the rate span, score = ms epoch
 -- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
--- ARGV[2]  count, how many jobs to lease at most (integer >= 1)
+-- ARGV[2]  count, how many jobs to lease at most (integer >= 1; more than 1000 lease 1000)
 -- ARGV[3]  lease_ms, the lease length (integer ms >= 1)
 -- ARGV[4]  worker id, stored in the row (string)
 -- ARGV[5]  maintenance limit: most scheduled jobs to promote and expired leases to reap (integer >= 0)
@@ -20,9 +20,11 @@
 --          or the earliest lease ends; -1 if none, if jobs were leased, or while the queue is
 --          paused: then sleep on the wake list, which resume.lua fills;
 --          or, when a global limit held the claim back, ms until a slot frees),
---          k, then six values per leased job: id, attempts (the fencing token),
+--          k, then seven values per leased job: id, attempts (the fencing token),
+--          incarnation (the row's; 0 for a row written before incarnations),
 --          max_attempts, lease_until (ms epoch), enqueued_at (ms epoch), payload
 -- errors: none of its own; a row that cannot be claimed is dead-lettered with last_error
+--!include lib/call_chunked.lua
 --!include lib/now_ms.lua
 --!include lib/to_count.lua
 --!include lib/read_row.lua
@@ -31,11 +33,16 @@
 --!include lib/promote_due.lua
 --!include lib/reap_expired.lua
 --!include lib/apply_limits.lua
+--!include lib/allow_oom.lua
 
 local pending, scheduled, active, dead, meta, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+allow_oom(meta) -- a full server must still let this script drain the queue
 local job_prefix = ARGV[1]
-local count = tonumber(ARGV[2])
+-- Bounded work per call whatever the caller asks: at most 1000 leases, and
+-- at most 1000 stale or unclaimable entries popped on top of them.
+local count = math.min(tonumber(ARGV[2]), 1000)
+local budget = count + 1000
 local lease_ms = tonumber(ARGV[3])
 local worker = ARGV[4]
 local limit = tonumber(ARGV[5])
@@ -71,14 +78,15 @@ end
 
 local known = { pending = true, scheduled = true, active = true,
                 succeeded = true, dead = true, cancelled = true }
-while got < count do
-  local popped = redis.call('ZPOPMIN', pending, count - got)
+while got < count and budget > 0 do
+  local popped = redis.call('ZPOPMIN', pending, math.min(count - got, budget))
   if #popped == 0 then break end
+  budget = budget - #popped / 2
   for i = 1, #popped, 2 do
     local id = popped[i]
     local job = job_prefix .. id
     local row = read_row(job, 'state', 'attempts', 'max_attempts',
-      'payload', 'enqueued_at')
+      'payload', 'enqueued_at', 'incarnation')
     local not_a_hash = not row
     if not_a_hash then
       -- Overwritten by hand with another type: park the id in dead for an
@@ -99,6 +107,9 @@ while got < count do
       got = got + 1
       out[#out + 1] = id
       out[#out + 1] = attempts
+      -- The row's number as stored (up to 16 digits, past to_count's 15): the
+      -- lease hands it back verbatim and lease_check compares it as text.
+      out[#out + 1] = (row[6] and string.match(row[6], '^%d+$')) and row[6] or '0'
       out[#out + 1] = max_attempts
       out[#out + 1] = deadline
       out[#out + 1] = to_count(row[5]) or now -- a hand-edited time must not break the claim
@@ -128,20 +139,18 @@ end
 
 if got > 0 then
   -- Every lease of the call shares one deadline: one ZADD indexes them all.
-  redis.call('ZADD', active, (table.unpack or unpack)(leased))
+  call_chunked('ZADD', active, leased, 1000)
 end
 
 if rate_on and got > 0 then
   -- Record this call's claims in the rate span (members unique per claim).
+  -- out holds seven values per lease: id, attempts, incarnation, ...
   local stamps = {}
-  for i = 1, #out, 6 do
+  for i = 1, #out, 7 do
     stamps[#stamps + 1] = now
-    stamps[#stamps + 1] = now .. ':' .. out[i] .. ':' .. out[i + 1]
-    if #stamps >= 1000 or i + 6 > #out then
-      redis.call('ZADD', KEYS[8], (table.unpack or unpack)(stamps))
-      stamps = {}
-    end
+    stamps[#stamps + 1] = now .. ':' .. out[i] .. ':' .. out[i + 1] .. ':' .. out[i + 2]
   end
+  call_chunked('ZADD', KEYS[8], stamps, 1000)
 end
 
 if redis.call('ZCARD', pending) == 0 then

@@ -2,53 +2,61 @@
 -- transition: active -> succeeded (the row then lives keep_ms, or is deleted at once)
 -- clock: server TIME (never behind the queue's meta clock), for finished_at and retention
 -- KEYS[1]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
--- KEYS[2]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids, score = ms epoch the row expires (+inf: kept)
+-- KEYS[2]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids, score = ms epoch the row expires (10^15 + finished: kept)
 -- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters
 -- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens (pushed when a global limit held a claim)
 -- KEYS[5..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order;
 --           then one key per effect, in effect order: an application key carrying the
 --           hash tag {<queue>} (checked by the caller), of the type its command needs
 -- ARGV[1]  keep_ms, how long to keep the succeeded row (integer ms; 0 = delete now, -1 = until purged)
--- ARGV[2]  n, the number of items (integer >= 1)
--- ARGV[3..] four values per item: id (string), token (decimal string),
---           result (encoded bytes; '' = no result), e (its number of effects, integer >= 0);
+-- ARGV[2]  keep_count, the most succeeded rows kept (integer; -1 = no bound); the oldest go first
+-- ARGV[3]  job key prefix, 'leaseq:{<queue>}:job:' (string), for the rows keep_count trims
+-- ARGV[4]  n, the number of items (integer >= 1)
+-- ARGV[5..] five values per item: id (string), token (decimal string), incarnation (decimal
+--           string), result (encoded bytes; '' = no result), e (its number of effects, integer >= 0);
 --           then per effect, in item order: command (HINCRBY HSET SADD ZADD INCRBY SET XADD),
 --           argc (integer >= 1), then argc arguments that follow the key
--- derives: nothing
--- returns: one reply per item: {'OK'}, {'LOST', state, attempts}, or {'EFFECT', k, why}
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest succeeded rows, deleted past keep_count
+-- returns: one reply per item: {'OK'}, {'LOST', state, attempts, incarnation}, or {'EFFECT', k, why}
 --          when effect k of the item cannot apply (then nothing of that item is written)
 -- errors: none beyond the per-item replies
+--!include lib/call_chunked.lua
 --!include lib/now_ms.lua
 --!include lib/lease_check.lua
 --!include lib/retain_rows.lua
 --!include lib/trim_finished.lua
 --!include lib/effect_refusal.lua
 --!include lib/apply_effect.lua
+--!include lib/trim_count.lua
+--!include lib/allow_oom.lua
 
 local active, succeeded, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local keep_ms = tonumber(ARGV[1])
-local n = tonumber(ARGV[2])
+allow_oom(meta) -- a full server must still let this script drain the queue
+local keep_ms, keep_count = tonumber(ARGV[1]), tonumber(ARGV[2])
+local job_prefix = ARGV[3]
+local n = tonumber(ARGV[4])
 -- Read the clock only once an item is accepted: a call refused whole
 -- (stale tokens, a replay) must change nothing, the clock floor included.
 local now = nil
 local out = {}
 local done_jobs, done_ids = {}, {}
 -- Where the next effect's key (in KEYS) and its command (in ARGV) are.
-local ek, ea = 5 + n, 3 + 4 * n
+local ek, ea = 5 + n, 5 + 5 * n
 
 for i = 1, n do
   local job = KEYS[4 + i]
-  local base = 3 + (i - 1) * 4
-  local id, token, result = ARGV[base], ARGV[base + 1], ARGV[base + 2]
+  local base = 5 + (i - 1) * 5
+  local id, token, incarnation = ARGV[base], ARGV[base + 1], ARGV[base + 2]
+  local result = ARGV[base + 3]
   local effects = {}
-  for k = 1, tonumber(ARGV[base + 3]) do
+  for k = 1, tonumber(ARGV[base + 4]) do
     local argc = tonumber(ARGV[ea + 1])
     local args = {}
     for a = 1, argc do args[a] = ARGV[ea + 1 + a] end
     effects[k] = { ARGV[ea], KEYS[ek], args }
     ea, ek = ea + 2 + argc, ek + 1
   end
-  local refused = lease_check(job, token)
+  local refused = lease_check(job, token, incarnation)
   if not refused then
     for k, e in ipairs(effects) do
       local why = effect_refusal(e[1], e[2], e[3])
@@ -77,11 +85,17 @@ for i = 1, n do
 end
 local done = #done_ids
 if done > 0 then
-  -- The index moves and retention are batched: one ZREM, one ZADD (or DEL).
-  redis.call('ZREM', active, (table.unpack or unpack)(done_ids))
+  -- The index moves and retention are batched: one ZREM, one ZADD (or DEL)
+  -- per 1000 rows.
+  call_chunked('ZREM', active, done_ids, 1000)
   retain_rows(done_jobs, done_ids, succeeded, now, keep_ms)
   redis.call('HINCRBY', meta, 'succeeded', done)
-  trim_finished(succeeded, now, 100 + done)
+  local trimmed = trim_finished(succeeded, now, 100 + done)
+  -- Past keep_count, the oldest rows go too: at most done + 100 per call, so
+  -- the set shrinks back even after keep_count was lowered.
+  if keep_ms ~= 0 then
+    trim_count(succeeded, job_prefix, 'succeeded', keep_count, 100 + done - trimmed)
+  end
   -- Slots freed under a concurrency limit: wake the claimers it held back.
   if redis.call('HDEL', meta, 'limit_held') == 1 then redis.call('RPUSH', wake, '1') end
 end

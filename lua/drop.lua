@@ -16,8 +16,10 @@
 -- returns: {'OK', deleted, remaining}; once remaining is 0 the meta hash and wake list are gone too
 -- errors: {'ACTIVE', n} when not forced and n leases are in flight (nothing written)
 --!include lib/now_ms.lua
+--!include lib/allow_oom.lua
 
 local meta, wake = KEYS[7], KEYS[8]
+allow_oom(meta) -- a full server must still let this script run
 local job_prefix, limit, force = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
 local held = redis.call('ZCARD', KEYS[3])
 if held > 0 and not force then return { 'ACTIVE', held } end

@@ -3,7 +3,7 @@
 -- clock: server TIME (never behind the queue's meta clock), for enqueued_at and the due time of delayed jobs
 -- KEYS[1]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
--- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters, seq
+-- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters, seq, incarnation
 -- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
 -- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  max_attempts of every job in the call (integer >= 1)
@@ -11,11 +11,13 @@
 -- ARGV[4]  priority of every job in the call (integer 0..1000000, lower runs first)
 -- ARGV[5..] two values per job: id (string, chosen by the client so that a
 --           replayed call finds its own rows), payload (bytes, encoded and size-checked)
--- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, each with a queue-unique incarnation
 -- returns: one integer per job: 1 if created, 0 if the id existed
 -- errors: none of its own (input was validated by the caller)
+--!include lib/call_chunked.lua
 --!include lib/now_ms.lua
 --!include lib/wake_if_first.lua
+--!include lib/reserve_incarnations.lua
 
 local pending, scheduled, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local job_prefix, max_attempts = ARGV[1], ARGV[2]
@@ -41,8 +43,13 @@ end
 local created = #fresh
 if created == 0 then return out end
 
+-- One HINCRBY numbers the rows of the whole call: a row's incarnation is
+-- never reused in this queue, so a lease of an earlier row under the same id
+-- (deleted, expired, purged, then enqueued again with attempts back at 0)
+-- can never match the new row, even when its attempt number does.
+local incarnation = reserve_incarnations(meta, created, now)
 local base = { 'state', 'pending', 'attempts', 0, 'max_attempts', max_attempts,
-               'payload', '', 'enqueued_at', now }
+               'payload', '', 'enqueued_at', now, 'incarnation', 0 }
 if priority > 0 then
   base[#base + 1] = 'priority'
   base[#base + 1] = priority
@@ -76,9 +83,11 @@ end
 
 for _, i in ipairs(fresh) do
   base[8] = ARGV[4 + i * 2]
+  incarnation = incarnation + 1
+  base[12] = string.format('%d', incarnation) -- 16 digits: see reserve_incarnations
   redis.call('HSET', job_prefix .. ARGV[3 + i * 2], unpack_(base))
 end
-redis.call('ZADD', index, unpack_(members))
+call_chunked('ZADD', index, members, 1000)
 redis.call('HINCRBY', meta, 'enqueued', created)
 
 if delay_ms > 0 then

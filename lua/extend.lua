@@ -6,17 +6,21 @@
 -- KEYS[3..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order
 -- ARGV[1]  lease_ms, the new lease length from now (integer ms >= 1)
 -- ARGV[2]  cap_ms, the most total lease time one claim may hold, from claimed_at (integer ms >= 1)
--- ARGV[3..] two values per item: id (string), token (the lease's attempts, decimal string)
+-- ARGV[3..] three values per item: id (string), token (the lease's attempts, decimal string),
+--           incarnation (the lease's row incarnation, decimal string)
 -- derives: nothing
--- returns: one reply per item: {'OK', lease_until ms epoch}, {'LOST', state, attempts}
+-- returns: one reply per item: {'OK', lease_until ms epoch}, {'LOST', state, attempts, incarnation}
 --          when the lease is not held under token, or {'CAPPED', deadline ms epoch}
 --          when the cap leaves no time at all (nothing written for that item)
 -- errors: none beyond the per-item replies
+--!include lib/call_chunked.lua
 --!include lib/now_ms.lua
 --!include lib/to_count.lua
 --!include lib/lease_check.lua
+--!include lib/allow_oom.lua
 
 local active, meta = KEYS[1], KEYS[2]
+allow_oom(meta) -- a full server must still let this script drain the queue
 local lease_ms, cap_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
 -- The clock is read at the first lease that holds: a call refused whole
 -- changes nothing, the clock floor included.
@@ -25,8 +29,8 @@ local out, members = {}, {}
 
 for i = 3, #KEYS do
   local job = KEYS[i]
-  local id, token = ARGV[2 * i - 3], ARGV[2 * i - 2]
-  local refused = lease_check(job, token)
+  local id, token, incarnation = ARGV[3 * i - 6], ARGV[3 * i - 5], ARGV[3 * i - 4]
+  local refused = lease_check(job, token, incarnation)
   if refused then
     out[#out + 1] = refused
   else
@@ -49,6 +53,6 @@ for i = 3, #KEYS do
   end
 end
 if #members > 0 then
-  redis.call('ZADD', active, (table.unpack or unpack)(members))
+  call_chunked('ZADD', active, members, 1000)
 end
 return out

@@ -10,24 +10,27 @@
 -- KEYS[7]  leaseq:{<queue>}:wake       LIST  wake-up tokens
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
--- ARGV[3]  error, the failure text for last_error (string, already trimmed)
--- ARGV[4]  retry_ms, delay before the retry (integer ms >= 0)
--- ARGV[5]  dead_now, 1 to dead-letter whatever attempts remain, else 0
+-- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
+-- ARGV[4]  error, the failure text for last_error (string, already trimmed)
+-- ARGV[5]  retry_ms, delay before the retry (integer ms >= 0)
+-- ARGV[6]  dead_now, 1 to dead-letter whatever attempts remain, else 0
 -- derives: nothing
 -- returns: {'OK', new state} -- 'scheduled', 'pending' or 'dead'
--- errors: {'LOST', state, attempts} when the lease is not held under token
+-- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation
 --!include lib/now_ms.lua
 --!include lib/to_count.lua
 --!include lib/lease_check.lua
 --!include lib/push_pending.lua
 --!include lib/dead_letter.lua
 --!include lib/wake_if_first.lua
+--!include lib/allow_oom.lua
 
 local job, active, pending, scheduled, dead, meta, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local id, token, err = ARGV[1], ARGV[2], ARGV[3]
-local retry_ms = tonumber(ARGV[4])
-local refused = lease_check(job, token)
+allow_oom(meta) -- a full server must still let this script drain the queue
+local id, token, err = ARGV[1], ARGV[2], ARGV[4]
+local retry_ms = tonumber(ARGV[5])
+local refused = lease_check(job, token, ARGV[3])
 if refused then return refused end
 
 local now = now_ms(meta)
@@ -37,7 +40,7 @@ redis.call('HINCRBY', meta, 'failed', 1)
 if redis.call('HDEL', meta, 'limit_held') == 1 then redis.call('RPUSH', wake, '1') end
 local row = redis.call('HMGET', job, 'attempts', 'max_attempts', 'priority')
 local attempts, max_attempts = to_count(row[1]), to_count(row[2])
-if ARGV[5] == '1' then
+if ARGV[6] == '1' then
   dead_letter(job, dead, meta, id, now, err)
   return { 'OK', 'dead' }
 end

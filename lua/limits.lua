@@ -14,8 +14,10 @@
 --          then the limits hash as field, value pairs
 -- errors: none (values were validated by the caller)
 --!include lib/now_ms.lua
+--!include lib/allow_oom.lua
 
 local limits, active, claims, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+allow_oom(meta) -- a full server must still let this script run
 if ARGV[1] == 'set' then
   for i = 2, #ARGV, 2 do
     if ARGV[i + 1] == '' then

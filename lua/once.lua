@@ -3,14 +3,17 @@
 -- clock: none
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
 -- ARGV[1]  token, the lease's attempts value (decimal string)
--- ARGV[2]  name, the marker's name (string); stored as field 'once:<name>' = token
+-- ARGV[2]  incarnation, the lease's row incarnation (decimal string)
+-- ARGV[3]  name, the marker's name (string); stored as field 'once:<name>' = token
 -- derives: nothing
 -- returns: {'OK', 1} the first time for this job and name, {'OK', 0} after that
--- errors: {'LOST', state, attempts} when the lease is not held under token
+-- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation
 --!include lib/lease_check.lua
+--!include lib/allow_oom.lua
 
 local job = KEYS[1]
-local refused = lease_check(job, ARGV[1])
+allow_oom(job) -- a full server must still let this script drain the queue
+local refused = lease_check(job, ARGV[1], ARGV[2])
 if refused then return refused end
 -- The marker lives in the row itself, so it lasts exactly as long as the job.
-return { 'OK', redis.call('HSETNX', job, 'once:' .. ARGV[2], ARGV[1]) }
+return { 'OK', redis.call('HSETNX', job, 'once:' .. ARGV[3], ARGV[1]) }

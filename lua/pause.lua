@@ -6,8 +6,10 @@
 -- returns: {1} when paused now, {0} when it already was (a replay changes nothing)
 -- errors: none
 --!include lib/now_ms.lua
+--!include lib/allow_oom.lua
 
 local meta = KEYS[1]
+allow_oom(meta) -- a full server must still let this script run
 if redis.call('HGET', meta, 'paused') then return { 0 } end
 redis.call('HSET', meta, 'paused', now_ms(meta))
 return { 1 }

@@ -1,25 +1,52 @@
--- purge.lua: delete up to limit jobs of one state, rows and index entries.
+-- purge.lua: delete one page of the jobs of one state that were in its index when the purge began.
 -- transition: pending | scheduled | succeeded | dead | cancelled -> (deleted)
--- clock: none
+-- clock: none (the snapshot is the index's highest score at the first page)
 -- KEYS[1]  leaseq:{<queue>}:<state>    ZSET  the index of that state
 -- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  state, the state being purged (string; never 'active')
--- ARGV[3]  limit, the most ids to delete in this call (integer >= 1)
+-- ARGV[3]  limit, the most index entries to look at in this call (integer >= 1)
+-- ARGV[4]  upto, the snapshot's highest score (a score string; '' on the first page: take it now)
+-- ARGV[5]  after, the cursor's score (a score string; '-inf' on the first page)
+-- ARGV[6]  skip, entries at the cursor's score this purge stepped over (integer >= 0)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows
--- returns: {deleted, remaining in the index}
--- errors: none
+-- returns: flat array: deleted, more (1 if the page was full), upto, the next cursor's score
+--          and skip, then id, field, value triples of the jobs stepped over as damaged
+-- errors: none; a job key that is not a hash is reported and left alone
 local index = KEYS[1]
-local job_prefix, state = ARGV[1], ARGV[2]
-local ids = redis.call('ZRANGE', index, 0, tonumber(ARGV[3]) - 1)
-local deleted = 0
-for _, id in ipairs(ids) do
-  local job = job_prefix .. id
-  -- Only delete a row that really is in this state; an index entry that
-  -- drifted is just dropped, so a purge never takes a job it did not mean to.
-  if redis.call('HGET', job, 'state') == state then
-    redis.call('DEL', job)
-    deleted = deleted + 1
-  end
-  redis.call('ZREM', index, id)
+local job_prefix, state, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local upto, after, skip = ARGV[4], ARGV[5], tonumber(ARGV[6])
+if upto == '' then
+  -- The snapshot: the purge ends at the entry that was last when it began,
+  -- however many arrive meanwhile.
+  local last = redis.call('ZRANGE', index, -1, -1, 'WITHSCORES')
+  if #last == 0 then return { 0, 0, '', after, skip } end
+  upto = last[2]
 end
-return { deleted, redis.call('ZCARD', index) }
+local page = redis.call('ZRANGEBYSCORE', index, after, upto, 'WITHSCORES', 'LIMIT', skip, limit)
+local deleted, damaged = 0, {}
+for i = 1, #page, 2 do
+  local id, score = page[i], page[i + 1]
+  local job = job_prefix .. id
+  if score ~= after then
+    after, skip = score, 0
+  end
+  local s = redis.pcall('HGET', job, 'state')
+  if type(s) == 'table' and s['err'] then
+    -- Not a hash (overwritten by hand): not leaseq's to delete. Step over it.
+    skip = skip + 1
+    damaged[#damaged + 1] = id
+    damaged[#damaged + 1] = '<key>'
+    damaged[#damaged + 1] = 'not a hash'
+  else
+    -- Only delete a row that really is in this state; an index entry that
+    -- drifted is just dropped, so a purge never takes a job it did not mean to.
+    if s == state then
+      redis.call('DEL', job)
+      deleted = deleted + 1
+    end
+    redis.call('ZREM', index, id)
+  end
+end
+local out = { deleted, #page == 2 * limit and 1 or 0, upto, after, skip }
+for i = 1, #damaged do out[#out + 1] = damaged[i] end
+return out

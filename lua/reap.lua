@@ -17,8 +17,10 @@
 --!include lib/push_pending.lua
 --!include lib/dead_letter.lua
 --!include lib/reap_expired.lua
+--!include lib/allow_oom.lua
 
 local active, pending, dead, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+allow_oom(meta) -- a full server must still let this script drain the queue
 local now = now_ms(meta)
 local requeued, died = reap_expired(active, pending, dead, meta, wake, ARGV[1], now,
   tonumber(ARGV[2]))

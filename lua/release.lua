@@ -8,17 +8,20 @@
 -- KEYS[5]  leaseq:{<queue>}:wake       LIST  wake-up tokens
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
+-- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
 -- derives: nothing
 -- returns: {'OK'}
--- errors: {'LOST', state, attempts} when the lease is not held under token;
+-- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation;
 --         {'DAMAGED', field, value} when max_attempts is not a count (the lease then runs out)
 --!include lib/to_count.lua
 --!include lib/lease_check.lua
 --!include lib/push_pending.lua
+--!include lib/allow_oom.lua
 
 local job, active, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+allow_oom(meta) -- a full server must still let this script drain the queue
 local id = ARGV[1]
-local refused = lease_check(job, ARGV[2])
+local refused = lease_check(job, ARGV[2], ARGV[3])
 if refused then return refused end
 
 -- attempts never goes down (it is the fencing token), so the attempt this

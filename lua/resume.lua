@@ -8,7 +8,9 @@
 -- derives: nothing
 -- returns: {1} when resumed now, {0} when it was not paused (a replay changes nothing)
 -- errors: none
+--!include lib/allow_oom.lua
 local meta, pending, scheduled, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+allow_oom(meta) -- a full server must still let this script run
 if redis.call('HDEL', meta, 'paused') == 0 then return { 0 } end
 -- Claimers of a paused queue sleep on the wake list: one token per pending
 -- job (capped at 64, as push_pending does) wakes enough of them at once;

@@ -12,34 +12,11 @@
 -- returns: {'OK', new max_attempts}
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is not dead (both drop
 --         a stale dead-set entry); {'DAMAGED', field, value} when state or attempts is damaged
+--         (field '<key>' when the job key is not a hash)
 --!include lib/to_count.lua
+--!include lib/read_row.lua
 --!include lib/push_pending.lua
+--!include lib/retry_row.lua
 
 local job, dead, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local id = ARGV[1]
-local row = redis.call('HMGET', job, 'state', 'attempts', 'priority')
-local moved = { pending = true, scheduled = true, active = true, succeeded = true,
-                cancelled = true }
-if row[1] ~= 'dead' then
-  if row[1] and not moved[row[1]] or not row[1] and redis.call('EXISTS', job) == 1 then
-    -- A hand-damaged state: keep the entry, so the row stays findable.
-    return { 'DAMAGED', 'state', row[1] or '' }
-  end
-  -- The row is gone or lives in another index: this dead entry is stale,
-  -- and dropping it lets retry-all step past it.
-  redis.call('ZREM', dead, id)
-  if not row[1] then return { 'GONE' } end
-  return { 'STATE', row[1] }
-end
-local attempts = to_count(row[2])
-if not attempts then return { 'DAMAGED', 'attempts', row[2] or '' } end
-
--- attempts is the fencing token and never goes down: a zombie from an old
--- attempt must not match a new lease. So the bound moves up instead.
-local max_attempts = attempts + tonumber(ARGV[2])
-redis.call('HSET', job, 'max_attempts', max_attempts)
-redis.call('HDEL', job, 'finished_at')
-redis.call('ZREM', dead, id)
-redis.call('HINCRBY', meta, 'retried', 1)
-push_pending(pending, meta, wake, job, id, to_count(row[3]) or 0)
-return { 'OK', max_attempts }
+return retry_row(job, dead, pending, meta, wake, ARGV[1], tonumber(ARGV[2]), nil)

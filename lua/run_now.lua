@@ -12,8 +12,10 @@
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is not scheduled
 --!include lib/to_count.lua
 --!include lib/push_pending.lua
+--!include lib/allow_oom.lua
 
 local job, scheduled, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+allow_oom(meta) -- a full server must still let this script run
 local id = ARGV[1]
 local row = redis.call('HMGET', job, 'state', 'priority')
 if not row[1] then return { 'GONE' } end

@@ -17,6 +17,7 @@
 -- errors: none; a schedule changed, removed or fired since the read is left alone
 --!include lib/now_ms.lua
 --!include lib/push_pending.lua
+--!include lib/reserve_incarnations.lua
 
 local index, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local schedule_prefix, job_prefix = ARGV[1], ARGV[2]
@@ -52,8 +53,12 @@ for i = 3, #ARGV, 4 do
       -- with the schedule state lost, one due time never makes two jobs.
       if redis.call('EXISTS', job) == 0 and row[4] then
         local priority = tonumber(row[6] or '') or 0
+        -- A row number like enqueue's, so a lease of an earlier row under this
+        -- id can never act on this one (docs/design.md, "Incarnations").
+        local incarnation = reserve_incarnations(meta, 1, now) + 1
         redis.call('HSET', job, 'attempts', 0, 'max_attempts', tonumber(row[5] or '') or 1,
-          'payload', row[4], 'enqueued_at', now, 'schedule', name, 'due_at', due)
+          'payload', row[4], 'enqueued_at', now, 'schedule', name, 'due_at', due,
+          'incarnation', string.format('%d', incarnation))
         if priority > 0 then redis.call('HSET', job, 'priority', priority) end
         push_pending(pending, meta, wake, job, id, priority)
         redis.call('HINCRBY', meta, 'enqueued', 1)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 import leaseq
 from leaseq.scripts import SCRIPTS
@@ -37,7 +38,9 @@ def test_each_transition_is_one_script_call(
     q = leaseq.Queue("one", redis=r, keep_succeeded=10.0, backoff=0.0)
     q.stats()  # the first call loads the scripts and reads maxmemory-policy once
     for script in SCRIPTS.values():
-        r.script_load(script.source)
+        r.script_load(script.plain)  # what a server without #!lua flags runs
+        with contextlib.suppress(redis.ResponseError):  # Redis 6 cannot compile '#!lua'
+            r.script_load(script.source)
     q.enqueue("x", id="expired")
     expired = claim_one(q, ttl=clock.lease(1.0))
     clock.past(expired.deadline)

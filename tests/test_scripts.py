@@ -167,7 +167,9 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
         "reap": core.reap(),
         "cancel": core.cancel("ID"),
         "retry": core.retry("ID", None),
+        "retry_all": core.retry_page(None, "op"),
         "purge": core.purge("dead"),
+        "reset_clock": core.reset_clock(),
         "stats": core.stats(1.0),
         "pause": _control.pause(core),
         "resume": _control.resume(core),
@@ -395,7 +397,8 @@ def test_replay_retry(q: leaseq.Queue) -> None:
 def test_replay_purge_and_stats(q: leaseq.Queue, r: Any) -> None:
     q.enqueue("x", id="job")
     q.fail(claim_one(q), "x", dead=True)
-    assert twice(q, q._core.purge("dead")) == ((1, 0), (0, 0))
+    first, second = twice(q, q._core.purge("dead"))
+    assert (first.done, first.more, second.done, second.more) == (1, False, 0, False)
     before = snapshot(r)
     a, b = twice(q, q._core.stats(10.0))
     assert (a.pending, a.dead, a.totals) == (b.pending, b.dead, b.totals)

@@ -3,6 +3,8 @@
 -- item before applying any, because a script that errors half way keeps the
 -- writes it already made: an effect must happen whole or not at all.
 local function effect_refusal(cmd, key, args)
+  -- One effect is one command: its arguments must fit Lua 5.1's unpack.
+  if #args > 4096 then return 'at most 4096 arguments per effect, not ' .. #args end
   if cmd == 'SET' then return nil end
   local want = ({ HINCRBY = 'hash', HSET = 'hash', SADD = 'set', ZADD = 'zset',
     INCRBY = 'string', XADD = 'stream' })[cmd]

@@ -1,11 +1,15 @@
--- lease_check(job, token): nil while the row is 'active' under this token
--- (the lease holds, even past its deadline if no reaper took it yet), else
--- the refusal to return: {'LOST', state, attempts} ('' for a missing row).
--- Tokens compare as strings, so a hand-damaged attempts never matches.
-local function lease_check(job, token)
-  local row = redis.call('HMGET', job, 'state', 'attempts')
-  if row[1] == 'active' and row[2] == token then
+-- lease_check(job, token, incarnation): nil while the row is 'active' under
+-- this token and incarnation (the lease holds, even past its deadline if no
+-- reaper took it yet), else the refusal to return:
+-- {'LOST', state, attempts, incarnation} ('' for a missing row or field).
+-- Tokens compare as strings, so a hand-damaged attempts never matches. A row
+-- written before incarnations existed has none: it reads as '0', the value
+-- such a row's leases carry, while every newer row has 1 or more.
+local function lease_check(job, token, incarnation)
+  local row = redis.pcall('HMGET', job, 'state', 'attempts', 'incarnation')
+  if row['err'] then return { 'LOST', '', '', '' } end -- not a hash any more
+  if row[1] == 'active' and row[2] == token and (row[3] or '0') == incarnation then
     return nil
   end
-  return { 'LOST', row[1] or '', row[2] or '' }
+  return { 'LOST', row[1] or '', row[2] or '', row[3] or (row[1] and '0' or '') }
 end

@@ -1,19 +1,23 @@
 -- now_ms(meta, peek): the queue's clock as integer milliseconds since the Unix
 -- epoch: the server's TIME, but never earlier than the newest time this
--- queue's scripts have already read (field 'clock' of its meta hash).
+-- queue's scripts have already read (field 'clock' of its meta hash) --
+-- unless that floor is more than 10 s ahead of the server, then the server's
+-- TIME again (and the floor follows it down).
 -- Every deadline and schedule in leaseq comes from here, never from a
 -- client. The floor matters after a failover to a replica whose clock is
--- behind: without it, new deadlines could land before ones already handed
--- out, and a lease extended on the new primary could end sooner than it
--- did on the old one. peek = true reads without moving the floor (stats
--- must not write, nor create the meta key of a queue that does not exist).
+-- slightly behind: without it, new deadlines could land before ones already
+-- handed out. The 10 s bound matters after a clock that jumped forward was
+-- corrected: an unbounded floor would hold the queue's time still (no lease
+-- expires, no delay elapses) until real time caught up, hours maybe.
+-- peek = true reads without moving the floor (stats must not write, nor
+-- create the meta key of a queue that does not exist).
 local function now_ms(meta, peek)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local floor = tonumber(redis.call('HGET', meta, 'clock')) or 0
-  if now > floor then
-    if not peek then redis.call('HSET', meta, 'clock', now) end
-    return now
+  if floor >= now and floor - now <= 10000 then
+    return floor
   end
-  return floor
+  if not peek then redis.call('HSET', meta, 'clock', now) end
+  return now
 end

@@ -1,0 +1,34 @@
+-- retry_row(job, dead, pending, meta, wake, id, extra, op): give the dead job
+-- extra attempts on top of those it used and make it pending again. op, when
+-- not nil, names the retry-all run doing it: a row that run already retried
+-- (it died again since) answers {'SKIP'} and stays dead. Needs read_row,
+-- to_count and push_pending. Returns {'OK', max_attempts}, {'GONE'} or
+-- {'STATE', state} (both drop the stale dead-set entry), {'SKIP'}, or
+-- {'DAMAGED', field, value} (the entry stays, so the row stays findable).
+local function retry_row(job, dead, pending, meta, wake, id, extra, op)
+  local row = read_row(job, 'state', 'attempts', 'priority', 'retry_op')
+  if not row then return { 'DAMAGED', '<key>', 'not a hash' } end
+  local moved = { pending = true, scheduled = true, active = true, succeeded = true,
+                  cancelled = true }
+  if row[1] ~= 'dead' then
+    if row[1] and not moved[row[1]] or not row[1] and redis.call('EXISTS', job) == 1 then
+      return { 'DAMAGED', 'state', row[1] or '' }
+    end
+    redis.call('ZREM', dead, id)
+    if not row[1] then return { 'GONE' } end
+    return { 'STATE', row[1] }
+  end
+  if op and row[4] == op then return { 'SKIP' } end
+  local attempts = to_count(row[2])
+  if not attempts then return { 'DAMAGED', 'attempts', row[2] or '' } end
+  -- attempts is the fencing token and never goes down: a zombie from an old
+  -- attempt must not match a new lease. So the bound moves up instead.
+  local max_attempts = attempts + extra
+  redis.call('HSET', job, 'max_attempts', max_attempts)
+  if op then redis.call('HSET', job, 'retry_op', op) end
+  redis.call('HDEL', job, 'finished_at')
+  redis.call('ZREM', dead, id)
+  redis.call('HINCRBY', meta, 'retried', 1)
+  push_pending(pending, meta, wake, job, id, to_count(row[3]) or 0)
+  return { 'OK', max_attempts }
+end

@@ -1,0 +1,21 @@
+-- trim_count(index, job_prefix, state, keep, limit): while index holds more
+-- than keep entries, delete the rows of the oldest (lowest score: the first to
+-- expire), at most limit per call -- O(1) amortised when each caller that
+-- adds k entries passes limit >= k. An entry whose row is gone, or now holds
+-- another state (the id was enqueued again), only loses its index entry.
+-- keep < 0: no bound. Needs call_chunked. Returns how many entries went.
+local function trim_count(index, job_prefix, state, keep, limit)
+  if keep < 0 or limit < 1 then return 0 end
+  local excess = redis.call('ZCARD', index) - keep
+  if excess <= 0 then return 0 end
+  local ids = redis.call('ZRANGE', index, 0, math.min(excess, limit) - 1)
+  local rows = {}
+  for _, id in ipairs(ids) do
+    local job = job_prefix .. id
+    local s = redis.pcall('HGET', job, 'state')
+    if s == state then rows[#rows + 1] = job end
+  end
+  call_chunked('DEL', nil, rows, 1000)
+  call_chunked('ZREM', index, ids, 1000)
+  return #ids
+end
