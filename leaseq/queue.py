@@ -148,15 +148,16 @@ class Queue(QueueBase):
             self.wait_for_wake(wait)
 
     def claim_now(
-        self, count: int, ttl: float = 30.0, worker: str | None = None
+        self, count: int, ttl: float = 30.0, worker: str | None = None, started: int | None = None
     ) -> tuple[list[Lease], float | None]:
         """One claim call that never waits, for loops that block their own way (Worker).
 
         Returns the leases (0..count) and the seconds until something may become
         claimable by itself — the next scheduled job falls due or the earliest
-        lease ends (None: nothing is scheduled or leased).
+        lease ends (None: nothing is scheduled or leased). ``started``: how many
+        leases go to a handler at once (None: all); the rest are prefetched.
         """
-        claimed = self._run(self._core.claim(count, ttl, worker))
+        claimed = self._run(self._core.claim(count, ttl, worker, started))
         return self._settle(claimed), claimed.wait
 
     def nudge(self) -> None:
@@ -191,11 +192,15 @@ class Queue(QueueBase):
             raise result
         return result
 
-    def extend_many(self, leases: Sequence[Lease], ttl: float = 30.0) -> list[Lease | LeaseLost]:
+    def extend_many(
+        self, leases: Sequence[Lease], ttl: float = 30.0, started: Sequence[bool] | None = None
+    ) -> list[Lease | LeaseLost]:
         """Heartbeat many leases in few calls (chunks of 500). Per lease, in order:
         the lease with its new deadline, or the LeaseLost it met (nothing written
-        for that one). A worker's heartbeat for all it holds."""
-        return [r for call in self._core.extend_calls(leases, ttl) for r in self._run(call)]
+        for that one). A worker's heartbeat for all it holds; ``started[i]`` says a
+        prefetched lease's handler has started (a crash then charges it)."""
+        calls = self._core.extend_calls(leases, ttl, started)
+        return [r for call in calls for r in self._run(call)]
 
     def complete(
         self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None

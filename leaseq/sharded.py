@@ -169,14 +169,16 @@ class ShardedQueue:
             self.wait_for_wake(min(left, WAKE_SLICE if wait is None else wait))
 
     def claim_now(
-        self, count: int, ttl: float = 30.0, worker: str | None = None
+        self, count: int, ttl: float = 30.0, worker: str | None = None, started: int | None = None
     ) -> tuple[list[Lease], float | None]:
         """One pass over the shards that never waits (the Worker's claim): the leases,
-        and the seconds until something may become claimable by itself."""
+        and the seconds until something may become claimable by itself. ``started``:
+        how many of the leases (in order) go to a handler at once (None: all)."""
         leases: list[Lease] = []
         hint: float | None = None
         for shard in self._rotation():
-            got, wait = shard.claim_now(count - len(leases), ttl, worker)
+            first = None if started is None else max(0, started - len(leases))
+            got, wait = shard.claim_now(count - len(leases), ttl, worker, first)
             leases += got
             if wait is not None:
                 hint = wait if hint is None else min(hint, wait)
@@ -197,14 +199,17 @@ class ShardedQueue:
         """As ``Queue.extend``, on the lease's shard. Raises LeaseLost."""
         return self._for(lease).extend(lease, ttl)
 
-    def extend_many(self, leases: Sequence[Lease], ttl: float = 30.0) -> list[Lease | LeaseLost]:
+    def extend_many(
+        self, leases: Sequence[Lease], ttl: float = 30.0, started: Sequence[bool] | None = None
+    ) -> list[Lease | LeaseLost]:
         """As ``Queue.extend_many``: one batch per shard, results in the given order."""
         out: list[Lease | LeaseLost | None] = [None] * len(leases)
         groups: dict[int, list[int]] = {}
         for i, lease in enumerate(leases):
             groups.setdefault(shard_of(lease.id, len(self.shards)), []).append(i)
         for index, positions in groups.items():
-            results = self.shards[index].extend_many([leases[i] for i in positions], ttl)
+            flags = None if started is None else [started[i] for i in positions]
+            results = self.shards[index].extend_many([leases[i] for i in positions], ttl, flags)
             for i, result in zip(positions, results, strict=True):
                 out[i] = result
         return [r for r in out if r is not None]

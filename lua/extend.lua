@@ -6,7 +6,9 @@
 -- KEYS[3..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order
 -- ARGV[1]  lease_ms, the new lease length from now (integer ms >= 1)
 -- ARGV[2]  cap_ms, the most total lease time one claim may hold, from claimed_at (integer ms >= 1)
--- ARGV[3..] two values per item: id (string), token (the lease's attempts, decimal string)
+-- ARGV[3]  started flags, one character per item: '1' = its handler has started (clears the
+--          row's prefetched mark, so a crash now charges the attempt); anything else = no news
+-- ARGV[4..] two values per item: id (string), token (the lease's attempts, decimal string)
 -- derives: nothing
 -- returns: one reply per item: {'OK', lease_until ms epoch}, {'LOST', state, attempts}
 --          when the lease is not held under token, or {'CAPPED', deadline ms epoch}
@@ -17,7 +19,7 @@
 --!include lib/lease_check.lua
 
 local active, meta = KEYS[1], KEYS[2]
-local lease_ms, cap_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
+local lease_ms, cap_ms, started = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 -- The clock is read at the first lease that holds: a call refused whole
 -- changes nothing, the clock floor included.
 local now = nil
@@ -25,11 +27,12 @@ local out, members = {}, {}
 
 for i = 3, #KEYS do
   local job = KEYS[i]
-  local id, token = ARGV[2 * i - 3], ARGV[2 * i - 2]
+  local id, token = ARGV[2 * i - 2], ARGV[2 * i - 1]
   local refused = lease_check(job, token)
   if refused then
     out[#out + 1] = refused
   else
+    if started:sub(i - 2, i - 2) == '1' then redis.call('HDEL', job, 'prefetched') end
     now = now or now_ms(meta)
     local deadline = now + lease_ms
     local claimed_at = to_count(redis.call('HGET', job, 'claimed_at'))

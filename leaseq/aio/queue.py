@@ -131,11 +131,12 @@ class Queue(QueueBase):
             await self.wait_for_wake(wait)
 
     async def claim_now(
-        self, count: int, ttl: float = 30.0, worker: str | None = None
+        self, count: int, ttl: float = 30.0, worker: str | None = None, started: int | None = None
     ) -> tuple[list[Lease], float | None]:
         """One claim call that never waits: the leases, and the seconds until
-        something may become claimable by itself (None: nothing scheduled or leased)."""
-        claimed = await self._run(self._core.claim(count, ttl, worker))
+        something may become claimable by itself (None: nothing scheduled or leased).
+        ``started``: as for ``leaseq.Queue.claim_now``."""
+        claimed = await self._run(self._core.claim(count, ttl, worker, started))
         return await self._settle(claimed), claimed.wait
 
     async def wait_for_wake(self, timeout: float) -> bool:
@@ -160,11 +161,12 @@ class Queue(QueueBase):
         return result
 
     async def extend_many(
-        self, leases: Sequence[Lease], ttl: float = 30.0
+        self, leases: Sequence[Lease], ttl: float = 30.0, started: Sequence[bool] | None = None
     ) -> list[Lease | LeaseLost]:
         """Heartbeat many leases in few calls; per lease, the renewed lease or the
         LeaseLost it met (see ``leaseq.Queue.extend_many``)."""
-        return [r for call in self._core.extend_calls(leases, ttl) for r in await self._run(call)]
+        calls = self._core.extend_calls(leases, ttl, started)
+        return [r for call in calls for r in await self._run(call)]
 
     async def complete(
         self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None
