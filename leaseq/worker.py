@@ -197,6 +197,8 @@ class Worker:
 
     def _run(self, burst: bool) -> None:
         self._reset()
+        if self._stopping:  # stop() came first: the reporter need not wait to see it
+            self._done.put(None)
         old = self._install_signals()
         self._log(
             logging.INFO,

@@ -3,6 +3,7 @@ and in-process workers. Each takes its instructions from the payload."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -59,3 +60,9 @@ def kill_self(lease: leaseq.Lease) -> None:
         with open(path, "a") as f:
             f.write(f"{lease.attempt}\n")
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+async def async_echo(lease: leaseq.Lease) -> Any:
+    """An async def handler: the threaded worker and the CLI must run it too."""
+    await asyncio.sleep(0)
+    return {"echo": lease.payload, "job": leaseq.current_job().lease.id}
