@@ -140,6 +140,15 @@ def _unstorable(result: Any, encode: Encode) -> str:
     return ""
 
 
+def check_worker(
+    handler: object, concurrency: object, ttl: object, grace: object, reap: object
+) -> None:
+    """The settings both workers take, checked alike. Raises InvalidArgument."""
+    v.worker_settings(concurrency, ttl, grace, reap)
+    if not callable(handler):
+        raise InvalidArgument(f"handler must be callable, not {handler!r}")
+
+
 def result_encoder(queue: Any) -> Encode | None:
     """The encoder a queue (plain, async or sharded) stores results with."""
     core = getattr(queue, "_core", None)

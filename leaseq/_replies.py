@@ -91,6 +91,8 @@ class _Row(msgspec.Struct, kw_only=True):
     finished_at: int | None = None
     worker: str | None = None
     last_error: str | None = None
+    prefetched: int | None = None
+    refunds: int = 0
 
 
 _FIELD_IN_ERROR = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
@@ -172,4 +174,6 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
         last_error=r.last_error,
         result=result,
         once=once,
+        prefetched=r.prefetched,
+        refunds=r.refunds,
     )

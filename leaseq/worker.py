@@ -45,12 +45,13 @@ from ._outcomes import (
     Outage,
     OutcomeWriter,
     Task,
+    check_worker,
     decide,
     error_kind,
     log_job,
     result_encoder,
 )
-from .errors import InvalidArgument, LeaseLost, LeaseqError
+from .errors import LeaseLost, LeaseqError
 from .handler import Handler, JobContext, _set_current
 from .queue import Queue
 from .types import Lease
@@ -109,11 +110,9 @@ class Worker:
         worker_id: str | None = None,
         handle_signals: bool = True,
     ) -> None:
-        v.worker_settings(concurrency, ttl, grace, reap_interval)
+        check_worker(handler, concurrency, ttl, grace, reap_interval)
         if prefetch is not None:
             v.integer(prefetch, "prefetch", 0, v.MAX_CONCURRENCY)
-        if not callable(handler):
-            raise InvalidArgument(f"handler must be callable, not {handler!r}")
         self.queue = queue
         self.handler = handler
         self.concurrency = concurrency

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,6 +21,7 @@ import leaseq.aio
 from leaseq._outcomes import decide, error_kind
 from leaseq.payloads import Codec
 from tests.conftest import RedisServer
+from tests.test_worker_process import rr  # noqa: F401
 
 ENCODE = Codec("json", None, 100).encode
 
@@ -151,11 +152,9 @@ async def _adispatch(lease: leaseq.Lease) -> Any:
 
 
 @pytest.fixture
-def rs(redis_server: RedisServer) -> Iterator[redis.Redis]:
-    client = redis.Redis(port=redis_server.port)
-    client.flushall()
-    yield client
-    client.close()
+def rs(rr: redis.Redis) -> redis.Redis:  # noqa: F811
+    """A client on the real server, flushed (test_worker_process's ``rr``)."""
+    return rr
 
 
 def _settings() -> dict[str, Any]:

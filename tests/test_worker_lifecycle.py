@@ -24,15 +24,13 @@ import leaseq
 import leaseq.aio
 from tests import handlers
 from tests.conftest import RedisServer, wait_until
-from tests.test_worker_process import LEASEQ, ROOT
+from tests.test_worker_process import LEASEQ, ROOT, rr  # noqa: F401
 
 
 @pytest.fixture
-def rs(redis_server: RedisServer) -> Iterator[redis.Redis]:
-    client = redis.Redis(port=redis_server.port)
-    client.flushall()
-    yield client
-    client.close()
+def rs(rr: redis.Redis) -> redis.Redis:  # noqa: F811
+    """A client on the real server, flushed (test_worker_process's ``rr``)."""
+    return rr
 
 
 def _q(rs: Any, **kw: Any) -> leaseq.Queue:

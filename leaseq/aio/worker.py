@@ -25,18 +25,18 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .. import _validate as v
 from .._outcomes import (
     Backoff,
     Outage,
     Outcome,
+    check_worker,
     decide,
     error_kind,
     log_job,
     log_written,
     result_encoder,
 )
-from ..errors import AlreadyFinished, InvalidArgument, LeaseLost, LeaseqError, ServerUnavailable
+from ..errors import AlreadyFinished, LeaseLost, LeaseqError, ServerUnavailable
 from ..handler import JobContext, _set_current
 from ..types import Lease
 from .queue import Queue
@@ -85,9 +85,7 @@ class Worker:
         reap_interval: float | None = None,
         grace: float = 30.0,
     ) -> None:
-        v.worker_settings(concurrency, ttl, grace, reap_interval)
-        if not callable(handler):
-            raise InvalidArgument(f"handler must be callable, not {handler!r}")
+        check_worker(handler, concurrency, ttl, grace, reap_interval)
         self.queue = queue
         self.handler = handler
         self.concurrency = concurrency
