@@ -149,3 +149,17 @@ def test_a_job_that_kills_its_worker_every_time_still_dies(
 
 def _active_bomb(q: leaseq.Queue) -> bool:
     return _job(q, "bomb").state is leaseq.State.ACTIVE
+
+
+def test_a_sharded_claim_marks_all_but_the_first_started(r: Any, clock: Clock) -> None:
+    sq = leaseq.ShardedQueue("sq", shards=3, redis=r)
+    sq.enqueue_many([{} for _ in range(9)])
+    leases, _ = sq.claim_now(6, ttl=clock.lease(30.0), started=2)
+    assert len(leases) == 6
+
+    def marked(lease: leaseq.Lease) -> bool:
+        return r.hget(sq.shard_for(lease.id).keys.job(lease.id), "prefetched") is not None
+
+    assert [marked(x) for x in leases] == [False, False, True, True, True, True]
+    sq.extend_many(leases, ttl=clock.lease(30.0), started=[False] * 5 + [True])
+    assert [marked(x) for x in leases] == [False, False, True, True, True, False]

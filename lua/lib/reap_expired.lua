@@ -8,6 +8,7 @@
 -- Atomic with every other script, so two reapers never move a job twice.
 local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit)
   local requeued, died = 0, 0
+  local max_refunds = 5 -- per job: a job that kills its worker every run still dies
   local ids = redis.call('ZRANGEBYSCORE', active, '-inf', now, 'LIMIT', 0, limit)
   for _, id in ipairs(ids) do
     local job = job_prefix .. id
@@ -45,13 +46,13 @@ local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, 
         .. (row[6] or '?') .. ')'
       redis.call('HINCRBY', meta, 'expired', 1)
       local refunds = to_count(row[8]) or 0
-      if attempts and max_attempts and row[7] == row[2] and refunds < 5 then
+      if attempts and max_attempts and row[7] == row[2] and refunds < max_refunds then
         -- A crash must not spend the attempt of a job that never started;
         -- attempts stays (the fencing token), max_attempts goes up instead.
         max_attempts = max_attempts + 1
         redis.call('HSET', job, 'max_attempts', max_attempts, 'refunds', refunds + 1)
         err = err .. '; it never reached a handler: attempt refunded ('
-          .. (refunds + 1) .. ' of at most 5 refunds)'
+          .. (refunds + 1) .. ' of at most ' .. max_refunds .. ' refunds)'
       end
       if not attempts or not max_attempts then
         dead_letter(job, dead, meta, id, now, err .. '; damaged row: attempts='
