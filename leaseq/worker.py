@@ -352,10 +352,10 @@ class Worker:
 
     def _end_run(self, exc: LeaseqError) -> None:
         """A leaseq error that retrying will not cure: stop now and let run() raise it."""
-        self._log(logging.ERROR, None, "stopping: %s: %s", type(exc).__name__, exc)
         with self._cond:
-            if self._fatal is None:
-                self._fatal = exc
+            first, self._fatal = self._fatal is None, self._fatal or exc
+        if first:  # the claimer and the reporter may both meet it: one line
+            self._log(logging.ERROR, None, "stopping: %s: %s", type(exc).__name__, exc)
         self.stop(now=True)
 
     def _admit(self, leases: list[Lease], idle: int) -> bool:

@@ -19,6 +19,9 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 import leaseq
 import leaseq.aio
@@ -201,8 +204,19 @@ def test_a_failover_does_not_end_either_worker(redis_server: RedisServer) -> Non
         w = _worker(q, handlers.noop)
         t = threading.Thread(target=w.run, daemon=True)
         t.start()
-        time.sleep(0.5)  # the claims meet READONLY meanwhile; run() must go on
-        assert t.is_alive()
+
+        async def on_aio() -> None:
+            aclient = aioredis.Redis(port=replica.port)
+            aw = leaseq.aio.Worker(leaseq.aio.Queue("fo", redis=aclient), handlers.noop, ttl=5.0)
+            task = asyncio.ensure_future(aw.run())
+            await asyncio.sleep(0.5)  # its claims meet READONLY meanwhile
+            assert not task.done()
+            aw.stop()
+            await asyncio.wait_for(task, 10.0)
+            await aclient.aclose()
+
+        asyncio.run(on_aio())
+        assert t.is_alive()  # the threaded worker met READONLY all along too
         client.replicaof("NO", "ONE")  # promoted
         job_id = q.enqueue({})
         wait_until(lambda: _state(q, job_id) is leaseq.State.SUCCEEDED, 15, what="the job")
@@ -211,6 +225,35 @@ def test_a_failover_does_not_end_either_worker(redis_server: RedisServer) -> Non
         client.close()
     finally:
         replica.stop()
+
+
+@pytest.mark.skipif(
+    not hasattr(leaseq, "AuthError"), reason="refused credentials become AuthError in the mapping"
+)
+def test_bad_credentials_end_either_worker_at_once() -> None:
+    server = RedisServer()
+    try:
+        redis.Redis(port=server.port).config_set("requirepass", "right")
+        # No client-side retries: what is timed is the worker's reaction.
+        client = redis.Redis(port=server.port, password="wrong", retry=Retry(NoBackoff(), 0))
+        with pytest.raises(leaseq.AuthError):
+            _worker(leaseq.Queue("auth", redis=client), handlers.noop).run()
+
+        async def on_aio() -> None:
+            aclient = aioredis.Redis(
+                port=server.port, password="wrong", retry=AsyncRetry(NoBackoff(), 0)
+            )
+            aw = leaseq.aio.Worker(leaseq.aio.Queue("auth", redis=aclient), handlers.noop)
+            try:
+                with pytest.raises(leaseq.AuthError):
+                    await asyncio.wait_for(aw.run(), 10.0)
+            finally:
+                await aclient.aclose()
+
+        asyncio.run(on_aio())
+        client.close()
+    finally:
+        server.stop()
 
 
 # -- handler kinds -----------------------------------------------------------------
