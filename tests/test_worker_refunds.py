@@ -33,6 +33,7 @@ def test_an_expired_prefetched_lease_is_refunded(q: leaseq.Queue, r: Any, clock:
     assert [x.id for x in leases] == ids
     clock.past(max(x.deadline for x in leases))
     assert q.reap() == (2, 1)  # the started one is charged, the two prefetched are not
+    assert q.stats().totals["refunded"] == 2 and q.stats().totals["expired"] == 3
     started, *prefetched = (_job(q, i) for i in ids)
     assert started.state is leaseq.State.DEAD and started.max_attempts == 1
     for job in prefetched:

@@ -51,6 +51,7 @@ local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, 
         -- attempts stays (the fencing token), max_attempts goes up instead.
         max_attempts = max_attempts + 1
         redis.call('HSET', job, 'max_attempts', max_attempts, 'refunds', refunds + 1)
+        redis.call('HINCRBY', meta, 'refunded', 1)
         err = err .. '; it never reached a handler: attempt refunded ('
           .. (refunds + 1) .. ' of at most ' .. max_refunds .. ' refunds)'
       end
