@@ -232,11 +232,16 @@ class QueueCore:
 
     # -- claim -----------------------------------------------------------
 
-    def claim(self, count: int, ttl: float, worker: str | None) -> Call[Claimed]:
+    def claim(
+        self, count: int, ttl: float, worker: str | None, started: int | None = None
+    ) -> Call[Claimed]:
+        """``started``: how many of the leases go to a handler at once (None: all);
+        the rest are marked prefetched, so a crash refunds their attempt."""
         count = min(v.integer(count, "count", 1, 100_000), CLAIM_LIMIT)
         lease_ms = self.lease_ms(ttl)
         who = self.worker_id if worker is None else check_job_id(worker, "worker id")
-        args = (self.keys.job_prefix, count, lease_ms, who, SWEEP_LIMIT)
+        first = count if started is None else min(v.integer(started, "started", 0, 10**9), count)
+        args = (self.keys.job_prefix, count, lease_ms, who, SWEEP_LIMIT, first)
         return Call(
             SCRIPTS["claim"], self._claim_keys, args, lambda reply: self._parse_claim(reply, who)
         )
@@ -304,13 +309,19 @@ class QueueCore:
             )
         return ms
 
-    def extend(self, leases: Sequence[Lease], ttl: float) -> Call[list[Lease | LeaseLost]]:
+    def extend(
+        self, leases: Sequence[Lease], ttl: float, started: Sequence[bool] | None = None
+    ) -> Call[list[Lease | LeaseLost]]:
         """Heartbeat ``leases`` (one call): per lease, the lease with its new
-        deadline, or the LeaseLost (LeaseCapReached past the cap) it met."""
+        deadline, or the LeaseLost (LeaseCapReached past the cap) it met.
+        ``started[i]``: lease i was prefetched and its handler has now started."""
         lease_ms = self.lease_ms(ttl)
         k = self.keys
         keys = [k.active, k.meta]
-        args: list[str | bytes | int] = [lease_ms, self.lease_cap_ms]
+        if started is not None and len(started) != len(leases):
+            raise InvalidArgument(f"{len(started)} started flags for {len(leases)} leases")
+        flags = "" if started is None else "".join("1" if s else "0" for s in started)
+        args: list[str | bytes | int] = [lease_ms, self.lease_cap_ms, flags]
         for lease in leases:
             keys.append(k.job(lease.id))
             args += (lease.id, lease.attempt, lease.incarnation)
@@ -326,11 +337,15 @@ class QueueCore:
         return Call(SCRIPTS["extend"], keys, args, parse)
 
     def extend_calls(
-        self, leases: Sequence[Lease], ttl: float
+        self, leases: Sequence[Lease], ttl: float, started: Sequence[bool] | None = None
     ) -> list[Call[list[Lease | LeaseLost]]]:
         """``extend`` for any number of leases, LEASE_CHUNK per call."""
         return [
-            self.extend(leases[start : start + LEASE_CHUNK], ttl)
+            self.extend(
+                leases[start : start + LEASE_CHUNK],
+                ttl,
+                None if started is None else started[start : start + LEASE_CHUNK],
+            )
             for start in range(0, len(leases), LEASE_CHUNK)
         ]
 

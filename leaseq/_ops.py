@@ -185,15 +185,21 @@ class QueueOps:
             yield Wake(self.keys.wake, wait)
 
     def claim_now(
-        self, count: int, ttl: float = 30.0, worker: str | None = None
+        self,
+        count: int,
+        ttl: float = 30.0,
+        worker: str | None = None,
+        started: int | None = None,
     ) -> Op[tuple[list[Lease], float | None]]:
         """One claim call that never waits, for loops that block their own way (Worker).
 
         Returns the leases (0..count) and the seconds until something may become
         claimable by itself — the next scheduled job falls due or the earliest
-        lease ends (None: nothing is scheduled or leased).
+        lease ends (None: nothing is scheduled or leased). ``started``: how many
+        leases go to a handler at once (None: all); the rest are prefetched, and
+        a crash before their start refunds their attempt.
         """
-        claimed = yield self.core.claim(count, ttl, worker)
+        claimed = yield self.core.claim(count, ttl, worker, started)
         leases = yield from self._settle(claimed)
         return leases, claimed.wait
 
@@ -228,13 +234,14 @@ class QueueOps:
         return renewed
 
     def extend_many(
-        self, leases: Sequence[Lease], ttl: float = 30.0
+        self, leases: Sequence[Lease], ttl: float = 30.0, started: Sequence[bool] | None = None
     ) -> Op[list[Lease | LeaseLost]]:
         """Heartbeat many leases in few calls (chunks of 500). Per lease, in order:
         the lease with its new deadline, or the LeaseLost it met (nothing written
-        for that one). A worker's heartbeat for all it holds."""
+        for that one). A worker's heartbeat for all it holds; ``started[i]`` says a
+        prefetched lease's handler has started (a crash then charges it)."""
         out: list[Lease | LeaseLost] = []
-        for call in self.core.extend_calls(leases, ttl):
+        for call in self.core.extend_calls(leases, ttl, started):
             out += yield call
         return out
 
@@ -578,14 +585,20 @@ class ShardedOps:
             yield from self.wait_for_wake(min(left, WAKE_SLICE if wait is None else wait))
 
     def claim_now(
-        self, count: int, ttl: float = 30.0, worker: str | None = None
+        self,
+        count: int,
+        ttl: float = 30.0,
+        worker: str | None = None,
+        started: int | None = None,
     ) -> Op[tuple[list[Lease], float | None]]:
         """One pass over the shards that never waits (the Worker's claim): the leases,
-        and the seconds until something may become claimable by itself."""
+        and the seconds until something may become claimable by itself. ``started``:
+        how many of the leases (in order) go to a handler at once (None: all)."""
         leases: list[Lease] = []
         hint: float | None = None
         for shard in self._rotation():
-            got, wait = yield from shard.claim_now(count - len(leases), ttl, worker)
+            first = None if started is None else max(0, started - len(leases))
+            got, wait = yield from shard.claim_now(count - len(leases), ttl, worker, first)
             leases += got
             if wait is not None:
                 hint = wait if hint is None else min(hint, wait)
@@ -607,12 +620,14 @@ class ShardedOps:
         return (yield from self._for(lease).extend(lease, ttl))
 
     def extend_many(
-        self, leases: Sequence[Lease], ttl: float = 30.0
+        self, leases: Sequence[Lease], ttl: float = 30.0, started: Sequence[bool] | None = None
     ) -> Op[list[Lease | LeaseLost]]:
         """As ``Queue.extend_many``: one batch per shard, results in the given order."""
         out: list[Lease | LeaseLost | None] = [None] * len(leases)
         for index, positions in self._by_shard(lease.id for lease in leases).items():
-            results = yield from self.shards[index].extend_many([leases[i] for i in positions], ttl)
+            flags = None if started is None else [started[i] for i in positions]
+            part = [leases[i] for i in positions]
+            results = yield from self.shards[index].extend_many(part, ttl, flags)
             for i, result in zip(positions, results, strict=True):
                 out[i] = result
         return [r for r in out if r is not None]

@@ -1,22 +1,48 @@
-"""The worker's held-lease record and how finished handlers become fenced queue writes.
+"""The one outcome policy both workers share, and how the threaded worker writes it.
 
-Completions that follow each other are written in one ``complete_many``
-call; failures, retries, dead-letters and releases one script call each.
-Every write carries the lease's token, so a lease lost meanwhile is refused
-by the server, never overwritten.
+:func:`decide` is a pure function (no I/O): from what a handler returned or
+raised it says whether the job completes, retries (and in how long) or dies,
+and what goes in ``last_error``. ``leaseq.Worker`` and ``leaseq.aio.Worker``
+both call it and only carry out the :class:`Outcome` it returns, so the two
+cannot drift apart.
+
+:func:`error_kind` sorts what a *worker's own* queue call raised:
+``transient`` (``ServerUnavailable`` and its subclasses: a server down, a
+failover, a busy server) is retried with backoff and logged once per outage
+(:class:`Outage`); ``job`` (the lease is lost, the row is damaged, a value
+was refused) concerns that one job and is logged; anything else
+(``fatal``: bad credentials, a queue key of the wrong type, a script the
+server refuses) ends ``run()`` with that error.
+
+The rest is the threaded worker's record of a held lease and its
+``OutcomeWriter``: completions that follow each other are written in one
+``complete_many`` call; failures, retries, dead-letters and releases one
+script call each. Every write carries the lease's token, so a lease lost
+meanwhile is refused by the server, never overwritten.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from .errors import AlreadyFinished, InvalidArgument, InvalidPayload, LeaseLost
-from .handler import JobContext
-from .queue import Queue
+from . import _validate as v
+from .errors import (
+    AlreadyFinished,
+    DamagedRow,
+    InvalidArgument,
+    InvalidPayload,
+    LeaseLost,
+    PayloadTooLarge,
+    ServerUnavailable,
+)
+from .handler import Dead, JobContext, Retry, describe_error
 from .types import Lease
 
 logger = logging.getLogger("leaseq.worker")
@@ -26,17 +52,122 @@ WRITE_BATCH = 1000
 BACKOFF_START, BACKOFF_CAP = 0.1, 5.0
 """Seconds between attempts to reach a Redis that is down: doubling, capped, jittered."""
 
+Encode = Callable[[Any, str], bytes]
+"""The queue's encoder (``Codec.encode``): raises InvalidPayload / PayloadTooLarge."""
 
-@dataclass(eq=False)
-class Task:
-    """One held lease. ``outcome`` is set by the handler thread once it is done:
-    ("done", result) | ("retry", in_, text) | ("dead", text) | ("error", text) | ("release",)."""
 
-    lease: Lease
-    ctx: JobContext
-    next_beat: float
-    """When to extend next, ``time.monotonic()`` seconds."""
-    outcome: tuple[Any, ...] | None = None
+# -- the policy ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What becomes of a job whose handler finished (or that never started).
+
+    ``kind``: ``complete`` (store ``result``), ``retry`` (``fail``: after
+    ``retry_in`` seconds, None = the queue's backoff; dead once attempts are
+    used up), ``dead`` (``fail(dead=True)``), ``release`` (back to pending,
+    attempt refunded: shutdown only). ``error`` is the ``last_error`` text;
+    ``label`` names the cause in log lines.
+    """
+
+    kind: Literal["complete", "retry", "dead", "release"]
+    result: Any = None
+    retry_in: float | None = None
+    error: str = ""
+    label: str = ""
+
+
+RELEASE = Outcome("release", label="release")
+
+
+def decide(
+    raised: BaseException | None, result: Any = None, encode: Encode | None = None
+) -> Outcome:
+    """The outcome of a handler that returned ``result`` (``raised`` None) or raised.
+
+    - a return value completes the job, stored as its result — unless it can
+      never be stored (``encode`` refuses it: too large, or not data). The
+      handler has run to the end and its side effects happened, so running it
+      again would repeat them for a result that still would not fit: the job is
+      **dead-lettered at once**, ``last_error`` naming the size and the limit
+      (or why it does not encode); an operator can fix the handler and retry it;
+    - ``leaseq.Retry(in_)`` retries after ``in_`` seconds; an ``in_`` that is
+      not a valid delay (negative, NaN, over a year) falls back to the queue's
+      backoff, and ``last_error`` says so;
+    - ``leaseq.Dead(reason)`` dead-letters at once;
+    - anything else (any ``BaseException``: a handler's ``SystemExit`` is its
+      own failure, not the worker's) fails the job with type, message and the
+      innermost frames; cancellation of an async handler reads "cancelled".
+    """
+    if raised is None:
+        if result is not None and encode is not None:
+            problem = _unstorable(result, encode)
+            if problem:
+                return Outcome("dead", error=problem, label="result")
+        return Outcome("complete", result=result, label="done")
+    if isinstance(raised, Retry):
+        text = f"Retry: {raised.reason}"
+        try:
+            v.delay_ms(raised.in_, "Retry.in_")
+        except InvalidArgument as exc:
+            return Outcome(
+                "retry", error=f"{text} (bad delay, queue backoff used: {exc})", label="retry"
+            )
+        return Outcome("retry", retry_in=raised.in_, error=text, label="retry")
+    if isinstance(raised, Dead):
+        return Outcome("dead", error=f"Dead: {raised.reason}", label="dead")
+    if isinstance(raised, asyncio.CancelledError):
+        return Outcome("retry", error="CancelledError: the handler was cancelled", label="error")
+    return Outcome("retry", error=describe_error(raised), label="error")
+
+
+def _unstorable(result: Any, encode: Encode) -> str:
+    """Why ``result`` can never be stored ('' if it can)."""
+    try:
+        encode(result, "result")
+    except PayloadTooLarge as exc:
+        return (
+            f"ResultTooLarge: the handler returned a result of {exc.size} bytes encoded, over "
+            f"the queue's max_payload_bytes of {exc.limit}; the handler had finished (its "
+            "side effects happened), so the job is dead-lettered, not run again"
+        )
+    except InvalidPayload as exc:
+        return (
+            f"InvalidResult: the handler's result (of type {type(result).__qualname__}) cannot "
+            f"be stored: {exc}; the handler had finished (its side effects happened), so the "
+            "job is dead-lettered, not run again"
+        )
+    return ""
+
+
+def check_worker(
+    handler: object, concurrency: object, ttl: object, grace: object, reap: object
+) -> None:
+    """The settings both workers take, checked alike. Raises InvalidArgument."""
+    v.worker_settings(concurrency, ttl, grace, reap)
+    if not callable(handler):
+        raise InvalidArgument(f"handler must be callable, not {handler!r}")
+
+
+def result_encoder(queue: Any) -> Encode | None:
+    """The encoder a queue (plain, async or sharded) stores results with."""
+    core = getattr(queue, "_core", None)
+    if core is None and getattr(queue, "shards", None):
+        core = getattr(queue.shards[0], "_core", None)
+    codec = getattr(core, "codec", None)
+    return None if codec is None else codec.encode
+
+
+# -- errors of the worker's own calls -------------------------------------------------
+
+
+def error_kind(exc: BaseException) -> Literal["transient", "job", "fatal"]:
+    """How a worker treats an error its own queue call raised (see the module doc)."""
+    if isinstance(exc, ServerUnavailable):
+        return "transient"
+    if isinstance(exc, (LeaseLost, DamagedRow, InvalidArgument)):
+        return "job"
+    return "fatal"
 
 
 class Backoff:
@@ -53,11 +184,79 @@ class Backoff:
         self.delay = 0.0
 
 
-def log_job(queue: str, level: int, task: Task | None, msg: str, *args: Any) -> None:
+class Outage:
+    """One clear line per outage: a WARNING when calls start failing with a
+    transient error, DEBUG for the retries after it, INFO once calls work again.
+    Shared by the threads (or tasks) of one worker."""
+
+    def __init__(self, queue: str) -> None:
+        self.queue = queue
+        self.since: float | None = None
+        self._lock = threading.Lock()
+
+    def failed(self, what: str, exc: BaseException, backoff: Backoff) -> float:
+        """Log the failure; the seconds to wait before trying again."""
+        delay = backoff.next()
+        with self._lock:
+            first = self.since is None
+            if first:
+                self.since = time.monotonic()
+        log_job(
+            self.queue,
+            logging.WARNING if first else logging.DEBUG,
+            None,
+            "%s failed: %s; retrying in %.1fs, backing off up to %gs%s",
+            what,
+            exc,
+            delay,
+            BACKOFF_CAP,
+            " (until Redis answers, retries are logged at DEBUG)" if first else "",
+        )
+        return delay
+
+    def ok(self) -> None:
+        """A call went through: end the outage, if there was one."""
+        if self.since is None:
+            return
+        with self._lock:
+            since, self.since = self.since, None
+        if since is not None:
+            log_job(
+                self.queue,
+                logging.INFO,
+                None,
+                "Redis answers again after %.1fs",
+                time.monotonic() - since,
+            )
+
+
+# -- the threaded worker's record and writer --------------------------------------
+
+
+@dataclass(eq=False)
+class Task:
+    """One held lease of the threaded worker. ``outcome`` is set by the handler
+    thread once it is done (or to RELEASE for a lease handed back unstarted)."""
+
+    lease: Lease
+    ctx: JobContext
+    next_beat: float
+    """When to extend next, ``time.monotonic()`` seconds."""
+    outcome: Outcome | None = None
+    prefetched: bool = False
+    """Claimed as a prefetch: the server refunds its attempt if it expires unstarted."""
+    started: bool = False
+    """Its handler has begun (set by the handler thread)."""
+    reported: bool = False
+    """The server has been told (by a heartbeat) that it started."""
+
+
+def log_job(queue: str, level: int, task: Task | Lease | None, msg: str, *args: Any) -> None:
     """Log with queue, job id and attempt on the line (and as ``extra`` fields)."""
     if not logger.isEnabledFor(level):
         return
-    job, attempt = ("-", "-") if task is None else (task.lease.id, str(task.lease.attempt))
+    lease = task.lease if isinstance(task, Task) else task
+    job, attempt = ("-", "-") if lease is None else (lease.id, str(lease.attempt))
     logger.log(
         level,
         "queue=%s job=%s attempt=%s " + msg,
@@ -69,13 +268,19 @@ def log_job(queue: str, level: int, task: Task | None, msg: str, *args: Any) -> 
     )
 
 
+def log_written(queue: str, lease: Lease, outcome: Outcome, state: str) -> None:
+    """The line both workers log when a failure, retry or dead-letter is written."""
+    first = outcome.error.splitlines()[0] if outcome.error else ""
+    log_job(queue, logging.WARNING, lease, "%s -> %s: %s", outcome.label, state, first)
+
+
 class OutcomeWriter:
     """Writes finished tasks in order; ``holds`` says whether a task's lease is still
     ours, ``settle`` forgets tasks once written (or discarded)."""
 
     def __init__(
         self,
-        queue: Queue,
+        queue: Any,
         counts: dict[str, int],
         holds: Callable[[Task], bool],
         settle: Callable[[list[Task]], None],
@@ -90,23 +295,23 @@ class OutcomeWriter:
 
     def write(self, unwritten: list[Task]) -> None:
         """Write outcomes in order, removing each from ``unwritten`` once written.
-        Raises ServerUnavailable (what is left stays in ``unwritten``)."""
+        Raises ServerUnavailable (what is left stays in ``unwritten``) and fatal errors."""
         while unwritten:
             head = unwritten[0]
-            kind = head.outcome[0] if head.outcome else "release"
+            outcome = head.outcome or RELEASE
             if not self.holds(head):
                 # Lost to a heartbeat, or already handed back at shutdown.
-                if head.ctx.lost.is_set() and kind != "release":
+                if head.ctx.lost.is_set() and outcome.kind != "release":
                     self.counts["lost"] += 1
                     self._log(logging.WARNING, head, "lease was lost: outcome discarded")
                 unwritten.pop(0)
                 self.settle([head])
                 continue
-            if kind == "done":
+            if outcome.kind == "complete":
                 n = 1
                 while n < min(len(unwritten), WRITE_BATCH):
                     nxt = unwritten[n]
-                    if not (nxt.outcome and nxt.outcome[0] == "done" and self.holds(nxt)):
+                    if not (nxt.outcome and nxt.outcome.kind == "complete" and self.holds(nxt)):
                         break
                     n += 1
                 run = unwritten[:n]
@@ -114,23 +319,15 @@ class OutcomeWriter:
                 del unwritten[:n]
                 self.settle(run)
                 continue
-            self._write_one(head)
+            self._write_one(head, outcome)
             unwritten.pop(0)
             self.settle([head])
 
     def _complete(self, tasks: list[Task]) -> None:
+        # Every result was checked by decide() with the queue's own encoder.
         leases = [t.lease for t in tasks]
-        results = [t.outcome[1] if t.outcome else None for t in tasks]
-        try:
-            refused = self.queue.complete_many(leases, results)
-        except InvalidPayload:
-            if len(tasks) > 1:  # find the one result that will not encode
-                for task in tasks:
-                    self._complete([task])
-                return
-            text = f"InvalidPayload: the handler's result does not encode: {results[0]!r}"
-            self._fail(tasks[0], "result", text[:500])
-            return
+        results = [t.outcome.result if t.outcome else None for t in tasks]
+        refused = self.queue.complete_many(leases, results)
         self.counts["succeeded"] += len(tasks) - len(refused)
         by_key = {(t.lease.id, t.lease.attempt): t for t in tasks}
         for exc in refused:
@@ -144,41 +341,32 @@ class OutcomeWriter:
             for task in tasks:
                 self._log(logging.DEBUG, task, "succeeded")
 
-    def _write_one(self, task: Task) -> None:
-        outcome = task.outcome or ("release",)
-        kind = outcome[0]
-        if kind == "release":
+    def _write_one(self, task: Task, outcome: Outcome) -> None:
+        if outcome.kind == "release":
             self.release(task, logging.INFO, "released (shutdown)")
-        elif kind == "retry":
-            self._fail(task, "retry", outcome[2], retry_in=outcome[1])
-        elif kind == "dead":
-            self._fail(task, "dead", outcome[1], dead=True)
-        else:
-            self._fail(task, "error", outcome[1])
+            return
+        try:
+            state = self.queue.fail(
+                task.lease, outcome.error, outcome.retry_in, dead=outcome.kind == "dead"
+            )
+        except LeaseLost as exc:
+            self.counts["lost"] += 1
+            self._log(logging.WARNING, task, "fail refused, outcome discarded: %s", exc)
+            return
+        except (DamagedRow, InvalidArgument) as exc:
+            self.counts["lost"] += 1
+            self._log(logging.WARNING, task, "outcome not written (%s); lease will expire", exc)
+            return
+        self.counts["dead" if state.value == "dead" else "failed"] += 1
+        log_written(self.queue.name, task.lease, outcome, state.value)
 
     def release(self, task: Task, level: int, done: str) -> None:
         """Hand the job back to pending now (no attempt spent) and log ``done``;
         a lease already lost is only logged. Raises ServerUnavailable."""
         try:
             self.queue.release(task.lease)
-        except LeaseLost as exc:
+        except (LeaseLost, DamagedRow) as exc:
             self._log(logging.WARNING, task, "release refused: %s", exc)
             return
         self.counts["released"] += 1
         self._log(level, task, done)
-
-    def _fail(
-        self, task: Task, what: str, text: str, retry_in: float | None = None, dead: bool = False
-    ) -> None:
-        try:
-            try:
-                state = self.queue.fail(task.lease, text, retry_in, dead=dead)
-            except InvalidArgument as exc:  # e.g. Retry(in_=-1): still record the failure
-                state = self.queue.fail(task.lease, f"{text} (bad retry: {exc})")
-        except LeaseLost as exc:
-            self.counts["lost"] += 1
-            self._log(logging.WARNING, task, "fail refused, outcome discarded: %s", exc)
-            return
-        self.counts["dead" if state.value == "dead" else "failed"] += 1
-        first = text.splitlines()[0] if text else ""
-        self._log(logging.WARNING, task, "%s -> %s: %s", what, state.value, first)

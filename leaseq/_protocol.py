@@ -44,13 +44,17 @@ class QueueLike(Protocol):
         ids: Sequence[str] | None = None,
     ) -> list[str]: ...
     def claim_now(
-        self, count: int, ttl: float = 30.0, worker: str | None = None
+        self,
+        count: int,
+        ttl: float = 30.0,
+        worker: str | None = None,
+        started: int | None = None,
     ) -> tuple[list[Lease], float | None]: ...
     def nudge(self) -> None: ...
     def wait_for_wake(self, timeout: float) -> bool: ...
     def extend(self, lease: Lease, ttl: float = 30.0) -> Lease: ...
     def extend_many(
-        self, leases: Sequence[Lease], ttl: float = 30.0
+        self, leases: Sequence[Lease], ttl: float = 30.0, started: Sequence[bool] | None = None
     ) -> list[Lease | LeaseLost]: ...
     def complete(
         self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None
@@ -77,13 +81,17 @@ class AsyncQueueLike(Protocol):
     @property
     def worker_id(self) -> str: ...
     async def claim_now(
-        self, count: int, ttl: float = 30.0, worker: str | None = None
+        self,
+        count: int,
+        ttl: float = 30.0,
+        worker: str | None = None,
+        started: int | None = None,
     ) -> tuple[list[Lease], float | None]: ...
     async def nudge(self) -> None: ...
     async def wait_for_wake(self, timeout: float) -> bool: ...
     async def extend(self, lease: Lease, ttl: float = 30.0) -> Lease: ...
     async def extend_many(
-        self, leases: Sequence[Lease], ttl: float = 30.0
+        self, leases: Sequence[Lease], ttl: float = 30.0, started: Sequence[bool] | None = None
     ) -> list[Lease | LeaseLost]: ...
     async def complete(
         self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None

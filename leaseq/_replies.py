@@ -105,6 +105,8 @@ class _Row(msgspec.Struct, kw_only=True):
     worker: str | None = None
     last_error: str | None = None
     retry_op: str | None = None
+    prefetched: int | None = None
+    refunds: int = 0
 
 
 _FIELD_IN_ERROR = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
@@ -187,4 +189,6 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
         result=result,
         once=once,
         incarnation=r.incarnation,
+        prefetched=r.prefetched,
+        refunds=r.refunds,
     )

@@ -98,6 +98,11 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     once: dict[str, int] = msgspec.field(default_factory=dict)
     incarnation: int = 0
     """The row's incarnation (see ``Lease``); 0 for a row older than the field."""
+    prefetched: int | None = None
+    """The token of a lease handed out as a prefetch whose start the worker had
+    not yet reported; it means something only while equal to ``attempts``."""
+    refunds: int = 0
+    """Attempts refunded because a lease expired before reaching a handler (at most 5)."""
 
 
 class Backoff(msgspec.Struct, frozen=True, kw_only=True):

@@ -13,12 +13,19 @@ Three kinds of thread share one table of held leases (see docs/design.md):
   and drives shutdown.
 
 Only the reporter writes outcomes, so a lease that a heartbeat found lost is
-never completed or failed by this worker: its outcome is discarded.
+never completed or failed by this worker: its outcome is discarded. What an
+outcome is comes from ``_outcomes.decide``, the policy ``leaseq.aio.Worker``
+shares.
+
+An ``async def`` handler runs too: each handler thread keeps its own event
+loop and runs the coroutine the handler returns to completion on it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import logging
 import math
 import queue as queue_mod
@@ -31,10 +38,22 @@ from types import FrameType
 from typing import Any
 
 from . import _validate as v
-from ._outcomes import WRITE_BATCH, Backoff, OutcomeWriter, Task, log_job
-from .errors import InvalidArgument, LeaseLost, LeaseqError
-from .handler import Dead, Handler, JobContext, Retry, _set_current, describe_error
-from .queue import Queue
+from ._outcomes import (
+    RELEASE,
+    WRITE_BATCH,
+    Backoff,
+    Outage,
+    OutcomeWriter,
+    Task,
+    check_worker,
+    decide,
+    error_kind,
+    log_job,
+    result_encoder,
+)
+from ._protocol import QueueLike
+from .errors import LeaseLost, LeaseqError
+from .handler import Handler, JobContext, _set_current
 from .schedules import TICK_INTERVAL
 from .types import Lease
 
@@ -58,8 +77,15 @@ class Worker:
     The return value completes the job (stored as its result); ``leaseq.Retry``
     retries it after a delay, ``leaseq.Dead`` dead-letters it, any other
     exception fails it with type, message and the innermost frames in
-    ``last_error``. Inside the handler, ``leaseq.current_job().lost`` is set
-    once the lease is gone; the outcome is then discarded.
+    ``last_error``; a result that can never be stored dead-letters it (see
+    ``_outcomes.decide``). ``handler`` may be ``async def``: it runs on an event
+    loop of its handler thread. Inside the handler, ``leaseq.current_job().lost``
+    is set once the lease is gone; the outcome is then discarded.
+
+    ``run()`` retries transient Redis errors (``ServerUnavailable`` and its
+    subclasses) with backoff, logging one line per outage; any other leaseq
+    error of its own calls (bad credentials, say) ends ``run()`` with it, after
+    the held leases are released.
 
     ``ttl``: lease length in seconds, extended every ``ttl / 3`` while the
     handler runs. ``prefetch``: leases held beyond ``concurrency`` so that
@@ -74,7 +100,7 @@ class Worker:
 
     def __init__(
         self,
-        queue: Queue,
+        queue: QueueLike,
         handler: Handler,
         *,
         concurrency: int = 4,
@@ -85,11 +111,9 @@ class Worker:
         worker_id: str | None = None,
         handle_signals: bool = True,
     ) -> None:
-        v.worker_settings(concurrency, ttl, grace, reap_interval)
+        check_worker(handler, concurrency, ttl, grace, reap_interval)
         if prefetch is not None:
             v.integer(prefetch, "prefetch", 0, v.MAX_CONCURRENCY)
-        if not callable(handler):
-            raise InvalidArgument(f"handler must be callable, not {handler!r}")
         self.queue = queue
         self.handler = handler
         self.concurrency = concurrency
@@ -106,16 +130,24 @@ class Worker:
         """Outcomes this worker wrote (or, for ``lost``, discarded) since it was made."""
         self._cond = threading.Condition(threading.RLock())
         self._claim_lock = threading.Lock()
+        self._run_lock = threading.Lock()
         self._writer = OutcomeWriter(queue, self.counts, self._holds, self._settle)
+        self._encode = result_encoder(queue)
+        self._outage = Outage(queue.name)
+        self._clear_stop()
         self._reset()
+
+    def _clear_stop(self) -> None:
+        # Not part of _reset: a stop() that lands before run() has set up must hold.
+        self._stopping = False
+        self._hard = False
+        self._stop_at = 0.0
+        self._fatal: LeaseqError | None = None
 
     def _reset(self) -> None:
         self._tasks: dict[tuple[str, int], Task] = {}
         self._work: queue_mod.SimpleQueue[Task | None] = queue_mod.SimpleQueue()
         self._done: queue_mod.SimpleQueue[Task | None] = queue_mod.SimpleQueue()
-        self._stopping = False
-        self._hard = False
-        self._stop_at = 0.0
         self._claimer_done = False
         self._gen = 0
         self._next_beat_at = math.inf
@@ -131,7 +163,8 @@ class Worker:
 
     def stop(self, now: bool = False) -> None:
         """Stop claiming; in-flight jobs get ``grace`` seconds (none if ``now``), then
-        are released. Safe from a signal handler and from any thread."""
+        are released. Safe from a signal handler and from any thread. A stop before
+        ``run()`` makes that run return at once; each ``run()`` consumes it."""
         with self._cond:
             if self._stopping:
                 now = True
@@ -146,8 +179,26 @@ class Worker:
     def run(self, burst: bool = False) -> None:
         """Process jobs until ``stop()`` (or SIGTERM/SIGINT when run in the main thread;
         a second signal stops at once). ``burst``: return once nothing is pending or due
-        and nothing is in flight (jobs scheduled for later do not hold it)."""
+        and nothing is in flight (jobs scheduled for later do not hold it).
+
+        Raises RuntimeError if this worker is already running (one run at a time),
+        and the fatal leaseq error that ended it, if one did.
+        """
+        if not self._run_lock.acquire(blocking=False):
+            raise RuntimeError(f"{self!r} is already running: one run() at a time")
+        try:
+            self._run(burst)
+        finally:
+            fatal = self._fatal
+            self._clear_stop()
+            self._run_lock.release()
+        if fatal is not None:
+            raise fatal
+
+    def _run(self, burst: bool) -> None:
         self._reset()
+        if self._stopping:  # stop() came first: the reporter need not wait to see it
+            self._done.put(None)
         old = self._install_signals()
         self._log(
             logging.INFO,
@@ -247,15 +298,21 @@ class Worker:
                 if self._stopping:
                     return
                 free, gen = self.limit - len(self._tasks), self._gen
+                # Leases beyond the idle threads are prefetched: the claim marks them
+                # so, and a crash before they start does not spend their attempt.
+                idle = max(0, self.concurrency - len(self._tasks))
             try:
                 with self._claim_lock:
                     if self._stopping:
                         return
                     leases, wait = self.queue.claim_now(
-                        min(free, CLAIM_BATCH), self.ttl, self.worker_id
+                        min(free, CLAIM_BATCH), self.ttl, self.worker_id, idle
                     )
-                    self._admit(leases)
+                    if not self._admit(leases, idle):
+                        self._hand_back(leases)
+                        return
                 backoff.reset()
+                self._outage.ok()
                 if leases:
                     continue
                 if burst:
@@ -270,7 +327,10 @@ class Worker:
                     min(MAX_IDLE_WAIT, MAX_IDLE_WAIT if wait is None else wait)
                 )
             except LeaseqError as exc:
-                self._trouble("claim", exc, backoff)
+                if error_kind(exc) != "transient":
+                    self._end_run(exc)
+                    return
+                self._wake.wait(self._outage.failed("claim", exc, backoff))
             except Exception:  # a bug must not kill the claimer silently
                 logger.exception("queue=%s job=- attempt=- claim loop error", self.queue.name)
                 self._wake.wait(backoff.next())
@@ -291,17 +351,27 @@ class Worker:
     def _settled_since(self, gen: int) -> Callable[[], bool]:
         return lambda: self._gen != gen or self._stopping
 
-    def _trouble(self, what: str, exc: Exception, backoff: Backoff) -> None:
-        delay = backoff.next()
-        self._log(logging.WARNING, None, "%s failed (%s); retrying in %.1fs", what, exc, delay)
-        self._wake.wait(delay)
-
-    def _admit(self, leases: list[Lease]) -> None:
-        if not leases:
-            return
-        beat = time.monotonic() + self.beat_every
-        tasks = [Task(lease, JobContext(lease), beat) for lease in leases]
+    def _end_run(self, exc: LeaseqError) -> None:
+        """A leaseq error that retrying will not cure: stop now and let run() raise it."""
         with self._cond:
+            first, self._fatal = self._fatal is None, self._fatal or exc
+        if first:  # the claimer and the reporter may both meet it: one line
+            self._log(logging.ERROR, None, "stopping: %s: %s", type(exc).__name__, exc)
+        self.stop(now=True)
+
+    def _admit(self, leases: list[Lease], idle: int) -> bool:
+        """Hand ``leases`` to the handler threads; False (nothing admitted) once
+        stopping — the handler threads may be gone, so the caller hands them back."""
+        if not leases:
+            return True
+        beat = time.monotonic() + self.beat_every
+        tasks = [
+            Task(lease, JobContext(lease), beat, prefetched=i >= idle)
+            for i, lease in enumerate(leases)
+        ]
+        with self._cond:
+            if self._stopping:
+                return False
             for task in tasks:
                 self._tasks[(task.lease.id, task.lease.attempt)] = task
             sooner = beat < self._next_beat_at
@@ -310,35 +380,54 @@ class Worker:
             self._done.put(None)
         for task in tasks:
             self._work.put(task)
+        return True
+
+    def _hand_back(self, leases: list[Lease]) -> None:
+        """Release leases a claim brought in after the stop (never left active)."""
+        for lease in leases:
+            try:
+                self._writer.release(
+                    Task(lease, JobContext(lease), 0.0), logging.INFO, "released (claimed at stop)"
+                )
+            except LeaseqError as exc:
+                self._log(logging.WARNING, None, "could not release %s (%s)", lease.id, exc)
 
     # -- handler threads -------------------------------------------------------
 
     def _handler_loop(
         self, work: queue_mod.SimpleQueue[Task | None], done: queue_mod.SimpleQueue[Task | None]
     ) -> None:
-        while True:
-            task = work.get()
-            if task is None:
-                return
-            if self._stopping or task.ctx.lost.is_set():
-                task.outcome = ("release",)  # claimed but not started: hand it back now
+        loop: asyncio.AbstractEventLoop | None = None  # made for the first async handler
+        try:
+            while True:
+                task = work.get()
+                if task is None:
+                    return
+                if self._stopping or task.ctx.lost.is_set():
+                    task.outcome = RELEASE  # claimed but not started: hand it back now
+                    done.put(task)
+                    continue
+                task.started = True
+                if logger.isEnabledFor(logging.DEBUG):
+                    self._log(logging.DEBUG, task, "started")
+                _set_current(task.ctx)
+                raised: BaseException | None = None
+                value: Any = None
+                try:
+                    value = self.handler(task.ctx.lease)
+                    if inspect.isawaitable(value):  # an async def handler
+                        loop = loop or asyncio.new_event_loop()
+                        value = loop.run_until_complete(value)
+                except BaseException as exc:  # SystemExit in a thread would hang the job
+                    raised = exc
+                finally:
+                    _set_current(None)
+                task.outcome = decide(raised, value, self._encode)
+                del raised, value
                 done.put(task)
-                continue
-            lease = task.ctx.lease
-            if logger.isEnabledFor(logging.DEBUG):
-                self._log(logging.DEBUG, task, "started")
-            _set_current(task.ctx)
-            try:
-                task.outcome = ("done", self.handler(lease))
-            except Retry as exc:
-                task.outcome = ("retry", exc.in_, f"Retry: {exc.reason}")
-            except Dead as exc:
-                task.outcome = ("dead", f"Dead: {exc.reason}")
-            except BaseException as exc:  # SystemExit in a thread would hang the job
-                task.outcome = ("error", describe_error(exc))
-            finally:
-                _set_current(None)
-            done.put(task)
+        finally:
+            if loop is not None:
+                loop.close()
 
     # -- the reporter (the thread that called run) -------------------------------
 
@@ -366,12 +455,13 @@ class Worker:
                         next_tick = now + TICK_INTERVAL  # schedules: see leaseq.schedules
                         self.queue.tick()
                     backoff.reset()
+                    self._outage.ok()
                 except LeaseqError as exc:
-                    delay = backoff.next()
-                    self._log(
-                        logging.WARNING, None, "redis call failed (%s); retry in %.1fs", exc, delay
-                    )
-                    retry_at = time.monotonic() + delay
+                    if error_kind(exc) == "transient":
+                        delay = self._outage.failed("redis call", exc, backoff)
+                        retry_at = time.monotonic() + delay
+                    else:
+                        self._end_run(exc)
             if self._stopping and self._shutdown_step(unwritten):
                 return
             if self._claimer_done and not self._tasks and not unwritten:
@@ -401,7 +491,7 @@ class Worker:
             except queue_mod.Empty:
                 break
             if task is not None:
-                task.outcome = ("release",)
+                task.outcome = RELEASE
                 unwritten.append(task)
         if not (self._hard or time.monotonic() - self._stop_at >= self.grace):
             with self._cond:
@@ -449,16 +539,26 @@ class Worker:
         with self._cond:
             tasks = [t for t in self._tasks.values() if not t.ctx.lost.is_set()]
         due = [t for t in tasks if t.next_beat <= now]
+        # Prefetched leases whose handler has started since: the server stops
+        # counting them as unstarted (a crash from now on spends the attempt).
+        news = [t.prefetched and t.started and not t.reported for t in due]
         try:
             # One fenced call for every lease due: a worker may hold hundreds.
-            results = self.queue.extend_many([t.lease for t in due], self.ttl) if due else []
-            for task, result in zip(due, results, strict=True):
+            results = (
+                self.queue.extend_many(
+                    [t.lease for t in due], self.ttl, news if any(news) else None
+                )
+                if due
+                else []
+            )
+            for task, result, new in zip(due, results, news, strict=True):
                 if isinstance(result, LeaseLost):
                     task.ctx.lost.set()
                     self._log(logging.WARNING, task, "heartbeat found the lease lost: %s", result)
                 else:
                     task.lease = task.ctx.lease = result
                     task.next_beat = now + self.beat_every
+                    task.reported = task.reported or new
         finally:
             with self._cond:
                 # Leases admitted meanwhile carry their own (later) first beat.

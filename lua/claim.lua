@@ -15,6 +15,8 @@
 -- ARGV[3]  lease_ms, the lease length (integer ms >= 1)
 -- ARGV[4]  worker id, stored in the row (string)
 -- ARGV[5]  maintenance limit: most scheduled jobs to promote and expired leases to reap (integer >= 0)
+-- ARGV[6]  started: how many of the leased jobs go to a handler at once (integer >= 0); the rest
+--          are prefetched: their row gets prefetched = attempts, so a crash does not charge them
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job row
 -- returns: flat array: now_ms, wait_ms (when nothing was leased: ms until the next scheduled job is due
 --          or the earliest lease ends; -1 if none, if jobs were leased, or while the queue is
@@ -46,6 +48,7 @@ local budget = count + 1000
 local lease_ms = tonumber(ARGV[3])
 local worker = ARGV[4]
 local limit = tonumber(ARGV[5])
+local started = tonumber(ARGV[6]) or count
 local now = now_ms(meta)
 
 if limit > 0 then
@@ -102,6 +105,7 @@ while got < count and budget > 0 do
       attempts = attempts + 1
       redis.call('HSET', job, 'state', 'active', 'attempts', attempts,
         'lease_until', deadline, 'claimed_at', now, 'worker', worker)
+      if got >= started then redis.call('HSET', job, 'prefetched', attempts) end
       leased[#leased + 1] = deadline
       leased[#leased + 1] = id
       got = got + 1

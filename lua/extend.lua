@@ -6,7 +6,9 @@
 -- KEYS[3..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order
 -- ARGV[1]  lease_ms, the new lease length from now (integer ms >= 1)
 -- ARGV[2]  cap_ms, the most total lease time one claim may hold, from claimed_at (integer ms >= 1)
--- ARGV[3..] three values per item: id (string), token (the lease's attempts, decimal string),
+-- ARGV[3]  started flags, one character per item: '1' = its handler has started (clears the
+--          row's prefetched mark, so a crash now charges the attempt); anything else = no news
+-- ARGV[4..] three values per item: id (string), token (the lease's attempts, decimal string),
 --           incarnation (the lease's row incarnation, decimal string)
 -- derives: nothing
 -- returns: one reply per item: {'OK', lease_until ms epoch}, {'LOST', state, attempts, incarnation}
@@ -21,7 +23,7 @@
 
 local active, meta = KEYS[1], KEYS[2]
 allow_oom(meta) -- a full server must still let this script drain the queue
-local lease_ms, cap_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
+local lease_ms, cap_ms, started = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 -- The clock is read at the first lease that holds: a call refused whole
 -- changes nothing, the clock floor included.
 local now = nil
@@ -29,11 +31,12 @@ local out, members = {}, {}
 
 for i = 3, #KEYS do
   local job = KEYS[i]
-  local id, token, incarnation = ARGV[3 * i - 6], ARGV[3 * i - 5], ARGV[3 * i - 4]
+  local id, token, incarnation = ARGV[3 * i - 5], ARGV[3 * i - 4], ARGV[3 * i - 3]
   local refused = lease_check(job, token, incarnation)
   if refused then
     out[#out + 1] = refused
   else
+    if started:sub(i - 2, i - 2) == '1' then redis.call('HDEL', job, 'prefetched') end
     now = now or now_ms(meta)
     local deadline = now + lease_ms
     local claimed_at = to_count(redis.call('HGET', job, 'claimed_at'))

@@ -3,6 +3,9 @@ and in-process workers. Each takes its instructions from the payload."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -47,3 +50,19 @@ def wait_for_loss(lease: leaseq.Lease) -> str:
     seen = ctx.lost.wait(float(lease.payload.get("s", 10.0)))
     Path(lease.payload["flag"]).write_text("lost" if seen else "held")
     return "stale result"
+
+
+def kill_self(lease: leaseq.Lease) -> None:
+    """With payload['kill'] (a file path): note the run there, then SIGKILL this
+    worker process — a job that crashes its worker every time. Else a no-op."""
+    path = lease.payload.get("kill")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{lease.attempt}\n")
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+async def async_echo(lease: leaseq.Lease) -> Any:
+    """An async def handler: the threaded worker and the CLI must run it too."""
+    await asyncio.sleep(0)
+    return {"echo": lease.payload, "job": leaseq.current_job().lease.id}

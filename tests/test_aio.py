@@ -207,7 +207,7 @@ def test_worker_outcomes_in_burst(live: leaseq.aio.Queue, loop: asyncio.Abstract
     retried = run(loop, live.get("retry"))
     assert retried is not None and retried.result == "second time" and retried.attempts == 2
     dead = run(loop, live.get("dead"))
-    assert dead is not None and dead.attempts == 1 and dead.last_error == "poison"
+    assert dead is not None and dead.attempts == 1 and dead.last_error == "Dead: poison"
 
 
 def test_worker_concurrency_is_in_flight_tasks(

@@ -87,17 +87,38 @@ def test_dead_exception_dead_letters_at_once(q: leaseq.Queue) -> None:
     assert w.counts["dead"] == 1
 
 
-def test_unencodable_result_fails_only_that_job(q: leaseq.Queue) -> None:
-    bad = q.enqueue({}, max_attempts=1)
+def test_unencodable_result_dead_letters_only_that_job_at_once(q: leaseq.Queue) -> None:
+    # The handler ran to the end: running it again would repeat its side effects
+    # for a result that still cannot be stored, so no retry (issue 9, defect 14).
+    bad = q.enqueue({}, max_attempts=5)
+    calls: list[str] = []
 
     def handler(lease: leaseq.Lease) -> Any:
+        calls.append(lease.id)
         return object() if lease.id == bad else "fine"
 
     good = q.enqueue_many([{}, {}, {}])
     _worker(q, handler, concurrency=4).run(burst=True)
-    assert _job(q, bad).state is leaseq.State.DEAD
-    assert "does not encode" in (_job(q, bad).last_error or "")
+    job = _job(q, bad)
+    assert job.state is leaseq.State.DEAD and job.attempts == 1 and calls.count(bad) == 1
+    assert job.last_error is not None
+    assert job.last_error.startswith("InvalidResult: the handler's result (of type object)")
+    assert "not run again" in job.last_error
     assert [_job(q, i).result for i in good] == ["fine"] * 3
+
+
+def test_oversized_result_is_dead_lettered_naming_size_and_limit(r: Any) -> None:
+    q = leaseq.Queue("big", redis=r, max_payload_bytes=1000)
+    job_id = q.enqueue({}, max_attempts=5)
+    _worker(q, lambda lease: "x" * 5000).run(burst=True)
+    job = _job(q, job_id)
+    assert job.state is leaseq.State.DEAD and job.attempts == 1 and job.result is None
+    assert job.last_error is not None
+    assert job.last_error.startswith(
+        "ResultTooLarge: the handler returned a result of 5002 bytes encoded, over the "
+        "queue's max_payload_bytes of 1000"
+    )
+    assert "x" * 50 not in job.last_error  # the reason, not a dump of the result
 
 
 def test_current_job_is_the_running_lease(q: leaseq.Queue) -> None:

@@ -1,37 +1,69 @@
-"""``leaseq.aio.Worker``: runs an async handler on claimed jobs, as asyncio tasks.
+"""``leaseq.aio.Worker``: runs a handler on claimed jobs, as asyncio tasks.
 
 Concurrency is the number of handler tasks in flight. Each task has a
 heartbeat that extends its lease every ``ttl / 3`` seconds; if an extend
 finds the lease gone (reaped after a stall, or taken over), the handler
-task is cancelled, because its outcome would be refused anyway. Outcomes:
-a return value completes the job (stored as its result), ``leaseq.Retry``
-retries it after its delay, ``leaseq.Dead`` dead-letters it now, any other
-exception fails it (retry with backoff, or dead at ``max_attempts``).
+task is cancelled, because its outcome would be refused anyway. What a
+handler's return value or exception does to the job is decided by
+``leaseq._outcomes.decide``, the very policy ``leaseq.Worker`` uses.
+
+An ``async def`` handler runs on the loop. A plain ``def`` handler is run in
+a thread of the worker's own pool (``concurrency`` threads), so it never
+blocks the loop; ``leaseq.current_job()`` works inside it as in the threaded
+worker. Cancelling such a job (lease lost, stop past ``grace``) cannot stop
+its thread: the job is released (or left to its new holder), ``current_job().lost``
+is set, and what the thread returns later is discarded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .. import _validate as v
-from ..errors import LeaseLost, ServerUnavailable
-from ..handler import Dead, Retry, describe_error
+from .._outcomes import (
+    Backoff,
+    Outage,
+    Outcome,
+    check_worker,
+    decide,
+    error_kind,
+    log_job,
+    log_written,
+    result_encoder,
+)
+from .._protocol import AsyncQueueLike
+from ..errors import AlreadyFinished, LeaseLost, LeaseqError, ServerUnavailable
+from ..handler import JobContext, _set_current
 from ..schedules import TICK_INTERVAL
 from ..types import Lease
-from .queue import Queue
 
 __all__ = ["AsyncHandler", "Worker"]
 
-AsyncHandler = Callable[[Lease], Awaitable[Any]]
-
-log = logging.getLogger("leaseq.aio")
+AsyncHandler = Callable[[Lease], Any]
+"""An ``async def`` handler, or a plain one (run in a thread)."""
 
 _IDLE_SLICE = 5.0
 """Longest idle wait between claims when nothing wakes the worker."""
+
+
+def _is_async(handler: Any) -> bool:
+    # A function, a partial of one, or an object whose __call__ is async def.
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        type(handler).__call__
+    )
+
+
+def _run_sync(handler: Callable[[Lease], Any], ctx: JobContext) -> Any:
+    _set_current(ctx)
+    try:
+        return handler(ctx.lease)
+    finally:
+        _set_current(None)
 
 
 class Worker:
@@ -46,7 +78,7 @@ class Worker:
 
     def __init__(
         self,
-        queue: Queue,
+        queue: AsyncQueueLike,
         handler: AsyncHandler,
         *,
         concurrency: int = 4,
@@ -54,7 +86,7 @@ class Worker:
         reap_interval: float | None = None,
         grace: float = 30.0,
     ) -> None:
-        v.worker_settings(concurrency, ttl, grace, reap_interval)
+        check_worker(handler, concurrency, ttl, grace, reap_interval)
         self.queue = queue
         self.handler = handler
         self.concurrency = concurrency
@@ -63,27 +95,57 @@ class Worker:
         self.grace = float(grace)
         self.processed = 0
         """Jobs whose outcome this worker wrote (completed, failed or retried)."""
+        self._async = _is_async(handler)
+        self._encode = result_encoder(queue)
+        self._outage = Outage(queue.name)
         self._tasks: set[asyncio.Task[None]] = set()
         self._stop = asyncio.Event()
+        self._fatal: LeaseqError | None = None
+        self._running = False
+        self._pool: ThreadPoolExecutor | None = None
+
+    def __repr__(self) -> str:
+        return f"aio.Worker({self.queue!r}, concurrency={self.concurrency}, ttl={self.ttl})"
 
     def stop(self) -> None:
         """Ask ``run`` to stop claiming and return once in-flight jobs are done
         (or after ``grace`` seconds, releasing the rest). Safe from a signal handler
-        installed with ``loop.add_signal_handler``."""
+        installed with ``loop.add_signal_handler``. A stop before ``run()`` makes
+        that run return at once; each ``run()`` consumes it."""
         self._stop.set()
 
     async def run(self, *, burst: bool = False) -> int:
         """Work until ``stop()``; with ``burst=True`` return once nothing is pending
         or due and nothing is in flight (future retries do not hold it).
 
-        Returns how many jobs this worker processed. A Redis outage is retried
-        with backoff, never raised; handler errors become job failures.
+        Returns how many jobs this worker processed. Transient Redis errors
+        (``ServerUnavailable`` and subclasses: an outage, a failover) are retried
+        with backoff; any other leaseq error of the worker's own calls ends the
+        run with that error, its jobs released. Handler errors are job failures.
+        Raises RuntimeError if this worker is already running.
         """
+        if self._running:
+            raise RuntimeError(f"{self!r} is already running: one run() at a time")
+        self._running = True
+        try:
+            processed = await self._run(burst)
+        finally:
+            fatal, self._fatal = self._fatal, None
+            self._stop.clear()
+            self._running = False
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)
+                self._pool = None
+        if fatal is not None:
+            raise fatal
+        return processed
+
+    async def _run(self, burst: bool) -> int:
         stop_wait = asyncio.ensure_future(self._stop.wait())
         wake: asyncio.Future[bool] | None = None
         loop = asyncio.get_running_loop()
         next_reap = next_tick = loop.time()
-        outage = 0.0
+        backoff = Backoff()
         try:
             while not self._stop.is_set():
                 try:
@@ -98,11 +160,14 @@ class Worker:
                     hint: float | None = None
                     if free > 0:
                         leases, hint = await self.queue.claim_now(free, ttl=self.ttl)
-                    outage = 0.0
-                except ServerUnavailable as exc:
-                    outage = min(max(outage * 2, 0.1), 5.0)
-                    log.warning("leaseq worker: %s; retrying in %.1f s", exc, outage)
-                    await asyncio.wait({stop_wait}, timeout=outage)
+                    backoff.reset()
+                    self._outage.ok()
+                except LeaseqError as exc:
+                    if error_kind(exc) != "transient":
+                        self._end(exc)
+                        break
+                    delay = self._outage.failed("claim", exc, backoff)
+                    await asyncio.wait({stop_wait}, timeout=delay)
                     continue
                 for lease in leases:
                     self._start(lease)
@@ -125,15 +190,25 @@ class Worker:
                 if wake is not None and wake.done() and not wake.cancelled():
                     with contextlib.suppress(ServerUnavailable):
                         wake.result()
-            await self._drain()
+            if self._fatal is None:
+                await self._drain()
             return self.processed
         finally:
             leftovers = [stop_wait, *self._tasks] + ([wake] if wake is not None else [])
             for future in leftovers:
                 future.cancel()
-            # Let them unwind (a cancelled BLPOP drops its connection) before
-            # the loop may close.
+            # Let them unwind (a cancelled BLPOP drops its connection; a cancelled
+            # job releases its lease) before the loop may close.
             await asyncio.gather(*leftovers, return_exceptions=True)
+
+    def _end(self, exc: LeaseqError) -> None:
+        """A leaseq error that retrying will not cure: stop now and let run() raise it."""
+        if self._fatal is None:
+            self._fatal = exc
+            log_job(
+                self.queue.name, logging.ERROR, None, "stopping: %s: %s", type(exc).__name__, exc
+            )
+        self._stop.set()
 
     async def _drain(self) -> None:
         """Graceful stop: let handlers finish for ``grace`` s, then cancel and release."""
@@ -146,67 +221,114 @@ class Worker:
             await asyncio.wait(set(self._tasks))
 
     def _start(self, lease: Lease) -> None:
-        task = asyncio.ensure_future(self._process(lease))
+        task = asyncio.ensure_future(self._process(JobContext(lease)))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._finished)
 
-    async def _process(self, lease: Lease) -> None:
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            # A bug in the worker itself: say so rather than lose it silently.
+            log_job(self.queue.name, logging.ERROR, None, "job task failed: %r", task.exception())
+
+    async def _call(self, ctx: JobContext) -> Any:
+        if self._async:
+            return await self.handler(ctx.lease)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="leaseq-aio")
+        loop = asyncio.get_running_loop()
+        value = await loop.run_in_executor(self._pool, _run_sync, self.handler, ctx)
+        if inspect.isawaitable(value):  # a plain def that returned a coroutine
+            value = await value
+        return value
+
+    async def _process(self, ctx: JobContext) -> None:
         """Run one job with a heartbeat; write its outcome under its lease."""
-        job = asyncio.ensure_future(self.handler(lease))
-        lost = asyncio.Event()
-        beat = asyncio.ensure_future(self._heartbeat(lease, job, lost))
+        job = asyncio.ensure_future(self._call(ctx))
+        beat = asyncio.ensure_future(self._heartbeat(ctx, job))
         try:
             try:
                 await asyncio.wait({job})
             except asyncio.CancelledError:
-                # This task was cancelled (stop() past its grace): hand the job back.
+                # This task was cancelled (stop past its grace, or a fatal error):
+                # hand the job back.
                 job.cancel()
-                if not lost.is_set():
-                    with contextlib.suppress(LeaseLost, ServerUnavailable):
-                        await self.queue.release(lease)
+                held = not ctx.lost.is_set()
+                ctx.lost.set()  # a handler thread still running learns it is over
+                if held:
+                    with contextlib.suppress(LeaseqError):
+                        await self.queue.release(ctx.lease)
                 raise
-            if job.cancelled():
-                if not lost.is_set():  # the handler cancelled itself: a failure
-                    await self._outcome(lease, RuntimeError("handler was cancelled"), None)
+            if ctx.lost.is_set():
+                log_job(
+                    self.queue.name, logging.WARNING, ctx.lease, "lease lost: outcome discarded"
+                )
                 return
-            exc = job.exception()
-            if exc is None:
-                await self._outcome(lease, None, job.result())
-            elif isinstance(exc, Exception):
-                await self._outcome(lease, exc, None)
+            if job.cancelled():  # the handler cancelled itself: a failure
+                outcome = decide(asyncio.CancelledError())
             else:
-                raise exc  # KeyboardInterrupt, SystemExit: not the job's failure
+                exc = job.exception()
+                outcome = decide(exc, None if exc else job.result(), self._encode)
+            await self._write(ctx, outcome)
         finally:
             beat.cancel()
 
-    async def _outcome(self, lease: Lease, exc: BaseException | None, result: Any) -> None:
-        try:
-            if exc is None:
-                await self.queue.complete(lease, result)
-            elif isinstance(exc, Retry):
-                await self.queue.fail(lease, exc.reason, exc.in_)
-            elif isinstance(exc, Dead):
-                await self.queue.fail(lease, exc.reason, dead=True)
-            else:
-                await self.queue.fail(lease, describe_error(exc))
-            self.processed += 1
-        except LeaseLost as lost:
-            # Someone else holds or finished the job: our outcome does not count.
-            log.warning("leaseq worker: outcome of %s dropped: %s", lease.id, lost)
-        except ServerUnavailable as down:
-            # The lease runs out and the job comes back: at-least-once.
-            log.warning("leaseq worker: outcome of %s not written: %s", lease.id, down)
+    async def _write(self, ctx: JobContext, outcome: Outcome) -> None:
+        """Write ``outcome`` under the lease; a transient error is retried with backoff
+        while the lease may still hold (the heartbeat goes on meanwhile)."""
+        backoff = Backoff()
+        while not ctx.lost.is_set():
+            try:
+                if outcome.kind == "complete":
+                    await self.queue.complete(ctx.lease, outcome.result)
+                else:
+                    dead = outcome.kind == "dead"
+                    state = await self.queue.fail(
+                        ctx.lease, outcome.error, outcome.retry_in, dead=dead
+                    )
+                    log_written(self.queue.name, ctx.lease, outcome, state.value)
+                self.processed += 1
+                self._outage.ok()
+                return
+            except AlreadyFinished:
+                self.processed += 1  # a replay: our own write landed
+                return
+            except LeaseqError as exc:
+                kind = error_kind(exc)
+                if kind == "transient":
+                    await asyncio.sleep(self._outage.failed("outcome", exc, backoff))
+                    continue
+                if kind == "fatal":
+                    self._end(exc)
+                # Someone else holds or finished the job: our outcome does not count.
+                log_job(self.queue.name, logging.WARNING, ctx.lease, "outcome dropped: %s", exc)
+                return
 
-    async def _heartbeat(self, lease: Lease, job: asyncio.Future[Any], lost: asyncio.Event) -> None:
+    async def _heartbeat(self, ctx: JobContext, job: asyncio.Future[Any]) -> None:
         """Extend every ttl/3; on LeaseLost cancel the handler (its result would be refused)."""
+        backoff = Backoff()
         while True:
             await asyncio.sleep(self.ttl / 3)
             try:
-                lease = await self.queue.extend(lease, self.ttl)
-            except LeaseLost:
-                log.warning("leaseq worker: lease on %s lost; cancelling its handler", lease.id)
-                lost.set()
+                ctx.lease = await self.queue.extend(ctx.lease, self.ttl)
+                backoff.reset()
+            except LeaseLost as exc:
+                log_job(
+                    self.queue.name,
+                    logging.WARNING,
+                    ctx.lease,
+                    "heartbeat found the lease lost (%s); cancelling its handler",
+                    exc,
+                )
+                ctx.lost.set()
                 job.cancel()
                 return
-            except ServerUnavailable as exc:
-                log.warning("leaseq worker: heartbeat for %s failed: %s", lease.id, exc)
+            except LeaseqError as exc:
+                kind = error_kind(exc)
+                if kind == "fatal":
+                    self._end(exc)
+                    return
+                if kind == "transient":
+                    self._outage.failed("heartbeat", exc, backoff)
+                else:
+                    log_job(self.queue.name, logging.WARNING, ctx.lease, "heartbeat: %s", exc)

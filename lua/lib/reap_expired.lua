@@ -1,15 +1,19 @@
 -- reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit):
 -- hand back at most limit jobs whose lease deadline has passed
 -- (lease_until <= now): to pending while attempts remain, else to dead.
+-- A lease that never reached a handler (row field prefetched == attempts: the
+-- worker prefetched it and never said it started) gets its attempt refunded by
+-- raising max_attempts, at most 5 times per job (row field refunds).
 -- Needs push_pending, dead_letter, to_count and read_row. Returns requeued, died.
 -- Atomic with every other script, so two reapers never move a job twice.
 local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit)
   local requeued, died = 0, 0
+  local max_refunds = 5 -- per job: a job that kills its worker every run still dies
   local ids = redis.call('ZRANGEBYSCORE', active, '-inf', now, 'LIMIT', 0, limit)
   for _, id in ipairs(ids) do
     local job = job_prefix .. id
     local row = read_row(job, 'state', 'attempts', 'max_attempts',
-      'lease_until', 'priority', 'worker')
+      'lease_until', 'priority', 'worker', 'prefetched', 'refunds')
     local deadline = row and to_count(row[4])
     if not row then
       -- Overwritten by hand with another type: park the id in dead for an
@@ -41,6 +45,16 @@ local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, 
       local err = 'lease expired (attempt ' .. (row[2] or 'missing') .. ', worker '
         .. (row[6] or '?') .. ')'
       redis.call('HINCRBY', meta, 'expired', 1)
+      local refunds = to_count(row[8]) or 0
+      if attempts and max_attempts and row[7] == row[2] and refunds < max_refunds then
+        -- A crash must not spend the attempt of a job that never started;
+        -- attempts stays (the fencing token), max_attempts goes up instead.
+        max_attempts = max_attempts + 1
+        redis.call('HSET', job, 'max_attempts', max_attempts, 'refunds', refunds + 1)
+        redis.call('HINCRBY', meta, 'refunded', 1)
+        err = err .. '; it never reached a handler: attempt refunded ('
+          .. (refunds + 1) .. ' of at most ' .. max_refunds .. ' refunds)'
+      end
       if not attempts or not max_attempts then
         dead_letter(job, dead, meta, id, now, err .. '; damaged row: attempts='
           .. (row[2] or 'missing') .. ' max_attempts=' .. (row[3] or 'missing'))
@@ -51,7 +65,7 @@ local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, 
         died = died + 1
       else
         redis.call('HSET', job, 'last_error', err)
-        redis.call('HDEL', job, 'lease_until')
+        redis.call('HDEL', job, 'lease_until', 'prefetched')
         push_pending(pending, meta, wake, job, id, to_count(row[5]) or 0)
         requeued = requeued + 1
       end
