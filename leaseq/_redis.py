@@ -273,10 +273,8 @@ def remember_secrets(url: str) -> None:
     """Note the passwords that ``url`` carries so :func:`redact` hides them
     wherever they turn up (say, a fragment echoed in a parser's error)."""
     found: list[str] = []
-    rest = url.split("://", 1)[1] if "://" in url else url
-    word = rest.split()[0] if rest.split() else ""
-    if "@" in word:
-        userinfo = word.rsplit("@", 1)[0]
+    userinfo = _userinfo(url)
+    if userinfo is not None:
         found += [userinfo, userinfo.partition(":")[2]]
     query = urllib.parse.urlsplit(url).query if "?" in url else ""
     for key, value in urllib.parse.parse_qsl(query, keep_blank_values=True):
@@ -289,6 +287,19 @@ def remember_secrets(url: str) -> None:
                     _secrets.add(form)
 
 
+def _userinfo(url: str) -> str | None:
+    """The user:password part of ``url`` as a person meant it: everything up to
+    the last ``@`` (a password may hold ``@``, ``/`` or ``:``), unless that
+    ``@`` sits in the query (``?password=a@b``)."""
+    rest = url.split("://", 1)[1] if "://" in url else url
+    words = rest.split()
+    before = words[0].rsplit("@", 1)[0] if words and "@" in words[0] else None
+    if before is not None and "?" in before and "=" in before[before.index("?") :]:
+        head = before[: before.index("?")]
+        before = head.rsplit("@", 1)[0] if "@" in head else None
+    return before
+
+
 def check_url(url: object) -> str:
     """``url`` as a Redis URL leaseq will connect to, or InvalidArgument naming
     what is wrong (the URL shown redacted). Refuses what redis-py would
@@ -299,7 +310,7 @@ def check_url(url: object) -> str:
         raise InvalidArgument(f"a Redis URL is needed, not {url!r}")
     remember_secrets(url)
     shown = redact(url)
-    scheme, sep, rest = url.partition("://")
+    scheme, sep, _rest = url.partition("://")
     if not sep:
         raise InvalidArgument(f"bad Redis URL {shown!r}: it needs a scheme, e.g. redis://host")
     if scheme == "memory":
@@ -308,13 +319,12 @@ def check_url(url: object) -> str:
         raise InvalidArgument(
             f"bad Redis URL {shown!r}: the scheme must be redis://, rediss://, unix:// or memory://"
         )
-    if "@" in rest:
-        userinfo = rest.rsplit("@", 1)[0]
-        if any(c in userinfo for c in "/?#"):
-            raise InvalidArgument(
-                f"bad Redis URL {shown!r}: its user or password holds '/', '?' or '#'; "
-                "percent-encode them (%2F, %3F, %23)"
-            )
+    userinfo = _userinfo(url)
+    if userinfo is not None and any(c in userinfo for c in "/?#"):
+        raise InvalidArgument(
+            f"bad Redis URL {shown!r}: its user or password holds '/', '?' or '#'; "
+            "percent-encode them (%2F, %3F, %23)"
+        )
     if scheme != "unix":
         path = urllib.parse.urlsplit(url).path
         if path not in ("", "/") and not re.fullmatch(r"/\d+", urllib.parse.unquote(path)):

@@ -118,8 +118,17 @@ def test_redact_covers_every_place_a_url_carries_a_password() -> None:
     assert redact("redis://u:pa/ss@h:1/0") == "redis://***@h:1/0"
     assert redact("redis://h/0?password=abc&db=1") == "redis://h/0?password=***&db=1"
     assert redact("rediss://:p%40ss@h/0 and redis://h") == "rediss://***@h/0 and redis://h"
+    assert "a@b" not in redact("redis://h/0?password=a@b")
     remember_secrets("redis://:Fragment%2Fpass@h/0")
     assert redact("Port could not be cast: 'Fragment/pass'") == "Port could not be cast: '***'"
+
+
+def test_a_password_with_at_in_the_query_is_not_taken_for_userinfo() -> None:
+    from leaseq._redis import check_url
+
+    assert check_url("redis://h/0?password=a@b/c") == "redis://h/0?password=a@b/c"
+    with pytest.raises(leaseq.InvalidArgument, match="percent-encode"):
+        check_url("redis://u:pa/ss@h/0")
 
 
 # -- 13: authentication and permission errors are fatal at start --------------------
