@@ -216,11 +216,11 @@ def test_enqueue_and_worker_serve_every_shard(cli: Cli) -> None:
 
 def test_shards_option_makes_and_checks_a_sharded_queue(cli: Cli, tmp_path: Path) -> None:
     lines = tmp_path / "jobs.jsonl"
-    lines.write_text("".join(f'{{"i": {i}}}\n' for i in range(12)))
+    lines.write_text("".join(f'{{"i": {i}}}\n' for i in range(60)))  # every shard gets some
     code, _, err = cli("enqueue", "fan", "--file", str(lines), "--shards", "4")
     assert code == 0, err
     sharded = leaseq.ShardedQueue("fan", shards=4, redis=cli.queue().redis)
-    assert sharded.stats().pending == 12
+    assert sharded.stats().pending == 60
     assert all(s.stats().pending > 0 for s in sharded.shards)
     _one_line_error(*cli("enqueue", "fan", "{}", "--shards", "2"), "at least 4 shards")
     cli("enqueue", "flat", "{}")
