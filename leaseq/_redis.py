@@ -126,7 +126,7 @@ def auth_error(exc: BaseException) -> AuthError:
     if code == "NOPERM" or isinstance(exc, _rex("NoPermissionError")):
         return AuthError(
             f"Redis user lacks a permission leaseq needs (NOPERM: {text}); grant the user "
-            "the commands and the prefix's keys it needs, see README 'Security'"
+            "the commands and the prefix's keys it needs (docs/reliability.md, 'Security')"
         )
     if "without any password configured" in low or "no password is set" in low:
         return AuthError(

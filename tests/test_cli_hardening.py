@@ -54,6 +54,7 @@ def locked() -> Iterator[RedisServer]:
     """A server with a password (set once it is up: start() pings without one)."""
     server = RedisServer()
     admin = redis.Redis(port=server.port)
+    admin.execute_command("ACL", "SETUSER", "limited", "on", f">{SECRET}", "~other:*", "+@all")
     admin.config_set("requirepass", SECRET)
     admin.close()
     yield server
@@ -139,6 +140,7 @@ def test_a_password_with_at_in_the_query_is_not_taken_for_userinfo() -> None:
     [
         ("redis://:wrong-{secret}@127.0.0.1:{port}/0", "WRONGPASS"),
         ("redis://127.0.0.1:{port}/0", "needs a password"),
+        ("redis://limited:{secret}@127.0.0.1:{port}/0", "NOPERM"),
     ],
 )
 def test_worker_with_bad_credentials_stops_at_once(
@@ -148,7 +150,8 @@ def test_worker_with_bad_credentials_stops_at_once(
     done = _run("--url", url, "worker", "q", "tests.handlers:echo", "--burst", timeout=30)
     assert done.returncode != 0
     assert done.stderr.startswith("leaseq: error: ") and done.stderr.count("\n") == 1
-    assert needle in done.stderr and "USER:PASSWORD@ before the host" in done.stderr  # the hint
+    hint = "docs/reliability.md" if needle == "NOPERM" else "USER:PASSWORD@ before the host"
+    assert needle in done.stderr and hint in done.stderr
     assert "unavailable" not in done.stderr
     _clean(done)
 
