@@ -23,7 +23,7 @@ from rich.json import JSON
 from rich.progress import Progress
 from rich.table import Table
 
-from . import _redis
+from . import _redis, _validate
 from .errors import DamagedRow, InvalidArgument, InvalidPayload, JobNotFound, LeaseqError
 from .handler import load_handler
 from .queue import Queue
@@ -204,6 +204,10 @@ def worker(
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # so `leaseq worker q mymodule:fn` finds ./mymodule.py
     fn = load_handler(handler)
+    # The numbers first, so a bad --ttl is reported as such even with no server.
+    _validate.worker_settings(concurrency, ttl, grace, None)
+    if prefetch is not None:
+        _validate.integer(prefetch, "prefetch", 0, _validate.MAX_CONCURRENCY)
     target = c.producer(queue, shards)
     # Worker takes any queue with the Queue API; the QueueLike protocol will say so.
     w = Worker(

@@ -253,6 +253,7 @@ def test_url_with_a_bad_db_is_refused(cli: Cli, path: str) -> None:
 
 
 def test_ttl_zero_and_negative_get_one_rule(cli: Cli) -> None:
+    cli.url = f"redis://127.0.0.1:{free_port()}/0"  # checked before any server is asked
     errors = []
     for ttl in ("0", "-1", "-0.5", "nan"):
         code, out, err = cli("worker", "q", "tests.handlers:echo", "--burst", "--ttl", ttl)
