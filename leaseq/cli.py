@@ -442,7 +442,12 @@ def retry(c: _Ctx, queue: str, job_id: str | None, all_dead: bool, attempts: int
         raise click.UsageError("give either a job ID or --all-dead")
     if all_dead:
         done = c.target(queue).retry_all_dead(attempts=attempts)
-        out.print(f"retried {done} dead job(s) in {queue}")
+        more = attempts if attempts is not None else c.queue(queue)._core.max_attempts
+        why = f"--attempts {attempts}" if attempts is not None else "the queue's default"
+        out.print(
+            f"retried {done} dead job(s) in {queue}, each with {more} more tries ({why}; "
+            "max_attempts is raised, as attempts fences leases and never goes down)"
+        )
         return
     assert job_id is not None
     part, job = c.holder(queue, job_id)

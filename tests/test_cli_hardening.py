@@ -290,6 +290,12 @@ def test_retry_says_why_max_attempts_rose(cli: Cli) -> None:
     q.fail(lease, "boom", dead=True)
     code, out, _ = cli("retry", "mail", "j", "--attempts", "1")
     assert "1 more tries (--attempts 1)" in " ".join(out.split())
+    lease = q.claim()
+    assert lease is not None
+    q.fail(lease, "boom", dead=True)
+    code, out, _ = cli("retry", "mail", "--all-dead")
+    text = " ".join(out.split())
+    assert code == 0 and "retried 1 dead job(s) in mail, each with 5 more tries" in text
 
 
 def test_eviction_warning_is_one_clean_line() -> None:
