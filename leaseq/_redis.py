@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import re
-import threading
-import urllib.parse
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +17,7 @@ from typing import Any
 import redis as redis_lib
 import redis.exceptions as rex
 
+from ._urls import check_url, redact
 from .errors import (
     AuthError,
     DamagedKey,
@@ -118,7 +117,7 @@ def auth_error(exc: BaseException) -> AuthError:
     if code == "NOPERM" or isinstance(exc, _rex("NoPermissionError")):
         return AuthError(
             f"Redis user lacks a permission leaseq needs (NOPERM: {text}); grant the user "
-            "the commands and the prefix's keys it needs, see README 'Security'"
+            "the commands and the prefix's keys it needs (docs/reliability.md, 'Security')"
         )
     if "without any password configured" in low or "no password is set" in low:
         return AuthError(
@@ -233,88 +232,6 @@ def _response_error(exc: BaseException, text: str, where: str) -> LeaseqError:
     if code and not text.startswith(code):
         text = f"{code} {text}"  # redis-py strips the codes it knows
     return ScriptError(f"Redis refused a leaseq call: {where}{text}")
-
-
-# Everything between "scheme://" and the last "@" of the same word is
-# userinfo: greedy, so a password with "@", "/" or ":" in it is covered whole.
-_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)\S*@")
-_QUERY_SECRET = re.compile(r"(?i)\b(password|passwd|pwd|pass|auth|token|secret)=[^&\s'\"),;]*")
-_secrets: set[str] = set()
-_secrets_lock = threading.Lock()
-MIN_SECRET = 3
-"""Shorter passwords are not searched for in free text: they would blank out
-ordinary words, and say next to nothing about the password anyway."""
-
-
-def redact(text: str) -> str:
-    """``text`` with every password hidden: a URL's userinfo, a ``password=``
-    query value, and every password of a URL given to :func:`connect` in this
-    process, as typed and percent-decoded. The one redaction function: every
-    line leaseq prints or logs that may hold a URL or a server's message goes
-    through it."""
-    text = _USERINFO.sub(r"\1***@", str(text))
-    text = _QUERY_SECRET.sub(r"\1=***", text)
-    with _secrets_lock:
-        known = sorted(_secrets, key=len, reverse=True)
-    for secret in known:
-        text = text.replace(secret, "***")
-    return text
-
-
-def remember_secrets(url: str) -> None:
-    """Note the passwords that ``url`` carries so :func:`redact` hides them
-    wherever they turn up (say, a fragment echoed in a parser's error)."""
-    found: list[str] = []
-    rest = url.split("://", 1)[1] if "://" in url else url
-    word = rest.split()[0] if rest.split() else ""
-    if "@" in word:
-        userinfo = word.rsplit("@", 1)[0]
-        found += [userinfo, userinfo.partition(":")[2]]
-    query = urllib.parse.urlsplit(url).query if "?" in url else ""
-    for key, value in urllib.parse.parse_qsl(query, keep_blank_values=True):
-        if key.lower() in ("password", "passwd", "pwd", "pass", "auth", "token", "secret"):
-            found.append(value)
-    with _secrets_lock:
-        for secret in found:
-            for form in (secret, urllib.parse.unquote(secret)):
-                if len(form) >= MIN_SECRET:
-                    _secrets.add(form)
-
-
-def check_url(url: object) -> str:
-    """``url`` as a Redis URL leaseq will connect to, or InvalidArgument naming
-    what is wrong (the URL shown redacted). Refuses what redis-py would
-    silently misread: an empty URL, a password with an unencoded ``/ ? #``
-    (redis-py would take part of it for the host or db), a db that is not a
-    number (``redis://host/abc`` would be db 0)."""
-    if not isinstance(url, str) or not url.strip():
-        raise InvalidArgument(f"a Redis URL is needed, not {url!r}")
-    remember_secrets(url)
-    shown = redact(url)
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        raise InvalidArgument(f"bad Redis URL {shown!r}: it needs a scheme, e.g. redis://host")
-    if scheme == "memory":
-        return url
-    if scheme not in ("redis", "rediss", "unix"):
-        raise InvalidArgument(
-            f"bad Redis URL {shown!r}: the scheme must be redis://, rediss://, unix:// or memory://"
-        )
-    if "@" in rest:
-        userinfo = rest.rsplit("@", 1)[0]
-        if any(c in userinfo for c in "/?#"):
-            raise InvalidArgument(
-                f"bad Redis URL {shown!r}: its user or password holds '/', '?' or '#'; "
-                "percent-encode them (%2F, %3F, %23)"
-            )
-    if scheme != "unix":
-        path = urllib.parse.urlsplit(url).path
-        if path not in ("", "/") and not re.fullmatch(r"/\d+", urllib.parse.unquote(path)):
-            raise InvalidArgument(
-                f"bad Redis URL {shown!r}: the path must be a db number, "
-                f"like /0, not {redact(path)!r}"
-            )
-    return url
 
 
 def _wait_args(client: Any, key: str) -> dict[str, Any]:

@@ -13,18 +13,22 @@ import sys
 import uuid
 import warnings
 from collections.abc import Iterator
-from datetime import datetime, timezone
 from typing import Any, NoReturn, cast
 
 import click
 import msgspec
 from rich import box
 from rich.console import Console
-from rich.json import JSON
 from rich.progress import Progress
 from rich.table import Table
 
-from . import _redis, cli_schedules
+from . import _redis, _validate, cli_schedules
+from ._terminal import RedactingFormatter as _RedactingFormatter
+from ._terminal import pretty as _pretty
+from ._terminal import row as _row
+from ._terminal import show_warning as _show_warning
+from ._terminal import span as _span
+from ._terminal import when as _when
 from .cli_ops import register as _register_ops
 from .errors import DamagedRow, InvalidArgument, InvalidPayload, JobNotFound, LeaseqError
 from .handler import load_handler
@@ -126,25 +130,6 @@ def _preflight(target: Queue | ShardedQueue) -> None:
     target.stats()
 
 
-class _RedactingFormatter(logging.Formatter):
-    """Log lines (and tracebacks) with every password hidden (``_redis.redact``)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return _redis.redact(super().format(record))
-
-
-def _show_warning(
-    message: Warning | str,
-    category: type[Warning],
-    filename: str,
-    lineno: int,
-    file: Any = None,
-    line: str | None = None,
-) -> None:
-    """Warnings as one clean line on stderr (no file path, no source line)."""
-    click.echo(f"leaseq: warning: {_redis.redact(str(message))}", err=True)
-
-
 pass_ctx = click.make_pass_decorator(_Ctx)
 out = Console(highlight=False, soft_wrap=True)
 
@@ -209,6 +194,10 @@ def worker(
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # so `leaseq worker q mymodule:fn` finds ./mymodule.py
     fn = load_handler(handler)
+    # The numbers first, so a bad --ttl is reported as such even with no server.
+    _validate.worker_settings(concurrency, ttl, grace, None)
+    if prefetch is not None:
+        _validate.integer(prefetch, "prefetch", 0, _validate.MAX_CONCURRENCY)
     target = c.producer(queue, shards)
     # Worker takes any queue with the Queue API; the QueueLike protocol will say so.
     w = Worker(
@@ -374,35 +363,6 @@ def show(c: _Ctx, queue: str, job_id: str) -> None:
         out.print(_pretty(job.result))
 
 
-def _pretty(value: Any) -> Any:
-    try:
-        return JSON(json.dumps(value))
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def _span(seconds: float) -> str:
-    seconds = abs(seconds)
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172_800:
-        return f"{seconds / 3600:.0f} h"
-    return f"{seconds / 86_400:.0f} days"
-
-
-def _when(t: float, now: float, lease: bool = False) -> str:
-    iso = datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="milliseconds")
-    if lease:
-        rel = f"expires in {_span(t - now)}" if t >= now else f"expired {_span(now - t)} ago"
-    else:
-        rel = f"in {_span(t - now)}" if t > now else f"{_span(now - t)} ago"
-    return f"{iso}  ({rel})"
-
-
 @cli.command(name="ls")
 @click.argument("queue")
 @click.option("--state", type=click.Choice(STATES), default="pending", show_default=True)
@@ -442,19 +402,6 @@ def ls_(c: _Ctx, queue: str, state: str, offset: int, limit: int) -> None:
         out.print(f"showing {offset + 1}-{shown} of {total}; next page: --offset {shown}")
 
 
-def _row(job: Job) -> list[str]:
-    payload = json.dumps(job.payload) if not isinstance(job.payload, bytes) else repr(job.payload)
-    error = (job.last_error or "").splitlines()[0] if job.last_error else ""
-    return [
-        job.id,
-        f"{job.attempts}/{job.max_attempts}",
-        str(job.priority),
-        job.worker or "",
-        error,
-        payload,
-    ]
-
-
 @cli.command()
 @click.argument("queue")
 @click.argument("job_id", metavar="[ID]", required=False)
@@ -467,7 +414,12 @@ def retry(c: _Ctx, queue: str, job_id: str | None, all_dead: bool, attempts: int
         raise click.UsageError("give either a job ID or --all-dead")
     if all_dead:
         done = c.target(queue).retry_all_dead(attempts=attempts)
-        out.print(f"retried {done} dead job(s) in {queue}")
+        more = attempts if attempts is not None else c.queue(queue)._core.max_attempts
+        why = f"--attempts {attempts}" if attempts is not None else "the queue's default"
+        out.print(
+            f"retried {done} dead job(s) in {queue}, each with {more} more tries ({why}; "
+            "max_attempts is raised, as attempts fences leases and never goes down)"
+        )
         return
     assert job_id is not None
     part, job = c.holder(queue, job_id)

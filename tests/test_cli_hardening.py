@@ -54,6 +54,7 @@ def locked() -> Iterator[RedisServer]:
     """A server with a password (set once it is up: start() pings without one)."""
     server = RedisServer()
     admin = redis.Redis(port=server.port)
+    admin.execute_command("ACL", "SETUSER", "limited", "on", f">{SECRET}", "~other:*", "+@all")
     admin.config_set("requirepass", SECRET)
     admin.close()
     yield server
@@ -113,13 +114,22 @@ def test_no_error_line_holds_the_password(cli: Cli, url: str, secrets: tuple[str
 
 
 def test_redact_covers_every_place_a_url_carries_a_password() -> None:
-    from leaseq._redis import redact, remember_secrets
+    from leaseq._urls import redact, remember_secrets
 
     assert redact("redis://u:pa/ss@h:1/0") == "redis://***@h:1/0"
     assert redact("redis://h/0?password=abc&db=1") == "redis://h/0?password=***&db=1"
     assert redact("rediss://:p%40ss@h/0 and redis://h") == "rediss://***@h/0 and redis://h"
+    assert "a@b" not in redact("redis://h/0?password=a@b")
     remember_secrets("redis://:Fragment%2Fpass@h/0")
     assert redact("Port could not be cast: 'Fragment/pass'") == "Port could not be cast: '***'"
+
+
+def test_a_password_with_at_in_the_query_is_not_taken_for_userinfo() -> None:
+    from leaseq._urls import check_url
+
+    assert check_url("redis://h/0?password=a@b/c") == "redis://h/0?password=a@b/c"
+    with pytest.raises(leaseq.InvalidArgument, match="percent-encode"):
+        check_url("redis://u:pa/ss@h/0")
 
 
 # -- 13: authentication and permission errors are fatal at start --------------------
@@ -130,6 +140,7 @@ def test_redact_covers_every_place_a_url_carries_a_password() -> None:
     [
         ("redis://:wrong-{secret}@127.0.0.1:{port}/0", "WRONGPASS"),
         ("redis://127.0.0.1:{port}/0", "needs a password"),
+        ("redis://limited:{secret}@127.0.0.1:{port}/0", "NOPERM"),
     ],
 )
 def test_worker_with_bad_credentials_stops_at_once(
@@ -139,7 +150,8 @@ def test_worker_with_bad_credentials_stops_at_once(
     done = _run("--url", url, "worker", "q", "tests.handlers:echo", "--burst", timeout=30)
     assert done.returncode != 0
     assert done.stderr.startswith("leaseq: error: ") and done.stderr.count("\n") == 1
-    assert needle in done.stderr and "USER:PASSWORD@ before the host" in done.stderr  # the hint
+    hint = "docs/reliability.md" if needle == "NOPERM" else "USER:PASSWORD@ before the host"
+    assert needle in done.stderr and hint in done.stderr
     assert "unavailable" not in done.stderr
     _clean(done)
 
@@ -243,6 +255,7 @@ def test_url_with_a_bad_db_is_refused(cli: Cli, path: str) -> None:
 
 
 def test_ttl_zero_and_negative_get_one_rule(cli: Cli) -> None:
+    cli.url = f"redis://127.0.0.1:{free_port()}/0"  # checked before any server is asked
     errors = []
     for ttl in ("0", "-1", "-0.5", "nan"):
         code, out, err = cli("worker", "q", "tests.handlers:echo", "--burst", "--ttl", ttl)
@@ -279,6 +292,12 @@ def test_retry_says_why_max_attempts_rose(cli: Cli) -> None:
     q.fail(lease, "boom", dead=True)
     code, out, _ = cli("retry", "mail", "j", "--attempts", "1")
     assert "1 more tries (--attempts 1)" in " ".join(out.split())
+    lease = q.claim()
+    assert lease is not None
+    q.fail(lease, "boom", dead=True)
+    code, out, _ = cli("retry", "mail", "--all-dead")
+    text = " ".join(out.split())
+    assert code == 0 and "retried 1 dead job(s) in mail, each with 5 more tries" in text
 
 
 def test_eviction_warning_is_one_clean_line() -> None:
