@@ -246,3 +246,18 @@ def test_stats_show_the_limits_and_how_close(q: Any, r: Any) -> None:
     assert (s.concurrency_limit, s.active, s.rate_limit, s.rate_per) == (3, 2, 10, 60.0)
     assert s.recent_claims == 2
     assert "limit_held" not in s.totals and "clock" not in s.totals
+
+
+def test_a_big_claim_under_a_rate_limit_on_the_real_server(r: Any, backend: str) -> None:
+    # The claim records its rate span in chunks of 500 (Lua 5.1 unpacks ~8,000
+    # values at most). Past ~4,000 leases claim.lua's own ZADD of active hits
+    # that limit first (issue 9, defect 1, another branch): 3,000 here.
+    real(backend)
+    q = leaseq.Queue("emails", redis=r)
+    q.enqueue_many(list(range(3_500)))
+    q.set_limits(rate=3_000, per=60.0, concurrency=100_000)
+    leases = q.claim_many(3_500, ttl=60.0)
+    assert len(leases) == 3_000
+    assert r.zcard(q.keys.claims) == 3_000 and r.zcard(q.keys.active) == 3_000
+    assert q.claim(ttl=60.0) is None
+    assert q.stats().pending == 500
