@@ -261,3 +261,28 @@ def test_a_big_claim_under_a_rate_limit_on_the_real_server(r: Any, backend: str)
     assert r.zcard(q.keys.claims) == 3_000 and r.zcard(q.keys.active) == 3_000
     assert q.claim(ttl=60.0) is None
     assert q.stats().pending == 500
+
+
+def test_a_batch_completion_wakes_one_held_claimer_per_freed_slot(r: Any, backend: str) -> None:
+    real(backend)
+    q = leaseq.Queue("emails", redis=r)
+    q.enqueue_many(list(range(6)))
+    q.set_limits(concurrency=3)
+    held = q.claim_many(3, ttl=60.0)
+    got: list[Any] = []
+    waiters = [leaseq.Queue("emails", redis=redis_like(r)) for _ in range(3)]
+    counts = [count_claims(w) for w in waiters]
+    threads = [
+        threading.Thread(target=lambda w=w: got.append(w.claim(ttl=30.0, block=20.0)))
+        for w in waiters
+    ]
+    for t in threads:
+        t.start()
+    wait_until(lambda: all(c[0] >= 1 for c in counts), what="every waiter to be held once")
+    time.sleep(0.2)
+    start = time.monotonic()
+    assert q.complete_many(held) == []
+    for t in threads:
+        t.join(10)
+    assert len(got) == 3 and all(lease is not None for lease in got)
+    assert time.monotonic() - start < 3.0
