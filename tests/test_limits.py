@@ -58,7 +58,7 @@ def test_an_expired_lease_frees_its_slot_by_reaping(q: Any, r: Any, clock: Clock
 
 
 def span(clock: Clock) -> float:
-    return 10.0 if clock.fake else 0.4
+    return 10.0 if clock.fake else 1.0
 
 
 def test_rate_is_a_sliding_window(q: Any, r: Any, clock: Clock) -> None:
@@ -174,7 +174,7 @@ def test_a_rate_held_claimer_sleeps_exactly_until_a_slot(r: Any, backend: str) -
     lease = q.claim(ttl=30.0, block=5.0)
     took = time.monotonic() - start
     assert lease is not None
-    assert 0.3 < took < 1.5
+    assert 0.3 < took < 3.0
     assert calls[0] <= 3  # the reply's wait_ms, not a poll loop
 
 
