@@ -96,7 +96,12 @@ if done > 0 then
   if keep_ms ~= 0 then
     trim_count(succeeded, job_prefix, 'succeeded', keep_count, 100 + done - trimmed)
   end
-  -- Slots freed under a concurrency limit: wake the claimers it held back.
-  if redis.call('HDEL', meta, 'limit_held') == 1 then redis.call('RPUSH', wake, '1') end
+  -- Slots freed under a concurrency limit: wake the claimers it held back,
+  -- one token per freed slot (64 at most).
+  if redis.call('HDEL', meta, 'limit_held') == 1 then
+    local tokens = {}
+    for t = 1, math.min(done, 64) do tokens[t] = '1' end
+    redis.call('RPUSH', wake, (table.unpack or unpack)(tokens))
+  end
 end
 return out

