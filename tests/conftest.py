@@ -190,6 +190,14 @@ def r(backend: str, request: pytest.FixtureRequest) -> Iterator[Any]:
     client.close()
 
 
+def text_client(r: Any) -> Any:
+    """A client with ``decode_responses=True`` on the same store (fake or real) as ``r``."""
+    kwargs = r.connection_pool.connection_kwargs
+    if isinstance(r, fakeredis.FakeRedis):
+        return fakeredis.FakeRedis(server=kwargs["server"], decode_responses=True)
+    return redis.Redis(host=kwargs["host"], port=kwargs["port"], decode_responses=True)
+
+
 class Clock:
     """Moves time for lease expiry on either backend.
 
@@ -263,7 +271,7 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``LEASEQ_BACKENDS=real`` drops the fakeredis copies (any fixture parameter
-    ``fake``: ``backend`` here, ``store`` in test_sharded).
+    ``fake``: ``backend`` here, ``store`` in test_sharded, ``cli`` in test_cli).
 
     With ``LEASEQ_LIST_SUITE=<file>`` it first writes, one JSON line per
     collected item, which test function it runs (for the shared-suite case
@@ -290,7 +298,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         spec = getattr(item, "callspec", None)
         is_fake = spec is not None and any(
-            name in ("backend", "store") and value == "fake" for name, value in spec.params.items()
+            name in ("backend", "store", "cli") and value == "fake"
+            for name, value in spec.params.items()
         )
         (drop if is_fake else keep).append(item)
     if drop:

@@ -28,6 +28,7 @@ from leaseq.handler import Dead, Retry
 from tests import (
     suite,
     test_bad_input,
+    test_clock,
     test_core_invariants,
     test_damaged,
     test_effects,
@@ -51,6 +52,7 @@ SUITE_MODULES = (
     test_damaged,
     test_effects,
     test_bad_input,
+    test_clock,
     test_validation,
     test_retention,
     test_scripts,
