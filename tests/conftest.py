@@ -258,6 +258,13 @@ def q(r: Any) -> leaseq.Queue:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """``LEASEQ_EXPECT_REDIS_PY=5.0.1`` (run.sh's oldest pass): refuse to run on any other."""
+    expected = os.environ.get("LEASEQ_EXPECT_REDIS_PY")
+    if expected and redis.__version__ != expected:
+        raise pytest.UsageError(f"this pass wants redis-py {expected}, found {redis.__version__}")
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     try:
         server = f"{server_version()} ({server_exe()})"

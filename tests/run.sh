@@ -101,7 +101,10 @@ run_pass() {  # run_pass NAME PYTHON [ENV=VALUE...] -- PYTEST-ARGS...
 for pass in $passes; do
   case "$pass" in
     main) run_pass main .venv/bin/python -- "$@" ;;
-    oldest) run_pass oldest .venv-oldest/bin/python LEASEQ_BACKENDS=real -- "$@" ;;
+    oldest)
+      run_pass oldest .venv-oldest/bin/python LEASEQ_BACKENDS=real \
+        "LEASEQ_EXPECT_REDIS_PY=$REDIS_PY_OLDEST" -- "$@"
+      ;;
     server2)
       if [ -x "$SERVER2_BIN" ]; then
         run_pass server2 .venv/bin/python LEASEQ_BACKENDS=real \

@@ -1,11 +1,16 @@
-"""The wheel ships the Lua scripts inside the package, and loads them from there."""
+"""The wheel ships the Lua scripts inside the package, and loads them from there;
+the declared redis-py floor is the one tests/run.sh tests and README states."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,3 +29,36 @@ def test_wheel_ships_every_script_and_py_typed(tmp_path: Path) -> None:
     assert {f"leaseq/{s}" for s in scripts} <= names
     assert "leaseq/py.typed" in names
     assert not any(n.startswith("tests/") or n.endswith(".pyc") for n in names)
+
+
+def _project() -> Any:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+
+def _run_sh_setting(name: str) -> str:
+    text = (ROOT / "tests/run.sh").read_text(encoding="utf-8")
+    found = re.search(rf'^{name}="([^"]*)"', text, re.MULTILINE)
+    assert found, f"tests/run.sh sets no {name}"
+    return found.group(1)
+
+
+def test_the_oldest_pass_runs_the_redis_py_floor_pyproject_declares() -> None:
+    (spec,) = [d for d in _project()["dependencies"] if re.match(r"redis\b", d)]
+    floor = spec.removeprefix("redis>=")
+    assert spec == f"redis>={floor}" and re.fullmatch(r"\d+\.\d+\.\d+", floor), spec
+    assert _run_sh_setting("REDIS_PY_OLDEST") == floor
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    supported = readme[readme.index("## Supported versions") :]
+    assert f"`redis>={floor}`" in supported and f"exactly {floor}" in supported
+
+
+def test_ci_runs_exactly_the_readmes_test_command() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sh\n(.*?)```", readme, re.DOTALL)
+    command = blocks[1].strip()  # the second command: set up and pass the tests
+    assert command == "bash tests/run.sh"
+    ci = (ROOT / ".ci/run").read_text(encoding="utf-8").splitlines()
+    assert command in ci
+    extras = _run_sh_setting("EXTRAS").split(",")
+    assert set(extras) <= set(_project()["optional-dependencies"]), extras
