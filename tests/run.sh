@@ -15,7 +15,8 @@
 #            every real-server test but TLS (that build has no TLS compiled in).
 #
 # Each pass fails if pytest fails or if no test passed in it (tests/conftest.py);
-# all passes run, then a summary, and the exit code is non-zero if any failed.
+# all passes run, then a summary; the exit code is the first failing pass's
+# pytest exit code (5: no test passed), or 1 if a pass could not be set up.
 #
 # Extra arguments go to pytest and then only the main pass runs, for a quick
 # loop:  bash tests/run.sh -k fencing
@@ -114,7 +115,7 @@ run_pass() {  # run_pass NAME PYTHON [ENV=VALUE...] -- PYTEST-ARGS...
   local started=$SECONDS rc=0
   env "${envs[@]}" "$python" -m pytest "$@" || rc=$?
   summary+=("$name: exit $rc after $((SECONDS - started)) s")
-  [ "$rc" = "0" ] || failed=1
+  [ "$rc" = "0" ] || [ "$failed" != "0" ] || failed=$rc  # the first failing pass's code
 }
 
 for pass in $passes; do

@@ -3,6 +3,7 @@ the declared redis-py floor is the one tests/run.sh tests and README states."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -63,3 +64,19 @@ def test_ci_runs_exactly_the_readmes_test_command() -> None:
     assert command in ci
     extras = _run_sh_setting("EXTRAS").split(",")
     assert set(extras) <= set(_project()["optional-dependencies"]), extras
+
+
+def test_a_run_in_which_no_test_passes_fails(tmp_path: Path) -> None:
+    # A missing server binary makes the cluster cases skip: everything skipped
+    # must not pass for green (tests/conftest.py turns it into exit 5).
+    args = ["-q", "-p", "no:cacheprovider", "tests/test_cluster.py", "-k", "smoke"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *args],
+        cwd=ROOT,
+        env={**os.environ, "LEASEQ_REDIS_SERVER": str(tmp_path / "no-such-server")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 5, done.stdout[-2000:]
+    assert "skipped" in done.stdout and "no test passed" in done.stdout
