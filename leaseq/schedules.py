@@ -20,7 +20,7 @@ Each operation is written once as a generator of ``Call``s (sans-I/O);
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -33,7 +33,7 @@ from .errors import InvalidArgument, ScriptError
 from .keys import check_queue_name
 from .scripts import SCRIPTS
 
-__all__ = ["Schedule", "adrive", "drive", "next_due", "schedule", "schedules", "tick", "unschedule"]
+__all__ = ["Schedule", "next_due", "schedule", "schedules", "tick", "unschedule"]
 
 T = TypeVar("T")
 Steps = Generator[Call[Any], Any, T]
@@ -327,25 +327,3 @@ def tick(core: QueueCore) -> Steps[int]:
 
 
 # -- transports ------------------------------------------------------------------------
-
-
-def drive(run: Callable[[Call[Any]], Any], steps: Steps[T]) -> T:
-    """Run ``steps`` to the end, each Call through the sync ``run``."""
-    try:
-        call = next(steps)
-        while True:
-            call = steps.send(run(call))
-    except StopIteration as stop:
-        result: T = stop.value
-        return result
-
-
-async def adrive(run: Callable[[Call[Any]], Awaitable[Any]], steps: Steps[T]) -> T:
-    """Run ``steps`` to the end, each Call awaited through the async ``run``."""
-    try:
-        call = next(steps)
-        while True:
-            call = steps.send(await run(call))
-    except StopIteration as stop:
-        result: T = stop.value
-        return result

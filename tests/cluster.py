@@ -17,16 +17,16 @@ import time
 
 import redis
 
-from tests.conftest import free_port, wait_until
+from tests.conftest import cli_exe, free_port, server_exe, wait_until
 
 
 class Cluster:
     """Three cluster-enabled masters, no replicas. Raises RuntimeError if redis is missing."""
 
     def __init__(self, masters: int = 3) -> None:
-        server, cli = shutil.which("redis-server"), shutil.which("redis-cli")
-        if server is None or cli is None:
-            raise RuntimeError("redis-server and redis-cli are needed for the cluster tests")
+        server, cli = server_exe(), cli_exe()  # LEASEQ_REDIS_SERVER picks the build
+        if cli is None:
+            raise RuntimeError("redis-cli is needed for the cluster tests")
         self.ports: list[int] = []
         while len(self.ports) < masters:
             port = cluster_port()

@@ -5,10 +5,24 @@ same Lua scripts, time moved with freezegun) or ``real`` (a redis-server
 that this file starts on a free loopback port for the session, flushed
 between tests). ``clock`` moves time on either: freezegun on fakeredis,
 short waits polled against the server's own TIME on the real one.
+
+Environment (set by tests/run.sh for its passes, see README "Supported versions"):
+
+- ``LEASEQ_REDIS_SERVER``: the server binary every real-server fixture starts
+  (default: ``redis-server`` on PATH). ``LEASEQ_REDIS_CLI`` likewise for the
+  cluster's ``--cluster create`` (default: the ``redis-cli`` or ``valkey-cli``
+  next to that server, else ``redis-cli`` on PATH).
+- ``LEASEQ_BACKENDS=real``: deselect the fakeredis copy of every two-backend
+  test (the ``fake`` parameter), for passes that are about a client or
+  server version.
+
+A session in which no test passed fails (exit 5), so a pass that skipped
+or deselected everything can never look green.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -48,13 +62,58 @@ def wait_until(
         time.sleep(every)
 
 
+def server_exe() -> str:
+    """The redis-server (or valkey-server) binary the tests run: ``LEASEQ_REDIS_SERVER``
+    or the one on PATH. Raises RuntimeError if there is none."""
+    chosen = os.environ.get("LEASEQ_REDIS_SERVER", "")
+    exe = shutil.which(chosen or "redis-server")
+    if exe is None:
+        if chosen:
+            raise RuntimeError(f"LEASEQ_REDIS_SERVER={chosen!r} is not an executable")
+        raise RuntimeError("redis-server is not installed: apt-get install -y redis-server")
+    return exe
+
+
+def cli_exe() -> str | None:
+    """The CLI matching :func:`server_exe` (``LEASEQ_REDIS_CLI``, else a
+    redis-cli or valkey-cli beside the server, else redis-cli on PATH)."""
+    chosen = os.environ.get("LEASEQ_REDIS_CLI", "")
+    if chosen:
+        return shutil.which(chosen)
+    try:
+        here = os.path.dirname(server_exe())
+    except RuntimeError:
+        return None
+    for name in ("redis-cli", "valkey-cli"):
+        beside = os.path.join(here, name)
+        if os.access(beside, os.X_OK):
+            return beside
+    return shutil.which("redis-cli")
+
+
+def server_version() -> str:
+    """``redis_version`` as the binary reports it, e.g. 'Redis 7.0.15' or 'Valkey 8.1.8'."""
+    out = subprocess.run(
+        [server_exe(), "--version"], capture_output=True, text=True, timeout=30
+    ).stdout
+    name, _, rest = out.partition(" server v=")
+    return f"{name} {rest.split()[0]}" if rest else out.strip()
+
+
+def backends() -> list[str]:
+    """The backends two-backend tests run on: ``LEASEQ_BACKENDS`` (comma-separated)."""
+    chosen = [b.strip() for b in os.environ.get("LEASEQ_BACKENDS", "fake,real").split(",")]
+    unknown = set(chosen) - {"fake", "real"}
+    if unknown or not chosen:
+        raise pytest.UsageError(f"LEASEQ_BACKENDS: unknown backend(s) {sorted(unknown)}")
+    return chosen
+
+
 class RedisServer:
     """A redis-server process on 127.0.0.1 and a free port, in a temp dir."""
 
     def __init__(self, *extra: str) -> None:
-        exe = shutil.which("redis-server")
-        if exe is None:
-            raise RuntimeError("redis-server is not installed: apt-get install -y redis-server")
+        exe = server_exe()
         self.dir = tempfile.mkdtemp(prefix="leaseq-redis-")
         self.port = free_port()
         self.args = [
@@ -131,6 +190,14 @@ def r(backend: str, request: pytest.FixtureRequest) -> Iterator[Any]:
     client.close()
 
 
+def text_client(r: Any) -> Any:
+    """A client with ``decode_responses=True`` on the same store (fake or real) as ``r``."""
+    kwargs = r.connection_pool.connection_kwargs
+    if isinstance(r, fakeredis.FakeRedis):
+        return fakeredis.FakeRedis(server=kwargs["server"], decode_responses=True)
+    return redis.Redis(host=kwargs["host"], port=kwargs["port"], decode_responses=True)
+
+
 class Clock:
     """Moves time for lease expiry on either backend.
 
@@ -191,6 +258,67 @@ def q(r: Any) -> leaseq.Queue:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """``LEASEQ_EXPECT_REDIS_PY=5.0.1`` (run.sh's oldest pass): refuse to run on any other."""
+    expected = os.environ.get("LEASEQ_EXPECT_REDIS_PY")
+    if expected and redis.__version__ != expected:
+        raise pytest.UsageError(f"this pass wants redis-py {expected}, found {redis.__version__}")
+
+
 def pytest_report_header(config: pytest.Config) -> str:
-    exe = shutil.which("redis-server") or "not found"
-    return f"redis-server: {exe}; LEASEQ_SKIP_REAL={os.environ.get('LEASEQ_SKIP_REAL', '')}"
+    try:
+        server = f"{server_version()} ({server_exe()})"
+    except RuntimeError as exc:
+        server = str(exc)
+    return (
+        f"leaseq test pass: redis-py {redis.__version__}, fakeredis {fakeredis.__version__}, "
+        f"server {server}, backends {','.join(backends())}"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``LEASEQ_BACKENDS=real`` drops the fakeredis copies (any fixture parameter
+    ``fake``: ``backend`` here, ``store`` in test_sharded, ``cli`` in test_cli).
+
+    With ``LEASEQ_LIST_SUITE=<file>`` it first writes, one JSON line per
+    collected item, which test function it runs (for the shared-suite case
+    of test_aio, the sync function it re-runs) and whether it uses ``q``:
+    tests/test_aio.py checks from that list that no queue case is dropped.
+    """
+    listing = os.environ.get("LEASEQ_LIST_SUITE")
+    if listing:
+        with open(listing, "w") as out:
+            for item in items:
+                func = getattr(item, "function", None)
+                spec = getattr(item, "callspec", None)
+                check = spec.params.get("check") if spec is not None else None
+                row = {
+                    "nodeid": item.nodeid,
+                    "func": f"{func.__module__}.{func.__name__}" if func else None,
+                    "check": f"{check.__module__}.{check.__name__}" if callable(check) else None,
+                    "uses_q": "q" in getattr(item, "fixturenames", ()),
+                }
+                out.write(json.dumps(row) + "\n")
+    if "fake" in backends():
+        return
+    keep, drop = [], []
+    for item in items:
+        spec = getattr(item, "callspec", None)
+        is_fake = spec is not None and any(
+            name in ("backend", "store", "cli") and value == "fake"
+            for name, value in spec.params.items()
+        )
+        (drop if is_fake else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A run in which nothing passed (all skipped or deselected) is a failure."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or session.config.option.collectonly:
+        return
+    if exitstatus == pytest.ExitCode.OK and not reporter.stats.get("passed"):
+        reporter.write_line("leaseq: no test passed in this run: failing it", red=True)
+        session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED

@@ -1,8 +1,8 @@
 """The sync behaviour suite, re-run on other transports (no tests in here).
 
 ``cases`` collects the test functions of the core suites that take a
-queue ``q`` (with ``r`` and ``clock`` at most, plus their parametrize
-arguments), so ``test_aio`` can run them on ``leaseq.aio.Queue`` through
+queue ``q`` (and other fixtures, with their parametrize arguments), so
+``test_aio`` can run them on ``leaseq.aio.Queue`` through
 :class:`SyncFacade` and ``test_cluster`` can run them on Redis Cluster:
 one definition of each behaviour, checked on every transport.
 """
@@ -17,23 +17,35 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from _pytest.mark.structures import ParameterSet
 
-FIXTURES = {"q", "r", "clock"}
+
+def case_name(func: Callable[..., Any]) -> str:
+    """``store.enqueue_writes_a_readable_row`` for tests/test_store.py's test of that name."""
+    short = func.__module__.rsplit(".", 1)[-1].removeprefix("test_")
+    return f"{short}.{func.__name__.removeprefix('test_')}"
 
 
 def cases(
-    *modules: ModuleType, skip: Callable[[Callable[..., Any]], bool] = lambda f: False
+    *modules: ModuleType,
+    skip: Callable[[Callable[..., Any]], bool] = lambda f: False,
+    fixtures: frozenset[str] | None = frozenset({"q", "r", "clock"}),
 ) -> list[Any]:
-    """``pytest.param(func, params)`` for each queue test in ``modules`` and each
-    combination of its parametrize values, with readable ids."""
+    """``pytest.param(func, params)`` for each queue test in ``modules`` (a test
+    function that takes ``q``) and each combination of its parametrize values,
+    with readable ids. With ``fixtures`` given, a test that takes any other
+    fixture is left out; with None every one is in, and :func:`call` finds
+    the other fixtures through ``request``."""
     out = []
     for module in modules:
         for name, func in vars(module).items():
             if not name.startswith("test_") or not callable(func) or skip(func):
                 continue
+            if getattr(func, "__module__", None) != module.__name__:
+                continue  # imported from another module: collected there
             args = set(inspect.signature(func).parameters)
             grid = _grid(func)
-            extra = args - FIXTURES - set().union(*(set(g) for g in grid))
+            extra = args - (fixtures or args) - set().union(*(set(g) for g in grid))
             if "q" not in args or extra:
                 continue
             short = module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
@@ -56,7 +68,8 @@ def _grid(func: Callable[..., Any]) -> list[dict[str, Any]]:
         )
         rows = []
         for value in mark.args[1]:
-            values = value.values if hasattr(value, "values") else value
+            # pytest.param(...) is a ParameterSet; a bare dict value has .values too.
+            values = value.values if isinstance(value, ParameterSet) else value
             rows.append(dict(zip(names, values if len(names) > 1 else [values], strict=True)))
         axes.append(rows)
     return [
@@ -64,10 +77,26 @@ def _grid(func: Callable[..., Any]) -> list[dict[str, Any]]:
     ] or [{}]
 
 
-def call(func: Callable[..., Any], params: dict[str, Any], **fixtures: Any) -> None:
-    """Run one collected test with the fixtures it asks for."""
-    wanted = inspect.signature(func).parameters
-    func(**params, **{k: v for k, v in fixtures.items() if k in wanted})
+def call(
+    func: Callable[..., Any],
+    params: dict[str, Any],
+    request: pytest.FixtureRequest | None = None,
+    **fixtures: Any,
+) -> None:
+    """Run one collected test with the fixtures it asks for: ``fixtures`` first,
+    then any other pytest fixture by name through ``request`` (``tmp_path``,
+    ``monkeypatch``...)."""
+    kwargs = dict(params)
+    for name in inspect.signature(func).parameters:
+        if name in kwargs:
+            continue
+        if name in fixtures:
+            kwargs[name] = fixtures[name]
+        elif request is not None:
+            kwargs[name] = request.getfixturevalue(name)
+        else:
+            raise TypeError(f"{func.__name__} needs fixture {name!r}: pass request")
+    func(**kwargs)
 
 
 class SyncFacade:

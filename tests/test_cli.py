@@ -1,5 +1,6 @@
-"""The `leaseq` command line end to end: in-process on memory:// (through main(),
-so error handling is the real one) and a few runs as a subprocess on a real server."""
+"""The `leaseq` command line end to end: in-process (through main(), so error
+handling is the real one) on memory:// and on a real server, and a few runs as
+a subprocess on a real server."""
 
 from __future__ import annotations
 
@@ -22,9 +23,9 @@ LEASEQ = str(Path(sys.executable).parent / "leaseq")
 
 
 class Cli:
-    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+    def __init__(self, capsys: pytest.CaptureFixture[str], url: str = "") -> None:
         self.capsys = capsys
-        self.url = f"memory://cli-{uuid.uuid4().hex}"
+        self.url = url or f"memory://cli-{uuid.uuid4().hex}"
 
     def __call__(self, *args: str) -> tuple[int, str, str]:
         try:
@@ -39,9 +40,16 @@ class Cli:
         return leaseq.Queue.from_url(self.url, name, backoff=0.0)
 
 
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
-    return Cli(capsys)
+@pytest.fixture(params=["fake", "real"])
+def cli(capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest) -> Cli:
+    """The CLI in-process on memory:// (fakeredis) or on the session's real server."""
+    if request.param == "fake":
+        return Cli(capsys)
+    server: RedisServer = request.getfixturevalue("redis_server")
+    import redis
+
+    redis.Redis(port=server.port).flushall()
+    return Cli(capsys, server.url)
 
 
 def _one_line_error(code: int, out: str, err: str, *needles: str) -> None:
@@ -211,8 +219,9 @@ def test_worker_burst_drains(cli: Cli) -> None:
     assert [q.get(i).result for i in ids] == [{"i": i} for i in range(20)]  # type: ignore[union-attr]
 
 
-def test_demo_on_memory(cli: Cli) -> None:
-    code, out, err = cli("demo", "--jobs", "5")
+def test_demo_on_memory(capsys: pytest.CaptureFixture[str]) -> None:
+    # memory:// only: the real server's demo is test_subprocess_demo_on_a_real_server.
+    code, out, err = Cli(capsys)("demo", "--jobs", "5")
     assert code == 0, err
     assert "reap(): 1 returned to pending" in out
     assert "every job succeeded" in out and "did so at attempt 2" in out

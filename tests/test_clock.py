@@ -52,8 +52,8 @@ def test_a_retry_is_never_due_before_the_time_already_seen(fq: leaseq.Queue) -> 
         assert int(row(fq, "a")["run_at"]) == seen + 5000
 
 
-def test_stats_reads_the_clock_without_writing(fq: leaseq.Queue) -> None:
-    assert fq.stats().pending == 0
-    assert fq.redis.exists(fq.keys.meta) == 0  # no queue made by looking at it
-    fq.enqueue("a")
-    assert "clock" not in fq.stats().totals
+def test_stats_reads_the_clock_without_writing(q: leaseq.Queue) -> None:
+    assert q.stats().pending == 0
+    assert q.redis.exists(q.keys.meta) == 0  # no queue made by looking at it
+    q.enqueue("a")
+    assert "clock" not in q.stats().totals

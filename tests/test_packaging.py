@@ -1,11 +1,17 @@
-"""The wheel ships the Lua scripts inside the package, and loads them from there."""
+"""The wheel ships the Lua scripts inside the package, and loads them from there;
+the declared redis-py floor is the one tests/run.sh tests and README states."""
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,3 +30,53 @@ def test_wheel_ships_every_script_and_py_typed(tmp_path: Path) -> None:
     assert {f"leaseq/{s}" for s in scripts} <= names
     assert "leaseq/py.typed" in names
     assert not any(n.startswith("tests/") or n.endswith(".pyc") for n in names)
+
+
+def _project() -> Any:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+
+def _run_sh_setting(name: str) -> str:
+    text = (ROOT / "tests/run.sh").read_text(encoding="utf-8")
+    found = re.search(rf'^{name}="([^"]*)"', text, re.MULTILINE)
+    assert found, f"tests/run.sh sets no {name}"
+    return found.group(1)
+
+
+def test_the_oldest_pass_runs_the_floors_pyproject_declares() -> None:
+    (spec,) = [d for d in _project()["dependencies"] if re.match(r"redis\b", d)]
+    floor = spec.removeprefix("redis>=")
+    assert spec == f"redis>={floor}" and re.fullmatch(r"\d+\.\d+\.\d+", floor), spec
+    assert _run_sh_setting("REDIS_PY_OLDEST") == floor
+    assert _project()["requires-python"] == f">={_run_sh_setting('PYTHON_OLDEST')}"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    supported = readme[readme.index("## Supported versions") :]
+    assert f"`redis>={floor}`" in supported and f"exactly {floor}" in supported
+
+
+def test_ci_runs_exactly_the_readmes_test_command() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sh\n(.*?)```", readme, re.DOTALL)
+    command = blocks[1].strip()  # the second command: set up and pass the tests
+    assert command == "bash tests/run.sh"
+    ci = (ROOT / ".ci/run").read_text(encoding="utf-8").splitlines()
+    assert command in ci
+    extras = _run_sh_setting("EXTRAS").split(",")
+    assert set(extras) <= set(_project()["optional-dependencies"]), extras
+
+
+def test_a_run_in_which_no_test_passes_fails(tmp_path: Path) -> None:
+    # A missing server binary makes the cluster cases skip: everything skipped
+    # must not pass for green (tests/conftest.py turns it into exit 5).
+    args = ["-q", "-p", "no:cacheprovider", "tests/test_cluster.py", "-k", "smoke"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *args],
+        cwd=ROOT,
+        env={**os.environ, "LEASEQ_REDIS_SERVER": str(tmp_path / "no-such-server")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 5, done.stdout[-2000:]
+    assert "skipped" in done.stdout and "no test passed" in done.stdout

@@ -3,21 +3,15 @@ one job (delete.lua): on fakeredis and a real server, sync and async."""
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-import sys
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 import redis
 
 import leaseq
-from tests import suite
 from tests.conftest import Clock, wait_until
-from tests.test_aio import aq, loop  # noqa: F401  (fixtures for the async re-run)
 from tests.test_core_util import claim_one, index, row, snapshot
 from tests.test_security import PASSWORD, acl_server  # noqa: F401  (fixture)
 
@@ -237,26 +231,4 @@ def test_a_burst_worker_runs_nothing_on_a_paused_queue(q: leaseq.Queue) -> None:
     leaseq.Worker(q, lambda lease: ran.append(lease.id), concurrency=2, ttl=5.0).run(burst=True)
     assert len(ran) == 3
 
-
-# -- the same behaviour on leaseq.aio.Queue ----------------------------------------
-
-CASES = suite.cases(
-    sys.modules[__name__],
-    skip=lambda f: "Worker(" in inspect.getsource(f),
-)
-
-
-def test_async_cases_are_collected() -> None:
-    assert len(CASES) >= 6
-
-
-@pytest.mark.parametrize(("check", "params"), CASES)
-def test_pause_suite_on_aio(
-    check: Callable[..., None],
-    params: dict[str, Any],
-    aq: leaseq.aio.Queue,  # noqa: F811
-    r: Any,
-    clock: Clock,
-    loop: asyncio.AbstractEventLoop,  # noqa: F811
-) -> None:
-    suite.call(check, params, q=suite.SyncFacade(aq, r, loop), r=r, clock=clock)
+# The async re-run of these cases is tests/test_aio.py's (SUITE_MODULES).

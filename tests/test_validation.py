@@ -233,12 +233,12 @@ def test_errors_are_one_hierarchy() -> None:
     assert issubclass(leaseq.ServerUnavailable, ConnectionError)
 
 
-def test_msgpack_needs_a_client_that_returns_bytes() -> None:
-    import fakeredis
+def test_msgpack_needs_a_client_that_returns_bytes(r: Any) -> None:
+    from tests.conftest import text_client
 
     with pytest.raises(leaseq.InvalidArgument, match="decode_responses"):
-        leaseq.Queue("m", redis=fakeredis.FakeRedis(decode_responses=True), serializer="msgpack")
-    text = leaseq.Queue("j", redis=fakeredis.FakeRedis(decode_responses=True))
+        leaseq.Queue("m", redis=text_client(r), serializer="msgpack")
+    text = leaseq.Queue("j", redis=text_client(r))
     job_id = text.enqueue({"a": 1})
     lease = text.claim()
     assert lease is not None and lease.payload == {"a": 1}
