@@ -231,4 +231,5 @@ def test_a_burst_worker_runs_nothing_on_a_paused_queue(q: leaseq.Queue) -> None:
     leaseq.Worker(q, lambda lease: ran.append(lease.id), concurrency=2, ttl=5.0).run(burst=True)
     assert len(ran) == 3
 
+
 # The async re-run of these cases is tests/test_aio.py's (SUITE_MODULES).
