@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._core import DEFAULT_KEEP_SUCCEEDED_COUNT, QueueCore
-from ._ops import QueueOps
+from ._ops import Command, Op, QueueOps
 from .errors import InvalidArgument
 from .keys import QueueKeys
 from .types import DEFAULT_BACKOFF, Backoff
@@ -82,6 +82,19 @@ class QueueBase:
         self._checked = False
         self._owns_client = False
         self._ops = QueueOps(self._core)
+
+    def _first_checks(self) -> Op[None]:
+        # A plain queue named like a sharded one would hide its shards' jobs
+        # (and break dedup by id): refuse it before the first call.
+        if self.keys.shard is not None:
+            return  # a shard of a ShardedQueue, which checks for itself
+        shards = yield Command("hget", (self.keys.sharding, "shards"))
+        if shards is not None:
+            n = int(shards)
+            raise InvalidArgument(
+                f"{self.name!r} is a sharded queue of {n} shards: use "
+                f"leaseq.ShardedQueue({self.name!r}, shards={n}, ...)"
+            )
 
     def __repr__(self) -> str:
         return f"{self._kind}({self.name!r}, prefix={self.keys.prefix!r})"

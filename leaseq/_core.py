@@ -580,7 +580,7 @@ class QueueCore:
             oldest, due = int(r[9]), int(r[10])
             totals = {as_text(r[i]): int(r[i + 1]) for i in range(15, len(r) - 1, 2)}
             limit = [None if int(x) < 0 else int(x) for x in r[11:15]]
-            for hidden in ("seq", "clock", "limit_held", "incarnation"):
+            for hidden in ("seq", "clock", "limit_held", "incarnation", "shards"):
                 totals.pop(hidden, None)
             paused_ms = totals.pop("paused", None)  # the flag of pause.lua, not a counter
             return Stats(

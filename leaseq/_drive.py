@@ -98,6 +98,12 @@ class _Checked:
     _checked: bool
     _core: QueueCore
 
+    def _first_checks(self) -> Op[None]:
+        """Steps run once, before this driver's first script call (and again after
+        one raised): the queue's own checks of the server's state."""
+        return
+        yield
+
 
 _PLAIN = "_leaseq_plain_scripts"
 """Set on a client whose server cannot compile a ``#!lua`` line (before Redis 7,
@@ -127,10 +133,15 @@ def _call(call: Call[R], driver: _Checked) -> Generator[Invoke, Any, R]:
     if not driver._checked:
         driver._checked = True
         try:
-            policy = yield Invoke(_config_policy)
-        except LeaseqError:
-            policy = None  # CONFIG is often forbidden on managed servers; not fatal
-        _redis.check_server_reply(policy)
+            try:
+                policy = yield Invoke(_config_policy)
+            except LeaseqError:
+                policy = None  # CONFIG is often forbidden on managed servers; not fatal
+            _redis.check_server_reply(policy)
+            yield from lower(driver._first_checks(), driver)
+        except BaseException:
+            driver._checked = False  # look again at the next call
+            raise
     plain = yield Invoke(lambda c: bool(getattr(c, _PLAIN, False)))
     try:
         reply = yield from _evalsha(call, plain)

@@ -33,7 +33,7 @@ from .cli_ops import register as _register_ops
 from .errors import DamagedRow, InvalidArgument, InvalidPayload, JobNotFound, LeaseqError
 from .handler import load_handler
 from .queue import Queue, connect
-from .sharded import ShardedQueue, sharded_names
+from .sharded import ShardedQueue, sharded_names, stored_shards
 from .types import Job, State
 from .worker import Worker
 
@@ -65,14 +65,14 @@ class _Ctx:
         first use). Never a plain queue that would hide existing shards."""
         with _redis.translate_errors():
             plain = bool(self.redis.exists(self.queue(name).keys.meta))
-        found = 0 if plain else sharded_names(Queue.queues(self.redis, self.prefix)).get(name, 0)
+        found = 0 if plain else self.shard_count(name)
         if shards is None:
             shards = found or None
         elif plain:
             raise InvalidArgument(f"{name!r} is a plain queue, not a sharded one: drop --shards")
-        elif shards < found:
+        elif found and shards != found:
             raise InvalidArgument(
-                f"{name!r} already has at least {found} shards, not {shards}: "
+                f"{name!r} has {found} shards, not {shards}: "
                 f"give --shards {found} (or leave --shards out)"
             )
         if shards is None:
@@ -87,10 +87,19 @@ class _Ctx:
             known = self.redis.exists(q.keys.meta)
         if known:
             return q
-        shards = sharded_names(Queue.queues(self.redis, self.prefix)).get(name, 0)
+        shards = self.shard_count(name)
         if not shards:
             raise InvalidArgument(f"no queue named {name!r} under prefix {self.prefix!r}")
         return ShardedQueue(name, shards=shards, redis=self.redis, prefix=self.prefix)
+
+    def shard_count(self, name: str) -> int:
+        """How many shards the sharded queue ``name`` has (0: none): the count it
+        recorded, else (a queue from before the count was kept) the most its keys
+        show, a lower bound."""
+        stored = stored_shards(self.redis, self.prefix, name)
+        if stored is not None:
+            return stored
+        return sharded_names(Queue.queues(self.redis, self.prefix)).get(name, 0)
 
     def holder(self, name: str, job_id: str) -> tuple[Queue, Job]:
         """The queue (or shard) that holds ``job_id``, and the job; JobNotFound if none.
@@ -291,7 +300,11 @@ def stats(c: _Ctx, queue: str | None, as_json: bool) -> None:
         # report it once, its shards summed.
         shards = sharded_names(Queue.queues(c.redis, c.prefix))
         snaps = [
-            (ShardedQueue(n, shards=k, redis=c.redis, prefix=c.prefix) if k else c.queue(n)).stats()
+            (
+                ShardedQueue(n, shards=c.shard_count(n), redis=c.redis, prefix=c.prefix)
+                if k
+                else c.queue(n)
+            ).stats()
             for n, k in sorted(shards.items())
         ]
     if as_json:

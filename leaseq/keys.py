@@ -85,6 +85,18 @@ class QueueKeys:
             raise InvalidName(f"shard must be an integer 0..{MAX_SHARDS - 1}, not {self.shard!r}")
 
     @property
+    def sharding(self) -> str:
+        """The meta HASH of shard 0 of the sharded queue with this name: field
+        ``shards`` records how many shards it has (read by every sharded queue
+        and plain queue of the name, so the two never mix)."""
+        return f"{self.prefix}:{{{self.queue}#0}}:meta"
+
+    @property
+    def plain_meta(self) -> str:
+        """The meta HASH of the plain queue with this name (even for a shard)."""
+        return f"{self.prefix}:{{{self.queue}}}:meta"
+
+    @property
     def tag(self) -> str:
         """The hash tag's content: ``<queue>``, or ``<queue>#<shard>`` for a shard."""
         return self.queue if self.shard is None else f"{self.queue}#{self.shard}"

@@ -26,14 +26,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
+from . import _redis
 from ._api import SyncQueueAPI
 from ._drive import sync_op
-from ._ops import WAKE_SLICE, ShardedOps, merge_stats
+from ._ops import WAKE_SLICE, Command, Op, ShardedOps, merge_stats
 from .errors import InvalidArgument
-from .keys import MAX_SHARDS, check_job_id, shard_of, split_shard
+from .keys import MAX_SHARDS, QueueKeys, check_job_id, shard_of, split_shard
 from .queue import Queue, connect
 
-__all__ = ["WAKE_SLICE", "ShardedBase", "ShardedQueue", "merge_stats", "sharded_names"]
+__all__ = [
+    "WAKE_SLICE",
+    "ShardedBase",
+    "ShardedQueue",
+    "merge_stats",
+    "sharded_names",
+    "stored_shards",
+]
 
 Q = TypeVar("Q", bound=Any)
 
@@ -59,6 +67,28 @@ class ShardedBase(Generic[Q]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, shards={len(self.shards)})"
+
+    def _first_checks(self) -> Op[None]:
+        """Record the shard count in Redis the first time, and refuse a different
+        one later (or a plain queue of the same name): a job's shard is
+        ``crc32(id) % N``, so two views with different N would each miss the
+        other's rows and enqueue an id twice."""
+        keys = self._core.keys
+        n = len(self.shards)
+        stored = yield Command("hget", (keys.sharding, "shards"))
+        if stored is None:
+            if (yield Command("exists", (keys.plain_meta,))):
+                raise InvalidArgument(
+                    f"{self.name!r} is a plain queue: a sharded queue of that name "
+                    "would hide its jobs (use leaseq.Queue, or another name)"
+                )
+            yield Command("hsetnx", (keys.sharding, "shards", n))
+            stored = yield Command("hget", (keys.sharding, "shards"))
+        if int(stored) != n:
+            raise InvalidArgument(
+                f"{self.name!r} has {int(stored)} shards, not {n}: a job's shard is "
+                f"crc32(id) % shards, so use shards={int(stored)} (changing it needs a drain)"
+            )
 
     @property
     def name(self) -> str:
@@ -105,3 +135,10 @@ def sharded_names(tags: Iterable[str]) -> dict[str, int]:
         name, index = split_shard(tag)
         out[name] = max(out.get(name, 0), 0 if index is None else index + 1)
     return out
+
+
+def stored_shards(redis: Any, prefix: str, name: str) -> int | None:
+    """The shard count recorded for the sharded queue ``name`` (sync client), or None."""
+    with _redis.translate_errors():
+        raw = redis.hget(QueueKeys(prefix, name).sharding, "shards")
+    return None if raw is None else int(raw)

@@ -273,3 +273,24 @@ def test_a_sharded_queue_pauses_every_shard_and_refuses_schedules(r: Any) -> Non
         with pytest.raises(leaseq.InvalidArgument, match="plain queue"):
             refused()
     assert sq.limits().active == 12
+
+
+def test_a_sharded_queue_records_its_shard_count_and_refuses_another(r: Any) -> None:
+    # Two views with different N would each miss the other's rows: dedup by id
+    # (crc32(id) % N) would enqueue an id twice.
+    four = leaseq.ShardedQueue("counted", shards=4, redis=r)
+    ids = four.enqueue_many([{"i": i} for i in range(20)], ids=[f"c{i}" for i in range(20)])
+    assert r.hget(four.shards[0].keys.meta, "shards") in (b"4", "4")
+    assert "shards" not in four.stats().totals
+    for wrong in (3, 8):
+        with pytest.raises(leaseq.InvalidArgument, match="has 4 shards"):
+            leaseq.ShardedQueue("counted", shards=wrong, redis=r).enqueue({"again": 1}, id=ids[0])
+    with pytest.raises(leaseq.InvalidArgument, match="sharded queue of 4 shards"):
+        leaseq.Queue("counted", redis=r).enqueue({"again": 1}, id=ids[0])
+    assert four.stats().pending == 20  # nothing was written by the refused views
+    # And a plain queue's name cannot become a sharded one.
+    leaseq.Queue("flat", redis=r).enqueue({"n": 1})
+    with pytest.raises(leaseq.InvalidArgument, match="plain queue"):
+        leaseq.ShardedQueue("flat", shards=2, redis=r).stats()
+    again = leaseq.ShardedQueue("counted", shards=4, redis=r)
+    assert again.enqueue({"dup": 1}, id=ids[0]) == ids[0] and again.stats().pending == 20
