@@ -428,7 +428,11 @@ def retry(c: _Ctx, queue: str, job_id: str | None, all_dead: bool, attempts: int
     if all_dead:
         done = c.target(queue).retry_all_dead(attempts=attempts)
         more = attempts if attempts is not None else c.queue(queue)._core.max_attempts
-        why = f"--attempts {attempts}" if attempts is not None else "the queue's default"
+        why = (
+            f"--attempts {attempts}"
+            if attempts is not None
+            else "leaseq's default max_attempts; --attempts N sets another"
+        )
         out.print(
             f"retried {done} dead job(s) in {queue}, each with {more} more tries ({why}; "
             "max_attempts is raised, as attempts fences leases and never goes down)"
@@ -437,7 +441,11 @@ def retry(c: _Ctx, queue: str, job_id: str | None, all_dead: bool, attempts: int
     assert job_id is not None
     part, job = c.holder(queue, job_id)
     limit = part.retry_dead(job_id, attempts=attempts)
-    why = f"--attempts {attempts}" if attempts is not None else "the queue's default max_attempts"
+    why = (
+        f"--attempts {attempts}"
+        if attempts is not None
+        else "leaseq's default max_attempts; --attempts N sets another"
+    )
     out.print(
         f"job {job_id} is pending again with {limit - job.attempts} more tries ({why}): "
         f"max_attempts raised from {job.max_attempts} to {limit}, as attempts stays at "

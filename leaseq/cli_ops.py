@@ -10,6 +10,7 @@ public Queue API.
 from __future__ import annotations
 
 import functools
+import math
 import time
 from typing import Any
 
@@ -134,7 +135,7 @@ def _add_watch(command: click.Command) -> None:
     command.params.append(
         click.Option(
             ["--watch"],
-            type=click.FloatRange(min=0.2),
+            type=click.FloatRange(min=0.2, max=86_400.0),  # also refuses nan and inf
             default=None,
             metavar="SECONDS",
             help="Print again every SECONDS until Ctrl-C.",
@@ -143,6 +144,8 @@ def _add_watch(command: click.Command) -> None:
 
     @functools.wraps(once)
     def callback(*args: Any, watch: float | None = None, **kwargs: Any) -> Any:
+        if watch is not None and not math.isfinite(watch):  # FloatRange lets NaN through
+            raise click.BadParameter(f"{watch} is not a number of seconds", param_hint="--watch")
         if watch is None:
             return once(*args, **kwargs)
         try:

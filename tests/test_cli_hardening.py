@@ -285,7 +285,7 @@ def test_retry_says_why_max_attempts_rose(cli: Cli) -> None:
     code, out, _ = cli("retry", "mail", "j")
     assert code == 0
     text = " ".join(out.split())
-    assert "5 more tries (the queue's default max_attempts)" in text
+    assert "5 more tries (leaseq's default max_attempts; --attempts N sets another)" in text
     assert "raised from 2 to 7" in text and "attempts stays at 2" in text
     lease = q.claim()
     assert lease is not None
@@ -311,3 +311,9 @@ def test_eviction_warning_is_one_clean_line() -> None:
         assert ".py" not in done.stderr and "warnings.warn" not in done.stderr
     finally:
         server.stop()
+
+
+def test_watch_refuses_an_interval_that_is_not_a_finite_number(cli: Cli) -> None:
+    for bad in ("nan", "inf", "1e308"):
+        code, out, err = cli("stats", "--watch", bad)
+        assert code != 0 and "Traceback" not in out + err and "--watch" in err, (bad, err)
