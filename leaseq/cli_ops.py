@@ -17,7 +17,8 @@ from typing import Any
 import click
 
 from . import _redis
-from .errors import InvalidArgument
+from .errors import DamagedRow, InvalidArgument
+from .sharded import ShardedQueue
 
 __all__ = ["register"]
 
@@ -63,10 +64,17 @@ def cancel(c: Any, queue: str, job_id: str) -> None:
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.pass_obj
 def delete(c: Any, queue: str, job_id: str, yes: bool) -> None:
-    """Delete one job (its row and index entry); not while it holds a lease."""
-    part, job = c.holder(queue, job_id)
+    """Delete one job (its row and index entry); not while it holds a lease.
+    A row damaged by hand goes too (that is often why it is being deleted)."""
+    try:
+        part, job = c.holder(queue, job_id)
+        what = job.state.value
+    except DamagedRow as exc:
+        target = c.target(queue)
+        part = target.shard_for(job_id) if isinstance(target, ShardedQueue) else target
+        what = f"damaged ({exc.field})"
     if not yes:
-        click.confirm(f"delete {job.state.value} job {job_id} from {queue}?", abort=True, err=True)
+        click.confirm(f"delete {what} job {job_id} from {queue}?", abort=True, err=True)
     was = part.delete(job_id)
     click.echo(f"deleted {was} job {job_id} from {queue}")
 

@@ -142,3 +142,16 @@ def test_tables_fit_80_columns(redis_server: Any) -> None:
         if args[0] == "ls":  # ids are whole: the next command needs them
             for job in leaseq.Queue.from_url(url, args[1]).ls("pending", limit=3):
                 assert job.id in done.stdout
+
+
+def test_delete_removes_a_row_damaged_by_hand(cli: Cli) -> None:
+    # show refuses such a row with a clear error; delete must still act on it.
+    q = cli.queue()
+    q.enqueue({"n": 1}, id="hurt")
+    q.redis.hset(q.keys.job("hurt"), "attempts", "abc")
+    code, _, err = cli("show", "mail", "hurt")
+    assert code == 1 and "attempts" in err and "Traceback" not in err
+    code, out, err = cli("delete", "mail", "hurt", "--yes")
+    assert code == 0, err
+    assert "deleted" in out and "hurt" in out
+    assert not q.redis.exists(q.keys.job("hurt")) and q.stats().pending == 0
