@@ -54,6 +54,7 @@ from ._outcomes import (
 from ._protocol import QueueLike
 from .errors import LeaseLost, LeaseqError
 from .handler import Handler, JobContext, _set_current
+from .registry import refresh_every
 from .schedules import TICK_INTERVAL
 from .types import Lease
 
@@ -231,6 +232,7 @@ class Worker:
             for _ in threads:
                 self._work.put(None)
             self._join_claimer(claimer)
+            self._unregister()
             self._restore_signals(old)
             self._log(
                 logging.INFO,
@@ -435,10 +437,10 @@ class Worker:
         backoff = Backoff()
         unwritten: list[Task] = []
         next_reap = time.monotonic() + self.reap_interval * random.uniform(0.5, 1.0)
-        retry_at = next_tick = 0.0
+        retry_at = next_tick = next_register = 0.0
         while True:
             now = time.monotonic()
-            timeout = min(self._next_beat_at, next_reap, 1.0 + now) - now
+            timeout = min(self._next_beat_at, next_reap, next_register, 1.0 + now) - now
             if unwritten:
                 timeout = min(timeout, retry_at - now)
             self._drain(unwritten, max(timeout, 0.0005))
@@ -451,6 +453,8 @@ class Worker:
                     if now >= next_reap:
                         next_reap = now + self.reap_interval
                         self._reap()
+                    if now >= next_register:
+                        next_register = now + self._register()
                     if now >= next_tick and hasattr(self.queue, "tick"):
                         next_tick = now + TICK_INTERVAL  # schedules: see leaseq.schedules
                         self.queue.tick()
@@ -564,6 +568,28 @@ class Worker:
                 # Leases admitted meanwhile carry their own (later) first beat.
                 pending = [t.next_beat for t in self._tasks.values() if not t.ctx.lost.is_set()]
                 self._next_beat_at = min(pending, default=math.inf)
+
+    def _register(self) -> float:
+        """Refresh this worker's row in the queue's registry (``leaseq.registry``);
+        returns the seconds until the next refresh."""
+        every = refresh_every(self.ttl)
+        if hasattr(self.queue, "register_worker"):
+            c = self.counts
+            with self._cond:
+                running = len(self._tasks)
+            self.queue.register_worker(
+                self.worker_id,
+                ttl=3 * every,
+                concurrency=self.concurrency,
+                done=c["succeeded"] + c["failed"] + c["dead"],
+                running=running,
+            )
+        return every
+
+    def _unregister(self) -> None:
+        if hasattr(self.queue, "unregister_worker"):
+            with contextlib.suppress(LeaseqError):  # else the row simply expires
+                self.queue.unregister_worker(self.worker_id)
 
     def _reap(self) -> None:
         requeued, died = self.queue.reap()

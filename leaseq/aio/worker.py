@@ -39,6 +39,7 @@ from .._outcomes import (
 from .._protocol import AsyncQueueLike
 from ..errors import AlreadyFinished, LeaseLost, LeaseqError, ServerUnavailable
 from ..handler import JobContext, _set_current
+from ..registry import refresh_every
 from ..schedules import TICK_INTERVAL
 from ..types import Lease
 
@@ -144,7 +145,7 @@ class Worker:
         stop_wait = asyncio.ensure_future(self._stop.wait())
         wake: asyncio.Future[bool] | None = None
         loop = asyncio.get_running_loop()
-        next_reap = next_tick = loop.time()
+        next_reap = next_tick = next_register = loop.time()
         backoff = Backoff()
         try:
             while not self._stop.is_set():
@@ -155,6 +156,8 @@ class Worker:
                     if loop.time() >= next_tick and hasattr(self.queue, "tick"):
                         next_tick = loop.time() + TICK_INTERVAL  # see leaseq.schedules
                         await self.queue.tick()
+                    if loop.time() >= next_register:
+                        next_register = loop.time() + await self._register()
                     free = self.concurrency - len(self._tasks)
                     leases: list[Lease] = []
                     hint: float | None = None
@@ -179,6 +182,7 @@ class Worker:
                 # due by itself, or stop() is called.
                 waiters: set[asyncio.Future[Any]] = {stop_wait, *self._tasks}
                 timeout = min(_IDLE_SLICE if hint is None else hint, _IDLE_SLICE, TICK_INTERVAL)
+                timeout = min(timeout, next_register - loop.time())
                 if len(self._tasks) < self.concurrency:
                     if wake is None or wake.done():
                         # Kept across iterations: cancelling a BLPOP costs a reconnect.
@@ -200,6 +204,23 @@ class Worker:
             # Let them unwind (a cancelled BLPOP drops its connection; a cancelled
             # job releases its lease) before the loop may close.
             await asyncio.gather(*leftovers, return_exceptions=True)
+            if hasattr(self.queue, "unregister_worker"):
+                with contextlib.suppress(LeaseqError):  # else the row simply expires
+                    await self.queue.unregister_worker(self.queue.worker_id)
+
+    async def _register(self) -> float:
+        """Refresh this worker's row in the queue's registry (``leaseq.registry``);
+        returns the seconds until the next refresh."""
+        every = refresh_every(self.ttl)
+        if hasattr(self.queue, "register_worker"):
+            await self.queue.register_worker(
+                self.queue.worker_id,
+                ttl=3 * every,
+                concurrency=self.concurrency,
+                done=self.processed,
+                running=len(self._tasks),
+            )
+        return every
 
     def _end(self, exc: LeaseqError) -> None:
         """A leaseq error that retrying will not cure: stop now and let run() raise it."""

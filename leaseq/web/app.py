@@ -87,6 +87,7 @@ def create_app(
     routes = [
         Route("/", views.overview, name="overview"),
         Route("/search", views.search, name="search"),
+        Route("/workers", views.workers, name="workers"),
         Route("/metrics", views.metrics, name="metrics"),
         Route("/queues/{name}", views.queue, name="queue"),
         Route("/queues/{name}/jobs/{job_id:path}", views.job, name="job"),
@@ -175,8 +176,39 @@ class _Views:
     def _overview(self, request: Request) -> Response:
         stats = self.source.overview()
         now = self._now(stats)
-        rows = [_queue_row(s, now) for s in stats]
-        return self.render(request, "overview.html", rows=rows, now=_fmt_time(now, now))
+        online = self.source.workers()
+        rows = [_queue_row(s, now) | {"workers": len(online.get(s.queue, []))} for s in stats]
+        return self.render(
+            request,
+            "overview.html",
+            rows=rows,
+            now=_fmt_time(now, now),
+            workers_online=sum(len(ws) for ws in online.values()),
+        )
+
+    async def workers(self, request: Request) -> Response:
+        return await _threaded(self._workers, request)
+
+    def _workers(self, request: Request) -> Response:
+        online = self.source.workers()
+        now = self._now([])
+        rows = [
+            {
+                "queue": name,
+                "id": w.id,
+                "host": w.host,
+                "pid": w.pid,
+                "concurrency": w.concurrency,
+                "running": w.running,
+                "done": w.done,
+                "started": _fmt_time(w.started, now),
+                "seen": _fmt_time(w.seen, now),
+                "expires": _fmt_time(w.expires, now),
+            }
+            for name, ws in online.items()
+            for w in ws
+        ]
+        return self.render(request, "workers.html", rows=rows, now=_fmt_time(now, now))
 
     async def queue(self, request: Request) -> Response:
         return await _threaded(self._queue, request)
