@@ -78,6 +78,7 @@ class SyncQueueAPI(SyncDriver):
     register_worker = sync_op(O.register_worker)
     unregister_worker = sync_op(O.unregister_worker)
     workers = sync_op(O.workers)
+    history = sync_op(O.history)
 
 
 class AsyncQueueAPI(AsyncDriver):
@@ -136,3 +137,4 @@ class AsyncQueueAPI(AsyncDriver):
     register_worker = async_op(O.register_worker)
     unregister_worker = async_op(O.unregister_worker)
     workers = async_op(O.workers)
+    history = async_op(O.history)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from . import _admin, _control
+from . import history as _hist
 from . import limits as _lim
 from . import registry as _reg
 from . import schedules as _sch
@@ -497,6 +498,13 @@ class QueueOps:
         found: list[_reg.WorkerInfo] = yield _reg.list_workers(self.core)
         return found
 
+    def history(self) -> Op[_hist.History]:
+        """Counts (enqueued, succeeded, failed, dead, expired) per minute over the
+        last hour and per ten minutes over the last day, kept in Redis by the
+        scripts that bump the counters (``leaseq.history``)."""
+        found: _hist.History = yield _hist.read(self.core)
+        return found
+
 
 class ShardedOps:
     """The operations of one logical queue over its shards' ``QueueOps``.
@@ -878,6 +886,13 @@ class ShardedOps:
     def workers(self) -> Op[list[_reg.WorkerInfo]]:
         """The workers of the sharded queue (registered on shard 0)."""
         return (yield from self.shards[0].workers())
+
+    def history(self) -> Op[_hist.History]:
+        """As ``Queue.history``, every shard's buckets summed."""
+        parts = []
+        for shard in self.shards:
+            parts.append((yield from shard.history()))
+        return _hist.merge(self.shards[0].core.name, parts)
 
 
 def merge_stats(name: str, parts: Sequence[Stats]) -> Stats:

@@ -181,6 +181,12 @@ class QueueKeys:
         """What scripts prepend to a worker id, ``{prefix}:{<queue>}:worker:``."""
         return self.stem + "worker:"
 
+    @property
+    def history_prefix(self) -> str:
+        """What scripts prepend to a history bucket: ``{prefix}:{<queue>}:history:``
+        (``m:<minute>`` and ``t:<ten-minute>`` HASHes of counts, expiring)."""
+        return self.stem + "history:"
+
     def index(self, state: str) -> str:
         """The index ZSET of a state (every state has exactly one)."""
         return self.stem + state

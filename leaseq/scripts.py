@@ -110,6 +110,7 @@ _SHAPES: dict[str, tuple[int, bool, str]] = {
     "run_now": (5, False, _DRAIN),
     "register": (3, False, _DRAIN),
     "workers": (2, False, _DRAIN),
+    "history": (1, False, "no-writes"),
 }
 
 

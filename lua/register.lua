@@ -16,13 +16,14 @@
 -- returns: {1}
 -- errors: none
 --!include lib/now_ms.lua
+--!include lib/trim_workers.lua
 --!include lib/allow_oom.lua
 
 local meta, index, row = KEYS[1], KEYS[2], KEYS[3]
 allow_oom(row) -- a full server must still let a worker say it is alive (a few bytes)
 local id, ttl = ARGV[1], tonumber(ARGV[2])
 local now = now_ms(meta, true)
-redis.call('ZREMRANGEBYSCORE', index, '-inf', now) -- rows that expired: trimmed as we go
+trim_workers(index, now) -- rows that expired: trimmed as we go
 if ttl <= 0 then
   redis.call('DEL', row)
   redis.call('ZREM', index, id)

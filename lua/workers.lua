@@ -9,13 +9,14 @@
 -- returns: {now_ms, id1, {field, value, ...}, id2, {...}, ...}
 -- errors: none
 --!include lib/now_ms.lua
+--!include lib/trim_workers.lua
 --!include lib/allow_oom.lua
 
 local meta, index = KEYS[1], KEYS[2]
 allow_oom(meta) -- only deletes: a full server must still list its workers
 local prefix, limit = ARGV[1], tonumber(ARGV[2])
 local now = now_ms(meta, true)
-redis.call('ZREMRANGEBYSCORE', index, '-inf', now)
+trim_workers(index, now)
 local out = { now }
 for _, id in ipairs(redis.call('ZRANGE', index, 0, limit - 1)) do
   local fields = redis.call('HGETALL', prefix .. id)
