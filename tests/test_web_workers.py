@@ -49,3 +49,22 @@ def test_workers_page_lists_each_worker_and_drops_the_dead(
 def test_workers_page_without_workers_says_so(r: Any) -> None:
     html = client_for(r).get("/workers").text
     assert "No workers online" in html
+
+
+def test_overview_draws_the_history_charts_and_dead_letter_growth(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue_many([{"n": i} for i in range(6)])
+    for _ in range(3):
+        lease = q.claim(ttl=30.0)
+        assert lease is not None
+        q.complete(lease)
+    lease = q.claim(ttl=30.0)
+    assert lease is not None
+    q.fail(lease, "boom", dead=True)
+    html = client_for(r).get("/").text
+    for chart in ("chart-hour", "chart-day"):
+        svg = html[html.index(f'<svg id="{chart}"') :].split("</svg>")[0]
+        assert 'data-series="enqueued" data-total="6"' in svg
+        assert 'data-series="succeeded" data-total="3"' in svg
+        assert 'data-series="dead" data-total="1"' in svg
+    assert 'data-dead-hour="1" data-dead-day="1"' in html
+    assert "<script" not in html.split("</head>")[1]  # drawn on the server, no script

@@ -19,6 +19,7 @@ import msgspec
 
 from .. import _redis
 from ..errors import DamagedRow, InvalidArgument, JobNotFound, JobStateError
+from ..history import History
 from ..queue import Queue
 from ..registry import WorkerInfo
 from ..sharded import ShardedQueue, sharded_names
@@ -96,6 +97,16 @@ class Source:
                 out.append(self.stats(self.queue(name)))
             except InvalidArgument:
                 continue  # dropped since the last scan
+        return out
+
+    def histories(self) -> list[History]:
+        """Every queue's history buckets (one script call per queue, no writes)."""
+        out = []
+        for name in sorted(self.names()):
+            try:
+                out.append(self.queue(name).history())
+            except InvalidArgument:
+                continue
         return out
 
     def workers(self) -> dict[str, list[WorkerInfo]]:
