@@ -235,7 +235,8 @@ def _add_metrics_port(command: click.Command) -> None:
             type=click.IntRange(1, 65535),
             default=None,
             metavar="PORT",
-            help="Serve Prometheus metrics of QUEUE on 127.0.0.1:PORT (needs the web extra).",
+            help="Serve Prometheus metrics of QUEUE and of this worker on 127.0.0.1:PORT "
+            "(needs the web extra).",
         )
     )
 
@@ -244,6 +245,7 @@ def _add_metrics_port(command: click.Command) -> None:
         if metrics_port is not None:
             try:
                 from .metrics import serve
+                from .worker_metrics import WorkerMetrics, install
             except ImportError as exc:
                 raise InvalidArgument(
                     f"--metrics-port needs prometheus-client ({exc.name} is missing): "
@@ -259,8 +261,10 @@ def _add_metrics_port(command: click.Command) -> None:
                     target = c.queue(name)
                 return [target.stats()]
 
+            local = WorkerMetrics()  # the worker made next records into it
+            install(local)
             try:
-                serve(metrics_port, read)
+                serve(metrics_port, read, "127.0.0.1", local)
             except OSError as exc:
                 raise InvalidArgument(f"--metrics-port {metrics_port}: {exc.strerror}") from None
         return run(*args, **kwargs)

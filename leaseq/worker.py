@@ -38,6 +38,7 @@ from types import FrameType
 from typing import Any
 
 from . import _validate as v
+from ._observe import JobObserver, installed
 from ._outcomes import (
     RELEASE,
     WRITE_BATCH,
@@ -111,6 +112,7 @@ class Worker:
         reap_interval: float = 10.0,
         worker_id: str | None = None,
         handle_signals: bool = True,
+        metrics: JobObserver | None = None,
     ) -> None:
         check_worker(handler, concurrency, ttl, grace, reap_interval)
         if prefetch is not None:
@@ -126,9 +128,14 @@ class Worker:
         self.reap_interval = float(reap_interval)
         self.worker_id = worker_id or queue.worker_id
         self.handle_signals = handle_signals
+        self.metrics = metrics if metrics is not None else installed()
+        """Worker-local figures (``leaseq.worker_metrics``); None records nothing."""
+        if self.metrics is not None:
+            self.metrics.slots(queue.name, concurrency)
         self.beat_every = self.ttl / 3
         self.counts = {"succeeded": 0, "failed": 0, "dead": 0, "released": 0, "lost": 0}
         """Outcomes this worker wrote (or, for ``lost``, discarded) since it was made."""
+        self._lost_seen = 0
         self._cond = threading.Condition(threading.RLock())
         self._claim_lock = threading.Lock()
         self._run_lock = threading.Lock()
@@ -415,6 +422,10 @@ class Worker:
                 _set_current(task.ctx)
                 raised: BaseException | None = None
                 value: Any = None
+                observer = self.metrics
+                if observer is not None:
+                    observer.started(self.queue.name, task.lease, self.ttl)
+                    began = time.perf_counter()
                 try:
                     value = self.handler(task.ctx.lease)
                     if inspect.isawaitable(value):  # an async def handler
@@ -425,6 +436,9 @@ class Worker:
                 finally:
                     _set_current(None)
                 task.outcome = decide(raised, value, self._encode)
+                if observer is not None:
+                    spent = time.perf_counter() - began
+                    observer.finished(self.queue.name, task.outcome.kind, spent)
                 del raised, value
                 done.put(task)
         finally:
@@ -448,6 +462,7 @@ class Worker:
             if now >= retry_at:
                 try:
                     self._writer.write(unwritten)
+                    self._report_lost()
                     if now >= self._next_beat_at:
                         self._heartbeat(now)
                     if now >= next_reap:
@@ -568,6 +583,12 @@ class Worker:
                 # Leases admitted meanwhile carry their own (later) first beat.
                 pending = [t.next_beat for t in self._tasks.values() if not t.ctx.lost.is_set()]
                 self._next_beat_at = min(pending, default=math.inf)
+
+    def _report_lost(self) -> None:
+        lost = self.counts["lost"]
+        if self.metrics is not None and lost != self._lost_seen:
+            self.metrics.lost(self.queue.name, lost - self._lost_seen)
+        self._lost_seen = lost
 
     def _register(self) -> float:
         """Refresh this worker's row in the queue's registry (``leaseq.registry``);

@@ -21,10 +21,12 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from .._observe import JobObserver, installed
 from .._outcomes import (
     Backoff,
     Outage,
@@ -86,6 +88,7 @@ class Worker:
         ttl: float = 30.0,
         reap_interval: float | None = None,
         grace: float = 30.0,
+        metrics: JobObserver | None = None,
     ) -> None:
         check_worker(handler, concurrency, ttl, grace, reap_interval)
         self.queue = queue
@@ -94,6 +97,10 @@ class Worker:
         self.ttl = float(ttl)
         self.reap_interval = self.ttl if reap_interval is None else float(reap_interval)
         self.grace = float(grace)
+        self.metrics = metrics if metrics is not None else installed()
+        """Worker-local figures (``leaseq.worker_metrics``); None records nothing."""
+        if self.metrics is not None:
+            self.metrics.slots(queue.name, concurrency)
         self.processed = 0
         """Jobs whose outcome this worker wrote (completed, failed or retried)."""
         self._async = _is_async(handler)
@@ -265,6 +272,10 @@ class Worker:
 
     async def _process(self, ctx: JobContext) -> None:
         """Run one job with a heartbeat; write its outcome under its lease."""
+        observer = self.metrics
+        if observer is not None:
+            observer.started(self.queue.name, ctx.lease, self.ttl)
+            began = time.perf_counter()
         job = asyncio.ensure_future(self._call(ctx))
         beat = asyncio.ensure_future(self._heartbeat(ctx, job))
         try:
@@ -284,12 +295,17 @@ class Worker:
                 log_job(
                     self.queue.name, logging.WARNING, ctx.lease, "lease lost: outcome discarded"
                 )
+                if observer is not None:
+                    observer.finished(self.queue.name, "lost", time.perf_counter() - began)
+                    observer.lost(self.queue.name)
                 return
             if job.cancelled():  # the handler cancelled itself: a failure
                 outcome = decide(asyncio.CancelledError())
             else:
                 exc = job.exception()
                 outcome = decide(exc, None if exc else job.result(), self._encode)
+            if observer is not None:
+                observer.finished(self.queue.name, outcome.kind, time.perf_counter() - began)
             await self._write(ctx, outcome)
         finally:
             beat.cancel()
