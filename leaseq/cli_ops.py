@@ -272,6 +272,52 @@ def _add_metrics_port(command: click.Command) -> None:
     command.callback = callback
 
 
+def _add_log_options(command: click.Command) -> None:
+    """Give ``leaseq worker`` ``--log-format text|json`` (json: one object per line,
+    see leaseq.logs) and ``--log-jobs`` (an INFO line per finished job)."""
+    if any(p.name == "log_format" for p in command.params) or command.callback is None:
+        return
+    run = command.callback
+    command.params += [
+        click.Option(
+            ["--log-format"],
+            type=click.Choice(["text", "json"]),
+            default="text",
+            show_default=True,
+            help="json: one object per line (time, level, queue, job_id, attempt, ...).",
+        ),
+        click.Option(
+            ["--log-jobs"], is_flag=True, help="Log a line per finished job (outcome, duration)."
+        ),
+    ]
+
+    @functools.wraps(run)
+    def callback(
+        *args: Any, log_format: str = "text", log_jobs: bool = False, **kwargs: Any
+    ) -> Any:
+        import logging
+        import sys
+
+        from ._observe import install
+        from .logs import JobLog, JsonFormatter
+
+        if log_format == "json":
+            # Set up before the worker command does: basicConfig there then
+            # leaves this handler in place.
+            stream = logging.StreamHandler(sys.stderr)
+            stream.setFormatter(JsonFormatter())
+            root = logging.getLogger()
+            root.handlers[:] = [stream]
+            level = logging.getLevelName(str(kwargs.get("log_level", "INFO")).upper())
+            if isinstance(level, int):
+                root.setLevel(level)
+        if log_jobs:
+            install(JobLog())
+        return run(*args, **kwargs)
+
+    command.callback = callback
+
+
 def register(group: click.Group) -> None:
     """Add the operator commands to the ``leaseq`` group (and ``stats --watch``)."""
     for command in (pause, resume, cancel, delete, drop, web, workers):
@@ -280,3 +326,4 @@ def register(group: click.Group) -> None:
         _add_watch(group.commands["stats"])
     if "worker" in group.commands:
         _add_metrics_port(group.commands["worker"])
+        _add_log_options(group.commands["worker"])

@@ -438,7 +438,7 @@ class Worker:
                 task.outcome = decide(raised, value, self._encode)
                 if observer is not None:
                     spent = time.perf_counter() - began
-                    observer.finished(self.queue.name, task.outcome.kind, spent)
+                    observer.finished(self.queue.name, task.outcome.kind, spent, task.lease)
                 del raised, value
                 done.put(task)
         finally:

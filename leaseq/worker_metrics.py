@@ -95,7 +95,9 @@ class WorkerMetrics:
                 wait = self._waits.setdefault(queue, _Hist(WAIT_BUCKETS))
                 wait.observe(max(0.0, claimed - lease.enqueued_at))
 
-    def finished(self, queue: str, outcome: str, seconds: float) -> None:
+    def finished(
+        self, queue: str, outcome: str, seconds: float, lease: Lease | None = None
+    ) -> None:
         with self._lock:
             self._busy[queue] = max(0, self._busy.get(queue, 0) - 1)
             key = (queue, outcome)

@@ -296,7 +296,8 @@ class Worker:
                     self.queue.name, logging.WARNING, ctx.lease, "lease lost: outcome discarded"
                 )
                 if observer is not None:
-                    observer.finished(self.queue.name, "lost", time.perf_counter() - began)
+                    spent = time.perf_counter() - began
+                    observer.finished(self.queue.name, "lost", spent, ctx.lease)
                     observer.lost(self.queue.name)
                 return
             if job.cancelled():  # the handler cancelled itself: a failure
@@ -305,7 +306,8 @@ class Worker:
                 exc = job.exception()
                 outcome = decide(exc, None if exc else job.result(), self._encode)
             if observer is not None:
-                observer.finished(self.queue.name, outcome.kind, time.perf_counter() - began)
+                spent = time.perf_counter() - began
+                observer.finished(self.queue.name, outcome.kind, spent, ctx.lease)
             await self._write(ctx, outcome)
         finally:
             beat.cancel()
