@@ -75,6 +75,10 @@ class SyncQueueAPI(SyncDriver):
     tick = sync_op(O.tick)
     set_limits = sync_op(O.set_limits)
     limits = sync_op(O.limits)
+    register_worker = sync_op(O.register_worker)
+    unregister_worker = sync_op(O.unregister_worker)
+    workers = sync_op(O.workers)
+    history = sync_op(O.history)
 
 
 class AsyncQueueAPI(AsyncDriver):
@@ -130,3 +134,7 @@ class AsyncQueueAPI(AsyncDriver):
     tick = async_op(O.tick)
     set_limits = async_op(O.set_limits)
     limits = async_op(O.limits)
+    register_worker = async_op(O.register_worker)
+    unregister_worker = async_op(O.unregister_worker)
+    workers = async_op(O.workers)
+    history = async_op(O.history)

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from . import _admin, _control
+from . import history as _hist
 from . import limits as _lim
+from . import registry as _reg
 from . import schedules as _sch
 from ._core import Call, Claimed, QueueCore, block_until, block_wait, parse_state
 from ._replies import as_text
@@ -476,6 +478,33 @@ class QueueOps:
         Raises JobNotFound, or JobStateError when it is not scheduled."""
         yield _control.run_now(self.core, job_id)
 
+    # -- workers -----------------------------------------------------------------
+
+    def register_worker(
+        self, worker: str, *, ttl: float, concurrency: int = 0, done: int = 0, running: int = 0
+    ) -> Op[None]:
+        """Write or refresh ``worker``'s row (host, pid, counts) for ``ttl`` seconds;
+        workers call it with their heartbeat (``leaseq.registry``)."""
+        yield _reg.register(
+            self.core, worker, ttl=ttl, concurrency=concurrency, done=done, running=running
+        )
+
+    def unregister_worker(self, worker: str) -> Op[None]:
+        """Remove ``worker``'s row now (a clean stop)."""
+        yield _reg.unregister(self.core, worker)
+
+    def workers(self) -> Op[list[_reg.WorkerInfo]]:
+        """The workers alive on this queue (rows not expired), oldest first."""
+        found: list[_reg.WorkerInfo] = yield _reg.list_workers(self.core)
+        return found
+
+    def history(self) -> Op[_hist.History]:
+        """Counts (enqueued, succeeded, failed, dead, expired) per minute over the
+        last hour and per ten minutes over the last day, kept in Redis by the
+        scripts that bump the counters (``leaseq.history``)."""
+        found: _hist.History = yield _hist.read(self.core)
+        return found
+
 
 class ShardedOps:
     """The operations of one logical queue over its shards' ``QueueOps``.
@@ -839,6 +868,31 @@ class ShardedOps:
     def run_now(self, job_id: str) -> Op[None]:
         """As ``Queue.run_now``, on the job's shard."""
         yield from self.shard_for(job_id).run_now(job_id)
+
+    # -- workers: registered on shard 0, which every sharded queue has ------------
+
+    def register_worker(
+        self, worker: str, *, ttl: float, concurrency: int = 0, done: int = 0, running: int = 0
+    ) -> Op[None]:
+        """As ``Queue.register_worker``, on shard 0 (one row per worker, not per shard)."""
+        yield from self.shards[0].register_worker(
+            worker, ttl=ttl, concurrency=concurrency, done=done, running=running
+        )
+
+    def unregister_worker(self, worker: str) -> Op[None]:
+        """As ``Queue.unregister_worker``, on shard 0."""
+        yield from self.shards[0].unregister_worker(worker)
+
+    def workers(self) -> Op[list[_reg.WorkerInfo]]:
+        """The workers of the sharded queue (registered on shard 0)."""
+        return (yield from self.shards[0].workers())
+
+    def history(self) -> Op[_hist.History]:
+        """As ``Queue.history``, every shard's buckets summed."""
+        parts = []
+        for shard in self.shards:
+            parts.append((yield from shard.history()))
+        return _hist.merge(self.shards[0].core.name, parts)
 
 
 def merge_stats(name: str, parts: Sequence[Stats]) -> Stats:

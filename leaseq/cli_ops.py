@@ -1,4 +1,5 @@
-"""Operator commands of the ``leaseq`` CLI: pause, resume, cancel, delete, drop, web.
+"""Operator commands of the ``leaseq`` CLI: pause, resume, cancel, delete, drop, web,
+workers.
 
 They are registered on the main click group by ``register`` (one line in
 ``leaseq.cli``) and reach the queue through the group's context object (its
@@ -10,13 +11,19 @@ public Queue API.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import time
 from typing import Any
 
 import click
+import msgspec
+from rich import box
+from rich.console import Console
+from rich.table import Table
 
 from . import _redis
+from ._terminal import span
 from .errors import DamagedRow, InvalidArgument
 from .sharded import ShardedQueue
 
@@ -134,6 +141,64 @@ def web(c: Any, host: str, port: int, allow_actions: bool, auth: str | None) -> 
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
 
 
+@click.command()
+@click.argument("queue", required=False)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object keyed by queue name.")
+@click.pass_obj
+def workers(c: Any, queue: str | None, as_json: bool) -> None:
+    """Workers alive on QUEUE, or on every queue (each row lives a few heartbeats)."""
+    from .queue import Queue
+    from .sharded import ShardedQueue, sharded_names
+
+    if queue:
+        found = {queue: c.target(queue).workers()}
+    else:
+        found = {}
+        for name, shards in sorted(sharded_names(Queue.queues(c.redis, c.prefix)).items()):
+            q = (
+                ShardedQueue(name, shards=shards, redis=c.redis, prefix=c.prefix)
+                if shards
+                else (c.queue(name))
+            )
+            found[name] = q.workers()
+    if as_json:
+        doc = {name: [msgspec.to_builtins(w) for w in ws] for name, ws in found.items()}
+        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+        return
+    rows = [(name, w) for name, ws in found.items() for w in ws]
+    # Worker ids are host:pid:hex: no emoji codes (":1234:") nor markup in them.
+    out = Console(highlight=False, soft_wrap=True, emoji=False, markup=False)
+    if not rows:
+        out.print(
+            f"no workers online under prefix {c.prefix!r}" + (f" on {queue}" if queue else "")
+        )
+        return
+    now = max(w.seen for _, w in rows)
+    table = Table(
+        title=f"leaseq workers ({_redis.redact(c.url)})",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    table.caption = "up = since started; seen = since its last heartbeat; busy = leases held"
+    table.add_column("queue", min_width=5, max_width=16, overflow="fold")
+    table.add_column("worker", min_width=10, overflow="fold")
+    for col in ("conc", "busy", "done", "up", "seen"):
+        table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
+    for name, w in rows:
+        table.add_row(
+            name,
+            w.id,
+            str(w.concurrency),
+            str(w.running),
+            str(w.done),
+            span(max(0.0, now - w.started)),
+            span(max(0.0, now - w.seen)),
+        )
+    out.print(table)
+
+
 def _add_watch(command: click.Command) -> None:
     """Give ``leaseq stats`` a ``--watch SECONDS`` option: print it again every
     SECONDS on a cleared screen until Ctrl-C (the command itself is unchanged)."""
@@ -181,7 +246,8 @@ def _add_metrics_port(command: click.Command) -> None:
             type=click.IntRange(1, 65535),
             default=None,
             metavar="PORT",
-            help="Serve Prometheus metrics of QUEUE on 127.0.0.1:PORT (needs the web extra).",
+            help="Serve Prometheus metrics of QUEUE and of this worker on 127.0.0.1:PORT "
+            "(needs the web extra).",
         )
     )
 
@@ -190,6 +256,7 @@ def _add_metrics_port(command: click.Command) -> None:
         if metrics_port is not None:
             try:
                 from .metrics import serve
+                from .worker_metrics import WorkerMetrics, install
             except ImportError as exc:
                 raise InvalidArgument(
                     f"--metrics-port needs prometheus-client ({exc.name} is missing): "
@@ -205,8 +272,10 @@ def _add_metrics_port(command: click.Command) -> None:
                     target = c.queue(name)
                 return [target.stats()]
 
+            local = WorkerMetrics()  # the worker made next records into it
+            install(local)
             try:
-                serve(metrics_port, read)
+                serve(metrics_port, read, "127.0.0.1", local)
             except OSError as exc:
                 raise InvalidArgument(f"--metrics-port {metrics_port}: {exc.strerror}") from None
         return run(*args, **kwargs)
@@ -214,11 +283,58 @@ def _add_metrics_port(command: click.Command) -> None:
     command.callback = callback
 
 
+def _add_log_options(command: click.Command) -> None:
+    """Give ``leaseq worker`` ``--log-format text|json`` (json: one object per line,
+    see leaseq.logs) and ``--log-jobs`` (an INFO line per finished job)."""
+    if any(p.name == "log_format" for p in command.params) or command.callback is None:
+        return
+    run = command.callback
+    command.params += [
+        click.Option(
+            ["--log-format"],
+            type=click.Choice(["text", "json"]),
+            default="text",
+            show_default=True,
+            help="json: one object per line (time, level, queue, job_id, attempt, ...).",
+        ),
+        click.Option(
+            ["--log-jobs"], is_flag=True, help="Log a line per finished job (outcome, duration)."
+        ),
+    ]
+
+    @functools.wraps(run)
+    def callback(
+        *args: Any, log_format: str = "text", log_jobs: bool = False, **kwargs: Any
+    ) -> Any:
+        import logging
+        import sys
+
+        from ._observe import install
+        from .logs import JobLog, JsonFormatter
+
+        if log_format == "json":
+            # Set up before the worker command does: basicConfig there then
+            # leaves this handler in place.
+            stream = logging.StreamHandler(sys.stderr)
+            stream.setFormatter(JsonFormatter())
+            root = logging.getLogger()
+            root.handlers[:] = [stream]
+            level = logging.getLevelName(str(kwargs.get("log_level", "INFO")).upper())
+            if isinstance(level, int):
+                root.setLevel(level)
+        if log_jobs:
+            install(JobLog())
+        return run(*args, **kwargs)
+
+    command.callback = callback
+
+
 def register(group: click.Group) -> None:
     """Add the operator commands to the ``leaseq`` group (and ``stats --watch``)."""
-    for command in (pause, resume, cancel, delete, drop, web):
+    for command in (pause, resume, cancel, delete, drop, web, workers):
         group.add_command(command)
     if "stats" in group.commands:
         _add_watch(group.commands["stats"])
     if "worker" in group.commands:
         _add_metrics_port(group.commands["worker"])
+        _add_log_options(group.commands["worker"])

@@ -179,6 +179,26 @@ class QueueKeys:
         """ZSET of recent claims for the rate limit; score = claim time, ms epoch."""
         return self.stem + "claims"
 
+    @property
+    def workers(self) -> str:
+        """ZSET of registered worker ids; score = when the worker's row expires, ms epoch."""
+        return self.stem + "workers"
+
+    def worker(self, worker_id: str) -> str:
+        """The HASH a worker keeps alive while it runs (id, host, pid, counts; a TTL)."""
+        return self.stem + "worker:" + worker_id
+
+    @property
+    def worker_prefix(self) -> str:
+        """What scripts prepend to a worker id, ``{prefix}:{<queue>}:worker:``."""
+        return self.stem + "worker:"
+
+    @property
+    def history_prefix(self) -> str:
+        """What scripts prepend to a history bucket: ``{prefix}:{<queue>}:history:``
+        (``m:<minute>`` and ``t:<ten-minute>`` HASHes of counts, expiring)."""
+        return self.stem + "history:"
+
     def index(self, state: str) -> str:
         """The index ZSET of a state (every state has exactly one)."""
         return self.stem + state

@@ -115,10 +115,15 @@ class _Live:
         return collect(stats)
 
 
-def serve(port: int, read: Callable[[], Sequence[Stats]], host: str = "127.0.0.1") -> Any:
+def serve(
+    port: int, read: Callable[[], Sequence[Stats]], host: str = "127.0.0.1", *extra: Any
+) -> Any:
     """Serve ``/metrics`` on ``host:port`` in a daemon thread (``leaseq worker
-    --metrics-port``); ``read`` returns the stats to expose, called per scrape.
-    Returns what ``prometheus_client.start_http_server`` returns."""
+    --metrics-port``); ``read`` returns the stats to expose, called per scrape;
+    ``extra`` collectors (a ``leaseq.worker_metrics.WorkerMetrics``) are served
+    too. Returns what ``prometheus_client.start_http_server`` returns."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Live(read))
+    for collector in extra:
+        registry.register(collector)
     return start_http_server(port, addr=host, registry=registry)

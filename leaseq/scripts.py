@@ -108,6 +108,9 @@ _SHAPES: dict[str, tuple[int, bool, str]] = {
     "delete": (6, False, _DRAIN),
     "drop": (8, False, _DRAIN),
     "run_now": (5, False, _DRAIN),
+    "register": (3, False, _DRAIN),
+    "workers": (2, False, _DRAIN),
+    "history": (1, False, "no-writes"),
 }
 
 

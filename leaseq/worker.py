@@ -38,6 +38,7 @@ from types import FrameType
 from typing import Any
 
 from . import _validate as v
+from ._observe import JobObserver, installed
 from ._outcomes import (
     RELEASE,
     WRITE_BATCH,
@@ -54,6 +55,7 @@ from ._outcomes import (
 from ._protocol import QueueLike
 from .errors import LeaseLost, LeaseqError
 from .handler import Handler, JobContext, _set_current
+from .registry import refresh_every
 from .schedules import TICK_INTERVAL
 from .types import Lease
 
@@ -110,6 +112,7 @@ class Worker:
         reap_interval: float = 10.0,
         worker_id: str | None = None,
         handle_signals: bool = True,
+        metrics: JobObserver | None = None,
     ) -> None:
         check_worker(handler, concurrency, ttl, grace, reap_interval)
         if prefetch is not None:
@@ -125,9 +128,14 @@ class Worker:
         self.reap_interval = float(reap_interval)
         self.worker_id = worker_id or queue.worker_id
         self.handle_signals = handle_signals
+        self.metrics = metrics if metrics is not None else installed()
+        """Worker-local figures (``leaseq.worker_metrics``); None records nothing."""
+        if self.metrics is not None:
+            self.metrics.slots(queue.name, concurrency)
         self.beat_every = self.ttl / 3
         self.counts = {"succeeded": 0, "failed": 0, "dead": 0, "released": 0, "lost": 0}
         """Outcomes this worker wrote (or, for ``lost``, discarded) since it was made."""
+        self._lost_seen = 0
         self._cond = threading.Condition(threading.RLock())
         self._claim_lock = threading.Lock()
         self._run_lock = threading.Lock()
@@ -231,6 +239,7 @@ class Worker:
             for _ in threads:
                 self._work.put(None)
             self._join_claimer(claimer)
+            self._unregister()
             self._restore_signals(old)
             self._log(
                 logging.INFO,
@@ -413,6 +422,10 @@ class Worker:
                 _set_current(task.ctx)
                 raised: BaseException | None = None
                 value: Any = None
+                observer = self.metrics
+                if observer is not None:
+                    observer.started(self.queue.name, task.lease, self.ttl)
+                    began = time.perf_counter()
                 try:
                     value = self.handler(task.ctx.lease)
                     if inspect.isawaitable(value):  # an async def handler
@@ -423,6 +436,9 @@ class Worker:
                 finally:
                     _set_current(None)
                 task.outcome = decide(raised, value, self._encode)
+                if observer is not None:
+                    spent = time.perf_counter() - began
+                    observer.finished(self.queue.name, task.outcome.kind, spent, task.lease)
                 del raised, value
                 done.put(task)
         finally:
@@ -435,10 +451,10 @@ class Worker:
         backoff = Backoff()
         unwritten: list[Task] = []
         next_reap = time.monotonic() + self.reap_interval * random.uniform(0.5, 1.0)
-        retry_at = next_tick = 0.0
+        retry_at = next_tick = next_register = 0.0
         while True:
             now = time.monotonic()
-            timeout = min(self._next_beat_at, next_reap, 1.0 + now) - now
+            timeout = min(self._next_beat_at, next_reap, next_register, 1.0 + now) - now
             if unwritten:
                 timeout = min(timeout, retry_at - now)
             self._drain(unwritten, max(timeout, 0.0005))
@@ -446,11 +462,14 @@ class Worker:
             if now >= retry_at:
                 try:
                     self._writer.write(unwritten)
+                    self._report_lost()
                     if now >= self._next_beat_at:
                         self._heartbeat(now)
                     if now >= next_reap:
                         next_reap = now + self.reap_interval
                         self._reap()
+                    if now >= next_register:
+                        next_register = now + self._register()
                     if now >= next_tick and hasattr(self.queue, "tick"):
                         next_tick = now + TICK_INTERVAL  # schedules: see leaseq.schedules
                         self.queue.tick()
@@ -564,6 +583,34 @@ class Worker:
                 # Leases admitted meanwhile carry their own (later) first beat.
                 pending = [t.next_beat for t in self._tasks.values() if not t.ctx.lost.is_set()]
                 self._next_beat_at = min(pending, default=math.inf)
+
+    def _report_lost(self) -> None:
+        lost = self.counts["lost"]
+        if self.metrics is not None and lost != self._lost_seen:
+            self.metrics.lost(self.queue.name, lost - self._lost_seen)
+        self._lost_seen = lost
+
+    def _register(self) -> float:
+        """Refresh this worker's row in the queue's registry (``leaseq.registry``);
+        returns the seconds until the next refresh."""
+        every = refresh_every(self.ttl)
+        if hasattr(self.queue, "register_worker"):
+            c = self.counts
+            with self._cond:
+                running = len(self._tasks)
+            self.queue.register_worker(
+                self.worker_id,
+                ttl=3 * every,
+                concurrency=self.concurrency,
+                done=c["succeeded"] + c["failed"] + c["dead"],
+                running=running,
+            )
+        return every
+
+    def _unregister(self) -> None:
+        if hasattr(self.queue, "unregister_worker"):
+            with contextlib.suppress(LeaseqError):  # else the row simply expires
+                self.queue.unregister_worker(self.worker_id)
 
     def _reap(self) -> None:
         requeued, died = self.queue.reap()

@@ -18,6 +18,7 @@
 -- ARGV[6]  started: how many of the leased jobs go to a handler at once (integer >= 0); the rest
 --          are prefetched: their row gets prefetched = attempts, so a crash does not charge them
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job row
+--           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
 -- returns: flat array: now_ms, wait_ms (when nothing was leased: ms until the next scheduled job is due
 --          or the earliest lease ends; -1 if none, if jobs were leased, or while the queue is
 --          paused: then sleep on the wake list, which resume.lua fills;
@@ -26,6 +27,7 @@
 --          incarnation (the row's; 0 for a row written before incarnations),
 --          max_attempts, lease_until (ms epoch), enqueued_at (ms epoch), payload
 -- errors: none of its own; a row that cannot be claimed is dead-lettered with last_error
+--!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
 --!include lib/now_ms.lua
 --!include lib/to_count.lua
@@ -96,7 +98,7 @@ while got < count and budget > 0 do
       -- operator to see (there is no row to write a reason into).
       row = {}
       redis.call('ZADD', dead, now, id)
-      redis.call('HINCRBY', meta, 'dead', 1)
+      bump_counter(meta, 'dead', 1, now)
     end
     local state = row[1]
     local attempts, max_attempts = to_count(row[2]), to_count(row[3])

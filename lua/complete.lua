@@ -17,9 +17,11 @@
 --           then per effect, in item order: command (HINCRBY HSET SADD ZADD INCRBY SET XADD),
 --           argc (integer >= 1), then argc arguments that follow the key
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest succeeded rows, deleted past keep_count
+--           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
 -- returns: one reply per item: {'OK'}, {'LOST', state, attempts, incarnation}, or {'EFFECT', k, why}
 --          when effect k of the item cannot apply (then nothing of that item is written)
 -- errors: none beyond the per-item replies
+--!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
 --!include lib/now_ms.lua
 --!include lib/lease_check.lua
@@ -89,7 +91,7 @@ if done > 0 then
   -- per 1000 rows.
   call_chunked('ZREM', active, done_ids, 1000)
   retain_rows(done_jobs, done_ids, succeeded, now, keep_ms)
-  redis.call('HINCRBY', meta, 'succeeded', done)
+  bump_counter(meta, 'succeeded', done, now)
   local trimmed = trim_finished(succeeded, now, 100 + done)
   -- Past keep_count, the oldest rows go too: at most done + 100 per call, so
   -- the set shrinks back even after keep_count was lowered.

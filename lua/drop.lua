@@ -13,6 +13,7 @@
 -- ARGV[2]  limit, the most jobs to delete in this call (integer >= 1)
 -- ARGV[3]  force: 1 deletes leased (active) jobs too, 0 refuses while any exist
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows
+--           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history buckets, deleted with the meta hash
 -- returns: {'OK', deleted, remaining}; once remaining is 0 the meta hash and wake list are gone too
 -- errors: {'ACTIVE', n} when not forced and n leases are in flight (nothing written)
 --!include lib/now_ms.lua
@@ -42,5 +43,13 @@ local remaining = 0
 for _, index in ipairs({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6] }) do
   remaining = remaining + redis.call('ZCARD', index)
 end
-if remaining == 0 then redis.call('DEL', meta, wake) end
+if remaining == 0 then
+  -- The history buckets go too (those that can exist: the last 61 minutes and
+  -- the last 145 ten-minutes), so a dropped queue leaves nothing behind.
+  local now, stem = now_ms(meta), string.sub(meta, 1, -5) .. 'history:'
+  local m, t = math.floor(now / 60000), math.floor(now / 600000)
+  for i = m - 61, m + 1 do redis.call('DEL', stem .. 'm:' .. i) end
+  for i = t - 145, t + 1 do redis.call('DEL', stem .. 't:' .. i) end
+  redis.call('DEL', meta, wake)
+end
 return { 'OK', deleted, remaining }

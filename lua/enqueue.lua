@@ -12,8 +12,10 @@
 -- ARGV[5..] two values per job: id (string, chosen by the client so that a
 --           replayed call finds its own rows), payload (bytes, encoded and size-checked)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, each with a queue-unique incarnation
+--           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
 -- returns: one integer per job: 1 if created, 0 if the id existed
 -- errors: none of its own (input was validated by the caller)
+--!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
 --!include lib/now_ms.lua
 --!include lib/wake_if_first.lua
@@ -88,7 +90,7 @@ for _, i in ipairs(fresh) do
   redis.call('HSET', job_prefix .. ARGV[3 + i * 2], unpack_(base))
 end
 call_chunked('ZADD', index, members, 1000)
-redis.call('HINCRBY', meta, 'enqueued', created)
+bump_counter(meta, 'enqueued', created, now)
 
 if delay_ms > 0 then
   wake_if_first(scheduled, wake, now + delay_ms)

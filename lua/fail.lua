@@ -14,9 +14,10 @@
 -- ARGV[4]  error, the failure text for last_error (string, already trimmed)
 -- ARGV[5]  retry_ms, delay before the retry (integer ms >= 0)
 -- ARGV[6]  dead_now, 1 to dead-letter whatever attempts remain, else 0
--- derives: nothing
+-- derives: leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
 -- returns: {'OK', new state} -- 'scheduled', 'pending' or 'dead'
 -- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation
+--!include lib/bump_counter.lua
 --!include lib/now_ms.lua
 --!include lib/to_count.lua
 --!include lib/lease_check.lua
@@ -35,7 +36,7 @@ if refused then return refused end
 
 local now = now_ms(meta)
 redis.call('ZREM', active, id)
-redis.call('HINCRBY', meta, 'failed', 1)
+bump_counter(meta, 'failed', 1, now)
 -- A slot freed under a concurrency limit: wake a claimer it held back.
 if redis.call('HDEL', meta, 'limit_held') == 1 then redis.call('RPUSH', wake, '1') end
 local row = redis.call('HMGET', job, 'attempts', 'max_attempts', 'priority')

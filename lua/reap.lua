@@ -9,8 +9,10 @@
 -- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  limit, the most index entries to look at (integer >= 1)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows
+--           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
 -- returns: {requeued, died, more} -- more is 1 when expired entries remain
 -- errors: none
+--!include lib/bump_counter.lua
 --!include lib/now_ms.lua
 --!include lib/to_count.lua
 --!include lib/read_row.lua

@@ -13,8 +13,10 @@
 --           read; -1 parks a schedule whose definition cannot be read)
 -- derives: leaseq:{<queue>}:schedule:<name>  HASH  each schedule
 --          leaseq:{<queue>}:job:schedule:<name>:<due ms>  HASH  the job of one due time
+--           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
 -- returns: {jobs created, schedules moved on}
 -- errors: none; a schedule changed, removed or fired since the read is left alone
+--!include lib/bump_counter.lua
 --!include lib/now_ms.lua
 --!include lib/push_pending.lua
 --!include lib/reserve_incarnations.lua
@@ -61,7 +63,7 @@ for i = 3, #ARGV, 4 do
           'incarnation', string.format('%d', incarnation))
         if priority > 0 then redis.call('HSET', job, 'priority', priority) end
         push_pending(pending, meta, wake, job, id, priority)
-        redis.call('HINCRBY', meta, 'enqueued', 1)
+        bump_counter(meta, 'enqueued', 1, now)
         created = created + 1
       end
       redis.call('HSET', key, 'last_fired', due, 'next_due', after)

@@ -35,6 +35,7 @@ from typing import Any
 import fakeredis
 import pytest
 import redis
+import redis.asyncio as aioredis
 
 import leaseq
 
@@ -322,3 +323,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if exitstatus == pytest.ExitCode.OK and not reporter.stats.get("passed"):
         reporter.write_line("leaseq: no test passed in this run: failing it", red=True)
         session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def async_client(r: Any) -> Any:
+    """A redis.asyncio client on the same server (fake or real) as the sync ``r``."""
+    kwargs = r.connection_pool.connection_kwargs
+    if isinstance(r, fakeredis.FakeRedis):
+        return fakeredis.FakeAsyncRedis(server=kwargs["server"])
+    return aioredis.Redis(host=kwargs["host"], port=kwargs["port"])

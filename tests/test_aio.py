@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import fakeredis
 import pytest
 import redis
 import redis.asyncio as aioredis
@@ -35,8 +34,10 @@ from tests import (
     test_fencing,
     test_hardening_admin,
     test_hardening_fencing,
+    test_history,
     test_limits,
     test_pause,
+    test_registry,
     test_retention,
     test_schedules,
     test_scripts,
@@ -46,7 +47,7 @@ from tests import (
     test_worker,
     test_worker_refunds,
 )
-from tests.conftest import Clock
+from tests.conftest import Clock, async_client
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,6 +71,8 @@ SUITE_MODULES = (
     test_pause,
     test_schedules,
     test_worker_refunds,
+    test_history,
+    test_registry,
 )
 # Queue cases of the sync suite that do NOT run here, each with the reason.
 # A case missing from both the async run and this list fails
@@ -113,6 +116,14 @@ EXCLUDED: dict[str, str] = {
     "worker.unencodable_result_dead_letters_only_that_job_at_once": _THREADED_WORKER,
     "pause.a_burst_worker_runs_nothing_on_a_paused_queue": _THREADED_WORKER,
     "pause.resume_wakes_a_blocked_claimer_at_once": _THREADS,
+    "web_workers.overview_counts_workers_online_per_queue": _WEB,
+    "web_workers.overview_draws_the_history_charts_and_dead_letter_growth": _WEB,
+    "web_workers.workers_page_lists_each_worker_and_drops_the_dead": _WEB,
+    "worker_metrics.a_lost_lease_is_counted": _THREADED_WORKER,
+    "worker_metrics.an_installed_observer_is_the_default": _THREADED_WORKER,
+    "worker_metrics.busy_handlers_are_counted_while_they_run": _THREADED_WORKER,
+    "worker_metrics.threaded_worker_records_durations_waits_and_slots": _THREADED_WORKER,
+    "registry.the_threaded_worker_registers_while_it_runs_and_leaves_at_stop": _THREADED_WORKER,
     "web.actions_need_the_csrf_token_and_a_same_origin": _WEB,
     "web.actions_on_many_ids_report_refusals": _WEB,
     "web.auth": _WEB,
@@ -130,14 +141,6 @@ EXCLUDED: dict[str, str] = {
 }
 
 CASES = suite.cases(*SUITE_MODULES, skip=lambda f: suite.case_name(f) in EXCLUDED, fixtures=None)
-
-
-def async_client(r: Any) -> Any:
-    """A redis.asyncio client on the same server (fake or real) as the sync ``r``."""
-    kwargs = r.connection_pool.connection_kwargs
-    if isinstance(r, fakeredis.FakeRedis):
-        return fakeredis.FakeAsyncRedis(server=kwargs["server"])
-    return aioredis.Redis(host=kwargs["host"], port=kwargs["port"])
 
 
 @pytest.fixture

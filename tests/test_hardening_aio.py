@@ -8,7 +8,7 @@ from typing import Any
 
 import leaseq
 import leaseq.aio
-from tests.test_aio import async_client
+from tests.conftest import async_client
 
 
 def test_aio_retry_all_dead_purge_and_reset_clock(r: Any) -> None:

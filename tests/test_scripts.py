@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import leaseq
-from leaseq import _control
+from leaseq import _control, history, registry
 from leaseq.scripts import SCRIPTS, load_source
 from tests.conftest import Clock
 from tests.test_core_util import claim_one, index, row, snapshot
@@ -176,6 +176,9 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
         "delete": _control.delete(core, "ID"),
         "drop": _control.drop(core, False),
         "run_now": _control.run_now(core, "ID"),
+        "register": registry.register(core, "ID", ttl=1.0, concurrency=1, done=0, running=0),
+        "workers": registry.list_workers(core),
+        "history": history.read(core),
         **_schedule_calls(core),
     }
 

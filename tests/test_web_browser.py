@@ -267,3 +267,43 @@ def test_actions_when_allowed_update_the_list(browser: Any, client: Any) -> None
     finally:
         page.close()
         served.stop()
+
+
+def test_overview_draws_history_charts_and_lists_workers(browser: Any, client: Any) -> None:
+    emails, _ = seed(client)
+    emails.register_worker("web-1:4242:a1b2c3", ttl=60.0, concurrency=8, done=5, running=1)
+    served = Served(client, title="redis://127.0.0.1/0")
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(served.url + "/")
+        for chart in ("chart-hour", "chart-day"):
+            svg = page.locator(f"svg#{chart}")
+            assert svg.is_visible()
+            assert svg.locator("polyline").count() == 4
+            # Measured in one step: the live refresh may swap the element meanwhile.
+            w, h = page.evaluate(
+                f"() => {{ const b = document.querySelector('svg#{chart}')"
+                ".getBoundingClientRect(); return [b.width, b.height]; }"
+            )
+            assert w > 200 and h > 60
+        # 133 enqueued (130 emails, 3 reports) and 4 dead-lettered in the seed, this hour.
+        hour = page.locator('svg#chart-hour polyline[data-series="enqueued"]')
+        assert hour.get_attribute("data-total") == "133"
+        assert "+4 in the last hour" in page.locator(".dead-growth").inner_text()
+        assert "1 worker online" in page.locator(".workers-online").inner_text()
+        shot(page, "overview-history")
+        # The chart follows the live refresh: more dead letters, no reload.
+        for lease in emails.claim_many(2, ttl=60.0):
+            emails.fail(lease, "boom", dead=True)
+        page.wait_for_function(
+            "() => document.querySelector('.dead-growth').textContent.includes('+6 in the last')",
+            timeout=10_000,
+        )
+        page.click(".workers-online a")
+        assert page.locator("h1").inner_text() == "Workers"
+        row = page.locator('tr[data-worker="web-1:4242:a1b2c3"]')
+        assert row.is_visible() and "emails" in row.inner_text()
+        shot(page, "workers")
+    finally:
+        page.close()
+        served.stop()

@@ -21,10 +21,12 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from .._observe import JobObserver, installed
 from .._outcomes import (
     Backoff,
     Outage,
@@ -39,6 +41,7 @@ from .._outcomes import (
 from .._protocol import AsyncQueueLike
 from ..errors import AlreadyFinished, LeaseLost, LeaseqError, ServerUnavailable
 from ..handler import JobContext, _set_current
+from ..registry import refresh_every
 from ..schedules import TICK_INTERVAL
 from ..types import Lease
 
@@ -85,6 +88,7 @@ class Worker:
         ttl: float = 30.0,
         reap_interval: float | None = None,
         grace: float = 30.0,
+        metrics: JobObserver | None = None,
     ) -> None:
         check_worker(handler, concurrency, ttl, grace, reap_interval)
         self.queue = queue
@@ -93,6 +97,10 @@ class Worker:
         self.ttl = float(ttl)
         self.reap_interval = self.ttl if reap_interval is None else float(reap_interval)
         self.grace = float(grace)
+        self.metrics = metrics if metrics is not None else installed()
+        """Worker-local figures (``leaseq.worker_metrics``); None records nothing."""
+        if self.metrics is not None:
+            self.metrics.slots(queue.name, concurrency)
         self.processed = 0
         """Jobs whose outcome this worker wrote (completed, failed or retried)."""
         self._async = _is_async(handler)
@@ -144,7 +152,7 @@ class Worker:
         stop_wait = asyncio.ensure_future(self._stop.wait())
         wake: asyncio.Future[bool] | None = None
         loop = asyncio.get_running_loop()
-        next_reap = next_tick = loop.time()
+        next_reap = next_tick = next_register = loop.time()
         backoff = Backoff()
         try:
             while not self._stop.is_set():
@@ -155,6 +163,8 @@ class Worker:
                     if loop.time() >= next_tick and hasattr(self.queue, "tick"):
                         next_tick = loop.time() + TICK_INTERVAL  # see leaseq.schedules
                         await self.queue.tick()
+                    if loop.time() >= next_register:
+                        next_register = loop.time() + await self._register()
                     free = self.concurrency - len(self._tasks)
                     leases: list[Lease] = []
                     hint: float | None = None
@@ -179,6 +189,7 @@ class Worker:
                 # due by itself, or stop() is called.
                 waiters: set[asyncio.Future[Any]] = {stop_wait, *self._tasks}
                 timeout = min(_IDLE_SLICE if hint is None else hint, _IDLE_SLICE, TICK_INTERVAL)
+                timeout = min(timeout, next_register - loop.time())
                 if len(self._tasks) < self.concurrency:
                     if wake is None or wake.done():
                         # Kept across iterations: cancelling a BLPOP costs a reconnect.
@@ -200,6 +211,23 @@ class Worker:
             # Let them unwind (a cancelled BLPOP drops its connection; a cancelled
             # job releases its lease) before the loop may close.
             await asyncio.gather(*leftovers, return_exceptions=True)
+            if hasattr(self.queue, "unregister_worker"):
+                with contextlib.suppress(LeaseqError):  # else the row simply expires
+                    await self.queue.unregister_worker(self.queue.worker_id)
+
+    async def _register(self) -> float:
+        """Refresh this worker's row in the queue's registry (``leaseq.registry``);
+        returns the seconds until the next refresh."""
+        every = refresh_every(self.ttl)
+        if hasattr(self.queue, "register_worker"):
+            await self.queue.register_worker(
+                self.queue.worker_id,
+                ttl=3 * every,
+                concurrency=self.concurrency,
+                done=self.processed,
+                running=len(self._tasks),
+            )
+        return every
 
     def _end(self, exc: LeaseqError) -> None:
         """A leaseq error that retrying will not cure: stop now and let run() raise it."""
@@ -244,6 +272,10 @@ class Worker:
 
     async def _process(self, ctx: JobContext) -> None:
         """Run one job with a heartbeat; write its outcome under its lease."""
+        observer = self.metrics
+        if observer is not None:
+            observer.started(self.queue.name, ctx.lease, self.ttl)
+            began = time.perf_counter()
         job = asyncio.ensure_future(self._call(ctx))
         beat = asyncio.ensure_future(self._heartbeat(ctx, job))
         try:
@@ -263,12 +295,19 @@ class Worker:
                 log_job(
                     self.queue.name, logging.WARNING, ctx.lease, "lease lost: outcome discarded"
                 )
+                if observer is not None:
+                    spent = time.perf_counter() - began
+                    observer.finished(self.queue.name, "lost", spent, ctx.lease)
+                    observer.lost(self.queue.name)
                 return
             if job.cancelled():  # the handler cancelled itself: a failure
                 outcome = decide(asyncio.CancelledError())
             else:
                 exc = job.exception()
                 outcome = decide(exc, None if exc else job.result(), self._encode)
+            if observer is not None:
+                spent = time.perf_counter() - began
+                observer.finished(self.queue.name, outcome.kind, spent, ctx.lease)
             await self._write(ctx, outcome)
         finally:
             beat.cancel()

@@ -19,7 +19,9 @@ import msgspec
 
 from .. import _redis
 from ..errors import DamagedRow, InvalidArgument, JobNotFound, JobStateError
+from ..history import History
 from ..queue import Queue
+from ..registry import WorkerInfo
 from ..sharded import ShardedQueue, sharded_names
 from ..types import Job, State, Stats
 
@@ -95,6 +97,26 @@ class Source:
                 out.append(self.stats(self.queue(name)))
             except InvalidArgument:
                 continue  # dropped since the last scan
+        return out
+
+    def histories(self) -> list[History]:
+        """Every queue's history buckets (one script call per queue, no writes)."""
+        out = []
+        for name in sorted(self.names()):
+            try:
+                out.append(self.queue(name).history())
+            except InvalidArgument:
+                continue
+        return out
+
+    def workers(self) -> dict[str, list[WorkerInfo]]:
+        """``{queue: its live workers}`` for every queue (one script call each)."""
+        out: dict[str, list[WorkerInfo]] = {}
+        for name in sorted(self.names()):
+            try:
+                out[name] = self.queue(name).workers()
+            except InvalidArgument:
+                continue
         return out
 
     # -- reading jobs -------------------------------------------------------------

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -33,6 +34,7 @@ from ..errors import DamagedKey, InvalidArgument, LeaseqError, ServerUnavailable
 from ..keys import check_job_id
 from ..queue import connect
 from ..types import Job, State, Stats
+from . import charts
 from ._security import CSRF_COOKIE, TOKEN_COOKIE, Gate, csrf_ok, csrf_token, parse_auth
 from ._source import SCAN_LIMIT, Source, Target
 
@@ -87,6 +89,7 @@ def create_app(
     routes = [
         Route("/", views.overview, name="overview"),
         Route("/search", views.search, name="search"),
+        Route("/workers", views.workers, name="workers"),
         Route("/metrics", views.metrics, name="metrics"),
         Route("/queues/{name}", views.queue, name="queue"),
         Route("/queues/{name}/jobs/{job_id:path}", views.job, name="job"),
@@ -175,8 +178,45 @@ class _Views:
     def _overview(self, request: Request) -> Response:
         stats = self.source.overview()
         now = self._now(stats)
-        rows = [_queue_row(s, now) for s in stats]
-        return self.render(request, "overview.html", rows=rows, now=_fmt_time(now, now))
+        online = self.source.workers()
+        rows = [_queue_row(s, now) | {"workers": len(online.get(s.queue, []))} for s in stats]
+        minutes, tens = charts.sum_histories(self.source.histories())
+        return self.render(
+            request,
+            "overview.html",
+            rows=rows,
+            now=_fmt_time(now, now),
+            workers_online=sum(len(ws) for ws in online.values()),
+            hour_chart=Markup(charts.chart(minutes, "jobs per minute, last hour", "chart-hour")),
+            day_chart=Markup(charts.chart(tens, "jobs per 10 minutes, last day", "chart-day")),
+            series=charts.SERIES,
+            hour={f: sum(b.get(f) for b in minutes) for f, _, _ in charts.SERIES},
+            day={f: sum(b.get(f) for b in tens) for f, _, _ in charts.SERIES},
+        )
+
+    async def workers(self, request: Request) -> Response:
+        return await _threaded(self._workers, request)
+
+    def _workers(self, request: Request) -> Response:
+        online = self.source.workers()
+        now = self._now([])
+        rows = [
+            {
+                "queue": name,
+                "id": w.id,
+                "host": w.host,
+                "pid": w.pid,
+                "concurrency": w.concurrency,
+                "running": w.running,
+                "done": w.done,
+                "started": _fmt_time(w.started, now),
+                "seen": _fmt_time(w.seen, now),
+                "expires": _fmt_time(w.expires, now),
+            }
+            for name, ws in online.items()
+            for w in ws
+        ]
+        return self.render(request, "workers.html", rows=rows, now=_fmt_time(now, now))
 
     async def queue(self, request: Request) -> Response:
         return await _threaded(self._queue, request)

@@ -4,7 +4,7 @@
 -- A lease that never reached a handler (row field prefetched == attempts: the
 -- worker prefetched it and never said it started) gets its attempt refunded by
 -- raising max_attempts, at most 5 times per job (row field refunds).
--- Needs push_pending, dead_letter, to_count and read_row. Returns requeued, died.
+-- Needs bump_counter, push_pending, dead_letter, to_count and read_row. Returns requeued, died.
 -- Atomic with every other script, so two reapers never move a job twice.
 local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit)
   local requeued, died = 0, 0
@@ -20,7 +20,7 @@ local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, 
       -- operator to see (there is no row to write a reason into).
       redis.call('ZREM', active, id)
       redis.call('ZADD', dead, now, id)
-      redis.call('HINCRBY', meta, 'dead', 1)
+      bump_counter(meta, 'dead', 1, now)
       died = died + 1
     elseif row[1] ~= 'active' then
       -- Stale index entry: the row left 'active' (or is gone).
@@ -44,7 +44,7 @@ local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, 
       local attempts, max_attempts = to_count(row[2]), to_count(row[3])
       local err = 'lease expired (attempt ' .. (row[2] or 'missing') .. ', worker '
         .. (row[6] or '?') .. ')'
-      redis.call('HINCRBY', meta, 'expired', 1)
+      bump_counter(meta, 'expired', 1, now)
       local refunds = to_count(row[8]) or 0
       if attempts and max_attempts and row[7] == row[2] and refunds < max_refunds then
         -- A crash must not spend the attempt of a job that never started;

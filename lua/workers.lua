@@ -1,0 +1,30 @@
+-- workers.lua: the workers registered on a queue, oldest registration first.
+-- transition: none (trims expired ids from the worker index)
+-- clock: server TIME via now_ms (read only: the floor is not moved)
+-- KEYS[1]  leaseq:{<queue>}:meta         HASH  counters, clock (read for the clock floor)
+-- KEYS[2]  leaseq:{<queue>}:workers      ZSET  worker ids, score = when the row expires, ms epoch
+-- ARGV[1]  prefix of worker rows, leaseq:{<queue>}:worker: (string)
+-- ARGV[2]  limit, most workers returned (integer)
+-- derives: leaseq:{<queue>}:worker:<id>  HASH  each listed worker's row
+-- returns: {now_ms, id1, {field, value, ...}, id2, {...}, ...}
+-- errors: none
+--!include lib/now_ms.lua
+--!include lib/trim_workers.lua
+--!include lib/allow_oom.lua
+
+local meta, index = KEYS[1], KEYS[2]
+allow_oom(meta) -- only deletes: a full server must still list its workers
+local prefix, limit = ARGV[1], tonumber(ARGV[2])
+local now = now_ms(meta, true)
+trim_workers(index, now)
+local out = { now }
+for _, id in ipairs(redis.call('ZRANGE', index, 0, limit - 1)) do
+  local fields = redis.call('HGETALL', prefix .. id)
+  if #fields == 0 then
+    redis.call('ZREM', index, id) -- the row expired on a clock a little ahead of ours
+  else
+    out[#out + 1] = id
+    out[#out + 1] = fields
+  end
+end
+return out
