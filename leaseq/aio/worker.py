@@ -287,6 +287,9 @@ class Worker:
                 job.cancel()
                 held = not ctx.lost.is_set()
                 ctx.lost.set()  # a handler thread still running learns it is over
+                if observer is not None:  # the handler is no longer busy
+                    spent = time.perf_counter() - began
+                    observer.finished(self.queue.name, "release", spent, ctx.lease)
                 if held:
                     with contextlib.suppress(LeaseqError):
                         await self.queue.release(ctx.lease)
