@@ -27,6 +27,7 @@ from .errors import (
     LeaseLost,
     NotReplicated,
 )
+from .groups import check_group
 from .keys import QueueKeys, check_job_id, new_job_ids
 from .payloads import Codec
 from .scripts import SCRIPTS, Script
@@ -196,6 +197,7 @@ class QueueCore:
         max_attempts: int | None,
         delay: float | None,
         priority: int,
+        group: str | None = None,
     ) -> tuple[list[str], list[Call[list[int]]]]:
         """The ids and the script calls (chunks of ENQUEUE_CHUNK) that enqueue ``payloads``.
 
@@ -215,6 +217,7 @@ class QueueCore:
             attempts,
             v.delay_ms(delay),
             v.integer(priority, "priority", 0, v.MAX_PRIORITY),
+            "" if group is None else check_group(group),
         )
         fresh = iter(new_job_ids(sum(1 for i in ids if i is None) if ids else len(payloads)))
         job_ids = [

@@ -167,6 +167,27 @@ class QueueKeys:
         """ZSET of recent claims for the rate limit; score = claim time, ms epoch."""
         return self.stem + "claims"
 
+    @property
+    def groups(self) -> str:
+        """ZSET of the fair groups with ready jobs; score = round-robin turn (meta ``gseq``).
+
+        Scripts derive this and the other group keys from the meta key's stem."""
+        return self.stem + "groups"
+
+    def group(self, name: str) -> str:
+        """ZSET of one group's ready ids; score = priority * 2**33 + FIFO sequence."""
+        return self.stem + "group:" + name
+
+    @property
+    def group_active(self) -> str:
+        """HASH group -> leases active now (claim adds, a lease's end takes away)."""
+        return self.stem + "group_active"
+
+    @property
+    def group_held(self) -> str:
+        """SET of groups with ready jobs taken out of the rotation at group_concurrency."""
+        return self.stem + "group_held"
+
     def index(self, state: str) -> str:
         """The index ZSET of a state (every state has exactly one)."""
         return self.stem + state

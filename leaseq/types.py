@@ -103,6 +103,8 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     not yet reported; it means something only while equal to ``attempts``."""
     refunds: int = 0
     """Attempts refunded because a lease expired before reaching a handler (at most 5)."""
+    group: str | None = None
+    """The job's fair group (``enqueue(..., group=)``); None for an ungrouped job."""
 
 
 class Backoff(msgspec.Struct, frozen=True, kw_only=True):

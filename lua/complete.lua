@@ -29,6 +29,7 @@
 --!include lib/apply_effect.lua
 --!include lib/trim_count.lua
 --!include lib/allow_oom.lua
+--!include lib/group_done.lua
 
 local active, succeeded, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 allow_oom(meta) -- a full server must still let this script drain the queue
@@ -72,6 +73,7 @@ for i = 1, n do
     -- The effects and the completion are one script: a lease that holds
     -- applies both, a lost one (or a replay) applies neither.
     now = now or now_ms(meta)
+    group_done(meta, job) -- fair groups: before the row may be deleted
     for _, e in ipairs(effects) do apply_effect(e[1], e[2], e[3]) end
     redis.call('HSET', job, 'state', 'succeeded', 'finished_at', now)
     redis.call('HDEL', job, 'lease_until')

@@ -24,6 +24,7 @@
 --!include lib/dead_letter.lua
 --!include lib/wake_if_first.lua
 --!include lib/allow_oom.lua
+--!include lib/group_done.lua
 
 local job, active, pending, scheduled, dead, meta, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -35,6 +36,7 @@ if refused then return refused end
 
 local now = now_ms(meta)
 redis.call('ZREM', active, id)
+group_done(meta, job)
 redis.call('HINCRBY', meta, 'failed', 1)
 -- A slot freed under a concurrency limit: wake a claimer it held back.
 if redis.call('HDEL', meta, 'limit_held') == 1 then redis.call('RPUSH', wake, '1') end

@@ -16,6 +16,7 @@
 --!include lib/read_row.lua
 --!include lib/push_pending.lua
 --!include lib/dead_letter.lua
+--!include lib/group_done.lua
 --!include lib/reap_expired.lua
 --!include lib/allow_oom.lua
 

@@ -17,6 +17,7 @@
 --!include lib/lease_check.lua
 --!include lib/push_pending.lua
 --!include lib/allow_oom.lua
+--!include lib/group_done.lua
 
 local job, active, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 allow_oom(meta) -- a full server must still let this script drain the queue
@@ -33,6 +34,7 @@ end
 redis.call('HSET', job, 'max_attempts', to_count(max_attempts) + 1)
 redis.call('HDEL', job, 'lease_until')
 redis.call('ZREM', active, id)
+group_done(meta, job)
 redis.call('HINCRBY', meta, 'released', 1)
 push_pending(pending, meta, wake, job, id,
   to_count(redis.call('HGET', job, 'priority')) or 0)

@@ -131,7 +131,7 @@ def test_limits_are_readable_with_redis_cli(q: Any, r: Any) -> None:
         ({"rate": 5, "per": float("inf")}, "per"),
         ({"per": 1.0}, "per"),
         ({"rate": None, "per": 2.0}, "per"),
-        ({"group_concurrency": 2}, "group"),
+        ({"group_concurrency": 0}, "group_concurrency"),
     ],
 )
 def test_bad_limits_are_refused_and_write_nothing(
