@@ -36,7 +36,10 @@ if ARGV[1] == 'set' then
   -- that are now below it back into the rotation (at the back).
   local stem = string.sub(meta, 1, -5)
   local cap = tonumber(redis.call('HGET', limits, 'group_concurrency') or '')
-  for _, group in ipairs(redis.call('SMEMBERS', stem .. 'group_held')) do
+  -- In name order, so the rotation they rejoin does not depend on set order.
+  local held = redis.call('SMEMBERS', stem .. 'group_held')
+  table.sort(held)
+  for _, group in ipairs(held) do
     local n = tonumber(redis.call('HGET', stem .. 'group_active', group) or '0') or 0
     if not cap or n < cap then
       redis.call('SREM', stem .. 'group_held', group)
