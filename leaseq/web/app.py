@@ -551,7 +551,16 @@ def _job_row(job: Job, now: float) -> dict[str, Any]:
     }
 
 
-_ORDER = ["state", "attempts", "max_attempts", "priority", *TIME_FIELDS, "worker", "last_error"]
+_ORDER = [
+    "state",
+    "attempts",
+    "max_attempts",
+    "priority",
+    "group",
+    *TIME_FIELDS,
+    "worker",
+    "last_error",
+]
 
 
 def _field_order(name: str) -> tuple[int, str]:
