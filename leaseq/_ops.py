@@ -881,4 +881,6 @@ def merge_stats(name: str, parts: Sequence[Stats]) -> Stats:
         # Paused while any shard is (pause() pauses every shard), since the earliest.
         paused=any(p.paused for p in parts),
         paused_at=most((p.paused_at for p in parts), min),
+        groups_ready=sum(p.groups_ready for p in parts),
+        groups_held=sum(p.groups_held for p in parts),
     )

@@ -140,3 +140,14 @@ def test_a_delayed_grouped_job_joins_its_group_when_due(q: Any, r: Any, clock: C
     clock.advance(clock.lease(5.0) + 0.01)
     lease = q.claim(ttl=30.0)
     assert lease is not None and lease.id == job_id and group_of(q, lease) == "a"
+
+
+def test_a_forced_drop_takes_the_group_bookkeeping_with_it(q: Any, r: Any) -> None:
+    q.set_limits(group_concurrency=1)
+    q.enqueue_many(["x", "y"], group="a")
+    assert q.claim(ttl=30.0) is not None and q.claim(ttl=30.0) is None  # "a" is held
+    q.drop(force=True)
+    for key in (q.keys.groups, q.keys.group_held, q.keys.group_active, q.keys.group("a")):
+        assert not r.exists(key)
+    q.enqueue("again", group="a")
+    assert q.claim(ttl=30.0) is not None  # not held by counts of deleted leases
