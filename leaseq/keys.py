@@ -185,7 +185,8 @@ class QueueKeys:
 
     @property
     def group_held(self) -> str:
-        """SET of groups with ready jobs taken out of the rotation at group_concurrency."""
+        """HASH group -> 1 of groups with ready jobs taken out of the rotation at
+        group_concurrency (a hash, not a set: no extra commands for an ACL user)."""
         return self.stem + "group_held"
 
     def index(self, state: str) -> str:

@@ -13,7 +13,7 @@
 -- ARGV[2]  limit, the most jobs to delete in this call (integer >= 1)
 -- ARGV[3]  force: 1 deletes leased (active) jobs too, 0 refuses while any exist
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows; at the end the fair groups' keys
---          leaseq:{<queue>}:groups ZSET, group_held SET, group_active HASH, group:<name> ZSET
+--          leaseq:{<queue>}:groups ZSET, group_held HASH, group_active HASH, group:<name> ZSET
 --          (stem of KEYS[7])
 -- returns: {'OK', deleted, remaining}; once remaining is 0 the meta hash and wake list are gone too
 -- errors: {'ACTIVE', n} when not forced and n leases are in flight (nothing written)
@@ -49,7 +49,8 @@ if remaining == 0 then
   -- grouped jobs would otherwise leave counts that hold a group forever).
   local stem = string.sub(meta, 1, -5)
   local names = redis.call('ZRANGE', stem .. 'groups', 0, -1)
-  for _, g in ipairs(redis.call('SMEMBERS', stem .. 'group_held')) do names[#names + 1] = g end
+  local held = redis.call('HGETALL', stem .. 'group_held')
+  for i = 1, #held, 2 do names[#names + 1] = held[i] end
   for _, g in ipairs(names) do redis.call('DEL', stem .. 'group:' .. g) end
   redis.call('DEL', meta, wake, stem .. 'groups', stem .. 'group_held', stem .. 'group_active')
 end

@@ -101,7 +101,7 @@ if group and delay_ms == 0 then
   local stem = string.sub(meta, 1, -5)
   call_chunked('ZADD', stem .. 'group:' .. group, members, 1000)
   for i = 1, #members, 2 do members[i] = 9007199254740992 + members[i] end
-  if redis.call('SISMEMBER', stem .. 'group_held', group) == 0 then
+  if not redis.call('HGET', stem .. 'group_held', group) then
     redis.call('ZADD', stem .. 'groups', 'NX', redis.call('HINCRBY', meta, 'gseq', 1), group)
   end
 end

@@ -13,7 +13,7 @@
 -- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  soon_ms, the window for "leases expiring soon" (integer ms >= 0)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest pending job's row;
---          leaseq:{<queue>}:groups  ZSET  and leaseq:{<queue>}:group_held  SET (stem of KEYS[7])
+--          leaseq:{<queue>}:groups  ZSET  and leaseq:{<queue>}:group_held  HASH (stem of KEYS[7])
 -- returns: flat array: now_ms, pending, scheduled, active, succeeded, dead, cancelled,
 --          expired leases, leases expiring within soon_ms, oldest pending enqueued_at
 --          (ms epoch, -1 if none), next scheduled due (ms epoch, -1 if none),
@@ -60,7 +60,7 @@ out[#out + 1] = per and redis.call('ZCOUNT', KEYS[9], '(' .. (now - per), '+inf'
 local stem = string.sub(meta, 1, -5)
 out[#out + 1] = tonumber(redis.call('HGET', KEYS[8], 'group_concurrency') or '') or -1
 out[#out + 1] = redis.call('ZCARD', stem .. 'groups')
-out[#out + 1] = redis.call('SCARD', stem .. 'group_held')
+out[#out + 1] = #redis.call('HGETALL', stem .. 'group_held') / 2 -- no SCARD/HLEN: see limits.lua
 local m = redis.call('HGETALL', meta)
 for i = 1, #m do out[#out + 1] = m[i] end
 return out

@@ -14,6 +14,7 @@ import pytest
 import leaseq
 from tests.conftest import Clock
 from tests.test_core_util import text
+from tests.test_security import PASSWORD, acl_server  # noqa: F401  (the fixture)
 
 
 def group_of(q: Any, lease: leaseq.Lease) -> str | None:
@@ -151,3 +152,20 @@ def test_a_forced_drop_takes_the_group_bookkeeping_with_it(q: Any, r: Any) -> No
         assert not r.exists(key)
     q.enqueue("again", group="a")
     assert q.claim(ttl=30.0) is not None  # not held by counts of deleted leases
+
+
+def test_the_least_privilege_acl_user_runs_fair_groups(acl_server: Any) -> None:  # noqa: F811
+    # The command list of docs/reliability.md must still suffice with groups on.
+    url = f"redis://leaseq:{PASSWORD}@127.0.0.1:{acl_server.port}/0"
+    q = leaseq.Queue.from_url(url, "emails", keep_succeeded=60.0)
+    q.set_limits(group_concurrency=1)
+    q.enqueue_many(["x", "y"], group="a")
+    q.enqueue("z")
+    leases = q.claim_many(10, ttl=30.0)
+    assert len(leases) == 2 and q.limits().groups_held == 1
+    assert q.stats().groups_held == 1
+    q.complete(leases[0])
+    q.release(leases[1])
+    assert len(q.claim_many(10, ttl=30.0)) >= 1
+    q.set_limits(group_concurrency=None)
+    q.drop(force=True)

@@ -484,7 +484,7 @@ class LeaseqModel(RuleBasedStateMachine):
             if j.state == "active" and j.group is not None:
                 want[j.group] = want.get(j.group, 0) + 1
         assert counts == want
-        assert {m.decode() for m in self.r.smembers(k.group_held)} == self.held
+        assert {m.decode() for m in self.r.hkeys(k.group_held)} == self.held
         rotation = [m.decode() for m in self.r.zrange(k.groups, 0, -1)]
         assert rotation == sorted(self.rotation, key=lambda g: self.rotation[g])
 

@@ -10,10 +10,10 @@ local function group_done(meta, job)
   local stem = string.sub(meta, 1, -5)
   local left = redis.call('HINCRBY', stem .. 'group_active', group, -1)
   if left <= 0 then redis.call('HDEL', stem .. 'group_active', group) end
-  if redis.call('SISMEMBER', stem .. 'group_held', group) == 0 then return end
+  if not redis.call('HGET', stem .. 'group_held', group) then return end
   local cap = tonumber(redis.call('HGET', stem .. 'limits', 'group_concurrency') or '')
   if cap and left >= cap then return end -- a limit lowered below what is active
-  redis.call('SREM', stem .. 'group_held', group)
+  redis.call('HDEL', stem .. 'group_held', group)
   if redis.call('ZCARD', stem .. 'group:' .. group) > 0 then
     redis.call('ZADD', stem .. 'groups', 'NX', redis.call('HINCRBY', meta, 'gseq', 1), group)
     if redis.call('LLEN', stem .. 'wake') < 64 then redis.call('RPUSH', stem .. 'wake', '1') end

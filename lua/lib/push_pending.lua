@@ -8,7 +8,7 @@
 -- <stem>group:<name> under that score, and into pending at 2^53 + score, above
 -- every ungrouped job, so the ungrouped ZPOPMIN path never takes it; the group
 -- joins the rotation ZSET <stem>groups at the back (NX) unless it is held at
--- group_concurrency (SET <stem>group_held). <stem> is the meta key less 'meta'.
+-- group_concurrency (HASH <stem>group_held). <stem> is the meta key less 'meta'.
 -- It also leaves a wake-up token for blocked claimers (capped at 64).
 local function push_pending(pending, meta, wake, job, id, priority)
   local seq = redis.call('HINCRBY', meta, 'seq', 1)
@@ -23,7 +23,7 @@ local function push_pending(pending, meta, wake, job, id, priority)
     local stem = string.sub(meta, 1, -5)
     redis.call('ZADD', stem .. 'group:' .. group, score, id)
     redis.call('ZADD', pending, 9007199254740992 + score, id)
-    if redis.call('SISMEMBER', stem .. 'group_held', group) == 0 then
+    if not redis.call('HGET', stem .. 'group_held', group) then
       redis.call('ZADD', stem .. 'groups', 'NX', redis.call('HINCRBY', meta, 'gseq', 1), group)
     end
   else

@@ -4,7 +4,7 @@
 -- id from pending and leases it with lease_one(id); the group goes to the back (a fresh meta
 -- gseq) or leaves the rotation once empty. The ungrouped jobs take one turn too, as if they
 -- were one more group (their place: meta gturn). A group at group_concurrency (HASH limits;
--- active count in HASH <stem>group_active) leaves the rotation for SET <stem>group_held
+-- active count in HASH <stem>group_active) leaves the rotation for HASH <stem>group_held
 -- until group_done lets it back. Stops at count leases (got() says how many so far), when
 -- budget turns run out, or when no group has ready jobs. <stem> is the meta key less 'meta'.
 -- Each turn is O(log n) in jobs and groups. Returns the budget left.
@@ -29,7 +29,7 @@ local function rotate_groups(pending, meta, limits, count, budget, lease_one, go
       local ready = stem .. 'group:' .. group
       if cap and (tonumber(redis.call('HGET', stem .. 'group_active', group) or '0') or 0) >= cap then
         redis.call('ZREM', groups, group)
-        redis.call('SADD', stem .. 'group_held', group)
+        redis.call('HSET', stem .. 'group_held', group, 1)
       else
         local p = redis.call('ZPOPMIN', ready)
         if #p > 0 then
