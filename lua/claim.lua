@@ -17,7 +17,9 @@
 -- ARGV[5]  maintenance limit: most scheduled jobs to promote and expired leases to reap (integer >= 0)
 -- ARGV[6]  started: how many of the leased jobs go to a handler at once (integer >= 0); the rest
 --          are prefetched: their row gets prefetched = attempts, so a crash does not charge them
--- derives: leaseq:{<queue>}:job:<id>  HASH  the job row
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the job row; fair groups (stem of KEYS[5]):
+--          leaseq:{<queue>}:groups  ZSET  rotation, leaseq:{<queue>}:group:<name>  ZSET  a group's
+--          ready ids, leaseq:{<queue>}:group_active  HASH, leaseq:{<queue>}:group_held  HASH
 -- returns: flat array: now_ms, wait_ms (when nothing was leased: ms until the next scheduled job is due
 --          or the earliest lease ends; -1 if none, if jobs were leased, or while the queue is
 --          paused: then sleep on the wake list, which resume.lua fills;

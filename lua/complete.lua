@@ -17,6 +17,8 @@
 --           then per effect, in item order: command (HINCRBY HSET SADD ZADD INCRBY SET XADD),
 --           argc (integer >= 1), then argc arguments that follow the key
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest succeeded rows, deleted past keep_count
+--          for a grouped row (group_done, stem of the meta key): leaseq:{<queue>}:group_active  HASH,
+--          leaseq:{<queue>}:group_held  HASH, leaseq:{<queue>}:groups  ZSET, leaseq:{<queue>}:group:<name>  ZSET
 -- returns: one reply per item: {'OK'}, {'LOST', state, attempts, incarnation}, or {'EFFECT', k, why}
 --          when effect k of the item cannot apply (then nothing of that item is written)
 -- errors: none beyond the per-item replies

@@ -14,7 +14,9 @@
 -- ARGV[4]  error, the failure text for last_error (string, already trimmed)
 -- ARGV[5]  retry_ms, delay before the retry (integer ms >= 0)
 -- ARGV[6]  dead_now, 1 to dead-letter whatever attempts remain, else 0
--- derives: nothing
+-- derives: nothing of its own;
+--          for a grouped row (group_done, stem of the meta key): leaseq:{<queue>}:group_active  HASH,
+--          leaseq:{<queue>}:group_held  HASH, leaseq:{<queue>}:groups  ZSET, leaseq:{<queue>}:group:<name>  ZSET
 -- returns: {'OK', new state} -- 'scheduled', 'pending' or 'dead'
 -- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation
 --!include lib/now_ms.lua

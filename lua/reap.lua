@@ -9,6 +9,8 @@
 -- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  limit, the most index entries to look at (integer >= 1)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows
+--          for a grouped row (group_done, stem of the meta key): leaseq:{<queue>}:group_active  HASH,
+--          leaseq:{<queue>}:group_held  HASH, leaseq:{<queue>}:groups  ZSET, leaseq:{<queue>}:group:<name>  ZSET
 -- returns: {requeued, died, more} -- more is 1 when expired entries remain
 -- errors: none
 --!include lib/now_ms.lua

@@ -9,7 +9,9 @@
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
--- derives: nothing
+-- derives: nothing of its own;
+--          for a grouped row (group_done, stem of the meta key): leaseq:{<queue>}:group_active  HASH,
+--          leaseq:{<queue>}:group_held  HASH, leaseq:{<queue>}:groups  ZSET, leaseq:{<queue>}:group:<name>  ZSET
 -- returns: {'OK'}
 -- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation;
 --         {'DAMAGED', field, value} when max_attempts is not a count (the lease then runs out)
