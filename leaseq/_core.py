@@ -27,6 +27,7 @@ from .errors import (
     LeaseLost,
     NotReplicated,
 )
+from .groups import check_group
 from .keys import QueueKeys, check_job_id, new_job_ids
 from .payloads import Codec
 from .scripts import SCRIPTS, Script
@@ -196,6 +197,7 @@ class QueueCore:
         max_attempts: int | None,
         delay: float | None,
         priority: int,
+        group: str | None = None,
     ) -> tuple[list[str], list[Call[list[int]]]]:
         """The ids and the script calls (chunks of ENQUEUE_CHUNK) that enqueue ``payloads``.
 
@@ -215,6 +217,7 @@ class QueueCore:
             attempts,
             v.delay_ms(delay),
             v.integer(priority, "priority", 0, v.MAX_PRIORITY),
+            "" if group is None else check_group(group),
         )
         fresh = iter(new_job_ids(sum(1 for i in ids if i is None) if ids else len(payloads)))
         job_ids = [
@@ -578,9 +581,9 @@ class QueueCore:
         def parse(r: list[Any]) -> Stats:
             now = int(r[0])
             oldest, due = int(r[9]), int(r[10])
-            totals = {as_text(r[i]): int(r[i + 1]) for i in range(15, len(r) - 1, 2)}
+            totals = {as_text(r[i]): int(r[i + 1]) for i in range(18, len(r) - 1, 2)}
             limit = [None if int(x) < 0 else int(x) for x in r[11:15]]
-            for hidden in ("seq", "clock", "limit_held", "incarnation", "shards"):
+            for hidden in ("seq", "clock", "limit_held", "incarnation", "shards", "gseq", "gturn"):
                 totals.pop(hidden, None)
             paused_ms = totals.pop("paused", None)  # the flag of pause.lua, not a counter
             return Stats(
@@ -603,6 +606,9 @@ class QueueCore:
                 rate_limit=limit[1],
                 rate_per=None if limit[2] is None else limit[2] / 1000,
                 recent_claims=limit[3],
+                group_concurrency_limit=None if int(r[15]) < 0 else int(r[15]),
+                groups_ready=int(r[16]),
+                groups_held=int(r[17]),
             )
 
         return Call(SCRIPTS["stats"], self._stats_keys, (self.keys.job_prefix, soon_ms), parse)

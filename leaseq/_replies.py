@@ -107,6 +107,7 @@ class _Row(msgspec.Struct, kw_only=True):
     retry_op: str | None = None
     prefetched: int | None = None
     refunds: int = 0
+    group: str | None = None
 
 
 _FIELD_IN_ERROR = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
@@ -191,4 +192,5 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
         incarnation=r.incarnation,
         prefetched=r.prefetched,
         refunds=r.refunds,
+        group=r.group,
     )

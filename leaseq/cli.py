@@ -358,6 +358,8 @@ def show(c: _Ctx, queue: str, job_id: str) -> None:
     table.add_row("state", job.state.value)
     table.add_row("attempts", f"{job.attempts} of {job.max_attempts}")
     table.add_row("priority", str(job.priority))
+    if job.group is not None:
+        table.add_row("group", job.group)
     for name in ("enqueued_at", "run_at", "claimed_at", "lease_until", "finished_at"):
         value = getattr(job, name)
         if value is not None:

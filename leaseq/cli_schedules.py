@@ -125,6 +125,12 @@ def unschedule(queue: str, name: str) -> None:
 @click.option("--concurrency", type=click.IntRange(0), default=None, help="Most active leases.")
 @click.option("--rate", type=click.IntRange(0), default=None, help="Most claims per --per.")
 @click.option("--per", type=float, default=None, metavar="SECONDS", help="The rate's span.")
+@click.option(
+    "--group-concurrency",
+    type=click.IntRange(0),
+    default=None,
+    help="Most active leases per fair group.",
+)
 @click.option("--clear", is_flag=True, help="Remove every limit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the limits as JSON.")
 def limits(
@@ -132,18 +138,22 @@ def limits(
     concurrency: int | None,
     rate: int | None,
     per: float | None,
+    group_concurrency: int | None,
     clear: bool,
     as_json: bool,
 ) -> None:
     """Show or change the global limits of QUEUE (0 removes one limit)."""
     q = _queue(queue)
-    if clear and (concurrency is not None or rate is not None or per is not None):
+    given = (concurrency, rate, per, group_concurrency)
+    if clear and any(x is not None for x in given):
         raise InvalidArgument("--clear takes no other limit")
     changes: dict[str, Any] = {}
     if clear:
-        changes = {"concurrency": None, "rate": None}
+        changes = {"concurrency": None, "rate": None, "group_concurrency": None}
     if concurrency is not None:
         changes["concurrency"] = concurrency or None
+    if group_concurrency is not None:
+        changes["group_concurrency"] = group_concurrency or None
     if rate is not None:
         changes["rate"] = rate or None
         if rate and per is not None:
@@ -160,7 +170,13 @@ def limits(
         if got.rate is None
         else f"{got.rate} per {got.per:g} s ({got.recent_claims} in the last {got.per:g} s)"
     )
-    out.print(f"{queue}: concurrency {conc}; rate {rated}")
+    grouped = (
+        "none"
+        if got.group_concurrency is None
+        else f"{got.group_concurrency} (busiest group {got.busiest_group} active, "
+        f"{got.groups_held} groups held)"
+    )
+    out.print(f"{queue}: concurrency {conc}; rate {rated}; group concurrency {grouped}")
 
 
 def register(group: click.Group) -> None:

@@ -199,6 +199,28 @@ class QueueKeys:
         (``m:<minute>`` and ``t:<ten-minute>`` HASHes of counts, expiring)."""
         return self.stem + "history:"
 
+    @property
+    def groups(self) -> str:
+        """ZSET of the fair groups with ready jobs; score = round-robin turn (meta ``gseq``).
+
+        Scripts derive this and the other group keys from the meta key's stem."""
+        return self.stem + "groups"
+
+    def group(self, name: str) -> str:
+        """ZSET of one group's ready ids; score = priority * 2**33 + FIFO sequence."""
+        return self.stem + "group:" + name
+
+    @property
+    def group_active(self) -> str:
+        """HASH group -> leases active now (claim adds, a lease's end takes away)."""
+        return self.stem + "group_active"
+
+    @property
+    def group_held(self) -> str:
+        """HASH group -> 1 of groups with ready jobs taken out of the rotation at
+        group_concurrency (a hash, not a set: no extra commands for an ACL user)."""
+        return self.stem + "group_held"
+
     def index(self, state: str) -> str:
         """The index ZSET of a state (every state has exactly one)."""
         return self.stem + state

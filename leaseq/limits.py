@@ -46,15 +46,23 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     per: float | None
     """The rate's span, seconds."""
     group_concurrency: int | None = None
-    """Most active leases per group (fair groups are not built yet: always None)."""
+    """Most active leases per fair group (``enqueue(..., group=)``)."""
     active: int = 0
     """Leases active now (expired ones not yet reaped included)."""
     recent_claims: int = 0
     """Claims in the last ``per`` seconds (0 without a rate)."""
+    groups_ready: int = 0
+    """Fair groups with ready jobs in the claim rotation."""
+    groups_active: int = 0
+    """Fair groups with at least one active lease."""
+    groups_held: int = 0
+    """Groups with ready jobs held out of the rotation at ``group_concurrency``."""
+    busiest_group: int = 0
+    """The most leases active in any one group (compare with ``group_concurrency``)."""
 
 
 def _parse(reply: list[Any]) -> Limits:
-    h = {as_text(reply[i]): as_text(reply[i + 1]) for i in range(3, len(reply) - 1, 2)}
+    h = {as_text(reply[i]): as_text(reply[i + 1]) for i in range(7, len(reply) - 1, 2)}
 
     def num(name: str) -> int | None:
         try:
@@ -68,8 +76,13 @@ def _parse(reply: list[Any]) -> Limits:
         concurrency=num("concurrency"),
         rate=rate if per_ms else None,
         per=per_ms / 1000 if per_ms and rate else None,
+        group_concurrency=num("group_concurrency"),
         active=int(reply[1]),
         recent_claims=int(reply[2]),
+        groups_ready=int(reply[3]),
+        groups_active=int(reply[4]),
+        groups_held=int(reply[5]),
+        busiest_group=int(reply[6]),
     )
 
 
@@ -109,8 +122,8 @@ def set_limits(
             span = 1.0 if per is UNSET or per is None else per
             per_ms = v.seconds_to_ms(span, "per", minimum_ms=1, maximum=MAX_PER)
             args += ["rate", _count(rate, "rate"), "per_ms", per_ms]
-    if group_concurrency not in (UNSET, None):
-        raise InvalidArgument("group_concurrency needs fair groups (group=), not built yet")
+    if group_concurrency is not UNSET:
+        args += ["group_concurrency", _count(group_concurrency, "group_concurrency")]
     return _call(core, args)
 
 

@@ -103,6 +103,8 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     not yet reported; it means something only while equal to ``attempts``."""
     refunds: int = 0
     """Attempts refunded because a lease expired before reaching a handler (at most 5)."""
+    group: str | None = None
+    """The job's fair group (``enqueue(..., group=)``); None for an ungrouped job."""
 
 
 class Backoff(msgspec.Struct, frozen=True, kw_only=True):
@@ -172,6 +174,12 @@ class Stats(msgspec.Struct, frozen=True, kw_only=True):
     rate_per: float | None = None
     recent_claims: int | None = None
     """Claims in the last ``rate_per`` seconds (None without a rate limit)."""
+    group_concurrency_limit: int | None = None
+    """Most active leases per fair group (``set_limits(group_concurrency=)``)."""
+    groups_ready: int = 0
+    """Fair groups with ready jobs in the claim rotation."""
+    groups_held: int = 0
+    """Groups with ready jobs held back at ``group_concurrency_limit``."""
 
 
 DEFAULT_BACKOFF = Backoff()

@@ -19,6 +19,9 @@
 --          are prefetched: their row gets prefetched = attempts, so a crash does not charge them
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job row
 --           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
+--          leaseq:{<queue>}:job:<id>  HASH  the job row; fair groups (stem of KEYS[5]):
+--          leaseq:{<queue>}:groups  ZSET  rotation, leaseq:{<queue>}:group:<name>  ZSET  a group's
+--          ready ids, leaseq:{<queue>}:group_active  HASH, leaseq:{<queue>}:group_held  HASH
 -- returns: flat array: now_ms, wait_ms (when nothing was leased: ms until the next scheduled job is due
 --          or the earliest lease ends; -1 if none, if jobs were leased, or while the queue is
 --          paused: then sleep on the wake list, which resume.lua fills;
@@ -35,8 +38,10 @@
 --!include lib/push_pending.lua
 --!include lib/dead_letter.lua
 --!include lib/promote_due.lua
+--!include lib/group_done.lua
 --!include lib/reap_expired.lua
 --!include lib/apply_limits.lua
+--!include lib/rotate_groups.lua
 --!include lib/allow_oom.lua
 
 local pending, scheduled, active, dead, meta, wake =
@@ -83,15 +88,12 @@ end
 
 local known = { pending = true, scheduled = true, active = true,
                 succeeded = true, dead = true, cancelled = true }
-while got < count and budget > 0 do
-  local popped = redis.call('ZPOPMIN', pending, math.min(count - got, budget))
-  if #popped == 0 then break end
-  budget = budget - #popped / 2
-  for i = 1, #popped, 2 do
-    local id = popped[i]
+local group_active = string.sub(meta, 1, -5) .. 'group_active'
+-- Lease one popped id if its row can run; true if leased.
+local function lease_one(id)
     local job = job_prefix .. id
     local row = read_row(job, 'state', 'attempts', 'max_attempts',
-      'payload', 'enqueued_at', 'incarnation')
+      'payload', 'enqueued_at', 'incarnation', 'group')
     local not_a_hash = not row
     if not_a_hash then
       -- Overwritten by hand with another type: park the id in dead for an
@@ -108,6 +110,8 @@ while got < count and budget > 0 do
       redis.call('HSET', job, 'state', 'active', 'attempts', attempts,
         'lease_until', deadline, 'claimed_at', now, 'worker', worker)
       if got >= started then redis.call('HSET', job, 'prefetched', attempts) end
+      -- Fair groups: the row's group counts one more lease (group_done undoes it).
+      if row[7] then redis.call('HINCRBY', group_active, row[7], 1) end
       leased[#leased + 1] = deadline
       leased[#leased + 1] = id
       got = got + 1
@@ -120,6 +124,7 @@ while got < count and budget > 0 do
       out[#out + 1] = deadline
       out[#out + 1] = to_count(row[5]) or now -- a hand-edited time must not break the claim
       out[#out + 1] = row[4]
+      return true
     elseif (state and (state == 'pending' or not known[state]))
         or (not state and not not_a_hash and redis.call('EXISTS', job) == 1) then
       -- A row that can never be claimed as it stands: dead-letter it with
@@ -140,6 +145,32 @@ while got < count and budget > 0 do
       dead_letter(job, dead, meta, id, now, why)
     end
     -- else: a stale index entry (row gone or in another state); dropped.
+    return false
+end
+
+-- Fair groups first (rotation between the groups with ready jobs and the
+-- ungrouped jobs as one more turn), then the ungrouped path as before.
+budget = rotate_groups(pending, meta, KEYS[7], count, budget, lease_one,
+  function() return got end)
+while got < count and budget > 0 do
+  local popped = redis.call('ZPOPMIN', pending, math.min(count - got, budget))
+  if #popped == 0 then break end
+  budget = budget - #popped / 2
+  local grouped_at = nil
+  for i = 1, #popped, 2 do
+    -- Scores from 2^53 up are grouped ids (push_pending): their turn comes
+    -- only through rotate_groups, so they go back and the loop ends.
+    if tonumber(popped[i + 1]) >= 9007199254740992 then grouped_at = i break end
+    lease_one(popped[i])
+  end
+  if grouped_at then
+    local back = {}
+    for i = grouped_at, #popped, 2 do
+      back[#back + 1] = popped[i + 1]
+      back[#back + 1] = popped[i]
+    end
+    call_chunked('ZADD', pending, back, 1000)
+    break
   end
 end
 

@@ -18,6 +18,8 @@
 --           argc (integer >= 1), then argc arguments that follow the key
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest succeeded rows, deleted past keep_count
 --           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
+--          for a grouped row (group_done, stem of the meta key): leaseq:{<queue>}:group_active  HASH,
+--          leaseq:{<queue>}:group_held  HASH, leaseq:{<queue>}:groups  ZSET, leaseq:{<queue>}:group:<name>  ZSET
 -- returns: one reply per item: {'OK'}, {'LOST', state, attempts, incarnation}, or {'EFFECT', k, why}
 --          when effect k of the item cannot apply (then nothing of that item is written)
 -- errors: none beyond the per-item replies
@@ -31,6 +33,7 @@
 --!include lib/apply_effect.lua
 --!include lib/trim_count.lua
 --!include lib/allow_oom.lua
+--!include lib/group_done.lua
 
 local active, succeeded, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 allow_oom(meta) -- a full server must still let this script drain the queue
@@ -74,6 +77,7 @@ for i = 1, n do
     -- The effects and the completion are one script: a lease that holds
     -- applies both, a lost one (or a replay) applies neither.
     now = now or now_ms(meta)
+    group_done(meta, job) -- fair groups: before the row may be deleted
     for _, e in ipairs(effects) do apply_effect(e[1], e[2], e[3]) end
     redis.call('HSET', job, 'state', 'succeeded', 'finished_at', now)
     redis.call('HDEL', job, 'lease_until')

@@ -14,6 +14,9 @@
 -- ARGV[3]  force: 1 deletes leased (active) jobs too, 0 refuses while any exist
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows
 --           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history buckets, deleted with the meta hash
+--          leaseq:{<queue>}:job:<id>  HASH  the job rows; at the end the fair groups' keys
+--          leaseq:{<queue>}:groups ZSET, group_held HASH, group_active HASH, group:<name> ZSET
+--          (stem of KEYS[7])
 -- returns: {'OK', deleted, remaining}; once remaining is 0 the meta hash and wake list are gone too
 -- errors: {'ACTIVE', n} when not forced and n leases are in flight (nothing written)
 --!include lib/now_ms.lua
@@ -45,11 +48,17 @@ for _, index in ipairs({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6] })
 end
 if remaining == 0 then
   -- The history buckets go too (those that can exist: the last 61 minutes and
-  -- the last 145 ten-minutes), so a dropped queue leaves nothing behind.
-  local now, stem = now_ms(meta), string.sub(meta, 1, -5) .. 'history:'
+  -- the last 145 ten-minutes), and the fair groups' bookkeeping with the jobs
+  -- (a forced drop of active grouped jobs would otherwise leave counts that
+  -- hold a group forever): a dropped queue leaves nothing behind.
+  local now, stem = now_ms(meta), string.sub(meta, 1, -5)
   local m, t = math.floor(now / 60000), math.floor(now / 600000)
-  for i = m - 61, m + 1 do redis.call('DEL', stem .. 'm:' .. i) end
-  for i = t - 145, t + 1 do redis.call('DEL', stem .. 't:' .. i) end
-  redis.call('DEL', meta, wake)
+  for i = m - 61, m + 1 do redis.call('DEL', stem .. 'history:m:' .. i) end
+  for i = t - 145, t + 1 do redis.call('DEL', stem .. 'history:t:' .. i) end
+  local names = redis.call('ZRANGE', stem .. 'groups', 0, -1)
+  local held = redis.call('HGETALL', stem .. 'group_held')
+  for i = 1, #held, 2 do names[#names + 1] = held[i] end
+  for _, g in ipairs(names) do redis.call('DEL', stem .. 'group:' .. g) end
+  redis.call('DEL', meta, wake, stem .. 'groups', stem .. 'group_held', stem .. 'group_active')
 end
 return { 'OK', deleted, remaining }

@@ -15,6 +15,9 @@
 -- ARGV[5]  retry_ms, delay before the retry (integer ms >= 0)
 -- ARGV[6]  dead_now, 1 to dead-letter whatever attempts remain, else 0
 -- derives: leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
+--          nothing of its own;
+--          for a grouped row (group_done, stem of the meta key): leaseq:{<queue>}:group_active  HASH,
+--          leaseq:{<queue>}:group_held  HASH, leaseq:{<queue>}:groups  ZSET, leaseq:{<queue>}:group:<name>  ZSET
 -- returns: {'OK', new state} -- 'scheduled', 'pending' or 'dead'
 -- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation
 --!include lib/bump_counter.lua
@@ -25,6 +28,7 @@
 --!include lib/dead_letter.lua
 --!include lib/wake_if_first.lua
 --!include lib/allow_oom.lua
+--!include lib/group_done.lua
 
 local job, active, pending, scheduled, dead, meta, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -36,6 +40,7 @@ if refused then return refused end
 
 local now = now_ms(meta)
 redis.call('ZREM', active, id)
+group_done(meta, job)
 bump_counter(meta, 'failed', 1, now)
 -- A slot freed under a concurrency limit: wake a claimer it held back.
 if redis.call('HDEL', meta, 'limit_held') == 1 then redis.call('RPUSH', wake, '1') end

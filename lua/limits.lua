@@ -7,10 +7,15 @@
 -- KEYS[4]  leaseq:{<queue>}:meta    HASH  clock floor, limit_held
 -- KEYS[5]  leaseq:{<queue>}:wake    LIST  wake-up tokens
 -- ARGV[1]  'get' or 'set'
--- ARGV[2..] for 'set': field, value pairs (concurrency, rate, per_ms: decimal integers;
---           '' removes the field)
--- derives: nothing
+-- ARGV[2..] for 'set': field, value pairs (concurrency, rate, per_ms, group_concurrency:
+--           decimal integers; '' removes the field)
+-- derives: leaseq:{<queue>}:groups  ZSET  fair groups with ready jobs, leaseq:{<queue>}:group_active
+--          HASH  active leases per group, leaseq:{<queue>}:group_held  HASH  groups held at
+--          group_concurrency, leaseq:{<queue>}:group:<name>  ZSET  a group's ready ids
+--          (all from the stem of KEYS[4])
 -- returns: flat array: now_ms, active leases, claims in the last per_ms (0 without a rate),
+--          groups with ready jobs in the rotation, groups with active leases, groups held
+--          at group_concurrency, the most leases active in one group,
 --          then the limits hash as field, value pairs
 -- errors: none (values were validated by the caller)
 --!include lib/now_ms.lua
@@ -26,7 +31,27 @@ if ARGV[1] == 'set' then
       redis.call('HSET', limits, ARGV[i], ARGV[i + 1])
     end
   end
-  if redis.call('HEXISTS', limits, 'rate') == 0 then redis.call('DEL', claims) end
+  -- HGET, not HEXISTS: the least-privilege ACL list of docs/reliability.md has no HEXISTS.
+  if not redis.call('HGET', limits, 'rate') then redis.call('DEL', claims) end
+  -- Fair groups: a group_concurrency raised or removed lets the held groups
+  -- that are now below it back into the rotation (at the back).
+  local stem = string.sub(meta, 1, -5)
+  local cap = tonumber(redis.call('HGET', limits, 'group_concurrency') or '')
+  -- In name order, so the rotation they rejoin does not depend on set order.
+  local pairs_ = redis.call('HGETALL', stem .. 'group_held')
+  local held = {}
+  for i = 1, #pairs_, 2 do held[#held + 1] = pairs_[i] end
+  table.sort(held)
+  for _, group in ipairs(held) do
+    local n = tonumber(redis.call('HGET', stem .. 'group_active', group) or '0') or 0
+    if not cap or n < cap then
+      redis.call('HDEL', stem .. 'group_held', group)
+      if redis.call('ZCARD', stem .. 'group:' .. group) > 0 then
+        redis.call('ZADD', stem .. 'groups', 'NX', redis.call('HINCRBY', meta, 'gseq', 1), group)
+        redis.call('HSET', meta, 'limit_held', 1)
+      end
+    end
+  end
   -- A limit raised or removed may free slots now: wake the claimers held back
   -- (at most 64 tokens, as everywhere; a claim that finds nothing clears them).
   if redis.call('HDEL', meta, 'limit_held') == 1 then
@@ -39,7 +64,15 @@ local now = now_ms(meta, true)
 local per = tonumber(redis.call('HGET', limits, 'per_ms') or '')
 local recent = 0
 if per then recent = redis.call('ZCOUNT', claims, '(' .. (now - per), '+inf') end
-local out = { now, redis.call('ZCARD', active), recent }
+local stem = string.sub(meta, 1, -5)
+-- HGETALL rather than HLEN/HVALS: the commands a least-privilege user needs stay
+-- those of docs/reliability.md. Both hashes stay small: at most one field per
+-- active lease, and per group with ready jobs.
+local counts = redis.call('HGETALL', stem .. 'group_active')
+local most = 0
+for i = 2, #counts, 2 do most = math.max(most, tonumber(counts[i]) or 0) end
+local out = { now, redis.call('ZCARD', active), recent, redis.call('ZCARD', stem .. 'groups'),
+  #counts / 2, #redis.call('HGETALL', stem .. 'group_held') / 2, most }
 local h = redis.call('HGETALL', limits)
 for i = 1, #h do out[#out + 1] = h[i] end
 return out

@@ -10,6 +10,8 @@
 -- ARGV[2]  limit, the most index entries to look at (integer >= 1)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows
 --           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
+--          for a grouped row (group_done, stem of the meta key): leaseq:{<queue>}:group_active  HASH,
+--          leaseq:{<queue>}:group_held  HASH, leaseq:{<queue>}:groups  ZSET, leaseq:{<queue>}:group:<name>  ZSET
 -- returns: {requeued, died, more} -- more is 1 when expired entries remain
 -- errors: none
 --!include lib/bump_counter.lua
@@ -18,6 +20,7 @@
 --!include lib/read_row.lua
 --!include lib/push_pending.lua
 --!include lib/dead_letter.lua
+--!include lib/group_done.lua
 --!include lib/reap_expired.lua
 --!include lib/allow_oom.lua
 

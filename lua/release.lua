@@ -9,7 +9,9 @@
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
--- derives: nothing
+-- derives: nothing of its own;
+--          for a grouped row (group_done, stem of the meta key): leaseq:{<queue>}:group_active  HASH,
+--          leaseq:{<queue>}:group_held  HASH, leaseq:{<queue>}:groups  ZSET, leaseq:{<queue>}:group:<name>  ZSET
 -- returns: {'OK'}
 -- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation;
 --         {'DAMAGED', field, value} when max_attempts is not a count (the lease then runs out)
@@ -17,6 +19,7 @@
 --!include lib/lease_check.lua
 --!include lib/push_pending.lua
 --!include lib/allow_oom.lua
+--!include lib/group_done.lua
 
 local job, active, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 allow_oom(meta) -- a full server must still let this script drain the queue
@@ -33,6 +36,7 @@ end
 redis.call('HSET', job, 'max_attempts', to_count(max_attempts) + 1)
 redis.call('HDEL', job, 'lease_until')
 redis.call('ZREM', active, id)
+group_done(meta, job)
 redis.call('HINCRBY', meta, 'released', 1)
 push_pending(pending, meta, wake, job, id,
   to_count(redis.call('HGET', job, 'priority')) or 0)

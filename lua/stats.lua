@@ -12,11 +12,13 @@
 -- KEYS[9]  leaseq:{<queue>}:claims     ZSET  claim times of the rate span, score = ms epoch
 -- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  soon_ms, the window for "leases expiring soon" (integer ms >= 0)
--- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest pending job's row
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest pending job's row;
+--          leaseq:{<queue>}:groups  ZSET  and leaseq:{<queue>}:group_held  HASH (stem of KEYS[7])
 -- returns: flat array: now_ms, pending, scheduled, active, succeeded, dead, cancelled,
 --          expired leases, leases expiring within soon_ms, oldest pending enqueued_at
 --          (ms epoch, -1 if none), next scheduled due (ms epoch, -1 if none),
 --          concurrency limit, rate limit, its per_ms, claims in the last per_ms (each -1 if none),
+--          group_concurrency (-1 if none), groups in the rotation, groups held at group_concurrency,
 --          then the meta hash as field, value pairs
 -- errors: none
 --!include lib/now_ms.lua
@@ -54,6 +56,11 @@ out[#out + 1] = tonumber(lim[1] or '') or -1
 out[#out + 1] = tonumber(lim[2] or '') or -1
 out[#out + 1] = per or -1
 out[#out + 1] = per and redis.call('ZCOUNT', KEYS[9], '(' .. (now - per), '+inf') or -1
+-- Fair groups: the per-group limit, groups in the rotation, groups held at it.
+local stem = string.sub(meta, 1, -5)
+out[#out + 1] = tonumber(redis.call('HGET', KEYS[8], 'group_concurrency') or '') or -1
+out[#out + 1] = redis.call('ZCARD', stem .. 'groups')
+out[#out + 1] = #redis.call('HGETALL', stem .. 'group_held') / 2 -- no SCARD/HLEN: see limits.lua
 local m = redis.call('HGETALL', meta)
 for i = 1, #m do out[#out + 1] = m[i] end
 return out

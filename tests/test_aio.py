@@ -32,6 +32,7 @@ from tests import (
     test_damaged,
     test_effects,
     test_fencing,
+    test_groups,
     test_hardening_admin,
     test_hardening_fencing,
     test_history,
@@ -73,6 +74,7 @@ SUITE_MODULES = (
     test_worker_refunds,
     test_history,
     test_registry,
+    test_groups,
 )
 # Queue cases of the sync suite that do NOT run here, each with the reason.
 # A case missing from both the async run and this list fails
@@ -116,6 +118,7 @@ EXCLUDED: dict[str, str] = {
     "worker.unencodable_result_dead_letters_only_that_job_at_once": _THREADED_WORKER,
     "pause.a_burst_worker_runs_nothing_on_a_paused_queue": _THREADED_WORKER,
     "pause.resume_wakes_a_blocked_claimer_at_once": _THREADS,
+    "groups_web.queue_page_shows_limits_and_job_page_the_group": _WEB,
     "web_workers.overview_counts_workers_online_per_queue": _WEB,
     "web_workers.overview_draws_the_history_charts_and_dead_letter_growth": _WEB,
     "web_workers.workers_page_lists_each_worker_and_drops_the_dead": _WEB,

@@ -9,7 +9,11 @@ after every step the invariants below are checked against what Redis holds:
 - each job id is in exactly the one index that matches its row's ``state``;
 - the ``active`` score equals the row's ``lease_until``;
 - ``attempts`` never decreases and never exceeds ``max_attempts``;
-- a stale token is always refused and changes nothing.
+- a stale token is always refused and changes nothing;
+- with limits, pauses and fair groups on (issue 11): a claim never takes the
+  queue past ``concurrency`` nor a group past ``group_concurrency``, a paused
+  queue leases nothing, claims follow the groups' round-robin exactly, and
+  the per-group active counts in Redis match the rows.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ class MJob:
     run_at: int | None = None
     lease_until: int | None = None
     claimed_at: int | None = None
+    group: str | None = None
     history: list[int] = field(default_factory=list)
 
 
@@ -70,6 +75,15 @@ class LeaseqModel(RuleBasedStateMachine):
         self.concurrency: int | None = None
         self.rate: tuple[int, int] | None = None
         self.claim_times: list[int] = []
+        self.paused = False
+        # Fair groups: each group's ready zset (with the stale entries a cancel
+        # leaves), the rotation (group -> turn), held groups, the ungrouped turn.
+        self.group_cap: int | None = None
+        self.gz: dict[str, set[tuple[int, int, str]]] = {}
+        self.rotation: dict[str, int] = {}
+        self.held: set[str] = set()
+        self.gseq = 0
+        self.gturn = 0
 
     def teardown(self) -> None:
         self.freezer.stop()
@@ -79,6 +93,64 @@ class LeaseqModel(RuleBasedStateMachine):
     def push_pending(self, job: MJob) -> None:
         self.seq += 1
         job.state, job.seq = "pending", self.seq
+        if job.group is not None:
+            self.gz.setdefault(job.group, set()).add((job.priority, job.seq, job.id))
+            self.join(job.group)
+
+    def join(self, group: str) -> None:
+        """ZADD groups NX: a group not held joins the rotation at the back."""
+        if group not in self.held:
+            self.gseq += 1
+            self.rotation.setdefault(group, self.gseq)
+
+    def group_active(self, group: str) -> int:
+        return sum(1 for j in self.jobs.values() if j.state == "active" and j.group == group)
+
+    def lease_ends(self, job: MJob) -> None:
+        """group_done: call while the job is no longer active."""
+        g = job.group
+        if g is None or g not in self.held:
+            return
+        if self.group_cap is not None and self.group_active(g) >= self.group_cap:
+            return
+        self.held.discard(g)
+        if self.gz.get(g):
+            self.gseq += 1
+            self.rotation.setdefault(g, self.gseq)
+
+    def next_job(self) -> MJob | None:
+        """Which job claim.lua leases next (rotate_groups, then the ungrouped path)."""
+        ungrouped = sorted(
+            (j.priority, j.seq, j.id)
+            for j in self.jobs.values()
+            if j.state == "pending" and j.group is None
+        )
+        while self.rotation:
+            g = min(self.rotation, key=lambda name: self.rotation[name])
+            if ungrouped and self.gturn <= self.rotation[g]:
+                self.gseq += 1
+                self.gturn = self.gseq
+                return self.jobs[ungrouped[0][2]]
+            if self.group_cap is not None and self.group_active(g) >= self.group_cap:
+                del self.rotation[g]
+                self.held.add(g)
+                continue
+            ready = self.gz.get(g, set())
+            found = None
+            if ready:
+                entry = min(ready)
+                ready.discard(entry)
+                if self.jobs[entry[2]].state == "pending":
+                    found = self.jobs[entry[2]]
+            if not ready:
+                del self.rotation[g]
+                self.gz.pop(g, None)
+            else:
+                self.gseq += 1
+                self.rotation[g] = self.gseq
+            if found is not None:
+                return found
+        return self.jobs[ungrouped[0][2]] if ungrouped else None
 
     def dead(self, job: MJob) -> None:
         job.state, job.lease_until, job.run_at = "dead", None, None
@@ -107,8 +179,12 @@ class LeaseqModel(RuleBasedStateMachine):
                 died += 1
             else:
                 job.lease_until = None
+                job.state = "reaped"
+                self.lease_ends(job)
                 self.push_pending(job)
                 requeued += 1
+                continue
+            self.lease_ends(job)
         return requeued, died
 
     def holds(self, lease: leaseq.Lease) -> bool:
@@ -130,8 +206,11 @@ class LeaseqModel(RuleBasedStateMachine):
         priority=st.integers(0, 2),
         delay=st.sampled_from([None, 0.0, 1.5, 5.0]),
         max_attempts=st.one_of(st.none(), st.integers(1, 3)),
+        group=st.sampled_from([None, "a", "b"]),
     )
-    def enqueue(self, priority: int, delay: float | None, max_attempts: int | None) -> None:
+    def enqueue(
+        self, priority: int, delay: float | None, max_attempts: int | None, group: str | None
+    ) -> None:
         # An id from the step count, not a random one: hypothesis replays
         # a run and needs it to go the same way (sorted(self.jobs) below).
         job_id = self.q.enqueue(
@@ -140,9 +219,10 @@ class LeaseqModel(RuleBasedStateMachine):
             priority=priority,
             delay=delay,
             max_attempts=max_attempts,
+            group=group,
         )
         assert job_id not in self.jobs
-        job = MJob(job_id, priority, max_attempts=max_attempts or QUEUE_MAX_ATTEMPTS)
+        job = MJob(job_id, priority, max_attempts=max_attempts or QUEUE_MAX_ATTEMPTS, group=group)
         self.jobs[job_id] = job
         if delay:
             job.state, job.run_at = "scheduled", self.now + math.ceil(delay * 1000)
@@ -157,47 +237,78 @@ class LeaseqModel(RuleBasedStateMachine):
         assert self.q.enqueue({"dup": True}, id=job_id, priority=0) == job_id
         assert self.snapshot() == before
 
-    @rule(ttl=st.sampled_from([0.5, 1.0, 4.0]))
-    def claim(self, ttl: float) -> None:
+    @rule(ttl=st.sampled_from([0.5, 1.0, 4.0]), n=st.sampled_from([1, 1, 3]))
+    def claim(self, ttl: float, n: int) -> None:
         self.sweep()
-        ready = sorted(
-            (j.priority, j.seq, j.id) for j in self.jobs.values() if j.state == "pending"
-        )
+        if self.paused:
+            assert self.q.claim_many(n, ttl=ttl) == []  # a paused queue leases nothing
+            return
         if self.rate is not None:  # claim.lua trims the span on every claim
             self.claim_times = [t for t in self.claim_times if t > self.now - self.rate[1]]
         active = sum(1 for j in self.jobs.values() if j.state == "active")
-        if (self.concurrency is not None and active >= self.concurrency) or (
-            self.rate is not None and len(self.claim_times) >= self.rate[0]
-        ):
-            ready = []  # a limit holds the claim back: nothing is leased
-        lease = self.q.claim(ttl=ttl)
-        if not ready:
-            assert lease is None
-            return
-        job = self.jobs[ready[0][2]]
-        assert lease is not None and lease.id == job.id
-        job.attempts += 1
-        job.state = "active"
-        job.claimed_at = self.now
-        job.lease_until = self.now + math.ceil(ttl * 1000)
-        assert lease.attempt == job.attempts
-        assert lease.deadline == job.lease_until / 1000
-        self.leases.append(lease)
+        allowed = n
+        if self.concurrency is not None:
+            allowed = min(allowed, max(0, self.concurrency - active))
         if self.rate is not None:
-            self.claim_times.append(self.now)
+            allowed = min(allowed, max(0, self.rate[0] - len(self.claim_times)))
+        leases = self.q.claim_many(n, ttl=ttl)
+        picked: list[MJob] = []
+        for _ in range(allowed):  # a limit holds the rest back
+            job = self.next_job()
+            if job is None:
+                break
+            job.attempts += 1
+            job.state = "active"
+            job.claimed_at = self.now
+            job.lease_until = self.now + math.ceil(ttl * 1000)
+            picked.append(job)
+        assert [lease.id for lease in leases] == [job.id for job in picked]
+        for lease, job in zip(leases, picked, strict=True):
+            assert lease.attempt == job.attempts
+            assert lease.deadline == job.lease_until / 1000
+            self.leases.append(lease)
+            if self.rate is not None:
+                self.claim_times.append(self.now)
+        if self.concurrency is not None and picked:
+            assert active + len(picked) <= self.concurrency
+        if self.group_cap is not None:
+            for job in picked:
+                assert job.group is None or self.group_active(job.group) <= self.group_cap
+
+    @rule()
+    def pause(self) -> None:
+        assert self.q.pause() is (not self.paused)
+        self.paused = True
+
+    @rule()
+    def resume(self) -> None:
+        assert self.q.resume() is self.paused
+        self.paused = False
 
     @rule(
         concurrency=st.sampled_from([None, 1, 2]),
         rate=st.sampled_from([None, (1, 5.0), (2, 10.0)]),
+        group_cap=st.sampled_from([None, 1, 2]),
     )
-    def set_limits(self, concurrency: int | None, rate: tuple[int, float] | None) -> None:
+    def set_limits(
+        self, concurrency: int | None, rate: tuple[int, float] | None, group_cap: int | None
+    ) -> None:
         if rate is None:
-            self.q.set_limits(concurrency=concurrency, rate=None)
+            self.q.set_limits(concurrency=concurrency, rate=None, group_concurrency=group_cap)
             self.rate, self.claim_times = None, []
         else:
-            self.q.set_limits(concurrency=concurrency, rate=rate[0], per=rate[1])
+            self.q.set_limits(
+                concurrency=concurrency, rate=rate[0], per=rate[1], group_concurrency=group_cap
+            )
             self.rate = (rate[0], round(rate[1] * 1000))
         self.concurrency = concurrency
+        self.group_cap = group_cap
+        for g in sorted(self.held):  # limits.lua lets the groups now below it back
+            if group_cap is None or self.group_active(g) < group_cap:
+                self.held.discard(g)
+                if self.gz.get(g):
+                    self.gseq += 1
+                    self.rotation.setdefault(g, self.gseq)
 
     @precondition(lambda self: self.leases)
     @rule(index=st.integers(0, 1000), ttl=st.sampled_from([0.5, 3.0]))
@@ -220,6 +331,7 @@ class LeaseqModel(RuleBasedStateMachine):
             self.q.complete(lease, result={"ok": lease.attempt})
             job = self.jobs[lease.id]
             job.state, job.lease_until = "succeeded", None
+            self.lease_ends(job)
         else:
             with pytest.raises(leaseq.LeaseLost):
                 self.q.complete(lease)
@@ -235,6 +347,8 @@ class LeaseqModel(RuleBasedStateMachine):
         state = self.q.fail(lease, "boom", retry_in=retry_in)
         job = self.jobs[lease.id]
         job.lease_until = None
+        job.state = "failing"
+        self.lease_ends(job)
         delay = BACKOFF_MS if retry_in is None else math.ceil(retry_in * 1000)
         if job.attempts >= job.max_attempts:
             self.dead(job)
@@ -256,6 +370,8 @@ class LeaseqModel(RuleBasedStateMachine):
         job = self.jobs[lease.id]
         job.max_attempts += 1
         job.lease_until = None
+        job.state = "releasing"
+        self.lease_ends(job)
         self.push_pending(job)
 
     @precondition(lambda self: self.leases)
@@ -358,6 +474,19 @@ class LeaseqModel(RuleBasedStateMachine):
                 assert scores[job_id] == job.lease_until
             else:
                 assert lease_until is None
+
+    @invariant()
+    def group_bookkeeping_matches(self) -> None:
+        k = self.q.keys
+        counts = {key.decode(): int(v) for key, v in self.r.hgetall(k.group_active).items()}
+        want: dict[str, int] = {}
+        for j in self.jobs.values():
+            if j.state == "active" and j.group is not None:
+                want[j.group] = want.get(j.group, 0) + 1
+        assert counts == want
+        assert {m.decode() for m in self.r.hkeys(k.group_held)} == self.held
+        rotation = [m.decode() for m in self.r.zrange(k.groups, 0, -1)]
+        assert rotation == sorted(self.rotation, key=lambda g: self.rotation[g])
 
     @invariant()
     def stats_agree(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import fakeredis
@@ -87,9 +88,18 @@ def test_a_replayed_or_stale_tick_makes_nothing(q: Any, r: Any, clock: Clock) ->
     assert jobs_of(q, "beat") == []
 
 
-def test_two_tickers_make_exactly_one_job_per_due_time(r: Any, backend: str) -> None:
-    if backend == "fake":
-        pytest.skip("needs real time and real concurrency")
+@pytest.fixture
+def real_r(redis_server: Any) -> Iterator[Any]:
+    """A client of the real server only: these cases need real time (no fake twin)."""
+    client = redis.Redis(port=redis_server.port)
+    client.flushall()
+    client.script_flush()
+    yield client
+    client.close()
+
+
+def test_two_tickers_make_exactly_one_job_per_due_time(real_r: Any) -> None:
+    r = real_r
     q = leaseq.Queue("emails", redis=r)
     every = 0.05
     q.schedule("beat", {}, every=every)
@@ -296,9 +306,8 @@ def test_dst_fall_back_runs_a_repeated_time_once(fq: leaseq.Queue) -> None:
     assert all(b - a == 1_800_000 for a, b in itertools.pairwise(half))
 
 
-def test_the_client_clock_is_never_read(r: Any, backend: str) -> None:
-    if backend == "fake":
-        pytest.skip("fakeredis's TIME follows the client's frozen clock")
+def test_the_client_clock_is_never_read(real_r: Any) -> None:
+    r = real_r
     q = leaseq.Queue("emails", redis=r)
     with freeze_time("2001-01-01 00:00:00", tick=True):  # the client is 25 years behind
         made = q.schedule("beat", {}, every=0.1)
@@ -308,9 +317,8 @@ def test_the_client_clock_is_never_read(r: Any, backend: str) -> None:
     assert jobs_of(q, "beat") == [f"schedule:beat:{round(made.next_due * 1000)}"]
 
 
-def test_a_worker_ticks_as_part_of_its_loop(r: Any, backend: str) -> None:
-    if backend == "fake":
-        pytest.skip("real time")
+def test_a_worker_ticks_as_part_of_its_loop(real_r: Any) -> None:
+    r = real_r
     q = leaseq.Queue("emails", redis=r)
     q.schedule("beat", {}, every=0.1)
     done: list[str] = []
@@ -325,9 +333,8 @@ def test_a_worker_ticks_as_part_of_its_loop(r: Any, backend: str) -> None:
     assert all(i.startswith("schedule:beat:") for i in done)
 
 
-def test_an_aio_worker_ticks_as_part_of_its_loop(r: Any, backend: str) -> None:
-    if backend == "fake":
-        pytest.skip("real time")
+def test_an_aio_worker_ticks_as_part_of_its_loop(real_r: Any) -> None:
+    r = real_r
     import asyncio
 
     import redis.asyncio as aioredis
@@ -357,7 +364,9 @@ def test_an_aio_worker_ticks_as_part_of_its_loop(r: Any, backend: str) -> None:
     assert len(done) >= 3 and all(i.startswith("schedule:beat:") for i in done)
 
 
-def test_schedules_are_read_page_by_page(q: Any, r: Any) -> None:
+def test_schedules_are_read_page_by_page(r: Any) -> None:
+    # Paging is the sans-I/O core's: run through the sync driver only.
+    q = leaseq.Queue("emails", redis=r)
     for i in range(20):
         q.schedule(f"s{i:02d}", {"i": i}, every=60.0 + i)
     paged = q._drive(sch.schedules(q._core, page=7))  # pages of 7, any transport

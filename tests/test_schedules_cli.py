@@ -57,3 +57,22 @@ def test_limits_command(cli: Cli) -> None:  # noqa: F811
     assert code == 0 and "concurrency none; rate none" in out
     _one_line_error(*cli("limits", "mail", "--per", "2"), "--per goes with --rate")
     _one_line_error(*cli("limits", "mail", "--clear", "--rate", "3"), "--clear")
+
+
+def test_group_limits_in_limits_stats_and_show(cli: Cli) -> None:  # noqa: F811
+    code, out, _ = cli("limits", "mail", "--group-concurrency", "1")
+    assert code == 0 and "group concurrency 1 (busiest group 0 active" in out
+    q = cli.queue()
+    a, _b = q.enqueue_many([{}, {}], group="tenant-1")
+    lease = q.claim()
+    assert lease is not None and lease.id == a
+    code, out, _ = cli("limits", "mail")
+    assert "group concurrency 1 (busiest group 1 active, 0 groups held)" in out
+    assert q.claim() is None  # the group is at its limit: held
+    body = json.loads(cli("stats", "mail", "--json")[1])["mail"]
+    assert (body["group_concurrency_limit"], body["groups_held"], body["pending"]) == (1, 1, 1)
+    code, out, _ = cli("show", "mail", a)
+    assert code == 0 and "tenant-1" in out
+    code, out, _ = cli("limits", "mail", "--clear")
+    assert code == 0 and "group concurrency none" in out
+    assert q.limits().group_concurrency is None and q.claim() is not None

@@ -552,7 +552,23 @@ def _queue_row(s: Stats, now: float) -> dict[str, Any]:
         "oldest_seconds": s.oldest_pending_age,
         "next_due": "" if s.next_due_in is None else f"in {span(s.next_due_in)}",
         "totals": s.totals,
+        "limits": _limits_text(s),
     }
+
+
+def _limits_text(s: Stats) -> str:
+    """The global and group limits and how close the queue is to them ('' if none)."""
+    parts = []
+    if s.concurrency_limit is not None:
+        parts.append(f"concurrency {s.active}/{s.concurrency_limit} active")
+    if s.rate_limit is not None and s.rate_per is not None:
+        parts.append(f"rate {s.recent_claims or 0}/{s.rate_limit} in {s.rate_per:g} s")
+    if s.group_concurrency_limit is not None:
+        parts.append(
+            f"group concurrency {s.group_concurrency_limit}: {s.groups_ready} groups ready, "
+            f"{s.groups_held} held at the limit"
+        )
+    return " · ".join(parts)
 
 
 def _preview(value: Any, limit: int = 80) -> str:
@@ -591,7 +607,16 @@ def _job_row(job: Job, now: float) -> dict[str, Any]:
     }
 
 
-_ORDER = ["state", "attempts", "max_attempts", "priority", *TIME_FIELDS, "worker", "last_error"]
+_ORDER = [
+    "state",
+    "attempts",
+    "max_attempts",
+    "priority",
+    "group",
+    *TIME_FIELDS,
+    "worker",
+    "last_error",
+]
 
 
 def _field_order(name: str) -> tuple[int, str]:

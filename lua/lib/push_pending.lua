@@ -4,6 +4,11 @@
 -- Both terms stay below 2^53, so the score is an exact integer in a double.
 -- seq restarts when the pending set is empty and has grown past 2^32, and
 -- wraps at 2^33 (only FIFO order could suffer then, never a job).
+-- A row with a `group` field (fair groups) also goes into its group's ZSET
+-- <stem>group:<name> under that score, and into pending at 2^53 + score, above
+-- every ungrouped job, so the ungrouped ZPOPMIN path never takes it; the group
+-- joins the rotation ZSET <stem>groups at the back (NX) unless it is held at
+-- group_concurrency (HASH <stem>group_held). <stem> is the meta key less 'meta'.
 -- It also leaves a wake-up token for blocked claimers (capped at 64).
 local function push_pending(pending, meta, wake, job, id, priority)
   local seq = redis.call('HINCRBY', meta, 'seq', 1)
@@ -12,7 +17,18 @@ local function push_pending(pending, meta, wake, job, id, priority)
     seq = 1
   end
   redis.call('HSET', job, 'state', 'pending')
-  redis.call('ZADD', pending, priority * 8589934592 + seq, id)
+  local score = priority * 8589934592 + seq
+  local group = redis.call('HGET', job, 'group')
+  if group then
+    local stem = string.sub(meta, 1, -5)
+    redis.call('ZADD', stem .. 'group:' .. group, score, id)
+    redis.call('ZADD', pending, 9007199254740992 + score, id)
+    if not redis.call('HGET', stem .. 'group_held', group) then
+      redis.call('ZADD', stem .. 'groups', 'NX', redis.call('HINCRBY', meta, 'gseq', 1), group)
+    end
+  else
+    redis.call('ZADD', pending, score, id)
+  end
   if redis.call('LLEN', wake) < 64 then
     redis.call('RPUSH', wake, '1')
   end

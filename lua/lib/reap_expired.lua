@@ -4,7 +4,7 @@
 -- A lease that never reached a handler (row field prefetched == attempts: the
 -- worker prefetched it and never said it started) gets its attempt refunded by
 -- raising max_attempts, at most 5 times per job (row field refunds).
--- Needs bump_counter, push_pending, dead_letter, to_count and read_row. Returns requeued, died.
+-- Needs bump_counter, push_pending, dead_letter, to_count, read_row and group_done. Returns requeued, died.
 -- Atomic with every other script, so two reapers never move a job twice.
 local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit)
   local requeued, died = 0, 0
@@ -41,6 +41,7 @@ local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, 
       redis.call('ZADD', active, deadline, id)
     else
       redis.call('ZREM', active, id)
+      group_done(meta, job)
       local attempts, max_attempts = to_count(row[2]), to_count(row[3])
       local err = 'lease expired (attempt ' .. (row[2] or 'missing') .. ', worker '
         .. (row[6] or '?') .. ')'
