@@ -33,7 +33,7 @@ from .cli_ops import register as _register_ops
 from .errors import DamagedRow, InvalidArgument, InvalidPayload, JobNotFound, LeaseqError
 from .handler import load_handler
 from .queue import Queue, connect
-from .sharded import ShardedQueue, sharded_names, stored_shards
+from .sharded import ShardedQueue, known_queues, sharded_names, stored_shards
 from .types import Job, State
 from .worker import Worker
 
@@ -298,13 +298,9 @@ def stats(c: _Ctx, queue: str | None, as_json: bool) -> None:
     else:
         # A ShardedQueue shows up as one hash tag per shard ({emails#0}, ...):
         # report it once, its shards summed.
-        shards = sharded_names(Queue.queues(c.redis, c.prefix))
+        shards = known_queues(c.redis, c.prefix)
         snaps = [
-            (
-                ShardedQueue(n, shards=c.shard_count(n), redis=c.redis, prefix=c.prefix)
-                if k
-                else c.queue(n)
-            ).stats()
+            (ShardedQueue(n, shards=k, redis=c.redis, prefix=c.prefix) if k else c.queue(n)).stats()
             for n, k in sorted(shards.items())
         ]
     if as_json:

@@ -147,14 +147,13 @@ def web(c: Any, host: str, port: int, allow_actions: bool, auth: str | None) -> 
 @click.pass_obj
 def workers(c: Any, queue: str | None, as_json: bool) -> None:
     """Workers alive on QUEUE, or on every queue (each row lives a few heartbeats)."""
-    from .queue import Queue
-    from .sharded import ShardedQueue, sharded_names
+    from .sharded import known_queues
 
     if queue:
         found = {queue: c.target(queue).workers()}
     else:
         found = {}
-        for name, shards in sorted(sharded_names(Queue.queues(c.redis, c.prefix)).items()):
+        for name, shards in sorted(known_queues(c.redis, c.prefix).items()):
             q = (
                 ShardedQueue(name, shards=shards, redis=c.redis, prefix=c.prefix)
                 if shards

@@ -39,6 +39,7 @@ __all__ = [
     "ShardedBase",
     "ShardedQueue",
     "merge_stats",
+    "known_queues",
     "sharded_names",
     "stored_shards",
 ]
@@ -142,3 +143,16 @@ def stored_shards(redis: Any, prefix: str, name: str) -> int | None:
     with _redis.translate_errors():
         raw = redis.hget(QueueKeys(prefix, name).sharding, "shards")
     return None if raw is None else int(raw)
+
+
+def known_queues(redis: Any, prefix: str = "leaseq") -> dict[str, int]:
+    """Every queue under ``prefix`` on a sync client: ``{name: shards}``, 0 for a
+    plain queue; a sharded queue's count is the one it recorded (its keys only
+    give a lower bound: a shard that never held a job has none)."""
+    from .queue import Queue
+
+    found = sharded_names(Queue.queues(redis, prefix))
+    return {
+        name: (stored_shards(redis, prefix, name) or shards) if shards else 0
+        for name, shards in found.items()
+    }

@@ -22,7 +22,7 @@ from ..errors import DamagedRow, InvalidArgument, JobNotFound, JobStateError
 from ..history import History
 from ..queue import Queue
 from ..registry import WorkerInfo
-from ..sharded import ShardedQueue, sharded_names
+from ..sharded import ShardedQueue, known_queues
 from ..types import Job, State, Stats
 
 __all__ = ["SCAN_LIMIT", "Found", "Source"]
@@ -62,7 +62,7 @@ class Source:
         """``{queue: shards}`` (0 for a plain queue), by SCAN at most every ``rescan`` s."""
         with self._lock:
             if fresh or time.monotonic() - self._scanned_at > self.rescan:
-                self._names = sharded_names(Queue.queues(self.redis, self.prefix))
+                self._names = known_queues(self.redis, self.prefix)
                 self._scanned_at = time.monotonic()
             return dict(self._names)
 
