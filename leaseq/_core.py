@@ -196,6 +196,7 @@ class QueueCore:
         max_attempts: int | None,
         delay: float | None,
         priority: int,
+        kind: str | None = None,
     ) -> tuple[list[str], list[Call[list[int]]]]:
         """The ids and the script calls (chunks of ENQUEUE_CHUNK) that enqueue ``payloads``.
 
@@ -215,6 +216,7 @@ class QueueCore:
             attempts,
             v.delay_ms(delay),
             v.integer(priority, "priority", 0, v.MAX_PRIORITY),
+            "" if kind is None else check_job_id(kind, "kind"),
         )
         fresh = iter(new_job_ids(sum(1 for i in ids if i is None) if ids else len(payloads)))
         job_ids = [
@@ -252,7 +254,7 @@ class QueueCore:
         bad: list[tuple[Lease, str]] = []
         decode = self.codec.decode_payload
         queue = self.name
-        for i in range(3, 3 + 7 * int(reply[2]), 7):
+        for i in range(3, 3 + 8 * int(reply[2]), 8):
             raw = reply[i + 6]
             try:
                 payload = decode(raw)
@@ -269,6 +271,7 @@ class QueueCore:
                 deadline=int(reply[i + 4]) / 1000.0,
                 enqueued_at=int(reply[i + 5]) / 1000.0,
                 worker=worker,
+                kind=as_text(reply[i + 7]) or None,
             )
             if error:
                 bad.append((lease, error))

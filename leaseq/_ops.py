@@ -126,6 +126,7 @@ class QueueOps:
         max_attempts: int | None = None,
         delay: float | None = None,
         priority: int = 0,
+        kind: str | None = None,
     ) -> Op[str]:
         """Add one job; return its id (also when ``id`` already existed: then nothing changes).
 
@@ -133,7 +134,7 @@ class QueueOps:
         lower first, FIFO within one. Raises InvalidPayload, PayloadTooLarge,
         InvalidName or InvalidArgument before writing anything.
         """
-        ids, calls = self.core.enqueue_calls([payload], [id], max_attempts, delay, priority)
+        ids, calls = self.core.enqueue_calls([payload], [id], max_attempts, delay, priority, kind)
         yield calls[0]
         return ids[0]
 
@@ -145,13 +146,16 @@ class QueueOps:
         delay: float | None = None,
         priority: int = 0,
         ids: Sequence[str] | None = None,
+        kind: str | None = None,
     ) -> Op[list[str]]:
         """Add many jobs in few script calls (chunks of 1000); return their ids in order.
 
         Every item is validated and encoded first: one bad item rejects the
         whole call and nothing is written.
         """
-        job_ids, calls = self.core.enqueue_calls(list(payloads), ids, max_attempts, delay, priority)
+        job_ids, calls = self.core.enqueue_calls(
+            list(payloads), ids, max_attempts, delay, priority, kind
+        )
         for call in calls:
             _ = yield call  # the replies (created flags) are not needed
         return job_ids
@@ -517,12 +521,18 @@ class ShardedOps:
         max_attempts: int | None = None,
         delay: float | None = None,
         priority: int = 0,
+        kind: str | None = None,
     ) -> Op[str]:
         """Add one job to its id's shard; ``id`` defaults to a fresh random id. Returns the id."""
         job_id = new_job_ids(1)[0] if id is None else id
         return (
             yield from self.shard_for(job_id).enqueue(
-                payload, id=job_id, max_attempts=max_attempts, delay=delay, priority=priority
+                payload,
+                id=job_id,
+                max_attempts=max_attempts,
+                delay=delay,
+                priority=priority,
+                kind=kind,
             )
         )
 
@@ -534,6 +544,7 @@ class ShardedOps:
         delay: float | None = None,
         priority: int = 0,
         ids: Sequence[str] | None = None,
+        kind: str | None = None,
     ) -> Op[list[str]]:
         """Add many jobs: every item is validated first (one bad item writes nothing),
         then one script call per shard per 1000 jobs. Returns the ids in order.
@@ -555,6 +566,7 @@ class ShardedOps:
                 max_attempts,
                 delay,
                 priority,
+                kind,
             )[1]
         ]
         for call in calls:

@@ -33,6 +33,7 @@ class QueueLike(Protocol):
         max_attempts: int | None = None,
         delay: float | None = None,
         priority: int = 0,
+        kind: str | None = None,
     ) -> str: ...
     def enqueue_many(
         self,
@@ -42,6 +43,7 @@ class QueueLike(Protocol):
         delay: float | None = None,
         priority: int = 0,
         ids: Sequence[str] | None = None,
+        kind: str | None = None,
     ) -> list[str]: ...
     def claim_now(
         self,

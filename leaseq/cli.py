@@ -221,6 +221,7 @@ def worker(
 @click.option("--delay", type=float, default=None, help="Seconds before the job may run.")
 @click.option("--priority", type=int, default=0, show_default=True, help="0..1000000, lower first.")
 @click.option("--max-attempts", type=int, default=None)
+@click.option("--kind", default=None, help="The jobs' kind (a worker's handler dict picks by it).")
 @click.option(
     "--shards",
     type=int,
@@ -237,13 +238,19 @@ def enqueue(
     delay: float | None,
     priority: int,
     max_attempts: int | None,
+    kind: str | None,
     shards: int | None,
 ) -> None:
     """Add one job (PAYLOAD, JSON text) or many (--file, JSON lines)."""
     if (payload is None) == (path is None):
         raise click.UsageError("give either a JSON PAYLOAD or --file PATH")
     q = c.producer(queue, shards)
-    opts: dict[str, Any] = {"delay": delay, "priority": priority, "max_attempts": max_attempts}
+    opts: dict[str, Any] = {
+        "delay": delay,
+        "priority": priority,
+        "max_attempts": max_attempts,
+        "kind": kind,
+    }
     if payload is not None:
         out.print(q.enqueue(_json(payload, "payload"), id=job_id, **opts))
         return
@@ -345,6 +352,10 @@ def show(c: _Ctx, queue: str, job_id: str) -> None:
     table.add_row("state", job.state.value)
     table.add_row("attempts", f"{job.attempts} of {job.max_attempts}")
     table.add_row("priority", str(job.priority))
+    if job.kind:
+        table.add_row("kind", job.kind)
+    if job.progress is not None:
+        table.add_row("progress", json.dumps(job.progress))
     for name in ("enqueued_at", "run_at", "claimed_at", "lease_until", "finished_at"):
         value = getattr(job, name)
         if value is not None:

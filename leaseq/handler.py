@@ -12,16 +12,29 @@ from __future__ import annotations
 import importlib
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import HandlerImportError, InvalidArgument, LeaseLost, LeaseqError
 from .types import Lease
 
-__all__ = ["Dead", "Handler", "JobContext", "Retry", "current_job", "load_handler"]
+__all__ = [
+    "Dead",
+    "Handler",
+    "Handlers",
+    "JobContext",
+    "Kinds",
+    "Retry",
+    "UnknownKind",
+    "as_handler",
+    "current_job",
+    "load_handler",
+]
 
 Handler = Callable[[Lease], Any]
+Handlers = Handler | Mapping[str, Handler]
+"""What a worker runs: one handler for every job, or a dict of handlers by job kind."""
 
 TRACEBACK_FRAMES = 8
 """Innermost frames kept in last_error: where it broke, not how we got there."""
@@ -46,6 +59,64 @@ class Dead(LeaseqError):
     def __init__(self, reason: str = "") -> None:
         super().__init__(reason or "dead-lettered by the handler")
         self.reason = reason or "dead-lettered by the handler"
+
+
+class UnknownKind(LeaseqError):
+    """A job's kind has no handler in this worker's dict (raised instead of running it).
+
+    The worker fails the job with this text and the usual backoff, so it is
+    retried: a rolling deploy whose next worker brings the handler runs it,
+    and a kind nobody serves ends dead after ``max_attempts`` like any failure.
+    """
+
+    def __init__(self, kind: str | None, served: Sequence[str]) -> None:
+        what = "the job has no kind" if kind is None else f"no handler for kind {kind!r}"
+        listed = ", ".join(repr(k) for k in served) or "none"
+        super().__init__(f"UnknownKind: {what}; this worker serves {listed}")
+        self.kind = kind
+        self.served = tuple(served)
+
+
+class Kinds:
+    """A dict of handlers by job kind, run as one handler: ``lease.kind`` picks it.
+
+    A job without a kind, or of a kind not in the dict, raises ``UnknownKind``.
+    """
+
+    def __init__(self, handlers: Mapping[str, Handler]) -> None:
+        from .keys import check_job_id
+
+        if not handlers:
+            raise InvalidArgument("a handler dict needs at least one kind")
+        table: dict[str, Handler] = {}
+        for kind, fn in handlers.items():
+            if not isinstance(kind, str):
+                raise InvalidArgument(f"a handler dict's keys are kinds (str), not {kind!r}")
+            check_job_id(kind, "kind")
+            if not callable(fn):
+                raise InvalidArgument(f"the handler of kind {kind!r} must be callable, not {fn!r}")
+            table[kind] = fn
+        self.handlers = table
+
+    def pick(self, lease: Lease) -> Handler:
+        """The handler of ``lease.kind``; raises UnknownKind."""
+        fn = self.handlers.get(lease.kind) if lease.kind is not None else None
+        if fn is None:
+            raise UnknownKind(lease.kind, sorted(self.handlers))
+        return fn
+
+    def __call__(self, lease: Lease) -> Any:
+        return self.pick(lease)(lease)
+
+    def __repr__(self) -> str:
+        return f"Kinds({sorted(self.handlers)})"
+
+
+def as_handler(handler: Handlers) -> Handler:
+    """One handler from a handler or a dict of them (``Kinds``)."""
+    if isinstance(handler, Mapping):
+        return Kinds(handler)
+    return handler
 
 
 @dataclass(eq=False)
@@ -109,8 +180,10 @@ def load_handler(spec: str) -> Handler:
             obj = getattr(obj, part)
         except AttributeError:
             raise InvalidArgument(f"{module_name!r} has no attribute {attr!r}") from None
+    if isinstance(obj, Mapping):
+        return Kinds(obj)  # a dict of handlers by kind
     if not callable(obj):
-        raise InvalidArgument(f"{spec!r} is not callable")
+        raise InvalidArgument(f"{spec!r} is not callable (nor a dict of handlers by kind)")
     handler: Handler = obj
     return handler
 

@@ -53,7 +53,7 @@ from ._outcomes import (
 )
 from ._protocol import QueueLike
 from .errors import LeaseLost, LeaseqError
-from .handler import Handler, JobContext, _set_current
+from .handler import Handlers, JobContext, _set_current, as_handler
 from .schedules import TICK_INTERVAL
 from .types import Lease
 
@@ -101,7 +101,7 @@ class Worker:
     def __init__(
         self,
         queue: QueueLike,
-        handler: Handler,
+        handler: Handlers,
         *,
         concurrency: int = 4,
         ttl: float = 30.0,
@@ -111,6 +111,7 @@ class Worker:
         worker_id: str | None = None,
         handle_signals: bool = True,
     ) -> None:
+        handler = as_handler(handler)  # a dict of handlers by kind runs as one
         check_worker(handler, concurrency, ttl, grace, reap_interval)
         if prefetch is not None:
             v.integer(prefetch, "prefetch", 0, v.MAX_CONCURRENCY)

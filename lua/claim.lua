@@ -22,9 +22,9 @@
 --          or the earliest lease ends; -1 if none, if jobs were leased, or while the queue is
 --          paused: then sleep on the wake list, which resume.lua fills;
 --          or, when a global limit held the claim back, ms until a slot frees),
---          k, then seven values per leased job: id, attempts (the fencing token),
+--          k, then eight values per leased job: id, attempts (the fencing token),
 --          incarnation (the row's; 0 for a row written before incarnations),
---          max_attempts, lease_until (ms epoch), enqueued_at (ms epoch), payload
+--          max_attempts, lease_until (ms epoch), enqueued_at (ms epoch), payload, kind ('' = none)
 -- errors: none of its own; a row that cannot be claimed is dead-lettered with last_error
 --!include lib/call_chunked.lua
 --!include lib/now_ms.lua
@@ -89,7 +89,7 @@ while got < count and budget > 0 do
     local id = popped[i]
     local job = job_prefix .. id
     local row = read_row(job, 'state', 'attempts', 'max_attempts',
-      'payload', 'enqueued_at', 'incarnation')
+      'payload', 'enqueued_at', 'incarnation', 'kind')
     local not_a_hash = not row
     if not_a_hash then
       -- Overwritten by hand with another type: park the id in dead for an
@@ -118,6 +118,7 @@ while got < count and budget > 0 do
       out[#out + 1] = deadline
       out[#out + 1] = to_count(row[5]) or now -- a hand-edited time must not break the claim
       out[#out + 1] = row[4]
+      out[#out + 1] = row[7] or ''
     elseif (state and (state == 'pending' or not known[state]))
         or (not state and not not_a_hash and redis.call('EXISTS', job) == 1) then
       -- A row that can never be claimed as it stands: dead-letter it with
@@ -148,9 +149,9 @@ end
 
 if rate_on and got > 0 then
   -- Record this call's claims in the rate span (members unique per claim).
-  -- out holds seven values per lease: id, attempts, incarnation, ...
+  -- out holds eight values per lease: id, attempts, incarnation, ...
   local stamps = {}
-  for i = 1, #out, 7 do
+  for i = 1, #out, 8 do
     stamps[#stamps + 1] = now
     stamps[#stamps + 1] = now .. ':' .. out[i] .. ':' .. out[i + 1] .. ':' .. out[i + 2]
   end

@@ -9,7 +9,8 @@
 -- ARGV[2]  max_attempts of every job in the call (integer >= 1)
 -- ARGV[3]  delay_ms of every job in the call (integer ms >= 0, 0 = claimable now)
 -- ARGV[4]  priority of every job in the call (integer 0..1000000, lower runs first)
--- ARGV[5..] two values per job: id (string, chosen by the client so that a
+-- ARGV[5]  kind of every job in the call (string, the job-id rules; '' = no kind)
+-- ARGV[6..] two values per job: id (string, chosen by the client so that a
 --           replayed call finds its own rows), payload (bytes, encoded and size-checked)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, each with a queue-unique incarnation
 -- returns: one integer per job: 1 if created, 0 if the id existed
@@ -22,7 +23,8 @@
 local pending, scheduled, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local job_prefix, max_attempts = ARGV[1], ARGV[2]
 local delay_ms, priority = tonumber(ARGV[3]), tonumber(ARGV[4])
-local n = (#ARGV - 4) / 2
+local kind = ARGV[5]
+local n = (#ARGV - 5) / 2
 local now = now_ms(meta)
 local unpack_ = table.unpack or unpack
 
@@ -30,7 +32,7 @@ local unpack_ = table.unpack or unpack
 -- or dead), changes nothing. That is also what makes a replayed call safe.
 local out, fresh = {}, {}
 for i = 1, n do
-  local id = ARGV[3 + i * 2]
+  local id = ARGV[4 + i * 2]
   local job = job_prefix .. id
   if redis.call('EXISTS', job) == 0 and not fresh[id] then
     fresh[id] = i
@@ -50,6 +52,10 @@ if created == 0 then return out end
 local incarnation = reserve_incarnations(meta, created, now)
 local base = { 'state', 'pending', 'attempts', 0, 'max_attempts', max_attempts,
                'payload', '', 'enqueued_at', now, 'incarnation', 0 }
+if kind ~= '' then
+  base[#base + 1] = 'kind'
+  base[#base + 1] = kind
+end
 if priority > 0 then
   base[#base + 1] = 'priority'
   base[#base + 1] = priority
@@ -62,7 +68,7 @@ if delay_ms > 0 then
   index = scheduled
   for _, i in ipairs(fresh) do
     members[#members + 1] = now + delay_ms
-    members[#members + 1] = ARGV[3 + i * 2]
+    members[#members + 1] = ARGV[4 + i * 2]
   end
 else
   -- One HINCRBY reserves the FIFO sequence numbers of the whole call; the
@@ -77,15 +83,15 @@ else
   for _, i in ipairs(fresh) do
     score = score + 1
     members[#members + 1] = score
-    members[#members + 1] = ARGV[3 + i * 2]
+    members[#members + 1] = ARGV[4 + i * 2]
   end
 end
 
 for _, i in ipairs(fresh) do
-  base[8] = ARGV[4 + i * 2]
+  base[8] = ARGV[5 + i * 2]
   incarnation = incarnation + 1
   base[12] = string.format('%d', incarnation) -- 16 digits: see reserve_incarnations
-  redis.call('HSET', job_prefix .. ARGV[3 + i * 2], unpack_(base))
+  redis.call('HSET', job_prefix .. ARGV[4 + i * 2], unpack_(base))
 end
 call_chunked('ZADD', index, members, 1000)
 redis.call('HINCRBY', meta, 'enqueued', created)

@@ -38,7 +38,7 @@ from .._outcomes import (
 )
 from .._protocol import AsyncQueueLike
 from ..errors import AlreadyFinished, LeaseLost, LeaseqError, ServerUnavailable
-from ..handler import JobContext, _set_current
+from ..handler import Handlers, JobContext, Kinds, _set_current, as_handler
 from ..schedules import TICK_INTERVAL
 from ..types import Lease
 
@@ -79,13 +79,14 @@ class Worker:
     def __init__(
         self,
         queue: AsyncQueueLike,
-        handler: AsyncHandler,
+        handler: AsyncHandler | Handlers,
         *,
         concurrency: int = 4,
         ttl: float = 30.0,
         reap_interval: float | None = None,
         grace: float = 30.0,
     ) -> None:
+        handler = as_handler(handler)  # a dict of handlers by kind: picked per job
         check_worker(handler, concurrency, ttl, grace, reap_interval)
         self.queue = queue
         self.handler = handler
@@ -232,12 +233,17 @@ class Worker:
             log_job(self.queue.name, logging.ERROR, None, "job task failed: %r", task.exception())
 
     async def _call(self, ctx: JobContext) -> Any:
-        if self._async:
-            return await self.handler(ctx.lease)
+        handler = self.handler
+        if isinstance(handler, Kinds):  # async or not, per kind
+            handler = handler.pick(ctx.lease)  # UnknownKind: a failure, by decide()
+            if _is_async(handler):
+                return await handler(ctx.lease)
+        elif self._async:
+            return await handler(ctx.lease)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="leaseq-aio")
         loop = asyncio.get_running_loop()
-        value = await loop.run_in_executor(self._pool, _run_sync, self.handler, ctx)
+        value = await loop.run_in_executor(self._pool, _run_sync, handler, ctx)
         if inspect.isawaitable(value):  # a plain def that returned a coroutine
             value = await value
         return value
