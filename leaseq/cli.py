@@ -374,6 +374,24 @@ def show(c: _Ctx, queue: str, job_id: str) -> None:
         out.print(_pretty(job.result))
 
 
+@cli.command(name="wait")
+@click.argument("queue")
+@click.argument("job_id", metavar="ID")
+@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait.")
+@pass_ctx
+def wait_(c: _Ctx, queue: str, job_id: str, timeout: float) -> None:
+    """Wait until job ID finishes; print it as JSON. Exit 0 only if it succeeded
+    (1: dead or cancelled, 2: still unfinished at --timeout)."""
+    part, _ = c.holder(queue, job_id)
+    job = part.wait(job_id, timeout=timeout)
+    if job is None:
+        click.echo(json.dumps({"id": job_id, "state": None, "finished": False}))
+        sys.exit(2)
+    click.echo(json.dumps(msgspec.to_builtins(job), default=repr))
+    if job.state is not State.SUCCEEDED:
+        sys.exit(1)
+
+
 @cli.command(name="ls")
 @click.argument("queue")
 @click.option("--state", type=click.Choice(STATES), default="pending", show_default=True)

@@ -18,6 +18,7 @@
 -- ARGV[6]  started: how many of the leased jobs go to a handler at once (integer >= 0); the rest
 --          are prefetched: their row gets prefetched = attempts, so a crash does not charge them
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job row
+--          leaseq:{<queue>}:done  STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- returns: flat array: now_ms, wait_ms (when nothing was leased: ms until the next scheduled job is due
 --          or the earliest lease ends; -1 if none, if jobs were leased, or while the queue is
 --          paused: then sleep on the wake list, which resume.lua fills;
@@ -31,6 +32,7 @@
 --!include lib/to_count.lua
 --!include lib/read_row.lua
 --!include lib/push_pending.lua
+--!include lib/signal_done.lua
 --!include lib/dead_letter.lua
 --!include lib/promote_due.lua
 --!include lib/reap_expired.lua

@@ -17,6 +17,7 @@
 --           then per effect, in item order: command (HINCRBY HSET SADD ZADD INCRBY SET XADD),
 --           argc (integer >= 1), then argc arguments that follow the key
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest succeeded rows, deleted past keep_count
+--          leaseq:{<queue>}:done  STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- returns: one reply per item: {'OK'}, {'LOST', state, attempts, incarnation}, or {'EFFECT', k, why}
 --          when effect k of the item cannot apply (then nothing of that item is written)
 -- errors: none beyond the per-item replies
@@ -25,6 +26,7 @@
 --!include lib/lease_check.lua
 --!include lib/retain_rows.lua
 --!include lib/trim_finished.lua
+--!include lib/signal_done.lua
 --!include lib/effect_refusal.lua
 --!include lib/apply_effect.lua
 --!include lib/trim_count.lua
@@ -84,6 +86,7 @@ for i = 1, n do
   end
 end
 local done = #done_ids
+if done > 0 then signal_done(meta, table.concat(done_ids, ' ')) end
 if done > 0 then
   -- The index moves and retention are batched: one ZREM, one ZADD (or DEL)
   -- per 1000 rows.

@@ -14,13 +14,14 @@
 -- ARGV[4]  error, the failure text for last_error (string, already trimmed)
 -- ARGV[5]  retry_ms, delay before the retry (integer ms >= 0)
 -- ARGV[6]  dead_now, 1 to dead-letter whatever attempts remain, else 0
--- derives: nothing
+-- derives: leaseq:{<queue>}:done  STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- returns: {'OK', new state} -- 'scheduled', 'pending' or 'dead'
 -- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation
 --!include lib/now_ms.lua
 --!include lib/to_count.lua
 --!include lib/lease_check.lua
 --!include lib/push_pending.lua
+--!include lib/signal_done.lua
 --!include lib/dead_letter.lua
 --!include lib/wake_if_first.lua
 --!include lib/allow_oom.lua

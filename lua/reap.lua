@@ -9,12 +9,14 @@
 -- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  limit, the most index entries to look at (integer >= 1)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows
+--          leaseq:{<queue>}:done  STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- returns: {requeued, died, more} -- more is 1 when expired entries remain
 -- errors: none
 --!include lib/now_ms.lua
 --!include lib/to_count.lua
 --!include lib/read_row.lua
 --!include lib/push_pending.lua
+--!include lib/signal_done.lua
 --!include lib/dead_letter.lua
 --!include lib/reap_expired.lua
 --!include lib/allow_oom.lua

@@ -25,6 +25,7 @@ from tests import (
     test_damaged,
     test_effects,
     test_fencing,
+    test_jobs,
     test_limits,
     test_schedules,
     test_smoke,
@@ -48,6 +49,7 @@ CASES = suite.cases(
     test_effects,
     test_schedules,
     test_limits,
+    test_jobs,
     skip=_needs_sync_only,
 )
 

@@ -6,4 +6,5 @@ local function dead_letter(job, dead, meta, id, now, err)
   redis.call('HDEL', job, 'lease_until', 'run_at')
   redis.call('ZADD', dead, now, id)
   redis.call('HINCRBY', meta, 'dead', 1)
+  signal_done(meta, id) -- lib/signal_done.lua, included before this file
 end
