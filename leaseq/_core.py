@@ -9,6 +9,7 @@ the logic exists once, here.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import uuid
@@ -24,8 +25,10 @@ from .effects import encode_effects
 from .errors import (
     DamagedRow,
     InvalidArgument,
+    InvalidPayload,
     LeaseLost,
     NotReplicated,
+    PayloadTooLarge,
 )
 from .keys import QueueKeys, check_job_id, new_job_ids
 from .payloads import Codec
@@ -57,6 +60,8 @@ in seconds (lua/lib/now_ms.lua; docs/design.md, The server clock)."""
 ERROR_LIMIT = 8192
 """Longest last_error kept, in characters."""
 DEFAULT_MAX_PAYLOAD = 1_048_576
+PROGRESS_BYTES = 4096
+"""Longest progress value kept, as JSON text: a small report, not a result channel."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -472,6 +477,27 @@ class QueueCore:
             SCRIPTS["once"],
             (self.keys.job(lease.id),),
             (lease.attempt, lease.incarnation, marker),
+            parse,
+        )
+
+    def progress(self, lease: Lease, value: Any) -> Call[None]:
+        """Store ``value`` (JSON, at most PROGRESS_BYTES encoded) as the row's progress."""
+        try:
+            text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+        except (TypeError, ValueError) as exc:
+            raise InvalidPayload(f"progress must be JSON data (finite numbers): {exc}") from None
+        size = len(text.encode())
+        if size > PROGRESS_BYTES:
+            raise PayloadTooLarge(size, PROGRESS_BYTES)
+
+        def parse(reply: list[Any]) -> None:
+            if as_text(reply[0]) != "OK":
+                raise refusal("progress", lease.id, lease.attempt, reply, lease.incarnation)
+
+        return Call(
+            SCRIPTS["progress"],
+            (self.keys.job(lease.id),),
+            (lease.attempt, lease.incarnation, text),
             parse,
         )
 

@@ -389,6 +389,11 @@ class QueueOps:
                 still.add(name)
         return still
 
+    def progress(self, lease: Lease, value: Any) -> Op[None]:
+        """Store a small JSON ``value`` (<= 4096 bytes) as the job's ``progress``,
+        fenced like every lease write. Raises LeaseLost, InvalidPayload."""
+        yield self.core.progress(lease, value)
+
     # -- maintenance and operators ---------------------------------------------
 
     def reap(self) -> Op[tuple[int, int]]:
@@ -788,6 +793,10 @@ class ShardedOps:
             for i, job in zip(members, jobs, strict=True):
                 out[i] = job
         return out
+
+    def progress(self, lease: Lease, value: Any) -> Op[None]:
+        """Store the job's progress on its shard. Raises LeaseLost, InvalidPayload."""
+        yield from self._for(lease).progress(lease, value)
 
     def reap(self) -> Op[tuple[int, int]]:
         """Reap every shard: (returned to pending, dead-lettered), summed."""

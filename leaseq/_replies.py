@@ -108,6 +108,7 @@ class _Row(msgspec.Struct, kw_only=True):
     prefetched: int | None = None
     refunds: int = 0
     kind: str | None = None
+    progress: str | None = None  # JSON text, decoded apart (like result): never set here
 
 
 _FIELD_IN_ERROR = re.compile(r"`\$\.(\w+)`|field `(\w+)`")

@@ -128,6 +128,16 @@ class JobContext:
     """Set by the worker when an extend raised LeaseLost or shutdown released
     the job; the handler's outcome will not be written."""
 
+    report: Callable[[Lease, Any], Any] | None = None
+    """How ``progress`` reaches the queue (set by the worker)."""
+
+    def progress(self, value: Any) -> None:
+        """Store a small JSON ``value`` as the job's ``progress`` (``Job.progress``),
+        fenced by the lease. Raises LeaseLost when the lease is gone."""
+        if self.report is None:
+            raise LookupError("this job context has no queue to report progress to")
+        self.report(self.lease, value)
+
     def raise_if_lost(self) -> None:
         """Raise LeaseLost if the lease is gone (a cheap local check, no Redis call)."""
         if self.lost.is_set():

@@ -113,6 +113,7 @@ class Worker:
     ) -> None:
         handler = as_handler(handler)  # a dict of handlers by kind runs as one
         check_worker(handler, concurrency, ttl, grace, reap_interval)
+        self._report = getattr(queue, "progress", None)  # current_job().progress(value)
         if prefetch is not None:
             v.integer(prefetch, "prefetch", 0, v.MAX_CONCURRENCY)
         self.queue = queue
@@ -367,7 +368,7 @@ class Worker:
             return True
         beat = time.monotonic() + self.beat_every
         tasks = [
-            Task(lease, JobContext(lease), beat, prefetched=i >= idle)
+            Task(lease, JobContext(lease, report=self._report), beat, prefetched=i >= idle)
             for i, lease in enumerate(leases)
         ]
         with self._cond:

@@ -101,3 +101,37 @@ def test_wait_many_on_10000_ids_takes_few_round_trips(redis_server: RedisServer)
     assert client.trips - before <= 3  # XREVRANGE, one pipeline of rows
     assert [j.result if j else None for j in jobs] == list(range(10_000))
     client.close()
+
+
+# -- progress ----------------------------------------------------------------------
+
+
+def test_progress_is_stored_under_the_lease(q: leaseq.Queue, clock: Any) -> None:
+    q.enqueue({}, id="p")
+    lease = q.claim(ttl=1.0)
+    assert lease is not None
+    q.progress(lease, {"done": 3, "of": 10})
+    q.progress(lease, {"done": 4, "of": 10})
+    job = q.get("p")
+    assert job is not None and job.progress == {"done": 4, "of": 10}
+    clock.advance(2.0)
+    q.reap()
+    again = q.claim(ttl=5.0)
+    assert again is not None and again.attempt == 2
+    with pytest.raises(leaseq.LeaseLost):
+        q.progress(lease, 99)  # the stale lease writes nothing
+    job = q.get("p")
+    assert job is not None and job.progress == {"done": 4, "of": 10}
+
+
+def test_bad_progress_is_refused_and_writes_nothing(q: leaseq.Queue) -> None:
+    q.enqueue({}, id="p")
+    lease = q.claim()
+    assert lease is not None
+    for bad in (float("nan"), {1, 2}, object()):
+        with pytest.raises(leaseq.InvalidPayload):
+            q.progress(lease, bad)
+    with pytest.raises(leaseq.PayloadTooLarge):
+        q.progress(lease, "x" * 5000)
+    job = q.get("p")
+    assert job is not None and job.progress is None

@@ -107,3 +107,35 @@ def test_sharded_wait_many() -> None:
     assert [j.result if j else None for j in sq.wait_many(ids, timeout=1.0)] == list(range(30))
     one = sq.wait(ids[5], timeout=1.0)
     assert one is not None and one.result == 5
+
+
+def test_current_job_progress_in_a_worker(q: leaseq.Queue) -> None:
+    seen: list[Any] = []
+
+    def handler(lease: leaseq.Lease) -> str:
+        leaseq.current_job().progress({"step": 1})
+        job = q.get(lease.id)
+        seen.append(job.progress if job else None)
+        leaseq.current_job().progress({"step": 2})
+        return "ok"
+
+    q.enqueue({}, id="w")
+    leaseq.Worker(q, handler, handle_signals=False).run(burst=True)
+    job = q.get("w")
+    assert seen == [{"step": 1}] and job is not None and job.progress == {"step": 2}
+
+
+def test_aio_current_job_progress_in_a_thread_handler(
+    live: leaseq.aio.Queue,  # noqa: F811
+    loop: asyncio.AbstractEventLoop,  # noqa: F811
+) -> None:
+    def handler(lease: leaseq.Lease) -> None:
+        leaseq.current_job().progress([1, 2])
+
+    async def scenario() -> leaseq.Job | None:
+        await live.enqueue({}, id="t")
+        await leaseq.aio.Worker(live, handler, ttl=5.0).run(burst=True)
+        return await live.get("t")
+
+    job = loop.run_until_complete(scenario())
+    assert job is not None and job.state is leaseq.State.SUCCEEDED and job.progress == [1, 2]

@@ -222,7 +222,7 @@ class Worker:
             await asyncio.wait(set(self._tasks))
 
     def _start(self, lease: Lease) -> None:
-        task = asyncio.ensure_future(self._process(JobContext(lease)))
+        task = asyncio.ensure_future(self._process(JobContext(lease, report=self._bridge())))
         self._tasks.add(task)
         task.add_done_callback(self._finished)
 
@@ -231,6 +231,19 @@ class Worker:
         if not task.cancelled() and task.exception() is not None:
             # A bug in the worker itself: say so rather than lose it silently.
             log_job(self.queue.name, logging.ERROR, None, "job task failed: %r", task.exception())
+
+    def _bridge(self) -> Callable[[Lease, Any], Any] | None:
+        """``current_job().progress`` for a plain handler in the thread pool: runs
+        the queue's ``progress`` on this loop and waits for it."""
+        report = getattr(self.queue, "progress", None)
+        if report is None:
+            return None
+        loop = asyncio.get_running_loop()
+
+        def bridge(lease: Lease, value: Any) -> Any:
+            return asyncio.run_coroutine_threadsafe(report(lease, value), loop).result()
+
+        return bridge
 
     async def _call(self, ctx: JobContext) -> Any:
         handler = self.handler
