@@ -13,6 +13,7 @@
 -- ARGV[2]  limit, the most jobs to delete in this call (integer >= 1)
 -- ARGV[3]  force: 1 deletes leased (active) jobs too, 0 refuses while any exist
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows
+--          leaseq:{<queue>}:done  STREAM  finished ids for waiters, deleted with meta
 -- returns: {'OK', deleted, remaining}; once remaining is 0 the meta hash and wake list are gone too
 -- errors: {'ACTIVE', n} when not forced and n leases are in flight (nothing written)
 --!include lib/now_ms.lua
@@ -42,5 +43,5 @@ local remaining = 0
 for _, index in ipairs({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6] }) do
   remaining = remaining + redis.call('ZCARD', index)
 end
-if remaining == 0 then redis.call('DEL', meta, wake) end
+if remaining == 0 then redis.call('DEL', meta, wake, string.sub(meta, 1, -5) .. 'done') end
 return { 'OK', deleted, remaining }
