@@ -186,7 +186,7 @@ class Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-MIN_AGE = 1.0
+MIN_AGE = 0.5
 """Seconds a worker process lives before it may be killed. Python takes a
 good part of a second to start on a loaded 2-core machine; killing younger
 ones would only kill interpreters that never reached Redis, and a run could

@@ -28,7 +28,7 @@ from .errors import (
     ServerFull,
     ServerUnavailable,
 )
-from .handler import Dead, JobContext, Retry, current_job
+from .handler import Dead, JobContext, Kinds, Retry, UnknownKind, current_job
 from .keys import QueueKeys
 from .limits import Limits
 from .queue import Queue
@@ -45,6 +45,7 @@ __all__ = [
     "DamagedKey",
     "DamagedRow",
     "Dead",
+    "Kinds",
     "HandlerImportError",
     "InvalidArgument",
     "InvalidName",
@@ -65,6 +66,7 @@ __all__ = [
     "QueueLike",
     "QueueKeys",
     "Retry",
+    "UnknownKind",
     "Schedule",
     "ScriptError",
     "ServerBusy",

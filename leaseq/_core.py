@@ -9,6 +9,7 @@ the logic exists once, here.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import uuid
@@ -24,8 +25,10 @@ from .effects import encode_effects
 from .errors import (
     DamagedRow,
     InvalidArgument,
+    InvalidPayload,
     LeaseLost,
     NotReplicated,
+    PayloadTooLarge,
 )
 from .groups import check_group
 from .keys import QueueKeys, check_job_id, new_job_ids
@@ -58,6 +61,8 @@ in seconds (lua/lib/now_ms.lua; docs/design.md, The server clock)."""
 ERROR_LIMIT = 8192
 """Longest last_error kept, in characters."""
 DEFAULT_MAX_PAYLOAD = 1_048_576
+PROGRESS_BYTES = 4096
+"""Longest progress value kept, as JSON text: a small report, not a result channel."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +203,7 @@ class QueueCore:
         delay: float | None,
         priority: int,
         group: str | None = None,
+        kind: str | None = None,
     ) -> tuple[list[str], list[Call[list[int]]]]:
         """The ids and the script calls (chunks of ENQUEUE_CHUNK) that enqueue ``payloads``.
 
@@ -218,6 +224,7 @@ class QueueCore:
             v.delay_ms(delay),
             v.integer(priority, "priority", 0, v.MAX_PRIORITY),
             "" if group is None else check_group(group),
+            "" if kind is None else check_job_id(kind, "kind"),
         )
         fresh = iter(new_job_ids(sum(1 for i in ids if i is None) if ids else len(payloads)))
         job_ids = [
@@ -255,7 +262,7 @@ class QueueCore:
         bad: list[tuple[Lease, str]] = []
         decode = self.codec.decode_payload
         queue = self.name
-        for i in range(3, 3 + 7 * int(reply[2]), 7):
+        for i in range(3, 3 + 8 * int(reply[2]), 8):
             raw = reply[i + 6]
             try:
                 payload = decode(raw)
@@ -272,6 +279,7 @@ class QueueCore:
                 deadline=int(reply[i + 4]) / 1000.0,
                 enqueued_at=int(reply[i + 5]) / 1000.0,
                 worker=worker,
+                kind=as_text(reply[i + 7]) or None,
             )
             if error:
                 bad.append((lease, error))
@@ -472,6 +480,27 @@ class QueueCore:
             SCRIPTS["once"],
             (self.keys.job(lease.id),),
             (lease.attempt, lease.incarnation, marker),
+            parse,
+        )
+
+    def progress(self, lease: Lease, value: Any) -> Call[None]:
+        """Store ``value`` (JSON, at most PROGRESS_BYTES encoded) as the row's progress."""
+        try:
+            text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+        except (TypeError, ValueError) as exc:
+            raise InvalidPayload(f"progress must be JSON data (finite numbers): {exc}") from None
+        size = len(text.encode())
+        if size > PROGRESS_BYTES:
+            raise PayloadTooLarge(size, PROGRESS_BYTES)
+
+        def parse(reply: list[Any]) -> None:
+            if as_text(reply[0]) != "OK":
+                raise refusal("progress", lease.id, lease.attempt, reply, lease.incarnation)
+
+        return Call(
+            SCRIPTS["progress"],
+            (self.keys.job(lease.id),),
+            (lease.attempt, lease.incarnation, text),
             parse,
         )
 

@@ -27,7 +27,8 @@ import redis.exceptions as rex
 
 from . import _redis
 from ._core import Call, QueueCore
-from ._ops import Command, Op, Rows, Scan, Step, Wake, one
+from ._ops import Command, Listen, Op, Rows, Scan, Step, Wake, one
+from ._replies import as_text
 from .errors import LeaseqError
 
 __all__ = ["AsyncDriver", "Invoke", "Pump", "SyncDriver", "async_op", "lower", "sync_op"]
@@ -63,6 +64,20 @@ def _rows(client: Any, keys: Any) -> Any:
     return pipe.execute(raise_on_error=False)
 
 
+def _stream_entries(reply: Any) -> list[tuple[str, Any]]:
+    """XREAD's reply of one stream as (entry id, fields): RESP2 gives
+    ``[[name, entries]]``, RESP3 ``{name: [entries]}``; None when it timed out."""
+    if not reply:
+        return []
+    if isinstance(reply, dict):
+        (entries,) = reply.values()
+        if entries and isinstance(entries[0], list) and isinstance(entries[0][0], tuple | list):
+            entries = entries[0]  # one more level of nesting
+    else:
+        entries = reply[0][1]
+    return [(as_text(entry_id), fields) for entry_id, fields in entries]
+
+
 def _config_policy(client: Any) -> Any:
     try:
         return client.config_get("maxmemory-policy")
@@ -81,6 +96,18 @@ def _invokes(step: Step) -> Generator[Invoke, Any, Any]:
             yield Invoke(
                 lambda c: c.blpop([key], timeout=_redis.wake_timeout(c, timeout)),
                 lambda got: got is not None,
+            )
+        )
+    if isinstance(step, Listen):
+        stream, after, wait = step.key, step.after, step.timeout
+        return (
+            yield Invoke(
+                lambda c: c.xread(
+                    {stream: after},
+                    count=1000,
+                    block=max(1, int(_redis.wake_timeout(c, wait) * 1000)),  # 0 = forever
+                ),
+                _stream_entries,
             )
         )
     if isinstance(step, Rows):

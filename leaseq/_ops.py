@@ -26,18 +26,20 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from . import _admin, _control
+from . import _validate as v
 from . import history as _hist
 from . import limits as _lim
 from . import registry as _reg
 from . import schedules as _sch
 from ._core import Call, Claimed, QueueCore, block_until, block_wait, parse_state
 from ._replies import as_text
-from .errors import DamagedRow, InvalidArgument, LeaseLost
+from .errors import DamagedRow, InvalidArgument, JobNotFound, LeaseLost
 from .keys import QueueKeys, check_job_id, new_job_ids, shard_of
 from .types import Job, Lease, State, Stats
 
 __all__ = [
     "Command",
+    "Listen",
     "Op",
     "QueueOps",
     "Rows",
@@ -80,13 +82,24 @@ class Wake:
 
 
 @dataclass(frozen=True, slots=True)
+class Listen:
+    """Block up to ``timeout`` seconds for entries of the stream ``key`` after the
+    entry id ``after`` (XREAD BLOCK); the reply is a list of (entry id, fields).
+    Kept under the client's read timeout like ``Wake``."""
+
+    key: str
+    after: str
+    timeout: float
+
+
+@dataclass(frozen=True, slots=True)
 class Scan:
     """Every key matching ``match`` (SCAN; on a cluster, of every primary)."""
 
     match: str
 
 
-Step = Call[Any] | Command | Rows | Wake | Scan
+Step = Call[Any] | Command | Rows | Wake | Listen | Scan
 Op = Generator[Step, Any, R]
 """An operation: yields steps, receives their replies, returns its result."""
 
@@ -111,6 +124,15 @@ def list_queues(prefix: str) -> Op[list[str]]:
     return sorted(name for name in found if name)
 
 
+_FINISHED = frozenset({State.SUCCEEDED, State.DEAD, State.CANCELLED})
+
+
+def _done_ids(fields: Any) -> list[str]:
+    """The job ids of one ``done`` stream entry (field ``ids``, space-separated)."""
+    raw = fields.get(b"ids", fields.get("ids", b"")) if isinstance(fields, dict) else b""
+    return as_text(raw).split()
+
+
 class QueueOps:
     """The operations of one queue (or one shard), over its ``QueueCore``."""
 
@@ -129,6 +151,7 @@ class QueueOps:
         delay: float | None = None,
         priority: int = 0,
         group: str | None = None,
+        kind: str | None = None,
     ) -> Op[str]:
         """Add one job; return its id (also when ``id`` already existed: then nothing changes).
 
@@ -136,7 +159,9 @@ class QueueOps:
         lower first, FIFO within one. Raises InvalidPayload, PayloadTooLarge,
         InvalidName or InvalidArgument before writing anything.
         """
-        ids, calls = self.core.enqueue_calls([payload], [id], max_attempts, delay, priority, group)
+        ids, calls = self.core.enqueue_calls(
+            [payload], [id], max_attempts, delay, priority, group, kind
+        )
         yield calls[0]
         return ids[0]
 
@@ -149,6 +174,7 @@ class QueueOps:
         priority: int = 0,
         ids: Sequence[str] | None = None,
         group: str | None = None,
+        kind: str | None = None,
     ) -> Op[list[str]]:
         """Add many jobs in few script calls (chunks of 1000); return their ids in order.
 
@@ -156,7 +182,7 @@ class QueueOps:
         whole call and nothing is written.
         """
         job_ids, calls = self.core.enqueue_calls(
-            list(payloads), ids, max_attempts, delay, priority, group
+            list(payloads), ids, max_attempts, delay, priority, group, kind
         )
         for call in calls:
             _ = yield call  # the replies (created flags) are not needed
@@ -298,6 +324,81 @@ class QueueOps:
         effect on redelivery. Raises LeaseLost."""
         first: bool = yield self.core.once(lease, name)
         return first
+
+    # -- waiting for results ---------------------------------------------------
+
+    def wait(self, job_id: str, timeout: float = 30.0) -> Op[Job | None]:
+        """The job once it finished (succeeded, dead or cancelled), or None after
+        ``timeout`` seconds. Raises JobNotFound when no row has this id (never
+        enqueued, or gone: ``keep_succeeded`` passed, purged)."""
+        jobs = yield from self.wait_many([job_id], timeout)
+        return jobs[0]
+
+    def wait_many(self, ids: Sequence[str], timeout: float = 300.0) -> Op[list[Job | None]]:
+        """Wait for many jobs at once: per id, in order, its finished Job, or None
+        where it had not finished by ``timeout`` seconds. No polling: the finishing
+        scripts signal the queue's ``done`` stream; this listens on it (XREAD
+        BLOCK) and reads only the rows it names. Raises JobNotFound for an id
+        whose row is gone when looked at."""
+        names = [check_job_id(i) for i in ids]
+        give_up = time.monotonic() + v.delay_ms(timeout, "timeout") / 1000.0
+        out: list[Job | None] = [None] * len(names)
+        where: dict[str, list[int]] = {}
+        for i, name in enumerate(names):
+            where.setdefault(name, []).append(i)
+        # Subscribe first (the stream's newest entry), then look at the rows:
+        # a job that finishes in between is in the stream after the cursor.
+        newest = yield Command("xrevrange", (self.keys.done, "+", "-", 1))
+        cursor = as_text(newest[0][0]) if newest else "0-0"
+        unfinished = yield from self._finished(list(where), where, out, missing_is_error=True)
+        while unfinished:
+            left = give_up - time.monotonic()
+            if left <= 0:
+                break
+            entries = yield Listen(self.keys.done, cursor, left)
+            named: set[str] = set()
+            for entry_id, fields in entries:
+                cursor = entry_id
+                named.update(i for i in _done_ids(fields) if i in unfinished)
+            if named:
+                still = yield from self._finished(sorted(named), where, out, True)
+                unfinished -= named - still
+        if unfinished:
+            # A last look: a signal trimmed out of the stream (past ~10,000
+            # finishing calls while this waiter was away) is not lost for good.
+            yield from self._finished(sorted(unfinished), where, out, True)
+        return out
+
+    def _finished(
+        self,
+        names: list[str],
+        where: dict[str, list[int]],
+        out: list[Job | None],
+        missing_is_error: bool,
+    ) -> Op[set[str]]:
+        """Read the rows of ``names`` (one pipeline); put the finished ones into
+        ``out``; return the names still unfinished."""
+        rows = yield Rows([self.keys.job(name) for name in names])
+        still: set[str] = set()
+        for name, raw in zip(names, rows, strict=True):
+            if isinstance(raw, Exception):
+                raise DamagedRow(name, "<key>", None, "not a hash")
+            job = self.core.parse_job(name, raw)
+            if job is None:
+                if missing_is_error:
+                    raise JobNotFound(name)
+                continue
+            if job.state in _FINISHED:
+                for i in where[name]:
+                    out[i] = job
+            else:
+                still.add(name)
+        return still
+
+    def progress(self, lease: Lease, value: Any) -> Op[None]:
+        """Store a small JSON ``value`` (<= 4096 bytes) as the job's ``progress``,
+        fenced like every lease write. Raises LeaseLost, InvalidPayload."""
+        yield self.core.progress(lease, value)
 
     # -- maintenance and operators ---------------------------------------------
 
@@ -551,6 +652,7 @@ class ShardedOps:
         delay: float | None = None,
         priority: int = 0,
         group: str | None = None,
+        kind: str | None = None,
     ) -> Op[str]:
         """Add one job to its id's shard; ``id`` defaults to a fresh random id. Returns the id."""
         job_id = new_job_ids(1)[0] if id is None else id
@@ -562,6 +664,7 @@ class ShardedOps:
                 delay=delay,
                 priority=priority,
                 group=group,
+                kind=kind,
             )
         )
 
@@ -574,6 +677,7 @@ class ShardedOps:
         priority: int = 0,
         ids: Sequence[str] | None = None,
         group: str | None = None,
+        kind: str | None = None,
     ) -> Op[list[str]]:
         """Add many jobs: every item is validated first (one bad item writes nothing),
         then one script call per shard per 1000 jobs. Returns the ids in order.
@@ -596,6 +700,7 @@ class ShardedOps:
                 delay,
                 priority,
                 group,
+                kind,
             )[1]
         ]
         for call in calls:
@@ -707,6 +812,28 @@ class ShardedOps:
         return (yield from self._for(lease).once(lease, name))
 
     # -- maintenance and operators ---------------------------------------------
+
+    def wait(self, job_id: str, timeout: float = 30.0) -> Op[Job | None]:
+        """The job (on its shard) once it finished, or None after ``timeout`` s."""
+        return (yield from self.shard_for(job_id).wait(job_id, timeout))
+
+    def wait_many(self, ids: Sequence[str], timeout: float = 300.0) -> Op[list[Job | None]]:
+        """Per id, in order, its finished Job or None: each shard's ids are waited
+        for in turn within the one deadline (shards are in different slots, so
+        one XREAD cannot watch them all on a cluster)."""
+        names = [check_job_id(i) for i in ids]
+        give_up = time.monotonic() + v.delay_ms(timeout, "timeout") / 1000.0
+        out: list[Job | None] = [None] * len(names)
+        for index, members in self._by_shard(names).items():
+            left = max(0.0, give_up - time.monotonic())
+            jobs = yield from self.shards[index].wait_many([names[i] for i in members], left)
+            for i, job in zip(members, jobs, strict=True):
+                out[i] = job
+        return out
+
+    def progress(self, lease: Lease, value: Any) -> Op[None]:
+        """Store the job's progress on its shard. Raises LeaseLost, InvalidPayload."""
+        yield from self._for(lease).progress(lease, value)
 
     def reap(self) -> Op[tuple[int, int]]:
         """Reap every shard: (returned to pending, dead-lettered), summed."""

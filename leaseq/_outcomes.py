@@ -42,7 +42,7 @@ from .errors import (
     PayloadTooLarge,
     ServerUnavailable,
 )
-from .handler import Dead, JobContext, Retry, describe_error
+from .handler import Dead, JobContext, Retry, UnknownKind, describe_error
 from .types import Lease
 
 logger = logging.getLogger("leaseq.worker")
@@ -116,6 +116,8 @@ def decide(
         return Outcome("retry", retry_in=raised.in_, error=text, label="retry")
     if isinstance(raised, Dead):
         return Outcome("dead", error=f"Dead: {raised.reason}", label="dead")
+    if isinstance(raised, UnknownKind):  # not run: retried so a rolling deploy can serve it
+        return Outcome("retry", error=str(raised), label="kind")
     if isinstance(raised, asyncio.CancelledError):
         return Outcome("retry", error="CancelledError: the handler was cancelled", label="error")
     return Outcome("retry", error=describe_error(raised), label="error")

@@ -34,6 +34,7 @@ class QueueLike(Protocol):
         delay: float | None = None,
         priority: int = 0,
         group: str | None = None,
+        kind: str | None = None,
     ) -> str: ...
     def enqueue_many(
         self,
@@ -44,6 +45,7 @@ class QueueLike(Protocol):
         priority: int = 0,
         ids: Sequence[str] | None = None,
         group: str | None = None,
+        kind: str | None = None,
     ) -> list[str]: ...
     def claim_now(
         self,

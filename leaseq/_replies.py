@@ -108,6 +108,8 @@ class _Row(msgspec.Struct, kw_only=True):
     prefetched: int | None = None
     refunds: int = 0
     group: str | None = None
+    kind: str | None = None
+    progress: str | None = None  # JSON text, decoded apart (like result): never set here
 
 
 _FIELD_IN_ERROR = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
@@ -150,6 +152,7 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
     once: dict[str, int] = {}
     payload: Any = None
     result: Any = None
+    progress: Any = None
     for key, value in raw.items():
         field = as_text(key)
         if field == "payload":
@@ -157,6 +160,8 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
             row[field] = ""
         elif field == "result":
             result = value
+        elif field == "progress":
+            progress = value
         elif field.startswith("once:"):
             once[field[5:]] = int(as_text(value)) if as_text(value).isdigit() else 0
         else:
@@ -170,6 +175,7 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
     try:
         payload = codec.decode_payload(payload)
         result = None if result is None else codec.decode_any(result)
+        progress = None if progress is None else msgspec.json.decode(progress)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise DamagedRow(job_id, "payload", payload, str(exc)) from None
     return Job(
@@ -193,4 +199,6 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
         prefetched=r.prefetched,
         refunds=r.refunds,
         group=r.group,
+        kind=r.kind,
+        progress=progress,
     )

@@ -68,6 +68,8 @@ def when(t: float, now: float, lease: bool = False) -> str:
 def row(job: Job) -> list[str]:
     payload = json.dumps(job.payload) if not isinstance(job.payload, bytes) else repr(job.payload)
     error = (job.last_error or "").splitlines()[0] if job.last_error else ""
+    if job.kind:  # the kind heads the payload cell: "send_email {...}"
+        payload = f"{job.kind} {payload}"
     return [
         job.id,
         f"{job.attempts}/{job.max_attempts}",

@@ -230,6 +230,7 @@ def worker(
 @click.option("--delay", type=float, default=None, help="Seconds before the job may run.")
 @click.option("--priority", type=int, default=0, show_default=True, help="0..1000000, lower first.")
 @click.option("--max-attempts", type=int, default=None)
+@click.option("--kind", default=None, help="The jobs' kind (a worker's handler dict picks by it).")
 @click.option(
     "--shards",
     type=int,
@@ -246,13 +247,19 @@ def enqueue(
     delay: float | None,
     priority: int,
     max_attempts: int | None,
+    kind: str | None,
     shards: int | None,
 ) -> None:
     """Add one job (PAYLOAD, JSON text) or many (--file, JSON lines)."""
     if (payload is None) == (path is None):
         raise click.UsageError("give either a JSON PAYLOAD or --file PATH")
     q = c.producer(queue, shards)
-    opts: dict[str, Any] = {"delay": delay, "priority": priority, "max_attempts": max_attempts}
+    opts: dict[str, Any] = {
+        "delay": delay,
+        "priority": priority,
+        "max_attempts": max_attempts,
+        "kind": kind,
+    }
     if payload is not None:
         out.print(q.enqueue(_json(payload, "payload"), id=job_id, **opts))
         return
@@ -356,6 +363,10 @@ def show(c: _Ctx, queue: str, job_id: str) -> None:
     table.add_row("priority", str(job.priority))
     if job.group is not None:
         table.add_row("group", job.group)
+    if job.kind:
+        table.add_row("kind", job.kind)
+    if job.progress is not None:
+        table.add_row("progress", json.dumps(job.progress))
     for name in ("enqueued_at", "run_at", "claimed_at", "lease_until", "finished_at"):
         value = getattr(job, name)
         if value is not None:
@@ -372,6 +383,24 @@ def show(c: _Ctx, queue: str, job_id: str) -> None:
     if job.result is not None:
         out.print("[bold]result[/bold]")
         out.print(_pretty(job.result))
+
+
+@cli.command(name="wait")
+@click.argument("queue")
+@click.argument("job_id", metavar="ID")
+@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait.")
+@pass_ctx
+def wait_(c: _Ctx, queue: str, job_id: str, timeout: float) -> None:
+    """Wait until job ID finishes; print it as JSON. Exit 0 only if it succeeded
+    (1: dead or cancelled, 2: still unfinished at --timeout)."""
+    part, _ = c.holder(queue, job_id)
+    job = part.wait(job_id, timeout=timeout)
+    if job is None:
+        click.echo(json.dumps({"id": job_id, "state": None, "finished": False}))
+        sys.exit(2)
+    click.echo(json.dumps(msgspec.to_builtins(job), default=repr))
+    if job.state is not State.SUCCEEDED:
+        sys.exit(1)
 
 
 @cli.command(name="ls")

@@ -12,16 +12,29 @@ from __future__ import annotations
 import importlib
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import HandlerImportError, InvalidArgument, LeaseLost, LeaseqError
 from .types import Lease
 
-__all__ = ["Dead", "Handler", "JobContext", "Retry", "current_job", "load_handler"]
+__all__ = [
+    "Dead",
+    "Handler",
+    "Handlers",
+    "JobContext",
+    "Kinds",
+    "Retry",
+    "UnknownKind",
+    "as_handler",
+    "current_job",
+    "load_handler",
+]
 
 Handler = Callable[[Lease], Any]
+Handlers = Handler | Mapping[str, Handler]
+"""What a worker runs: one handler for every job, or a dict of handlers by job kind."""
 
 TRACEBACK_FRAMES = 8
 """Innermost frames kept in last_error: where it broke, not how we got there."""
@@ -48,6 +61,64 @@ class Dead(LeaseqError):
         self.reason = reason or "dead-lettered by the handler"
 
 
+class UnknownKind(LeaseqError):
+    """A job's kind has no handler in this worker's dict (raised instead of running it).
+
+    The worker fails the job with this text and the usual backoff, so it is
+    retried: a rolling deploy whose next worker brings the handler runs it,
+    and a kind nobody serves ends dead after ``max_attempts`` like any failure.
+    """
+
+    def __init__(self, kind: str | None, served: Sequence[str]) -> None:
+        what = "the job has no kind" if kind is None else f"no handler for kind {kind!r}"
+        listed = ", ".join(repr(k) for k in served) or "none"
+        super().__init__(f"UnknownKind: {what}; this worker serves {listed}")
+        self.kind = kind
+        self.served = tuple(served)
+
+
+class Kinds:
+    """A dict of handlers by job kind, run as one handler: ``lease.kind`` picks it.
+
+    A job without a kind, or of a kind not in the dict, raises ``UnknownKind``.
+    """
+
+    def __init__(self, handlers: Mapping[str, Handler]) -> None:
+        from .keys import check_job_id
+
+        if not handlers:
+            raise InvalidArgument("a handler dict needs at least one kind")
+        table: dict[str, Handler] = {}
+        for kind, fn in handlers.items():
+            if not isinstance(kind, str):
+                raise InvalidArgument(f"a handler dict's keys are kinds (str), not {kind!r}")
+            check_job_id(kind, "kind")
+            if not callable(fn):
+                raise InvalidArgument(f"the handler of kind {kind!r} must be callable, not {fn!r}")
+            table[kind] = fn
+        self.handlers = table
+
+    def pick(self, lease: Lease) -> Handler:
+        """The handler of ``lease.kind``; raises UnknownKind."""
+        fn = self.handlers.get(lease.kind) if lease.kind is not None else None
+        if fn is None:
+            raise UnknownKind(lease.kind, sorted(self.handlers))
+        return fn
+
+    def __call__(self, lease: Lease) -> Any:
+        return self.pick(lease)(lease)
+
+    def __repr__(self) -> str:
+        return f"Kinds({sorted(self.handlers)})"
+
+
+def as_handler(handler: Handlers) -> Handler:
+    """One handler from a handler or a dict of them (``Kinds``)."""
+    if isinstance(handler, Mapping):
+        return Kinds(handler)
+    return handler
+
+
 @dataclass(eq=False)
 class JobContext:
     """The job a handler thread is running, and whether its lease still holds."""
@@ -56,6 +127,16 @@ class JobContext:
     lost: threading.Event = field(default_factory=threading.Event)
     """Set by the worker when an extend raised LeaseLost or shutdown released
     the job; the handler's outcome will not be written."""
+
+    report: Callable[[Lease, Any], Any] | None = None
+    """How ``progress`` reaches the queue (set by the worker)."""
+
+    def progress(self, value: Any) -> None:
+        """Store a small JSON ``value`` as the job's ``progress`` (``Job.progress``),
+        fenced by the lease. Raises LeaseLost when the lease is gone."""
+        if self.report is None:
+            raise LookupError("this job context has no queue to report progress to")
+        self.report(self.lease, value)
 
     def raise_if_lost(self) -> None:
         """Raise LeaseLost if the lease is gone (a cheap local check, no Redis call)."""
@@ -109,8 +190,10 @@ def load_handler(spec: str) -> Handler:
             obj = getattr(obj, part)
         except AttributeError:
             raise InvalidArgument(f"{module_name!r} has no attribute {attr!r}") from None
+    if isinstance(obj, Mapping):
+        return Kinds(obj)  # a dict of handlers by kind
     if not callable(obj):
-        raise InvalidArgument(f"{spec!r} is not callable")
+        raise InvalidArgument(f"{spec!r} is not callable (nor a dict of handlers by kind)")
     handler: Handler = obj
     return handler
 

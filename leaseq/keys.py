@@ -156,6 +156,12 @@ class QueueKeys:
         return self.stem + "wake"
 
     @property
+    def done(self) -> str:
+        """STREAM of finished job ids (field ``ids``) that ``wait`` listens on;
+        lua/lib/signal_done.lua derives the same name from ``meta``."""
+        return self.stem + "done"
+
+    @property
     def schedules(self) -> str:
         """ZSET of schedule names; score = next due time, ms epoch (+inf: parked)."""
         return self.stem + "schedules"

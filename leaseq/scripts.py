@@ -92,6 +92,7 @@ _SHAPES: dict[str, tuple[int, bool, str]] = {
     "release": (5, False, _DRAIN),
     "reap": (5, False, _DRAIN),
     "once": (1, False, _DRAIN),
+    "progress": (1, False, _DRAIN),
     "cancel": (5, False, _DRAIN),
     "retry": (5, False, ""),
     "retry_all": (4, False, ""),

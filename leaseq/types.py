@@ -65,6 +65,8 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True):
     enqueued_at: float
     worker: str
     incarnation: int = 0
+    kind: str | None = None
+    """The job's kind (``enqueue(..., kind=)``), which a handler dict dispatches on."""
 
     @property
     def token(self) -> int:
@@ -101,6 +103,10 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     prefetched: int | None = None
     """The token of a lease handed out as a prefetch whose start the worker had
     not yet reported; it means something only while equal to ``attempts``."""
+    kind: str | None = None
+    """The job's kind, given at enqueue (None: no kind)."""
+    progress: Any = None
+    """The latest value a handler reported with ``progress()`` (None: none yet)."""
     refunds: int = 0
     """Attempts refunded because a lease expired before reaching a handler (at most 5)."""
     group: str | None = None

@@ -54,7 +54,7 @@ from ._outcomes import (
 )
 from ._protocol import QueueLike
 from .errors import LeaseLost, LeaseqError
-from .handler import Handler, JobContext, _set_current
+from .handler import Handlers, JobContext, _set_current, as_handler
 from .registry import refresh_every
 from .schedules import TICK_INTERVAL
 from .types import Lease
@@ -103,7 +103,7 @@ class Worker:
     def __init__(
         self,
         queue: QueueLike,
-        handler: Handler,
+        handler: Handlers,
         *,
         concurrency: int = 4,
         ttl: float = 30.0,
@@ -114,7 +114,9 @@ class Worker:
         handle_signals: bool = True,
         metrics: JobObserver | None = None,
     ) -> None:
+        handler = as_handler(handler)  # a dict of handlers by kind runs as one
         check_worker(handler, concurrency, ttl, grace, reap_interval)
+        self._report = getattr(queue, "progress", None)  # current_job().progress(value)
         if prefetch is not None:
             v.integer(prefetch, "prefetch", 0, v.MAX_CONCURRENCY)
         self.queue = queue
@@ -375,7 +377,7 @@ class Worker:
             return True
         beat = time.monotonic() + self.beat_every
         tasks = [
-            Task(lease, JobContext(lease), beat, prefetched=i >= idle)
+            Task(lease, JobContext(lease, report=self._report), beat, prefetched=i >= idle)
             for i, lease in enumerate(leases)
         ]
         with self._cond:

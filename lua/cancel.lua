@@ -8,7 +8,7 @@
 -- KEYS[5]  leaseq:{<queue>}:meta       HASH  counters, clock
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  keep_ms, how long to keep the row (integer ms; 0 = delete now, -1 = until purged)
--- derives: nothing
+-- derives: leaseq:{<queue>}:done  STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- returns: {'OK', 1} when cancelled now, {'OK', 0} when it already was
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is past cancelling;
 --         {'DAMAGED', '<key>', 'not a hash'} when the job key holds another type
@@ -16,6 +16,7 @@
 --!include lib/now_ms.lua
 --!include lib/retain_rows.lua
 --!include lib/trim_finished.lua
+--!include lib/signal_done.lua
 --!include lib/allow_oom.lua
 
 local job, pending, scheduled, cancelled, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -33,6 +34,7 @@ redis.call('ZREM', scheduled, id)
 redis.call('HSET', job, 'state', 'cancelled', 'finished_at', now)
 redis.call('HDEL', job, 'run_at')
 redis.call('HINCRBY', meta, 'cancelled', 1)
+signal_done(meta, id)
 retain_rows({ job }, { id }, cancelled, now, tonumber(ARGV[2]))
 trim_finished(cancelled, now, 100)
 return { 'OK', 1 }

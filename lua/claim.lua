@@ -22,13 +22,14 @@
 --          leaseq:{<queue>}:job:<id>  HASH  the job row; fair groups (stem of KEYS[5]):
 --          leaseq:{<queue>}:groups  ZSET  rotation, leaseq:{<queue>}:group:<name>  ZSET  a group's
 --          ready ids, leaseq:{<queue>}:group_active  HASH, leaseq:{<queue>}:group_held  HASH
+--          leaseq:{<queue>}:done  STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- returns: flat array: now_ms, wait_ms (when nothing was leased: ms until the next scheduled job is due
 --          or the earliest lease ends; -1 if none, if jobs were leased, or while the queue is
 --          paused: then sleep on the wake list, which resume.lua fills;
 --          or, when a global limit held the claim back, ms until a slot frees),
---          k, then seven values per leased job: id, attempts (the fencing token),
+--          k, then eight values per leased job: id, attempts (the fencing token),
 --          incarnation (the row's; 0 for a row written before incarnations),
---          max_attempts, lease_until (ms epoch), enqueued_at (ms epoch), payload
+--          max_attempts, lease_until (ms epoch), enqueued_at (ms epoch), payload, kind ('' = none)
 -- errors: none of its own; a row that cannot be claimed is dead-lettered with last_error
 --!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
@@ -36,6 +37,7 @@
 --!include lib/to_count.lua
 --!include lib/read_row.lua
 --!include lib/push_pending.lua
+--!include lib/signal_done.lua
 --!include lib/dead_letter.lua
 --!include lib/promote_due.lua
 --!include lib/group_done.lua
@@ -93,7 +95,7 @@ local group_active = string.sub(meta, 1, -5) .. 'group_active'
 local function lease_one(id)
     local job = job_prefix .. id
     local row = read_row(job, 'state', 'attempts', 'max_attempts',
-      'payload', 'enqueued_at', 'incarnation', 'group')
+      'payload', 'enqueued_at', 'incarnation', 'group', 'kind')
     local not_a_hash = not row
     if not_a_hash then
       -- Overwritten by hand with another type: park the id in dead for an
@@ -124,6 +126,7 @@ local function lease_one(id)
       out[#out + 1] = deadline
       out[#out + 1] = to_count(row[5]) or now -- a hand-edited time must not break the claim
       out[#out + 1] = row[4]
+      out[#out + 1] = row[8] or ''
       return true
     elseif (state and (state == 'pending' or not known[state]))
         or (not state and not not_a_hash and redis.call('EXISTS', job) == 1) then
@@ -181,9 +184,9 @@ end
 
 if rate_on and got > 0 then
   -- Record this call's claims in the rate span (members unique per claim).
-  -- out holds seven values per lease: id, attempts, incarnation, ...
+  -- out holds eight values per lease: id, attempts, incarnation, ...
   local stamps = {}
-  for i = 1, #out, 7 do
+  for i = 1, #out, 8 do
     stamps[#stamps + 1] = now
     stamps[#stamps + 1] = now .. ':' .. out[i] .. ':' .. out[i + 1] .. ':' .. out[i + 2]
   end

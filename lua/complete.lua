@@ -20,6 +20,7 @@
 --           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
 --          for a grouped row (group_done, stem of the meta key): leaseq:{<queue>}:group_active  HASH,
 --          leaseq:{<queue>}:group_held  HASH, leaseq:{<queue>}:groups  ZSET, leaseq:{<queue>}:group:<name>  ZSET
+--          leaseq:{<queue>}:done  STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- returns: one reply per item: {'OK'}, {'LOST', state, attempts, incarnation}, or {'EFFECT', k, why}
 --          when effect k of the item cannot apply (then nothing of that item is written)
 -- errors: none beyond the per-item replies
@@ -29,6 +30,7 @@
 --!include lib/lease_check.lua
 --!include lib/retain_rows.lua
 --!include lib/trim_finished.lua
+--!include lib/signal_done.lua
 --!include lib/effect_refusal.lua
 --!include lib/apply_effect.lua
 --!include lib/trim_count.lua
@@ -90,6 +92,7 @@ for i = 1, n do
   end
 end
 local done = #done_ids
+if done > 0 then signal_done(meta, table.concat(done_ids, ' ')) end
 if done > 0 then
   -- The index moves and retention are batched: one ZREM, one ZADD (or DEL)
   -- per 1000 rows.

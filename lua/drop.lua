@@ -17,6 +17,7 @@
 --          leaseq:{<queue>}:job:<id>  HASH  the job rows; at the end the fair groups' keys
 --          leaseq:{<queue>}:groups ZSET, group_held HASH, group_active HASH, group:<name> ZSET
 --          (stem of KEYS[7])
+--          leaseq:{<queue>}:done  STREAM  finished ids for waiters, deleted with meta
 -- returns: {'OK', deleted, remaining}; once remaining is 0 the meta hash and wake list are gone too
 -- errors: {'ACTIVE', n} when not forced and n leases are in flight (nothing written)
 --!include lib/now_ms.lua
@@ -59,6 +60,7 @@ if remaining == 0 then
   local held = redis.call('HGETALL', stem .. 'group_held')
   for i = 1, #held, 2 do names[#names + 1] = held[i] end
   for _, g in ipairs(names) do redis.call('DEL', stem .. 'group:' .. g) end
-  redis.call('DEL', meta, wake, stem .. 'groups', stem .. 'group_held', stem .. 'group_active')
+  redis.call('DEL', meta, wake, stem .. 'groups', stem .. 'group_held', stem .. 'group_active',
+    stem .. 'done')
 end
 return { 'OK', deleted, remaining }

@@ -10,7 +10,8 @@
 -- ARGV[3]  delay_ms of every job in the call (integer ms >= 0, 0 = claimable now)
 -- ARGV[4]  priority of every job in the call (integer 0..1000000, lower runs first)
 -- ARGV[5]  group of every job in the call ('' = none; a fair group's name, checked by the caller)
--- ARGV[6..] two values per job: id (string, chosen by the client so that a
+-- ARGV[6]  kind of every job in the call (string, the job-id rules; '' = no kind)
+-- ARGV[7..] two values per job: id (string, chosen by the client so that a
 --           replayed call finds its own rows), payload (bytes, encoded and size-checked)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, each with a queue-unique incarnation
 --           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
@@ -28,7 +29,8 @@ local pending, scheduled, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local job_prefix, max_attempts = ARGV[1], ARGV[2]
 local delay_ms, priority = tonumber(ARGV[3]), tonumber(ARGV[4])
 local group = ARGV[5] ~= '' and ARGV[5] or nil
-local n = (#ARGV - 5) / 2
+local kind = ARGV[6]
+local n = (#ARGV - 6) / 2
 local now = now_ms(meta)
 local unpack_ = table.unpack or unpack
 
@@ -36,7 +38,7 @@ local unpack_ = table.unpack or unpack
 -- or dead), changes nothing. That is also what makes a replayed call safe.
 local out, fresh = {}, {}
 for i = 1, n do
-  local id = ARGV[4 + i * 2]
+  local id = ARGV[5 + i * 2]
   local job = job_prefix .. id
   if redis.call('EXISTS', job) == 0 and not fresh[id] then
     fresh[id] = i
@@ -64,6 +66,10 @@ if group then
   base[#base + 1] = 'group'
   base[#base + 1] = group
 end
+if kind ~= '' then
+  base[#base + 1] = 'kind'
+  base[#base + 1] = kind
+end
 local index, members = pending, {}
 if delay_ms > 0 then
   base[2] = 'scheduled'
@@ -72,7 +78,7 @@ if delay_ms > 0 then
   index = scheduled
   for _, i in ipairs(fresh) do
     members[#members + 1] = now + delay_ms
-    members[#members + 1] = ARGV[4 + i * 2]
+    members[#members + 1] = ARGV[5 + i * 2]
   end
 else
   -- One HINCRBY reserves the FIFO sequence numbers of the whole call; the
@@ -87,15 +93,15 @@ else
   for _, i in ipairs(fresh) do
     score = score + 1
     members[#members + 1] = score
-    members[#members + 1] = ARGV[4 + i * 2]
+    members[#members + 1] = ARGV[5 + i * 2]
   end
 end
 
 for _, i in ipairs(fresh) do
-  base[8] = ARGV[5 + i * 2]
+  base[8] = ARGV[6 + i * 2]
   incarnation = incarnation + 1
   base[12] = string.format('%d', incarnation) -- 16 digits: see reserve_incarnations
-  redis.call('HSET', job_prefix .. ARGV[4 + i * 2], unpack_(base))
+  redis.call('HSET', job_prefix .. ARGV[5 + i * 2], unpack_(base))
 end
 if group and delay_ms == 0 then
   -- Fair groups (see push_pending): the group's ZSET under the scores, pending

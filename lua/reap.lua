@@ -12,6 +12,7 @@
 --           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
 --          for a grouped row (group_done, stem of the meta key): leaseq:{<queue>}:group_active  HASH,
 --          leaseq:{<queue>}:group_held  HASH, leaseq:{<queue>}:groups  ZSET, leaseq:{<queue>}:group:<name>  ZSET
+--          leaseq:{<queue>}:done  STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- returns: {requeued, died, more} -- more is 1 when expired entries remain
 -- errors: none
 --!include lib/bump_counter.lua
@@ -19,6 +20,7 @@
 --!include lib/to_count.lua
 --!include lib/read_row.lua
 --!include lib/push_pending.lua
+--!include lib/signal_done.lua
 --!include lib/dead_letter.lua
 --!include lib/group_done.lua
 --!include lib/reap_expired.lua

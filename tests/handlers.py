@@ -66,3 +66,7 @@ async def async_echo(lease: leaseq.Lease) -> Any:
     """An async def handler: the threaded worker and the CLI must run it too."""
     await asyncio.sleep(0)
     return {"echo": lease.payload, "job": leaseq.current_job().lease.id}
+
+
+KINDS = {"echo": echo, "async_echo": async_echo}
+"""A handler dict by kind, for ``leaseq worker QUEUE tests.handlers:KINDS``."""

@@ -36,6 +36,7 @@ from tests import (
     test_hardening_admin,
     test_hardening_fencing,
     test_history,
+    test_jobs,
     test_limits,
     test_pause,
     test_registry,
@@ -75,6 +76,7 @@ SUITE_MODULES = (
     test_history,
     test_registry,
     test_groups,
+    test_jobs,
 )
 # Queue cases of the sync suite that do NOT run here, each with the reason.
 # A case missing from both the async run and this list fails
@@ -95,6 +97,15 @@ _PARSE_HOOK = (
     "makes sync queue calls from inside a reply's parse to interleave deaths "
     "between pages; the snapshot rule it checks is the one _admin generator "
     "that both transports run"
+)
+_BLOCKING_WAIT = (
+    "blocks on the done stream until a deadline; on the aio suite's frozen fake "
+    "clock that deadline never comes. tests/test_jobs_wait.py runs its aio twins "
+    "on a real server"
+)
+_KINDS = (
+    "drives workers with handler dicts; tests/test_kinds.py runs its aio twins "
+    "itself, with the aio Worker on a real server"
 )
 EXCLUDED: dict[str, str] = {
     "hardening_admin.retry_all_dead_retries_each_job_once_while_they_keep_dying": _PARSE_HOOK,
@@ -118,6 +129,14 @@ EXCLUDED: dict[str, str] = {
     "worker.unencodable_result_dead_letters_only_that_job_at_once": _THREADED_WORKER,
     "pause.a_burst_worker_runs_nothing_on_a_paused_queue": _THREADED_WORKER,
     "pause.resume_wakes_a_blocked_claimer_at_once": _THREADS,
+    "kinds.a_bad_kind_is_refused_and_writes_nothing": _KINDS,
+    "kinds.a_handler_dict_dispatches_by_kind": _KINDS,
+    "kinds.an_unknown_kind_is_not_run_and_is_retried": _KINDS,
+    "kinds.kind_is_stored_and_handed_out": _KINDS,
+    "jobs_wait.current_job_progress_in_a_worker": _BLOCKING_WAIT,
+    "jobs_wait.wait_many_in_order_with_every_finished_state": _BLOCKING_WAIT,
+    "jobs_wait.wait_times_out_with_none": _BLOCKING_WAIT,
+    "jobs_wait.wait_wakes_when_the_job_finishes": _BLOCKING_WAIT,
     "groups_web.queue_page_shows_limits_and_job_page_the_group": _WEB,
     "web_workers.overview_counts_workers_online_per_queue": _WEB,
     "web_workers.overview_draws_the_history_charts_and_dead_letter_growth": _WEB,

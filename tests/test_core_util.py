@@ -56,6 +56,8 @@ def snapshot(r: Any) -> dict[str, Any]:
             value = [(text(m), s) for m, s in r.zrange(key, 0, -1, withscores=True)]
         elif kind == "list":
             value = [text(x) for x in r.lrange(key, 0, -1)]
+        elif kind == "stream":  # the done stream (issue 12)
+            value = r.xrange(key)
         else:
             value = r.get(key)
         out[key] = (kind, value, r.pttl(key) > 0)

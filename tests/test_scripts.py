@@ -164,6 +164,7 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
         "fail": core.fail(lease, "x", None, False),
         "release": core.release(lease),
         "once": core.once(lease, "m"),
+        "progress": core.progress(lease, 1),
         "reap": core.reap(),
         "cancel": core.cancel("ID"),
         "retry": core.retry("ID", None),

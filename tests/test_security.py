@@ -32,6 +32,7 @@ COMMANDS = [
     "hget", "hmget", "hgetall", "hset", "hsetnx", "hdel", "hincrby",
     "zadd", "zrem", "zpopmin", "zrange", "zrangebyscore", "zcard", "zcount",
     "rpush", "llen", "blpop",
+    "xadd", "xrevrange", "xread",
     "scan", "ping", "hello", "config|get",
 ]  # fmt: skip
 

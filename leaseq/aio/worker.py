@@ -40,7 +40,7 @@ from .._outcomes import (
 )
 from .._protocol import AsyncQueueLike
 from ..errors import AlreadyFinished, LeaseLost, LeaseqError, ServerUnavailable
-from ..handler import JobContext, _set_current
+from ..handler import Handlers, JobContext, Kinds, _set_current, as_handler
 from ..registry import refresh_every
 from ..schedules import TICK_INTERVAL
 from ..types import Lease
@@ -82,7 +82,7 @@ class Worker:
     def __init__(
         self,
         queue: AsyncQueueLike,
-        handler: AsyncHandler,
+        handler: AsyncHandler | Handlers,
         *,
         concurrency: int = 4,
         ttl: float = 30.0,
@@ -90,6 +90,7 @@ class Worker:
         grace: float = 30.0,
         metrics: JobObserver | None = None,
     ) -> None:
+        handler = as_handler(handler)  # a dict of handlers by kind: picked per job
         check_worker(handler, concurrency, ttl, grace, reap_interval)
         self.queue = queue
         self.handler = handler
@@ -249,7 +250,7 @@ class Worker:
             await asyncio.wait(set(self._tasks))
 
     def _start(self, lease: Lease) -> None:
-        task = asyncio.ensure_future(self._process(JobContext(lease)))
+        task = asyncio.ensure_future(self._process(JobContext(lease, report=self._bridge())))
         self._tasks.add(task)
         task.add_done_callback(self._finished)
 
@@ -259,13 +260,31 @@ class Worker:
             # A bug in the worker itself: say so rather than lose it silently.
             log_job(self.queue.name, logging.ERROR, None, "job task failed: %r", task.exception())
 
+    def _bridge(self) -> Callable[[Lease, Any], Any] | None:
+        """``current_job().progress`` for a plain handler in the thread pool: runs
+        the queue's ``progress`` on this loop and waits for it."""
+        report = getattr(self.queue, "progress", None)
+        if report is None:
+            return None
+        loop = asyncio.get_running_loop()
+
+        def bridge(lease: Lease, value: Any) -> Any:
+            return asyncio.run_coroutine_threadsafe(report(lease, value), loop).result()
+
+        return bridge
+
     async def _call(self, ctx: JobContext) -> Any:
-        if self._async:
-            return await self.handler(ctx.lease)
+        handler = self.handler
+        if isinstance(handler, Kinds):  # async or not, per kind
+            handler = handler.pick(ctx.lease)  # UnknownKind: a failure, by decide()
+            if _is_async(handler):
+                return await handler(ctx.lease)
+        elif self._async:
+            return await handler(ctx.lease)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="leaseq-aio")
         loop = asyncio.get_running_loop()
-        value = await loop.run_in_executor(self._pool, _run_sync, self.handler, ctx)
+        value = await loop.run_in_executor(self._pool, _run_sync, handler, ctx)
         if inspect.isawaitable(value):  # a plain def that returned a coroutine
             value = await value
         return value

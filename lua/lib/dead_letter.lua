@@ -7,4 +7,5 @@ local function dead_letter(job, dead, meta, id, now, err)
   redis.call('HDEL', job, 'lease_until', 'run_at')
   redis.call('ZADD', dead, now, id)
   bump_counter(meta, 'dead', 1, now)
+  signal_done(meta, id) -- lib/signal_done.lua, included before this file
 end

@@ -1,0 +1,19 @@
+-- progress.lua: store a handler's progress report in the job row, under its lease.
+-- transition: active -> active (sets the field progress)
+-- clock: none
+-- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
+-- ARGV[1]  token, the lease's attempts value (decimal string)
+-- ARGV[2]  incarnation, the lease's row incarnation (decimal string)
+-- ARGV[3]  value, the progress as JSON text (at most 4096 bytes, checked by the caller)
+-- derives: nothing
+-- returns: {'OK'}
+-- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation
+--!include lib/lease_check.lua
+--!include lib/allow_oom.lua
+
+local job = KEYS[1]
+allow_oom(job) -- a small write of a running job, like once and extend
+local refused = lease_check(job, ARGV[1], ARGV[2])
+if refused then return refused end
+redis.call('HSET', job, 'progress', ARGV[3])
+return { 'OK' }
