@@ -11,26 +11,7 @@ import leaseq
 import leaseq.aio
 from tests.test_aio import live, loop  # noqa: F401 (fixtures: aio workers run on a real server)
 
-
-def test_kind_is_stored_and_handed_out(q: leaseq.Queue) -> None:
-    q.enqueue({"to": "a@b.c"}, id="mail", kind="send_email")
-    q.enqueue_many([{"w": 1}, {"w": 2}], ids=["r1", "r2"], kind="resize")
-    q.enqueue({}, id="plain")
-    kinds = {lease.id: lease.kind for lease in q.claim_many(10)}
-    assert kinds == {"mail": "send_email", "r1": "resize", "r2": "resize", "plain": None}
-    job = q.get("mail")
-    assert job is not None and job.kind == "send_email"
-    plain = q.get("plain")
-    assert plain is not None and plain.kind is None
-
-
-def test_a_bad_kind_is_refused_and_writes_nothing(q: leaseq.Queue) -> None:
-    for bad in ("", "has space", "{x}", "x" * 300):
-        with pytest.raises(leaseq.InvalidName):
-            q.enqueue({}, id="a", kind=bad)
-        with pytest.raises(leaseq.InvalidName):
-            q.enqueue_many([{}], ids=["b"], kind=bad)
-    assert q.get("a") is None and q.get("b") is None
+# Storing a kind and refusing a bad one: tests/test_jobs.py (also re-run on aio).
 
 
 def _served(calls: list[str]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .. import _redis
+from .._terminal import span
 from ..errors import DamagedKey, InvalidArgument, LeaseqError, ServerUnavailable
 from ..keys import check_job_id
 from ..queue import connect
@@ -512,20 +513,6 @@ def _safe_next(target: str, request: Request) -> str:
         if not parsed.scheme and not parsed.netloc:
             return target
     return base + "/"
-
-
-def span(seconds: float) -> str:
-    """A duration as people say it: '850 ms', '42 s', '3 min', '5 h', '2 days'."""
-    seconds = abs(seconds)
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172_800:
-        return f"{seconds / 3600:.0f} h"
-    return f"{seconds / 86_400:.0f} days"
 
 
 def _fmt_time(t: float | None, now: float, lease: bool = False) -> dict[str, str]:
