@@ -187,7 +187,8 @@ def test_lease_lost_while_running_discards_the_outcome(
     assert q.reap() == (1, 0)
     mine = q.claim(ttl=30.0, worker="thief")
     assert mine is not None and mine.attempt == 2
-    wait_until(flag.exists, 10, what="the handler to return")
+    # write_text creates the file before it writes: wait for the word, not the file.
+    wait_until(lambda: flag.exists() and flag.read_text(), 10, what="the handler to return")
     assert flag.read_text() == "lost"
     wait_until(lambda: "outcome discarded" in workers.log(proc), 10, what="the discard log")
     job = _job(q, job_id)
