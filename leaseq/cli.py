@@ -64,7 +64,7 @@ class _Ctx:
         ``name`` is one (or ``--shards`` says so), else a plain Queue (made on
         first use). Never a plain queue that would hide existing shards."""
         with _redis.translate_errors():
-            plain = bool(self.redis.exists(self.queue(name).keys.meta))
+            plain = bool(self.redis.exists(*self.queue(name).keys.markers()))
         found = 0 if plain else self.shard_count(name)
         if shards is None:
             shards = found or None
@@ -84,7 +84,7 @@ class _Ctx:
         ShardedQueue whose shards' keys are there. A clear error for neither."""
         q = self.queue(name)
         with _redis.translate_errors():
-            known = self.redis.exists(q.keys.meta)
+            known = self.redis.exists(*q.keys.markers())
         if known:
             return q
         shards = self.shard_count(name)
