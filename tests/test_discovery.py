@@ -169,4 +169,3 @@ def test_cli_sees_it(cli: Cli) -> None:  # noqa: F811
     assert code == 0 and "pending" in out
     code, out, _ = cli("enqueue", "mail", "{}", "--id", "j3")  # still the plain queue
     assert code == 0 and q.get("j3") is not None
-
