@@ -22,7 +22,7 @@ from typing import Any
 
 import leaseq
 from bench.server import Server
-from bench.timing import Case, interleaved, rate
+from bench.timing import Case, interleaved, print_rates, rate
 
 
 def fill(r: Any, queues: int, jobs: int) -> int:
@@ -59,11 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         interleaved(cases, 1)  # warm up
         rates = interleaved(cases, args.repeats)
         assert found["now"] == found["meta only"] == n, found
-        base = rates["SCAN of meta keys (before)"]
         print(f"{n:,} queues, {keys:,} keys in all; median of {args.repeats}, taking turns")
-        print(f"{'listing':<28} {'ms':>8} {'ratio':>6}")
-        for name, value in rates.items():
-            print(f"{name:<28} {n / value * 1000:>8.1f} {base / value:>6.2f}x")
+        print_rates("listing", rates, "SCAN of meta keys (before)", unit="queues")
     return 0
 
 
