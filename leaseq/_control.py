@@ -51,8 +51,10 @@ def delete(core: QueueCore, job_id: str) -> Call[str]:
             raise admin_error("delete", job_id, reply)
         return as_text(reply[1])
 
-    keys = (k.job(job_id), k.pending, k.scheduled, k.succeeded, k.dead, k.cancelled, k.meta)
-    keys += (k.events,)
+    keys = (
+        *(k.job(job_id), k.pending, k.scheduled, k.succeeded, k.dead, k.cancelled),
+        *(k.meta, k.events),
+    )
     return Call(SCRIPTS["delete"], keys, (job_id,), parse)
 
 
@@ -71,8 +73,10 @@ def drop(core: QueueCore, force: bool, limit: int = DROP_LIMIT) -> Call[tuple[in
             raise admin_error("drop", f"(queue {core.name})", reply)
         return int(reply[1]), int(reply[2])
 
-    keys = (k.pending, k.scheduled, k.active, k.succeeded, k.dead, k.cancelled, k.meta, k.wake)
-    keys += (k.done, k.events)
+    keys = (
+        *(k.pending, k.scheduled, k.active, k.succeeded, k.dead, k.cancelled),
+        *(k.meta, k.wake, k.done, k.events),
+    )
     return Call(SCRIPTS["drop"], keys, (k.job_prefix, limit, 1 if force else 0), parse)
 
 

@@ -28,7 +28,7 @@ import redis.exceptions as rex
 from . import _redis
 from ._core import Call, QueueCore
 from ._ops import Command, Feed, Listen, Op, Rows, Scan, Step, Wake, one
-from ._replies import as_text, stream_entries
+from ._replies import stream_entries
 from .errors import LeaseqError
 
 __all__ = [
@@ -340,7 +340,9 @@ def _start(feed: Feed[R]) -> Op[list[R]] | None:
     return next(feed, None)
 
 
-def sync_feed(op: Callable[Concatenate[Any, P], Feed[R]]) -> Callable[Concatenate[Any, P], Iterator[R]]:
+def sync_feed(
+    op: Callable[Concatenate[Any, P], Feed[R]],
+) -> Callable[Concatenate[Any, P], Iterator[R]]:
     """A public method that runs the feed named like ``op`` of ``self._ops`` on the
     sync driver: it returns an iterator of the feed's items, each page read as
     the iteration reaches it."""

@@ -155,6 +155,7 @@ class _EventReader:
             self.finished = self.left == 0
         return out
 
+
 WAKE_SLICE = 0.1
 """Longest wait on one shard's wake list while a sharded blocking claim sits idle.
 

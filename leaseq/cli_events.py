@@ -53,7 +53,9 @@ def _settings(queue: str, got: EventSettings) -> str:
 
 @click.command()
 @click.argument("queue")
-@click.option("--since", default=None, metavar="ID", help="After this stream id; 0 = oldest, $ = new.")
+@click.option(
+    "--since", default=None, metavar="ID", help="After this stream id; 0 = oldest, $ = new."
+)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events until Ctrl-C.")
 @click.option("--limit", type=click.IntRange(1), default=None, help="Print at most N events.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per event.")
@@ -76,7 +78,9 @@ def events(
     q = Queue(queue, redis=c.redis, prefix=c.prefix)
     if switch is not None or maxlen is not None or settings:
         if follow or since is not None or limit is not None:
-            raise InvalidArgument("--on/--off/--maxlen/--settings take no --since, --follow or --limit")
+            raise InvalidArgument(
+                "--on/--off/--maxlen/--settings take no --since, --follow or --limit"
+            )
         if switch is None and maxlen is None:
             got = q.event_settings()
         else:

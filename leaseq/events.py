@@ -94,7 +94,10 @@ class EventSettings(msgspec.Struct, frozen=True, kw_only=True):
 
 def parse_entry(entry_id: str, fields: Any) -> list[Event]:
     """The transitions of one stream entry (fields as redis-py returns them)."""
-    pairs = fields.items() if isinstance(fields, dict) else zip(fields[::2], fields[1::2])
+    if isinstance(fields, dict):
+        pairs: Any = fields.items()
+    else:  # a flat list (RESP2 without redis-py's pairing)
+        pairs = zip(fields[::2], fields[1::2], strict=True)
     items = [(as_text(k), as_text(val)) for k, val in pairs]
     stamp = dict(items).get("at", "0")
     at = int(stamp) / 1000.0 if stamp.isdigit() else 0.0
@@ -186,9 +189,7 @@ def read_settings(core: QueueCore) -> Call[EventSettings]:
     return _call(core, ("get",))
 
 
-def set_settings(
-    core: QueueCore, enabled: bool | None, maxlen: int | None
-) -> Call[EventSettings]:
+def set_settings(core: QueueCore, enabled: bool | None, maxlen: int | None) -> Call[EventSettings]:
     """Turn the queue's events on or off (None: as it is) and set the bound in
     entries (None: as it is). Raises InvalidArgument before writing anything."""
     if enabled is not None and not isinstance(enabled, bool):

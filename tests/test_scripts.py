@@ -207,7 +207,9 @@ def _key_docs(name: str) -> list[tuple[str, str]]:
     """(literal key pattern, Redis type) of each documented KEYS line, in order."""
     out = []
     for line in header(name):
-        found = re.match(r"KEYS\[\d+(?:\.\.)?\]\s+(\S+)\s+(HASH|ZSET|LIST|STRING|SET|STREAM)\b", line)
+        found = re.match(
+            r"KEYS\[\d+(?:\.\.)?\]\s+(\S+)\s+(HASH|ZSET|LIST|STRING|SET|STREAM)\b", line
+        )
         if line.startswith("KEYS"):
             assert found, f"lua/{name}.lua: KEYS line lacks a pattern and type: {line!r}"
             out.append((found.group(1), found.group(2)))
@@ -239,7 +241,14 @@ def test_documented_key_types_hold_after_a_lifecycle(q: leaseq.Queue, r: Any) ->
     q.schedule("ID", {}, every=60.0)
     q.set_limits(concurrency=100, rate=100)
     q.claim()
-    kinds = {"HASH": "hash", "ZSET": "zset", "LIST": "list", "STRING": "string", "SET": "set", "STREAM": "stream"}
+    kinds = {
+        "HASH": "hash",
+        "ZSET": "zset",
+        "LIST": "list",
+        "STRING": "string",
+        "SET": "set",
+        "STREAM": "stream",
+    }
     checked = 0
     for name in NAMES:
         for pattern, kind in _key_docs(name):
