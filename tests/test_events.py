@@ -358,3 +358,14 @@ def test_follow_exits_0_on_ctrl_c(redis_server: RedisServer) -> None:
     client.close()
     assert proc.returncode == 0, err
     assert "Traceback" not in err
+
+
+def test_drop_deletes_the_stream_with_the_queue(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue_many(range(5))
+    q.set_events(maxlen=1000)
+    assert r.exists(q.keys.events)
+    q.drop()
+    assert not r.exists(q.keys.events) and not r.exists(q.keys.meta)
+    q.enqueue("again", id="again")  # a new queue of the name: events on, default bound
+    assert seen(q) == [("again", 0, None, P)]
+    assert q.event_settings().maxlen == leaseq.events.DEFAULT_MAXLEN
