@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from . import _redis, _terminal, _validate, cli_schedules
+from . import _redis, _terminal, _validate, cli_events, cli_schedules
 from ._terminal import RedactingFormatter as _RedactingFormatter
 from ._terminal import pretty as _pretty
 from ._terminal import row as _row
@@ -165,6 +165,7 @@ def cli(ctx: click.Context, url: str | None, prefix: str) -> None:
 
 
 cli_schedules.register(cli)  # schedule, schedules, unschedule, limits (issue 11)
+cli_events.register(cli)  # events (issue 12)
 
 
 @cli.command()

@@ -169,9 +169,16 @@ class QueueKeys:
 
     @property
     def done(self) -> str:
-        """STREAM of finished job ids (field ``ids``) that ``wait`` listens on;
-        lua/lib/signal_done.lua derives the same name from ``meta``."""
+        """STREAM of finished job ids (field ``ids``) that ``wait`` listens on
+        (lua/lib/signal_done.lua; passed in KEYS to every script that finishes jobs)."""
         return self.stem + "done"
+
+    @property
+    def events(self) -> str:
+        """STREAM of job transitions, one entry per script call (lua/lib/flush_events.lua:
+        fields ``at``, ``n``, then ``<from>><to>`` = space-separated ``<id>:<attempt>``);
+        trimmed to about meta ``events_maxlen`` entries; off while meta ``events`` = off."""
+        return self.stem + "events"
 
     @property
     def schedules(self) -> str:
