@@ -3,7 +3,7 @@
 Every script that moves a job between states (enqueue, claim and the
 promotions and reaps it does on the way, complete, fail, release, reap,
 cancel, retry, retry-all, purge, delete, drop, run_now, tick) notes its
-transitions in the same call and writes them as ONE entry of the STREAM
+transitions in the same call and writes them, at most 10 to an entry, to the STREAM
 ``{prefix}:{<queue>}:events`` (``lua/lib/event_log.lua``, ``log_event.lua``,
 ``flush_events.lua``)::
 
@@ -65,7 +65,7 @@ class Event(msgspec.Struct, frozen=True, kw_only=True):
     """One job transition read from the queue's event stream."""
 
     stream_id: str
-    """The id of the stream entry holding it (one entry per script call)."""
+    """The id of the stream entry holding it (at most 10 transitions an entry)."""
     index: int
     """Its place among the entry's transitions (0 first)."""
     job_id: str

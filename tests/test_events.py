@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -132,15 +133,38 @@ def test_tick_and_a_damaged_row(q: leaseq.Queue, r: Any, clock: Clock) -> None:
     assert ("z", 0, P, D) in tail()
 
 
-def test_each_script_call_is_one_entry(q: leaseq.Queue, r: Any) -> None:
+def test_an_entry_holds_at_most_ten_transitions(q: leaseq.Queue, r: Any) -> None:
+    # MAXLEN bounds entries; ten transitions an entry keeps a batch-heavy
+    # queue's stream within 10 x maxlen transitions.
     q.enqueue_many(range(300))
     leases = q.claim_many(300)
-    q.complete_many(leases)
+    q.complete_many(leases[:5])
     entries = r.xrange(q.keys.events)
-    assert len(entries) == 3
-    fields = entries[1][1]
-    assert fields[b"n"] == b"300" and int(fields[b"at"]) > 0
-    assert len(fields[b"pending>active"].split()) == 300
+    assert len(entries) == 30 + 30 + 1
+    fields = entries[30][1]
+    assert fields[b"n"] == b"10" and int(fields[b"at"]) > 0
+    assert len(fields[b"pending>active"].split()) == 10
+    assert entries[-1][1][b"n"] == b"5"
+    assert [e.job_id for e in q.events()][300:305] == [lease.id for lease in leases[:5]]
+
+
+def test_an_entry_spans_transition_groups_in_order(q: leaseq.Queue, r: Any) -> None:
+    # One call with two kinds of transition (a retry and a dead-letter in one
+    # reap) still writes them in order, ten to an entry.
+    q.enqueue_many(range(12), max_attempts=1)
+    q.enqueue_many(range(12, 20), max_attempts=3)
+    leases = q.claim_many(20, ttl=0.001)
+    seen = [(e.job_id, e.to_state) for e in q.events(since="$")]
+    assert seen == []
+    start = r.xrange(q.keys.events)[-1][0]
+    deadline = time.monotonic() + 10
+    while q.reap() == 0 and time.monotonic() < deadline:
+        pass
+    entries = r.xrange(q.keys.events, min=b"(" + start)
+    assert sum(int(e[1][b"n"]) for e in entries) == 20
+    assert all(int(e[1][b"n"]) <= 10 for e in entries)
+    after = list(q.events(since=start.decode()))
+    assert sorted(e.job_id for e in after) == sorted(lease.id for lease in leases)
 
 
 def test_the_switch_off_writes_nothing_and_on_again_records(q: leaseq.Queue, r: Any) -> None:
@@ -189,9 +213,9 @@ def test_since_resumes_without_loss_or_duplicates(q: leaseq.Queue) -> None:
         parts += page
         last = page[-1]
     assert parts == everything
-    # A stream id resumes after that whole entry.
+    # A stream id resumes after that whole entry (ten transitions an entry).
     after = list(q.events(everything[0].stream_id))
-    assert after == everything[25:]
+    assert after == everything[10:]
     assert list(q.events("$")) == []
     assert [e.index for e in everything[:3]] == [0, 1, 2]
 

@@ -1,15 +1,39 @@
--- flush_events(log, now): write the transitions noted in log (event_log) as ONE
--- entry of the event stream, whatever their number: XADD <events> MAXLEN ~
--- <maxlen> * at <now, ms epoch> n <count> then one field per from>to group whose
--- value is its 'id:attempt' list joined by single spaces (table.concat, so a
--- batch of 10,000 costs one string, not 10,000 values on Lua's stack). Nothing
--- is written when the log is empty or the queue's events are off.
+-- flush_events(log, now): write the transitions noted in log (event_log) to the
+-- event stream, at most 10 transitions an entry: XADD <events> MAXLEN ~ <maxlen> *
+-- at <now, ms epoch> n <count> then one field per from>to group whose value is its
+-- 'id:attempt' list joined by single spaces, groups in order of first appearance.
+-- Why 10: MAXLEN bounds entries, not transitions, so an entry holding a whole
+-- 1,000-job batch would let the default 100,000 entries hold 100 million
+-- transitions (~4 GB); at 10 an entry the stream holds between maxlen and
+-- 10 x maxlen transitions (~4 to ~42 MB by default) whatever the batch sizes,
+-- for one XADD per 10 jobs. Nothing is written when the log is empty or the
+-- queue's events are off.
+local EVENTS_PER_ENTRY = 10
 local function flush_events(log, now)
   if log.off or log.n == 0 then return end
-  local args = { 'MAXLEN', '~', log.maxlen, '*', 'at', string.format('%d', now), 'n', log.n }
-  for _, field in ipairs(log.fields) do
-    args[#args + 1] = field
-    args[#args + 1] = table.concat(log.lists[field], ' ')
+  local at = string.format('%d', now)
+  local args, taken = nil, 0
+  local function write()
+    args[8] = taken
+    redis.call('XADD', log.key, (table.unpack or unpack)(args))
   end
-  redis.call('XADD', log.key, (table.unpack or unpack)(args))
+  for _, field in ipairs(log.fields) do
+    local list = log.lists[field]
+    local i = 1
+    while i <= #list do
+      if not args then
+        args, taken = { 'MAXLEN', '~', log.maxlen, '*', 'at', at, 'n', 0 }, 0
+      end
+      local last = math.min(#list, i + EVENTS_PER_ENTRY - taken - 1)
+      args[#args + 1] = field
+      args[#args + 1] = table.concat(list, ' ', i, last)
+      taken = taken + (last - i + 1)
+      i = last + 1
+      if taken == EVENTS_PER_ENTRY then
+        write()
+        args = nil
+      end
+    end
+  end
+  if args then write() end
 end
