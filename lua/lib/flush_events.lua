@@ -12,28 +12,24 @@ local EVENTS_PER_ENTRY = 10
 local function flush_events(log, now)
   if log.off or log.n == 0 then return end
   local at = string.format('%d', now)
-  local args, taken = nil, 0
-  local function write()
-    args[8] = taken
-    redis.call('XADD', log.key, (table.unpack or unpack)(args))
-  end
+  local entries, args, taken = {}, nil, 0
   for _, field in ipairs(log.fields) do
     local list = log.lists[field]
     local i = 1
     while i <= #list do
-      if not args then
+      if not args or taken == EVENTS_PER_ENTRY then
         args, taken = { 'MAXLEN', '~', log.maxlen, '*', 'at', at, 'n', 0 }, 0
+        entries[#entries + 1] = args
       end
       local last = math.min(#list, i + EVENTS_PER_ENTRY - taken - 1)
       args[#args + 1] = field
       args[#args + 1] = table.concat(list, ' ', i, last)
       taken = taken + (last - i + 1)
+      args[8] = taken
       i = last + 1
-      if taken == EVENTS_PER_ENTRY then
-        write()
-        args = nil
-      end
     end
   end
-  if args then write() end
+  for _, entry in ipairs(entries) do
+    redis.call('XADD', log.key, (table.unpack or unpack)(entry))
+  end
 end
