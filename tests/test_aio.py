@@ -45,6 +45,7 @@ from tests import (
     test_scripts,
     test_smoke,
     test_store,
+    test_tracing,
     test_validation,
     test_worker,
     test_worker_refunds,
@@ -77,6 +78,7 @@ SUITE_MODULES = (
     test_registry,
     test_groups,
     test_jobs,
+    test_tracing,
 )
 # Queue cases of the sync suite that do NOT run here, each with the reason.
 # A case missing from both the async run and this list fails
