@@ -474,3 +474,35 @@ def test_leaseq_works_with_opentelemetry_not_installed() -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "ok"
+
+
+def test_outcome_names() -> None:
+    from leaseq._outcomes import RELEASE, Outcome
+
+    lease = leaseq.Lease(
+        id="j",
+        queue="q",
+        attempt=1,
+        max_attempts=2,
+        payload={},
+        deadline=0.0,
+        enqueued_at=0.0,
+        worker="w",
+    )
+    last = leaseq.Lease(
+        id="j",
+        queue="q",
+        attempt=2,
+        max_attempts=2,
+        payload={},
+        deadline=0.0,
+        enqueued_at=0.0,
+        worker="w",
+    )
+    name = tracing.outcome_name
+    assert name(Outcome("complete"), lease, False) == "succeeded"
+    assert name(Outcome("retry"), lease, False) == "retried"
+    assert name(Outcome("retry"), last, False) == "dead"  # fail dead-letters at max_attempts
+    assert name(Outcome("dead"), lease, False) == "dead"
+    assert name(RELEASE, lease, False) == name(None, lease, False) == "released"
+    assert name(Outcome("complete"), lease, True) == "lost"
