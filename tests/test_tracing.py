@@ -506,3 +506,16 @@ def test_outcome_names() -> None:
     assert name(Outcome("dead"), lease, False) == "dead"
     assert name(RELEASE, lease, False) == name(None, lease, False) == "released"
     assert name(Outcome("complete"), lease, True) == "lost"
+
+
+def test_the_dashboards_job_page_shows_the_traceparent(wq: leaseq.Queue, r: Any) -> None:
+    from starlette.testclient import TestClient
+
+    from leaseq.web import create_app
+
+    exported()
+    with tracer().start_as_current_span("request"):
+        job_id = wq.enqueue({})
+    value = stored(wq, job_id)
+    html = TestClient(create_app(r)).get(f"/queues/mail/jobs/{job_id}").text
+    assert 'data-field="traceparent"' in html and f"{value}" in html
