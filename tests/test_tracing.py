@@ -10,6 +10,7 @@ current span reaches the async enqueue as it does the sync one.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.trace import SpanKind, StatusCode
 
 import leaseq
@@ -34,21 +36,49 @@ from tests.conftest import RedisServer, async_client
 ROOT = Path(__file__).resolve().parent.parent
 TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}\Z")
 
+
+class _ThisTestOnly(Sampler):
+    """Records spans only during the test that last called ``exported()``, so
+    the rest of the suite (workers running thousands of jobs) pays no SDK span."""
+
+    test = ""
+
+    def should_sample(
+        self,
+        parent_context: Any,
+        trace_id: int,
+        name: str,
+        kind: Any = None,
+        attributes: Any = None,
+        links: Any = None,
+        trace_state: Any = None,
+    ) -> SamplingResult:
+        now = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+        if self.test and now == self.test:
+            return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes)
+        return SamplingResult(Decision.DROP)
+
+    def get_description(self) -> str:
+        return "tests.test_tracing: this test only"
+
+
+_sampler = _ThisTestOnly()
 _exporter: InMemorySpanExporter | None = None
 
 
 def exported() -> InMemorySpanExporter:
-    """The process's in-memory exporter, emptied (the SDK takes one global
-    provider per process: the first call installs it)."""
+    """The process's in-memory exporter, emptied, recording for the running test
+    only (the SDK takes one global provider per process: the first call sets it)."""
     global _exporter
     if _exporter is None:
         exporter = InMemorySpanExporter()
         provider = trace.get_tracer_provider()
         if not isinstance(provider, TracerProvider):
-            provider = TracerProvider()
+            provider = TracerProvider(sampler=_sampler)
             trace.set_tracer_provider(provider)
         provider.add_span_processor(SimpleSpanProcessor(exporter))
         _exporter = exporter
+    _sampler.test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
     _exporter.clear()
     return _exporter
 
