@@ -119,9 +119,11 @@ def one(call: Call[R]) -> Op[R]:
 
 
 def list_queues(prefix: str) -> Op[list[str]]:
-    """Names (hash tags) of the queues under ``prefix``, by SCAN of their meta keys."""
-    keys = yield Scan(QueueKeys.meta_pattern(prefix))
-    found = {QueueKeys.queue_of_meta(prefix, as_text(key)) for key in keys}
+    """Names (hash tags) of the queues under ``prefix``: one SCAN for the keys a
+    queue keeps besides its job rows (``QueueKeys.queue_pattern``), so a queue
+    whose meta hash went is still listed while any index of it is left."""
+    keys = yield Scan(QueueKeys.queue_pattern(prefix))
+    found = {QueueKeys.queue_of_key(prefix, as_text(key)) for key in keys}
     return sorted(name for name in found if name)
 
 

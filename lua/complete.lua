@@ -63,7 +63,7 @@ for i = 1, n do
     effects[k] = { ARGV[ea], KEYS[ek], args }
     ea, ek = ea + 2 + argc, ek + 1
   end
-  local refused = lease_check(job, token, incarnation)
+  local refused, group = lease_check(job, token, incarnation)
   if not refused then
     for k, e in ipairs(effects) do
       local why = effect_refusal(e[1], e[2], e[3])
@@ -79,7 +79,7 @@ for i = 1, n do
     -- The effects and the completion are one script: a lease that holds
     -- applies both, a lost one (or a replay) applies neither.
     now = now or now_ms(meta)
-    group_done(meta, job) -- fair groups: before the row may be deleted
+    group_done(meta, job, group) -- fair groups: before the row may be deleted
     for _, e in ipairs(effects) do apply_effect(e[1], e[2], e[3]) end
     redis.call('HSET', job, 'state', 'succeeded', 'finished_at', now)
     redis.call('HDEL', job, 'lease_until')

@@ -37,12 +37,12 @@ local job, active, pending, scheduled, dead, meta, wake =
 allow_oom(meta) -- a full server must still let this script drain the queue
 local id, token, err = ARGV[1], ARGV[2], ARGV[4]
 local retry_ms = tonumber(ARGV[5])
-local refused = lease_check(job, token, ARGV[3])
+local refused, group = lease_check(job, token, ARGV[3])
 if refused then return refused end
 
 local now = now_ms(meta)
 redis.call('ZREM', active, id)
-group_done(meta, job)
+group_done(meta, job, group)
 bump_counter(meta, 'failed', 1, now)
 -- A slot freed under a concurrency limit: wake a claimer it held back.
 if redis.call('HDEL', meta, 'limit_held') == 1 then redis.call('RPUSH', wake, '1') end

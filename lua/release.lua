@@ -24,7 +24,7 @@
 local job, active, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 allow_oom(meta) -- a full server must still let this script drain the queue
 local id = ARGV[1]
-local refused = lease_check(job, ARGV[2], ARGV[3])
+local refused, group = lease_check(job, ARGV[2], ARGV[3])
 if refused then return refused end
 
 -- attempts never goes down (it is the fencing token), so the attempt this
@@ -36,7 +36,7 @@ end
 redis.call('HSET', job, 'max_attempts', to_count(max_attempts) + 1)
 redis.call('HDEL', job, 'lease_until')
 redis.call('ZREM', active, id)
-group_done(meta, job)
+group_done(meta, job, group)
 redis.call('HINCRBY', meta, 'released', 1)
 push_pending(pending, meta, wake, job, id,
   to_count(redis.call('HGET', job, 'priority')) or 0)

@@ -30,6 +30,7 @@ from tests import (
     test_clock,
     test_core_invariants,
     test_damaged,
+    test_discovery,
     test_effects,
     test_fencing,
     test_groups,
@@ -78,6 +79,7 @@ SUITE_MODULES = (
     test_registry,
     test_groups,
     test_jobs,
+    test_discovery,
     test_tracing,
 )
 # Queue cases of the sync suite that do NOT run here, each with the reason.
