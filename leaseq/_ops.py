@@ -22,7 +22,7 @@ import contextlib
 import itertools
 import math
 import time
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -37,6 +37,7 @@ from ._core import Call, Claimed, QueueCore, block_until, block_wait, parse_stat
 from ._replies import as_text, stream_entries
 from .errors import DamagedRow, InvalidArgument, JobNotFound, LeaseLost
 from .keys import QueueKeys, check_job_id, new_job_ids, shard_of
+from .tracing import Send
 from .types import Job, Lease, State, Stats
 
 __all__ = [
@@ -188,6 +189,35 @@ def _done_ids(fields: Any) -> list[str]:
     return as_text(raw).split()
 
 
+def _enqueue_traced(
+    queue: str, batch: bool, build: Callable[[str], tuple[list[str], list[Call[list[int]]]]]
+) -> Op[list[str]]:
+    """Run the enqueue calls ``build(traceparent)`` makes; return the ids.
+
+    Inside a valid current span (opentelemetry installed) the calls run under
+    a PRODUCER span whose traceparent every row stores (``leaseq.tracing``);
+    otherwise ``build("")``, and that is all the cost.
+    """
+    send = Send.start(queue)
+    if send is None:
+        ids, calls = build("")
+        for call in calls:
+            _ = yield call  # the replies (created flags) are not needed
+        return ids
+    error: BaseException | None = None
+    try:
+        ids, calls = build(send.traceparent)
+        send.sent(ids, batch)
+        for call in calls:
+            _ = yield call
+        return ids
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        send.end(error)
+
+
 class QueueOps:
     """The operations of one queue (or one shard), over its ``QueueCore``."""
 
@@ -214,10 +244,14 @@ class QueueOps:
         lower first, FIFO within one. Raises InvalidPayload, PayloadTooLarge,
         InvalidName or InvalidArgument before writing anything.
         """
-        ids, calls = self.core.enqueue_calls(
-            [payload], [id], max_attempts, delay, priority, group, kind
+        core = self.core
+        ids = yield from _enqueue_traced(
+            core.name,
+            False,
+            lambda tp: core.enqueue_calls(
+                [payload], [id], max_attempts, delay, priority, group, kind, tp
+            ),
         )
-        yield calls[0]
         return ids[0]
 
     def enqueue_many(
@@ -236,12 +270,16 @@ class QueueOps:
         Every item is validated and encoded first: one bad item rejects the
         whole call and nothing is written.
         """
-        job_ids, calls = self.core.enqueue_calls(
-            list(payloads), ids, max_attempts, delay, priority, group, kind
+        core, items = self.core, list(payloads)
+        return (
+            yield from _enqueue_traced(
+                core.name,
+                True,
+                lambda tp: core.enqueue_calls(
+                    items, ids, max_attempts, delay, priority, group, kind, tp
+                ),
+            )
         )
-        for call in calls:
-            _ = yield call  # the replies (created flags) are not needed
-        return job_ids
 
     # -- consuming ------------------------------------------------------------
 
@@ -785,23 +823,26 @@ class ShardedOps:
         if ids is not None and len(ids) != len(items):
             raise InvalidArgument(f"{len(ids)} ids for {len(items)} payloads")
         job_ids = new_job_ids(len(items)) if ids is None else [check_job_id(i) for i in ids]
-        # Build (validate and encode) every call of every shard before any runs.
-        calls = [
-            call
-            for index, members in self._by_shard(job_ids).items()
-            for call in self.shards[index].core.enqueue_calls(
-                [items[i] for i in members],
-                [job_ids[i] for i in members],
-                max_attempts,
-                delay,
-                priority,
-                group,
-                kind,
-            )[1]
-        ]
-        for call in calls:
-            _ = yield call  # the replies (created flags) are not needed
-        return job_ids
+
+        def build(tp: str) -> tuple[list[str], list[Call[list[int]]]]:
+            # Validate and encode every call of every shard before any runs.
+            calls = [
+                call
+                for index, members in self._by_shard(job_ids).items()
+                for call in self.shards[index].core.enqueue_calls(
+                    [items[i] for i in members],
+                    [job_ids[i] for i in members],
+                    max_attempts,
+                    delay,
+                    priority,
+                    group,
+                    kind,
+                    tp,
+                )[1]
+            ]
+            return job_ids, calls
+
+        return (yield from _enqueue_traced(self.shards[0].core.name, True, build))
 
     # -- consuming ------------------------------------------------------------
 

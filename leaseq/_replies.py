@@ -117,6 +117,7 @@ class _Row(msgspec.Struct, kw_only=True):
     refunds: int = 0
     group: str | None = None
     kind: str | None = None
+    traceparent: str | None = None
     progress: str | None = None  # JSON text, decoded apart (like result): never set here
 
 
@@ -208,6 +209,7 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
         refunds=r.refunds,
         group=r.group,
         kind=r.kind,
+        traceparent=r.traceparent,
         progress=progress,
     )
 

@@ -40,6 +40,7 @@ from .errors import (
 from .handler import load_handler
 from .queue import Queue, connect
 from .sharded import ShardedQueue, known_queues, sharded_names, stored_shards
+from .tracing import TRACE_PARENT_MODES
 from .types import Job, State
 from .worker import Worker
 
@@ -185,6 +186,13 @@ cli_events.register(cli)  # events (issue 12)
     "--shards", type=int, default=None, help="Serve a ShardedQueue of N shards (default: found)."
 )
 @click.option("--log-level", default="INFO", show_default=True)
+@click.option(
+    "--trace-parent",
+    type=click.Choice(TRACE_PARENT_MODES),
+    default="link",
+    show_default=True,
+    help="With opentelemetry installed: each job's span links to its enqueuer's, or is its child.",
+)
 @pass_ctx
 def worker(
     c: _Ctx,
@@ -197,6 +205,7 @@ def worker(
     burst: bool,
     shards: int | None,
     log_level: str,
+    trace_parent: str,
 ) -> None:
     """Run HANDLER (module:function) on the jobs of QUEUE (every shard of a sharded one)."""
     level = logging.getLevelName(log_level.upper())
@@ -217,7 +226,13 @@ def worker(
     target = c.producer(queue, shards)
     # Worker takes any queue with the Queue API; the QueueLike protocol will say so.
     w = Worker(
-        cast(Any, target), fn, concurrency=concurrency, ttl=ttl, prefetch=prefetch, grace=grace
+        cast(Any, target),
+        fn,
+        concurrency=concurrency,
+        ttl=ttl,
+        prefetch=prefetch,
+        grace=grace,
+        trace_parent=trace_parent,
     )
     _preflight(target)
     kind = f" ({len(target.shards)} shards)" if isinstance(target, ShardedQueue) else ""
@@ -393,6 +408,8 @@ def show(c: _Ctx, queue: str, job_id: str, as_json: bool) -> None:
         table.add_row("group", job.group)
     if job.kind:
         table.add_row("kind", job.kind)
+    if job.traceparent:
+        table.add_row("traceparent", job.traceparent)
     if job.progress is not None:
         table.add_row("progress", json.dumps(job.progress))
     for name in ("enqueued_at", "run_at", "claimed_at", "lease_until", "finished_at"):

@@ -57,6 +57,7 @@ from .errors import LeaseLost, LeaseqError
 from .handler import Handlers, JobContext, _set_current, as_handler
 from .registry import refresh_every
 from .schedules import TICK_INTERVAL
+from .tracing import JobTracer
 from .types import Lease
 
 __all__ = ["Worker"]
@@ -97,7 +98,9 @@ class Worker:
     are heartbeated too, and released at once on shutdown. ``grace``:
     seconds in-flight handlers get after a stop before their jobs are
     released. ``reap_interval``: seconds between full reaps (claims also
-    reap a bounded number of expired leases each time).
+    reap a bounded number of expired leases each time). ``trace_parent``:
+    with opentelemetry installed, each run gets a span that links to the
+    enqueuer's (``"link"``) or is its child (``"parent"``); see ``leaseq.tracing``.
     """
 
     def __init__(
@@ -113,9 +116,12 @@ class Worker:
         worker_id: str | None = None,
         handle_signals: bool = True,
         metrics: JobObserver | None = None,
+        trace_parent: str = "link",
     ) -> None:
         handler = as_handler(handler)  # a dict of handlers by kind runs as one
         check_worker(handler, concurrency, ttl, grace, reap_interval)
+        self._tracer = JobTracer.make(queue.name, worker_id or queue.worker_id, trace_parent)
+        """Spans for each job (``leaseq.tracing``); None without opentelemetry."""
         self._report = getattr(queue, "progress", None)  # current_job().progress(value)
         if prefetch is not None:
             v.integer(prefetch, "prefetch", 0, v.MAX_CONCURRENCY)
@@ -428,6 +434,7 @@ class Worker:
                 if observer is not None:
                     observer.started(self.queue.name, task.lease, self.ttl)
                     began = time.perf_counter()
+                span = None if self._tracer is None else self._tracer.start(task.lease)
                 try:
                     value = self.handler(task.ctx.lease)
                     if inspect.isawaitable(value):  # an async def handler
@@ -438,6 +445,8 @@ class Worker:
                 finally:
                     _set_current(None)
                 task.outcome = decide(raised, value, self._encode)
+                if span is not None:
+                    span.finish(task.outcome, raised, task.ctx.lost.is_set())
                 if observer is not None:
                     spent = time.perf_counter() - began
                     observer.finished(self.queue.name, task.outcome.kind, spent, task.lease)

@@ -28,9 +28,10 @@
 --          or the earliest lease ends; -1 if none, if jobs were leased, or while the queue is
 --          paused: then sleep on the wake list, which resume.lua fills;
 --          or, when a global limit held the claim back, ms until a slot frees),
---          k, then eight values per leased job: id, attempts (the fencing token),
+--          k, then nine values per leased job: id, attempts (the fencing token),
 --          incarnation (the row's; 0 for a row written before incarnations),
---          max_attempts, lease_until (ms epoch), enqueued_at (ms epoch), payload, kind ('' = none)
+--          max_attempts, lease_until (ms epoch), enqueued_at (ms epoch), payload, kind ('' = none),
+--          traceparent ('' = none)
 -- errors: none of its own; a row that cannot be claimed is dead-lettered with last_error
 --!include lib/event_log.lua
 --!include lib/log_event.lua
@@ -79,6 +80,7 @@ if redis.call('HGET', meta, 'paused') then
 end
 
 local out = {}
+local per_lease = 9 -- values per lease in out (and the reply): see returns
 local got = 0
 local leased = {}
 local deadline = now + lease_ms
@@ -102,7 +104,7 @@ local group_active = string.sub(meta, 1, -5) .. 'group_active'
 local function lease_one(id)
     local job = job_prefix .. id
     local row = read_row(job, 'state', 'attempts', 'max_attempts',
-      'payload', 'enqueued_at', 'incarnation', 'group', 'kind')
+      'payload', 'enqueued_at', 'incarnation', 'group', 'kind', 'traceparent')
     local not_a_hash = not row
     if not_a_hash then
       -- Overwritten by hand with another type: park the id in dead for an
@@ -136,6 +138,7 @@ local function lease_one(id)
       out[#out + 1] = to_count(row[5]) or now -- a hand-edited time must not break the claim
       out[#out + 1] = row[4]
       out[#out + 1] = row[8] or ''
+      out[#out + 1] = row[9] or ''
       return true
     elseif (state and (state == 'pending' or not known[state]))
         or (not state and not not_a_hash and redis.call('EXISTS', job) == 1) then
@@ -194,9 +197,9 @@ end
 
 if rate_on and got > 0 then
   -- Record this call's claims in the rate span (members unique per claim).
-  -- out holds eight values per lease: id, attempts, incarnation, ...
+  -- out holds per_lease values per lease: id, attempts, incarnation, ...
   local stamps = {}
-  for i = 1, #out, 8 do
+  for i = 1, #out, per_lease do
     stamps[#stamps + 1] = now
     stamps[#stamps + 1] = now .. ':' .. out[i] .. ':' .. out[i + 1] .. ':' .. out[i + 2]
   end

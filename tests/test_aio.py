@@ -47,6 +47,7 @@ from tests import (
     test_scripts,
     test_smoke,
     test_store,
+    test_tracing,
     test_validation,
     test_worker,
     test_worker_refunds,
@@ -81,6 +82,7 @@ SUITE_MODULES = (
     test_jobs,
     test_discovery,
     test_events,
+    test_tracing,
 )
 # Queue cases of the sync suite that do NOT run here, each with the reason.
 # A case missing from both the async run and this list fails

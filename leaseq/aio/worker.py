@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import logging
 import time
@@ -43,6 +44,7 @@ from ..errors import AlreadyFinished, LeaseLost, LeaseqError, ServerUnavailable
 from ..handler import Handlers, JobContext, Kinds, _set_current, as_handler
 from ..registry import refresh_every
 from ..schedules import TICK_INTERVAL
+from ..tracing import JobTracer
 from ..types import Lease
 
 __all__ = ["AsyncHandler", "Worker"]
@@ -76,7 +78,8 @@ class Worker:
     ``ttl / 3``. ``reap_interval`` is how often (seconds) the worker reaps
     expired leases of crashed workers (default: ``ttl``). ``grace`` is how
     long ``stop()`` lets in-flight handlers finish before cancelling them and
-    releasing their jobs back to pending.
+    releasing their jobs back to pending. ``trace_parent``: as in
+    ``leaseq.Worker`` (``leaseq.tracing``).
     """
 
     def __init__(
@@ -89,9 +92,12 @@ class Worker:
         reap_interval: float | None = None,
         grace: float = 30.0,
         metrics: JobObserver | None = None,
+        trace_parent: str = "link",
     ) -> None:
         handler = as_handler(handler)  # a dict of handlers by kind: picked per job
         check_worker(handler, concurrency, ttl, grace, reap_interval)
+        self._tracer = JobTracer.make(queue.name, queue.worker_id, trace_parent)
+        """Spans for each job (``leaseq.tracing``); None without opentelemetry."""
         self.queue = queue
         self.handler = handler
         self.concurrency = concurrency
@@ -284,7 +290,11 @@ class Worker:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="leaseq-aio")
         loop = asyncio.get_running_loop()
-        value = await loop.run_in_executor(self._pool, _run_sync, handler, ctx)
+        if self._tracer is None:
+            value = await loop.run_in_executor(self._pool, _run_sync, handler, ctx)
+        else:  # the job's span is current in the pool thread too
+            run = contextvars.copy_context().run
+            value = await loop.run_in_executor(self._pool, run, _run_sync, handler, ctx)
         if inspect.isawaitable(value):  # a plain def that returned a coroutine
             value = await value
         return value
@@ -295,7 +305,10 @@ class Worker:
         if observer is not None:
             observer.started(self.queue.name, ctx.lease, self.ttl)
             began = time.perf_counter()
-        job = asyncio.ensure_future(self._call(ctx))
+        span = None if self._tracer is None else self._tracer.start(ctx.lease)
+        job = asyncio.ensure_future(self._call(ctx))  # the span is current in its context
+        if span is not None:
+            span.detach()
         beat = asyncio.ensure_future(self._heartbeat(ctx, job))
         try:
             try:
@@ -309,6 +322,9 @@ class Worker:
                 if observer is not None:  # the handler is no longer busy
                     spent = time.perf_counter() - began
                     observer.finished(self.queue.name, "release", spent, ctx.lease)
+                if span is not None:
+                    span.finish(None, None, lost=not held)  # released (or lost before)
+                    span = None
                 if held:
                     with contextlib.suppress(LeaseqError):
                         await self.queue.release(ctx.lease)
@@ -321,18 +337,28 @@ class Worker:
                     spent = time.perf_counter() - began
                     observer.finished(self.queue.name, "lost", spent, ctx.lease)
                     observer.lost(self.queue.name)
+                if span is not None:
+                    span.finish(None, None, lost=True)
+                    span = None
                 return
+            raised: BaseException | None
             if job.cancelled():  # the handler cancelled itself: a failure
-                outcome = decide(asyncio.CancelledError())
+                raised = asyncio.CancelledError()
+                outcome = decide(raised)
             else:
-                exc = job.exception()
-                outcome = decide(exc, None if exc else job.result(), self._encode)
+                raised = job.exception()
+                outcome = decide(raised, None if raised else job.result(), self._encode)
             if observer is not None:
                 spent = time.perf_counter() - began
                 observer.finished(self.queue.name, outcome.kind, spent, ctx.lease)
+            if span is not None:
+                span.finish(outcome, raised, lost=False)
+                span = None
             await self._write(ctx, outcome)
         finally:
             beat.cancel()
+            if span is not None:  # a bug of the worker's own: still end the span
+                span.finish(None, None, lost=False)
 
     async def _write(self, ctx: JobContext, outcome: Outcome) -> None:
         """Write ``outcome`` under the lease; a transient error is retried with backoff
