@@ -46,8 +46,11 @@ LEASE_CHUNK = 500
 """Leases per complete or extend call (complete_many, extend_many)."""
 CLAIM_LIMIT = 1000
 """Most leases one claim call hands out (the script caps it too): a call's
-work stays bounded, and its reply (7 values per lease) stays far below what
-Redis's Lua 5.1 can unpack."""
+work stays bounded, and its reply (CLAIM_WIDTH values per lease) stays far
+below what Redis's Lua 5.1 can unpack."""
+CLAIM_WIDTH = 9
+"""Values per lease in claim.lua's reply (its ``WIDTH``): id, attempts,
+incarnation, max_attempts, lease_until, enqueued_at, payload, kind, timeout."""
 SWEEP_LIMIT = 100
 """Most due jobs promoted and expired leases reaped inside one claim."""
 REAP_LIMIT = 1000
@@ -204,6 +207,7 @@ class QueueCore:
         priority: int,
         group: str | None = None,
         kind: str | None = None,
+        timeout: float | None = None,
     ) -> tuple[list[str], list[Call[list[int]]]]:
         """The ids and the script calls (chunks of ENQUEUE_CHUNK) that enqueue ``payloads``.
 
@@ -225,6 +229,7 @@ class QueueCore:
             v.integer(priority, "priority", 0, v.MAX_PRIORITY),
             "" if group is None else check_group(group),
             "" if kind is None else check_job_id(kind, "kind"),
+            v.timeout_ms(timeout),
         )
         fresh = iter(new_job_ids(sum(1 for i in ids if i is None) if ids else len(payloads)))
         job_ids = [
@@ -262,7 +267,8 @@ class QueueCore:
         bad: list[tuple[Lease, str]] = []
         decode = self.codec.decode_payload
         queue = self.name
-        for i in range(3, 3 + 8 * int(reply[2]), 8):
+        width = CLAIM_WIDTH
+        for i in range(3, 3 + width * int(reply[2]), width):
             raw = reply[i + 6]
             try:
                 payload = decode(raw)
@@ -280,6 +286,7 @@ class QueueCore:
                 enqueued_at=int(reply[i + 5]) / 1000.0,
                 worker=worker,
                 kind=as_text(reply[i + 7]) or None,
+                timeout=(int(reply[i + 8]) / 1000.0) or None,
             )
             if error:
                 bad.append((lease, error))

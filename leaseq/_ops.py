@@ -152,6 +152,7 @@ class QueueOps:
         priority: int = 0,
         group: str | None = None,
         kind: str | None = None,
+        timeout: float | None = None,
     ) -> Op[str]:
         """Add one job; return its id (also when ``id`` already existed: then nothing changes).
 
@@ -160,7 +161,7 @@ class QueueOps:
         InvalidName or InvalidArgument before writing anything.
         """
         ids, calls = self.core.enqueue_calls(
-            [payload], [id], max_attempts, delay, priority, group, kind
+            [payload], [id], max_attempts, delay, priority, group, kind, timeout
         )
         yield calls[0]
         return ids[0]
@@ -175,6 +176,7 @@ class QueueOps:
         ids: Sequence[str] | None = None,
         group: str | None = None,
         kind: str | None = None,
+        timeout: float | None = None,
     ) -> Op[list[str]]:
         """Add many jobs in few script calls (chunks of 1000); return their ids in order.
 
@@ -182,7 +184,7 @@ class QueueOps:
         whole call and nothing is written.
         """
         job_ids, calls = self.core.enqueue_calls(
-            list(payloads), ids, max_attempts, delay, priority, group, kind
+            list(payloads), ids, max_attempts, delay, priority, group, kind, timeout
         )
         for call in calls:
             _ = yield call  # the replies (created flags) are not needed
@@ -653,6 +655,7 @@ class ShardedOps:
         priority: int = 0,
         group: str | None = None,
         kind: str | None = None,
+        timeout: float | None = None,
     ) -> Op[str]:
         """Add one job to its id's shard; ``id`` defaults to a fresh random id. Returns the id."""
         job_id = new_job_ids(1)[0] if id is None else id
@@ -665,6 +668,7 @@ class ShardedOps:
                 priority=priority,
                 group=group,
                 kind=kind,
+                timeout=timeout,
             )
         )
 
@@ -678,6 +682,7 @@ class ShardedOps:
         ids: Sequence[str] | None = None,
         group: str | None = None,
         kind: str | None = None,
+        timeout: float | None = None,
     ) -> Op[list[str]]:
         """Add many jobs: every item is validated first (one bad item writes nothing),
         then one script call per shard per 1000 jobs. Returns the ids in order.
@@ -701,6 +706,7 @@ class ShardedOps:
                 priority,
                 group,
                 kind,
+                timeout,
             )[1]
         ]
         for call in calls:

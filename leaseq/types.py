@@ -67,6 +67,8 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True):
     incarnation: int = 0
     kind: str | None = None
     """The job's kind (``enqueue(..., kind=)``), which a handler dict dispatches on."""
+    timeout: float | None = None
+    """Seconds the handler may run (``enqueue(..., timeout=)``); None: the worker's default."""
 
     @property
     def token(self) -> int:
@@ -111,6 +113,8 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     """Attempts refunded because a lease expired before reaching a handler (at most 5)."""
     group: str | None = None
     """The job's fair group (``enqueue(..., group=)``); None for an ungrouped job."""
+    timeout: float | None = None
+    """Seconds a handler may run on it (``enqueue(..., timeout=)``); None: no limit of its own."""
 
 
 class Backoff(msgspec.Struct, frozen=True, kw_only=True):
