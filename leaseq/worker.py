@@ -53,6 +53,7 @@ from ._outcomes import (
     result_encoder,
 )
 from ._protocol import QueueLike
+from ._timeouts import Timeouts
 from .errors import LeaseLost, LeaseqError
 from .handler import Handlers, JobContext, _set_current, as_handler
 from .registry import refresh_every
@@ -97,7 +98,11 @@ class Worker:
     are heartbeated too, and released at once on shutdown. ``grace``:
     seconds in-flight handlers get after a stop before their jobs are
     released. ``reap_interval``: seconds between full reaps (claims also
-    reap a bounded number of expired leases each time).
+    reap a bounded number of expired leases each time). ``timeout``: seconds a
+    handler may run when its job has no ``timeout`` of its own (None: no limit);
+    past it the attempt fails with "timed out after N s" and its lease is freed
+    at once, while the thread, which cannot be killed, keeps its slot until it
+    returns (``leaseq._timeouts``; ``on_stuck(n)`` hears how many are stuck).
     """
 
     def __init__(
@@ -113,6 +118,8 @@ class Worker:
         worker_id: str | None = None,
         handle_signals: bool = True,
         metrics: JobObserver | None = None,
+        timeout: float | None = None,
+        on_stuck: Callable[[int], None] | None = None,
     ) -> None:
         handler = as_handler(handler)  # a dict of handlers by kind runs as one
         check_worker(handler, concurrency, ttl, grace, reap_interval)
@@ -144,6 +151,11 @@ class Worker:
         self._writer = OutcomeWriter(queue, self.counts, self._holds, self._settle)
         self._encode = result_encoder(queue)
         self._outage = Outage(queue.name)
+        v.timeout_ms(timeout)
+        self.timeout = None if timeout is None else float(timeout)
+        self._timeouts = Timeouts(
+            queue.name, self._cond, self.timeout, lambda: self._done.put(None), on_stuck
+        )
         self._clear_stop()
         self._reset()
 
@@ -165,6 +177,7 @@ class Worker:
         self._finished = 0
         self._rate_at = time.monotonic()
         self._rate_seen = 0
+        self._timeouts.reset()
 
     def __repr__(self) -> str:
         return f"Worker({self.queue!r}, concurrency={self.concurrency}, ttl={self.ttl})"
@@ -303,15 +316,15 @@ class Worker:
         while True:
             with self._cond:
                 self._adapt_limit()
-                while not self._stopping and len(self._tasks) >= self.limit:
+                while not self._stopping and self._busy() >= self.limit:
                     self._cond.wait()
                     self._adapt_limit()
                 if self._stopping:
                     return
-                free, gen = self.limit - len(self._tasks), self._gen
+                free, gen = self.limit - self._busy(), self._gen
                 # Leases beyond the idle threads are prefetched: the claim marks them
                 # so, and a crash before they start does not spend their attempt.
-                idle = max(0, self.concurrency - len(self._tasks))
+                idle = max(0, self.concurrency - self._busy())
             try:
                 with self._claim_lock:
                     if self._stopping:
@@ -345,6 +358,10 @@ class Worker:
             except Exception:  # a bug must not kill the claimer silently
                 logger.exception("queue=%s job=- attempt=- claim loop error", self.queue.name)
                 self._wake.wait(backoff.next())
+
+    def _busy(self) -> int:
+        """Leases held plus threads stuck past a timeout (call holding ``_cond``)."""
+        return len(self._tasks) + len(self._timeouts.stuck)
 
     def _adapt_limit(self) -> None:
         """Re-size adaptive prefetch from the finish rate (call holding ``_cond``)."""
@@ -419,6 +436,7 @@ class Worker:
                     done.put(task)
                     continue
                 task.started = True
+                self._timeouts.arm(task)
                 if logger.isEnabledFor(logging.DEBUG):
                     self._log(logging.DEBUG, task, "started")
                 _set_current(task.ctx)
@@ -437,12 +455,13 @@ class Worker:
                     raised = exc
                 finally:
                     _set_current(None)
-                task.outcome = decide(raised, value, self._encode)
+                outcome = decide(raised, value, self._encode)
                 if observer is not None:
                     spent = time.perf_counter() - began
-                    observer.finished(self.queue.name, task.outcome.kind, spent, task.lease)
+                    observer.finished(self.queue.name, outcome.kind, spent, task.lease)
                 del raised, value
-                done.put(task)
+                if self._timeouts.returned(task, outcome):  # else: timed out, discarded
+                    done.put(task)
         finally:
             if loop is not None:
                 loop.close()
@@ -456,13 +475,15 @@ class Worker:
         retry_at = next_tick = next_register = 0.0
         while True:
             now = time.monotonic()
-            timeout = min(self._next_beat_at, next_reap, next_register, 1.0 + now) - now
+            timeout = min(self._next_beat_at, next_reap, next_register, 1.0 + now)
+            timeout = min(timeout, self._timeouts.next_at) - now
             if unwritten:
                 timeout = min(timeout, retry_at - now)
             self._drain(unwritten, max(timeout, 0.0005))
             now = time.monotonic()
             if now >= retry_at:
                 try:
+                    unwritten += self._timeouts.expire(self._tasks, now)
                     self._writer.write(unwritten)
                     self._report_lost()
                     if now >= self._next_beat_at:
@@ -541,14 +562,18 @@ class Worker:
         return True
 
     def _settle(self, tasks: list[Task]) -> None:
+        stuck = False
         with self._cond:
             for task in tasks:
                 key = (task.lease.id, task.lease.attempt)
                 if self._tasks.get(key) is task:
                     del self._tasks[key]
+                stuck = self._timeouts.settled(task) or stuck
             self._finished += len(tasks)
             self._gen += 1
             self._cond.notify_all()
+        if stuck:
+            self._timeouts.report()
 
     def _holds(self, task: Task) -> bool:
         return (
@@ -559,7 +584,8 @@ class Worker:
     def _heartbeat(self, now: float) -> None:
         with self._cond:
             tasks = [t for t in self._tasks.values() if not t.ctx.lost.is_set()]
-        due = [t for t in tasks if t.next_beat <= now]
+        # A timed-out lease is being failed: never extend it again.
+        due = [t for t in tasks if t.next_beat <= now and not t.timed_out]
         # Prefetched leases whose handler has started since: the server stops
         # counting them as unstarted (a crash from now on spends the attempt).
         news = [t.prefetched and t.started and not t.reported for t in due]
@@ -583,7 +609,11 @@ class Worker:
         finally:
             with self._cond:
                 # Leases admitted meanwhile carry their own (later) first beat.
-                pending = [t.next_beat for t in self._tasks.values() if not t.ctx.lost.is_set()]
+                pending = [
+                    t.next_beat
+                    for t in self._tasks.values()
+                    if not t.ctx.lost.is_set() and not t.timed_out
+                ]
                 self._next_beat_at = min(pending, default=math.inf)
 
     def _report_lost(self) -> None:
