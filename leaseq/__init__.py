@@ -34,6 +34,7 @@ from .limits import Limits
 from .queue import Queue
 from .schedules import Schedule
 from .sharded import ShardedQueue
+from .supervisor import Supervisor
 from .types import Backoff, Job, Lease, State, Stats
 from .worker import Worker
 
@@ -75,6 +76,7 @@ __all__ = [
     "ShardedQueue",
     "State",
     "Stats",
+    "Supervisor",
     "Worker",
     "current_job",
 ]

@@ -34,6 +34,7 @@ from .errors import DamagedRow, InvalidArgument, InvalidPayload, JobNotFound, Le
 from .handler import load_handler
 from .queue import Queue, connect
 from .sharded import ShardedQueue, known_queues, sharded_names, stored_shards
+from .supervisor import Supervisor, report_stuck, watch_parent
 from .types import Job, State
 from .worker import Worker
 
@@ -177,6 +178,27 @@ cli_schedules.register(cli)  # schedule, schedules, unschedule, limits (issue 11
 @click.option(
     "--shards", type=int, default=None, help="Serve a ShardedQueue of N shards (default: found)."
 )
+@click.option(
+    "--timeout",
+    type=float,
+    default=None,
+    help="Seconds a handler may run when its job sets no timeout (default: no limit).",
+)
+@click.option(
+    "--processes",
+    type=int,
+    default=None,
+    help="Run N worker processes under a supervisor (CPU-bound handlers scale with cores).",
+)
+@click.option(
+    "--kill-grace",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="With --processes: seconds a handler may stay stuck past its timeout before "
+    "its process is killed and replaced.",
+)
+@click.option("--status-fd", type=int, default=None, hidden=True)  # a supervised child's pipe
 @click.option("--log-level", default="INFO", show_default=True)
 @pass_ctx
 def worker(
@@ -189,9 +211,17 @@ def worker(
     grace: float,
     burst: bool,
     shards: int | None,
+    timeout: float | None,
+    processes: int | None,
+    kill_grace: float,
+    status_fd: int | None,
     log_level: str,
 ) -> None:
-    """Run HANDLER (module:function) on the jobs of QUEUE (every shard of a sharded one)."""
+    """Run HANDLER (module:function) on the jobs of QUEUE (every shard of a sharded one).
+
+    With --processes N, a supervisor runs N such workers as child processes,
+    restarts one that dies, forwards SIGTERM/SIGINT and kills one whose
+    handler is stuck past its timeout (plus --kill-grace)."""
     level = logging.getLevelName(log_level.upper())
     if not isinstance(level, int):
         raise InvalidArgument(
@@ -207,11 +237,42 @@ def worker(
     _validate.worker_settings(concurrency, ttl, grace, None)
     if prefetch is not None:
         _validate.integer(prefetch, "prefetch", 0, _validate.MAX_CONCURRENCY)
+    _validate.timeout_ms(timeout, "--timeout")
     target = c.producer(queue, shards)
+    if processes is not None:
+        extra = [] if prefetch is None else ["--prefetch", str(prefetch)]
+        sup = Supervisor(
+            queue,
+            handler,
+            processes=processes,
+            url=c.url,
+            prefix=c.prefix,
+            concurrency=concurrency,
+            ttl=ttl,
+            timeout=timeout,
+            grace=grace,
+            kill_grace=kill_grace,
+            burst=burst,
+            shards=shards,
+            log_level=log_level,
+            extra_args=extra,
+            cwd=os.getcwd(),
+        )
+        _preflight(target)
+        sys.exit(sup.run())
     # Worker takes any queue with the Queue API; the QueueLike protocol will say so.
     w = Worker(
-        cast(Any, target), fn, concurrency=concurrency, ttl=ttl, prefetch=prefetch, grace=grace
+        cast(Any, target),
+        fn,
+        concurrency=concurrency,
+        ttl=ttl,
+        prefetch=prefetch,
+        grace=grace,
+        timeout=timeout,
+        on_stuck=None if status_fd is None else report_stuck(status_fd),
     )
+    if status_fd is not None:
+        watch_parent(w.stop)
     _preflight(target)
     kind = f" ({len(target.shards)} shards)" if isinstance(target, ShardedQueue) else ""
     logging.getLogger("leaseq.worker").info(
