@@ -39,6 +39,7 @@ from .errors import (
     InvalidArgument,
     InvalidPayload,
     LeaseLost,
+    LeaseqError,
     PayloadTooLarge,
     ServerUnavailable,
 )
@@ -280,6 +281,25 @@ class Task:
     """The handler thread has returned (or raised)."""
 
 
+def extend_due(queue: Any, due: list[Task], now: float, ttl: float, every: float) -> None:
+    """The threaded worker's heartbeat: extend every lease in ``due`` in one fenced
+    call; a lease found lost gets ``ctx.lost`` set, the others their next beat.
+    Prefetched leases whose handler has started since are flagged, so the server
+    stops counting them as unstarted (a crash from now on spends the attempt)."""
+    if not due:
+        return
+    news = [t.prefetched and t.started and not t.reported for t in due]
+    results = queue.extend_many([t.lease for t in due], ttl, news if any(news) else None)
+    for task, result, new in zip(due, results, news, strict=True):
+        if isinstance(result, LeaseLost):
+            task.ctx.lost.set()
+            log_job(queue.name, logging.WARNING, task, "heartbeat found the lease lost: %s", result)
+        else:
+            task.lease = task.ctx.lease = result
+            task.next_beat = now + every
+            task.reported = task.reported or new
+
+
 def log_job(queue: str, level: int, task: Task | Lease | None, msg: str, *args: Any) -> None:
     """Log with queue, job id and attempt on the line (and as ``extra`` fields)."""
     if not logger.isEnabledFor(level):
@@ -388,6 +408,16 @@ class OutcomeWriter:
             return
         self.counts["dead" if state.value == "dead" else "failed"] += 1
         log_written(self.queue.name, task.lease, outcome, state.value)
+
+    def hand_back(self, leases: list[Lease]) -> None:
+        """Release leases a claim brought in after the stop (never left active)."""
+        for lease in leases:
+            try:
+                self.release(
+                    Task(lease, JobContext(lease), 0.0), logging.INFO, "released (claimed at stop)"
+                )
+            except LeaseqError as exc:
+                self._log(logging.WARNING, None, "could not release %s (%s)", lease.id, exc)
 
     def release(self, task: Task, level: int, done: str) -> None:
         """Hand the job back to pending now (no attempt spent) and log ``done``;

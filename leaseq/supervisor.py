@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+from . import _signals
 from . import _validate as v
 from .errors import InvalidArgument
 
@@ -154,7 +155,7 @@ class Supervisor:
 
     def run(self) -> int:
         """Supervise until stopped (or, with ``burst``, until every child is done)."""
-        old = self._install_signals()
+        old = _signals.install(self._on_signal, self.handle_signals)
         logger.info(
             "supervisor pid %d: %d worker processes on %s (%s)",
             os.getpid(),
@@ -178,8 +179,7 @@ class Supervisor:
                     slot.proc.kill()
                     slot.proc.wait()
                 self._close(slot)
-            for sig, handler in old.items():
-                signal.signal(sig, handler)
+            _signals.restore(old)
             logger.info(
                 "supervisor stopped (restarts=%d, killed stuck=%d)", self.restarts, self.killed
             )
@@ -226,20 +226,21 @@ class Supervisor:
             return
         code = proc.poll()
         if code is None:
-            if slot.stuck and slot.stuck_since is not None:
-                if now - slot.stuck_since >= self.kill_grace and not slot.killed:
-                    logger.warning(
-                        "worker process %d (pid %d): %d handler(s) stuck %.1fs past their "
-                        "timeout: killing it",
-                        slot.index,
-                        proc.pid,
-                        slot.stuck,
-                        now - slot.stuck_since,
-                    )
-                    slot.killed = True
-                    self.killed += 1
-                    with contextlib.suppress(ProcessLookupError):
-                        proc.kill()
+            since = slot.stuck_since
+            late = slot.stuck > 0 and since is not None and now - since >= self.kill_grace
+            if late and not slot.killed:
+                logger.warning(
+                    "worker process %d (pid %d): %d handler(s) stuck %.1fs past their "
+                    "timeout: killing it",
+                    slot.index,
+                    proc.pid,
+                    slot.stuck,
+                    now - (since or now),
+                )
+                slot.killed = True
+                self.killed += 1
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
             return
         self._read_one(slot)
         self._close(slot)
@@ -310,14 +311,6 @@ class Supervisor:
             for pid in self.pids:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGTERM)
-
-    def _install_signals(self) -> dict[int, Any]:
-        if not self.handle_signals or threading.current_thread() is not threading.main_thread():
-            return {}
-        old: dict[int, Any] = {}
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            old[sig] = signal.signal(sig, self._on_signal)
-        return old
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         now = self._stopping > 0

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from . import _signals
 from . import _validate as v
 from ._observe import JobObserver, installed
 from ._outcomes import (
@@ -49,12 +50,13 @@ from ._outcomes import (
     check_worker,
     decide,
     error_kind,
+    extend_due,
     log_job,
     result_encoder,
 )
 from ._protocol import QueueLike
 from ._timeouts import Timeouts
-from .errors import LeaseLost, LeaseqError
+from .errors import LeaseqError
 from .handler import Handlers, JobContext, _set_current, as_handler
 from .registry import refresh_every
 from .schedules import TICK_INTERVAL
@@ -222,7 +224,7 @@ class Worker:
         self._reset()
         if self._stopping:  # stop() came first: the reporter need not wait to see it
             self._done.put(None)
-        old = self._install_signals()
+        old = _signals.install(self._on_signal, self.handle_signals)
         self._log(
             logging.INFO,
             None,
@@ -255,7 +257,7 @@ class Worker:
                 self._work.put(None)
             self._join_claimer(claimer)
             self._unregister()
-            self._restore_signals(old)
+            _signals.restore(old)
             self._log(
                 logging.INFO,
                 None,
@@ -283,18 +285,6 @@ class Worker:
         claimer.join(MAX_IDLE_WAIT + 1.0)
 
     # -- signals -----------------------------------------------------------
-
-    def _install_signals(self) -> dict[int, Any]:
-        if not self.handle_signals or threading.current_thread() is not threading.main_thread():
-            return {}
-        old: dict[int, Any] = {}
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            old[sig] = signal.signal(sig, self._on_signal)
-        return old
-
-    def _restore_signals(self, old: dict[int, Any]) -> None:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         second = self._stopping
@@ -333,7 +323,7 @@ class Worker:
                         min(free, CLAIM_BATCH), self.ttl, self.worker_id, idle
                     )
                     if not self._admit(leases, idle):
-                        self._hand_back(leases)
+                        self._writer.hand_back(leases)
                         return
                 backoff.reset()
                 self._outage.ok()
@@ -409,16 +399,6 @@ class Worker:
         for task in tasks:
             self._work.put(task)
         return True
-
-    def _hand_back(self, leases: list[Lease]) -> None:
-        """Release leases a claim brought in after the stop (never left active)."""
-        for lease in leases:
-            try:
-                self._writer.release(
-                    Task(lease, JobContext(lease), 0.0), logging.INFO, "released (claimed at stop)"
-                )
-            except LeaseqError as exc:
-                self._log(logging.WARNING, None, "could not release %s (%s)", lease.id, exc)
 
     # -- handler threads -------------------------------------------------------
 
@@ -586,26 +566,8 @@ class Worker:
             tasks = [t for t in self._tasks.values() if not t.ctx.lost.is_set()]
         # A timed-out lease is being failed: never extend it again.
         due = [t for t in tasks if t.next_beat <= now and not t.timed_out]
-        # Prefetched leases whose handler has started since: the server stops
-        # counting them as unstarted (a crash from now on spends the attempt).
-        news = [t.prefetched and t.started and not t.reported for t in due]
         try:
-            # One fenced call for every lease due: a worker may hold hundreds.
-            results = (
-                self.queue.extend_many(
-                    [t.lease for t in due], self.ttl, news if any(news) else None
-                )
-                if due
-                else []
-            )
-            for task, result, new in zip(due, results, news, strict=True):
-                if isinstance(result, LeaseLost):
-                    task.ctx.lost.set()
-                    self._log(logging.WARNING, task, "heartbeat found the lease lost: %s", result)
-                else:
-                    task.lease = task.ctx.lease = result
-                    task.next_beat = now + self.beat_every
-                    task.reported = task.reported or new
+            extend_due(self.queue, due, now, self.ttl, self.beat_every)
         finally:
             with self._cond:
                 # Leases admitted meanwhile carry their own (later) first beat.

@@ -118,7 +118,9 @@ def test_a_handler_past_its_timeout_is_failed_retried_then_dead(
 
     caplog.set_level(logging.INFO, logger="leaseq.worker")
     stuck: list[int] = []
-    w = leaseq.Worker(q, handler, concurrency=2, ttl=30.0, handle_signals=False, on_stuck=stuck.append)
+    w = leaseq.Worker(
+        q, handler, concurrency=2, ttl=30.0, handle_signals=False, on_stuck=stuck.append
+    )
     started = time.monotonic()
     run = Running(w)
     try:

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from .._observe import JobObserver, installed
 from .. import _validate as v
+from .._observe import JobObserver, installed
 from .._outcomes import (
     Backoff,
     HandlerTimeout,
