@@ -55,6 +55,7 @@ class Timeouts:
         self.stuck: set[Task] = set()
         """Timed-out tasks whose handler thread has not returned."""
         self.next_at = math.inf
+        self._told = threading.Lock()
 
     def reset(self) -> None:
         with self.cond:
@@ -86,7 +87,6 @@ class Timeouts:
             was_stuck = task in self.stuck
             self.stuck.discard(task)
             self.cond.notify_all()  # the claimer may use the slot again
-            count = len(self.stuck)
         late = time.monotonic() - task.timeout_at
         log_job(
             self.queue,
@@ -97,7 +97,7 @@ class Timeouts:
             task.limit or 0.0,
         )
         if was_stuck:
-            self._report(count)
+            self.report()
         return False
 
     def expire(self, tasks: Mapping[Any, Task], now: float) -> list[Task]:
@@ -140,11 +140,15 @@ class Timeouts:
         return True
 
     def report(self) -> None:
-        with self.cond:
-            count = len(self.stuck)
-        self._report(count)
+        """Tell ``on_stuck`` how many threads are stuck now (after a change; not
+        holding ``cond``). Counted and told under one lock, so the hook hears
+        the changes in order."""
+        with self._told:
+            with self.cond:
+                count = len(self.stuck)
+            self._tell(count)
 
-    def _report(self, count: int) -> None:
+    def _tell(self, count: int) -> None:
         if count:
             log_job(
                 self.queue,
