@@ -292,6 +292,7 @@ def worker(
 @click.option("--priority", type=int, default=0, show_default=True, help="0..1000000, lower first.")
 @click.option("--max-attempts", type=int, default=None)
 @click.option("--kind", default=None, help="The jobs' kind (a worker's handler dict picks by it).")
+@click.option("--timeout", type=float, default=None, help="Seconds a handler may run on each.")
 @click.option(
     "--shards",
     type=int,
@@ -309,6 +310,7 @@ def enqueue(
     priority: int,
     max_attempts: int | None,
     kind: str | None,
+    timeout: float | None,
     shards: int | None,
 ) -> None:
     """Add one job (PAYLOAD, JSON text) or many (--file, JSON lines)."""
@@ -320,6 +322,7 @@ def enqueue(
         "priority": priority,
         "max_attempts": max_attempts,
         "kind": kind,
+        "timeout": timeout,
     }
     if payload is not None:
         out.print(q.enqueue(_json(payload, "payload"), id=job_id, **opts))

@@ -199,3 +199,25 @@ def test_api_supervisor_runs_and_stops(rr: Any, redis_server: RedisServer) -> No
         leaseq.Supervisor("jobs", "no_colon", processes=2)
     with pytest.raises(leaseq.InvalidArgument):
         leaseq.Supervisor("jobs", "m:f", processes=0)
+
+
+def test_cli_timeout_options(rr: Any, redis_server: RedisServer) -> None:
+    q = leaseq.Queue("jobs", redis=rr, max_attempts=1)
+    env = {**os.environ, "LEASEQ_URL": redis_server.url}
+    run = [LEASEQ, "enqueue", "jobs", '{"s": 0.01}', "--timeout", "2.5", "--id", "own"]
+    assert subprocess.run(run, cwd=ROOT, env=env, capture_output=True).returncode == 0
+    assert q.get("own").timeout == 2.5  # type: ignore[union-attr]
+    slow = q.enqueue({"s": 3.0})  # no timeout of its own: the worker's --timeout applies
+    worker = [LEASEQ, "worker", "jobs", "tests.handlers:sleep", "--timeout", "0.3", "--burst"]
+    done = subprocess.run(worker, cwd=ROOT, env=env, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    job = q.get(slow)
+    assert job is not None and job.state is leaseq.State.DEAD
+    assert job.last_error == "timed out after 0.3 s"
+    assert q.get("own").state is leaseq.State.SUCCEEDED  # type: ignore[union-attr]
+    for bad in ("nan", "0", "-1", "inf", "90000"):
+        got = subprocess.run(
+            [*worker, "--timeout", bad], cwd=ROOT, env=env, capture_output=True, timeout=60
+        )
+        assert got.returncode != 0 and b"timeout" in got.stderr
+        assert b"Traceback" not in got.stderr
