@@ -198,6 +198,9 @@ class Supervisor:
                 pass_fds=(write,),
                 env=env,
                 cwd=self.cwd,
+                # Its own session: a terminal's Ctrl-C reaches only the supervisor,
+                # which forwards one SIGTERM (two signals would mean "stop now").
+                start_new_session=True,
             )
         finally:
             os.close(write)

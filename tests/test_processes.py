@@ -50,10 +50,14 @@ class Supervised:
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = Path(tempfile.mkstemp(prefix="leaseq-sup-", suffix=".log")[1])
 
-    def start(self, queue: str, fn: str, *opts: str) -> subprocess.Popen[bytes]:
+    def start(
+        self, queue: str, fn: str, *opts: str, session: bool = False
+    ) -> subprocess.Popen[bytes]:
         cmd = [LEASEQ, "--url", self.url, "worker", queue, f"tests.handlers:{fn}", *opts]
         with self.log_path.open("wb") as err:
-            self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+            self.proc = subprocess.Popen(
+                cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, start_new_session=session
+            )
         return self.proc
 
     @property
@@ -221,3 +225,16 @@ def test_cli_timeout_options(rr: Any, redis_server: RedisServer) -> None:
         )
         assert got.returncode != 0 and b"timeout" in got.stderr
         assert b"Traceback" not in got.stderr
+
+
+def test_ctrl_c_to_the_process_group_is_one_graceful_stop(rr: Any, sup: Supervised) -> None:
+    q = _q(rr)
+    slow = q.enqueue({"s": 1.0})
+    proc = sup.start("jobs", "sleep", "--processes", "2", "--log-level", "DEBUG", session=True)
+    wait_until(lambda: q.get(slow).state is leaseq.State.ACTIVE, 20, what="the slow job")  # type: ignore[union-attr]
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    assert sup.exits(20) == 0
+    job = q.get(slow)
+    # Finished, not released: the children got one signal (the forwarded SIGTERM).
+    assert job is not None and job.state is leaseq.State.SUCCEEDED and job.attempts == 1
+    assert "stopping now" not in sup.log
