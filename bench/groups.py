@@ -15,16 +15,13 @@ Never run by the tests.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
-import time
 from typing import Any
 
 import leaseq
-from bench.drain import ROOT, worker_command
+from bench.drain import run_worker
 from bench.server import Server
-from bench.timing import Case, interleaved, rate, us
+from bench.timing import Case, drain_case, interleaved, print_rates
 
 BATCH = 100
 
@@ -43,33 +40,7 @@ def drain_once(r: Any, url: str, n: int, groups: int) -> float:
     r.flushall()
     q = leaseq.Queue("drain", redis=r)
     fill(q, n, groups)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        worker_command(url, "drain"),
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    first = None
-    done = 0
-    try:
-        while True:
-            done = q.stats().totals.get("succeeded", 0)
-            now = time.perf_counter()
-            if done and first is None:
-                first = (now, done)
-            if done >= n or proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    if proc.returncode != 0 or done < n or first is None:
-        raise RuntimeError(f"worker exited {proc.returncode} after {done} of {n}: {err[-300:]!r}")
-    return (n - first[1]) / max(now - first[0], 1e-9)
+    return run_worker(q, url, n)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,14 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         capped.set_limits(group_concurrency=1_000_000)
 
         def case(q: leaseq.Queue, groups: int) -> Case:
-            def drain() -> None:
-                while True:
-                    leases = q.claim_many(BATCH, ttl=30.0)
-                    if not leases:
-                        return
-                    q.complete_many(leases)
-
-            return (lambda: fill(q, n, groups)), lambda: rate(n, drain)
+            return drain_case(q, n, lambda: fill(q, n, groups), BATCH)
 
         cases = {
             "no groups": case(plain, 0),
@@ -103,11 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         interleaved(cases, 1)  # warm up: scripts loaded, connections made
         rates = interleaved(cases, args.repeats)
-        base = rates["no groups"]
         print(f"claim+complete, batches of {BATCH}, {n} jobs, median of {args.repeats}")
-        print(f"{'case':<24} {'jobs/s':>10} {'µs/job':>8} {'ratio':>6}")
-        for name, value in rates.items():
-            print(f"{name:<24} {value:>10,.0f} {us(value):>8.1f} {base / value:>6.2f}x")
+        print_rates("case", rates, "no groups")
 
         drains: dict[str, list[float]] = {"no groups": [], f"{g:,} groups": []}
         for _ in range(args.repeats):
@@ -115,8 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             drains[f"{g:,} groups"].append(drain_once(r, server.url, n, g))
         mids = {k: sorted(v)[len(v) // 2] for k, v in drains.items()}
         print(f"drain (one worker process, no-op jobs), {n} jobs, median of {args.repeats}")
-        for name, value in mids.items():
-            print(f"{name:<24} {value:>10,.0f} jobs/s {mids['no groups'] / value:>6.2f}x")
+        print_rates("case", mids, "no groups")
     return 0
 
 

@@ -16,7 +16,7 @@ import sys
 
 import leaseq
 from bench.server import Server
-from bench.timing import Case, interleaved, rate, timed, us
+from bench.timing import Case, drain_case, interleaved, print_rates, timed
 
 BATCH = 100
 CASES = {
@@ -43,26 +43,13 @@ def main(argv: list[str] | None = None) -> int:
             queues[name] = q
 
         def case(q: leaseq.Queue) -> Case:
-            def fill() -> None:
-                q.enqueue_many(list(range(n)))
-
-            def drain() -> None:
-                while True:
-                    leases = q.claim_many(BATCH, ttl=30.0)
-                    if not leases:
-                        return
-                    q.complete_many(leases)
-
-            return fill, lambda: rate(n, drain)
+            return drain_case(q, n, lambda: q.enqueue_many(list(range(n))), BATCH)
 
         cases = {name: case(q) for name, q in queues.items()}
         interleaved(cases, 1)  # warm up: scripts loaded, connections made
         rates = interleaved(cases, args.repeats)
-        base = rates["no limits"]
         print(f"claim+complete, batches of {BATCH}, {n} jobs, median of {args.repeats}")
-        print(f"{'limits':<16} {'jobs/s':>10} {'µs/job':>8} {'ratio':>6}")
-        for name, value in rates.items():
-            print(f"{name:<16} {value:>10,.0f} {us(value):>8.1f} {base / value:>6.2f}x")
+        print_rates("limits", rates, "no limits")
 
         q = leaseq.Queue("ticks", redis=r)
         idle_empty = timed(lambda: [q.tick() for _ in range(1000)]) / 1000

@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 REPEATS = 3
 
@@ -53,3 +54,24 @@ def interleaved(cases: dict[str, Case], repeats: int = REPEATS) -> dict[str, flo
                 setup()
             rates[name].append(trial())
     return {name: statistics.median(got) for name, got in rates.items()}
+
+
+def drain_case(q: Any, n: int, fill: Callable[[], object], batch: int = 100) -> Case:
+    """The claim+complete case of ``n`` jobs on ``q``: ``fill()`` untimed, then
+    ``claim_many(batch)`` + ``complete_many`` (one claimer) until ``q`` is empty."""
+
+    def drain() -> None:
+        while leases := q.claim_many(batch, ttl=30.0):
+            q.complete_many(leases)
+
+    return fill, lambda: rate(n, drain)
+
+
+def print_rates(label: str, rates: dict[str, float], base: str, unit: str = "jobs") -> None:
+    """One line per case: its rate, the cost of one item and its ratio to ``base``
+    (how many times slower than it)."""
+    width = max(len(label), *(len(name) for name in rates))
+    print(f"{label:<{width}} {unit + '/s':>12} {'µs/' + unit.rstrip('s'):>10} {'ratio':>6}")
+    for name, value in rates.items():
+        ratio = rates[base] / value
+        print(f"{name:<{width}} {value:>12,.0f} {us(value):>10.1f} {ratio:>6.2f}x")

@@ -28,6 +28,7 @@ from .errors import (
     ServerFull,
     ServerUnavailable,
 )
+from .events import Event, EventSettings
 from .handler import Dead, JobContext, Kinds, Retry, UnknownKind, current_job
 from .keys import QueueKeys
 from .limits import Limits
@@ -46,6 +47,8 @@ __all__ = [
     "DamagedKey",
     "DamagedRow",
     "Dead",
+    "Event",
+    "EventSettings",
     "Kinds",
     "HandlerImportError",
     "InvalidArgument",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from ._drive import AsyncDriver, SyncDriver, async_op, sync_op
+from ._drive import AsyncDriver, SyncDriver, async_feed, async_op, sync_feed, sync_op
 from ._ops import QueueOps as O
 
 __all__ = ["AsyncQueueAPI", "SyncQueueAPI"]
@@ -82,6 +82,9 @@ class SyncQueueAPI(SyncDriver):
     unregister_worker = sync_op(O.unregister_worker)
     workers = sync_op(O.workers)
     history = sync_op(O.history)
+    events = sync_feed(O.events)
+    set_events = sync_op(O.set_events)
+    event_settings = sync_op(O.event_settings)
 
 
 class AsyncQueueAPI(AsyncDriver):
@@ -144,3 +147,6 @@ class AsyncQueueAPI(AsyncDriver):
     unregister_worker = async_op(O.unregister_worker)
     workers = async_op(O.workers)
     history = async_op(O.history)
+    events = async_feed(O.events)
+    set_events = async_op(O.set_events)
+    event_settings = async_op(O.event_settings)

@@ -51,7 +51,10 @@ def delete(core: QueueCore, job_id: str) -> Call[str]:
             raise admin_error("delete", job_id, reply)
         return as_text(reply[1])
 
-    keys = (k.job(job_id), k.pending, k.scheduled, k.succeeded, k.dead, k.cancelled)
+    keys = (
+        *(k.job(job_id), k.pending, k.scheduled, k.succeeded, k.dead, k.cancelled),
+        *(k.meta, k.events),
+    )
     return Call(SCRIPTS["delete"], keys, (job_id,), parse)
 
 
@@ -70,7 +73,10 @@ def drop(core: QueueCore, force: bool, limit: int = DROP_LIMIT) -> Call[tuple[in
             raise admin_error("drop", f"(queue {core.name})", reply)
         return int(reply[1]), int(reply[2])
 
-    keys = (k.pending, k.scheduled, k.active, k.succeeded, k.dead, k.cancelled, k.meta, k.wake)
+    keys = (
+        *(k.pending, k.scheduled, k.active, k.succeeded, k.dead, k.cancelled),
+        *(k.meta, k.wake, k.done, k.events),
+    )
     return Call(SCRIPTS["drop"], keys, (k.job_prefix, limit, 1 if force else 0), parse)
 
 
@@ -84,5 +90,5 @@ def run_now(core: QueueCore, job_id: str) -> Call[None]:
         if as_text(reply[0]) != "OK":
             raise admin_error("run_now", job_id, reply)
 
-    keys = (k.job(job_id), k.scheduled, k.pending, k.meta, k.wake)
+    keys = (k.job(job_id), k.scheduled, k.pending, k.meta, k.wake, k.events)
     return Call(SCRIPTS["run_now"], keys, (job_id,), parse)

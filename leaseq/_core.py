@@ -177,13 +177,13 @@ class QueueCore:
             durable_timeout, "durable_timeout", minimum_ms=1, maximum=60.0
         )
         k = self.keys
-        self._enqueue_keys = (k.pending, k.scheduled, k.meta, k.wake)
+        self._enqueue_keys = (k.pending, k.scheduled, k.meta, k.wake, k.events)
         self._claim_keys = (
             *(k.pending, k.scheduled, k.active, k.dead, k.meta, k.wake),
-            *(k.limits, k.claims),
+            *(k.limits, k.claims, k.done, k.events),
         )
-        self._complete_keys = (k.active, k.succeeded, k.meta, k.wake)
-        self._reap_keys = (k.active, k.pending, k.dead, k.meta, k.wake)
+        self._complete_keys = (k.active, k.succeeded, k.meta, k.wake, k.done, k.events)
+        self._reap_keys = (k.active, k.pending, k.dead, k.meta, k.wake, k.done, k.events)
         self._stats_keys = (
             k.pending,
             k.scheduled,
@@ -454,7 +454,10 @@ class QueueCore:
         )
         return Call(
             SCRIPTS["fail"],
-            (k.job(lease.id), k.active, k.pending, k.scheduled, k.dead, k.meta, k.wake),
+            (
+                *(k.job(lease.id), k.active, k.pending, k.scheduled, k.dead, k.meta, k.wake),
+                *(k.done, k.events),
+            ),
             args,
             parse,
         )
@@ -470,7 +473,7 @@ class QueueCore:
 
         return Call(
             SCRIPTS["release"],
-            (k.job(lease.id), k.active, k.pending, k.meta, k.wake),
+            (k.job(lease.id), k.active, k.pending, k.meta, k.wake, k.events),
             (lease.id, lease.attempt, lease.incarnation),
             parse,
         )
@@ -532,7 +535,7 @@ class QueueCore:
 
         return Call(
             SCRIPTS["cancel"],
-            (k.job(job_id), k.pending, k.scheduled, k.cancelled, k.meta),
+            (k.job(job_id), k.pending, k.scheduled, k.cancelled, k.meta, k.done, k.events),
             (job_id, self.keep_ms),
             parse,
         )
@@ -553,7 +556,7 @@ class QueueCore:
 
         return Call(
             SCRIPTS["retry"],
-            (k.job(job_id), k.dead, k.pending, k.meta, k.wake),
+            (k.job(job_id), k.dead, k.pending, k.meta, k.wake, k.events),
             (job_id, extra),
             parse,
         )
@@ -575,7 +578,7 @@ class QueueCore:
             )
         return Call(
             SCRIPTS["purge"],
-            (self.keys.index(st.value),),
+            (self.keys.index(st.value), self.keys.meta, self.keys.events),
             (self.keys.job_prefix, st.value, limit, *cursor),
             Page.parse,
         )
@@ -596,7 +599,7 @@ class QueueCore:
         k = self.keys
         return Call(
             SCRIPTS["retry_all"],
-            (k.dead, k.pending, k.meta, k.wake),
+            (k.dead, k.pending, k.meta, k.wake, k.events),
             (k.job_prefix, extra, limit, check_job_id(op, "operation id"), *cursor),
             Page.parse,
         )

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from collections.abc import Callable, Coroutine, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
@@ -27,11 +27,21 @@ import redis.exceptions as rex
 
 from . import _redis
 from ._core import Call, QueueCore
-from ._ops import Command, Listen, Op, Rows, Scan, Step, Wake, one
-from ._replies import as_text
+from ._ops import Command, Feed, Listen, Op, Rows, Scan, Step, Wake, one
+from ._replies import stream_entries
 from .errors import LeaseqError
 
-__all__ = ["AsyncDriver", "Invoke", "Pump", "SyncDriver", "async_op", "lower", "sync_op"]
+__all__ = [
+    "AsyncDriver",
+    "Invoke",
+    "Pump",
+    "SyncDriver",
+    "async_feed",
+    "async_op",
+    "lower",
+    "sync_feed",
+    "sync_op",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -64,20 +74,6 @@ def _rows(client: Any, keys: Any) -> Any:
     return pipe.execute(raise_on_error=False)
 
 
-def _stream_entries(reply: Any) -> list[tuple[str, Any]]:
-    """XREAD's reply of one stream as (entry id, fields): RESP2 gives
-    ``[[name, entries]]``, RESP3 ``{name: [entries]}``; None when it timed out."""
-    if not reply:
-        return []
-    if isinstance(reply, dict):
-        (entries,) = reply.values()
-        if entries and isinstance(entries[0], list) and isinstance(entries[0][0], tuple | list):
-            entries = entries[0]  # one more level of nesting
-    else:
-        entries = reply[0][1]
-    return [(as_text(entry_id), fields) for entry_id, fields in entries]
-
-
 def _config_policy(client: Any) -> Any:
     try:
         return client.config_get("maxmemory-policy")
@@ -107,7 +103,7 @@ def _invokes(step: Step) -> Generator[Invoke, Any, Any]:
                     count=1000,
                     block=max(1, int(_redis.wake_timeout(c, wait) * 1000)),  # 0 = forever
                 ),
-                _stream_entries,
+                stream_entries,
             )
         )
     if isinstance(step, Rows):
@@ -330,4 +326,67 @@ def async_op(
         return result
 
     _same_doc(method, op)
+    return method
+
+
+FEED = "_leaseq_feed"
+"""Set on a public method made by ``sync_feed`` / ``async_feed``: it returns an
+iterator of items rather than one result."""
+
+
+def _start(feed: Feed[R]) -> Op[list[R]] | None:
+    """The feed's first operation, or None if it ends at once. Run at the call,
+    so a bad argument raises there, not at the first item."""
+    return next(feed, None)
+
+
+def sync_feed(
+    op: Callable[Concatenate[Any, P], Feed[R]],
+) -> Callable[Concatenate[Any, P], Iterator[R]]:
+    """A public method that runs the feed named like ``op`` of ``self._ops`` on the
+    sync driver: it returns an iterator of the feed's items, each page read as
+    the iteration reaches it."""
+    name = op.__name__
+
+    def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[R]:
+        feed: Feed[R] = getattr(self._ops, name)(*args, **kwargs)
+        first = _start(feed)
+
+        def items() -> Iterator[R]:
+            step = first
+            while step is not None:
+                page = self._drive(step)
+                yield from page
+                step = next(feed, None)
+
+        return items()
+
+    _same_doc(method, op)
+    setattr(method, FEED, True)
+    return method
+
+
+def async_feed(
+    op: Callable[Concatenate[Any, P], Feed[R]],
+) -> Callable[Concatenate[Any, P], AsyncIterator[R]]:
+    """``sync_feed`` for the async driver: the method returns an async iterator
+    (``async for event in queue.events(...)``)."""
+    name = op.__name__
+
+    def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> AsyncIterator[R]:
+        feed: Feed[R] = getattr(self._ops, name)(*args, **kwargs)
+        first = _start(feed)
+
+        async def items() -> AsyncIterator[R]:
+            step = first
+            while step is not None:
+                page = await self._drive(step)
+                for item in page:
+                    yield item
+                step = next(feed, None)
+
+        return items()
+
+    _same_doc(method, op)
+    setattr(method, FEED, True)
     return method

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import time
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
@@ -27,18 +28,20 @@ from typing import Any, TypeVar
 
 from . import _admin, _control
 from . import _validate as v
+from . import events as _ev
 from . import history as _hist
 from . import limits as _lim
 from . import registry as _reg
 from . import schedules as _sch
 from ._core import Call, Claimed, QueueCore, block_until, block_wait, parse_state
-from ._replies import as_text
+from ._replies import as_text, stream_entries
 from .errors import DamagedRow, InvalidArgument, JobNotFound, LeaseLost
 from .keys import QueueKeys, check_job_id, new_job_ids, shard_of
 from .types import Job, Lease, State, Stats
 
 __all__ = [
     "Command",
+    "Feed",
     "Listen",
     "Op",
     "QueueOps",
@@ -102,6 +105,56 @@ class Scan:
 Step = Call[Any] | Command | Rows | Wake | Listen | Scan
 Op = Generator[Step, Any, R]
 """An operation: yields steps, receives their replies, returns its result."""
+Feed = Generator[Op[list[R]], Any, None]
+"""An operation that produces a sequence (``events``): it yields operations, and
+each one's result is the next few items (maybe none); the driver runs them in
+turn and hands out the items, until the feed returns."""
+
+FOLLOW_SLICE = 5.0
+"""Longest single wait of a feed that follows forever (``block=math.inf``)."""
+
+
+@dataclass(slots=True)
+class _EventReader:
+    """Where a reading of the event stream stands (``QueueOps.events``)."""
+
+    key: str
+    cursor: str
+    skip_after: int
+    """In the entry right after the cursor: skip its transitions up to this index
+    (-1: none), so resuming ``since=`` an Event yields exactly what followed it."""
+    wait: float | None
+    left: int | None
+    finished: bool = False
+
+    def page(self) -> Op[list[_ev.Event]]:
+        """The next events: up to ``_ev.PAGE`` entries' worth, waiting when caught up."""
+        if self.cursor == "$":
+            newest = yield Command("xrevrange", (self.key, "+", "-", 1))
+            self.cursor = as_text(newest[0][0]) if newest else "0-0"
+        entries = stream_entries((yield Command("xread", ({self.key: self.cursor}, _ev.PAGE))))
+        if not entries and self.wait is not None:
+            timeout = FOLLOW_SLICE if self.wait == math.inf else self.wait
+            entries = yield Listen(self.key, self.cursor, timeout)
+            if not entries and self.wait == math.inf:
+                return []
+        if not entries:
+            self.finished = True
+            return []
+        out: list[_ev.Event] = []
+        for entry_id, fields in entries:
+            found = _ev.parse_entry(entry_id, fields)
+            if self.skip_after >= 0:
+                found = [e for e in found if e.index > self.skip_after]
+                self.skip_after = -1
+            self.cursor = entry_id
+            out += found
+        if self.left is not None:
+            out = out[: self.left]
+            self.left -= len(out)
+            self.finished = self.left == 0
+        return out
+
 
 WAKE_SLICE = 0.1
 """Longest wait on one shard's wake list while a sharded blocking claim sits idle.
@@ -118,9 +171,11 @@ def one(call: Call[R]) -> Op[R]:
 
 
 def list_queues(prefix: str) -> Op[list[str]]:
-    """Names (hash tags) of the queues under ``prefix``, by SCAN of their meta keys."""
-    keys = yield Scan(QueueKeys.meta_pattern(prefix))
-    found = {QueueKeys.queue_of_meta(prefix, as_text(key)) for key in keys}
+    """Names (hash tags) of the queues under ``prefix``: one SCAN for the keys a
+    queue keeps besides its job rows (``QueueKeys.queue_pattern``), so a queue
+    whose meta hash went is still listed while any index of it is left."""
+    keys = yield Scan(QueueKeys.queue_pattern(prefix))
+    found = {QueueKeys.queue_of_key(prefix, as_text(key)) for key in keys}
     return sorted(name for name in found if name)
 
 
@@ -612,6 +667,47 @@ class QueueOps:
         found: _hist.History = yield _hist.read(self.core)
         return found
 
+    # -- the event stream ------------------------------------------------------------
+
+    def events(
+        self,
+        since: str | _ev.Event | None = None,
+        *,
+        block: float | None = None,
+        limit: int | None = None,
+    ) -> Feed[_ev.Event]:
+        """Iterate the queue's job transitions (``leaseq.Event``), oldest first.
+
+        ``since``: None or ``'0'`` from the oldest entry kept, ``'$'`` only those
+        written from now on, a stream id to resume after that entry, or an Event
+        to resume right after that transition (no loss, no duplicate).
+        ``block``: None ends at the end of the stream; else wait up to that many
+        seconds for more each time it is caught up, ending after a wait that
+        brought nothing; ``math.inf`` follows forever. ``limit``: end after that
+        many events. Raises InvalidArgument (at the call) for a bad argument.
+        """
+        cursor, skip = _ev.check_since(since)
+        reader = _EventReader(
+            self.keys.events, cursor, skip, _ev.check_block(block), _ev.check_limit(limit)
+        )
+        while not reader.finished:
+            yield reader.page()
+
+    def set_events(
+        self, enabled: bool | None = None, *, maxlen: int | None = None
+    ) -> Op[_ev.EventSettings]:
+        """Turn the queue's event stream on or off and set its bound (entries, kept
+        approximately); None leaves a setting as it is. Stored in the queue's meta
+        hash and read by every script at every call, so every worker follows at
+        once. Returns the settings now in force. Raises InvalidArgument."""
+        settings: _ev.EventSettings = yield _ev.set_settings(self.core, enabled, maxlen)
+        return settings
+
+    def event_settings(self) -> Op[_ev.EventSettings]:
+        """The queue's event switch and bound, and how many entries the stream holds."""
+        settings: _ev.EventSettings = yield _ev.read_settings(self.core)
+        return settings
+
 
 class ShardedOps:
     """The operations of one logical queue over its shards' ``QueueOps``.
@@ -1038,6 +1134,51 @@ class ShardedOps:
         for shard in self.shards:
             parts.append((yield from shard.history()))
         return _hist.merge(self.shards[0].core.name, parts)
+
+    # -- the event stream ------------------------------------------------------------
+    # Each shard keeps its own stream; set_events reaches every shard, but one
+    # cursor cannot resume several streams, so events() is a plain queue's.
+
+    def events(
+        self,
+        since: str | _ev.Event | None = None,
+        *,
+        block: float | None = None,
+        limit: int | None = None,
+    ) -> Feed[_ev.Event]:
+        """Not on a sharded queue: raises InvalidArgument (read each shard's stream
+        with a plain Queue of the shard, or ``leaseq events`` per shard)."""
+        raise InvalidArgument(
+            "events() works on a plain queue, not a sharded one: each shard keeps its "
+            "own stream, and one cursor cannot resume several"
+        )
+        yield
+
+    def set_events(
+        self, enabled: bool | None = None, *, maxlen: int | None = None
+    ) -> Op[_ev.EventSettings]:
+        """As ``Queue.set_events``, on every shard; returns the merged settings."""
+        parts = []
+        for shard in self.shards:
+            parts.append((yield from shard.set_events(enabled, maxlen=maxlen)))
+        return _merge_event_settings(parts)
+
+    def event_settings(self) -> Op[_ev.EventSettings]:
+        """Every shard's settings merged: enabled only if on for all, entries summed."""
+        parts = []
+        for shard in self.shards:
+            parts.append((yield from shard.event_settings()))
+        return _merge_event_settings(parts)
+
+
+def _merge_event_settings(parts: Sequence[_ev.EventSettings]) -> _ev.EventSettings:
+    return _ev.EventSettings(
+        enabled=all(p.enabled for p in parts),
+        maxlen=max(p.maxlen for p in parts),
+        entries=sum(p.entries for p in parts),
+        first_id=None,
+        last_id=None,
+    )
 
 
 def merge_stats(name: str, parts: Sequence[Stats]) -> Stats:

@@ -26,7 +26,15 @@ from .errors import (
 from .payloads import Codec
 from .types import Job, State
 
-__all__ = ["admin_error", "as_ints", "as_text", "parse_job", "parse_page", "refusal"]
+__all__ = [
+    "admin_error",
+    "as_ints",
+    "as_text",
+    "parse_job",
+    "parse_page",
+    "refusal",
+    "stream_entries",
+]
 
 
 def as_ints(reply: list[Any]) -> list[int]:
@@ -204,3 +212,17 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
         timeout=None if not r.timeout else r.timeout / 1000.0,
         progress=progress,
     )
+
+
+def stream_entries(reply: Any) -> list[tuple[str, Any]]:
+    """XREAD's reply of one stream as (entry id, fields): RESP2 gives
+    ``[[name, entries]]``, RESP3 ``{name: [entries]}``; None when it timed out."""
+    if not reply:
+        return []
+    if isinstance(reply, dict):
+        (entries,) = reply.values()
+        if entries and isinstance(entries[0], list) and isinstance(entries[0][0], tuple | list):
+            entries = entries[0]  # one more level of nesting
+    else:
+        entries = reply[0][1]
+    return [(as_text(entry_id), fields) for entry_id, fields in entries]

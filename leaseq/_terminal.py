@@ -3,18 +3,41 @@ log lines and warnings as clean, redacted lines."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 import click
+import msgspec
+from rich.cells import cell_len
+from rich.console import Console
 from rich.json import JSON
+from rich.table import Table
+from rich.text import Text
 
 from ._urls import redact
 from .types import Job
 
-__all__ = ["RedactingFormatter", "pretty", "row", "show_warning", "span", "when"]
+__all__ = [
+    "Column",
+    "RedactingFormatter",
+    "fit",
+    "grid",
+    "iso",
+    "job_doc",
+    "pretty",
+    "row",
+    "shorten",
+    "show_warning",
+    "span",
+    "terminal_width",
+    "when",
+]
 
 
 class RedactingFormatter(logging.Formatter):
@@ -56,13 +79,34 @@ def span(seconds: float) -> str:
     return f"{seconds / 86_400:.0f} days"
 
 
+def iso(t: float) -> str:
+    """Epoch seconds as ISO 8601 in UTC, to the millisecond."""
+    return datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="milliseconds")
+
+
 def when(t: float, now: float, lease: bool = False) -> str:
-    iso = datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="milliseconds")
+    stamp = iso(t)
     if lease:
         rel = f"expires in {span(t - now)}" if t >= now else f"expired {span(now - t)} ago"
     else:
         rel = f"in {span(t - now)}" if t > now else f"{span(now - t)} ago"
-    return f"{iso}  ({rel})"
+    return f"{stamp}  ({rel})"
+
+
+TIME_FIELDS = ("enqueued_at", "run_at", "claimed_at", "lease_until", "finished_at")
+
+
+def job_doc(job: Job) -> dict[str, Any]:
+    """A job as ``show --json`` and ``ls --json`` print it: every field of the
+    row; payload, result and progress as JSON values; each time as stored in
+    Redis (integer ms epoch, server clock, or null) and beside it as
+    ``<name>_utc`` (ISO 8601, UTC)."""
+    doc: dict[str, Any] = msgspec.to_builtins(job)
+    for name in TIME_FIELDS:
+        t = getattr(job, name)
+        doc[name] = None if t is None else round(t * 1000)
+        doc[f"{name}_utc"] = None if t is None else iso(t)
+    return doc
 
 
 def row(job: Job) -> list[str]:
@@ -78,3 +122,132 @@ def row(job: Job) -> list[str]:
         error,
         payload,
     ]
+
+
+# -- tables that fit the terminal --------------------------------------------
+
+MIN_WIDTH = 80
+
+
+def terminal_width() -> int:
+    """Columns a table may fill: the terminal's (``COLUMNS``, else the tty's;
+    80 when output is not a terminal), never fewer than 80."""
+    return max(MIN_WIDTH, shutil.get_terminal_size((MIN_WIDTH, 24)).columns)
+
+
+def shorten(text: str, width: int, keep: Literal["middle", "end"] = "end") -> str:
+    """``text`` cut to ``width`` terminal cells with one ``…``: ``end`` keeps the
+    start, ``middle`` keeps the start and the end (``order-2026-…-0042``), so
+    an id stays recognisable."""
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    if keep == "end":
+        return _take(text, width - 1) + "…"
+    tail = (width - 1) // 2
+    head = width - 1 - tail
+    return _take(text, head) + "…" + _take(text[::-1], tail)[::-1]
+
+
+def _take(text: str, cells: int) -> str:
+    out, used = [], 0
+    for ch in text:
+        used += cell_len(ch)
+        if used > cells:
+            break
+        out.append(ch)
+    return "".join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of a table that ``fit`` lays out. ``keep`` is how a long cell
+    is shortened (None: never; numbers and short words). ``share``: the part of
+    the room left after the fixed columns that this column may take before the
+    others grow (an id's claim to stay whole); ``least``: cells it keeps at worst."""
+
+    header: str
+    keep: Literal["middle", "end"] | None = "end"
+    justify: Literal["left", "right"] = "left"
+    share: float = 0.0
+    least: int = 6
+
+
+def grid(title: str | None = None, caption: str | None = None) -> Table:
+    """The CLI's table style: a rule under the header, no side borders, one space
+    between columns (so more of 80 columns goes to the cells)."""
+    from rich import box
+
+    return Table(
+        title=title,
+        caption=caption,
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+
+
+def fit(
+    table: Table, columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int
+) -> Table:
+    """Add ``columns`` and ``rows`` to ``table`` so that it is at most ``width``
+    cells wide, one line per row: cells too long for their column are
+    shortened with an ellipsis, never wrapped; headers are whole."""
+    natural = [
+        max([cell_len(c.header), *(cell_len(r[i]) for r in rows)]) for i, c in enumerate(columns)
+    ]
+    widths = _allot(columns, natural, width - _overhead(table, len(columns)))
+    for c, w in zip(columns, widths, strict=True):
+        table.add_column(c.header, justify=c.justify, no_wrap=True, overflow="ellipsis", width=w)
+    for r in rows:
+        cells = (
+            Text(cell if c.keep is None else shorten(cell, w, c.keep))
+            for cell, c, w in zip(r, columns, widths, strict=True)
+        )
+        table.add_row(*cells)
+    return table
+
+
+def _allot(columns: Sequence[Column], natural: list[int], room: int) -> list[int]:
+    """Widths within ``room``: fixed columns whole, each shrinkable one first its
+    ``least`` (or ``share`` of the room), then the rest in turn up to its natural width."""
+    widths = list(natural)
+    flex = [i for i, c in enumerate(columns) if c.keep is not None]
+    left = room - sum(w for i, w in enumerate(natural) if i not in flex)
+    for i in flex:
+        c = columns[i]
+        floor = max(cell_len(c.header), c.least, int(c.share * left))
+        widths[i] = min(natural[i], floor)
+    spare = left - sum(widths[i] for i in flex)
+    growing = [i for i in flex if widths[i] < natural[i]]
+    while spare > 0 and growing:
+        for i in list(growing):
+            if spare == 0:
+                break
+            widths[i] += 1
+            spare -= 1
+            if widths[i] >= natural[i]:
+                growing.remove(i)
+    return widths
+
+
+def _overhead(table: Table, n: int) -> int:
+    """Cells a table of ``n`` columns spends on borders and padding, measured by
+    rendering an empty copy of its style (so any box or padding is counted)."""
+    probe = Table(
+        box=table.box,
+        show_edge=table.show_edge,
+        pad_edge=table.pad_edge,
+        padding=table.padding,
+        collapse_padding=table.collapse_padding,
+        show_header=False,
+    )
+    for _ in range(n):
+        probe.add_column(width=1, no_wrap=True)
+    probe.add_row(*("x" * n))
+    console = Console(file=io.StringIO(), width=10_000, legacy_windows=False)
+    with console.capture() as captured:
+        console.print(probe)
+    return max(cell_len(line) for line in captured.get().splitlines()) - n

@@ -17,12 +17,11 @@ from typing import Any, NoReturn, cast
 
 import click
 import msgspec
-from rich import box
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from . import _redis, _validate, cli_schedules
+from . import _redis, _terminal, _validate, cli_events, cli_schedules
 from ._terminal import RedactingFormatter as _RedactingFormatter
 from ._terminal import pretty as _pretty
 from ._terminal import row as _row
@@ -30,7 +29,14 @@ from ._terminal import show_warning as _show_warning
 from ._terminal import span as _span
 from ._terminal import when as _when
 from .cli_ops import register as _register_ops
-from .errors import DamagedRow, InvalidArgument, InvalidPayload, JobNotFound, LeaseqError
+from .errors import (
+    DamagedRow,
+    InvalidArgument,
+    InvalidPayload,
+    JobNotFound,
+    LeaseqError,
+    PayloadTooLarge,
+)
 from .handler import load_handler
 from .queue import Queue, connect
 from .sharded import ShardedQueue, known_queues, sharded_names, stored_shards
@@ -65,7 +71,7 @@ class _Ctx:
         ``name`` is one (or ``--shards`` says so), else a plain Queue (made on
         first use). Never a plain queue that would hide existing shards."""
         with _redis.translate_errors():
-            plain = bool(self.redis.exists(self.queue(name).keys.meta))
+            plain = bool(self.redis.exists(*self.queue(name).keys.markers()))
         found = 0 if plain else self.shard_count(name)
         if shards is None:
             shards = found or None
@@ -85,7 +91,7 @@ class _Ctx:
         ShardedQueue whose shards' keys are there. A clear error for neither."""
         q = self.queue(name)
         with _redis.translate_errors():
-            known = self.redis.exists(q.keys.meta)
+            known = self.redis.exists(*q.keys.markers())
         if known:
             return q
         shards = self.shard_count(name)
@@ -160,6 +166,7 @@ def cli(ctx: click.Context, url: str | None, prefix: str) -> None:
 
 
 cli_schedules.register(cli)  # schedule, schedules, unschedule, limits (issue 11)
+cli_events.register(cli)  # events (issue 12)
 
 
 @cli.command()
@@ -285,7 +292,7 @@ def worker(
 @click.argument("queue")
 @click.argument("payload", required=False)
 @click.option(
-    "--file", "path", type=click.File("r"), help="JSON lines, one payload each; - = stdin."
+    "--file", "path", type=click.File("rb"), help="JSON lines, one payload each; - = stdin."
 )
 @click.option("--id", "job_id", default=None, help="Job id (single payload only).")
 @click.option("--delay", type=float, default=None, help="Seconds before the job may run.")
@@ -329,7 +336,10 @@ def enqueue(
         return
     if job_id is not None:
         raise click.UsageError("--id goes with a single PAYLOAD, not --file")
-    items = list(_json_lines(path))  # all parsed first: a bad line writes nothing
+    # Every line is decoded, parsed and encoded first, so a bad one (not UTF-8,
+    # not JSON, too large) is named and nothing is written.
+    codec = (q.shards[0] if isinstance(q, ShardedQueue) else q)._core.codec
+    items = list(_json_lines(path, codec.encode))
     done = 0
     with Progress(console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(f"enqueue to {queue}", total=len(items))
@@ -352,10 +362,24 @@ def _json(text: str, what: str) -> Any:
         raise InvalidArgument(f"bad JSON in {what}: {exc}") from None
 
 
-def _json_lines(stream: Any) -> Iterator[Any]:
-    for n, line in enumerate(stream, 1):
+def _json_lines(stream: Any, check: Any) -> Iterator[Any]:
+    """The payloads of a binary stream of UTF-8 JSON lines (blank lines skipped),
+    each passed to ``check(payload, "line N")``; an error names the line."""
+    for n, raw in enumerate(stream, 1):
+        try:
+            line = raw.decode("utf-8-sig" if n == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidPayload(
+                f"line {n} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+                f"column {exc.start + 1}): JSON lines must be UTF-8"
+            ) from None
         if line.strip():
-            yield _json(line, f"line {n}")
+            value = _json(line, f"line {n}")
+            try:
+                check(value, f"line {n}")
+            except PayloadTooLarge as exc:
+                raise InvalidPayload(f"line {n}: {exc}") from None
+            yield value
 
 
 @cli.command()
@@ -385,35 +409,39 @@ def stats(c: _Ctx, queue: str | None, as_json: bool) -> None:
     if not snaps:
         out.print(f"no queues under prefix {c.prefix!r}")
         return
-    # Fits 80 columns: no side borders, headers never shortened; a long queue
-    # name folds onto a second line instead.
-    table = Table(
-        title=f"leaseq queues ({_redis.redact(c.url)})",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        collapse_padding=True,
+    # Fits the terminal (80 columns at least): headers whole, one line a queue,
+    # a long queue name shortened in its middle.
+    width = _terminal.terminal_width()
+    table = _terminal.grid(
+        f"leaseq queues ({_redis.redact(c.url)})",
+        "done = succeeded; <10s = leases expiring within 10 s; oldest = pending age",
     )
-    table.caption = "done = succeeded; <10s = leases expiring within 10 s; oldest = pending age"
-    heads = ("queue", "pending", "sched", "active", "done", "dead", "cancel", "expired")
-    table.add_column("queue", min_width=10, overflow="fold")
-    for col in (*heads[1:], "<10s", "oldest"):
-        table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
+    heads = ("pending", "sched", "active", "done", "dead", "cancel", "expired", "<10s", "oldest")
+    columns = [
+        _terminal.Column("queue", keep="middle", share=0.5, least=10),
+        *(_terminal.Column(h, keep=None, justify="right") for h in heads),
+    ]
+    rows = []
     for s in snaps:
         counts = [str(getattr(s, st)) for st in STATES]
         age = "-" if s.oldest_pending_age is None else _span(s.oldest_pending_age)
         name = f"{s.queue} (paused)" if s.paused else s.queue
-        table.add_row(name, *counts, str(s.expired), str(s.expiring_soon), age)
-    out.print(table)
+        rows.append([name, *counts, str(s.expired), str(s.expiring_soon), age])
+    _terminal.fit(table, columns, rows, width)
+    out.print(table, width=width)
 
 
 @cli.command()
 @click.argument("queue")
 @click.argument("job_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object with every field.")
 @pass_ctx
-def show(c: _Ctx, queue: str, job_id: str) -> None:
+def show(c: _Ctx, queue: str, job_id: str, as_json: bool) -> None:
     """Print one job row, times as ISO and relative to the server's clock."""
     _, job = c.holder(queue, job_id)
+    if as_json:
+        click.echo(json.dumps(_terminal.job_doc(job), indent=2, sort_keys=True))
+        return
     with _redis.translate_errors():
         sec, usec = c.redis.time()
     now = sec + usec / 1e6
@@ -472,33 +500,34 @@ def wait_(c: _Ctx, queue: str, job_id: str, timeout: float) -> None:
 @click.option("--state", type=click.Choice(STATES), default="pending", show_default=True)
 @click.option("--offset", type=click.IntRange(0), default=0, show_default=True)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON array of jobs (as show --json).")
 @pass_ctx
-def ls_(c: _Ctx, queue: str, state: str, offset: int, limit: int) -> None:
+def ls_(c: _Ctx, queue: str, state: str, offset: int, limit: int, as_json: bool) -> None:
     """List jobs in one state, a page at a time."""
     target = c.target(queue)
     total = getattr(target.stats(), state)
     damaged: list[DamagedRow] = []
     jobs = target.ls(state, offset=offset, limit=limit, damaged=damaged)
-    table = Table(title=f"{queue}: {state} ({total})")
-    # Fit the terminal: an id is whole (the next command needs it) and no
-    # header is cut; worker, last_error and payload are clipped to what is left.
-    id_width = min(48, max([2, *(len(job.id) for job in jobs)]))
-    room = max(23, out.width - id_width - 8 - 8 - 19)
-    worker_cap, error_cap = max(6, room // 5), max(10, room * 2 // 5)
-    caps = (worker_cap, error_cap, max(7, room - worker_cap - error_cap))
-    table.add_column("id", overflow="fold", width=id_width)
-    for col in ("attempts", "priority"):
-        table.add_column(col, no_wrap=True, width=len(col))
-    for col, cap in zip(("worker", "last_error", "payload"), caps, strict=True):
-        table.add_column(col, no_wrap=True, overflow="ellipsis", min_width=len(col), max_width=cap)
-    for job in jobs:
-        cells = _row(job)
-        clipped = [
-            t if len(t) <= cap else t[: cap - 1] + "…"
-            for t, cap in zip(cells[3:], caps, strict=True)
-        ]
-        table.add_row(*cells[:3], *clipped)
-    out.print(table)
+    if as_json:
+        click.echo(json.dumps([_terminal.job_doc(j) for j in jobs], indent=2, sort_keys=True))
+        for exc in damaged:  # stdout stays one JSON document
+            click.echo(f"leaseq: warning: damaged row: {exc}", err=True)
+        return
+    # Fits the terminal: one line a job, headers whole; a long id keeps its
+    # start and end (order-2026-…-0042), the text cells their start.
+    width = _terminal.terminal_width()
+    columns = [
+        _terminal.Column("id", keep="middle", share=0.45, least=12),
+        _terminal.Column("attempts", keep=None),
+        _terminal.Column("priority", keep=None),
+        _terminal.Column("worker", keep="middle"),
+        _terminal.Column("last_error", least=10),
+        _terminal.Column("payload", least=7),
+    ]
+    table = _terminal.fit(
+        _terminal.grid(f"{queue}: {state} ({total})"), columns, [_row(j) for j in jobs], width
+    )
+    out.print(table, width=width)
     for exc in damaged:  # an operator should see these, not lose the page to them
         out.print(f"damaged row: {exc}")
     if offset + len(jobs) + len(damaged) < total:

@@ -18,12 +18,10 @@ from typing import Any
 
 import click
 import msgspec
-from rich import box
 from rich.console import Console
-from rich.table import Table
 
 from . import _redis
-from ._terminal import span
+from ._terminal import Column, fit, grid, span, terminal_width
 from .errors import DamagedRow, InvalidArgument
 from .sharded import ShardedQueue
 
@@ -173,20 +171,18 @@ def workers(c: Any, queue: str | None, as_json: bool) -> None:
         )
         return
     now = max(w.seen for _, w in rows)
-    table = Table(
-        title=f"leaseq workers ({_redis.redact(c.url)})",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        collapse_padding=True,
+    width = terminal_width()
+    table = grid(
+        f"leaseq workers ({_redis.redact(c.url)})",
+        "up = since started; seen = since its last heartbeat; busy = leases held",
     )
-    table.caption = "up = since started; seen = since its last heartbeat; busy = leases held"
-    table.add_column("queue", min_width=5, max_width=16, overflow="fold")
-    table.add_column("worker", min_width=10, overflow="fold")
-    for col in ("conc", "busy", "done", "up", "seen"):
-        table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
-    for name, w in rows:
-        table.add_row(
+    columns = [
+        Column("queue", keep="middle", share=0.25, least=8),
+        Column("worker", keep="middle", share=0.5, least=12),
+        *(Column(h, keep=None, justify="right") for h in ("conc", "busy", "done", "up", "seen")),
+    ]
+    cells = [
+        [
             name,
             w.id,
             str(w.concurrency),
@@ -194,8 +190,10 @@ def workers(c: Any, queue: str | None, as_json: bool) -> None:
             str(w.done),
             span(max(0.0, now - w.started)),
             span(max(0.0, now - w.seen)),
-        )
-    out.print(table)
+        ]
+        for name, w in rows
+    ]
+    out.print(fit(table, columns, cells, width), width=width)
 
 
 def _add_watch(command: click.Command) -> None:

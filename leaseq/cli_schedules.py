@@ -15,8 +15,8 @@ from typing import Any
 import click
 import msgspec
 from rich.console import Console
-from rich.table import Table
 
+from ._terminal import Column, fit, grid, terminal_width
 from .errors import InvalidArgument
 from .queue import Queue
 from .schedules import Schedule
@@ -101,13 +101,21 @@ def schedules(queue: str | None, as_json: bool) -> None:
         out.print("no schedules" + (f" on {queue}" if queue else ""))
         return
     now = _queue(rows[0].queue).stats().server_time
-    table = Table(title="leaseq schedules (server clock, UTC)")
-    for col in ("queue", "name", "rule", "next due", "last fired", "fired"):
-        table.add_column(col, justify="right" if col == "fired" else "left")
+    width = terminal_width()
+    columns = [
+        Column("queue", keep="middle", least=8),
+        Column("name", keep="middle", least=8),
+        Column("rule"),
+        Column("next due"),
+        Column("last fired"),
+        Column("fired", keep=None, justify="right"),
+    ]
+    cells = []
     for s in rows:
         nxt = s.error or "-" if s.next_due is None else _at(s.next_due, now)
-        table.add_row(s.queue, s.name, _rule(s), nxt, _at(s.last_fired, now), str(s.fired))
-    out.print(table)
+        cells.append([s.queue, s.name, _rule(s), nxt, _at(s.last_fired, now), str(s.fired)])
+    table = fit(grid("leaseq schedules (server clock, UTC)"), columns, cells, width)
+    out.print(table, width=width)
 
 
 @click.command()

@@ -91,10 +91,22 @@ class QueueKeys:
         and plain queue of the name, so the two never mix)."""
         return f"{self.prefix}:{{{self.queue}#0}}:meta"
 
-    @property
-    def plain_meta(self) -> str:
-        """The meta HASH of the plain queue with this name (even for a shard)."""
-        return f"{self.prefix}:{{{self.queue}}}:meta"
+    def markers(self) -> tuple[str, ...]:
+        """The keys whose presence means this queue exists (one ``EXISTS`` of
+        them all, one slot): its meta hash, the six state indexes, and the
+        schedules, limits and workers keys. Any one is enough, so a queue whose
+        meta hash was deleted by hand is still this queue."""
+        return (
+            self.meta,
+            *(self.index(state) for state in _STATES),
+            self.schedules,
+            self.limits,
+            self.workers,
+        )
+
+    def plain_markers(self) -> tuple[str, ...]:
+        """:meth:`markers` of the plain queue with this name (even for a shard)."""
+        return QueueKeys(self.prefix, self.queue).markers()
 
     @property
     def tag(self) -> str:
@@ -157,9 +169,16 @@ class QueueKeys:
 
     @property
     def done(self) -> str:
-        """STREAM of finished job ids (field ``ids``) that ``wait`` listens on;
-        lua/lib/signal_done.lua derives the same name from ``meta``."""
+        """STREAM of finished job ids (field ``ids``) that ``wait`` listens on
+        (lua/lib/signal_done.lua; passed in KEYS to every script that finishes jobs)."""
         return self.stem + "done"
+
+    @property
+    def events(self) -> str:
+        """STREAM of job transitions, one entry per script call (lua/lib/flush_events.lua:
+        fields ``at``, ``n``, then ``<from>><to>`` = space-separated ``<id>:<attempt>``);
+        trimmed to about meta ``events_maxlen`` entries; off while meta ``events`` = off."""
+        return self.stem + "events"
 
     @property
     def schedules(self) -> str:
@@ -232,19 +251,29 @@ class QueueKeys:
         return self.stem + state
 
     @staticmethod
-    def meta_pattern(prefix: str) -> str:
-        """SCAN pattern that finds every queue's meta key under ``prefix``."""
-        return f"{check_queue_name(prefix, 'prefix')}:{{*}}:meta"
+    def queue_pattern(prefix: str) -> str:
+        """SCAN pattern that finds every queue under ``prefix`` by the keys it keeps:
+        ``{prefix}:{*}:[^jhg]*``, every key of a queue but its job rows (``job:``),
+        history buckets (``history:``) and fair-group keys (``group...``), the
+        three kinds whose number grows with jobs, time or groups. So a queue whose
+        ``meta`` hash was deleted by hand is still found by its indexes (a job
+        row is never without its index entry; a group key never without a
+        ``pending`` index), and a listing reads about ten keys a queue."""
+        return f"{check_queue_name(prefix, 'prefix')}:{{*}}:[^jhg]*"
 
     @staticmethod
-    def queue_of_meta(prefix: str, key: str) -> str | None:
-        """The hash tag in a meta key found by :meth:`meta_pattern`, else None
-        (``<queue>``, or ``<queue>#<shard>`` for a shard: see :func:`split_shard`)."""
-        head, tail = f"{prefix}:{{", "}:meta"
-        if key.startswith(head) and key.endswith(tail):
-            return key[len(head) : -len(tail)]
-        return None
+    def queue_of_key(prefix: str, key: str) -> str | None:
+        """The hash tag of a key found by :meth:`queue_pattern`, else None
+        (``<queue>``, or ``<queue>#<shard>`` for a shard: see :func:`split_shard`).
+        Neither queue names nor ids hold braces, so the tag ends at the first ``}``."""
+        head = f"{prefix}:{{"
+        if not key.startswith(head):
+            return None
+        tag, sep, rest = key[len(head) :].partition("}")
+        return tag if sep and tag and rest.startswith(":") else None
 
+
+_STATES = ("pending", "scheduled", "active", "succeeded", "dead", "cancelled")
 
 MAX_SHARDS = 1024
 """Most shards one ShardedQueue may have (far beyond any cluster's masters)."""

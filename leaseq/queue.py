@@ -42,7 +42,7 @@ class Queue(QueueBase, SyncQueueAPI):
     @staticmethod
     def queues(redis: Any, prefix: str = "leaseq") -> list[str]:
         """Names (hash tags) of the queues under ``prefix`` on this server (SCAN of
-        meta keys; on a cluster, of every primary)."""
+        the keys a queue keeps besides its job rows; on a cluster, of every primary)."""
         return _Scanner(redis)._drive(list_queues(prefix))
 
 

@@ -318,7 +318,7 @@ def tick(core: QueueCore) -> Steps[int]:
         if len(args) == 2:
             return made
         created, _moved = yield Call(
-            SCRIPTS["tick"], (k.schedules, k.pending, k.meta, k.wake), args, lambda r: r
+            SCRIPTS["tick"], (k.schedules, k.pending, k.meta, k.wake, k.events), args, lambda r: r
         )
         made += int(created)
         if len(found) < TICK_BATCH:

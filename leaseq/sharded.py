@@ -78,7 +78,7 @@ class ShardedBase(Generic[Q]):
         n = len(self.shards)
         stored = yield Command("hget", (keys.sharding, "shards"))
         if stored is None:
-            if (yield Command("exists", (keys.plain_meta,))):
+            if (yield Command("exists", keys.plain_markers())):
                 raise InvalidArgument(
                     f"{self.name!r} is a plain queue: a sharded queue of that name "
                     "would hide its jobs (use leaseq.Queue, or another name)"

@@ -6,12 +6,17 @@
 -- KEYS[3]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
 -- KEYS[4]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids, score = ms epoch the row expires (10^15 + finished: kept)
 -- KEYS[5]  leaseq:{<queue>}:meta       HASH  counters, clock
+-- KEYS[6]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
+-- KEYS[7]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  keep_ms, how long to keep the row (integer ms; 0 = delete now, -1 = until purged)
--- derives: leaseq:{<queue>}:done  STREAM  finished ids, for waiters (lib/signal_done.lua)
+-- derives: nothing
 -- returns: {'OK', 1} when cancelled now, {'OK', 0} when it already was
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is past cancelling;
 --         {'DAMAGED', '<key>', 'not a hash'} when the job key holds another type
+--!include lib/event_log.lua
+--!include lib/log_event.lua
+--!include lib/flush_events.lua
 --!include lib/call_chunked.lua
 --!include lib/now_ms.lua
 --!include lib/retain_rows.lua
@@ -34,7 +39,10 @@ redis.call('ZREM', scheduled, id)
 redis.call('HSET', job, 'state', 'cancelled', 'finished_at', now)
 redis.call('HDEL', job, 'run_at')
 redis.call('HINCRBY', meta, 'cancelled', 1)
-signal_done(meta, id)
+signal_done(KEYS[6], id)
+local log = event_log(KEYS[7], KEYS[6], meta)
+log_event(log, state, 'cancelled', id, redis.call('HGET', job, 'attempts'))
+flush_events(log, now)
 retain_rows({ job }, { id }, cancelled, now, tonumber(ARGV[2]))
 trim_finished(cancelled, now, 100)
 return { 'OK', 1 }

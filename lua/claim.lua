@@ -10,6 +10,8 @@
 -- KEYS[6]  leaseq:{<queue>}:wake       LIST  wake-up tokens
 -- KEYS[7]  leaseq:{<queue>}:limits     HASH  global limits: concurrency, rate, per_ms
 -- KEYS[8]  leaseq:{<queue>}:claims     ZSET  claim times of the rate span, score = ms epoch
+-- KEYS[9]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
+-- KEYS[10] leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
 -- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  count, how many jobs to lease at most (integer >= 1; more than 1000 lease 1000)
 -- ARGV[3]  lease_ms, the lease length (integer ms >= 1)
@@ -22,7 +24,6 @@
 --          leaseq:{<queue>}:job:<id>  HASH  the job row; fair groups (stem of KEYS[5]):
 --          leaseq:{<queue>}:groups  ZSET  rotation, leaseq:{<queue>}:group:<name>  ZSET  a group's
 --          ready ids, leaseq:{<queue>}:group_active  HASH, leaseq:{<queue>}:group_held  HASH
---          leaseq:{<queue>}:done  STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- returns: flat array: now_ms, wait_ms (when nothing was leased: ms until the next scheduled job is due
 --          or the earliest lease ends; -1 if none, if jobs were leased, or while the queue is
 --          paused: then sleep on the wake list, which resume.lua fills;
@@ -32,6 +33,9 @@
 --          max_attempts, lease_until (ms epoch), enqueued_at (ms epoch), payload, kind ('' = none),
 --          timeout (ms, the handler's time limit; 0 = none)
 -- errors: none of its own; a row that cannot be claimed is dead-lettered with last_error
+--!include lib/event_log.lua
+--!include lib/log_event.lua
+--!include lib/flush_events.lua
 --!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
 --!include lib/now_ms.lua
@@ -60,16 +64,18 @@ local worker = ARGV[4]
 local limit = tonumber(ARGV[5])
 local started = tonumber(ARGV[6]) or count
 local now = now_ms(meta)
+local log = event_log(KEYS[10], KEYS[9], meta)
 
 if limit > 0 then
-  promote_due(scheduled, pending, meta, wake, job_prefix, now, limit)
-  reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit)
+  promote_due(scheduled, pending, meta, wake, job_prefix, now, limit, log)
+  reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit, log)
 end
 
 if redis.call('HGET', meta, 'paused') then
   -- Paused (pause.lua): lease nothing. Drop the wake tokens so blocked
   -- claimers sleep instead of spinning; resume.lua pushes fresh ones.
   redis.call('DEL', wake)
+  flush_events(log, now)
   return { now, -1, 0 }
 end
 
@@ -86,6 +92,7 @@ count, held_ms, rate_on = apply_limits(KEYS[7], KEYS[8], active, now, count)
 if count == 0 and redis.call('ZCARD', pending) > 0 then
   redis.call('HSET', meta, 'limit_held', 1)
   redis.call('DEL', wake)
+  flush_events(log, now)
   return { now, held_ms, 0 }
 end
 
@@ -105,6 +112,7 @@ local function lease_one(id)
       row = {}
       redis.call('ZADD', dead, now, id)
       bump_counter(meta, 'dead', 1, now)
+      log_event(log, 'damaged', 'dead', id, 0)
     end
     local state = row[1]
     local attempts, max_attempts = to_count(row[2]), to_count(row[3])
@@ -119,6 +127,7 @@ local function lease_one(id)
       leased[#leased + 1] = deadline
       leased[#leased + 1] = id
       got = got + 1
+      log_event(log, 'pending', 'active', id, attempts)
       out[#out + 1] = id
       out[#out + 1] = attempts
       -- The row's number as stored (up to 16 digits, past to_count's 15): the
@@ -148,7 +157,8 @@ local function lease_one(id)
       else
         why = 'no attempts left (' .. attempts .. ' of ' .. max_attempts .. ')'
       end
-      dead_letter(job, dead, meta, id, now, why)
+      dead_letter(job, dead, meta, log, id, now, why,
+        (state and known[state]) and state or 'damaged', row[2])
     end
     -- else: a stale index entry (row gone or in another state); dropped.
     return false
@@ -213,6 +223,7 @@ for _, index in ipairs(got == 0 and { scheduled, active } or {}) do
     if wait_ms < 0 or ms < wait_ms then wait_ms = ms end
   end
 end
+flush_events(log, now)
 local head = { now, wait_ms, got }
 for i = 1, #out do head[#head + 1] = out[i] end
 return head

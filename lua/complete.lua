@@ -5,7 +5,9 @@
 -- KEYS[2]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids, score = ms epoch the row expires (10^15 + finished: kept)
 -- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters
 -- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens (pushed when a global limit held a claim)
--- KEYS[5..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order;
+-- KEYS[5]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
+-- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
+-- KEYS[7..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order;
 --           then one key per effect, in effect order: an application key carrying the
 --           hash tag {<queue>} (checked by the caller), of the type its command needs
 -- ARGV[1]  keep_ms, how long to keep the succeeded row (integer ms; 0 = delete now, -1 = until purged)
@@ -20,10 +22,12 @@
 --           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
 --          for a grouped row (group_done, stem of the meta key): leaseq:{<queue>}:group_active  HASH,
 --          leaseq:{<queue>}:group_held  HASH, leaseq:{<queue>}:groups  ZSET, leaseq:{<queue>}:group:<name>  ZSET
---          leaseq:{<queue>}:done  STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- returns: one reply per item: {'OK'}, {'LOST', state, attempts, incarnation}, or {'EFFECT', k, why}
 --          when effect k of the item cannot apply (then nothing of that item is written)
 -- errors: none beyond the per-item replies
+--!include lib/event_log.lua
+--!include lib/log_event.lua
+--!include lib/flush_events.lua
 --!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
 --!include lib/now_ms.lua
@@ -47,11 +51,12 @@ local n = tonumber(ARGV[4])
 local now = nil
 local out = {}
 local done_jobs, done_ids = {}, {}
+local log = event_log(KEYS[6], KEYS[5], meta)
 -- Where the next effect's key (in KEYS) and its command (in ARGV) are.
-local ek, ea = 5 + n, 5 + 5 * n
+local ek, ea = 7 + n, 5 + 5 * n
 
 for i = 1, n do
-  local job = KEYS[4 + i]
+  local job = KEYS[6 + i]
   local base = 5 + (i - 1) * 5
   local id, token, incarnation = ARGV[base], ARGV[base + 1], ARGV[base + 2]
   local result = ARGV[base + 3]
@@ -63,7 +68,7 @@ for i = 1, n do
     effects[k] = { ARGV[ea], KEYS[ek], args }
     ea, ek = ea + 2 + argc, ek + 1
   end
-  local refused = lease_check(job, token, incarnation)
+  local refused, group = lease_check(job, token, incarnation)
   if not refused then
     for k, e in ipairs(effects) do
       local why = effect_refusal(e[1], e[2], e[3])
@@ -79,7 +84,7 @@ for i = 1, n do
     -- The effects and the completion are one script: a lease that holds
     -- applies both, a lost one (or a replay) applies neither.
     now = now or now_ms(meta)
-    group_done(meta, job) -- fair groups: before the row may be deleted
+    group_done(meta, job, group) -- fair groups: before the row may be deleted
     for _, e in ipairs(effects) do apply_effect(e[1], e[2], e[3]) end
     redis.call('HSET', job, 'state', 'succeeded', 'finished_at', now)
     redis.call('HDEL', job, 'lease_until')
@@ -88,11 +93,15 @@ for i = 1, n do
     end
     done_jobs[#done_jobs + 1] = job
     done_ids[#done_ids + 1] = id
+    log_event(log, 'active', 'succeeded', id, token)
     out[#out + 1] = { 'OK' }
   end
 end
 local done = #done_ids
-if done > 0 then signal_done(meta, table.concat(done_ids, ' ')) end
+if done > 0 then
+  signal_done(KEYS[5], table.concat(done_ids, ' '))
+  flush_events(log, now)
+end
 if done > 0 then
   -- The index moves and retention are batched: one ZREM, one ZADD (or DEL)
   -- per 1000 rows.

@@ -1,16 +1,22 @@
 -- delete.lua: delete one job that holds no lease: its row and its index entry.
 -- transition: pending | scheduled | succeeded | dead | cancelled | damaged -> (deleted)
--- clock: none
+-- clock: server TIME, read without moving the queue's floor, only to stamp the event-stream entry
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row (a key of another type, damaged by hand, goes too)
 -- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[3]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
 -- KEYS[4]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids
 -- KEYS[5]  leaseq:{<queue>}:dead       ZSET  dead ids
 -- KEYS[6]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids
+-- KEYS[7]  leaseq:{<queue>}:meta       HASH  the event switch (fields events, events_maxlen), clock
+-- KEYS[8]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
 -- ARGV[1]  id, the job id (string)
 -- derives: nothing
 -- returns: {'OK', state} with the state the job was in ('damaged' for a row without a known one)
 -- errors: {'GONE'} for an unknown id; {'STATE', 'active'} while a lease is held
+--!include lib/event_log.lua
+--!include lib/log_event.lua
+--!include lib/flush_events.lua
+--!include lib/now_ms.lua
 local job, id = KEYS[1], ARGV[1]
 if redis.call('EXISTS', job) == 0 then return { 'GONE' } end
 -- pcall, not TYPE: a key of another type answers HGET with WRONGTYPE, and
@@ -20,6 +26,7 @@ if type(state) == 'table' or not state then state = 'damaged' end
 -- An active row is a held lease: deleting it would let the holder's
 -- complete meet a missing row. Let it finish, or expire and be reaped.
 if state == 'active' then return { 'STATE', state } end
+local attempts = redis.pcall('HGET', job, 'attempts')
 redis.call('DEL', job)
 for _, key in ipairs({ KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6] }) do
   redis.call('ZREM', key, id)
@@ -27,4 +34,7 @@ end
 local known = { pending = true, scheduled = true, succeeded = true, dead = true,
                 cancelled = true }
 if not known[state] then state = 'damaged' end
+local log = event_log(KEYS[8], nil, KEYS[7])
+log_event(log, state, 'deleted', id, type(attempts) == 'string' and attempts or 0)
+if log.n > 0 then flush_events(log, now_ms(KEYS[7], true)) end
 return { 'OK', state }

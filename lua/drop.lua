@@ -9,6 +9,8 @@
 -- KEYS[6]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids
 -- KEYS[7]  leaseq:{<queue>}:meta       HASH  counters, clock, paused flag
 -- KEYS[8]  leaseq:{<queue>}:wake       LIST  wake-up tokens
+-- KEYS[9]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
+-- KEYS[10] leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
 -- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  limit, the most jobs to delete in this call (integer >= 1)
 -- ARGV[3]  force: 1 deletes leased (active) jobs too, 0 refuses while any exist
@@ -17,9 +19,12 @@
 --          leaseq:{<queue>}:job:<id>  HASH  the job rows; at the end the fair groups' keys
 --          leaseq:{<queue>}:groups ZSET, group_held HASH, group_active HASH, group:<name> ZSET
 --          (stem of KEYS[7])
---          leaseq:{<queue>}:done  STREAM  finished ids for waiters, deleted with meta
--- returns: {'OK', deleted, remaining}; once remaining is 0 the meta hash and wake list are gone too
+-- returns: {'OK', deleted, remaining}; once remaining is 0 the meta hash, wake list, done and events
+--          streams are gone too (so the last call's deletions leave no event)
 -- errors: {'ACTIVE', n} when not forced and n leases are in flight (nothing written)
+--!include lib/event_log.lua
+--!include lib/log_event.lua
+--!include lib/flush_events.lua
 --!include lib/now_ms.lua
 --!include lib/allow_oom.lua
 
@@ -34,11 +39,20 @@ if not redis.call('HGET', meta, 'paused') then
   redis.call('HSET', meta, 'paused', now_ms(meta))
 end
 local deleted, budget = 0, limit
+local log = event_log(KEYS[10], KEYS[9], meta)
+local known = { pending = true, scheduled = true, active = true, succeeded = true,
+                dead = true, cancelled = true }
 for _, index in ipairs({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6] }) do
   if budget <= 0 then break end
   local ids = redis.call('ZRANGE', index, 0, budget - 1)
   for _, id in ipairs(ids) do
-    deleted = deleted + redis.call('DEL', job_prefix .. id)
+    local got = redis.pcall('HMGET', job_prefix .. id, 'state', 'attempts')
+    local gone = redis.call('DEL', job_prefix .. id)
+    if gone == 1 then
+      local from = not got['err'] and known[got[1] or ''] and got[1] or 'damaged'
+      log_event(log, from, 'deleted', id, not got['err'] and got[2] or 0)
+    end
+    deleted = deleted + gone
     redis.call('ZREM', index, id)
   end
   budget = budget - #ids
@@ -47,6 +61,7 @@ local remaining = 0
 for _, index in ipairs({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6] }) do
   remaining = remaining + redis.call('ZCARD', index)
 end
+if remaining > 0 then flush_events(log, now_ms(meta)) end
 if remaining == 0 then
   -- The history buckets go too (those that can exist: the last 61 minutes and
   -- the last 145 ten-minutes), and the fair groups' bookkeeping with the jobs
@@ -61,6 +76,6 @@ if remaining == 0 then
   for i = 1, #held, 2 do names[#names + 1] = held[i] end
   for _, g in ipairs(names) do redis.call('DEL', stem .. 'group:' .. g) end
   redis.call('DEL', meta, wake, stem .. 'groups', stem .. 'group_held', stem .. 'group_active',
-    stem .. 'done')
+    KEYS[9], KEYS[10])
 end
 return { 'OK', deleted, remaining }

@@ -5,6 +5,7 @@
 -- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
 -- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters, seq, incarnation
 -- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
+-- KEYS[5]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
 -- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  max_attempts of every job in the call (integer >= 1)
 -- ARGV[3]  delay_ms of every job in the call (integer ms >= 0, 0 = claimable now)
@@ -21,6 +22,9 @@
 --          leaseq:{<queue>}:groups  ZSET  groups with ready jobs (stem of KEYS[3])
 -- returns: one integer per job: 1 if created, 0 if the id existed
 -- errors: none of its own (input was validated by the caller)
+--!include lib/event_log.lua
+--!include lib/log_event.lua
+--!include lib/flush_events.lua
 --!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
 --!include lib/now_ms.lua
@@ -53,6 +57,7 @@ for i = 1, n do
 end
 local created = #fresh
 if created == 0 then return out end
+local log = event_log(KEYS[5], nil, meta)
 
 -- One HINCRBY numbers the rows of the whole call: a row's incarnation is
 -- never reused in this queue, so a lease of an earlier row under the same id
@@ -104,7 +109,9 @@ else
   end
 end
 
+local to = delay_ms > 0 and 'scheduled' or 'pending'
 for _, i in ipairs(fresh) do
+  log_event(log, 'new', to, ARGV[6 + i * 2], 0)
   base[8] = ARGV[7 + i * 2]
   incarnation = incarnation + 1
   base[12] = string.format('%d', incarnation) -- 16 digits: see reserve_incarnations
@@ -122,6 +129,7 @@ if group and delay_ms == 0 then
 end
 call_chunked('ZADD', index, members, 1000)
 bump_counter(meta, 'enqueued', created, now)
+flush_events(log, now)
 
 if delay_ms > 0 then
   wake_if_first(scheduled, wake, now + delay_ms)

@@ -8,6 +8,8 @@
 -- KEYS[5]  leaseq:{<queue>}:dead       ZSET  dead ids, score = died ms epoch
 -- KEYS[6]  leaseq:{<queue>}:meta       HASH  counters, seq
 -- KEYS[7]  leaseq:{<queue>}:wake       LIST  wake-up tokens
+-- KEYS[8]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
+-- KEYS[9]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
@@ -18,9 +20,11 @@
 --          nothing of its own;
 --          for a grouped row (group_done, stem of the meta key): leaseq:{<queue>}:group_active  HASH,
 --          leaseq:{<queue>}:group_held  HASH, leaseq:{<queue>}:groups  ZSET, leaseq:{<queue>}:group:<name>  ZSET
---          leaseq:{<queue>}:done  STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- returns: {'OK', new state} -- 'scheduled', 'pending' or 'dead'
 -- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation
+--!include lib/event_log.lua
+--!include lib/log_event.lua
+--!include lib/flush_events.lua
 --!include lib/bump_counter.lua
 --!include lib/now_ms.lua
 --!include lib/to_count.lua
@@ -37,23 +41,21 @@ local job, active, pending, scheduled, dead, meta, wake =
 allow_oom(meta) -- a full server must still let this script drain the queue
 local id, token, err = ARGV[1], ARGV[2], ARGV[4]
 local retry_ms = tonumber(ARGV[5])
-local refused = lease_check(job, token, ARGV[3])
+local refused, group = lease_check(job, token, ARGV[3])
 if refused then return refused end
 
 local now = now_ms(meta)
+local log = event_log(KEYS[9], KEYS[8], meta)
 redis.call('ZREM', active, id)
-group_done(meta, job)
+group_done(meta, job, group)
 bump_counter(meta, 'failed', 1, now)
 -- A slot freed under a concurrency limit: wake a claimer it held back.
 if redis.call('HDEL', meta, 'limit_held') == 1 then redis.call('RPUSH', wake, '1') end
 local row = redis.call('HMGET', job, 'attempts', 'max_attempts', 'priority')
 local attempts, max_attempts = to_count(row[1]), to_count(row[2])
-if ARGV[6] == '1' then
-  dead_letter(job, dead, meta, id, now, err)
-  return { 'OK', 'dead' }
-end
-if not max_attempts or attempts >= max_attempts then
-  dead_letter(job, dead, meta, id, now, err)
+if ARGV[6] == '1' or not max_attempts or attempts >= max_attempts then
+  dead_letter(job, dead, meta, log, id, now, err, 'active', token)
+  flush_events(log, now)
   return { 'OK', 'dead' }
 end
 redis.call('HSET', job, 'last_error', err)
@@ -62,7 +64,11 @@ if retry_ms > 0 then
   redis.call('HSET', job, 'state', 'scheduled', 'run_at', now + retry_ms)
   redis.call('ZADD', scheduled, now + retry_ms, id)
   wake_if_first(scheduled, wake, now + retry_ms)
+  log_event(log, 'active', 'scheduled', id, token)
+  flush_events(log, now)
   return { 'OK', 'scheduled' }
 end
 push_pending(pending, meta, wake, job, id, to_count(row[3]) or 0)
+log_event(log, 'active', 'pending', id, token)
+flush_events(log, now)
 return { 'OK', 'pending' }

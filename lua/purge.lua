@@ -1,7 +1,10 @@
 -- purge.lua: delete one page of the jobs of one state that were in its index when the purge began.
 -- transition: pending | scheduled | succeeded | dead | cancelled -> (deleted)
--- clock: none (the snapshot is the index's highest score at the first page)
+-- clock: server TIME, read without moving the queue's floor, only to stamp the event-stream entry
+--        (the snapshot is the index's highest score at the first page)
 -- KEYS[1]  leaseq:{<queue>}:<state>    ZSET  the index of that state
+-- KEYS[2]  leaseq:{<queue>}:meta       HASH  the event switch (fields events, events_maxlen), clock
+-- KEYS[3]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
 -- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  state, the state being purged (string; never 'active')
 -- ARGV[3]  limit, the most index entries to look at in this call (integer >= 1)
@@ -12,6 +15,10 @@
 -- returns: flat array: deleted, more (1 if the page was full), upto, the next cursor's score
 --          and skip, then id, field, value triples of the jobs stepped over as damaged
 -- errors: none; a job key that is not a hash is reported and left alone
+--!include lib/event_log.lua
+--!include lib/log_event.lua
+--!include lib/flush_events.lua
+--!include lib/now_ms.lua
 local index = KEYS[1]
 local job_prefix, state, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local upto, after, skip = ARGV[4], ARGV[5], tonumber(ARGV[6])
@@ -24,14 +31,15 @@ if upto == '' then
 end
 local page = redis.call('ZRANGEBYSCORE', index, after, upto, 'WITHSCORES', 'LIMIT', skip, limit)
 local deleted, damaged = 0, {}
+local log = event_log(KEYS[3], nil, KEYS[2])
 for i = 1, #page, 2 do
   local id, score = page[i], page[i + 1]
   local job = job_prefix .. id
   if score ~= after then
     after, skip = score, 0
   end
-  local s = redis.pcall('HGET', job, 'state')
-  if type(s) == 'table' and s['err'] then
+  local got = redis.pcall('HMGET', job, 'state', 'attempts')
+  if got['err'] then
     -- Not a hash (overwritten by hand): not leaseq's to delete. Step over it.
     skip = skip + 1
     damaged[#damaged + 1] = id
@@ -40,13 +48,15 @@ for i = 1, #page, 2 do
   else
     -- Only delete a row that really is in this state; an index entry that
     -- drifted is just dropped, so a purge never takes a job it did not mean to.
-    if s == state then
+    if got[1] == state then
       redis.call('DEL', job)
       deleted = deleted + 1
+      log_event(log, state, 'deleted', id, got[2])
     end
     redis.call('ZREM', index, id)
   end
 end
+if log.n > 0 then flush_events(log, now_ms(KEYS[2], true)) end
 local out = { deleted, #page == 2 * limit and 1 or 0, upto, after, skip }
 for i = 1, #damaged do out[#out + 1] = damaged[i] end
 return out

@@ -1,11 +1,12 @@
 -- release.lua: hand a held lease back at once (shutdown), without spending the attempt.
 -- transition: active -> pending
--- clock: none (releasing needs no time)
+-- clock: server TIME, read without moving the queue's floor, only to stamp the event-stream entry
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
 -- KEYS[2]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
 -- KEYS[3]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[4]  leaseq:{<queue>}:meta       HASH  counters, seq
 -- KEYS[5]  leaseq:{<queue>}:wake       LIST  wake-up tokens
+-- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
@@ -15,16 +16,20 @@
 -- returns: {'OK'}
 -- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation;
 --         {'DAMAGED', field, value} when max_attempts is not a count (the lease then runs out)
+--!include lib/event_log.lua
+--!include lib/log_event.lua
+--!include lib/flush_events.lua
 --!include lib/to_count.lua
 --!include lib/lease_check.lua
 --!include lib/push_pending.lua
 --!include lib/allow_oom.lua
 --!include lib/group_done.lua
+--!include lib/now_ms.lua
 
 local job, active, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 allow_oom(meta) -- a full server must still let this script drain the queue
 local id = ARGV[1]
-local refused = lease_check(job, ARGV[2], ARGV[3])
+local refused, group = lease_check(job, ARGV[2], ARGV[3])
 if refused then return refused end
 
 -- attempts never goes down (it is the fencing token), so the attempt this
@@ -36,8 +41,11 @@ end
 redis.call('HSET', job, 'max_attempts', to_count(max_attempts) + 1)
 redis.call('HDEL', job, 'lease_until')
 redis.call('ZREM', active, id)
-group_done(meta, job)
+group_done(meta, job, group)
 redis.call('HINCRBY', meta, 'released', 1)
 push_pending(pending, meta, wake, job, id,
   to_count(redis.call('HGET', job, 'priority')) or 0)
+local log = event_log(KEYS[6], nil, meta)
+log_event(log, 'active', 'pending', id, ARGV[2])
+if log.n > 0 then flush_events(log, now_ms(meta, true)) end
 return { 'OK' }

@@ -1,11 +1,12 @@
 -- retry.lua: give a dead job more attempts and make it pending again.
 -- transition: dead -> pending
--- clock: none
+-- clock: server TIME, read without moving the queue's floor, only to stamp the event-stream entry
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
 -- KEYS[2]  leaseq:{<queue>}:dead       ZSET  dead ids, score = died ms epoch
 -- KEYS[3]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[4]  leaseq:{<queue>}:meta       HASH  counters, seq
 -- KEYS[5]  leaseq:{<queue>}:wake       LIST  wake-up tokens
+-- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  extra, attempts to grant on top of those already used (integer >= 1)
 -- derives: nothing
@@ -13,10 +14,17 @@
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is not dead (both drop
 --         a stale dead-set entry); {'DAMAGED', field, value} when state or attempts is damaged
 --         (field '<key>' when the job key is not a hash)
+--!include lib/event_log.lua
+--!include lib/log_event.lua
+--!include lib/flush_events.lua
 --!include lib/to_count.lua
 --!include lib/read_row.lua
 --!include lib/push_pending.lua
 --!include lib/retry_row.lua
+--!include lib/now_ms.lua
 
 local job, dead, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-return retry_row(job, dead, pending, meta, wake, ARGV[1], tonumber(ARGV[2]), nil)
+local log = event_log(KEYS[6], nil, meta)
+local reply = retry_row(job, dead, pending, meta, wake, ARGV[1], tonumber(ARGV[2]), nil, log)
+if log.n > 0 then flush_events(log, now_ms(meta, true)) end
+return reply

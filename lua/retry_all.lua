@@ -1,10 +1,12 @@
 -- retry_all.lua: retry one page of the dead jobs that died before a retry-all run began.
 -- transition: dead -> pending (a page of at most limit jobs; the caller pages on)
--- clock: none (the snapshot is the dead set's highest score at the first page)
+-- clock: server TIME, read without moving the queue's floor, only to stamp the event-stream entry
+--        (the snapshot is the dead set's highest score at the first page)
 -- KEYS[1]  leaseq:{<queue>}:dead       ZSET  dead ids, score = died ms epoch
 -- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters, seq
 -- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens
+-- KEYS[5]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
 -- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  extra, attempts to grant on top of those already used (integer >= 1)
 -- ARGV[3]  limit, the most dead-set entries to look at (integer >= 1)
@@ -16,10 +18,14 @@
 -- returns: flat array: retried, more (1 if the page was full), upto, the next cursor's score
 --          and skip, then id, field, value triples of the jobs stepped over as damaged
 -- errors: none; a damaged row is reported and stays dead
+--!include lib/event_log.lua
+--!include lib/log_event.lua
+--!include lib/flush_events.lua
 --!include lib/to_count.lua
 --!include lib/read_row.lua
 --!include lib/push_pending.lua
 --!include lib/retry_row.lua
+--!include lib/now_ms.lua
 
 local dead, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local job_prefix, extra, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -36,9 +42,10 @@ end
 -- the first skip entries at the cursor's score.
 local page = redis.call('ZRANGEBYSCORE', dead, after, upto, 'WITHSCORES', 'LIMIT', skip, limit)
 local retried, damaged = 0, {}
+local log = event_log(KEYS[5], nil, meta)
 for i = 1, #page, 2 do
   local id, score = page[i], page[i + 1]
-  local reply = retry_row(job_prefix .. id, dead, pending, meta, wake, id, extra, op)
+  local reply = retry_row(job_prefix .. id, dead, pending, meta, wake, id, extra, op, log)
   if score ~= after then
     after, skip = score, 0
   end
@@ -53,6 +60,7 @@ for i = 1, #page, 2 do
     end
   end
 end
+if log.n > 0 then flush_events(log, now_ms(meta, true)) end
 local out = { retried, #page == 2 * limit and 1 or 0, upto, after, skip }
 for i = 1, #damaged do out[#out + 1] = damaged[i] end
 return out

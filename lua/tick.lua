@@ -5,6 +5,7 @@
 -- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters, seq, clock
 -- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
+-- KEYS[5]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
 -- ARGV[1]  schedule key prefix, 'leaseq:{<queue>}:schedule:' (string)
 -- ARGV[2]  job key prefix, 'leaseq:{<queue>}:job:' (string)
 -- ARGV[3..] four values per schedule: name; the stamp read (version:last_fired);
@@ -16,6 +17,9 @@
 --           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
 -- returns: {jobs created, schedules moved on}
 -- errors: none; a schedule changed, removed or fired since the read is left alone
+--!include lib/event_log.lua
+--!include lib/log_event.lua
+--!include lib/flush_events.lua
 --!include lib/bump_counter.lua
 --!include lib/now_ms.lua
 --!include lib/push_pending.lua
@@ -25,6 +29,7 @@ local index, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local schedule_prefix, job_prefix = ARGV[1], ARGV[2]
 local now = now_ms(meta)
 local created, moved = 0, 0
+local log = event_log(KEYS[5], nil, meta)
 for i = 3, #ARGV, 4 do
   local name, stamp, due, after = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
   local key = schedule_prefix .. name
@@ -63,6 +68,7 @@ for i = 3, #ARGV, 4 do
           'incarnation', string.format('%d', incarnation))
         if priority > 0 then redis.call('HSET', job, 'priority', priority) end
         push_pending(pending, meta, wake, job, id, priority)
+        log_event(log, 'new', 'pending', id, 0)
         bump_counter(meta, 'enqueued', 1, now)
         created = created + 1
       end
@@ -73,4 +79,5 @@ for i = 3, #ARGV, 4 do
     moved = moved + 1
   end
 end
+flush_events(log, now)
 return { created, moved }

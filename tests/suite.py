@@ -113,6 +113,17 @@ class SyncFacade:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._aq, name)
+        if getattr(attr, "_leaseq_feed", False):  # an async iterator (events): collected
+
+            def collect(*args: Any, **kwargs: Any) -> Iterator[Any]:
+                items = attr(*args, **kwargs)  # a bad argument raises here, as in sync
+
+                async def drain() -> list[Any]:
+                    return [item async for item in items]
+
+                return iter(self._loop.run_until_complete(drain()))
+
+            return collect
         if not inspect.iscoroutinefunction(attr):
             return attr
 

@@ -30,7 +30,9 @@ from tests import (
     test_clock,
     test_core_invariants,
     test_damaged,
+    test_discovery,
     test_effects,
+    test_events,
     test_fencing,
     test_groups,
     test_hardening_admin,
@@ -77,6 +79,8 @@ SUITE_MODULES = (
     test_registry,
     test_groups,
     test_jobs,
+    test_discovery,
+    test_events,
 )
 # Queue cases of the sync suite that do NOT run here, each with the reason.
 # A case missing from both the async run and this list fails

@@ -202,23 +202,20 @@ def locked() -> Iterator[RedisServer]:
     server.stop()
 
 
-def test_real_wrong_password_is_auth_error(locked: RedisServer) -> None:
-    q = leaseq.Queue.from_url(f"redis://:wrong-{PASSWORD}@127.0.0.1:{locked.port}/0", "q")
-    with pytest.raises(AuthError) as info:
+@pytest.mark.parametrize(
+    ("user_info", "needle"),
+    [
+        (f":wrong-{PASSWORD}@", "WRONGPASS"),
+        ("", "needs a password"),
+        ("other:otherpass@", "NOPERM"),  # a user without leaseq's keys
+    ],
+    ids=["wrong password", "no password", "acl without the keys"],
+)
+def test_real_refusals_are_auth_errors(locked: RedisServer, user_info: str, needle: str) -> None:
+    q = leaseq.Queue.from_url(f"redis://{user_info}127.0.0.1:{locked.port}/0", "q")
+    with pytest.raises(AuthError, match=needle) as info:
         q.enqueue(1)
-    assert "WRONGPASS" in str(info.value) and PASSWORD not in str(info.value)
-
-
-def test_real_missing_password_is_auth_error(locked: RedisServer) -> None:
-    q = leaseq.Queue.from_url(f"redis://127.0.0.1:{locked.port}/0", "q")
-    with pytest.raises(AuthError, match="needs a password"):
-        q.enqueue(1)
-
-
-def test_real_acl_without_the_keys_is_auth_error(locked: RedisServer) -> None:
-    q = leaseq.Queue.from_url(f"redis://other:otherpass@127.0.0.1:{locked.port}/0", "q")
-    with pytest.raises(AuthError, match="NOPERM"):
-        q.enqueue(1)
+    assert PASSWORD not in str(info.value)
 
 
 def test_real_full_server_refuses_enqueue_with_server_full() -> None:

@@ -106,7 +106,7 @@ def test_scripts_carry_their_flags_and_a_plain_twin() -> None:
     drain = {"claim", "extend", "complete", "fail", "release", "reap", "once", "cancel", "purge"}
     drain |= {"progress"}  # issue 12: a running job's small write
     # Operator scripts that free memory or write a few bytes run on a full server too.
-    steer = {"limits", "pause", "resume", "drop", "run_now", "register", "workers"}
+    steer = {"limits", "pause", "resume", "drop", "run_now", "register", "workers", "events"}
     frees_first = {"purge", "unschedule", "delete"}  # their first write needs no memory
     for name, script in SCRIPTS.items():
         first = script.source.splitlines()[0]

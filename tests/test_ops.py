@@ -71,7 +71,11 @@ def test_sync_async_and_sharded_expose_the_same_operations() -> None:
         plain = inspect.signature(getattr(QueueOps, name))
         spread = inspect.signature(getattr(ShardedOps, name))
         assert plain == spread, f"{name}: {plain} != {spread}"
-        assert inspect.iscoroutinefunction(getattr(leaseq.aio.Queue, name))
+        method = getattr(leaseq.aio.Queue, name)
+        if getattr(method, "_leaseq_feed", False):  # events(): an async iterator
+            assert inspect.isasyncgen(method(leaseq.aio.Queue.from_url("memory://ops-feed", "p")))
+        else:
+            assert inspect.iscoroutinefunction(method)
 
 
 def test_the_queues_satisfy_the_protocols() -> None:

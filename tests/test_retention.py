@@ -147,10 +147,12 @@ def test_drained_queue_holds_only_its_fixed_keys(r: Any, clock: Clock, backoff: 
             q.complete(lease)
             done += 1
     assert done == len(ids) + 1
-    # History buckets (issue 10) expire by themselves; done (for wait) is bounded.
+    # History buckets (issue 10) expire by themselves; done (for wait) and events
+    # (issue 12) are streams trimmed to a bound.
     history = [k for k in all_keys(r) if k.startswith(q.keys.history_prefix)]
     assert history and all(r.pttl(k) > 0 for k in history)
-    assert [k for k in all_keys(r) if k not in history] == sorted([q.keys.done, q.keys.meta])
+    fixed = sorted([q.keys.done, q.keys.events, q.keys.meta])
+    assert [k for k in all_keys(r) if k not in history] == fixed
 
 
 def test_an_evicting_server_gets_a_warning(redis_server: Any) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import leaseq
-from leaseq import _control, history, registry
+from leaseq import _control, events, history, registry
 from leaseq.scripts import SCRIPTS, load_source
 from tests.conftest import Clock
 from tests.test_core_util import claim_one, index, row, snapshot
@@ -180,6 +180,7 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
         "register": registry.register(core, "ID", ttl=1.0, concurrency=1, done=0, running=0),
         "workers": registry.list_workers(core),
         "history": history.read(core),
+        "events": events.read_settings(core),
         **_schedule_calls(core),
     }
 
@@ -206,7 +207,9 @@ def _key_docs(name: str) -> list[tuple[str, str]]:
     """(literal key pattern, Redis type) of each documented KEYS line, in order."""
     out = []
     for line in header(name):
-        found = re.match(r"KEYS\[\d+(?:\.\.)?\]\s+(\S+)\s+(HASH|ZSET|LIST|STRING|SET)\b", line)
+        found = re.match(
+            r"KEYS\[\d+(?:\.\.)?\]\s+(\S+)\s+(HASH|ZSET|LIST|STRING|SET|STREAM)\b", line
+        )
         if line.startswith("KEYS"):
             assert found, f"lua/{name}.lua: KEYS line lacks a pattern and type: {line!r}"
             out.append((found.group(1), found.group(2)))
@@ -238,7 +241,14 @@ def test_documented_key_types_hold_after_a_lifecycle(q: leaseq.Queue, r: Any) ->
     q.schedule("ID", {}, every=60.0)
     q.set_limits(concurrency=100, rate=100)
     q.claim()
-    kinds = {"HASH": "hash", "ZSET": "zset", "LIST": "list", "STRING": "string", "SET": "set"}
+    kinds = {
+        "HASH": "hash",
+        "ZSET": "zset",
+        "LIST": "list",
+        "STRING": "string",
+        "SET": "set",
+        "STREAM": "stream",
+    }
     checked = 0
     for name in NAMES:
         for pattern, kind in _key_docs(name):

@@ -43,8 +43,8 @@ class Queue(QueueBase, AsyncQueueAPI):
 
     @staticmethod
     async def queues(redis: Any, prefix: str = "leaseq") -> list[str]:
-        """Names (hash tags) of the queues under ``prefix`` (SCAN of meta keys; on a
-        cluster, of every primary)."""
+        """Names (hash tags) of the queues under ``prefix`` (SCAN of the keys a queue
+        keeps besides its job rows; on a cluster, of every primary)."""
         return await _Scanner(redis)._drive(list_queues(prefix))
 
 

@@ -5,11 +5,13 @@
 -- Tokens compare as strings, so a hand-damaged attempts never matches. A row
 -- written before incarnations existed has none: it reads as '0', the value
 -- such a row's leases carry, while every newer row has 1 or more.
+-- A second value, when the lease holds: the row's fair group, or false for
+-- none (read in the same HMGET, so group_done need not read it again).
 local function lease_check(job, token, incarnation)
-  local row = redis.pcall('HMGET', job, 'state', 'attempts', 'incarnation')
+  local row = redis.pcall('HMGET', job, 'state', 'attempts', 'incarnation', 'group')
   if row['err'] then return { 'LOST', '', '', '' } end -- not a hash any more
   if row[1] == 'active' and row[2] == token and (row[3] or '0') == incarnation then
-    return nil
+    return nil, row[4]
   end
   return { 'LOST', row[1] or '', row[2] or '', row[3] or (row[1] and '0' or '') }
 end

@@ -1,17 +1,19 @@
--- promote_due(scheduled, pending, meta, wake, job_prefix, now, limit):
+-- promote_due(scheduled, pending, meta, wake, job_prefix, now, limit, log):
 -- move at most limit scheduled jobs whose time has come (score <= now) to
--- pending. Needs push_pending, to_count and read_row. Returns how many it moved.
-local function promote_due(scheduled, pending, meta, wake, job_prefix, now, limit)
+-- pending, noting each scheduled -> pending in log (event_log). Needs
+-- push_pending, to_count, read_row and log_event. Returns how many it moved.
+local function promote_due(scheduled, pending, meta, wake, job_prefix, now, limit, log)
   local ids = redis.call('ZRANGEBYSCORE', scheduled, '-inf', now, 'LIMIT', 0, limit)
   for _, id in ipairs(ids) do
     redis.call('ZREM', scheduled, id)
     local job = job_prefix .. id
-    local row = read_row(job, 'state', 'priority')
+    local row = read_row(job, 'state', 'priority', 'attempts')
     -- The row is the truth: an index entry whose row is gone or moved on
     -- is simply dropped.
     if row and row[1] == 'scheduled' then
       redis.call('HDEL', job, 'run_at')
       push_pending(pending, meta, wake, job, id, to_count(row[2]) or 0)
+      log_event(log, 'scheduled', 'pending', id, row[3])
     elseif (not row or not row[1] or (row[1] ~= 'pending' and row[1] ~= 'active'
         and row[1] ~= 'succeeded' and row[1] ~= 'dead' and row[1] ~= 'cancelled'))
         and redis.call('EXISTS', job) == 1 then

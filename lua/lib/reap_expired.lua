@@ -1,12 +1,14 @@
--- reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit):
+-- reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit, log):
 -- hand back at most limit jobs whose lease deadline has passed
 -- (lease_until <= now): to pending while attempts remain, else to dead.
 -- A lease that never reached a handler (row field prefetched == attempts: the
 -- worker prefetched it and never said it started) gets its attempt refunded by
 -- raising max_attempts, at most 5 times per job (row field refunds).
--- Needs bump_counter, push_pending, dead_letter, to_count, read_row and group_done. Returns requeued, died.
+-- Each move is noted in log (event_log): active -> pending | dead, damaged -> dead.
+-- Needs bump_counter, push_pending, dead_letter, to_count, read_row, group_done and
+-- log_event. Returns requeued, died.
 -- Atomic with every other script, so two reapers never move a job twice.
-local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit)
+local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit, log)
   local requeued, died = 0, 0
   local max_refunds = 5 -- per job: a job that kills its worker every run still dies
   local ids = redis.call('ZRANGEBYSCORE', active, '-inf', now, 'LIMIT', 0, limit)
@@ -21,6 +23,7 @@ local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, 
       redis.call('ZREM', active, id)
       redis.call('ZADD', dead, now, id)
       bump_counter(meta, 'dead', 1, now)
+      log_event(log, 'damaged', 'dead', id, 0)
       died = died + 1
     elseif row[1] ~= 'active' then
       -- Stale index entry: the row left 'active' (or is gone).
@@ -30,10 +33,11 @@ local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, 
           and s ~= 'dead' and s ~= 'cancelled' then
         -- A state leaseq never writes (edited by hand): dead-letter the
         -- job rather than leave it in no index at all.
-        dead_letter(job, dead, meta, id, now, 'damaged row: unknown state ' .. s)
+        dead_letter(job, dead, meta, log, id, now, 'damaged row: unknown state ' .. s,
+          'damaged', row[2])
         died = died + 1
       elseif not s and redis.call('EXISTS', job) == 1 then
-        dead_letter(job, dead, meta, id, now, 'damaged row: state missing')
+        dead_letter(job, dead, meta, log, id, now, 'damaged row: state missing', 'damaged', row[2])
         died = died + 1
       end
     elseif deadline and deadline > now then
@@ -57,17 +61,18 @@ local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, 
           .. (refunds + 1) .. ' of at most ' .. max_refunds .. ' refunds)'
       end
       if not attempts or not max_attempts then
-        dead_letter(job, dead, meta, id, now, err .. '; damaged row: attempts='
-          .. (row[2] or 'missing') .. ' max_attempts=' .. (row[3] or 'missing'))
+        dead_letter(job, dead, meta, log, id, now, err .. '; damaged row: attempts='
+          .. (row[2] or 'missing') .. ' max_attempts=' .. (row[3] or 'missing'), 'active', row[2])
         died = died + 1
       elseif attempts >= max_attempts then
-        dead_letter(job, dead, meta, id, now, err .. '; no attempts left ('
-          .. attempts .. ' of ' .. max_attempts .. ')')
+        dead_letter(job, dead, meta, log, id, now, err .. '; no attempts left ('
+          .. attempts .. ' of ' .. max_attempts .. ')', 'active', attempts)
         died = died + 1
       else
         redis.call('HSET', job, 'last_error', err)
         redis.call('HDEL', job, 'lease_until', 'prefetched')
         push_pending(pending, meta, wake, job, id, to_count(row[5]) or 0)
+        log_event(log, 'active', 'pending', id, attempts)
         requeued = requeued + 1
       end
     end

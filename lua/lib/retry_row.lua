@@ -1,11 +1,12 @@
--- retry_row(job, dead, pending, meta, wake, id, extra, op): give the dead job
+-- retry_row(job, dead, pending, meta, wake, id, extra, op, log): give the dead job
 -- extra attempts on top of those it used and make it pending again. op, when
 -- not nil, names the retry-all run doing it: a row that run already retried
 -- (it died again since) answers {'SKIP'} and stays dead. Needs read_row,
--- to_count and push_pending. Returns {'OK', max_attempts}, {'GONE'} or
+-- to_count, push_pending and log_event (a retry is noted in log, an event_log, as
+-- dead -> pending). Returns {'OK', max_attempts}, {'GONE'} or
 -- {'STATE', state} (both drop the stale dead-set entry), {'SKIP'}, or
 -- {'DAMAGED', field, value} (the entry stays, so the row stays findable).
-local function retry_row(job, dead, pending, meta, wake, id, extra, op)
+local function retry_row(job, dead, pending, meta, wake, id, extra, op, log)
   local row = read_row(job, 'state', 'attempts', 'priority', 'retry_op')
   if not row then return { 'DAMAGED', '<key>', 'not a hash' } end
   local moved = { pending = true, scheduled = true, active = true, succeeded = true,
@@ -30,5 +31,6 @@ local function retry_row(job, dead, pending, meta, wake, id, extra, op)
   redis.call('ZREM', dead, id)
   redis.call('HINCRBY', meta, 'retried', 1)
   push_pending(pending, meta, wake, job, id, to_count(row[3]) or 0)
+  log_event(log, 'dead', 'pending', id, attempts)
   return { 'OK', max_attempts }
 end

@@ -8,41 +8,73 @@
 -- until group_done lets it back. Stops at count leases (got() says how many so far), when
 -- budget turns run out, or when no group has ready jobs. <stem> is the meta key less 'meta'.
 -- Each turn is O(log n) in jobs and groups. Returns the budget left.
+--
+-- Cost: the turns are taken a pass at a time. A group that takes its turn goes
+-- behind every group now in the rotation (its fresh gseq is above every score),
+-- so the order of the next K turns is the order of the first K heads, read with
+-- one ZRANGE; the groups sent to the back or out are written with one ZADD and
+-- one ZREM per pass, the leased ids leave pending with one ZREM per call, and
+-- gseq/gturn are read once and written once. Per turn that leaves ZPOPMIN and
+-- ZCARD of the group's ready set. The order is exactly the turn-by-turn one
+-- (tests/test_model.py models it). Needs call_chunked.
+local GROUPED = 9007199254740992 -- pending scores from 2^53 up are grouped ids (push_pending)
 local function rotate_groups(pending, meta, limits, count, budget, lease_one, got)
   local stem = string.sub(meta, 1, -5)
   local groups = stem .. 'groups'
   if redis.call('ZCARD', groups) == 0 then return budget end
   local cap = tonumber(redis.call('HGET', limits, 'group_concurrency') or '')
+  local seqs = redis.call('HMGET', meta, 'gturn', 'gseq')
+  local turn, seq = tonumber(seqs[1] or '0') or 0, tonumber(seqs[2] or '0') or 0
+  local seq_at_start = seq
+  -- The ungrouped head changes only when an ungrouped job is popped: grouped
+  -- ids sort behind every ungrouped one, so removing them later is safe.
+  local u = redis.call('ZRANGE', pending, 0, 0, 'WITHSCORES')
+  local ungrouped = #u > 0 and tonumber(u[2]) < GROUPED
+  local taken = {}
   while got() < count and budget > 0 do
-    local head = redis.call('ZRANGE', groups, 0, 0, 'WITHSCORES')
-    if #head == 0 then break end
-    budget = budget - 1
-    local u = redis.call('ZRANGE', pending, 0, 0, 'WITHSCORES')
-    local turn = tonumber(redis.call('HGET', meta, 'gturn') or '0') or 0
-    if #u > 0 and tonumber(u[2]) < 9007199254740992 and turn <= tonumber(head[2]) then
-      -- The ungrouped jobs' turn: today's path, one job.
-      redis.call('ZPOPMIN', pending)
-      lease_one(u[1])
-      redis.call('HSET', meta, 'gturn', redis.call('HINCRBY', meta, 'gseq', 1))
-    else
-      local group = head[1]
+    local heads = redis.call('ZRANGE', groups, 0, math.min(count - got(), budget) - 1, 'WITHSCORES')
+    if #heads == 0 then break end
+    local back, out = {}, {}
+    for h = 1, #heads, 2 do
+      if got() >= count or budget <= 0 then break end
+      local group = heads[h]
+      if ungrouped and turn <= tonumber(heads[h + 1]) then
+        -- The ungrouped jobs' turn comes before this group's: one job.
+        budget = budget - 1
+        local p = redis.call('ZPOPMIN', pending)
+        lease_one(p[1])
+        seq = seq + 1
+        turn = seq
+        u = redis.call('ZRANGE', pending, 0, 0, 'WITHSCORES')
+        ungrouped = #u > 0 and tonumber(u[2]) < GROUPED
+        if got() >= count or budget <= 0 then break end
+      end
+      budget = budget - 1
       local ready = stem .. 'group:' .. group
       if cap and (tonumber(redis.call('HGET', stem .. 'group_active', group) or '0') or 0) >= cap then
-        redis.call('ZREM', groups, group)
+        out[#out + 1] = group
         redis.call('HSET', stem .. 'group_held', group, 1)
       else
         local p = redis.call('ZPOPMIN', ready)
         if #p > 0 then
-          redis.call('ZREM', pending, p[1])
+          taken[#taken + 1] = p[1]
           lease_one(p[1])
         end
         if redis.call('ZCARD', ready) == 0 then
-          redis.call('ZREM', groups, group)
+          out[#out + 1] = group
         else
-          redis.call('ZADD', groups, redis.call('HINCRBY', meta, 'gseq', 1), group)
+          seq = seq + 1
+          back[#back + 1] = seq
+          back[#back + 1] = group
         end
       end
     end
+    if #back > 0 then call_chunked('ZADD', groups, back, 1000) end
+    if #out > 0 then call_chunked('ZREM', groups, out, 1000) end
+  end
+  if #taken > 0 then call_chunked('ZREM', pending, taken, 1000) end
+  if seq ~= seq_at_start then
+    redis.call('HSET', meta, 'gturn', string.format('%d', turn), 'gseq', string.format('%d', seq))
   end
   return budget
 end

@@ -1,0 +1,35 @@
+-- events.lua: read or change a queue's event-stream switch and bound, with the stream's extent.
+-- transition: none (the scripts that move jobs read the switch: lib/event_log.lua)
+-- clock: none
+-- KEYS[1]  leaseq:{<queue>}:meta       HASH  field events ('off' = record nothing; absent = on), events_maxlen
+-- KEYS[2]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
+-- ARGV[1]  'get' or 'set'
+-- ARGV[2]  for 'set': 'on', 'off', or '' to leave the switch as it is
+-- ARGV[3]  for 'set': the bound in entries (decimal integer >= 1), '0' for the default, '' to leave it;
+--          a lower bound trims the stream now (XTRIM MAXLEN ~)
+-- derives: nothing
+-- returns: flat array: enabled (1 or 0), maxlen stored ('' = the default), entries now (XLEN),
+--          first entry id, last entry id ('' when the stream is empty)
+-- errors: none (values were validated by the caller)
+--!include lib/allow_oom.lua
+
+local meta, events = KEYS[1], KEYS[2]
+allow_oom(meta) -- a full server must still let this script turn events off
+if ARGV[1] == 'set' then
+  if ARGV[2] == 'off' then
+    redis.call('HSET', meta, 'events', 'off')
+  elseif ARGV[2] == 'on' then
+    redis.call('HDEL', meta, 'events')
+  end
+  if ARGV[3] == '0' then
+    redis.call('HDEL', meta, 'events_maxlen')
+  elseif ARGV[3] ~= '' then
+    redis.call('HSET', meta, 'events_maxlen', ARGV[3])
+    redis.call('XTRIM', events, 'MAXLEN', '~', ARGV[3])
+  end
+end
+local s = redis.call('HMGET', meta, 'events', 'events_maxlen')
+local first = redis.call('XRANGE', events, '-', '+', 'COUNT', 1)
+local last = redis.call('XREVRANGE', events, '+', '-', 'COUNT', 1)
+return { s[1] == 'off' and 0 or 1, s[2] or '', redis.call('XLEN', events),
+  #first > 0 and first[1][1] or '', #last > 0 and last[1][1] or '' }

@@ -1,0 +1,20 @@
+-- log_event(log, from, to, id, attempt): note one transition of job id in log
+-- (event_log): from and to are state names, 'new' before an enqueue, 'deleted'
+-- after a delete or purge, 'damaged' for a row whose state leaseq cannot read;
+-- attempt is the row's attempts after the transition (nil or not a number: 0).
+-- Transitions are grouped by from>to in order of first appearance, each group
+-- a list of 'id:attempt' strings (ids hold no whitespace). Writes nothing.
+local function log_event(log, from, to, id, attempt)
+  if log.off then return end
+  local field = from .. '>' .. to
+  local list = log.lists[field]
+  if not list then
+    list = {}
+    log.lists[field] = list
+    log.fields[#log.fields + 1] = field
+  end
+  local n = tonumber(attempt)
+  if not n or n ~= n or n < 0 or n >= 1e15 then n = 0 end
+  list[#list + 1] = id .. ':' .. string.format('%d', math.floor(n))
+  log.n = log.n + 1
+end
