@@ -35,6 +35,7 @@ from .limits import Limits
 from .queue import Queue
 from .schedules import Schedule
 from .sharded import ShardedQueue
+from .supervisor import Supervisor
 from .types import Backoff, Job, Lease, State, Stats
 from .worker import Worker
 
@@ -78,6 +79,7 @@ __all__ = [
     "ShardedQueue",
     "State",
     "Stats",
+    "Supervisor",
     "Worker",
     "current_job",
 ]

@@ -49,8 +49,10 @@ CLAIM_LIMIT = 1000
 """Most leases one claim call hands out (the script caps it too): a call's
 work stays bounded, and its reply (CLAIM_WIDTH values per lease) stays far
 below what Redis's Lua 5.1 can unpack."""
-CLAIM_WIDTH = 9
-"""Values per lease in claim.lua's reply (its ``returns`` line lists them)."""
+CLAIM_WIDTH = 10
+"""Values per lease in claim.lua's reply (its ``WIDTH``): id, attempts,
+incarnation, max_attempts, lease_until, enqueued_at, payload, kind, timeout,
+traceparent."""
 SWEEP_LIMIT = 100
 """Most due jobs promoted and expired leases reaped inside one claim."""
 REAP_LIMIT = 1000
@@ -207,6 +209,7 @@ class QueueCore:
         priority: int,
         group: str | None = None,
         kind: str | None = None,
+        timeout: float | None = None,
         traceparent: str = "",
     ) -> tuple[list[str], list[Call[list[int]]]]:
         """The ids and the script calls (chunks of ENQUEUE_CHUNK) that enqueue ``payloads``.
@@ -231,6 +234,7 @@ class QueueCore:
             v.integer(priority, "priority", 0, v.MAX_PRIORITY),
             "" if group is None else check_group(group),
             "" if kind is None else check_job_id(kind, "kind"),
+            v.timeout_ms(timeout),
             traceparent and check_traceparent(traceparent),
         )
         fresh = iter(new_job_ids(sum(1 for i in ids if i is None) if ids else len(payloads)))
@@ -288,7 +292,8 @@ class QueueCore:
                 enqueued_at=int(reply[i + 5]) / 1000.0,
                 worker=worker,
                 kind=as_text(reply[i + 7]) or None,
-                traceparent=as_text(reply[i + 8]) or None,
+                timeout=(int(reply[i + 8]) / 1000.0) or None,
+                traceparent=as_text(reply[i + 9]) or None,
             )
             if error:
                 bad.append((lease, error))

@@ -237,6 +237,7 @@ class QueueOps:
         priority: int = 0,
         group: str | None = None,
         kind: str | None = None,
+        timeout: float | None = None,
     ) -> Op[str]:
         """Add one job; return its id (also when ``id`` already existed: then nothing changes).
 
@@ -249,7 +250,7 @@ class QueueOps:
             core.name,
             False,
             lambda tp: core.enqueue_calls(
-                [payload], [id], max_attempts, delay, priority, group, kind, tp
+                [payload], [id], max_attempts, delay, priority, group, kind, timeout, tp
             ),
         )
         return ids[0]
@@ -264,6 +265,7 @@ class QueueOps:
         ids: Sequence[str] | None = None,
         group: str | None = None,
         kind: str | None = None,
+        timeout: float | None = None,
     ) -> Op[list[str]]:
         """Add many jobs in few script calls (chunks of 1000); return their ids in order.
 
@@ -276,7 +278,7 @@ class QueueOps:
                 core.name,
                 True,
                 lambda tp: core.enqueue_calls(
-                    items, ids, max_attempts, delay, priority, group, kind, tp
+                    items, ids, max_attempts, delay, priority, group, kind, timeout, tp
                 ),
             )
         )
@@ -787,6 +789,7 @@ class ShardedOps:
         priority: int = 0,
         group: str | None = None,
         kind: str | None = None,
+        timeout: float | None = None,
     ) -> Op[str]:
         """Add one job to its id's shard; ``id`` defaults to a fresh random id. Returns the id."""
         job_id = new_job_ids(1)[0] if id is None else id
@@ -799,6 +802,7 @@ class ShardedOps:
                 priority=priority,
                 group=group,
                 kind=kind,
+                timeout=timeout,
             )
         )
 
@@ -812,6 +816,7 @@ class ShardedOps:
         ids: Sequence[str] | None = None,
         group: str | None = None,
         kind: str | None = None,
+        timeout: float | None = None,
     ) -> Op[list[str]]:
         """Add many jobs: every item is validated first (one bad item writes nothing),
         then one script call per shard per 1000 jobs. Returns the ids in order.
@@ -837,6 +842,7 @@ class ShardedOps:
                     priority,
                     group,
                     kind,
+                    timeout,
                     tp,
                 )[1]
             ]

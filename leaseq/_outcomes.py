@@ -39,6 +39,7 @@ from .errors import (
     InvalidArgument,
     InvalidPayload,
     LeaseLost,
+    LeaseqError,
     PayloadTooLarge,
     ServerUnavailable,
 )
@@ -80,6 +81,20 @@ class Outcome:
 RELEASE = Outcome("release", label="release")
 
 
+class HandlerTimeout(Exception):
+    """What a worker hands ``decide`` when a handler ran past its time limit."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"timed out after {seconds:g} s")
+        self.seconds = seconds
+
+
+def job_timeout(lease: Lease, default: float | None) -> float | None:
+    """The time limit of ``lease``'s handler, seconds: the job's own
+    (``enqueue(..., timeout=)``), else the worker's ``timeout``; None for none."""
+    return lease.timeout if lease.timeout is not None else default
+
+
 def decide(
     raised: BaseException | None, result: Any = None, encode: Encode | None = None
 ) -> Outcome:
@@ -95,6 +110,9 @@ def decide(
       not a valid delay (negative, NaN, over a year) falls back to the queue's
       backoff, and ``last_error`` says so;
     - ``leaseq.Dead(reason)`` dead-letters at once;
+    - ``HandlerTimeout(n)`` (the handler ran past its time limit) fails the attempt
+      with ``last_error`` "timed out after n s", retried or dead-lettered by the
+      usual rules;
     - anything else (any ``BaseException``: a handler's ``SystemExit`` is its
       own failure, not the worker's) fails the job with type, message and the
       innermost frames; cancellation of an async handler reads "cancelled".
@@ -116,6 +134,8 @@ def decide(
         return Outcome("retry", retry_in=raised.in_, error=text, label="retry")
     if isinstance(raised, Dead):
         return Outcome("dead", error=f"Dead: {raised.reason}", label="dead")
+    if isinstance(raised, HandlerTimeout):  # the worker's verdict: an ordinary failure
+        return Outcome("retry", error=str(raised), label="timeout")
     if isinstance(raised, UnknownKind):  # not run: retried so a rolling deploy can serve it
         return Outcome("retry", error=str(raised), label="kind")
     if isinstance(raised, asyncio.CancelledError):
@@ -251,6 +271,33 @@ class Task:
     """Its handler has begun (set by the handler thread)."""
     reported: bool = False
     """The server has been told (by a heartbeat) that it started."""
+    limit: float | None = None
+    """The handler's time limit, seconds (``job_timeout``), set when it starts."""
+    timeout_at: float = float("inf")
+    """When the handler's time is up, ``time.monotonic()`` seconds."""
+    timed_out: bool = False
+    """The reporter failed the attempt for its timeout; what the handler does later is discarded."""
+    returned: bool = False
+    """The handler thread has returned (or raised)."""
+
+
+def extend_due(queue: Any, due: list[Task], now: float, ttl: float, every: float) -> None:
+    """The threaded worker's heartbeat: extend every lease in ``due`` in one fenced
+    call; a lease found lost gets ``ctx.lost`` set, the others their next beat.
+    Prefetched leases whose handler has started since are flagged, so the server
+    stops counting them as unstarted (a crash from now on spends the attempt)."""
+    if not due:
+        return
+    news = [t.prefetched and t.started and not t.reported for t in due]
+    results = queue.extend_many([t.lease for t in due], ttl, news if any(news) else None)
+    for task, result, new in zip(due, results, news, strict=True):
+        if isinstance(result, LeaseLost):
+            task.ctx.lost.set()
+            log_job(queue.name, logging.WARNING, task, "heartbeat found the lease lost: %s", result)
+        else:
+            task.lease = task.ctx.lease = result
+            task.next_beat = now + every
+            task.reported = task.reported or new
 
 
 def log_job(queue: str, level: int, task: Task | Lease | None, msg: str, *args: Any) -> None:
@@ -361,6 +408,16 @@ class OutcomeWriter:
             return
         self.counts["dead" if state.value == "dead" else "failed"] += 1
         log_written(self.queue.name, task.lease, outcome, state.value)
+
+    def hand_back(self, leases: list[Lease]) -> None:
+        """Release leases a claim brought in after the stop (never left active)."""
+        for lease in leases:
+            try:
+                self.release(
+                    Task(lease, JobContext(lease), 0.0), logging.INFO, "released (claimed at stop)"
+                )
+            except LeaseqError as exc:
+                self._log(logging.WARNING, None, "could not release %s (%s)", lease.id, exc)
 
     def release(self, task: Task, level: int, done: str) -> None:
         """Hand the job back to pending now (no attempt spent) and log ``done``;

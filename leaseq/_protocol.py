@@ -35,6 +35,7 @@ class QueueLike(Protocol):
         priority: int = 0,
         group: str | None = None,
         kind: str | None = None,
+        timeout: float | None = None,
     ) -> str: ...
     def enqueue_many(
         self,
@@ -46,6 +47,7 @@ class QueueLike(Protocol):
         ids: Sequence[str] | None = None,
         group: str | None = None,
         kind: str | None = None,
+        timeout: float | None = None,
     ) -> list[str]: ...
     def claim_now(
         self,

@@ -117,6 +117,7 @@ class _Row(msgspec.Struct, kw_only=True):
     refunds: int = 0
     group: str | None = None
     kind: str | None = None
+    timeout: int | None = None
     traceparent: str | None = None
     progress: str | None = None  # JSON text, decoded apart (like result): never set here
 
@@ -209,6 +210,7 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
         refunds=r.refunds,
         group=r.group,
         kind=r.kind,
+        timeout=None if not r.timeout else r.timeout / 1000.0,
         traceparent=r.traceparent,
         progress=progress,
     )

@@ -18,6 +18,8 @@ MAX_ATTEMPTS = 1_000_000
 MAX_CONCURRENCY = 100_000
 """Most handler threads (or tasks) and prefetched leases one worker takes."""
 MAX_PRIORITY = 1_000_000
+MAX_TIMEOUT = 86_400.0
+"""The longest handler time limit (``enqueue(..., timeout=)``, ``Worker(timeout=)``): a day."""
 
 
 def seconds_to_ms(value: object, name: str, *, minimum_ms: int, maximum: float) -> int:
@@ -47,6 +49,13 @@ def delay_ms(value: object, name: str = "delay") -> int:
     if value is None:
         return 0
     return seconds_to_ms(value, name, minimum_ms=0, maximum=MAX_DELAY)
+
+
+def timeout_ms(value: object, name: str = "timeout") -> int:
+    """A handler time limit: finite, > 0, at most MAX_TIMEOUT; None means 0 (none)."""
+    if value is None:
+        return 0
+    return seconds_to_ms(value, name, minimum_ms=1, maximum=MAX_TIMEOUT)
 
 
 def integer(value: object, name: str, low: int, high: int) -> int:

@@ -40,6 +40,7 @@ from .errors import (
 from .handler import load_handler
 from .queue import Queue, connect
 from .sharded import ShardedQueue, known_queues, sharded_names, stored_shards
+from .supervisor import Supervisor, report_stuck, watch_parent
 from .tracing import TRACE_PARENT_MODES
 from .types import Job, State
 from .worker import Worker
@@ -185,6 +186,27 @@ cli_events.register(cli)  # events (issue 12)
 @click.option(
     "--shards", type=int, default=None, help="Serve a ShardedQueue of N shards (default: found)."
 )
+@click.option(
+    "--timeout",
+    type=float,
+    default=None,
+    help="Seconds a handler may run when its job sets no timeout (default: no limit).",
+)
+@click.option(
+    "--processes",
+    type=int,
+    default=None,
+    help="Run N worker processes under a supervisor (CPU-bound handlers scale with cores).",
+)
+@click.option(
+    "--kill-grace",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="With --processes: seconds a handler may stay stuck past its timeout before "
+    "its process is killed and replaced.",
+)
+@click.option("--status-fd", type=int, default=None, hidden=True)  # a supervised child's pipe
 @click.option("--log-level", default="INFO", show_default=True)
 @click.option(
     "--trace-parent",
@@ -204,10 +226,18 @@ def worker(
     grace: float,
     burst: bool,
     shards: int | None,
+    timeout: float | None,
+    processes: int | None,
+    kill_grace: float,
+    status_fd: int | None,
     log_level: str,
     trace_parent: str,
 ) -> None:
-    """Run HANDLER (module:function) on the jobs of QUEUE (every shard of a sharded one)."""
+    """Run HANDLER (module:function) on the jobs of QUEUE (every shard of a sharded one).
+
+    With --processes N, a supervisor runs N such workers as child processes,
+    restarts one that dies, forwards SIGTERM/SIGINT and kills one whose
+    handler is stuck past its timeout (plus --kill-grace)."""
     level = logging.getLevelName(log_level.upper())
     if not isinstance(level, int):
         raise InvalidArgument(
@@ -223,7 +253,29 @@ def worker(
     _validate.worker_settings(concurrency, ttl, grace, None)
     if prefetch is not None:
         _validate.integer(prefetch, "prefetch", 0, _validate.MAX_CONCURRENCY)
+    _validate.timeout_ms(timeout, "--timeout")
     target = c.producer(queue, shards)
+    if processes is not None:
+        extra = [] if prefetch is None else ["--prefetch", str(prefetch)]
+        sup = Supervisor(
+            queue,
+            handler,
+            processes=processes,
+            url=c.url,
+            prefix=c.prefix,
+            concurrency=concurrency,
+            ttl=ttl,
+            timeout=timeout,
+            grace=grace,
+            kill_grace=kill_grace,
+            burst=burst,
+            shards=shards,
+            log_level=log_level,
+            extra_args=extra,
+            cwd=os.getcwd(),
+        )
+        _preflight(target)
+        sys.exit(sup.run())
     # Worker takes any queue with the Queue API; the QueueLike protocol will say so.
     w = Worker(
         cast(Any, target),
@@ -233,7 +285,11 @@ def worker(
         prefetch=prefetch,
         grace=grace,
         trace_parent=trace_parent,
+        timeout=timeout,
+        on_stuck=None if status_fd is None else report_stuck(status_fd),
     )
+    if status_fd is not None:
+        watch_parent(w.stop)
     _preflight(target)
     kind = f" ({len(target.shards)} shards)" if isinstance(target, ShardedQueue) else ""
     logging.getLogger("leaseq.worker").info(
@@ -253,6 +309,7 @@ def worker(
 @click.option("--priority", type=int, default=0, show_default=True, help="0..1000000, lower first.")
 @click.option("--max-attempts", type=int, default=None)
 @click.option("--kind", default=None, help="The jobs' kind (a worker's handler dict picks by it).")
+@click.option("--timeout", type=float, default=None, help="Seconds a handler may run on each.")
 @click.option(
     "--shards",
     type=int,
@@ -270,6 +327,7 @@ def enqueue(
     priority: int,
     max_attempts: int | None,
     kind: str | None,
+    timeout: float | None,
     shards: int | None,
 ) -> None:
     """Add one job (PAYLOAD, JSON text) or many (--file, JSON lines)."""
@@ -281,6 +339,7 @@ def enqueue(
         "priority": priority,
         "max_attempts": max_attempts,
         "kind": kind,
+        "timeout": timeout,
     }
     if payload is not None:
         out.print(q.enqueue(_json(payload, "payload"), id=job_id, **opts))

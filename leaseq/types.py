@@ -67,6 +67,8 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True):
     incarnation: int = 0
     kind: str | None = None
     """The job's kind (``enqueue(..., kind=)``), which a handler dict dispatches on."""
+    timeout: float | None = None
+    """Seconds the handler may run (``enqueue(..., timeout=)``); None: the worker's default."""
     traceparent: str | None = None
     """The W3C trace context of the span that enqueued the job (``leaseq.tracing``)."""
 
@@ -113,6 +115,8 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     """Attempts refunded because a lease expired before reaching a handler (at most 5)."""
     group: str | None = None
     """The job's fair group (``enqueue(..., group=)``); None for an ungrouped job."""
+    timeout: float | None = None
+    """Seconds a handler may run on it (``enqueue(..., timeout=)``); None: no limit of its own."""
     traceparent: str | None = None
     """The W3C trace context of the span that enqueued the job, as stored
     (``leaseq.tracing``); None when it was enqueued outside any span."""

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from . import _signals
 from . import _validate as v
 from ._observe import JobObserver, installed
 from ._outcomes import (
@@ -49,11 +50,13 @@ from ._outcomes import (
     check_worker,
     decide,
     error_kind,
+    extend_due,
     log_job,
     result_encoder,
 )
 from ._protocol import QueueLike
-from .errors import LeaseLost, LeaseqError
+from ._timeouts import Timeouts
+from .errors import LeaseqError
 from .handler import Handlers, JobContext, _set_current, as_handler
 from .registry import refresh_every
 from .schedules import TICK_INTERVAL
@@ -101,6 +104,11 @@ class Worker:
     reap a bounded number of expired leases each time). ``trace_parent``:
     with opentelemetry installed, each run gets a span that links to the
     enqueuer's (``"link"``) or is its child (``"parent"``); see ``leaseq.tracing``.
+    ``timeout``: seconds a handler may run when its job has no ``timeout`` of
+    its own (None: no limit); past it the attempt fails with "timed out after
+    N s" and its lease is freed at once, while the thread, which cannot be
+    killed, keeps its slot until it returns (``leaseq._timeouts``;
+    ``on_stuck(n)`` hears how many are stuck).
     """
 
     def __init__(
@@ -117,6 +125,8 @@ class Worker:
         handle_signals: bool = True,
         metrics: JobObserver | None = None,
         trace_parent: str = "link",
+        timeout: float | None = None,
+        on_stuck: Callable[[int], None] | None = None,
     ) -> None:
         handler = as_handler(handler)  # a dict of handlers by kind runs as one
         check_worker(handler, concurrency, ttl, grace, reap_interval)
@@ -150,6 +160,11 @@ class Worker:
         self._writer = OutcomeWriter(queue, self.counts, self._holds, self._settle)
         self._encode = result_encoder(queue)
         self._outage = Outage(queue.name)
+        v.timeout_ms(timeout)
+        self.timeout = None if timeout is None else float(timeout)
+        self._timeouts = Timeouts(
+            queue.name, self._cond, self.timeout, lambda: self._done.put(None), on_stuck
+        )
         self._clear_stop()
         self._reset()
 
@@ -171,6 +186,7 @@ class Worker:
         self._finished = 0
         self._rate_at = time.monotonic()
         self._rate_seen = 0
+        self._timeouts.reset()
 
     def __repr__(self) -> str:
         return f"Worker({self.queue!r}, concurrency={self.concurrency}, ttl={self.ttl})"
@@ -215,7 +231,7 @@ class Worker:
         self._reset()
         if self._stopping:  # stop() came first: the reporter need not wait to see it
             self._done.put(None)
-        old = self._install_signals()
+        old = _signals.install(self._on_signal, self.handle_signals)
         self._log(
             logging.INFO,
             None,
@@ -248,7 +264,7 @@ class Worker:
                 self._work.put(None)
             self._join_claimer(claimer)
             self._unregister()
-            self._restore_signals(old)
+            _signals.restore(old)
             self._log(
                 logging.INFO,
                 None,
@@ -277,18 +293,6 @@ class Worker:
 
     # -- signals -----------------------------------------------------------
 
-    def _install_signals(self) -> dict[int, Any]:
-        if not self.handle_signals or threading.current_thread() is not threading.main_thread():
-            return {}
-        old: dict[int, Any] = {}
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            old[sig] = signal.signal(sig, self._on_signal)
-        return old
-
-    def _restore_signals(self, old: dict[int, Any]) -> None:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         second = self._stopping
         self._log(
@@ -309,15 +313,15 @@ class Worker:
         while True:
             with self._cond:
                 self._adapt_limit()
-                while not self._stopping and len(self._tasks) >= self.limit:
+                while not self._stopping and self._busy() >= self.limit:
                     self._cond.wait()
                     self._adapt_limit()
                 if self._stopping:
                     return
-                free, gen = self.limit - len(self._tasks), self._gen
+                free, gen = self.limit - self._busy(), self._gen
                 # Leases beyond the idle threads are prefetched: the claim marks them
                 # so, and a crash before they start does not spend their attempt.
-                idle = max(0, self.concurrency - len(self._tasks))
+                idle = max(0, self.concurrency - self._busy())
             try:
                 with self._claim_lock:
                     if self._stopping:
@@ -326,7 +330,7 @@ class Worker:
                         min(free, CLAIM_BATCH), self.ttl, self.worker_id, idle
                     )
                     if not self._admit(leases, idle):
-                        self._hand_back(leases)
+                        self._writer.hand_back(leases)
                         return
                 backoff.reset()
                 self._outage.ok()
@@ -351,6 +355,10 @@ class Worker:
             except Exception:  # a bug must not kill the claimer silently
                 logger.exception("queue=%s job=- attempt=- claim loop error", self.queue.name)
                 self._wake.wait(backoff.next())
+
+    def _busy(self) -> int:
+        """Leases held plus threads stuck past a timeout (call holding ``_cond``)."""
+        return len(self._tasks) + len(self._timeouts.stuck)
 
     def _adapt_limit(self) -> None:
         """Re-size adaptive prefetch from the finish rate (call holding ``_cond``)."""
@@ -399,16 +407,6 @@ class Worker:
             self._work.put(task)
         return True
 
-    def _hand_back(self, leases: list[Lease]) -> None:
-        """Release leases a claim brought in after the stop (never left active)."""
-        for lease in leases:
-            try:
-                self._writer.release(
-                    Task(lease, JobContext(lease), 0.0), logging.INFO, "released (claimed at stop)"
-                )
-            except LeaseqError as exc:
-                self._log(logging.WARNING, None, "could not release %s (%s)", lease.id, exc)
-
     # -- handler threads -------------------------------------------------------
 
     def _handler_loop(
@@ -425,6 +423,7 @@ class Worker:
                     done.put(task)
                     continue
                 task.started = True
+                self._timeouts.arm(task)
                 if logger.isEnabledFor(logging.DEBUG):
                     self._log(logging.DEBUG, task, "started")
                 _set_current(task.ctx)
@@ -444,14 +443,18 @@ class Worker:
                     raised = exc
                 finally:
                     _set_current(None)
-                task.outcome = decide(raised, value, self._encode)
-                if span is not None:
-                    span.finish(task.outcome, raised, task.ctx.lost.is_set())
+                outcome = decide(raised, value, self._encode)
                 if observer is not None:
                     spent = time.perf_counter() - began
-                    observer.finished(self.queue.name, task.outcome.kind, spent, task.lease)
+                    observer.finished(self.queue.name, outcome.kind, spent, task.lease)
+                written = self._timeouts.returned(task, outcome)  # else: timed out, discarded
+                if span is not None:  # a run that timed out ends with its timeout outcome
+                    ended = task.outcome if task.outcome is not None else outcome
+                    lost = written and task.ctx.lost.is_set()
+                    span.finish(ended, raised if written else None, lost)
                 del raised, value
-                done.put(task)
+                if written:
+                    done.put(task)
         finally:
             if loop is not None:
                 loop.close()
@@ -465,13 +468,15 @@ class Worker:
         retry_at = next_tick = next_register = 0.0
         while True:
             now = time.monotonic()
-            timeout = min(self._next_beat_at, next_reap, next_register, 1.0 + now) - now
+            timeout = min(self._next_beat_at, next_reap, next_register, 1.0 + now)
+            timeout = min(timeout, self._timeouts.next_at) - now
             if unwritten:
                 timeout = min(timeout, retry_at - now)
             self._drain(unwritten, max(timeout, 0.0005))
             now = time.monotonic()
             if now >= retry_at:
                 try:
+                    unwritten += self._timeouts.expire(self._tasks, now)
                     self._writer.write(unwritten)
                     self._report_lost()
                     if now >= self._next_beat_at:
@@ -550,14 +555,18 @@ class Worker:
         return True
 
     def _settle(self, tasks: list[Task]) -> None:
+        stuck = False
         with self._cond:
             for task in tasks:
                 key = (task.lease.id, task.lease.attempt)
                 if self._tasks.get(key) is task:
                     del self._tasks[key]
+                stuck = self._timeouts.settled(task) or stuck
             self._finished += len(tasks)
             self._gen += 1
             self._cond.notify_all()
+        if stuck:
+            self._timeouts.report()
 
     def _holds(self, task: Task) -> bool:
         return (
@@ -568,31 +577,18 @@ class Worker:
     def _heartbeat(self, now: float) -> None:
         with self._cond:
             tasks = [t for t in self._tasks.values() if not t.ctx.lost.is_set()]
-        due = [t for t in tasks if t.next_beat <= now]
-        # Prefetched leases whose handler has started since: the server stops
-        # counting them as unstarted (a crash from now on spends the attempt).
-        news = [t.prefetched and t.started and not t.reported for t in due]
+        # A timed-out lease is being failed: never extend it again.
+        due = [t for t in tasks if t.next_beat <= now and not t.timed_out]
         try:
-            # One fenced call for every lease due: a worker may hold hundreds.
-            results = (
-                self.queue.extend_many(
-                    [t.lease for t in due], self.ttl, news if any(news) else None
-                )
-                if due
-                else []
-            )
-            for task, result, new in zip(due, results, news, strict=True):
-                if isinstance(result, LeaseLost):
-                    task.ctx.lost.set()
-                    self._log(logging.WARNING, task, "heartbeat found the lease lost: %s", result)
-                else:
-                    task.lease = task.ctx.lease = result
-                    task.next_beat = now + self.beat_every
-                    task.reported = task.reported or new
+            extend_due(self.queue, due, now, self.ttl, self.beat_every)
         finally:
             with self._cond:
                 # Leases admitted meanwhile carry their own (later) first beat.
-                pending = [t.next_beat for t in self._tasks.values() if not t.ctx.lost.is_set()]
+                pending = [
+                    t.next_beat
+                    for t in self._tasks.values()
+                    if not t.ctx.lost.is_set() and not t.timed_out
+                ]
                 self._next_beat_at = min(pending, default=math.inf)
 
     def _report_lost(self) -> None:

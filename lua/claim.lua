@@ -28,10 +28,10 @@
 --          or the earliest lease ends; -1 if none, if jobs were leased, or while the queue is
 --          paused: then sleep on the wake list, which resume.lua fills;
 --          or, when a global limit held the claim back, ms until a slot frees),
---          k, then nine values per leased job: id, attempts (the fencing token),
+--          k, then ten values per leased job (WIDTH): id, attempts (the fencing token),
 --          incarnation (the row's; 0 for a row written before incarnations),
 --          max_attempts, lease_until (ms epoch), enqueued_at (ms epoch), payload, kind ('' = none),
---          traceparent ('' = none)
+--          timeout (ms, the handler's time limit; 0 = none), traceparent ('' = none)
 -- errors: none of its own; a row that cannot be claimed is dead-lettered with last_error
 --!include lib/event_log.lua
 --!include lib/log_event.lua
@@ -80,7 +80,6 @@ if redis.call('HGET', meta, 'paused') then
 end
 
 local out = {}
-local per_lease = 9 -- values per lease in out (and the reply): see returns
 local got = 0
 local leased = {}
 local deadline = now + lease_ms
@@ -97,6 +96,7 @@ if count == 0 and redis.call('ZCARD', pending) > 0 then
   return { now, held_ms, 0 }
 end
 
+local WIDTH = 10 -- values per lease in the reply (leaseq._core.CLAIM_WIDTH)
 local known = { pending = true, scheduled = true, active = true,
                 succeeded = true, dead = true, cancelled = true }
 local group_active = string.sub(meta, 1, -5) .. 'group_active'
@@ -104,7 +104,7 @@ local group_active = string.sub(meta, 1, -5) .. 'group_active'
 local function lease_one(id)
     local job = job_prefix .. id
     local row = read_row(job, 'state', 'attempts', 'max_attempts',
-      'payload', 'enqueued_at', 'incarnation', 'group', 'kind', 'traceparent')
+      'payload', 'enqueued_at', 'incarnation', 'group', 'kind', 'timeout', 'traceparent')
     local not_a_hash = not row
     if not_a_hash then
       -- Overwritten by hand with another type: park the id in dead for an
@@ -138,7 +138,8 @@ local function lease_one(id)
       out[#out + 1] = to_count(row[5]) or now -- a hand-edited time must not break the claim
       out[#out + 1] = row[4]
       out[#out + 1] = row[8] or ''
-      out[#out + 1] = row[9] or ''
+      out[#out + 1] = to_count(row[9]) or 0 -- a hand-edited timeout reads as none
+      out[#out + 1] = row[10] or ''
       return true
     elseif (state and (state == 'pending' or not known[state]))
         or (not state and not not_a_hash and redis.call('EXISTS', job) == 1) then
@@ -197,9 +198,9 @@ end
 
 if rate_on and got > 0 then
   -- Record this call's claims in the rate span (members unique per claim).
-  -- out holds per_lease values per lease: id, attempts, incarnation, ...
+  -- out holds WIDTH values per lease: id, attempts, incarnation, ...
   local stamps = {}
-  for i = 1, #out, per_lease do
+  for i = 1, #out, WIDTH do
     stamps[#stamps + 1] = now
     stamps[#stamps + 1] = now .. ':' .. out[i] .. ':' .. out[i + 1] .. ':' .. out[i + 2]
   end

@@ -12,9 +12,11 @@
 -- ARGV[4]  priority of every job in the call (integer 0..1000000, lower runs first)
 -- ARGV[5]  group of every job in the call ('' = none; a fair group's name, checked by the caller)
 -- ARGV[6]  kind of every job in the call (string, the job-id rules; '' = no kind)
--- ARGV[7]  traceparent of every job in the call (W3C 'version-traceid-spanid-flags', checked by
+-- ARGV[7]  timeout_ms of every job in the call (integer ms >= 1; 0 = none): how long a
+--          handler may run before its worker fails the attempt; stored as the row's timeout
+-- ARGV[8]  traceparent of every job in the call (W3C 'version-traceid-spanid-flags', checked by
 --          the caller; '' = none: the field is then not written)
--- ARGV[8..] two values per job: id (string, chosen by the client so that a
+-- ARGV[9..] two values per job: id (string, chosen by the client so that a
 --           replayed call finds its own rows), payload (bytes, encoded and size-checked)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, each with a queue-unique incarnation
 --           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
@@ -36,8 +38,9 @@ local job_prefix, max_attempts = ARGV[1], ARGV[2]
 local delay_ms, priority = tonumber(ARGV[3]), tonumber(ARGV[4])
 local group = ARGV[5] ~= '' and ARGV[5] or nil
 local kind = ARGV[6]
-local traceparent = ARGV[7]
-local n = (#ARGV - 7) / 2
+local timeout_ms = tonumber(ARGV[7])
+local traceparent = ARGV[8]
+local n = (#ARGV - 8) / 2
 local now = now_ms(meta)
 local unpack_ = table.unpack or unpack
 
@@ -45,7 +48,7 @@ local unpack_ = table.unpack or unpack
 -- or dead), changes nothing. That is also what makes a replayed call safe.
 local out, fresh = {}, {}
 for i = 1, n do
-  local id = ARGV[6 + i * 2]
+  local id = ARGV[7 + i * 2]
   local job = job_prefix .. id
   if redis.call('EXISTS', job) == 0 and not fresh[id] then
     fresh[id] = i
@@ -78,6 +81,10 @@ if kind ~= '' then
   base[#base + 1] = 'kind'
   base[#base + 1] = kind
 end
+if timeout_ms > 0 then
+  base[#base + 1] = 'timeout'
+  base[#base + 1] = timeout_ms
+end
 if traceparent ~= '' then
   base[#base + 1] = 'traceparent'
   base[#base + 1] = traceparent
@@ -90,7 +97,7 @@ if delay_ms > 0 then
   index = scheduled
   for _, i in ipairs(fresh) do
     members[#members + 1] = now + delay_ms
-    members[#members + 1] = ARGV[6 + i * 2]
+    members[#members + 1] = ARGV[7 + i * 2]
   end
 else
   -- One HINCRBY reserves the FIFO sequence numbers of the whole call; the
@@ -105,17 +112,17 @@ else
   for _, i in ipairs(fresh) do
     score = score + 1
     members[#members + 1] = score
-    members[#members + 1] = ARGV[6 + i * 2]
+    members[#members + 1] = ARGV[7 + i * 2]
   end
 end
 
 local to = delay_ms > 0 and 'scheduled' or 'pending'
 for _, i in ipairs(fresh) do
-  log_event(log, 'new', to, ARGV[6 + i * 2], 0)
-  base[8] = ARGV[7 + i * 2]
+  log_event(log, 'new', to, ARGV[7 + i * 2], 0)
+  base[8] = ARGV[8 + i * 2]
   incarnation = incarnation + 1
   base[12] = string.format('%d', incarnation) -- 16 digits: see reserve_incarnations
-  redis.call('HSET', job_prefix .. ARGV[6 + i * 2], unpack_(base))
+  redis.call('HSET', job_prefix .. ARGV[7 + i * 2], unpack_(base))
 end
 if group and delay_ms == 0 then
   -- Fair groups (see push_pending): the group's ZSET under the scores, pending

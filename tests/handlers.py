@@ -70,3 +70,18 @@ async def async_echo(lease: leaseq.Lease) -> Any:
 
 KINDS = {"echo": echo, "async_echo": async_echo}
 """A handler dict by kind, for ``leaseq worker QUEUE tests.handlers:KINDS``."""
+
+
+def spin(lease: leaseq.Lease) -> str:
+    """Spin the CPU (pure Python) for payload['s'] seconds, then return 'spun'."""
+    until = time.monotonic() + float(lease.payload["s"])
+    n = 0
+    while time.monotonic() < until:
+        n += 1
+    return "spun"
+
+
+def note_pid(lease: leaseq.Lease) -> int:
+    """Return this worker process's pid (which child of a supervisor ran the job)."""
+    time.sleep(float(lease.payload.get("s", 0.0)) if isinstance(lease.payload, dict) else 0.0)
+    return os.getpid()

@@ -24,17 +24,20 @@ import inspect
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from .. import _validate as v
 from .._observe import JobObserver, installed
 from .._outcomes import (
     Backoff,
+    HandlerTimeout,
     Outage,
     Outcome,
     check_worker,
     decide,
     error_kind,
+    job_timeout,
     log_job,
     log_written,
     result_encoder,
@@ -79,7 +82,12 @@ class Worker:
     expired leases of crashed workers (default: ``ttl``). ``grace`` is how
     long ``stop()`` lets in-flight handlers finish before cancelling them and
     releasing their jobs back to pending. ``trace_parent``: as in
-    ``leaseq.Worker`` (``leaseq.tracing``).
+    ``leaseq.Worker`` (``leaseq.tracing``). ``timeout``: seconds a handler may
+    run when its job has no ``timeout`` of its own (None: no limit). Past it an
+    ``async def`` handler is cancelled and the attempt fails with "timed out
+    after N s" (retried or dead by the usual rules), its lease freed at once; a
+    plain handler's thread cannot be cancelled: the attempt fails alike, what
+    the thread returns is discarded, and its slot stays busy until it returns.
     """
 
     def __init__(
@@ -93,9 +101,12 @@ class Worker:
         grace: float = 30.0,
         metrics: JobObserver | None = None,
         trace_parent: str = "link",
+        timeout: float | None = None,
     ) -> None:
         handler = as_handler(handler)  # a dict of handlers by kind: picked per job
         check_worker(handler, concurrency, ttl, grace, reap_interval)
+        v.timeout_ms(timeout)
+        self.timeout = None if timeout is None else float(timeout)
         self._tracer = JobTracer.make(queue.name, queue.worker_id, trace_parent)
         """Spans for each job (``leaseq.tracing``); None without opentelemetry."""
         self.queue = queue
@@ -118,6 +129,8 @@ class Worker:
         self._fatal: LeaseqError | None = None
         self._running = False
         self._pool: ThreadPoolExecutor | None = None
+        self._threads: dict[int, Future[Any]] = {}
+        """The pool thread of each running plain handler, by id() of its JobContext."""
 
     def __repr__(self) -> str:
         return f"aio.Worker({self.queue!r}, concurrency={self.concurrency}, ttl={self.ttl})"
@@ -289,12 +302,12 @@ class Worker:
             return await handler(ctx.lease)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="leaseq-aio")
-        loop = asyncio.get_running_loop()
         if self._tracer is None:
-            value = await loop.run_in_executor(self._pool, _run_sync, handler, ctx)
+            thread = self._pool.submit(_run_sync, handler, ctx)
         else:  # the job's span is current in the pool thread too
-            run = contextvars.copy_context().run
-            value = await loop.run_in_executor(self._pool, run, _run_sync, handler, ctx)
+            thread = self._pool.submit(contextvars.copy_context().run, _run_sync, handler, ctx)
+        self._threads[id(ctx)] = thread
+        value = await asyncio.wrap_future(thread)
         if inspect.isawaitable(value):  # a plain def that returned a coroutine
             value = await value
         return value
@@ -310,9 +323,16 @@ class Worker:
         if span is not None:
             span.detach()
         beat = asyncio.ensure_future(self._heartbeat(ctx, job))
+        limit = job_timeout(ctx.lease, self.timeout)
         try:
             try:
-                await asyncio.wait({job})
+                finished, _ = await asyncio.wait({job}, timeout=limit)
+                if not finished:
+                    if span is not None:
+                        span.finish(decide(HandlerTimeout(limit or 0.0)), None, lost=False)
+                        span = None
+                    await self._timed_out(ctx, job, beat, limit or 0.0)
+                    return
             except asyncio.CancelledError:
                 # This task was cancelled (stop past its grace, or a fatal error):
                 # hand the job back.
@@ -359,6 +379,41 @@ class Worker:
             beat.cancel()
             if span is not None:  # a bug of the worker's own: still end the span
                 span.finish(None, None, lost=False)
+            self._threads.pop(id(ctx), None)
+
+    async def _timed_out(
+        self, ctx: JobContext, job: asyncio.Future[Any], beat: asyncio.Future[Any], limit: float
+    ) -> None:
+        """``ctx``'s handler ran past ``limit`` s: cancel it, fail the attempt (the
+        lease is freed now, not heartbeated on), discard whatever it does later."""
+        beat.cancel()  # the lease is never extended again
+        thread = self._threads.get(id(ctx))
+        job.cancel()
+        # A handler that swallows the cancellation, or a thread that returns late:
+        # its outcome is read here (so asyncio does not warn) and dropped.
+        job.add_done_callback(lambda f: f.cancelled() or f.exception())
+        log_job(
+            self.queue.name,
+            logging.WARNING,
+            ctx.lease,
+            "handler passed its timeout of %gs: %s",
+            limit,
+            "cancelled" if thread is None else "its thread cannot be cancelled",
+        )
+        outcome = decide(HandlerTimeout(limit))
+        if self.metrics is not None:
+            self.metrics.finished(self.queue.name, outcome.kind, limit, ctx.lease)
+        await self._write(ctx, outcome)
+        ctx.lost.set()  # current_job().lost: a plain handler may notice and return
+        if thread is not None and not thread.done():
+            # The thread keeps its pool slot: so does this job, until it returns.
+            await asyncio.wait({asyncio.wrap_future(thread)})
+            log_job(
+                self.queue.name,
+                logging.WARNING,
+                ctx.lease,
+                "handler thread returned after its timeout: outcome discarded",
+            )
 
     async def _write(self, ctx: JobContext, outcome: Outcome) -> None:
         """Write ``outcome`` under the lease; a transient error is retried with backoff
