@@ -28,6 +28,7 @@ from ._terminal import row as _row
 from ._terminal import show_warning as _show_warning
 from ._terminal import span as _span
 from ._terminal import when as _when
+from .cli_ops import FORWARD
 from .cli_ops import register as _register_ops
 from .errors import (
     DamagedRow,
@@ -257,6 +258,8 @@ def worker(
     target = c.producer(queue, shards)
     if processes is not None:
         extra = [] if prefetch is None else ["--prefetch", str(prefetch)]
+        extra += ["--trace-parent", trace_parent]
+        extra += click.get_current_context().meta.get(FORWARD, [])  # --log-format, --log-jobs
         sup = Supervisor(
             queue,
             handler,

@@ -280,6 +280,10 @@ def _add_metrics_port(command: click.Command) -> None:
     command.callback = callback
 
 
+FORWARD = "leaseq.forward"
+"""click ``Context.meta`` key: worker options the supervisor hands to its children."""
+
+
 def _add_log_options(command: click.Command) -> None:
     """Give ``leaseq worker`` ``--log-format text|json`` (json: one object per line,
     see leaseq.logs) and ``--log-jobs`` (an INFO line per finished job)."""
@@ -321,6 +325,9 @@ def _add_log_options(command: click.Command) -> None:
                 root.setLevel(level)
         if log_jobs:
             install(JobLog())
+        # With --processes the jobs run in child workers: they get the same options.
+        forward = click.get_current_context().meta.setdefault(FORWARD, [])
+        forward += ["--log-format", log_format] + (["--log-jobs"] if log_jobs else [])
         return run(*args, **kwargs)
 
     command.callback = callback

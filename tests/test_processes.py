@@ -5,6 +5,7 @@ child whose handler is stuck past its timeout is killed and replaced."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -183,6 +184,19 @@ def test_burst_children_exit_when_the_queue_is_empty(rr: Any, sup: Supervised) -
     sup.start("jobs", "note_pid", "--processes", "2", "--burst")
     assert sup.exits(60) == 0
     assert _done(q) == len(ids)
+
+
+def test_children_get_the_log_options(rr: Any, sup: Supervised) -> None:
+    # --log-format json --log-jobs apply where the jobs run: in the children.
+    q = _q(rr)
+    ids = q.enqueue_many([{"s": 0.0}] * 6)
+    sup.start(
+        "jobs", "note_pid", "--processes", "2", "--burst", "--log-format", "json", "--log-jobs"
+    )
+    assert sup.exits(60) == 0
+    lines = [json.loads(line) for line in sup.log.splitlines() if line.startswith("{")]
+    finished = {line["job_id"] for line in lines if line.get("outcome") == "complete"}
+    assert finished == set(ids)
 
 
 def test_api_supervisor_runs_and_stops(rr: Any, redis_server: RedisServer) -> None:

@@ -10,6 +10,7 @@ current span reaches the async enqueue as it does the sync one.
 from __future__ import annotations
 
 import asyncio
+import time
 import os
 import re
 import subprocess
@@ -298,6 +299,29 @@ def test_a_raising_handler_sets_error_and_each_attempt_has_its_span(wq: leaseq.Q
         assert len(s.links) == 1  # every attempt links to the same enqueue
 
 
+def test_a_run_past_its_timeout_ends_its_span_with_the_timeout(wq: leaseq.Queue) -> None:
+    # The attempt is failed by the timeout while the thread still runs; the
+    # span ends when the thread returns, with the timeout's outcome, not the
+    # handler's late "fine".
+    spans = exported()
+    with tracer().start_as_current_span("request"):
+        wq.enqueue({}, timeout=0.2)
+
+    def slow(lease: leaseq.Lease) -> str:
+        time.sleep(0.6)  # the job's work, past its timeout
+        return "fine"
+
+    _run(wq, slow)  # returns with the threads still running: their spans end later
+    deadline = time.monotonic() + 10.0
+    while len(named(spans, "process mail")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    runs = sorted(named(spans, "process mail"), key=lambda s: s.start_time or 0)
+    assert [(s.attributes or {})["leaseq.outcome"] for s in runs] == ["retried", "dead"]
+    for s in runs:
+        assert s.status.status_code == StatusCode.ERROR
+        assert "timed out after 0.2 s" in (s.status.description or "")
+
+
 def test_retry_and_dead_from_the_handler_are_recorded(wq: leaseq.Queue) -> None:
     spans = exported()
     wq.enqueue({"then": "dead"})
@@ -403,6 +427,29 @@ def test_aio_worker_parent_mode_and_errors(r: Any) -> None:
         assert not s.links
         assert s.status.status_code == StatusCode.ERROR
         assert (s.attributes or {})["error.type"] == "RuntimeError"
+
+
+def test_aio_worker_span_of_a_cancelled_timeout(r: Any) -> None:
+    async def slow(lease: leaseq.Lease) -> None:
+        await asyncio.sleep(30)  # cancelled at its timeout
+
+    spans = exported()
+
+    async def scenario() -> None:
+        client = async_client(r)
+        aq = leaseq.aio.Queue("amail", redis=client, backoff=0.0, max_attempts=1)
+        try:
+            with tracer().start_as_current_span("request"):
+                await aq.enqueue({}, timeout=0.1)
+            await leaseq.aio.Worker(aq, slow, ttl=5.0).run(burst=True)
+        finally:
+            await client.aclose()
+
+    asyncio.run(scenario())
+    (span,) = named(spans, "process amail")
+    assert (span.attributes or {})["leaseq.outcome"] == "dead"
+    assert span.status.status_code == StatusCode.ERROR
+    assert "timed out after 0.1 s" in (span.status.description or "")
 
 
 # -- the real server: a big batch, the CLI ----------------------------------------------------
