@@ -470,6 +470,8 @@ def show(c: _Ctx, queue: str, job_id: str, as_json: bool) -> None:
         table.add_row("group", job.group)
     if job.kind:
         table.add_row("kind", job.kind)
+    if job.timeout is not None:
+        table.add_row("timeout", f"{job.timeout:g} s")
     if job.traceparent:
         table.add_row("traceparent", job.traceparent)
     if job.progress is not None:

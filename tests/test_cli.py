@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -68,6 +69,15 @@ def test_enqueue_then_show(cli: Cli) -> None:
     assert "state" in out and "pending" in out and "0 of 5" in out
     assert "enqueued_at" in out and "ago)" in out and "+00:00" in out
     assert '"to": "a@b.c"' in out  # pretty-printed payload
+
+
+def test_show_prints_the_timeout(cli: Cli) -> None:
+    code, _, _ = cli("enqueue", "mail", "{}", "--id", "t1", "--timeout", "2.5")
+    assert code == 0
+    code, out, _ = cli("show", "mail", "t1")
+    assert code == 0 and re.search(r"timeout\s+2\.5 s", out), out
+    code, out, _ = cli("show", "mail", "t1", "--json")
+    assert code == 0 and json.loads(out)["timeout"] == 2.5
 
 
 def test_show_lease_deadline_is_relative(cli: Cli) -> None:

@@ -10,12 +10,12 @@ current span reaches the async enqueue as it does the sync one.
 from __future__ import annotations
 
 import asyncio
-import time
 import os
 import re
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
