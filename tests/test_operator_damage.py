@@ -178,3 +178,24 @@ def test_stats_watch_keeps_watching_while_the_server_restarts(
         assert "mail" in out and "no queues under prefix" in out  # before, then after
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("job_id", ["../../../../etc/passwd", "2026/05/../report", "a?b=c&d#e"])
+def test_a_job_link_opens_that_job_whatever_its_id(r: Any, job_id: str) -> None:
+    """Job ids may hold '/', '..', '?', '#' and '%': a list's link, resolved as a
+    browser resolves it (dot segments and all), must open that job's page."""
+    import re
+    import urllib.parse
+
+    q = leaseq.Queue("paths", redis=r)
+    q.enqueue({"n": 1}, id=job_id)
+    c = _web(r)
+    page = c.get("/queues/paths?state=pending")
+    hrefs = re.findall(r'href="([^"]*/jobs/[^"]*)"', page.text)
+    assert len(hrefs) == 1
+    href = urllib.parse.urljoin("http://testserver/queues/paths", hrefs[0].replace("&amp;", "&"))
+    opened = c.get(href)
+    assert opened.status_code == 200, (href, opened.status_code)
+    assert f"<h1>{job_id}" in opened.text.replace("&amp;", "&").replace("&#39;", "'") or (
+        job_id.replace("&", "&amp;") in opened.text
+    )

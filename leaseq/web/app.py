@@ -83,6 +83,9 @@ def create_app(
         lstrip_blocks=True,
     )
     env.filters["n"] = lambda value: f"{int(value):,}"
+    # Jinja's own urlencode keeps "/": a job id "a/../../b" then made a link the
+    # browser resolved to another page. Every path segment is quoted whole.
+    env.filters["urlencode"] = lambda value: _quote(str(value))
     macros = env.get_template("_macros.html").module
     env.globals.update(when=macros.when, action=macros.action)  # type: ignore[attr-defined]
     views = _Views(source, env, allow_actions, title or f"prefix {prefix}", refresh)
