@@ -199,3 +199,41 @@ def test_a_job_link_opens_that_job_whatever_its_id(r: Any, job_id: str) -> None:
     assert f"<h1>{job_id}" in opened.text.replace("&amp;", "&").replace("&#39;", "'") or (
         job_id.replace("&", "&amp;") in opened.text
     )
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"concurrency": "nan"},
+        {"concurrency": "2.5"},
+        {"concurrency": "-1"},
+        {"rate": "-5", "per_ms": "1000"},
+        {"rate": "5", "per_ms": "nan"},
+        {"rate": "5", "per_ms": "-1"},
+        {"group_concurrency": "-3"},
+    ],
+    ids=lambda f: ",".join(f"{k}={v}" for k, v in f.items()),
+)
+def test_a_limit_edited_by_hand_to_junk_is_no_limit_and_never_stops_claims(
+    r: Any, fields: dict[str, str]
+) -> None:
+    """claim.lua read limits with tonumber(): 'nan', '2.5' or '-5' crashed every
+    claim of the queue (so every worker) with a ScriptError; stats and limits
+    read the same fields differently. Now all three read digits only."""
+    q = leaseq.Queue("limited", redis=r)
+    q.enqueue_many([{"n": i} for i in range(5)])
+    q.enqueue_many([{"n": i} for i in range(5)], group="g")
+    r.hset(q.keys.limits, mapping=fields)
+    assert len(q.claim_many(10, ttl=30.0)) == 10
+    s, lim = q.stats(), q.limits()
+    assert (s.concurrency_limit, lim.concurrency) == (None, None)
+    assert (s.rate_limit, lim.rate, lim.per, lim.group_concurrency) == (None, None, None, None)
+
+
+def test_a_rate_of_zero_set_by_hand_holds_claims_without_an_error(r: Any) -> None:
+    q = leaseq.Queue("limited", redis=r)
+    q.enqueue({"n": 1})
+    r.hset(q.keys.limits, mapping={"rate": "0", "per_ms": "1000"})
+    assert q.claim(ttl=30.0) is None
+    r.delete(q.keys.limits)
+    assert q.claim(ttl=30.0) is not None
