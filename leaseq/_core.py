@@ -23,6 +23,7 @@ from . import _validate as v
 from ._replies import admin_error, as_ints, as_text, parse_job, parse_page, refusal
 from .effects import encode_effects
 from .errors import (
+    DamagedKey,
     DamagedRow,
     InvalidArgument,
     InvalidPayload,
@@ -627,7 +628,10 @@ class QueueCore:
         def parse(r: list[Any]) -> Stats:
             now = int(r[0])
             oldest, due = int(r[9]), int(r[10])
-            totals = {as_text(r[i]): int(r[i + 1]) for i in range(18, len(r) - 1, 2)}
+            totals = {
+                as_text(r[i]): _counter(self.keys.meta, r[i], r[i + 1])
+                for i in range(18, len(r) - 1, 2)
+            }
             limit = [None if int(x) < 0 else int(x) for x in r[11:15]]
             for hidden in ("seq", "clock", "limit_held", "incarnation", "shards", "gseq", "gturn"):
                 totals.pop(hidden, None)
@@ -709,3 +713,15 @@ def block_wait(give_up: float | None, claimed: Claimed, now: float) -> float:
         return 0.0
     hint = claimed.wait if claimed.wait is not None else MAX_BLOCK_SLICE
     return max(min(left, MAX_BLOCK_SLICE, hint), 0.01)
+
+
+def _counter(meta: str, field: Any, value: Any) -> int:
+    """A meta hash counter as an int; DamagedKey naming it when it was set by hand
+    to something else (``stats`` would otherwise fail with a bare ValueError)."""
+    try:
+        return int(value)
+    except ValueError:
+        raise DamagedKey(
+            f"{meta} field {as_text(field)!r} is {as_text(value)!r}, not an integer "
+            "(set it right with redis-cli HSET, or HDEL it)"
+        ) from None

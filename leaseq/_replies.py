@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -98,18 +98,24 @@ def admin_error(op: str, job_id: str, reply: Sequence[Any]) -> Exception:
     return ScriptError(f"{op}: unexpected reply {reply!r}")
 
 
+Ms = Annotated[int, msgspec.Meta(ge=-62_135_596_800_000, le=253_402_300_799_999)]
+"""A time field, ms epoch: years 1 to 9999, what a datetime can show. A row
+edited by hand to 10^30 is damaged (DamagedRow names the field), not a crash
+of whoever formats it."""
+
+
 class _Row(msgspec.Struct, kw_only=True):
     state: State
     attempts: int
     max_attempts: int
     payload: str
     priority: int = 0
-    enqueued_at: int | None = None
-    run_at: int | None = None
+    enqueued_at: Ms | None = None
+    run_at: Ms | None = None
     incarnation: int = 0
-    claimed_at: int | None = None
-    lease_until: int | None = None
-    finished_at: int | None = None
+    claimed_at: Ms | None = None
+    lease_until: Ms | None = None
+    finished_at: Ms | None = None
     worker: str | None = None
     last_error: str | None = None
     retry_op: str | None = None

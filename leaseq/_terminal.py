@@ -79,9 +79,20 @@ def span(seconds: float) -> str:
     return f"{seconds / 86_400:.0f} days"
 
 
+def utc(t: float) -> datetime | None:
+    """Epoch seconds as an aware UTC datetime; None when no datetime can hold
+    them (a time field set by hand to year 3,000,000 or to -10^17 ms)."""
+    try:
+        return datetime.fromtimestamp(t, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
 def iso(t: float) -> str:
-    """Epoch seconds as ISO 8601 in UTC, to the millisecond."""
-    return datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="milliseconds")
+    """Epoch seconds as ISO 8601 in UTC, to the millisecond ("out of range" for
+    a time no datetime can hold)."""
+    stamp = utc(t)
+    return "out of range" if stamp is None else stamp.isoformat(timespec="milliseconds")
 
 
 def when(t: float, now: float, lease: bool = False) -> str:
@@ -100,12 +111,13 @@ def job_doc(job: Job) -> dict[str, Any]:
     """A job as ``show --json`` and ``ls --json`` print it: every field of the
     row; payload, result and progress as JSON values; each time as stored in
     Redis (integer ms epoch, server clock, or null) and beside it as
-    ``<name>_utc`` (ISO 8601, UTC)."""
+    ``<name>_utc`` (ISO 8601, UTC; null too for a time no date can hold)."""
     doc: dict[str, Any] = msgspec.to_builtins(job)
     for name in TIME_FIELDS:
         t = getattr(job, name)
         doc[name] = None if t is None else round(t * 1000)
-        doc[f"{name}_utc"] = None if t is None else iso(t)
+        stamp = None if t is None else utc(t)
+        doc[f"{name}_utc"] = None if stamp is None else stamp.isoformat(timespec="milliseconds")
     return doc
 
 

@@ -31,12 +31,14 @@ from ._terminal import when as _when
 from .cli_ops import FORWARD
 from .cli_ops import register as _register_ops
 from .errors import (
+    DamagedKey,
     DamagedRow,
     InvalidArgument,
     InvalidPayload,
     JobNotFound,
     LeaseqError,
     PayloadTooLarge,
+    ScriptError,
 )
 from .handler import load_handler
 from .queue import Queue, connect
@@ -401,16 +403,22 @@ def _json_lines(stream: Any, check: Any) -> Iterator[Any]:
 @pass_ctx
 def stats(c: _Ctx, queue: str | None, as_json: bool) -> None:
     """Counts by state for QUEUE, or for every queue."""
+    broken: list[str] = []
     if queue:
         snaps = [c.target(queue).stats()]
     else:
         # A ShardedQueue shows up as one hash tag per shard ({emails#0}, ...):
         # report it once, its shards summed.
         shards = known_queues(c.redis, c.prefix)
-        snaps = [
-            (ShardedQueue(n, shards=k, redis=c.redis, prefix=c.prefix) if k else c.queue(n)).stats()
-            for n, k in sorted(shards.items())
-        ]
+        snaps = []
+        for n, k in sorted(shards.items()):
+            target = ShardedQueue(n, shards=k, redis=c.redis, prefix=c.prefix) if k else c.queue(n)
+            try:
+                snaps.append(target.stats())
+            except (DamagedKey, ScriptError) as exc:
+                # One queue's keys edited by hand: say so, and list the others.
+                broken.append(n)
+                click.echo(f"leaseq: {n}: {_redis.redact(str(exc))}", err=True)
     if as_json:
         doc = {}
         for s in snaps:
@@ -418,10 +426,15 @@ def stats(c: _Ctx, queue: str | None, as_json: bool) -> None:
             body.pop("queue")
             doc[s.queue] = body
         click.echo(json.dumps(doc, indent=2, sort_keys=True))
-        return
-    if not snaps:
+    elif not snaps and not broken:
         out.print(f"no queues under prefix {c.prefix!r}")
-        return
+    elif snaps:
+        _stats_table(c, snaps)
+    if broken:
+        sys.exit(1)  # the others were listed; the damaged ones were named on stderr
+
+
+def _stats_table(c: _Ctx, snaps: list[Any]) -> None:
     # Fits the terminal (80 columns at least): headers whole, one line a queue,
     # a long queue name shortened in its middle.
     width = _terminal.terminal_width()

@@ -22,7 +22,7 @@ from rich.console import Console
 
 from . import _redis
 from ._terminal import Column, fit, grid, span, terminal_width
-from .errors import DamagedRow, InvalidArgument
+from .errors import DamagedRow, InvalidArgument, ServerUnavailable
 from .sharded import ShardedQueue
 
 __all__ = ["register"]
@@ -218,10 +218,22 @@ def _add_watch(command: click.Command) -> None:
             raise click.BadParameter(f"{watch} is not a number of seconds", param_hint="--watch")
         if watch is None:
             return once(*args, **kwargs)
+        first = True
         try:
             while True:
                 click.clear()
-                once(*args, **kwargs)
+                # Only Ctrl-C ends a watch: a server restarting is shown and
+                # tried again (the first round lets a wrong URL fail at once), and
+                # queues with damaged keys were named on stderr by stats itself.
+                try:
+                    once(*args, **kwargs)
+                except SystemExit:
+                    pass
+                except ServerUnavailable as exc:
+                    if first:
+                        raise
+                    click.echo(f"leaseq: {_redis.redact(str(exc))}", err=True)
+                first = False
                 click.echo(f"every {watch:g} s; Ctrl-C to stop", err=True)
                 time.sleep(watch)
         except KeyboardInterrupt:

@@ -9,14 +9,13 @@ raised as leaseq errors and printed as one line by ``leaseq.cli.main``.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from typing import Any
 
 import click
 import msgspec
 from rich.console import Console
 
-from ._terminal import Column, fit, grid, terminal_width
+from ._terminal import Column, fit, grid, terminal_width, utc
 from .errors import InvalidArgument
 from .queue import Queue
 from .schedules import Schedule
@@ -39,7 +38,8 @@ def _at(t: float | None, now: float) -> str:
     """``12-01 03:00 (in 17 h)``: UTC on the server clock, short enough for 80 columns."""
     if t is None:
         return "-"
-    when = datetime.fromtimestamp(t, tz=timezone.utc).strftime("%m-%d %H:%M:%S")
+    stamp = utc(t)
+    when = "out of range" if stamp is None else stamp.strftime("%m-%d %H:%M:%S")
     gap = abs(t - now)
     if gap < 120:
         span = f"{gap:.0f}s"
@@ -53,6 +53,8 @@ def _at(t: float | None, now: float) -> str:
 def _rule(s: Schedule) -> str:
     if s.cron is not None:
         return f"cron {s.cron}" + (f" {s.tz}" if s.tz else " UTC")
+    if s.every is None:  # neither reads: a hash edited by hand (tick parks it)
+        return "unreadable"
     return f"every {s.every:g} s"
 
 

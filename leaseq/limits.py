@@ -65,10 +65,10 @@ def _parse(reply: list[Any]) -> Limits:
     h = {as_text(reply[i]): as_text(reply[i + 1]) for i in range(7, len(reply) - 1, 2)}
 
     def num(name: str) -> int | None:
-        try:
-            return int(h[name]) if name in h else None
-        except ValueError:
-            return None  # damaged by hand: claim.lua ignores it too (tonumber)
+        # Decimal digits only, as claim.lua reads it (lib/to_count.lua): a field
+        # edited by hand to 'nan', '-1' or '2.5' is no limit there, so none here.
+        text = h.get(name, "")
+        return int(text) if text.isascii() and text.isdigit() and len(text) <= 15 else None
 
     per_ms = num("per_ms")
     rate = num("rate")

@@ -20,6 +20,7 @@
 -- errors: none (values were validated by the caller)
 --!include lib/now_ms.lua
 --!include lib/allow_oom.lua
+--!include lib/to_count.lua
 
 local limits, active, claims, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 allow_oom(meta) -- a full server must still let this script run
@@ -36,7 +37,7 @@ if ARGV[1] == 'set' then
   -- Fair groups: a group_concurrency raised or removed lets the held groups
   -- that are now below it back into the rotation (at the back).
   local stem = string.sub(meta, 1, -5)
-  local cap = tonumber(redis.call('HGET', limits, 'group_concurrency') or '')
+  local cap = to_count(redis.call('HGET', limits, 'group_concurrency'))
   -- In name order, so the rotation they rejoin does not depend on set order.
   local pairs_ = redis.call('HGETALL', stem .. 'group_held')
   local held = {}
@@ -61,7 +62,8 @@ if ARGV[1] == 'set' then
   end
 end
 local now = now_ms(meta, true)
-local per = tonumber(redis.call('HGET', limits, 'per_ms') or '')
+local per = to_count(redis.call('HGET', limits, 'per_ms')) -- as claim reads it
+if per == 0 then per = nil end
 local recent = 0
 if per then recent = redis.call('ZCOUNT', claims, '(' .. (now - per), '+inf') end
 local stem = string.sub(meta, 1, -5)

@@ -22,6 +22,7 @@
 --          then the meta hash as field, value pairs
 -- errors: none
 --!include lib/now_ms.lua
+--!include lib/to_count.lua
 
 local pending, scheduled, active, succeeded, dead, cancelled, meta =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -51,14 +52,18 @@ local out = {
 }
 -- The global limits and how close the queue is to them (issue 11).
 local lim = redis.call('HMGET', KEYS[8], 'concurrency', 'rate', 'per_ms')
-local per = tonumber(lim[3] or '')
-out[#out + 1] = tonumber(lim[1] or '') or -1
-out[#out + 1] = tonumber(lim[2] or '') or -1
+-- As claim reads them (lib/apply_limits.lua): a field that is not decimal digits is no limit.
+-- A rate counts only with its span, and the span only with a rate (as claim reads them).
+local rate, per = to_count(lim[2]), to_count(lim[3])
+if per == 0 or not rate then per = nil end
+if not per then rate = nil end
+out[#out + 1] = to_count(lim[1]) or -1
+out[#out + 1] = rate or -1
 out[#out + 1] = per or -1
 out[#out + 1] = per and redis.call('ZCOUNT', KEYS[9], '(' .. (now - per), '+inf') or -1
 -- Fair groups: the per-group limit, groups in the rotation, groups held at it.
 local stem = string.sub(meta, 1, -5)
-out[#out + 1] = tonumber(redis.call('HGET', KEYS[8], 'group_concurrency') or '') or -1
+out[#out + 1] = to_count(redis.call('HGET', KEYS[8], 'group_concurrency')) or -1
 out[#out + 1] = redis.call('ZCARD', stem .. 'groups')
 out[#out + 1] = #redis.call('HGETALL', stem .. 'group_held') / 2 -- no SCARD/HLEN: see limits.lua
 local m = redis.call('HGETALL', meta)

@@ -18,7 +18,14 @@ from typing import Any
 import msgspec
 
 from .. import _redis
-from ..errors import DamagedRow, InvalidArgument, JobNotFound, JobStateError
+from ..errors import (
+    DamagedKey,
+    DamagedRow,
+    InvalidArgument,
+    JobNotFound,
+    JobStateError,
+    ScriptError,
+)
 from ..history import History
 from ..queue import Queue
 from ..registry import WorkerInfo
@@ -30,6 +37,8 @@ __all__ = ["SCAN_LIMIT", "Found", "Source"]
 SCAN_LIMIT = 10_000
 """Most rows one substring search reads (it says how many of how many)."""
 SEARCH_PAGE = 500
+DAMAGED = (DamagedKey, ScriptError)
+"""What a queue's keys edited by hand raise: shown for that queue, not for the page."""
 MAX_MATCHES = 100
 
 Target = Queue | ShardedQueue
@@ -91,31 +100,41 @@ class Source:
         return target.stats()
 
     def overview(self) -> list[Stats]:
-        out = []
+        return self.overview_checked()[0]
+
+    def overview_checked(self) -> tuple[list[Stats], dict[str, str]]:
+        """Every queue's stats, and ``{queue: why not}`` for those whose keys were
+        damaged by hand (a key of the wrong type, a counter that is not a number):
+        one such queue must not take the page, or /metrics, away from the rest."""
+        out, broken = [], {}
         for name in sorted(self.names()):
             try:
                 out.append(self.stats(self.queue(name)))
             except InvalidArgument:
                 continue  # dropped since the last scan
-        return out
+            except DAMAGED as exc:
+                broken[name] = _redis.redact(str(exc))
+        return out, broken
 
     def histories(self) -> list[History]:
-        """Every queue's history buckets (one script call per queue, no writes)."""
+        """Every queue's history buckets (one script call per queue, no writes);
+        a queue whose buckets were damaged by hand is left out."""
         out = []
         for name in sorted(self.names()):
             try:
                 out.append(self.queue(name).history())
-            except InvalidArgument:
+            except (InvalidArgument, *DAMAGED):
                 continue
         return out
 
     def workers(self) -> dict[str, list[WorkerInfo]]:
-        """``{queue: its live workers}`` for every queue (one script call each)."""
+        """``{queue: its live workers}`` for every queue (one script call each);
+        a queue whose registry was damaged by hand is left out."""
         out: dict[str, list[WorkerInfo]] = {}
         for name in sorted(self.names()):
             try:
                 out[name] = self.queue(name).workers()
-            except InvalidArgument:
+            except (InvalidArgument, *DAMAGED):
                 continue
         return out
 

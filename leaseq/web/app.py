@@ -16,7 +16,6 @@ import json
 import logging
 import math
 import urllib.parse
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .. import _redis
-from .._terminal import span
+from .._terminal import span, utc
 from ..errors import DamagedKey, InvalidArgument, LeaseqError, ServerUnavailable
 from ..keys import check_job_id
 from ..queue import connect
@@ -84,6 +83,9 @@ def create_app(
         lstrip_blocks=True,
     )
     env.filters["n"] = lambda value: f"{int(value):,}"
+    # Jinja's own urlencode keeps "/": a job id "a/../../b" then made a link the
+    # browser resolved to another page. Every path segment is quoted whole.
+    env.filters["urlencode"] = lambda value: _quote(str(value))
     macros = env.get_template("_macros.html").module
     env.globals.update(when=macros.when, action=macros.action)  # type: ignore[attr-defined]
     views = _Views(source, env, allow_actions, title or f"prefix {prefix}", refresh)
@@ -177,7 +179,7 @@ class _Views:
         return await _threaded(self._overview, request)
 
     def _overview(self, request: Request) -> Response:
-        stats = self.source.overview()
+        stats, broken = self.source.overview_checked()
         now = self._now(stats)
         online = self.source.workers()
         rows = [_queue_row(s, now) | {"workers": len(online.get(s.queue, []))} for s in stats]
@@ -186,6 +188,7 @@ class _Views:
             request,
             "overview.html",
             rows=rows,
+            broken=broken,
             now=_fmt_time(now, now),
             workers_online=sum(len(ws) for ws in online.values()),
             hour_chart=Markup(charts.chart(minutes, "jobs per minute, last hour", "chart-hour")),
@@ -275,8 +278,11 @@ class _Views:
             value = raw[field]
             readable = ""
             if field in TIME_FIELDS and value.lstrip("-").isdigit():
-                t = _fmt_time(int(value) / 1000, now, lease=field == "lease_until")
-                readable = f"{t['iso']}  ({t['text']})"
+                try:
+                    t = _fmt_time(int(value) / 1000, now, lease=field == "lease_until")
+                    readable = f"{t['iso']}  ({t['text']})"
+                except (OverflowError, ValueError):  # hundreds of digits, set by hand
+                    readable = "out of range"
             fields.append({"name": field, "raw": value, "readable": readable})
         payload = _pretty(job.payload) if job else raw.get("payload", "")
         result = _pretty(job.result) if job and job.result is not None else raw.get("result")
@@ -347,7 +353,10 @@ class _Views:
                 status_code=501,
                 media_type="text/plain",
             )
-        return Response(render(self.source.overview()), media_type=CONTENT_TYPE)
+        stats, broken = self.source.overview_checked()
+        for name, why in broken.items():
+            log.warning("queue=%s left out of /metrics: %s", name, why)
+        return Response(render(stats), media_type=CONTENT_TYPE)
 
     # -- actions -------------------------------------------------------------------
 
@@ -519,7 +528,8 @@ def _fmt_time(t: float | None, now: float, lease: bool = False) -> dict[str, str
     """``{"text": "3 min ago", "iso": "2026-...Z", "raw": "1767225600000"}``."""
     if t is None:
         return {"text": "", "iso": "", "raw": ""}
-    iso = datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+    stamp = utc(t)  # None for a time damaged by hand past what a datetime holds
+    iso = "out of range" if stamp is None else stamp.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
     if lease:
         text = f"expires in {span(t - now)}" if t >= now else f"expired {span(now - t)} ago"
     else:

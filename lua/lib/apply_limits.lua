@@ -6,9 +6,13 @@
 -- current span (score = ms epoch); older ones are trimmed here, so it never holds much more
 -- than rate entries and a claim's cost stays O(log n). Also returns whether rate is on (the
 -- caller then records its claims in that ZSET).
+-- A field edited by hand to anything but decimal digits ('nan', '-1', '2.5', '0x10') is
+-- no limit (to_count, lib/to_count.lua, included before this file), as stats and limits
+-- read it: tonumber() let 'nan' and '-5' crash every claim. per_ms 0 is no span.
 local function apply_limits(limits, claims, active, now, count)
   local l = redis.call('HMGET', limits, 'concurrency', 'rate', 'per_ms')
-  local conc, rate, per = tonumber(l[1]), tonumber(l[2]), tonumber(l[3])
+  local conc, rate, per = to_count(l[1]), to_count(l[2]), to_count(l[3])
+  if per == 0 then per = nil end
   local allowed, wait = count, -1
   if conc then
     local over = redis.call('ZCARD', active) - conc
@@ -27,7 +31,8 @@ local function apply_limits(limits, claims, active, now, count)
     if over >= 0 then
       -- A slot frees when the (over+1)-th oldest claim leaves the span.
       local t = redis.call('ZRANGE', claims, over, over, 'WITHSCORES')
-      wait = math.max(wait, tonumber(t[2]) + per - now)
+      -- rate 0 (set by hand: set_limits refuses it) holds every claim; none is in the span.
+      wait = math.max(wait, (#t > 0 and tonumber(t[2]) or now) + per - now)
     end
   end
   return allowed, wait, (rate and per) and true or false

@@ -22,7 +22,7 @@ local function rotate_groups(pending, meta, limits, count, budget, lease_one, go
   local stem = string.sub(meta, 1, -5)
   local groups = stem .. 'groups'
   if redis.call('ZCARD', groups) == 0 then return budget end
-  local cap = tonumber(redis.call('HGET', limits, 'group_concurrency') or '')
+  local cap = to_count(redis.call('HGET', limits, 'group_concurrency')) -- lib/to_count.lua
   local seqs = redis.call('HMGET', meta, 'gturn', 'gseq')
   local turn, seq = tonumber(seqs[1] or '0') or 0, tonumber(seqs[2] or '0') or 0
   local seq_at_start = seq
