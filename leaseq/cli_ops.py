@@ -107,6 +107,10 @@ def drop(c: Any, queue: str, force: bool, yes: bool) -> None:
     click.echo(f"dropped {queue}: {gone} job(s) deleted")
 
 
+LOOPBACK_NAMES = ("127.0.0.1", "localhost")
+"""The Host names ``leaseq web`` answers by default when bound to one of them."""
+
+
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
@@ -120,8 +124,18 @@ def drop(c: Any, queue: str, force: bool, yes: bool) -> None:
     envvar="LEASEQ_WEB_AUTH",
     help="HTTP basic auth (USER:PASSWORD) or a bearer TOKEN; else $LEASEQ_WEB_AUTH.",
 )
+@click.option(
+    "--allowed-host",
+    "allowed",
+    multiple=True,
+    metavar="NAME",
+    help="A Host header name to answer (repeatable). Default on 127.0.0.1/localhost: "
+    "those two only (no DNS rebinding); on other addresses: any.",
+)
 @click.pass_obj
-def web(c: Any, host: str, port: int, allow_actions: bool, auth: str | None) -> None:
+def web(
+    c: Any, host: str, port: int, allow_actions: bool, auth: str | None, allowed: tuple[str, ...]
+) -> None:
     """Serve the dashboard (needs the web extra: pip install 'leaseq[web]')."""
     try:
         import uvicorn
@@ -131,8 +145,16 @@ def web(c: Any, host: str, port: int, allow_actions: bool, auth: str | None) -> 
         raise InvalidArgument(
             f"leaseq web needs the web extra ({exc.name} is missing): pip install 'leaseq[web]'"
         ) from None
+    hosts: list[str] | None = list(allowed) or None
+    if hosts is None and host in LOOPBACK_NAMES:
+        hosts = list(LOOPBACK_NAMES)
     app = create_app(
-        c.redis, prefix=c.prefix, allow_actions=allow_actions, auth=auth, title=_redis.redact(c.url)
+        c.redis,
+        prefix=c.prefix,
+        allow_actions=allow_actions,
+        auth=auth,
+        title=_redis.redact(c.url),
+        allowed_hosts=hosts,
     )
     mode = "actions allowed" if allow_actions else "read-only"
     click.echo(f"leaseq web on http://{host}:{port}/ ({mode}) for {_redis.redact(c.url)}", err=True)

@@ -311,11 +311,33 @@ def test_leaseq_web_serves_on_loopback(redis_server: Any) -> None:
         assert "read-only" in page.text and "pw-s3cret" not in page.text
         refused = httpx.post(f"http://127.0.0.1:{port}/queues/cli-web/actions", data={})
         assert refused.status_code == 403
+        # DNS rebinding: a hostile name resolved to 127.0.0.1 reaches the port
+        # with its own Host header; on loopback only loopback names are answered.
+        rebound = httpx.get(f"http://127.0.0.1:{port}/", headers={"Host": "evil.example:80"})
+        assert rebound.status_code == 400 and "cli-web" not in rebound.text
+        local = httpx.get(f"http://127.0.0.1:{port}/", headers={"Host": f"localhost:{port}"})
+        assert local.status_code == 200
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=10)
     assert f"leaseq web on http://127.0.0.1:{port}/ (read-only)" in err
     assert "pw-s3cret" not in err and "***" in err
+
+
+def test_allowed_hosts_refuses_other_host_headers(seeded: leaseq.Queue, r: Any) -> None:
+    c = client_for(r, allow_actions=True, allowed_hosts=["127.0.0.1", "localhost"])
+    assert c.get("/").status_code == 400  # TestClient's Host is "testserver"
+    ok = c.get("/", headers={"Host": "127.0.0.1:8080"})
+    assert ok.status_code == 200 and "emails" in ok.text
+    # A same-origin POST from a rebound name: refused before the CSRF check.
+    evil = {"Host": "evil.example", "Origin": "http://evil.example"}
+    assert (
+        c.post("/queues/emails/actions", data={"action": "pause"}, headers=evil).status_code == 400
+    )
+    assert not seeded.stats().paused
+    assert client_for(r).get("/").status_code == 200  # None: any host (a mounted app)
+    with pytest.raises(leaseq.InvalidArgument):
+        client_for(r, allowed_hosts=[])
 
 
 def test_ids_that_need_quoting_work_everywhere(q: leaseq.Queue, r: Any) -> None:

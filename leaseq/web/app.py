@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import urllib.parse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -59,6 +61,7 @@ def create_app(
     title: str | None = None,
     refresh: float = REFRESH_MS / 1000,
     rescan: float = 30.0,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> Starlette:
     """The dashboard for the queues under ``prefix`` on ``redis``.
 
@@ -70,6 +73,11 @@ def create_app(
     cookie); None for no auth. ``title`` is shown in the header (never put a
     password there: the CLI passes the redacted URL). ``refresh``: seconds
     between live updates; ``rescan``: seconds between SCANs for new queues.
+    ``allowed_hosts``: the ``Host`` header values (names, without port) the
+    app answers; any other gets 400. None (the default) answers any: a mounted
+    app is behind its host application's own checks. ``leaseq web`` on a
+    loopback address passes the loopback names, so a web page whose name is
+    rebound to 127.0.0.1 (DNS rebinding) cannot use the dashboard.
 
     Mount it anywhere: ``Mount("/jobs", app=create_app(r))`` in Starlette,
     ``app.mount("/jobs", create_app(r))`` in FastAPI.
@@ -99,9 +107,17 @@ def create_app(
         Route("/queues/{name}/actions", views.action, methods=["POST"], name="action"),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
+    middleware = [Middleware(Gate, auth=parse_auth(auth))]
+    if allowed_hosts is not None:
+        # Checked first: with DNS rebinding a hostile page is same-origin with
+        # the dashboard, so the CSRF check (Origin against Host) cannot tell.
+        hosts = [str(h) for h in allowed_hosts]
+        if not hosts:
+            raise InvalidArgument("allowed_hosts: give at least one host name, or None")
+        middleware.insert(0, Middleware(TrustedHostMiddleware, allowed_hosts=hosts))
     return Starlette(
         routes=routes,
-        middleware=[Middleware(Gate, auth=parse_auth(auth))],
+        middleware=middleware,
         exception_handlers={LeaseqError: views.error, 404: views.not_found},
     )
 
