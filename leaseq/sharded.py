@@ -16,7 +16,7 @@ queue), which the cluster spreads over its masters.
   atomically. ``stats`` sums N consistent per-shard snapshots, read one
   after another (so the sum is not one instant).
 
-The operations are ``leaseq._ops.ShardedOps``, written once; this module
+The operations are ``leaseq._sharded_ops.ShardedOps``, written once; this module
 only runs them, synchronously here and awaited in ``leaseq.aio``.
 See docs/scaling.md.
 """
@@ -29,7 +29,8 @@ from typing import Any, Generic, TypeVar
 from . import _redis
 from ._api import SyncQueueAPI
 from ._drive import sync_op
-from ._ops import WAKE_SLICE, Command, Op, ShardedOps, merge_stats
+from ._ops import WAKE_SLICE, Command, Op
+from ._sharded_ops import ShardedOps, merge_stats
 from .errors import InvalidArgument
 from .keys import MAX_SHARDS, QueueKeys, check_job_id, shard_of, split_shard
 from .queue import Queue, connect

@@ -26,8 +26,9 @@ import leaseq
 import leaseq.aio
 from leaseq._core import Call
 from leaseq._drive import Invoke, Pump, SyncDriver
-from leaseq._ops import Command, Op, QueueOps, ShardedOps
+from leaseq._ops import Command, Op, QueueOps
 from leaseq._protocol import AsyncQueueLike, QueueLike
+from leaseq._sharded_ops import ShardedOps
 from tests import suite, test_sharded
 from tests.conftest import wait_until
 

@@ -1,6 +1,6 @@
 """``leaseq.aio.ShardedQueue``: ``leaseq.ShardedQueue`` with ``async def``.
 
-The same ``leaseq._ops.ShardedOps`` as the sync sharded queue, awaited on a
+The same ``leaseq._sharded_ops.ShardedOps`` as the sync sharded queue, awaited on a
 ``redis.asyncio`` client; see ``leaseq.sharded`` and docs/scaling.md.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from .._api import AsyncQueueAPI
 from .._drive import async_op
-from .._ops import ShardedOps
+from .._sharded_ops import ShardedOps
 from ..sharded import ShardedBase
 from .queue import Queue, connect
 
