@@ -143,6 +143,7 @@ EXCLUDED: dict[str, str] = {
     "jobs_wait.wait_wakes_when_the_job_finishes": _BLOCKING_WAIT,
     "groups_web.queue_page_shows_limits_and_job_page_the_group": _WEB,
     "web.allowed_hosts_refuses_other_host_headers": _WEB,
+    "web.job_page_shows_the_jobs_history_from_the_event_stream": _WEB,
     "web_workers.overview_counts_workers_online_per_queue": _WEB,
     "web_workers.overview_draws_the_history_charts_and_dead_letter_growth": _WEB,
     "web_workers.workers_page_lists_each_worker_and_drops_the_dead": _WEB,

@@ -106,6 +106,31 @@ def test_job_page_shows_every_field(seeded: leaseq.Queue, r: Any) -> None:
     assert c.get("/queues/emails/jobs/nope").status_code == 404
 
 
+def test_job_page_shows_the_jobs_history_from_the_event_stream(q: leaseq.Queue, r: Any) -> None:
+    job_id = q.enqueue({"n": 1}, max_attempts=2)
+    q.enqueue_many(range(30))  # other jobs' transitions around it
+    lease = q.claim_many(40)[0]
+    assert lease.id == job_id
+    q.fail(lease, "first try")
+    c = client_for(r)
+    html = c.get(f"/queues/emails/jobs/{job_id}").text
+    rows = re.findall(r'<td class="mono">(\w+) → (\w+)</td><td>(\d+)</td>', html)
+    assert rows[:3] == [
+        ("new", "pending", "0"),
+        ("pending", "active", "1"),
+        ("active", "scheduled", "1"),  # retried after its backoff
+    ]
+    assert "from the newest" in html and "event-stream entries" in html
+    q.set_events(False)
+    other = q.enqueue({"n": 2})
+    html = c.get(f"/queues/emails/jobs/{other}").text
+    assert "events are off for this queue" in html and "data-history" not in html
+    r.delete(q.keys.events)
+    r.set(q.keys.events, "damaged by hand")
+    page = c.get(f"/queues/emails/jobs/{job_id}")
+    assert page.status_code == 200 and "data-history" not in page.text
+
+
 def test_job_page_of_a_damaged_row_shows_what_is_stored(seeded: leaseq.Queue, r: Any) -> None:
     r.hset(seeded.keys.job("m005"), "attempts", "abc")
     html = client_for(r).get("/queues/emails/jobs/m005").text

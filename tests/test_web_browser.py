@@ -176,6 +176,9 @@ def test_read_only_dashboard_overview_paging_and_job_page(browser: Any, client: 
         assert "ago" in enqueued.locator("td").nth(1).inner_text()
         assert "SMTPError" in page.locator('tr[data-field="last_error"]').inner_text()
         assert '"to": "user0@example.org"' in page.locator("pre[data-payload]").inner_text()
+        # ...and its history, read from the queue's event stream.
+        moves = page.locator("table[data-history] td.mono").all_inner_texts()
+        assert moves[0] == "new → pending" and moves[-1].endswith("→ dead"), moves
         shot(page, "job")
 
         # A POST to a read-only dashboard is refused, whatever the page sends.

@@ -26,6 +26,7 @@ from ..errors import (
     JobStateError,
     ScriptError,
 )
+from ..events import Event, parse_entry
 from ..history import History
 from ..queue import Queue
 from ..registry import WorkerInfo
@@ -35,6 +36,8 @@ from ..types import Job, State, Stats
 __all__ = ["SCAN_LIMIT", "Found", "Source"]
 
 SCAN_LIMIT = 10_000
+HISTORY_ENTRIES = 2_000
+"""Event-stream entries a job page reads, newest first (10 transitions each at most)."""
 """Most rows one substring search reads (it says how many of how many)."""
 SEARCH_PAGE = 500
 DAMAGED = (DamagedKey, ScriptError)
@@ -52,6 +55,19 @@ class Found:
     scanned: int
     total: int
     damaged: int
+
+
+@dataclass(frozen=True, slots=True)
+class Trail:
+    """A job's transitions found in the newest part of its queue's event stream."""
+
+    events: list[Event]
+    """Oldest first."""
+    scanned: int
+    """Entries read (at most HISTORY_ENTRIES)."""
+    total: int
+    """Entries the stream holds."""
+    enabled: bool
 
 
 class Source:
@@ -165,6 +181,26 @@ class Source:
             return text, part.get(job_id), ""
         except DamagedRow as exc:
             return text, None, str(exc)
+
+    def trail(self, target: Target, job_id: str, entries: int = HISTORY_ENTRIES) -> Trail:
+        """``job_id``'s transitions in the newest ``entries`` entries of the event
+        stream of the queue (the shard) holding it: a bounded read, however long
+        the stream, that says how much of it it covered."""
+        part = self.holder(target, job_id)
+        key = part.keys.events
+        with _redis.translate_errors():
+            settings = part.event_settings()
+            if self.redis.type(key) not in (b"stream", "stream"):
+                return Trail([], 0, 0, settings.enabled)  # none yet, or damaged by hand
+            newest = self.redis.xrevrange(key, "+", "-", count=entries)
+        found: list[Event] = []
+        for entry_id, fields in reversed(newest):
+            try:
+                events = parse_entry(_text(entry_id), fields)
+            except (ValueError, KeyError, TypeError):
+                continue  # an entry written by hand: not ours to read
+            found += [e for e in events if e.job_id == job_id]
+        return Trail(found, len(newest), settings.entries, settings.enabled)
 
     def search(self, target: Target, needle: str, limit: int = SCAN_LIMIT) -> Found:
         """Jobs whose id, payload or last_error contain ``needle``: a bounded read of

@@ -300,6 +300,23 @@ class _Views:
                 except (OverflowError, ValueError):  # hundreds of digits, set by hand
                     readable = "out of range"
             fields.append({"name": field, "raw": value, "readable": readable})
+        try:
+            trail = self.source.trail(target, job_id)
+        except LeaseqError:  # the row went meanwhile, or the stream will not read
+            trail = None
+        history = (
+            []
+            if trail is None
+            else [
+                {
+                    "at": _fmt_time(e.at, now),
+                    "from": "new" if e.from_state is None else e.from_state.value,
+                    "to": "deleted" if e.to_state is None else e.to_state.value,
+                    "attempt": e.attempt,
+                }
+                for e in trail.events
+            ]
+        )
         payload = _pretty(job.payload) if job else raw.get("payload", "")
         result = _pretty(job.result) if job and job.result is not None else raw.get("result")
         return self.render(
@@ -314,6 +331,8 @@ class _Views:
             fields=fields,
             payload=payload,
             result=result,
+            trail=trail,
+            history=history,
         )
 
     async def search(self, request: Request) -> Response:
