@@ -19,9 +19,8 @@ import uuid
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
-from . import _redis
+from . import _redis, _terminal
 from .errors import LeaseqError
 from .queue import Queue, connect
 from .types import Job, Lease, State
@@ -174,21 +173,23 @@ def _drained(q: Queue) -> bool:
 
 
 def _summary(q: Queue, ids: list[str], out: Console) -> None:
-    table = Table(title=f"queue {q.name}: {q.stats().succeeded} of {len(ids)} succeeded")
-    for col in ("job", "state", "attempts", "worker", "result"):
-        table.add_column(col)
+    # The CLI's tables: one line a row in the terminal's width (80 at least).
+    columns = [
+        _terminal.Column("job", keep="middle", share=0.4),
+        _terminal.Column("state", keep=None),
+        _terminal.Column("attempts", keep=None, justify="right"),
+        _terminal.Column("worker"),
+        _terminal.Column("result", least=10),
+    ]
+    rows = []
     for job_id in ids:
         job = _get(q, job_id)
-        style = "bold yellow" if job.attempts > 1 else None
-        table.add_row(
-            job.id,
-            job.state.value,
-            str(job.attempts),
-            job.worker or "",
-            json.dumps(job.result),
-            style=style,
+        rows.append(
+            [job.id, job.state.value, str(job.attempts), job.worker or "", json.dumps(job.result)]
         )
-    out.print(table)
+    width = _terminal.terminal_width()
+    title = f"queue {q.name}: {q.stats().succeeded} of {len(ids)} succeeded"
+    out.print(_terminal.fit(_terminal.grid(title), columns, rows, width), width=width)
 
 
 def _get(q: Queue, job_id: str) -> Job:

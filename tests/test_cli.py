@@ -239,6 +239,18 @@ def test_demo_on_memory(capsys: pytest.CaptureFixture[str]) -> None:
     assert "5 of 5 succeeded" in out
 
 
+def test_demo_table_fits_80_columns_a_line_a_job(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = Cli(capsys)("demo", "--jobs", "6")
+    assert code == 0, err
+    table = out[out.index("6 of 6 succeeded") :].splitlines()
+    assert all(len(line) <= 80 for line in table), table
+    rows = [line for line in table if " succeeded " in line]
+    assert len(rows) == 6 and all('"square": ' in line for line in rows), table
+
+
 # -- as a subprocess, on a real server -------------------------------------------
 
 
