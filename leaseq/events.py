@@ -167,12 +167,20 @@ def check_limit(limit: object) -> int | None:
     return v.integer(limit, "limit", 1, 10**12)
 
 
+def _bound(stored: str) -> int:
+    """The bound the scripts use for a stored ``events_maxlen`` (read as strictly
+    as ``lib/event_log.lua`` reads it: junk set by hand is the default)."""
+    if stored.isascii() and stored.isdigit() and 1 <= int(stored) <= MAX_MAXLEN:
+        return int(stored)
+    return DEFAULT_MAXLEN
+
+
 def _parse_settings(reply: list[Any]) -> EventSettings:
     stored = as_text(reply[1])
     first, last = as_text(reply[3]), as_text(reply[4])
     return EventSettings(
         enabled=int(reply[0]) == 1,
-        maxlen=int(stored) if stored.isdigit() and int(stored) > 0 else DEFAULT_MAXLEN,
+        maxlen=_bound(stored),
         entries=int(reply[2]),
         first_id=first or None,
         last_id=last or None,

@@ -228,6 +228,48 @@ def test_bad_arguments_raise_at_the_call(q: leaseq.Queue, bad: dict[str, Any]) -
         q.set_events("yes")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("junk", ["1.5", "1e20", "inf", "nan", "-5", " 7", "0x10", "9" * 20])
+def test_a_junk_bound_in_meta_never_stops_a_transition(
+    q: leaseq.Queue, r: Any, junk: str
+) -> None:
+    # An operator's HSET meta events_maxlen <junk> must not turn every script's
+    # XADD into an error (the row would move, then the call raise).
+    r.hset(q.keys.meta, "events_maxlen", junk)
+    q.enqueue("a", id="a")
+    q.complete(claim_one(q))
+    assert seen(q) == [("a", 0, None, P), ("a", 1, P, A), ("a", 1, A, OK)]
+    assert q.event_settings().maxlen == leaseq.events.DEFAULT_MAXLEN
+
+
+def test_a_stream_key_of_the_wrong_type_never_stops_a_transition(
+    q: leaseq.Queue, r: Any
+) -> None:
+    # Every transition script writes to the stream last: a WRONGTYPE there would
+    # raise after the script's other writes (a claimed job with no lease handed out,
+    # an enqueue that reports failure but stored its row).
+    r.set(q.keys.events, "junk")
+    q.enqueue("a", id="a")
+    lease = claim_one(q)
+    assert lease.job_id == "a"
+    q.complete(lease)
+    assert q.get("a").state is OK
+    with pytest.raises(leaseq.DamagedKey):
+        list(q.events())
+    with pytest.raises(leaseq.DamagedKey):
+        q.event_settings()
+    r.delete(q.keys.events)
+    q.enqueue("b", id="b")
+    assert seen(q) == [("b", 0, None, P)]
+
+
+@pytest.mark.parametrize(
+    "since", ["18446744073709551616", "1-18446744073709551616", "9" * 20 + "-0"]
+)
+def test_a_stream_id_past_64_bits_is_a_bad_argument(q: leaseq.Queue, since: str) -> None:
+    with pytest.raises(leaseq.InvalidArgument):
+        list(q.events(since))
+
+
 # -- on the real server only --------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ local function flush_events(log, now)
     local i = 1
     while i <= #list do
       if not args or taken == EVENTS_PER_ENTRY then
-        args, taken = { 'MAXLEN', '~', log.maxlen, '*', 'at', at, 'n', 0 }, 0
+        args, taken = { 'MAXLEN', '~', string.format('%d', log.maxlen), '*', 'at', at, 'n', 0 }, 0
         entries[#entries + 1] = args
       end
       local last = math.min(#list, i + EVENTS_PER_ENTRY - taken - 1)
