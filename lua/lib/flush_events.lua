@@ -7,7 +7,7 @@
 -- transitions (~4 GB); at 10 an entry the stream holds between maxlen and
 -- 10 x maxlen transitions (~4 to ~42 MB by default) whatever the batch sizes,
 -- for one XADD per 10 jobs. Nothing is written when the log is empty or the
--- queue's events are off.
+-- queue's events are off, or when the stream key holds another type.
 local EVENTS_PER_ENTRY = 10
 local function flush_events(log, now)
   if log.off or log.n == 0 then return end
@@ -30,6 +30,12 @@ local function flush_events(log, now)
     end
   end
   for _, entry in ipairs(entries) do
-    redis.call('XADD', log.key, (table.unpack or unpack)(entry))
+    -- pcall: the stream is written last, after the call's real writes, and Redis
+    -- keeps those when a script fails; a stream key overwritten by hand with
+    -- another type must not turn them into a half-done call that raises (a claim
+    -- whose lease nobody gets). The log is lost while the key is damaged;
+    -- reading it (Queue.events, event_settings) raises DamagedKey.
+    local res = redis.pcall('XADD', log.key, (table.unpack or unpack)(entry))
+    if type(res) == 'table' and res.err then return end
   end
 end
