@@ -58,7 +58,8 @@ PAGE = 100
 """Entries read per XREAD."""
 
 _STATES = {s.value: s for s in State}
-_STREAM_ID = re.compile(r"\d{1,20}(-\d{1,20})?")
+_STREAM_ID = re.compile(r"\d{1,20}(-\d{1,20})?", re.ASCII)
+_U64 = 2**64 - 1
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
@@ -132,7 +133,7 @@ def check_since(since: object) -> tuple[str, int]:
         return "$", -1
     if isinstance(since, Event):
         return _before(since.stream_id), since.index
-    if isinstance(since, str) and _STREAM_ID.fullmatch(since):
+    if isinstance(since, str) and _is_stream_id(since):
         return since, -1
     raise InvalidArgument(
         f"since must be None, '0', '$', a stream id like '1700000000000-0' or an Event, "
@@ -140,9 +141,15 @@ def check_since(since: object) -> tuple[str, int]:
     )
 
 
+def _is_stream_id(text: str) -> bool:
+    """``<ms>`` or ``<ms>-<seq>``, each part a 64-bit unsigned integer (Redis refuses
+    a larger one with a bare error, after the call was sent)."""
+    return bool(_STREAM_ID.fullmatch(text)) and all(int(part) <= _U64 for part in text.split("-"))
+
+
 def _before(stream_id: str) -> str:
     """The id just before ``stream_id``, so an exclusive read includes it."""
-    if not _STREAM_ID.fullmatch(stream_id):
+    if not _is_stream_id(stream_id):
         raise InvalidArgument(f"not a stream id: {stream_id!r}")
     ms, _, seq = stream_id.partition("-")
     if seq and int(seq) > 0:

@@ -229,9 +229,7 @@ def test_bad_arguments_raise_at_the_call(q: leaseq.Queue, bad: dict[str, Any]) -
 
 
 @pytest.mark.parametrize("junk", ["1.5", "1e20", "inf", "nan", "-5", " 7", "0x10", "9" * 20])
-def test_a_junk_bound_in_meta_never_stops_a_transition(
-    q: leaseq.Queue, r: Any, junk: str
-) -> None:
+def test_a_junk_bound_in_meta_never_stops_a_transition(q: leaseq.Queue, r: Any, junk: str) -> None:
     # An operator's HSET meta events_maxlen <junk> must not turn every script's
     # XADD into an error (the row would move, then the call raise).
     r.hset(q.keys.meta, "events_maxlen", junk)
@@ -264,7 +262,7 @@ def test_a_stream_key_of_the_wrong_type_never_stops_a_transition(
 
 
 @pytest.mark.parametrize(
-    "since", ["18446744073709551616", "1-18446744073709551616", "9" * 20 + "-0"]
+    "since", ["18446744073709551616", "1-18446744073709551616", "9" * 20 + "-0", "\u0661\u0662"]
 )
 def test_a_stream_id_past_64_bits_is_a_bad_argument(q: leaseq.Queue, since: str) -> None:
     with pytest.raises(leaseq.InvalidArgument):
