@@ -126,6 +126,9 @@ class _EventReader:
     (-1: none), so resuming ``since=`` an Event yields exactly what followed it."""
     wait: float | None
     left: int | None
+    skip_in: str = ""
+    """The Event's entry id: skipping applies only if that entry is the one read
+    (trimmed away, or a server restarted empty: the next entry is all new)."""
     finished: bool = False
 
     def page(self) -> Op[list[_ev.Event]]:
@@ -146,7 +149,8 @@ class _EventReader:
         for entry_id, fields in entries:
             found = _ev.parse_entry(entry_id, fields)
             if self.skip_after >= 0:
-                found = [e for e in found if e.index > self.skip_after]
+                if entry_id == self.skip_in:
+                    found = [e for e in found if e.index > self.skip_after]
                 self.skip_after = -1
             self.cursor = entry_id
             out += found
@@ -726,7 +730,12 @@ class QueueOps:
         """
         cursor, skip = _ev.check_since(since)
         reader = _EventReader(
-            self.keys.events, cursor, skip, _ev.check_block(block), _ev.check_limit(limit)
+            self.keys.events,
+            cursor,
+            skip,
+            _ev.check_block(block),
+            _ev.check_limit(limit),
+            since.stream_id if isinstance(since, _ev.Event) else "",
         )
         while not reader.finished:
             yield reader.page()

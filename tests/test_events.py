@@ -218,6 +218,17 @@ def test_since_resumes_without_loss_or_duplicates(q: leaseq.Queue) -> None:
     assert [e.index for e in everything[:3]] == [0, 1, 2]
 
 
+def test_since_an_event_whose_entry_is_gone_skips_nothing_after_it(q: leaseq.Queue, r: Any) -> None:
+    # The entry was trimmed away (or the server restarted empty): what follows
+    # is a new entry, none of whose transitions the reader has seen.
+    q.enqueue_many(range(3))
+    last = list(q.events())[-1]
+    assert last.index == 2
+    r.delete(q.keys.events)
+    q.enqueue_many(["a", "b", "c", "d"])
+    assert len(list(q.events(last))) == 4
+
+
 @pytest.mark.parametrize("bad", [{"since": "nope"}, {"block": -1.0}, {"limit": 0}])
 def test_bad_arguments_raise_at_the_call(q: leaseq.Queue, bad: dict[str, Any]) -> None:
     with pytest.raises(leaseq.InvalidArgument):
@@ -421,6 +432,68 @@ def test_follow_exits_0_on_ctrl_c(redis_server: RedisServer) -> None:
     client.close()
     assert proc.returncode == 0, err
     assert "Traceback" not in err
+
+
+def test_follow_rides_out_a_server_restart() -> None:
+    """--follow ends only on Ctrl-C: a restart is named on stderr (no traceback)
+    and the tail goes on with what comes after it."""
+    import queue as queue_mod
+
+    server = RedisServer()
+    client = redis.Redis(port=server.port)
+    try:
+        leaseq.Queue("tail", redis=client).enqueue("x", id="before")
+        root = str(Path(__file__).resolve().parent.parent)  # this checkout's leaseq
+        env = {**os.environ, "COLUMNS": "80", "LEASEQ_URL": server.url, "PYTHONPATH": root}
+        main = "from leaseq.cli import main; main()"
+        proc = subprocess.Popen(
+            [sys.executable, "-c", main, "events", "tail", "--follow", "--since", "0"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        lines: queue_mod.Queue[str] = queue_mod.Queue()
+        assert proc.stdout is not None
+        out = proc.stdout
+        threading.Thread(target=lambda: [lines.put(li) for li in out], daemon=True).start()
+        try:
+            assert lines.get(timeout=20).rstrip().endswith("before")
+            server.kill()
+            server.start()  # a new, empty server on the same port
+            leaseq.Queue("tail", redis=client).enqueue("y", id="after")
+            got = lines.get(timeout=20)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=10)
+        assert got.rstrip().endswith("after"), err
+        assert proc.returncode == 0, err
+        assert "Traceback" not in err and "unavailable" in err.lower()
+    finally:
+        client.close()
+        server.stop()
+
+
+def test_follow_with_a_wrong_password_fails_at_once() -> None:
+    server = RedisServer()
+    try:
+        redis.Redis(port=server.port).config_set("requirepass", "good-pw")
+        root = str(Path(__file__).resolve().parent.parent)
+        url = f"redis://:wrong-pw@127.0.0.1:{server.port}/0"
+        env = {**os.environ, "COLUMNS": "80", "LEASEQ_URL": url, "PYTHONPATH": root}
+        main = "from leaseq.cli import main; main()"
+        done = subprocess.run(
+            [sys.executable, "-c", main, "events", "tail", "--follow"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    finally:
+        server.stop()
+    assert done.returncode == 1 and done.stdout == ""
+    assert "Traceback" not in done.stderr and "wrong-pw" not in done.stderr
+    assert done.stderr.count("\n") == 1 and "password" in done.stderr
 
 
 def test_drop_deletes_the_stream_with_the_queue(q: leaseq.Queue, r: Any) -> None:
