@@ -30,6 +30,7 @@ __all__ = [
     "admin_error",
     "as_ints",
     "as_text",
+    "loose_text",
     "parse_job",
     "parse_page",
     "refusal",
@@ -43,6 +44,15 @@ def as_ints(reply: list[Any]) -> list[int]:
 
 def as_text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def loose_text(value: Any) -> str:
+    """A stored text field that an operator may have set by hand to bytes that are
+    not UTF-8 (a row's ``kind`` or ``traceparent``): undecodable bytes become
+    U+FFFD instead of raising, so a claim that already moved its batch to active
+    still hands out every lease (such a kind matches no handler; such a
+    traceparent is ignored like any malformed one)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def refusal(
@@ -181,7 +191,10 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
         elif field.startswith("once:"):
             once[field[5:]] = int(as_text(value)) if as_text(value).isdigit() else 0
         else:
-            row[field] = as_text(value)
+            try:
+                row[field] = as_text(value)
+            except UnicodeDecodeError:  # set by hand to bytes that are not UTF-8
+                raise DamagedRow(job_id, field, value, "not UTF-8 text") from None
     try:
         r = msgspec.convert(row, _Row, strict=False)
     except msgspec.ValidationError as exc:
