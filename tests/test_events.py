@@ -224,7 +224,7 @@ def test_since_an_event_whose_entry_is_gone_skips_nothing_after_it(q: leaseq.Que
     q.enqueue_many(range(3))
     last = list(q.events())[-1]
     assert last.index == 2
-    r.delete(q.keys.events)
+    r.xtrim(q.keys.events, maxlen=0, approximate=False)
     q.enqueue_many(["a", "b", "c", "d"])
     assert len(list(q.events(last))) == 4
 
