@@ -37,7 +37,11 @@ def line(event: Event, width: int = WIDTH) -> str:
 
     The from-state ``-`` is an enqueue (no row before), the to-state ``deleted``
     a delete, purge or drop; a job id too long for ``width`` ends in ``~``."""
-    stamp = datetime.fromtimestamp(event.at, tz=timezone.utc).strftime("%m-%d %H:%M:%S.%f")[:-3]
+    try:
+        when = datetime.fromtimestamp(event.at, tz=timezone.utc)
+        stamp = when.strftime("%m-%d %H:%M:%S.%f")[:-3]
+    except (OverflowError, OSError, ValueError):  # no datetime holds it
+        stamp = f"{'?':<18}"
     source = event.from_state.value if event.from_state else "-"
     target = event.to_state.value if event.to_state else "deleted"
     head = f"{stamp}  {source:<9} -> {target:<9}  #{event.attempt:<3} "

@@ -33,7 +33,7 @@ import msgspec
 
 from . import _validate as v
 from ._core import Call, QueueCore
-from ._replies import as_text
+from ._replies import as_text, loose_text
 from .errors import InvalidArgument
 from .scripts import SCRIPTS
 from .types import State
@@ -60,6 +60,8 @@ PAGE = 100
 _STATES = {s.value: s for s in State}
 _STREAM_ID = re.compile(r"\d{1,20}(-\d{1,20})?", re.ASCII)
 _U64 = 2**64 - 1
+_LAST_MS = 253_402_300_799_999
+"""9999-12-31T23:59:59.999Z in ms: the last time a datetime holds."""
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
@@ -99,22 +101,31 @@ def parse_entry(entry_id: str, fields: Any) -> list[Event]:
         pairs: Any = fields.items()
     else:  # a flat list (RESP2 without redis-py's pairing)
         pairs = zip(fields[::2], fields[1::2], strict=True)
-    items = [(as_text(k), as_text(val)) for k, val in pairs]
+    # loose_text: an entry added by hand with bytes that are not UTF-8 must not
+    # make the stream unreadable from there on (a follower would die at it).
+    items = [(loose_text(k), loose_text(val)) for k, val in pairs]
     stamp = dict(items).get("at", "0")
-    at = int(stamp) / 1000.0 if stamp.isdigit() else 0.0
+    # A stamp set by hand past year 9999 is no time any datetime holds: 0.
+    at = int(stamp) / 1000.0 if stamp.isascii() and stamp.isdigit() and len(stamp) <= 15 else 0.0
+    if at > _LAST_MS / 1000.0:
+        at = 0.0
     out: list[Event] = []
     for name, value in items:
         source, sep, target = name.partition(">")
         if not sep:
             continue
         for token in value.split():
-            job_id, _, attempt = token.rpartition(":")
+            job_id, sep, attempt = token.rpartition(":")
+            if not sep:  # no attempt (an entry added by hand): the token is the id
+                job_id, attempt = token, ""
+            elif not (attempt.isascii() and attempt.isdigit()) or len(attempt) > 15:
+                attempt = ""
             out.append(
                 Event(
                     stream_id=entry_id,
                     index=len(out),
                     job_id=job_id,
-                    attempt=int(attempt) if attempt.isdigit() else 0,
+                    attempt=int(attempt) if attempt else 0,
                     from_state=_STATES.get(source),
                     to_state=_STATES.get(target),
                     at=at,

@@ -229,6 +229,24 @@ def test_since_an_event_whose_entry_is_gone_skips_nothing_after_it(q: leaseq.Que
     assert len(list(q.events(last))) == 4
 
 
+def test_entries_added_by_hand_never_stop_a_reader(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue("a", id="before")
+    key = q.keys.events
+    r.xadd(key, {"at": "1", "n": "1", "pending>active": b"\xff\xfe:1"})
+    r.xadd(key, {"at": "9" * 20, "n": "x", "a>b": "no-colon j:\u00b2 k:" + "9" * 30})
+    q.enqueue("b", id="after")
+    got = list(q.events())
+    assert [e.job_id for e in got] == ["before", "\ufffd\ufffd", "no-colon", "j", "k", "after"]
+    assert [e.attempt for e in got] == [0, 1, 0, 0, 0, 0]
+    assert got[2].at == 0.0 and got[2].from_state is None
+    assert all(len(line(e)) <= 80 for e in got)
+    assert line(
+        leaseq.Event(
+            stream_id="1-0", index=0, job_id="x", attempt=0, from_state=None, to_state=P, at=1e300
+        )
+    ).startswith("?")
+
+
 @pytest.mark.parametrize("bad", [{"since": "nope"}, {"block": -1.0}, {"limit": 0}])
 def test_bad_arguments_raise_at_the_call(q: leaseq.Queue, bad: dict[str, Any]) -> None:
     with pytest.raises(leaseq.InvalidArgument):
