@@ -169,6 +169,15 @@ watch them all on a cluster: an idle claimer watches one shard at a time
 and looks at all of them at least every ``WAKE_SLICE * shards`` seconds."""
 
 
+def _wait_names(ids: object) -> list[str]:
+    """The checked ids of a ``wait_many``. A str is one id, not a list of them:
+    ``wait_many("abc")`` would wait for jobs 'a', 'b' and 'c' (and raise
+    JobNotFound for 'a'); it is refused as InvalidArgument instead."""
+    if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
+        raise InvalidArgument(f"ids must be a list of job ids, not {ids!r:.80}")
+    return [check_job_id(i) for i in ids]
+
+
 def one(call: Call[R]) -> Op[R]:
     """The operation of one script call (its parsed reply)."""
     result: R = yield call
@@ -439,7 +448,7 @@ class QueueOps:
         scripts signal the queue's ``done`` stream; this listens on it (XREAD
         BLOCK) and reads only the rows it names. Raises JobNotFound for an id
         whose row is gone when looked at."""
-        names = [check_job_id(i) for i in ids]
+        names = _wait_names(ids)
         give_up = time.monotonic() + v.delay_ms(timeout, "timeout") / 1000.0
         out: list[Job | None] = [None] * len(names)
         where: dict[str, list[int]] = {}
@@ -973,7 +982,7 @@ class ShardedOps:
         """Per id, in order, its finished Job or None: each shard's ids are waited
         for in turn within the one deadline (shards are in different slots, so
         one XREAD cannot watch them all on a cluster)."""
-        names = [check_job_id(i) for i in ids]
+        names = _wait_names(ids)
         give_up = time.monotonic() + v.delay_ms(timeout, "timeout") / 1000.0
         out: list[Job | None] = [None] * len(names)
         for index, members in self._by_shard(names).items():
