@@ -133,7 +133,9 @@ class _Row(msgspec.Struct, kw_only=True):
     refunds: int = 0
     group: str | None = None
     kind: str | None = None
-    timeout: int | None = None
+    timeout: Annotated[int, msgspec.Meta(ge=0, le=86_400_000)] | None = None
+    """ms, at most a day (``_validate.MAX_TIMEOUT``): set by hand below 0 or past
+    that it is damaged, as claim.lua reads it (no limit), not a negative time."""
     traceparent: str | None = None
     progress: str | None = None  # JSON text, decoded apart (like result): never set here
 
