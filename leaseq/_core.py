@@ -20,7 +20,15 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from . import _validate as v
-from ._replies import admin_error, as_ints, as_text, parse_job, parse_page, refusal
+from ._replies import (
+    admin_error,
+    as_ints,
+    as_text,
+    loose_text,
+    parse_job,
+    parse_page,
+    refusal,
+)
 from .effects import encode_effects
 from .errors import (
     DamagedKey,
@@ -292,9 +300,9 @@ class QueueCore:
                 deadline=int(reply[i + 4]) / 1000.0,
                 enqueued_at=int(reply[i + 5]) / 1000.0,
                 worker=worker,
-                kind=as_text(reply[i + 7]) or None,
+                kind=loose_text(reply[i + 7]) or None,
                 timeout=(int(reply[i + 8]) / 1000.0) or None,
-                traceparent=as_text(reply[i + 9]) or None,
+                traceparent=loose_text(reply[i + 9]) or None,
             )
             if error:
                 bad.append((lease, error))

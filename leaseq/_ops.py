@@ -34,7 +34,7 @@ from . import registry as _reg
 from . import schedules as _sch
 from ._core import Call, Claimed, QueueCore, block_until, block_wait, parse_state
 from ._replies import as_text, stream_entries
-from .errors import DamagedRow, JobNotFound, LeaseLost
+from .errors import DamagedRow, InvalidArgument, JobNotFound, LeaseLost
 from .keys import QueueKeys, check_job_id
 from .tracing import Send
 from .types import Job, Lease, State, Stats
@@ -50,6 +50,7 @@ __all__ = [
     "Step",
     "Wake",
     "enqueue_traced",
+    "wait_names",
     "list_queues",
     "one",
 ]
@@ -124,6 +125,9 @@ class _EventReader:
     (-1: none), so resuming ``since=`` an Event yields exactly what followed it."""
     wait: float | None
     left: int | None
+    skip_in: str = ""
+    """The Event's entry id: skipping applies only if that entry is the one read
+    (trimmed away, or a server restarted empty: the next entry is all new)."""
     finished: bool = False
 
     def page(self) -> Op[list[_ev.Event]]:
@@ -144,7 +148,8 @@ class _EventReader:
         for entry_id, fields in entries:
             found = _ev.parse_entry(entry_id, fields)
             if self.skip_after >= 0:
-                found = [e for e in found if e.index > self.skip_after]
+                if entry_id == self.skip_in:
+                    found = [e for e in found if e.index > self.skip_after]
                 self.skip_after = -1
             self.cursor = entry_id
             out += found
@@ -161,6 +166,15 @@ WAKE_SLICE = 0.1
 Wake lists of different shards are in different slots, so one BLPOP cannot
 watch them all on a cluster: an idle claimer watches one shard at a time
 and looks at all of them at least every ``WAKE_SLICE * shards`` seconds."""
+
+
+def wait_names(ids: object) -> list[str]:
+    """The checked ids of a ``wait_many``. A str is one id, not a list of them:
+    ``wait_many("abc")`` would wait for jobs 'a', 'b' and 'c' (and raise
+    JobNotFound for 'a'); it is refused as InvalidArgument instead."""
+    if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
+        raise InvalidArgument(f"ids must be a list of job ids, not {ids!r:.80}")
+    return [check_job_id(i) for i in ids]
 
 
 def one(call: Call[R]) -> Op[R]:
@@ -433,7 +447,7 @@ class QueueOps:
         scripts signal the queue's ``done`` stream; this listens on it (XREAD
         BLOCK) and reads only the rows it names. Raises JobNotFound for an id
         whose row is gone when looked at."""
-        names = [check_job_id(i) for i in ids]
+        names = wait_names(ids)
         give_up = time.monotonic() + v.delay_ms(timeout, "timeout") / 1000.0
         out: list[Job | None] = [None] * len(names)
         where: dict[str, list[int]] = {}
@@ -724,7 +738,12 @@ class QueueOps:
         """
         cursor, skip = _ev.check_since(since)
         reader = _EventReader(
-            self.keys.events, cursor, skip, _ev.check_block(block), _ev.check_limit(limit)
+            self.keys.events,
+            cursor,
+            skip,
+            _ev.check_block(block),
+            _ev.check_limit(limit),
+            since.stream_id if isinstance(since, _ev.Event) else "",
         )
         while not reader.finished:
             yield reader.page()

@@ -30,6 +30,7 @@ __all__ = [
     "admin_error",
     "as_ints",
     "as_text",
+    "loose_text",
     "parse_job",
     "parse_page",
     "refusal",
@@ -43,6 +44,15 @@ def as_ints(reply: list[Any]) -> list[int]:
 
 def as_text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def loose_text(value: Any) -> str:
+    """A stored text field that an operator may have set by hand to bytes that are
+    not UTF-8 (a row's ``kind`` or ``traceparent``): undecodable bytes become
+    U+FFFD instead of raising, so a claim that already moved its batch to active
+    still hands out every lease (such a kind matches no handler; such a
+    traceparent is ignored like any malformed one)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def refusal(
@@ -123,7 +133,9 @@ class _Row(msgspec.Struct, kw_only=True):
     refunds: int = 0
     group: str | None = None
     kind: str | None = None
-    timeout: int | None = None
+    timeout: Annotated[int, msgspec.Meta(ge=0, le=86_400_000)] | None = None
+    """ms, at most a day (``_validate.MAX_TIMEOUT``): set by hand below 0 or past
+    that it is damaged, as claim.lua reads it (no limit), not a negative time."""
     traceparent: str | None = None
     progress: str | None = None  # JSON text, decoded apart (like result): never set here
 
@@ -181,7 +193,10 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
         elif field.startswith("once:"):
             once[field[5:]] = int(as_text(value)) if as_text(value).isdigit() else 0
         else:
-            row[field] = as_text(value)
+            try:
+                row[field] = as_text(value)
+            except UnicodeDecodeError:  # set by hand to bytes that are not UTF-8
+                raise DamagedRow(job_id, field, value, "not UTF-8 text") from None
     try:
         r = msgspec.convert(row, _Row, strict=False)
     except msgspec.ValidationError as exc:

@@ -21,7 +21,7 @@ from . import limits as _lim
 from . import registry as _reg
 from . import schedules as _sch
 from ._core import Call, block_until
-from ._ops import WAKE_SLICE, Feed, Op, QueueOps, enqueue_traced
+from ._ops import WAKE_SLICE, Feed, Op, QueueOps, enqueue_traced, wait_names
 from .errors import DamagedRow, InvalidArgument, LeaseLost
 from .keys import check_job_id, new_job_ids, shard_of
 from .types import Job, Lease, State, Stats
@@ -246,7 +246,7 @@ class ShardedOps:
         """Per id, in order, its finished Job or None: each shard's ids are waited
         for in turn within the one deadline (shards are in different slots, so
         one XREAD cannot watch them all on a cluster)."""
-        names = [check_job_id(i) for i in ids]
+        names = wait_names(ids)
         give_up = time.monotonic() + v.delay_ms(timeout, "timeout") / 1000.0
         out: list[Job | None] = [None] * len(names)
         for index, members in self._by_shard(names).items():

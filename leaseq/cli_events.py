@@ -8,19 +8,23 @@ prints it whole), ``--follow`` tails until Ctrl-C, which exits 0.
 from __future__ import annotations
 
 import math
+import time
 from datetime import datetime, timezone
 from typing import Any
 
 import click
 import msgspec
 
-from .errors import InvalidArgument
+from ._urls import redact
+from .errors import InvalidArgument, ServerUnavailable
 from .events import Event, EventSettings
 from .queue import Queue
 
 __all__ = ["line", "register"]
 
 WIDTH = 80
+RETRY = 1.0
+"""Seconds between tries while the server is down under --follow."""
 _encode = msgspec.json.Encoder()
 
 
@@ -33,7 +37,11 @@ def line(event: Event, width: int = WIDTH) -> str:
 
     The from-state ``-`` is an enqueue (no row before), the to-state ``deleted``
     a delete, purge or drop; a job id too long for ``width`` ends in ``~``."""
-    stamp = datetime.fromtimestamp(event.at, tz=timezone.utc).strftime("%m-%d %H:%M:%S.%f")[:-3]
+    try:
+        when = datetime.fromtimestamp(event.at, tz=timezone.utc)
+        stamp = when.strftime("%m-%d %H:%M:%S.%f")[:-3]
+    except (OverflowError, OSError, ValueError):  # no datetime holds it
+        stamp = f"{'?':<18}"
     source = event.from_state.value if event.from_state else "-"
     target = event.to_state.value if event.to_state else "deleted"
     head = f"{stamp}  {source:<9} -> {target:<9}  #{event.attempt:<3} "
@@ -90,12 +98,36 @@ def events(
         else:
             click.echo(_settings(queue, got))
         return
-    start = since if since is not None else ("$" if follow else "0")
+    start: str | Event = since if since is not None else ("$" if follow else "0")
     try:
-        for event in q.events(start, block=math.inf if follow else None, limit=limit):
-            click.echo(_encode.encode(event).decode() if as_json else line(event))
+        if not follow:
+            for event in q.events(start, limit=limit):
+                click.echo(_encode.encode(event).decode() if as_json else line(event))
+            return
+        _follow(q, start, limit, as_json)
     except KeyboardInterrupt:
         return  # Ctrl-C is the way out of --follow, not an error
+
+
+def _follow(q: Queue, start: str | Event, limit: int | None, as_json: bool) -> None:
+    """Tail until Ctrl-C (or ``limit`` events). Only Ctrl-C ends it: a server
+    restart is named on stderr and the tail resumes after the last event printed
+    (a wrong URL or password still fails at once: the first read is not retried)."""
+    q.event_settings()  # fails fast: a bad URL, password or key never gets retried
+    left = limit
+    while True:
+        try:
+            for event in q.events(start, block=math.inf, limit=left):
+                click.echo(_encode.encode(event).decode() if as_json else line(event))
+                start = event
+                if left is not None:
+                    left -= 1
+            return  # limit reached
+        except ServerUnavailable as exc:
+            if left == 0:
+                return
+            click.echo(f"leaseq: {redact(str(exc))}; trying again", err=True)
+            time.sleep(RETRY)
 
 
 def register(group: click.Group) -> None:

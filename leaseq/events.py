@@ -33,7 +33,7 @@ import msgspec
 
 from . import _validate as v
 from ._core import Call, QueueCore
-from ._replies import as_text
+from ._replies import as_text, loose_text
 from .errors import InvalidArgument
 from .scripts import SCRIPTS
 from .types import State
@@ -58,7 +58,10 @@ PAGE = 100
 """Entries read per XREAD."""
 
 _STATES = {s.value: s for s in State}
-_STREAM_ID = re.compile(r"\d{1,20}(-\d{1,20})?")
+_STREAM_ID = re.compile(r"\d{1,20}(-\d{1,20})?", re.ASCII)
+_U64 = 2**64 - 1
+_LAST_MS = 253_402_300_799_999
+"""9999-12-31T23:59:59.999Z in ms: the last time a datetime holds."""
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
@@ -98,22 +101,31 @@ def parse_entry(entry_id: str, fields: Any) -> list[Event]:
         pairs: Any = fields.items()
     else:  # a flat list (RESP2 without redis-py's pairing)
         pairs = zip(fields[::2], fields[1::2], strict=True)
-    items = [(as_text(k), as_text(val)) for k, val in pairs]
+    # loose_text: an entry added by hand with bytes that are not UTF-8 must not
+    # make the stream unreadable from there on (a follower would die at it).
+    items = [(loose_text(k), loose_text(val)) for k, val in pairs]
     stamp = dict(items).get("at", "0")
-    at = int(stamp) / 1000.0 if stamp.isdigit() else 0.0
+    # A stamp set by hand past year 9999 is no time any datetime holds: 0.
+    at = int(stamp) / 1000.0 if stamp.isascii() and stamp.isdigit() and len(stamp) <= 15 else 0.0
+    if at > _LAST_MS / 1000.0:
+        at = 0.0
     out: list[Event] = []
     for name, value in items:
         source, sep, target = name.partition(">")
         if not sep:
             continue
         for token in value.split():
-            job_id, _, attempt = token.rpartition(":")
+            job_id, sep, attempt = token.rpartition(":")
+            if not sep:  # no attempt (an entry added by hand): the token is the id
+                job_id, attempt = token, ""
+            elif not (attempt.isascii() and attempt.isdigit()) or len(attempt) > 15:
+                attempt = ""
             out.append(
                 Event(
                     stream_id=entry_id,
                     index=len(out),
                     job_id=job_id,
-                    attempt=int(attempt) if attempt.isdigit() else 0,
+                    attempt=int(attempt) if attempt else 0,
                     from_state=_STATES.get(source),
                     to_state=_STATES.get(target),
                     at=at,
@@ -132,7 +144,7 @@ def check_since(since: object) -> tuple[str, int]:
         return "$", -1
     if isinstance(since, Event):
         return _before(since.stream_id), since.index
-    if isinstance(since, str) and _STREAM_ID.fullmatch(since):
+    if isinstance(since, str) and _is_stream_id(since):
         return since, -1
     raise InvalidArgument(
         f"since must be None, '0', '$', a stream id like '1700000000000-0' or an Event, "
@@ -140,9 +152,15 @@ def check_since(since: object) -> tuple[str, int]:
     )
 
 
+def _is_stream_id(text: str) -> bool:
+    """``<ms>`` or ``<ms>-<seq>``, each part a 64-bit unsigned integer (Redis refuses
+    a larger one with a bare error, after the call was sent)."""
+    return bool(_STREAM_ID.fullmatch(text)) and all(int(part) <= _U64 for part in text.split("-"))
+
+
 def _before(stream_id: str) -> str:
     """The id just before ``stream_id``, so an exclusive read includes it."""
-    if not _STREAM_ID.fullmatch(stream_id):
+    if not _is_stream_id(stream_id):
         raise InvalidArgument(f"not a stream id: {stream_id!r}")
     ms, _, seq = stream_id.partition("-")
     if seq and int(seq) > 0:
@@ -167,12 +185,20 @@ def check_limit(limit: object) -> int | None:
     return v.integer(limit, "limit", 1, 10**12)
 
 
+def _bound(stored: str) -> int:
+    """The bound the scripts use for a stored ``events_maxlen`` (read as strictly
+    as ``lib/event_log.lua`` reads it: junk set by hand is the default)."""
+    if stored.isascii() and stored.isdigit() and 1 <= int(stored) <= MAX_MAXLEN:
+        return int(stored)
+    return DEFAULT_MAXLEN
+
+
 def _parse_settings(reply: list[Any]) -> EventSettings:
     stored = as_text(reply[1])
     first, last = as_text(reply[3]), as_text(reply[4])
     return EventSettings(
         enabled=int(reply[0]) == 1,
-        maxlen=int(stored) if stored.isdigit() and int(stored) > 0 else DEFAULT_MAXLEN,
+        maxlen=_bound(stored),
         entries=int(reply[2]),
         first_id=first or None,
         last_id=last or None,

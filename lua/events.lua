@@ -10,11 +10,18 @@
 -- derives: nothing
 -- returns: flat array: enabled (1 or 0), maxlen stored ('' = the default), entries now (XLEN),
 --          first entry id, last entry id ('' when the stream is empty)
--- errors: none (values were validated by the caller)
+-- errors: WRONGTYPE when KEYS[2] holds another type (values were validated by the caller)
 --!include lib/allow_oom.lua
 
 local meta, events = KEYS[1], KEYS[2]
 allow_oom(meta) -- a full server must still let this script turn events off
+-- A stream key overwritten by hand: say so (DamagedKey) before writing anything;
+-- the transition scripts step over it (lib/flush_events.lua).
+local kind = redis.call('TYPE', events)
+kind = type(kind) == 'table' and kind.ok or kind
+if kind ~= 'stream' and kind ~= 'none' then
+  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
+end
 if ARGV[1] == 'set' then
   if ARGV[2] == 'off' then
     redis.call('HSET', meta, 'events', 'off')

@@ -141,6 +141,10 @@ EXCLUDED: dict[str, str] = {
     "jobs_wait.wait_many_in_order_with_every_finished_state": _BLOCKING_WAIT,
     "jobs_wait.wait_times_out_with_none": _BLOCKING_WAIT,
     "jobs_wait.wait_wakes_when_the_job_finishes": _BLOCKING_WAIT,
+    "jobs_wait.wait_many_of_a_string_is_a_bad_argument": (
+        "refused by the one _ops generator both transports run, before any step: "
+        "the module's other cases block on the frozen clock, so it is not in the suite"
+    ),
     "groups_web.queue_page_shows_limits_and_job_page_the_group": _WEB,
     "web.allowed_hosts_refuses_other_host_headers": _WEB,
     "web.job_page_shows_the_jobs_history_from_the_event_stream": _WEB,

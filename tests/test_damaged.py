@@ -56,7 +56,14 @@ def test_damaged_pending_row_is_dead_lettered_and_the_rest_run(
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("attempts", "abc"), ("state", "weird"), ("max_attempts", "x"), ("enqueued_at", "soon")],
+    [
+        ("attempts", "abc"),
+        ("state", "weird"),
+        ("max_attempts", "x"),
+        ("enqueued_at", "soon"),
+        ("timeout", "-5"),  # claim reads it as no limit; get must not show -0.005 s
+        ("timeout", "9" * 30),
+    ],
 )
 def test_get_of_a_damaged_row_names_the_field(
     q: leaseq.Queue, r: Any, field: str, value: str

@@ -218,6 +218,35 @@ def test_since_resumes_without_loss_or_duplicates(q: leaseq.Queue) -> None:
     assert [e.index for e in everything[:3]] == [0, 1, 2]
 
 
+def test_since_an_event_whose_entry_is_gone_skips_nothing_after_it(q: leaseq.Queue, r: Any) -> None:
+    # The entry was trimmed away (or the server restarted empty): what follows
+    # is a new entry, none of whose transitions the reader has seen.
+    q.enqueue_many(range(3))
+    last = list(q.events())[-1]
+    assert last.index == 2
+    r.xtrim(q.keys.events, maxlen=0, approximate=False)
+    q.enqueue_many(["a", "b", "c", "d"])
+    assert len(list(q.events(last))) == 4
+
+
+def test_entries_added_by_hand_never_stop_a_reader(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue("a", id="before")
+    key = q.keys.events
+    r.xadd(key, {"at": "1", "n": "1", "pending>active": b"\xff\xfe:1"})
+    r.xadd(key, {"at": "9" * 20, "n": "x", "a>b": "no-colon j:\u00b2 k:" + "9" * 30})
+    q.enqueue("b", id="after")
+    got = list(q.events())
+    assert [e.job_id for e in got] == ["before", "\ufffd\ufffd", "no-colon", "j", "k", "after"]
+    assert [e.attempt for e in got] == [0, 1, 0, 0, 0, 0]
+    assert got[2].at == 0.0 and got[2].from_state is None
+    assert all(len(line(e)) <= 80 for e in got)
+    assert line(
+        leaseq.Event(
+            stream_id="1-0", index=0, job_id="x", attempt=0, from_state=None, to_state=P, at=1e300
+        )
+    ).startswith("?")
+
+
 @pytest.mark.parametrize("bad", [{"since": "nope"}, {"block": -1.0}, {"limit": 0}])
 def test_bad_arguments_raise_at_the_call(q: leaseq.Queue, bad: dict[str, Any]) -> None:
     with pytest.raises(leaseq.InvalidArgument):
@@ -226,6 +255,47 @@ def test_bad_arguments_raise_at_the_call(q: leaseq.Queue, bad: dict[str, Any]) -
         q.set_events(maxlen=0)
     with pytest.raises(leaseq.InvalidArgument):
         q.set_events("yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("junk", ["1.5", "1e20", "inf", "nan", "-5", " 7", "0x10", "9" * 20])
+def test_a_junk_bound_in_meta_never_stops_a_transition(q: leaseq.Queue, r: Any, junk: str) -> None:
+    # An operator's HSET meta events_maxlen <junk> must not turn every script's
+    # XADD into an error (the row would move, then the call raise).
+    r.hset(q.keys.meta, "events_maxlen", junk)
+    q.enqueue("a", id="a")
+    q.complete(claim_one(q))
+    assert seen(q) == [("a", 0, None, P), ("a", 1, P, A), ("a", 1, A, OK)]
+    assert q.event_settings().maxlen == leaseq.events.DEFAULT_MAXLEN
+
+
+def test_a_stream_key_of_the_wrong_type_never_stops_a_transition(
+    q: leaseq.Queue, r: Any, clock: Clock
+) -> None:
+    # Every transition script writes to the stream last: a WRONGTYPE there would
+    # raise after the script's other writes (a claimed job with no lease handed out,
+    # an enqueue that reports failure but stored its row).
+    r.set(q.keys.events, "junk")
+    q.enqueue("a", id="a")
+    lease = claim_one(q)
+    assert lease.id == "a"
+    q.complete(lease)
+    assert q.get("a").state is OK
+    if not clock.fake:  # fakeredis's XREAD of a string key raises AttributeError
+        with pytest.raises(leaseq.DamagedKey):
+            list(q.events())
+    with pytest.raises(leaseq.DamagedKey):
+        q.event_settings()
+    r.delete(q.keys.events)
+    q.enqueue("b", id="b")
+    assert seen(q) == [("b", 0, None, P)]
+
+
+@pytest.mark.parametrize(
+    "since", ["18446744073709551616", "1-18446744073709551616", "9" * 20 + "-0", "\u0661\u0662"]
+)
+def test_a_stream_id_past_64_bits_is_a_bad_argument(q: leaseq.Queue, since: str) -> None:
+    with pytest.raises(leaseq.InvalidArgument):
+        list(q.events(since))
 
 
 # -- on the real server only --------------------------------------------------------
@@ -380,6 +450,68 @@ def test_follow_exits_0_on_ctrl_c(redis_server: RedisServer) -> None:
     client.close()
     assert proc.returncode == 0, err
     assert "Traceback" not in err
+
+
+def test_follow_rides_out_a_server_restart() -> None:
+    """--follow ends only on Ctrl-C: a restart is named on stderr (no traceback)
+    and the tail goes on with what comes after it."""
+    import queue as queue_mod
+
+    server = RedisServer()
+    client = redis.Redis(port=server.port)
+    try:
+        leaseq.Queue("tail", redis=client).enqueue("x", id="before")
+        root = str(Path(__file__).resolve().parent.parent)  # this checkout's leaseq
+        env = {**os.environ, "COLUMNS": "80", "LEASEQ_URL": server.url, "PYTHONPATH": root}
+        main = "from leaseq.cli import main; main()"
+        proc = subprocess.Popen(
+            [sys.executable, "-c", main, "events", "tail", "--follow", "--since", "0"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        lines: queue_mod.Queue[str] = queue_mod.Queue()
+        assert proc.stdout is not None
+        out = proc.stdout
+        threading.Thread(target=lambda: [lines.put(li) for li in out], daemon=True).start()
+        try:
+            assert lines.get(timeout=20).rstrip().endswith("before")
+            server.kill()
+            server.start()  # a new, empty server on the same port
+            leaseq.Queue("tail", redis=client).enqueue("y", id="after")
+            got = lines.get(timeout=20)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=10)
+        assert got.rstrip().endswith("after"), err
+        assert proc.returncode == 0, err
+        assert "Traceback" not in err and "unavailable" in err.lower()
+    finally:
+        client.close()
+        server.stop()
+
+
+def test_follow_with_a_wrong_password_fails_at_once() -> None:
+    server = RedisServer()
+    try:
+        redis.Redis(port=server.port).config_set("requirepass", "good-pw")
+        root = str(Path(__file__).resolve().parent.parent)
+        url = f"redis://:wrong-pw@127.0.0.1:{server.port}/0"
+        env = {**os.environ, "COLUMNS": "80", "LEASEQ_URL": url, "PYTHONPATH": root}
+        main = "from leaseq.cli import main; main()"
+        done = subprocess.run(
+            [sys.executable, "-c", main, "events", "tail", "--follow"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    finally:
+        server.stop()
+    assert done.returncode == 1 and done.stdout == ""
+    assert "Traceback" not in done.stderr and "wrong-pw" not in done.stderr
+    assert done.stderr.count("\n") == 1 and "password" in done.stderr
 
 
 def test_drop_deletes_the_stream_with_the_queue(q: leaseq.Queue, r: Any) -> None:

@@ -12,6 +12,8 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 import leaseq
 import leaseq.aio
 from tests.test_aio import live, loop  # noqa: F401 (fixtures)
@@ -96,6 +98,13 @@ def test_cli_wait_prints_json_and_exits_by_state(capsys: Any) -> None:
     assert code == 2 and json.loads(out)["finished"] is False
     code, _, err = cli("wait", "mail", "nope")
     assert code != 0 and "no job 'nope'" in err and "Traceback" not in err
+
+
+def test_wait_many_of_a_string_is_a_bad_argument(q: leaseq.Queue) -> None:
+    q.enqueue({}, id="a")
+    for bad in ("abc", b"abc", 5):
+        with pytest.raises(leaseq.InvalidArgument, match="list of job ids"):
+            q.wait_many(bad, timeout=0.1)  # type: ignore[arg-type]
 
 
 def test_sharded_wait_many() -> None:

@@ -191,6 +191,23 @@ def test_a_damaged_stored_traceparent_still_claims(q: leaseq.Queue) -> None:
     q.complete(lease)
 
 
+@pytest.mark.parametrize("field", ["traceparent", "kind"])
+def test_a_stored_text_field_of_non_utf8_bytes_still_claims(q: leaseq.Queue, field: str) -> None:
+    # The claim script moves every job of the batch to active before the reply is
+    # parsed: one undecodable field must not lose the whole batch's leases.
+    ids = q.enqueue_many([{"n": n} for n in range(5)])
+    q.redis.hset(q.keys.job(ids[2]), field, b"\xff\xfe junk")
+    leases = q.claim_many(5, ttl=5.0)
+    assert sorted(lease.id for lease in leases) == sorted(ids)
+    for lease in leases:
+        q.complete(lease)
+    with pytest.raises(leaseq.DamagedRow, match=field):  # get names it, never crashes
+        q.get(ids[2])
+    damaged: list[Any] = []
+    page = q.ls("succeeded", damaged=damaged)
+    assert len(page) == 4 and [d.job_id for d in damaged] == [ids[2]]
+
+
 # -- the sharded queue ---------------------------------------------------------------------
 
 

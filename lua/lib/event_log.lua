@@ -3,12 +3,20 @@
 -- ('leaseq:{<queue>}:events'), done its done STREAM (signal_done); meta is read
 -- once (HMGET) for the per-queue switch: field 'events' = 'off' records nothing,
 -- field 'events_maxlen' = the approximate bound in entries (default 100000).
+-- The bound is read strictly (decimal digits, 1 .. 100000000, as set_events
+-- writes it): anything an operator put there by hand ('1.5', '1e20', 'nan', ' 7')
+-- is the default, never an XADD argument that would fail the call after its
+-- other writes.
 -- Returns the table { key, done, off, maxlen, fields, lists, by, n } (by: the lists
 -- by from-state then to-state, so that noting a transition builds no field name).
 local function event_log(events, done, meta)
   local s = redis.call('HMGET', meta, 'events', 'events_maxlen')
-  local maxlen = tonumber(s[2] or '')
-  if not maxlen or maxlen < 1 then maxlen = 100000 end
+  local maxlen = 100000
+  local stored = s[2]
+  if stored and #stored <= 9 and string.find(stored, '^%d+$') then
+    local n = tonumber(stored)
+    if n >= 1 and n <= 100000000 then maxlen = n end
+  end
   return { key = events, done = done, off = s[1] == 'off', maxlen = maxlen,
            fields = {}, lists = {}, by = {}, n = 0 }
 end

@@ -7,7 +7,7 @@
 -- transitions (~4 GB); at 10 an entry the stream holds between maxlen and
 -- 10 x maxlen transitions (~4 to ~42 MB by default) whatever the batch sizes,
 -- for one XADD per 10 jobs. Nothing is written when the log is empty or the
--- queue's events are off.
+-- queue's events are off, or when the stream key holds another type.
 local EVENTS_PER_ENTRY = 10
 local function flush_events(log, now)
   if log.off or log.n == 0 then return end
@@ -18,7 +18,7 @@ local function flush_events(log, now)
     local i = 1
     while i <= #list do
       if not args or taken == EVENTS_PER_ENTRY then
-        args, taken = { 'MAXLEN', '~', log.maxlen, '*', 'at', at, 'n', 0 }, 0
+        args, taken = { 'MAXLEN', '~', string.format('%d', log.maxlen), '*', 'at', at, 'n', 0 }, 0
         entries[#entries + 1] = args
       end
       local last = math.min(#list, i + EVENTS_PER_ENTRY - taken - 1)
@@ -30,6 +30,12 @@ local function flush_events(log, now)
     end
   end
   for _, entry in ipairs(entries) do
-    redis.call('XADD', log.key, (table.unpack or unpack)(entry))
+    -- pcall: the stream is written last, after the call's real writes, and Redis
+    -- keeps those when a script fails; a stream key overwritten by hand with
+    -- another type must not turn them into a half-done call that raises (a claim
+    -- whose lease nobody gets). The log is lost while the key is damaged;
+    -- reading it (Queue.events, event_settings) raises DamagedKey.
+    local res = redis.pcall('XADD', log.key, (table.unpack or unpack)(entry))
+    if type(res) == 'table' and res.err then return end
   end
 end
