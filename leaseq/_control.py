@@ -53,7 +53,7 @@ def delete(core: QueueCore, job_id: str) -> Call[str]:
 
     keys = (
         *(k.job(job_id), k.pending, k.scheduled, k.succeeded, k.dead, k.cancelled),
-        *(k.meta, k.events),
+        *(k.meta, k.events, k.done),
     )
     return Call(SCRIPTS["delete"], keys, (job_id,), parse)
 

@@ -594,7 +594,7 @@ class QueueCore:
             )
         return Call(
             SCRIPTS["purge"],
-            (self.keys.index(st.value), self.keys.meta, self.keys.events),
+            (self.keys.index(st.value), self.keys.meta, self.keys.events, self.keys.done),
             (self.keys.job_prefix, st.value, limit, *cursor),
             Page.parse,
         )

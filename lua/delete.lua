@@ -9,6 +9,8 @@
 -- KEYS[6]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids
 -- KEYS[7]  leaseq:{<queue>}:meta       HASH  the event switch (fields events, events_maxlen), clock
 -- KEYS[8]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
+-- KEYS[9]  leaseq:{<queue>}:done       STREAM  ids waiters look at (lib/signal_done.lua): a job deleted
+--          before it finished is signalled, so its waiters raise JobNotFound at once
 -- ARGV[1]  id, the job id (string)
 -- derives: nothing
 -- returns: {'OK', state} with the state the job was in ('damaged' for a row without a known one)
@@ -17,6 +19,7 @@
 --!include lib/log_event.lua
 --!include lib/flush_events.lua
 --!include lib/now_ms.lua
+--!include lib/signal_done.lua
 local job, id = KEYS[1], ARGV[1]
 if redis.call('EXISTS', job) == 0 then return { 'GONE' } end
 -- pcall, not TYPE: a key of another type answers HGET with WRONGTYPE, and
@@ -37,4 +40,5 @@ if not known[state] then state = 'damaged' end
 local log = event_log(KEYS[8], nil, KEYS[7])
 log_event(log, state, 'deleted', id, type(attempts) == 'string' and attempts or 0)
 if log.n > 0 then flush_events(log, now_ms(KEYS[7], true)) end
+if state == 'pending' or state == 'scheduled' or state == 'damaged' then signal_done(KEYS[9], id) end
 return { 'OK', state }

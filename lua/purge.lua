@@ -5,6 +5,8 @@
 -- KEYS[1]  leaseq:{<queue>}:<state>    ZSET  the index of that state
 -- KEYS[2]  leaseq:{<queue>}:meta       HASH  the event switch (fields events, events_maxlen), clock
 -- KEYS[3]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
+-- KEYS[4]  leaseq:{<queue>}:done       STREAM  ids waiters look at (lib/signal_done.lua): purged pending
+--          or scheduled jobs are signalled, so their waiters raise JobNotFound at once
 -- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  state, the state being purged (string; never 'active')
 -- ARGV[3]  limit, the most index entries to look at in this call (integer >= 1)
@@ -18,6 +20,7 @@
 --!include lib/event_log.lua
 --!include lib/log_event.lua
 --!include lib/flush_events.lua
+--!include lib/signal_done.lua
 --!include lib/now_ms.lua
 local index = KEYS[1]
 local job_prefix, state, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
@@ -30,7 +33,7 @@ if upto == '' then
   upto = last[2]
 end
 local page = redis.call('ZRANGEBYSCORE', index, after, upto, 'WITHSCORES', 'LIMIT', skip, limit)
-local deleted, damaged = 0, {}
+local deleted, damaged, gone = 0, {}, {}
 local log = event_log(KEYS[3], nil, KEYS[2])
 for i = 1, #page, 2 do
   local id, score = page[i], page[i + 1]
@@ -52,11 +55,15 @@ for i = 1, #page, 2 do
       redis.call('DEL', job)
       deleted = deleted + 1
       log_event(log, state, 'deleted', id, got[2])
+      gone[#gone + 1] = id
     end
     redis.call('ZREM', index, id)
   end
 end
 if log.n > 0 then flush_events(log, now_ms(KEYS[2], true)) end
+if #gone > 0 and (state == 'pending' or state == 'scheduled') then
+  signal_done(KEYS[4], table.concat(gone, ' '))
+end
 local out = { deleted, #page == 2 * limit and 1 or 0, upto, after, skip }
 for i = 1, #damaged do out[#out + 1] = damaged[i] end
 return out

@@ -141,6 +141,7 @@ EXCLUDED: dict[str, str] = {
     "jobs_wait.wait_many_in_order_with_every_finished_state": _BLOCKING_WAIT,
     "jobs_wait.wait_times_out_with_none": _BLOCKING_WAIT,
     "jobs_wait.wait_wakes_when_the_job_finishes": _BLOCKING_WAIT,
+    "jobs_wait.a_job_deleted_while_waited_for_raises_at_once": _BLOCKING_WAIT,
     "jobs_wait.wait_many_of_a_string_is_a_bad_argument": (
         "refused by the one _ops generator both transports run, before any step: "
         "the module's other cases block on the frozen clock, so it is not in the suite"

@@ -54,6 +54,32 @@ def test_wait_wakes_when_the_job_finishes(q: leaseq.Queue) -> None:
     assert time.monotonic() - started < 5.0  # woken by the signal, not the timeout
 
 
+@pytest.mark.parametrize("how", ["delete", "purge"])
+def test_a_job_deleted_while_waited_for_raises_at_once(q: leaseq.Queue, how: str) -> None:
+    # delete and purge signal the done stream: the waiter reads the row, finds
+    # it gone and raises JobNotFound now, not at its 20 s timeout.
+    ids = q.enqueue_many([{}, {}], ids=["w1", "w2"])
+    raised: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            q.wait_many(ids, timeout=20.0)
+        except leaseq.JobNotFound as exc:
+            raised.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.3)  # let it subscribe (a late start finds the row gone anyway)
+    started = time.monotonic()
+    if how == "delete":
+        q.delete("w1")
+    else:
+        assert q.purge("pending") == 2
+    waiter.join(10.0)
+    assert not waiter.is_alive() and len(raised) == 1
+    assert time.monotonic() - started < 5.0
+
+
 def test_aio_wait_wakes_and_times_out(
     live: leaseq.aio.Queue,  # noqa: F811
     loop: asyncio.AbstractEventLoop,  # noqa: F811
