@@ -14,8 +14,9 @@
 #   server2  .venv again, on a second server build (SERVER2_PKG from PyPI, Valkey):
 #            every real-server test but TLS (that build has no TLS compiled in).
 #
-# Each pass fails if pytest fails or if no test passed in it (tests/conftest.py);
-# all passes run, then a summary; the exit code is the first failing pass's
+# main runs alongside oldest-then-server2 (two lanes; LEASEQ_SERIAL=1: one after
+# the other). Each pass fails if pytest fails or if no test passed in it
+# (tests/conftest.py); all passes run, then a summary; the exit code is the first failing pass's
 # pytest exit code (5: no test passed), or 1 if a pass could not be set up.
 #
 # Extra arguments go to pytest and then only the main pass runs, for a quick
@@ -100,9 +101,17 @@ if wants server2 && [ ! -x "$SERVER2_BIN" ]; then
 fi
 
 # -- the passes ----------------------------------------------------------------------
+# The main pass runs alongside the other two (which run one after the other):
+# two test processes on a machine of two cores or more, so the whole run takes
+# about as long as its longest lane instead of the sum of the passes. Each
+# pass writes to its own log, printed whole when the pass ends; every pass
+# starts its own redis-server on a free loopback port, so they never meet.
+# LEASEQ_SERIAL=1 runs the passes one after the other.
 summary=()
 failed=0
-run_pass() {  # run_pass NAME PYTHON [ENV=VALUE...] -- PYTEST-ARGS...
+logs=$(mktemp -d "${TMPDIR:-/tmp}/leaseq-passes.XXXXXX")
+trap 'rm -rf "$logs"' EXIT
+run_pass() {  # run_pass NAME PYTHON [ENV=VALUE...] -- PYTEST-ARGS...: output to $logs/NAME.*
   local name="$1" python="$2" envs=()
   shift 2
   while [ "$1" != "--" ]; do
@@ -110,15 +119,20 @@ run_pass() {  # run_pass NAME PYTHON [ENV=VALUE...] -- PYTEST-ARGS...
     shift
   done
   shift
-  echo
-  echo "=== tests/run.sh pass '$name' ==="
   local started=$SECONDS rc=0
-  env "${envs[@]}" "$python" -m pytest "$@" || rc=$?
-  summary+=("$name: exit $rc after $((SECONDS - started)) s")
-  [ "$rc" = "0" ] || [ "$failed" != "0" ] || failed=$rc  # the first failing pass's code
+  if [ -n "${live:-}" ]; then  # one pass alone: its output as it comes
+    echo
+    echo "=== tests/run.sh pass '$name' ==="
+    env "${envs[@]}" "$python" -m pytest "$@" || rc=$?
+    : >"$logs/$name.log"
+  else
+    env "${envs[@]}" "$python" -m pytest "$@" >"$logs/$name.log" 2>&1 || rc=$?
+  fi
+  echo "$rc $((SECONDS - started))" >"$logs/$name.rc"
 }
-
-for pass in $passes; do
+one_pass() {  # one_pass NAME PYTEST-ARGS...
+  local pass="$1"
+  shift
   case "$pass" in
     main) run_pass main .venv/bin/python -- "$@" ;;
     oldest)
@@ -130,15 +144,52 @@ for pass in $passes; do
         run_pass server2 .venv/bin/python LEASEQ_BACKENDS=real \
           "LEASEQ_REDIS_SERVER=$PWD/$SERVER2_BIN" -- -k "not tls" "$@"
       else
-        summary+=("server2: $SERVER2_PKG did not install: not run")
-        failed=1
+        echo "$SERVER2_PKG did not install: not run" >"$logs/server2.log"
+        echo "1 0" >"$logs/server2.rc"
       fi
       ;;
+  esac
+}
+for pass in $passes; do
+  case "$pass" in
+    main | oldest | server2) ;;
     *)
       echo "tests/run.sh: unknown pass '$pass' (main, oldest, server2)" >&2
       exit 2
       ;;
   esac
+done
+lane_main="" lane_rest=""
+for pass in $passes; do
+  if [ "$pass" = "main" ]; then lane_main="main"; else lane_rest="$lane_rest $pass"; fi
+done
+live=""
+if [ -n "${LEASEQ_SERIAL:-}" ] || [ "$(nproc 2>/dev/null || echo 1)" -lt 2 ] ||
+  [ "$(echo $passes | wc -w)" -lt 2 ]; then
+  live=1
+  for pass in $passes; do one_pass "$pass" "$@"; done
+else
+  pids=()
+  if [ -n "$lane_main" ]; then
+    one_pass main "$@" &
+    pids+=($!)
+  fi
+  if [ -n "$lane_rest" ]; then
+    (for pass in $lane_rest; do one_pass "$pass" "$@"; done) &
+    pids+=($!)
+  fi
+  echo "tests/run.sh: running passes:$([ -n "$lane_main" ] && echo " main") |$lane_rest (logs follow as each ends)"
+  wait "${pids[@]}" || true
+fi
+for pass in $passes; do
+  if [ -z "$live" ]; then
+    echo
+    echo "=== tests/run.sh pass '$pass' ==="
+    cat "$logs/$pass.log" 2>/dev/null || true
+  fi
+  read -r rc took <"$logs/$pass.rc" || { rc=1; took=0; }
+  summary+=("$pass: exit $rc after $took s")
+  [ "$rc" = "0" ] || [ "$failed" != "0" ] || failed=$rc  # the first failing pass's code
 done
 
 echo
