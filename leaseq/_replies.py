@@ -197,6 +197,10 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
                 row[field] = as_text(value)
             except UnicodeDecodeError:  # set by hand to bytes that are not UTF-8
                 raise DamagedRow(job_id, field, value, "not UTF-8 text") from None
+            if field == "timeout" and not (row[field].isascii() and row[field].isdigit()):
+                # What claim reads as no limit (digits only) must not read as a
+                # limit here: msgspec would take "1e3" or "2.5" as a number.
+                raise DamagedRow(job_id, field, value, "not a whole number of ms")
     try:
         r = msgspec.convert(row, _Row, strict=False)
     except msgspec.ValidationError as exc:

@@ -257,6 +257,11 @@ def worker(
     if prefetch is not None:
         _validate.integer(prefetch, "prefetch", 0, _validate.MAX_CONCURRENCY)
     _validate.timeout_ms(timeout, "--timeout")
+    if processes is not None:  # named as the user typed them (Supervisor checks them too)
+        _validate.integer(processes, "--processes", 1, 1024)
+        _validate.seconds_to_ms(
+            kill_grace, "--kill-grace", minimum_ms=0, maximum=_validate.MAX_TIMEOUT
+        )
     target = c.producer(queue, shards)
     if processes is not None:
         extra = [] if prefetch is None else ["--prefetch", str(prefetch)]

@@ -63,6 +63,8 @@ def test_damaged_pending_row_is_dead_lettered_and_the_rest_run(
         ("enqueued_at", "soon"),
         ("timeout", "-5"),  # claim reads it as no limit; get must not show -0.005 s
         ("timeout", "9" * 30),
+        ("timeout", "1e3"),  # claim reads only digits (none here): get must agree
+        ("timeout", "2.5"),
     ],
 )
 def test_get_of_a_damaged_row_names_the_field(

@@ -241,6 +241,25 @@ def test_cli_timeout_options(rr: Any, redis_server: RedisServer) -> None:
         assert b"Traceback" not in got.stderr
 
 
+@pytest.mark.parametrize(
+    ("opts", "named"),
+    [
+        (["--processes", "0"], b"--processes"),
+        (["--processes", "5000"], b"--processes"),
+        (["--processes", "2", "--kill-grace", "nan"], b"--kill-grace"),
+        (["--processes", "2", "--kill-grace", "-1"], b"--kill-grace"),
+    ],
+)
+def test_cli_process_options_are_named_as_typed(
+    redis_server: RedisServer, opts: list[str], named: bytes
+) -> None:
+    env = {**os.environ, "LEASEQ_URL": redis_server.url}
+    worker = [LEASEQ, "worker", "jobs", "tests.handlers:sleep", "--burst", *opts]
+    got = subprocess.run(worker, cwd=ROOT, env=env, capture_output=True, timeout=60)
+    assert got.returncode != 0 and named in got.stderr, got.stderr
+    assert got.stderr.count(b"\n") == 1 and b"Traceback" not in got.stderr
+
+
 def test_ctrl_c_to_the_process_group_is_one_graceful_stop(rr: Any, sup: Supervised) -> None:
     q = _q(rr)
     slow = q.enqueue({"s": 1.0})
