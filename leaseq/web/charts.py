@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from html import escape
 
-from ..history import Bucket, History
+from ..history import Bucket, History, merge
 
 __all__ = ["SERIES", "chart", "sum_histories"]
 
@@ -27,21 +27,12 @@ WIDTH, HEIGHT, LEFT, BOTTOM, TOP = 560, 150, 44, 18, 8
 
 
 def sum_histories(parts: Sequence[History]) -> tuple[list[Bucket], list[Bucket]]:
-    """(minute buckets, ten-minute buckets) summed over every queue."""
-
-    def add(rows: Sequence[Sequence[Bucket]]) -> list[Bucket]:
-        if not rows:
-            return []
-        out = []
-        for same in zip(*rows, strict=True):
-            total: dict[str, int] = {}
-            for b in same:
-                for k, v in b.counts.items():
-                    total[k] = total.get(k, 0) + v
-            out.append(Bucket(start=same[0].start, seconds=same[0].seconds, counts=total))
-        return out
-
-    return add([p.minutes for p in parts]), add([p.tens for p in parts])
+    """(minute buckets, ten-minute buckets) summed over every queue: the sum a
+    sharded queue makes of its shards (``history.merge``), over queues."""
+    if not parts:
+        return [], []
+    total = merge("", parts)
+    return total.minutes, total.tens
 
 
 def chart(buckets: Sequence[Bucket], title: str, chart_id: str) -> str:
