@@ -14,12 +14,11 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Callable
-from typing import Any
 
 import leaseq
+from bench import on_off
 from bench.server import Server
-from bench.timing import Case, interleaved, rate
+from bench.timing import interleaved
 from leaseq import scripts
 
 _BUMP = re.compile(r"local function bump_counter\(meta, field, n, now\)\n.*?\nend\n", re.DOTALL)
@@ -56,18 +55,6 @@ def _use(table: dict[str, scripts.Script]) -> None:
     scripts.SCRIPTS.update(table)
 
 
-def _pair(name: str, setup: Callable[[], object], trial: Callable[[], float]) -> dict[str, Case]:
-    def on_setup() -> None:
-        _use(ON)
-        setup()
-
-    def off_setup() -> None:
-        _use(OFF)
-        setup()
-
-    return {f"{name} on": (on_setup, trial), f"{name} off": (off_setup, trial)}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.history")
     parser.add_argument("--jobs", type=int, default=50_000, help="jobs per bulk trial")
@@ -81,58 +68,18 @@ def main(argv: list[str] | None = None) -> int:
         q.stats()
         items = [{"i": i} for i in range(n)]
 
-        def reset() -> None:
+        def scripts_of(on: bool) -> None:
+            _use(ON if on else OFF)
             r.flushall()
 
-        def fill() -> None:
-            r.flushall()
-            q.enqueue_many(items)
-
-        def loop() -> None:
-            while leases := q.claim_many(500, ttl=3600.0):
-                q.complete_many(leases)
-
-        single = min(n, 5000)
-
-        def fill_single() -> None:
-            r.flushall()
-            q.enqueue_many(items[:single])
-
-        def pairs() -> None:
-            for _ in range(single):
-                lease = q.claim(ttl=3600.0)
-                assert lease is not None
-                q.complete(lease)
-
-        def worker() -> None:
-            w = leaseq.Worker(q, _noop, concurrency=4, ttl=30.0, handle_signals=False)
-            w.run(burst=True)
-
-        cases: dict[str, Case] = {}
-        cases |= _pair("enqueue_many", reset, lambda: rate(n, lambda: q.enqueue_many(items)))
-        cases |= _pair("claim_many+complete_many", fill, lambda: rate(n, loop))
-        cases |= _pair("claim+complete pairs", fill_single, lambda: rate(single, pairs))
-        cases |= _pair("Worker drain (no-op)", fill, lambda: rate(n, worker))
-        got = interleaved(cases, repeats=args.repeats)
+        got = interleaved(on_off.cases(q, items, scripts_of), repeats=args.repeats)
         _use(ON)
     print(
         f"history cost: {changed} scripts differ; {n} jobs per bulk trial, "
         f"median of {args.repeats}, on/off in turns"
     )
-    print(f"{'figure':<28} {'on (jobs/s)':>12} {'off (jobs/s)':>13} {'on/off':>7}")
-    for name in (
-        "enqueue_many",
-        "claim_many+complete_many",
-        "claim+complete pairs",
-        "Worker drain (no-op)",
-    ):
-        on, off = got[f"{name} on"], got[f"{name} off"]
-        print(f"{name:<28} {on:>12,.0f} {off:>13,.0f} {on / off:>7.3f}")
+    on_off.report(got)
     return 0
-
-
-def _noop(lease: Any) -> None:
-    return None
 
 
 if __name__ == "__main__":
