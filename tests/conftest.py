@@ -172,6 +172,18 @@ def redis_server() -> Iterator[RedisServer]:
     server.stop()
 
 
+@pytest.fixture
+def rr(redis_server: RedisServer) -> Iterator[Any]:
+    """A client of the session's real server, emptied first (for tests that
+    start real worker processes, which need a server they can reach)."""
+    import redis
+
+    client = redis.Redis(port=redis_server.port)
+    client.flushall()
+    yield client
+    client.close()
+
+
 @pytest.fixture(params=["fake", "real"])
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)

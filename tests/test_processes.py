@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 import leaseq
 from tests.conftest import RedisServer, wait_until
@@ -88,14 +87,6 @@ class Supervised:
 def with_suppress_kill(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-
-
-@pytest.fixture
-def rr(redis_server: RedisServer) -> Iterator[redis.Redis]:
-    client = redis.Redis(port=redis_server.port)
-    client.flushall()
-    yield client
-    client.close()
 
 
 @pytest.fixture

@@ -57,14 +57,6 @@ class Workers:
 
 
 @pytest.fixture
-def rr(redis_server: RedisServer) -> Iterator[redis.Redis]:
-    client = redis.Redis(port=redis_server.port)
-    client.flushall()
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def workers(redis_server: RedisServer, rr: Any) -> Iterator[Workers]:
     w = Workers(redis_server.url)
     yield w
