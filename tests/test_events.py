@@ -425,21 +425,26 @@ def test_line_fits_any_id(r: Any) -> None:
     assert len(line(event)) == 80 and "deleted" in line(event)
 
 
-def test_follow_exits_0_on_ctrl_c(redis_server: RedisServer) -> None:
-    client = redis.Redis(port=redis_server.port)
-    client.flushall()
-    q = leaseq.Queue("tail", redis=client)
-    q.enqueue("x", id="seen")
+def _follower(url: str, *args: str) -> subprocess.Popen[str]:
+    """``leaseq events tail --follow ARGS`` from this checkout, at 80 columns."""
     root = str(Path(__file__).resolve().parent.parent)  # this checkout's leaseq
-    env = {**os.environ, "COLUMNS": "80", "LEASEQ_URL": redis_server.url, "PYTHONPATH": root}
+    env = {**os.environ, "COLUMNS": "80", "LEASEQ_URL": url, "PYTHONPATH": root}
     main = "from leaseq.cli import main; main()"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", main, "events", "tail", "--follow", "--since", "0"],
+    return subprocess.Popen(
+        [sys.executable, "-c", main, "events", "tail", "--follow", *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def test_follow_exits_0_on_ctrl_c(redis_server: RedisServer) -> None:
+    client = redis.Redis(port=redis_server.port)
+    client.flushall()
+    q = leaseq.Queue("tail", redis=client)
+    q.enqueue("x", id="seen")
+    proc = _follower(redis_server.url, "--since", "0")
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()  # printed: the follower now waits on XREAD BLOCK
@@ -461,16 +466,7 @@ def test_follow_rides_out_a_server_restart() -> None:
     client = redis.Redis(port=server.port)
     try:
         leaseq.Queue("tail", redis=client).enqueue("x", id="before")
-        root = str(Path(__file__).resolve().parent.parent)  # this checkout's leaseq
-        env = {**os.environ, "COLUMNS": "80", "LEASEQ_URL": server.url, "PYTHONPATH": root}
-        main = "from leaseq.cli import main; main()"
-        proc = subprocess.Popen(
-            [sys.executable, "-c", main, "events", "tail", "--follow", "--since", "0"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        proc = _follower(server.url, "--since", "0")
         lines: queue_mod.Queue[str] = queue_mod.Queue()
         assert proc.stdout is not None
         out = proc.stdout
@@ -496,22 +492,13 @@ def test_follow_with_a_wrong_password_fails_at_once() -> None:
     server = RedisServer()
     try:
         redis.Redis(port=server.port).config_set("requirepass", "good-pw")
-        root = str(Path(__file__).resolve().parent.parent)
-        url = f"redis://:wrong-pw@127.0.0.1:{server.port}/0"
-        env = {**os.environ, "COLUMNS": "80", "LEASEQ_URL": url, "PYTHONPATH": root}
-        main = "from leaseq.cli import main; main()"
-        done = subprocess.run(
-            [sys.executable, "-c", main, "events", "tail", "--follow"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        proc = _follower(f"redis://:wrong-pw@127.0.0.1:{server.port}/0")
+        out, err = proc.communicate(timeout=30)
     finally:
         server.stop()
-    assert done.returncode == 1 and done.stdout == ""
-    assert "Traceback" not in done.stderr and "wrong-pw" not in done.stderr
-    assert done.stderr.count("\n") == 1 and "password" in done.stderr
+    assert proc.returncode == 1 and out == ""
+    assert "Traceback" not in err and "wrong-pw" not in err
+    assert err.count("\n") == 1 and "password" in err
 
 
 def test_drop_deletes_the_stream_with_the_queue(q: leaseq.Queue, r: Any) -> None:
