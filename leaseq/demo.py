@@ -178,8 +178,8 @@ def _summary(q: Queue, ids: list[str], out: Console) -> None:
         _terminal.Column("job", keep="middle", share=0.4),
         _terminal.Column("state", keep=None),
         _terminal.Column("attempts", keep=None, justify="right"),
-        _terminal.Column("worker"),
-        _terminal.Column("result", least=10),
+        _terminal.Column("worker", keep=None),  # which worker ran it is the point
+        _terminal.Column("result", keep=None),  # short JSON: the id gives way first
     ]
     rows = []
     for job_id in ids:

@@ -243,12 +243,14 @@ def test_demo_table_fits_80_columns_a_line_a_job(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "80")
-    code, out, err = Cli(capsys)("demo", "--jobs", "6")
+    code, out, err = Cli(capsys)("demo", "--jobs", "12")
     assert code == 0, err
-    table = out[out.index("6 of 6 succeeded") :].splitlines()
+    table = out[out.index("12 of 12 succeeded") :].splitlines()
     assert all(len(line) <= 80 for line in table), table
     rows = [line for line in table if " succeeded " in line]
-    assert len(rows) == 6 and all('"square": ' in line for line in rows), table
+    assert len(rows) == 12 and all(line.rstrip().endswith("}") for line in rows), table
+    assert '{"n": 12, "square": 144}' in rows[-1]  # the results whole; the ids give way
+    assert all(re.search(r" demo-worker-\d ", line) for line in rows), table  # whole too
 
 
 # -- as a subprocess, on a real server -------------------------------------------
