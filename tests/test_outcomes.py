@@ -21,7 +21,6 @@ import leaseq.aio
 from leaseq._outcomes import decide, error_kind
 from leaseq.payloads import Codec
 from tests.conftest import RedisServer
-from tests.test_worker_process import rr  # noqa: F401
 
 ENCODE = Codec("json", None, 100).encode
 
@@ -152,7 +151,7 @@ async def _adispatch(lease: leaseq.Lease) -> Any:
 
 
 @pytest.fixture
-def rs(rr: redis.Redis) -> redis.Redis:  # noqa: F811
+def rs(rr: redis.Redis) -> redis.Redis:
     """A client on the real server, flushed (test_worker_process's ``rr``)."""
     return rr
 

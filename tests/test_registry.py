@@ -19,7 +19,7 @@ import leaseq.aio
 from leaseq.cli import main
 from leaseq.registry import REGISTRY_TTL, refresh_every
 from tests.conftest import Clock, RedisServer, async_client, wait_until
-from tests.test_worker_process import Workers, rr, workers  # noqa: F401  (fixtures)
+from tests.test_worker_process import Workers, workers  # noqa: F401  (fixtures)
 
 # -- the behaviour, written once (re-run on leaseq.aio.Queue at the bottom) ------
 
@@ -166,7 +166,7 @@ def test_the_async_worker_registers_while_it_runs_and_leaves_at_stop(r: Any) -> 
 
 @pytest.mark.slow
 def test_a_sigkilled_worker_process_drops_off_within_its_ttl(
-    rr: Any,  # noqa: F811
+    rr: Any,
     workers: Workers,  # noqa: F811
 ) -> None:
     q = leaseq.Queue("jobs", redis=rr)
@@ -186,7 +186,7 @@ def test_a_sigkilled_worker_process_drops_off_within_its_ttl(
 
 
 def test_cli_workers_lists_every_queue_in_80_columns(
-    rr: Any,  # noqa: F811
+    rr: Any,
     redis_server: RedisServer,
     capsys: pytest.CaptureFixture[str],
 ) -> None:

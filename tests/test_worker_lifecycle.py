@@ -27,11 +27,11 @@ import leaseq
 import leaseq.aio
 from tests import handlers
 from tests.conftest import RedisServer, wait_until
-from tests.test_worker_process import LEASEQ, ROOT, rr  # noqa: F401
+from tests.test_worker_process import LEASEQ, ROOT
 
 
 @pytest.fixture
-def rs(rr: redis.Redis) -> redis.Redis:  # noqa: F811
+def rs(rr: redis.Redis) -> redis.Redis:
     """A client on the real server, flushed (test_worker_process's ``rr``)."""
     return rr
 

@@ -17,7 +17,7 @@ import pytest
 
 import leaseq
 from tests.conftest import Clock, wait_until
-from tests.test_worker_process import Workers, _exits, _job, _q, rr, workers  # noqa: F401
+from tests.test_worker_process import Workers, _exits, _job, _q, workers  # noqa: F401
 
 MAX_REFUNDS = 5
 """The refund bound in lua/lib/reap_expired.lua (documented in docs/design.md)."""
@@ -120,7 +120,7 @@ def test_sigkill_does_not_charge_prefetched_jobs(rr: Any, workers: Workers) -> N
 
 @pytest.mark.slow
 def test_a_job_that_kills_its_worker_every_time_still_dies(
-    rr: Any,  # noqa: F811
+    rr: Any,
     workers: Workers,  # noqa: F811
     tmp_path: Path,
 ) -> None:
