@@ -19,7 +19,7 @@ import leaseq
 from bench import on_off
 from bench.server import Server
 from bench.timing import interleaved
-from leaseq import scripts
+from leaseq.store import scripts
 
 _BUMP = re.compile(r"local function bump_counter\(meta, field, n, now\)\n.*?\nend\n", re.DOTALL)
 _STUB = (

@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import leaseq
-
-from .server import Server
+from bench.server import Server
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_MS = 20.0

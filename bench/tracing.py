@@ -18,10 +18,9 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
 import leaseq
-from leaseq import tracing
-
-from .server import Server
-from .timing import Case, interleaved, rate, us
+from bench.server import Server
+from bench.timing import Case, interleaved, rate, us
+from leaseq.observe import tracing
 
 
 @contextlib.contextmanager

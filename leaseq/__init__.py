@@ -5,8 +5,7 @@ by the server's clock; ``attempts`` is the fencing token. See README.md
 and docs/design.md.
 """
 
-from ._protocol import AsyncQueueLike, QueueLike
-from .errors import (
+from leaseq.errors import (
     AlreadyFinished,
     AuthError,
     DamagedKey,
@@ -28,16 +27,17 @@ from .errors import (
     ServerFull,
     ServerUnavailable,
 )
-from .events import Event, EventSettings
-from .handler import Dead, JobContext, Kinds, Retry, UnknownKind, current_job
-from .keys import QueueKeys
-from .limits import Limits
-from .queue import Queue
-from .schedules import Schedule
-from .sharded import ShardedQueue
-from .supervisor import Supervisor
-from .types import Backoff, Job, Lease, State, Stats
-from .worker import Worker
+from leaseq.handler import Dead, JobContext, Kinds, Retry, UnknownKind, current_job
+from leaseq.protocols import AsyncQueueLike, QueueLike
+from leaseq.queue import Queue
+from leaseq.sharded import ShardedQueue
+from leaseq.store.events import Event, EventSettings
+from leaseq.store.keys import QueueKeys
+from leaseq.store.limits import Limits
+from leaseq.store.schedules import Schedule
+from leaseq.supervisor import Supervisor
+from leaseq.types import Backoff, Job, Lease, State, Stats
+from leaseq.worker import Worker
 
 __all__ = [
     "AlreadyFinished",

@@ -1,5 +1,5 @@
 """``python -m leaseq``: the command line (what ``leaseq worker --processes`` starts)."""
 
-from .cli import main
+from leaseq.cli.main import main
 
 main()

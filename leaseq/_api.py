@@ -1,6 +1,6 @@
 """The public queue methods, declared once per transport.
 
-``SyncQueueAPI`` is every operation of ``leaseq._ops`` as a plain method,
+``SyncQueueAPI`` is every operation of ``leaseq.store.ops`` as a plain method,
 ``AsyncQueueAPI`` as an ``async def`` one. ``leaseq.Queue`` and
 ``leaseq.ShardedQueue`` take the first, the ``leaseq.aio`` queues the
 second; what runs is ``self._ops`` (a ``QueueOps`` or a ``ShardedOps``), so
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from ._drive import AsyncDriver, SyncDriver, async_feed, async_op, sync_feed, sync_op
-from ._ops import QueueOps as O
+from leaseq.store.ops import QueueOps as O
+from leaseq.transport.drive import AsyncDriver, SyncDriver, async_feed, async_op, sync_feed, sync_op
 
 __all__ = ["AsyncQueueAPI", "SyncQueueAPI"]
 

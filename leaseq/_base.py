@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._core import DEFAULT_KEEP_SUCCEEDED_COUNT, QueueCore
-from ._ops import Command, Op, QueueOps
-from .errors import InvalidArgument
-from .keys import QueueKeys
-from .types import DEFAULT_BACKOFF, Backoff
+from leaseq.errors import InvalidArgument
+from leaseq.store.core import DEFAULT_KEEP_SUCCEEDED_COUNT, QueueCore
+from leaseq.store.keys import QueueKeys
+from leaseq.store.ops import Command, Op, QueueOps
+from leaseq.types import DEFAULT_BACKOFF, Backoff
 
 __all__ = ["QueueBase"]
 

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import HandlerImportError, InvalidArgument, LeaseLost, LeaseqError
-from .types import Lease
+from leaseq.errors import HandlerImportError, InvalidArgument, LeaseLost, LeaseqError
+from leaseq.types import Lease
 
 __all__ = [
     "Dead",
@@ -84,7 +84,7 @@ class Kinds:
     """
 
     def __init__(self, handlers: Mapping[str, Handler]) -> None:
-        from .keys import check_job_id
+        from leaseq.store.keys import check_job_id
 
         if not handlers:
             raise InvalidArgument("a handler dict needs at least one kind")

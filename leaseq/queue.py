@@ -1,6 +1,6 @@
 """``leaseq.Queue``: the synchronous API over redis-py.
 
-Every operation is written once, without I/O, in ``leaseq._ops``; this
+Every operation is written once, without I/O, in ``leaseq.store.ops``; this
 class runs them on its client (``leaseq._api.SyncQueueAPI``). The async
 ``leaseq.aio.Queue`` runs the very same operations on ``redis.asyncio``.
 """
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _connect
-from ._api import SyncQueueAPI
-from ._base import QueueBase
-from ._drive import SyncDriver
-from ._ops import list_queues
+from leaseq._api import SyncQueueAPI
+from leaseq._base import QueueBase
+from leaseq.store.ops import list_queues
+from leaseq.transport import connect as _connect
+from leaseq.transport.drive import SyncDriver
 
 __all__ = ["Queue", "connect"]
 

@@ -16,7 +16,7 @@ queue), which the cluster spreads over its masters.
   atomically. ``stats`` sums N consistent per-shard snapshots, read one
   after another (so the sum is not one instant).
 
-The operations are ``leaseq._sharded_ops.ShardedOps``, written once; this module
+The operations are ``leaseq.store.sharded_ops.ShardedOps``, written once; this module
 only runs them, synchronously here and awaited in ``leaseq.aio``.
 See docs/scaling.md.
 """
@@ -26,14 +26,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
-from . import _redis
-from ._api import SyncQueueAPI
-from ._drive import sync_op
-from ._ops import WAKE_SLICE, Command, Op
-from ._sharded_ops import ShardedOps, merge_stats
-from .errors import InvalidArgument
-from .keys import MAX_SHARDS, QueueKeys, check_job_id, shard_of, split_shard
-from .queue import Queue, connect
+from leaseq._api import SyncQueueAPI
+from leaseq.errors import InvalidArgument
+from leaseq.queue import Queue, connect
+from leaseq.store.keys import MAX_SHARDS, QueueKeys, check_job_id, shard_of, split_shard
+from leaseq.store.ops import WAKE_SLICE, Command, Op
+from leaseq.store.sharded_ops import ShardedOps, merge_stats
+from leaseq.transport import client as _redis
+from leaseq.transport.drive import sync_op
 
 __all__ = [
     "WAKE_SLICE",
@@ -150,7 +150,7 @@ def known_queues(redis: Any, prefix: str = "leaseq") -> dict[str, int]:
     """Every queue under ``prefix`` on a sync client: ``{name: shards}``, 0 for a
     plain queue; a sharded queue's count is the one it recorded (its keys only
     give a lower bound: a shard that never held a job has none)."""
-    from .queue import Queue
+    from leaseq.queue import Queue
 
     found = sharded_names(Queue.queues(redis, prefix))
     return {

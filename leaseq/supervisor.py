@@ -40,9 +40,9 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from . import _signals
-from . import _validate as v
-from .errors import InvalidArgument
+from leaseq.errors import InvalidArgument
+from leaseq.store import validate as v
+from leaseq.work import signals as _signals
 
 __all__ = ["Supervisor"]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from .errors import InvalidArgument
+from leaseq.errors import InvalidArgument
 
 __all__ = ["Backoff", "Job", "Lease", "State", "Stats"]
 
@@ -70,7 +70,7 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True):
     timeout: float | None = None
     """Seconds the handler may run (``enqueue(..., timeout=)``); None: the worker's default."""
     traceparent: str | None = None
-    """The W3C trace context of the span that enqueued the job (``leaseq.tracing``)."""
+    """The W3C trace context of the span that enqueued the job (``leaseq.observe.tracing``)."""
 
     @property
     def token(self) -> int:
@@ -119,7 +119,7 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     """Seconds a handler may run on it (``enqueue(..., timeout=)``); None: no limit of its own."""
     traceparent: str | None = None
     """The W3C trace context of the span that enqueued the job, as stored
-    (``leaseq.tracing``); None when it was enqueued outside any span."""
+    (``leaseq.observe.tracing``); None when it was enqueued outside any span."""
 
 
 class Backoff(msgspec.Struct, frozen=True, kw_only=True):

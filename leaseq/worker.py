@@ -37,10 +37,17 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from . import _signals
-from . import _validate as v
-from ._observe import JobObserver, installed
-from ._outcomes import (
+from leaseq.errors import LeaseqError
+from leaseq.handler import Handlers, JobContext, _set_current, as_handler
+from leaseq.observe.observer import JobObserver, installed
+from leaseq.observe.tracing import JobTracer
+from leaseq.protocols import QueueLike
+from leaseq.store import validate as v
+from leaseq.store.registry import refresh_every
+from leaseq.store.schedules import TICK_INTERVAL
+from leaseq.types import Lease
+from leaseq.work import signals as _signals
+from leaseq.work.outcomes import (
     RELEASE,
     WRITE_BATCH,
     Backoff,
@@ -54,14 +61,7 @@ from ._outcomes import (
     log_job,
     result_encoder,
 )
-from ._protocol import QueueLike
-from ._timeouts import Timeouts
-from .errors import LeaseqError
-from .handler import Handlers, JobContext, _set_current, as_handler
-from .registry import refresh_every
-from .schedules import TICK_INTERVAL
-from .tracing import JobTracer
-from .types import Lease
+from leaseq.work.timeouts import Timeouts
 
 __all__ = ["Worker"]
 
@@ -103,11 +103,11 @@ class Worker:
     released. ``reap_interval``: seconds between full reaps (claims also
     reap a bounded number of expired leases each time). ``trace_parent``:
     with opentelemetry installed, each run gets a span that links to the
-    enqueuer's (``"link"``) or is its child (``"parent"``); see ``leaseq.tracing``.
+    enqueuer's (``"link"``) or is its child (``"parent"``); see ``leaseq.observe.tracing``.
     ``timeout``: seconds a handler may run when its job has no ``timeout`` of
     its own (None: no limit); past it the attempt fails with "timed out after
     N s" and its lease is freed at once, while the thread, which cannot be
-    killed, keeps its slot until it returns (``leaseq._timeouts``;
+    killed, keeps its slot until it returns (``leaseq.work.timeouts``;
     ``on_stuck(n)`` hears how many are stuck).
     """
 
@@ -131,7 +131,7 @@ class Worker:
         handler = as_handler(handler)  # a dict of handlers by kind runs as one
         check_worker(handler, concurrency, ttl, grace, reap_interval)
         self._tracer = JobTracer.make(queue.name, worker_id or queue.worker_id, trace_parent)
-        """Spans for each job (``leaseq.tracing``); None without opentelemetry."""
+        """Spans for each job (``leaseq.observe.tracing``); None without opentelemetry."""
         self._report = getattr(queue, "progress", None)  # current_job().progress(value)
         if prefetch is not None:
             v.integer(prefetch, "prefetch", 0, v.MAX_CONCURRENCY)
@@ -147,7 +147,7 @@ class Worker:
         self.worker_id = worker_id or queue.worker_id
         self.handle_signals = handle_signals
         self.metrics = metrics if metrics is not None else installed()
-        """Worker-local figures (``leaseq.worker_metrics``); None records nothing."""
+        """Worker-local figures (``leaseq.observe.worker_metrics``); None records nothing."""
         if self.metrics is not None:
             self.metrics.slots(queue.name, concurrency)
         self.beat_every = self.ttl / 3
@@ -487,7 +487,7 @@ class Worker:
                     if now >= next_register:
                         next_register = now + self._register()
                     if now >= next_tick and hasattr(self.queue, "tick"):
-                        next_tick = now + TICK_INTERVAL  # schedules: see leaseq.schedules
+                        next_tick = now + TICK_INTERVAL  # schedules: see leaseq.store.schedules
                         self.queue.tick()
                     backoff.reset()
                     self._outage.ok()
@@ -598,7 +598,7 @@ class Worker:
         self._lost_seen = lost
 
     def _register(self) -> float:
-        """Refresh this worker's row in the queue's registry (``leaseq.registry``);
+        """Refresh this worker's row in the queue's registry (``leaseq.store.registry``);
         returns the seconds until the next refresh."""
         every = refresh_every(self.ttl)
         if hasattr(self.queue, "register_worker"):

@@ -378,7 +378,7 @@ def test_worker_outcomes_in_burst(live: leaseq.aio.Queue, loop: asyncio.Abstract
     retried = run(loop, live.get("retry"))
     assert retried is not None and retried.result == "second time" and retried.attempts == 2
     dead = run(loop, live.get("dead"))
-    # The one outcome policy (leaseq._outcomes.decide) writes what the threaded
+    # The one outcome policy (leaseq.work.outcomes.decide) writes what the threaded
     # worker writes: the exception's kind, then its reason.
     assert dead is not None and dead.attempts == 1 and dead.last_error == "Dead: poison"
 

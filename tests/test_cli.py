@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import leaseq
-from leaseq.cli import main
+from leaseq.cli.main import main
 from tests.conftest import RedisServer, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -114,7 +114,7 @@ def test_no_error_line_holds_the_password(cli: Cli, url: str, secrets: tuple[str
 
 
 def test_redact_covers_every_place_a_url_carries_a_password() -> None:
-    from leaseq._urls import redact, remember_secrets
+    from leaseq.transport.urls import redact, remember_secrets
 
     assert redact("redis://u:pa/ss@h:1/0") == "redis://***@h:1/0"
     assert redact("redis://h/0?password=abc&db=1") == "redis://h/0?password=***&db=1"
@@ -125,7 +125,7 @@ def test_redact_covers_every_place_a_url_carries_a_password() -> None:
 
 
 def test_a_password_with_at_in_the_query_is_not_taken_for_userinfo() -> None:
-    from leaseq._urls import check_url
+    from leaseq.transport.urls import check_url
 
     assert check_url("redis://h/0?password=a@b/c") == "redis://h/0?password=a@b/c"
     with pytest.raises(leaseq.InvalidArgument, match="percent-encode"):
@@ -239,7 +239,7 @@ def test_empty_url_is_an_error_not_localhost(cli: Cli, monkeypatch: pytest.Monke
     cli.url = ""
     _one_line_error(*cli("stats"), "--url is empty")
     monkeypatch.setenv("LEASEQ_URL", " ")
-    from leaseq.cli import main
+    from leaseq.cli.main import main
 
     with pytest.raises(SystemExit) as info:
         main(["stats"])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import leaseq
-from leaseq._terminal import shorten
+from leaseq.cli.terminal import shorten
 from tests.test_cli import Cli, _one_line_error, cli  # noqa: F401  (the fixture)
 
 LONG = [f"order-2026-03-17-customer-with-a-long-name-{i:04d}-tail" for i in range(5)]

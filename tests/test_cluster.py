@@ -22,7 +22,7 @@ from redis.crc import key_slot
 
 import leaseq
 import leaseq.aio
-from leaseq.keys import split_shard
+from leaseq.store.keys import split_shard
 from tests import suite, test_damaged, test_effects, test_fencing, test_smoke, test_store
 from tests.cluster import Cluster, shared_cluster
 from tests.conftest import Clock, RedisServer, wait_until

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 import leaseq
-from leaseq.scripts import SCRIPTS
+from leaseq.store.scripts import SCRIPTS
 from tests.conftest import Clock
 from tests.test_core_util import claim_one, server_ms, text
 

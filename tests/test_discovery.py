@@ -17,8 +17,8 @@ import pytest
 
 import leaseq
 import leaseq.aio
-from leaseq.keys import QueueKeys
 from leaseq.sharded import known_queues
+from leaseq.store.keys import QueueKeys
 from tests.conftest import async_client
 from tests.test_cli import Cli, cli  # noqa: F401  (the fixture)
 

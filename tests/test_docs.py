@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 import leaseq
-import leaseq._memory
-from leaseq._replies import _Row
+import leaseq.transport.memory
+from leaseq.store.replies import _Row
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ("README.md", "docs/design.md")
@@ -57,7 +57,7 @@ def test_doc_example(
     if "worker" in info and not hasattr(leaseq, "Worker"):
         pytest.skip("leaseq.Worker is not built yet")
     # Every block starts from empty memory:// stores.
-    monkeypatch.setattr(leaseq._memory, "_servers", {})
+    monkeypatch.setattr(leaseq.transport.memory, "_servers", {})
     exec(compiled, {"__name__": f"doc_example_{line}"})
 
 

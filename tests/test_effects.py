@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import leaseq
-from leaseq.effects import MAX_EFFECTS, hash_tag
+from leaseq.store.effects import MAX_EFFECTS, hash_tag
 from tests.conftest import Clock
 
 

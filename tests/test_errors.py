@@ -16,7 +16,6 @@ import redis.exceptions as rex
 from redis._parsers.base import BaseParser
 
 import leaseq
-from leaseq import _redis
 from leaseq.errors import (
     AuthError,
     DamagedKey,
@@ -26,6 +25,7 @@ from leaseq.errors import (
     ServerFull,
     ServerUnavailable,
 )
+from leaseq.transport import client as _redis
 from tests.conftest import RedisServer
 
 PASSWORD = "Sekr1t-pa55"

@@ -18,7 +18,7 @@ import redis
 import leaseq
 import leaseq.aio
 from leaseq import State
-from leaseq.cli_events import line
+from leaseq.cli.events import line
 from tests.conftest import Clock, RedisServer, wait_until
 from tests.test_cli import Cli, cli  # noqa: F401  (the fixture)
 from tests.test_core_util import claim_one
@@ -167,7 +167,7 @@ def test_an_entry_spans_transition_groups_in_order(q: leaseq.Queue, r: Any) -> N
 
 def test_the_switch_off_writes_nothing_and_on_again_records(q: leaseq.Queue, r: Any) -> None:
     before = q.event_settings()
-    assert before.enabled and before.maxlen == leaseq.events.DEFAULT_MAXLEN
+    assert before.enabled and before.maxlen == leaseq.store.events.DEFAULT_MAXLEN
     assert before.entries == 0 and before.first_id is None
     off = q.set_events(False)
     assert not off.enabled
@@ -265,7 +265,7 @@ def test_a_junk_bound_in_meta_never_stops_a_transition(q: leaseq.Queue, r: Any, 
     q.enqueue("a", id="a")
     q.complete(claim_one(q))
     assert seen(q) == [("a", 0, None, P), ("a", 1, P, A), ("a", 1, A, OK)]
-    assert q.event_settings().maxlen == leaseq.events.DEFAULT_MAXLEN
+    assert q.event_settings().maxlen == leaseq.store.events.DEFAULT_MAXLEN
 
 
 def test_a_stream_key_of_the_wrong_type_never_stops_a_transition(
@@ -400,7 +400,7 @@ def test_cli_prints_one_line_per_transition_in_80_columns(cli: Cli) -> None:  # 
     assert lines[1].endswith("~")
     assert "pending   -> active     #1" in lines[2]
     code, out, _ = cli("events", "mail", "--json", "--limit", "2")
-    docs = [leaseq.events.msgspec.json.decode(li) for li in out.splitlines()]
+    docs = [leaseq.store.events.msgspec.json.decode(li) for li in out.splitlines()]
     assert [d["job_id"][:5] for d in docs] == ["short", "a-ver"]
     assert docs[0]["from_state"] is None and docs[0]["to_state"] == "pending"
     code, out, _ = cli("events", "mail", "--off")
@@ -429,7 +429,7 @@ def _follower(url: str, *args: str) -> subprocess.Popen[str]:
     """``leaseq events tail --follow ARGS`` from this checkout, at 80 columns."""
     root = str(Path(__file__).resolve().parent.parent)  # this checkout's leaseq
     env = {**os.environ, "COLUMNS": "80", "LEASEQ_URL": url, "PYTHONPATH": root}
-    main = "from leaseq.cli import main; main()"
+    main = "from leaseq.cli.main import main; main()"
     return subprocess.Popen(
         [sys.executable, "-c", main, "events", "tail", "--follow", *args],
         env=env,
@@ -509,4 +509,4 @@ def test_drop_deletes_the_stream_with_the_queue(q: leaseq.Queue, r: Any) -> None
     assert not r.exists(q.keys.events) and not r.exists(q.keys.meta)
     q.enqueue("again", id="again")  # a new queue of the name: events on, default bound
     assert seen(q) == [("again", 0, None, P)]
-    assert q.event_settings().maxlen == leaseq.events.DEFAULT_MAXLEN
+    assert q.event_settings().maxlen == leaseq.store.events.DEFAULT_MAXLEN

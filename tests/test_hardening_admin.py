@@ -3,7 +3,7 @@ cannot act on, report it and finish the rest; and both work from a fixed
 snapshot, so a job that dies again while retry-all runs is not retried twice
 and a purge ends however many jobs keep arriving.
 
-The runs are sans-I/O generators (``leaseq._admin``): these tests drive
+The runs are sans-I/O generators (``leaseq.store.admin``): these tests drive
 them by hand, with small pages, to act between two pages.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import leaseq
-from leaseq import _admin
+from leaseq.store import admin as _admin
 from tests.conftest import Clock
 from tests.test_core_util import claim_one, row
 

@@ -1,5 +1,5 @@
 """The issue 9 operator runs and clock reset on leaseq.aio, driven by the
-same sans-I/O generators as the sync queue (``leaseq._admin``)."""
+same sans-I/O generators as the sync queue (``leaseq.store.admin``)."""
 
 from __future__ import annotations
 

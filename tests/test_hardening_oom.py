@@ -17,8 +17,8 @@ import pytest
 import redis
 
 import leaseq
-from leaseq import _drive
-from leaseq.scripts import SCRIPTS
+from leaseq.store.scripts import SCRIPTS
+from leaseq.transport import drive as _drive
 from tests.conftest import RedisServer
 
 # A second server build to run these on, when one is at hand: say Redis 6.2

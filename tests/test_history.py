@@ -1,5 +1,5 @@
 """History that survives restarts (lua/lib/bump_counter.lua, lua/history.lua,
-leaseq.history): per-minute and per-ten-minute counts written by the scripts
+leaseq.store.history): per-minute and per-ten-minute counts written by the scripts
 that bump the counters, in the same call, with bounded retention. On
 fakeredis and a real server, sync and async."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import leaseq
-from leaseq.history import HOUR, TEN_MINUTES
+from leaseq.store.history import HOUR, TEN_MINUTES
 from tests.conftest import Clock
 from tests.test_core_util import claim_one
 

@@ -159,7 +159,7 @@ def real_r(redis_server: Any) -> Iterator[Any]:
 
 def count_claims(q: leaseq.Queue) -> list[int]:
     """How many claim scripts ``q`` has sent (its client's EVALSHAs of claim.lua)."""
-    from leaseq.scripts import SCRIPTS
+    from leaseq.store.scripts import SCRIPTS
 
     calls = [0]
     client = q.redis

@@ -1,4 +1,4 @@
-"""Worker logs (leaseq.logs): ``--log-format json`` writes one object per line with
+"""Worker logs (leaseq.observe.logs): ``--log-format json`` writes one object per line with
 the job's fields, failures and dead-letters are WARNING lines with id and
 attempt, and ``--log-jobs`` adds a line per finished job. Real worker
 processes on a real redis-server."""
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import leaseq
-from leaseq.logs import JobLog, JsonFormatter
+from leaseq.observe.logs import JobLog, JsonFormatter
 from tests.conftest import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent

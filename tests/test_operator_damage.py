@@ -175,7 +175,7 @@ def test_stats_watch_keeps_watching_while_the_server_restarts(
             else:
                 raise KeyboardInterrupt
 
-        monkeypatch.setattr("leaseq.cli_ops.time.sleep", sleep)
+        monkeypatch.setattr("leaseq.cli.ops.time.sleep", sleep)
         code, out, err = cli("stats", "--watch", "0.5")
         assert code == 0, err
         assert len(rounds) == 3

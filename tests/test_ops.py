@@ -1,4 +1,4 @@
-"""One implementation, four transports: the operations of ``leaseq._ops`` and
+"""One implementation, four transports: the operations of ``leaseq.store.ops`` and
 the sync, async and sharded queues that run them.
 
 - every public operation of each queue class is the ``_ops`` generator,
@@ -24,11 +24,11 @@ import redis.asyncio as aioredis
 
 import leaseq
 import leaseq.aio
-from leaseq._core import Call
-from leaseq._drive import Invoke, Pump, SyncDriver
-from leaseq._ops import Command, Op, QueueOps
-from leaseq._protocol import AsyncQueueLike, QueueLike
-from leaseq._sharded_ops import ShardedOps
+from leaseq.protocols import AsyncQueueLike, QueueLike
+from leaseq.store.core import Call
+from leaseq.store.ops import Command, Op, QueueOps
+from leaseq.store.sharded_ops import ShardedOps
+from leaseq.transport.drive import Invoke, Pump, SyncDriver
 from tests import suite, test_sharded
 from tests.conftest import wait_until
 

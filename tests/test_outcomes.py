@@ -1,4 +1,4 @@
-"""The one outcome policy (``leaseq._outcomes.decide``) and both workers held to it.
+"""The one outcome policy (``leaseq.work.outcomes.decide``) and both workers held to it.
 
 Issue 9, defects 3 and 14: the threaded and the asyncio worker decided a
 job's fate in two copies that drifted (``last_error`` texts differed, and
@@ -18,8 +18,8 @@ import redis.asyncio as aioredis
 
 import leaseq
 import leaseq.aio
-from leaseq._outcomes import decide, error_kind
-from leaseq.payloads import Codec
+from leaseq.store.payloads import Codec
+from leaseq.work.outcomes import decide, error_kind
 from tests.conftest import RedisServer
 
 ENCODE = Codec("json", None, 100).encode

@@ -1,4 +1,4 @@
-"""The operator commands of leaseq/cli_ops.py: pause, resume, cancel, delete, drop,
+"""The operator commands of leaseq/cli/ops.py: pause, resume, cancel, delete, drop,
 and `leaseq web` without its extra, run through main() on memory://."""
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def test_stats_watch_prints_again_until_interrupted(
             return
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("leaseq.cli_ops.time.sleep", sleep)
+    monkeypatch.setattr("leaseq.cli.ops.time.sleep", sleep)
     code, out, err = cli("stats", "mail", "--json", "--watch", "0.5")
     assert code == 0 and ticks == [0.5, 0.5]
     assert '"pending": 1' in out and '"pending": 2' in out

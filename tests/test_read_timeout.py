@@ -21,7 +21,7 @@ import redis.asyncio.connection as aconn
 
 import leaseq
 import leaseq.aio
-from leaseq import _redis
+from leaseq.transport import client as _redis
 from tests.conftest import RedisServer
 
 SHORT = 0.4

@@ -1,4 +1,4 @@
-"""Workers register themselves (lua/register.lua, lua/workers.lua, leaseq.registry):
+"""Workers register themselves (lua/register.lua, lua/workers.lua, leaseq.store.registry):
 rows with a TTL, an index trimmed on read, both workers, a SIGKILLed process,
 and ``leaseq workers``. On fakeredis and a real server, sync and async."""
 
@@ -16,8 +16,8 @@ import pytest
 
 import leaseq
 import leaseq.aio
-from leaseq.cli import main
-from leaseq.registry import REGISTRY_TTL, refresh_every
+from leaseq.cli.main import main
+from leaseq.store.registry import REGISTRY_TTL, refresh_every
 from tests.conftest import Clock, RedisServer, async_client, wait_until
 from tests.test_worker_process import Workers, workers  # noqa: F401  (fixtures)
 

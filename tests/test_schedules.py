@@ -20,7 +20,7 @@ import redis
 from freezegun import freeze_time
 
 import leaseq
-from leaseq import schedules as sch
+from leaseq.store import schedules as sch
 from tests.conftest import Clock, wait_until
 from tests.test_core_util import all_keys, server_ms, text
 
@@ -243,7 +243,7 @@ def frozen_at(start: str) -> Any:
     """freezegun at ``start`` for fakeredis's TIME, with the cron arithmetic left on the
     real datetime class: freezegun's FakeDatetime drops ``fold`` on arithmetic, which
     would misplace times in the hour that DST repeats (a test artefact only)."""
-    return freeze_time(start, ignore=["cronsim", "leaseq.schedules"])
+    return freeze_time(start, ignore=["cronsim", "leaseq.store.schedules"])
 
 
 def fires(fq: leaseq.Queue, name: str, start: str, hours: float, step: float = 300.0) -> list[int]:

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 import leaseq
-from leaseq import _control, events, history, registry
-from leaseq.scripts import SCRIPTS, load_source
+from leaseq.store import control as _control
+from leaseq.store import events, history, registry
+from leaseq.store.scripts import SCRIPTS, load_source
 from tests.conftest import Clock
 from tests.test_core_util import claim_one, index, row, snapshot
 
@@ -186,8 +187,8 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
 
 
 def _schedule_calls(core: Any) -> dict[str, Any]:
-    from leaseq import schedules as sch
-    from leaseq.limits import read_limits
+    from leaseq.store import schedules as sch
+    from leaseq.store.limits import read_limits
 
     upsert = sch.schedule(core, "ID", {}, every=1.0)
     read = next(upsert)

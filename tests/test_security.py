@@ -19,7 +19,7 @@ import pytest
 import redis
 
 import leaseq
-from leaseq._redis import redact
+from leaseq.transport.client import redact
 from tests.conftest import RedisServer, free_port
 
 PASSWORD = "s3cret-Pa55word"

@@ -13,8 +13,8 @@ import pytest
 from redis.crc import key_slot
 
 import leaseq
-from leaseq.keys import shard_of, split_shard
 from leaseq.sharded import WAKE_SLICE, sharded_names
+from leaseq.store.keys import shard_of, split_shard
 from tests import suite
 from tests.cluster import shared_cluster
 from tests.conftest import wait_until

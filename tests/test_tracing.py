@@ -1,4 +1,4 @@
-"""OpenTelemetry tracing (leaseq.tracing): the traceparent an enqueue stores, and
+"""OpenTelemetry tracing (leaseq.observe.tracing): the traceparent an enqueue stores, and
 the span each worker run makes, checked with the SDK's in-memory exporter on
 fakeredis and a real server.
 
@@ -30,8 +30,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import leaseq
 import leaseq.aio
-from leaseq import tracing
-from leaseq.cli import main
+from leaseq.cli.main import main
+from leaseq.observe import tracing
 from tests.conftest import RedisServer, async_client
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -538,7 +538,7 @@ def test_leaseq_works_with_opentelemetry_not_installed() -> None:
         import asyncio, sys
         sys.modules["opentelemetry"] = None  # import opentelemetry -> ImportError
         import fakeredis, leaseq, leaseq.aio
-        from leaseq import tracing
+        from leaseq.observe import tracing
         assert not tracing.available()
         server = fakeredis.FakeServer()
         q = leaseq.Queue("plain", redis=fakeredis.FakeRedis(server=server))
@@ -571,7 +571,7 @@ def test_leaseq_works_with_opentelemetry_not_installed() -> None:
 
 
 def test_outcome_names() -> None:
-    from leaseq._outcomes import RELEASE, Outcome
+    from leaseq.work.outcomes import RELEASE, Outcome
 
     lease = leaseq.Lease(
         id="j",

@@ -496,7 +496,7 @@ def test_worker_metrics_port(redis_server: Any) -> None:
         text = wait_until(scraped, 20, what="the worker's metrics to show 5 succeeded")
         assert 'leaseq_jobs{queue="metered",state="pending"} 0.0' in text
         assert 'leaseq_jobs_enqueued_total{queue="metered"} 5.0' in text
-        # Worker-local figures on the same port (leaseq.worker_metrics).
+        # Worker-local figures on the same port (leaseq.observe.worker_metrics).
         assert 'leaseq_job_duration_seconds_count{outcome="complete",queue="metered"} 5.0' in text
         assert 'leaseq_job_wait_seconds_count{queue="metered"} 5.0' in text
         assert 'leaseq_handlers{queue="metered"} 4.0' in text

@@ -1,4 +1,4 @@
-"""Worker-local Prometheus metrics (leaseq.worker_metrics): job durations and
+"""Worker-local Prometheus metrics (leaseq.observe.worker_metrics): job durations and
 waits, leases lost, handlers busy, from both workers; on fakeredis and a real
 server. ``--metrics-port`` serving them is in tests/test_web.py."""
 
@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 import leaseq
 import leaseq.aio
-from leaseq import _observe
-from leaseq.worker_metrics import WorkerMetrics
+from leaseq.observe import observer as _observe
+from leaseq.observe.worker_metrics import WorkerMetrics
 from tests.conftest import async_client, wait_until
 
 

@@ -1,9 +1,9 @@
 """leaseq over ``redis.asyncio``: the same Queue API with ``async def``, and
-an asyncio Worker. The operations are the sync API's (``leaseq._ops``),
+an asyncio Worker. The operations are the sync API's (``leaseq.store.ops``),
 awaited; only the transport differs."""
 
-from .queue import Queue
-from .sharded import ShardedQueue
-from .worker import AsyncHandler, Worker
+from leaseq.aio.queue import Queue
+from leaseq.aio.sharded import ShardedQueue
+from leaseq.aio.worker import AsyncHandler, Worker
 
 __all__ = ["AsyncHandler", "Queue", "ShardedQueue", "Worker"]

@@ -1,6 +1,6 @@
 """``leaseq.aio.Queue``: the same API as ``leaseq.Queue`` with ``async def``.
 
-The operations are those of ``leaseq._ops``, the very ones the sync queue
+The operations are those of ``leaseq.store.ops``, the very ones the sync queue
 runs; this class only awaits their steps on ``redis.asyncio``
 (``leaseq._api.AsyncQueueAPI``). Works on ``redis.asyncio.Redis``,
 ``redis.asyncio.cluster.RedisCluster`` and ``memory://``.
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _connect
-from .._api import AsyncQueueAPI
-from .._base import QueueBase
-from .._drive import AsyncDriver
-from .._ops import list_queues
+from leaseq._api import AsyncQueueAPI
+from leaseq._base import QueueBase
+from leaseq.store.ops import list_queues
+from leaseq.transport import connect as _connect
+from leaseq.transport.drive import AsyncDriver
 
 __all__ = ["Queue", "connect"]
 

@@ -1,6 +1,6 @@
 """``leaseq.aio.ShardedQueue``: ``leaseq.ShardedQueue`` with ``async def``.
 
-The same ``leaseq._sharded_ops.ShardedOps`` as the sync sharded queue, awaited on a
+The same ``leaseq.store.sharded_ops.ShardedOps`` as the sync sharded queue, awaited on a
 ``redis.asyncio`` client; see ``leaseq.sharded`` and docs/scaling.md.
 """
 
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._api import AsyncQueueAPI
-from .._drive import async_op
-from .._sharded_ops import ShardedOps
-from ..sharded import ShardedBase
-from .queue import Queue, connect
+from leaseq._api import AsyncQueueAPI
+from leaseq.aio.queue import Queue, connect
+from leaseq.sharded import ShardedBase
+from leaseq.store.sharded_ops import ShardedOps
+from leaseq.transport.drive import async_op
 
 __all__ = ["ShardedQueue"]
 

@@ -5,7 +5,7 @@ heartbeat that extends its lease every ``ttl / 3`` seconds; if an extend
 finds the lease gone (reaped after a stall, or taken over), the handler
 task is cancelled, because its outcome would be refused anyway. What a
 handler's return value or exception does to the job is decided by
-``leaseq._outcomes.decide``, the very policy ``leaseq.Worker`` uses.
+``leaseq.work.outcomes.decide``, the very policy ``leaseq.Worker`` uses.
 
 An ``async def`` handler runs on the loop. A plain ``def`` handler is run in
 a thread of the worker's own pool (``concurrency`` threads), so it never
@@ -27,9 +27,16 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from .. import _validate as v
-from .._observe import JobObserver, installed
-from .._outcomes import (
+from leaseq.errors import AlreadyFinished, LeaseLost, LeaseqError, ServerUnavailable
+from leaseq.handler import Handlers, JobContext, Kinds, _set_current, as_handler
+from leaseq.observe.observer import JobObserver, installed
+from leaseq.observe.tracing import JobTracer
+from leaseq.protocols import AsyncQueueLike
+from leaseq.store import validate as v
+from leaseq.store.registry import refresh_every
+from leaseq.store.schedules import TICK_INTERVAL
+from leaseq.types import Lease
+from leaseq.work.outcomes import (
     Backoff,
     HandlerTimeout,
     Outage,
@@ -42,13 +49,6 @@ from .._outcomes import (
     log_written,
     result_encoder,
 )
-from .._protocol import AsyncQueueLike
-from ..errors import AlreadyFinished, LeaseLost, LeaseqError, ServerUnavailable
-from ..handler import Handlers, JobContext, Kinds, _set_current, as_handler
-from ..registry import refresh_every
-from ..schedules import TICK_INTERVAL
-from ..tracing import JobTracer
-from ..types import Lease
 
 __all__ = ["AsyncHandler", "Worker"]
 
@@ -82,7 +82,7 @@ class Worker:
     expired leases of crashed workers (default: ``ttl``). ``grace`` is how
     long ``stop()`` lets in-flight handlers finish before cancelling them and
     releasing their jobs back to pending. ``trace_parent``: as in
-    ``leaseq.Worker`` (``leaseq.tracing``). ``timeout``: seconds a handler may
+    ``leaseq.Worker`` (``leaseq.observe.tracing``). ``timeout``: seconds a handler may
     run when its job has no ``timeout`` of its own (None: no limit). Past it an
     ``async def`` handler is cancelled and the attempt fails with "timed out
     after N s" (retried or dead by the usual rules), its lease freed at once; a
@@ -108,7 +108,7 @@ class Worker:
         v.timeout_ms(timeout)
         self.timeout = None if timeout is None else float(timeout)
         self._tracer = JobTracer.make(queue.name, queue.worker_id, trace_parent)
-        """Spans for each job (``leaseq.tracing``); None without opentelemetry."""
+        """Spans for each job (``leaseq.observe.tracing``); None without opentelemetry."""
         self.queue = queue
         self.handler = handler
         self.concurrency = concurrency
@@ -116,7 +116,7 @@ class Worker:
         self.reap_interval = self.ttl if reap_interval is None else float(reap_interval)
         self.grace = float(grace)
         self.metrics = metrics if metrics is not None else installed()
-        """Worker-local figures (``leaseq.worker_metrics``); None records nothing."""
+        """Worker-local figures (``leaseq.observe.worker_metrics``); None records nothing."""
         if self.metrics is not None:
             self.metrics.slots(queue.name, concurrency)
         self.processed = 0
@@ -181,7 +181,7 @@ class Worker:
                         await self.queue.reap()
                         next_reap = loop.time() + self.reap_interval
                     if loop.time() >= next_tick and hasattr(self.queue, "tick"):
-                        next_tick = loop.time() + TICK_INTERVAL  # see leaseq.schedules
+                        next_tick = loop.time() + TICK_INTERVAL  # see leaseq.store.schedules
                         await self.queue.tick()
                     if loop.time() >= next_register:
                         next_register = loop.time() + await self._register()
@@ -236,7 +236,7 @@ class Worker:
                     await self.queue.unregister_worker(self.queue.worker_id)
 
     async def _register(self) -> float:
-        """Refresh this worker's row in the queue's registry (``leaseq.registry``);
+        """Refresh this worker's row in the queue's registry (``leaseq.store.registry``);
         returns the seconds until the next refresh."""
         every = refresh_every(self.ttl)
         if hasattr(self.queue, "register_worker"):

@@ -6,6 +6,6 @@
 ``leaseq web`` serves the same app on 127.0.0.1:8080.
 """
 
-from .app import create_app
+from leaseq.web.app import create_app
 
 __all__ = ["create_app"]

@@ -17,8 +17,7 @@ from typing import Any
 
 import msgspec
 
-from .. import _redis
-from ..errors import (
+from leaseq.errors import (
     DamagedKey,
     DamagedRow,
     InvalidArgument,
@@ -26,12 +25,13 @@ from ..errors import (
     JobStateError,
     ScriptError,
 )
-from ..events import Event, parse_entry
-from ..history import History
-from ..queue import Queue
-from ..registry import WorkerInfo
-from ..sharded import ShardedQueue, known_queues
-from ..types import Job, State, Stats
+from leaseq.queue import Queue
+from leaseq.sharded import ShardedQueue, known_queues
+from leaseq.store.events import Event, parse_entry
+from leaseq.store.history import History
+from leaseq.store.registry import WorkerInfo
+from leaseq.transport import client as _redis
+from leaseq.types import Job, State, Stats
 
 __all__ = ["SCAN_LIMIT", "Found", "Source"]
 

@@ -30,15 +30,15 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .. import _redis
-from .._terminal import span, utc
-from ..errors import DamagedKey, InvalidArgument, LeaseqError, ServerUnavailable
-from ..keys import check_job_id
-from ..queue import connect
-from ..types import Job, State, Stats
-from . import charts
-from ._security import CSRF_COOKIE, TOKEN_COOKIE, Gate, csrf_ok, csrf_token, parse_auth
-from ._source import SCAN_LIMIT, Source, Target
+from leaseq.cli.terminal import span, utc
+from leaseq.errors import DamagedKey, InvalidArgument, LeaseqError, ServerUnavailable
+from leaseq.queue import connect
+from leaseq.store.keys import check_job_id
+from leaseq.transport import client as _redis
+from leaseq.types import Job, State, Stats
+from leaseq.web import charts
+from leaseq.web._security import CSRF_COOKIE, TOKEN_COOKIE, Gate, csrf_ok, csrf_token, parse_auth
+from leaseq.web._source import SCAN_LIMIT, Source, Target
 
 __all__ = ["create_app"]
 
@@ -381,7 +381,7 @@ class _Views:
 
     def _metrics(self, request: Request) -> Response:
         try:
-            from ..metrics import CONTENT_TYPE, render
+            from leaseq.observe.metrics import CONTENT_TYPE, render
         except ImportError:
             return Response(
                 "prometheus-client is missing: pip install 'leaseq[web]'\n",

@@ -1,4 +1,4 @@
-"""Inline SVG charts of the queues' history (leaseq.history), drawn on the server.
+"""Inline SVG charts of the queues' history (leaseq.store.history), drawn on the server.
 
 No JavaScript and no CDN: the page carries the SVG itself, coloured with
 presentation attributes (the dashboard's CSP forbids inline styles), and the
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from html import escape
 
-from ..history import Bucket, History, merge
+from leaseq.store.history import Bucket, History, merge
 
 __all__ = ["SERIES", "chart", "sum_histories"]
 

@@ -1,0 +1,135 @@
+"""``leaseq events``: print or follow a queue's event stream, or switch it (issue 12).
+
+A thin client of ``Queue.events`` / ``set_events`` / ``event_settings``: one
+line per transition, 80 columns wide (a longer job id is cut, ``--json``
+prints it whole), ``--follow`` tails until Ctrl-C, which exits 0.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+import click
+import msgspec
+
+from leaseq.errors import InvalidArgument, ServerUnavailable
+from leaseq.queue import Queue
+from leaseq.store.events import Event, EventSettings
+from leaseq.transport.urls import redact
+
+__all__ = ["line", "register"]
+
+WIDTH = 80
+RETRY = 1.0
+"""Seconds between tries while the server is down under --follow."""
+_encode = msgspec.json.Encoder()
+
+
+def _ctx() -> Any:
+    return click.get_current_context().obj
+
+
+def line(event: Event, width: int = WIDTH) -> str:
+    """``01-02 03:04:05.123  pending   -> active     #1  <job id>`` (UTC, server clock).
+
+    The from-state ``-`` is an enqueue (no row before), the to-state ``deleted``
+    a delete, purge or drop; a job id too long for ``width`` ends in ``~``."""
+    try:
+        when = datetime.fromtimestamp(event.at, tz=timezone.utc)
+        stamp = when.strftime("%m-%d %H:%M:%S.%f")[:-3]
+    except (OverflowError, OSError, ValueError):  # no datetime holds it
+        stamp = f"{'?':<18}"
+    source = event.from_state.value if event.from_state else "-"
+    target = event.to_state.value if event.to_state else "deleted"
+    head = f"{stamp}  {source:<9} -> {target:<9}  #{event.attempt:<3} "
+    room = max(8, width - len(head))
+    job = event.job_id if len(event.job_id) <= room else event.job_id[: room - 1] + "~"
+    return head + job
+
+
+def _settings(queue: str, got: EventSettings) -> str:
+    state = "on" if got.enabled else "off"
+    span = f": {got.first_id} .. {got.last_id}" if got.first_id else ""
+    return (
+        f"{queue}: events {state}; keeps about {got.maxlen:,} entries\n"
+        f"{got.entries:,} entries now{span}"
+    )
+
+
+@click.command()
+@click.argument("queue")
+@click.option(
+    "--since", default=None, metavar="ID", help="After this stream id; 0 = oldest, $ = new."
+)
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new events until Ctrl-C.")
+@click.option("--limit", type=click.IntRange(1), default=None, help="Print at most N events.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per event.")
+@click.option("--on", "switch", flag_value="on", default=None, help="Record this queue's events.")
+@click.option("--off", "switch", flag_value="off", help="Stop recording them (the stream stays).")
+@click.option("--maxlen", type=click.IntRange(1), default=None, help="Keep about N entries.")
+@click.option("--settings", is_flag=True, help="Show the switch and the stream's extent.")
+def events(
+    queue: str,
+    since: str | None,
+    follow: bool,
+    limit: int | None,
+    as_json: bool,
+    switch: str | None,
+    maxlen: int | None,
+    settings: bool,
+) -> None:
+    """Print QUEUE's job transitions, oldest first (--follow: then new ones)."""
+    c = _ctx()
+    q = Queue(queue, redis=c.redis, prefix=c.prefix)
+    if switch is not None or maxlen is not None or settings:
+        if follow or since is not None or limit is not None:
+            raise InvalidArgument(
+                "--on/--off/--maxlen/--settings take no --since, --follow or --limit"
+            )
+        if switch is None and maxlen is None:
+            got = q.event_settings()
+        else:
+            got = q.set_events(None if switch is None else switch == "on", maxlen=maxlen)
+        if as_json:
+            click.echo(_encode.encode(got).decode())
+        else:
+            click.echo(_settings(queue, got))
+        return
+    start: str | Event = since if since is not None else ("$" if follow else "0")
+    try:
+        if not follow:
+            for event in q.events(start, limit=limit):
+                click.echo(_encode.encode(event).decode() if as_json else line(event))
+            return
+        _follow(q, start, limit, as_json)
+    except KeyboardInterrupt:
+        return  # Ctrl-C is the way out of --follow, not an error
+
+
+def _follow(q: Queue, start: str | Event, limit: int | None, as_json: bool) -> None:
+    """Tail until Ctrl-C (or ``limit`` events). Only Ctrl-C ends it: a server
+    restart is named on stderr and the tail resumes after the last event printed
+    (a wrong URL or password still fails at once: the first read is not retried)."""
+    q.event_settings()  # fails fast: a bad URL, password or key never gets retried
+    left = limit
+    while True:
+        try:
+            for event in q.events(start, block=math.inf, limit=left):
+                click.echo(_encode.encode(event).decode() if as_json else line(event))
+                start = event
+                if left is not None:
+                    left -= 1
+            return  # limit reached
+        except ServerUnavailable as exc:
+            if left == 0:
+                return
+            click.echo(f"leaseq: {redact(str(exc))}; trying again", err=True)
+            time.sleep(RETRY)
+
+
+def register(group: click.Group) -> None:
+    """Add ``events`` to the ``leaseq`` group."""
+    group.add_command(events)

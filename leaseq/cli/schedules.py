@@ -1,0 +1,195 @@
+"""CLI commands for schedules and limits (issue 11): a thin client of ``leaseq.Queue``.
+
+``register(group)`` adds ``schedule``, ``schedules``, ``unschedule`` and
+``limits`` to the ``leaseq`` click group. The group's context object (the
+``_Ctx`` of ``leaseq.cli.main``) gives the client, prefix and URL; errors are
+raised as leaseq errors and printed as one line by ``leaseq.cli.main``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+import msgspec
+from rich.console import Console
+
+from leaseq.cli.terminal import Column, fit, grid, terminal_width, utc
+from leaseq.errors import InvalidArgument
+from leaseq.queue import Queue
+from leaseq.store.schedules import Schedule
+
+__all__ = ["register"]
+
+out = Console(highlight=False, soft_wrap=True)
+
+
+def _ctx() -> Any:
+    return click.get_current_context().obj
+
+
+def _queue(name: str) -> Queue:
+    c = _ctx()
+    return Queue(name, redis=c.redis, prefix=c.prefix)
+
+
+def _at(t: float | None, now: float) -> str:
+    """``12-01 03:00 (in 17 h)``: UTC on the server clock, short enough for 80 columns."""
+    if t is None:
+        return "-"
+    stamp = utc(t)
+    when = "out of range" if stamp is None else stamp.strftime("%m-%d %H:%M:%S")
+    gap = abs(t - now)
+    if gap < 120:
+        span = f"{gap:.0f}s"
+    elif gap < 7200:
+        span = f"{gap / 60:.0f}m"
+    else:
+        span = f"{gap / 3600:.0f}h"
+    return f"{when} ({'in ' + span if t > now else span + ' ago'})"
+
+
+def _rule(s: Schedule) -> str:
+    if s.cron is not None:
+        return f"cron {s.cron}" + (f" {s.tz}" if s.tz else " UTC")
+    if s.every is None:  # neither reads: a hash edited by hand (tick parks it)
+        return "unreadable"
+    return f"every {s.every:g} s"
+
+
+@click.command()
+@click.argument("queue")
+@click.argument("name")
+@click.argument("payload")
+@click.option("--cron", default=None, metavar="EXPR", help="Cron expression (5 or 6 fields).")
+@click.option("--tz", default=None, metavar="TZ", help="Time zone of --cron (default UTC).")
+@click.option("--every", default=None, type=float, metavar="SECONDS", help="Fixed interval.")
+@click.option("--max-attempts", default=None, type=int, help="Attempts of each job it makes.")
+def schedule(
+    queue: str,
+    name: str,
+    payload: str,
+    cron: str | None,
+    tz: str | None,
+    every: float | None,
+    max_attempts: int | None,
+) -> None:
+    """Create or change the schedule NAME of QUEUE (PAYLOAD is JSON)."""
+    try:
+        data = json.loads(payload)
+    except ValueError as exc:
+        raise InvalidArgument(f"PAYLOAD is not JSON: {exc}") from None
+    q = _queue(queue)
+    s = q.schedule(name, data, cron=cron, tz=tz, every=every, max_attempts=max_attempts)
+    now = q.stats().server_time
+    out.print(f"scheduled {name} on {queue}: {_rule(s)}; next due {_at(s.next_due, now)}")
+
+
+@click.command()
+@click.argument("queue", required=False)
+@click.option("--json", "as_json", is_flag=True, help="A JSON object keyed by queue name.")
+def schedules(queue: str | None, as_json: bool) -> None:
+    """The schedules of QUEUE, or of every queue."""
+    c = _ctx()
+    names = [queue] if queue else [n for n in Queue.queues(c.redis, c.prefix) if "#" not in n]
+    found = {n: _queue(n).schedules() for n in names}
+    if as_json:
+        doc = {n: [msgspec.to_builtins(s) for s in ss] for n, ss in found.items() if ss}
+        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+        return
+    rows = [s for ss in found.values() for s in ss]
+    if not rows:
+        out.print("no schedules" + (f" on {queue}" if queue else ""))
+        return
+    now = _queue(rows[0].queue).stats().server_time
+    width = terminal_width()
+    columns = [
+        Column("queue", keep="middle", least=8),
+        Column("name", keep="middle", least=8),
+        Column("rule"),
+        Column("next due"),
+        Column("last fired"),
+        Column("fired", keep=None, justify="right"),
+    ]
+    cells = []
+    for s in rows:
+        nxt = s.error or "-" if s.next_due is None else _at(s.next_due, now)
+        cells.append([s.queue, s.name, _rule(s), nxt, _at(s.last_fired, now), str(s.fired)])
+    table = fit(grid("leaseq schedules (server clock, UTC)"), columns, cells, width)
+    out.print(table, width=width)
+
+
+@click.command()
+@click.argument("queue")
+@click.argument("name")
+def unschedule(queue: str, name: str) -> None:
+    """Remove the schedule NAME of QUEUE (jobs it already made stay)."""
+    if not _queue(queue).unschedule(name):
+        raise click.ClickException(f"no schedule named {name!r} on {queue}")
+    out.print(f"removed schedule {name} from {queue}")
+
+
+@click.command()
+@click.argument("queue")
+@click.option("--concurrency", type=click.IntRange(0), default=None, help="Most active leases.")
+@click.option("--rate", type=click.IntRange(0), default=None, help="Most claims per --per.")
+@click.option("--per", type=float, default=None, metavar="SECONDS", help="The rate's span.")
+@click.option(
+    "--group-concurrency",
+    type=click.IntRange(0),
+    default=None,
+    help="Most active leases per fair group.",
+)
+@click.option("--clear", is_flag=True, help="Remove every limit.")
+@click.option("--json", "as_json", is_flag=True, help="Print the limits as JSON.")
+def limits(
+    queue: str,
+    concurrency: int | None,
+    rate: int | None,
+    per: float | None,
+    group_concurrency: int | None,
+    clear: bool,
+    as_json: bool,
+) -> None:
+    """Show or change the global limits of QUEUE (0 removes one limit)."""
+    q = _queue(queue)
+    given = (concurrency, rate, per, group_concurrency)
+    if clear and any(x is not None for x in given):
+        raise InvalidArgument("--clear takes no other limit")
+    changes: dict[str, Any] = {}
+    if clear:
+        changes = {"concurrency": None, "rate": None, "group_concurrency": None}
+    if concurrency is not None:
+        changes["concurrency"] = concurrency or None
+    if group_concurrency is not None:
+        changes["group_concurrency"] = group_concurrency or None
+    if rate is not None:
+        changes["rate"] = rate or None
+        if rate and per is not None:
+            changes["per"] = per
+    elif per is not None:
+        raise InvalidArgument("--per goes with --rate")
+    got = q.set_limits(**changes) if changes else q.limits()
+    if as_json:
+        click.echo(json.dumps(msgspec.to_builtins(got), indent=2, sort_keys=True))
+        return
+    conc = "none" if got.concurrency is None else f"{got.concurrency} ({got.active} active now)"
+    rated = (
+        "none"
+        if got.rate is None
+        else f"{got.rate} per {got.per:g} s ({got.recent_claims} in the last {got.per:g} s)"
+    )
+    grouped = (
+        "none"
+        if got.group_concurrency is None
+        else f"{got.group_concurrency} (busiest group {got.busiest_group} active, "
+        f"{got.groups_held} groups held)"
+    )
+    out.print(f"{queue}: concurrency {conc}; rate {rated}; group concurrency {grouped}")
+
+
+def register(group: click.Group) -> None:
+    """Add this module's commands to the ``leaseq`` group."""
+    for command in (schedule, schedules, unschedule, limits):
+        group.add_command(command)

@@ -1,0 +1,265 @@
+"""Terminal output for the CLI: times and spans, table rows, pretty JSON, and
+log lines and warnings as clean, redacted lines."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+import click
+import msgspec
+from rich.cells import cell_len
+from rich.console import Console
+from rich.json import JSON
+from rich.table import Table
+from rich.text import Text
+
+from leaseq.transport.urls import redact
+from leaseq.types import Job
+
+__all__ = [
+    "Column",
+    "RedactingFormatter",
+    "fit",
+    "grid",
+    "iso",
+    "job_doc",
+    "pretty",
+    "row",
+    "shorten",
+    "show_warning",
+    "span",
+    "terminal_width",
+    "when",
+]
+
+
+class RedactingFormatter(logging.Formatter):
+    """Log lines (and tracebacks) with every password hidden (``redact``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+def show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """Warnings as one clean line on stderr (no file path, no source line)."""
+    click.echo(f"leaseq: warning: {redact(str(message))}", err=True)
+
+
+def pretty(value: Any) -> Any:
+    try:
+        return JSON(json.dumps(value))
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def span(seconds: float) -> str:
+    seconds = abs(seconds)
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172_800:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86_400:.0f} days"
+
+
+def utc(t: float) -> datetime | None:
+    """Epoch seconds as an aware UTC datetime; None when no datetime can hold
+    them (a time field set by hand to year 3,000,000 or to -10^17 ms)."""
+    try:
+        return datetime.fromtimestamp(t, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def iso(t: float) -> str:
+    """Epoch seconds as ISO 8601 in UTC, to the millisecond ("out of range" for
+    a time no datetime can hold)."""
+    stamp = utc(t)
+    return "out of range" if stamp is None else stamp.isoformat(timespec="milliseconds")
+
+
+def when(t: float, now: float, lease: bool = False) -> str:
+    stamp = iso(t)
+    if lease:
+        rel = f"expires in {span(t - now)}" if t >= now else f"expired {span(now - t)} ago"
+    else:
+        rel = f"in {span(t - now)}" if t > now else f"{span(now - t)} ago"
+    return f"{stamp}  ({rel})"
+
+
+TIME_FIELDS = ("enqueued_at", "run_at", "claimed_at", "lease_until", "finished_at")
+
+
+def job_doc(job: Job) -> dict[str, Any]:
+    """A job as ``show --json`` and ``ls --json`` print it: every field of the
+    row; payload, result and progress as JSON values; each time as stored in
+    Redis (integer ms epoch, server clock, or null) and beside it as
+    ``<name>_utc`` (ISO 8601, UTC; null too for a time no date can hold)."""
+    doc: dict[str, Any] = msgspec.to_builtins(job)
+    for name in TIME_FIELDS:
+        t = getattr(job, name)
+        doc[name] = None if t is None else round(t * 1000)
+        stamp = None if t is None else utc(t)
+        doc[f"{name}_utc"] = None if stamp is None else stamp.isoformat(timespec="milliseconds")
+    return doc
+
+
+def row(job: Job) -> list[str]:
+    payload = json.dumps(job.payload) if not isinstance(job.payload, bytes) else repr(job.payload)
+    error = (job.last_error or "").splitlines()[0] if job.last_error else ""
+    if job.kind:  # the kind heads the payload cell: "send_email {...}"
+        payload = f"{job.kind} {payload}"
+    return [
+        job.id,
+        f"{job.attempts}/{job.max_attempts}",
+        str(job.priority),
+        job.worker or "",
+        error,
+        payload,
+    ]
+
+
+# -- tables that fit the terminal --------------------------------------------
+
+MIN_WIDTH = 80
+
+
+def terminal_width() -> int:
+    """Columns a table may fill: the terminal's (``COLUMNS``, else the tty's;
+    80 when output is not a terminal), never fewer than 80."""
+    return max(MIN_WIDTH, shutil.get_terminal_size((MIN_WIDTH, 24)).columns)
+
+
+def shorten(text: str, width: int, keep: Literal["middle", "end"] = "end") -> str:
+    """``text`` cut to ``width`` terminal cells with one ``…``: ``end`` keeps the
+    start, ``middle`` keeps the start and the end (``order-2026-…-0042``), so
+    an id stays recognisable."""
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    if keep == "end":
+        return _take(text, width - 1) + "…"
+    tail = (width - 1) // 2
+    head = width - 1 - tail
+    return _take(text, head) + "…" + _take(text[::-1], tail)[::-1]
+
+
+def _take(text: str, cells: int) -> str:
+    out, used = [], 0
+    for ch in text:
+        used += cell_len(ch)
+        if used > cells:
+            break
+        out.append(ch)
+    return "".join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of a table that ``fit`` lays out. ``keep`` is how a long cell
+    is shortened (None: never; numbers and short words). ``share``: the part of
+    the room left after the fixed columns that this column may take before the
+    others grow (an id's claim to stay whole); ``least``: cells it keeps at worst."""
+
+    header: str
+    keep: Literal["middle", "end"] | None = "end"
+    justify: Literal["left", "right"] = "left"
+    share: float = 0.0
+    least: int = 6
+
+
+def grid(title: str | None = None, caption: str | None = None) -> Table:
+    """The CLI's table style: a rule under the header, no side borders, one space
+    between columns (so more of 80 columns goes to the cells)."""
+    from rich import box
+
+    return Table(
+        title=title,
+        caption=caption,
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+
+
+def fit(
+    table: Table, columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int
+) -> Table:
+    """Add ``columns`` and ``rows`` to ``table`` so that it is at most ``width``
+    cells wide, one line per row: cells too long for their column are
+    shortened with an ellipsis, never wrapped; headers are whole."""
+    natural = [
+        max([cell_len(c.header), *(cell_len(r[i]) for r in rows)]) for i, c in enumerate(columns)
+    ]
+    widths = _allot(columns, natural, width - _overhead(table, len(columns)))
+    for c, w in zip(columns, widths, strict=True):
+        table.add_column(c.header, justify=c.justify, no_wrap=True, overflow="ellipsis", width=w)
+    for r in rows:
+        cells = (
+            Text(cell if c.keep is None else shorten(cell, w, c.keep))
+            for cell, c, w in zip(r, columns, widths, strict=True)
+        )
+        table.add_row(*cells)
+    return table
+
+
+def _allot(columns: Sequence[Column], natural: list[int], room: int) -> list[int]:
+    """Widths within ``room``: fixed columns whole, each shrinkable one first its
+    ``least`` (or ``share`` of the room), then the rest in turn up to its natural width."""
+    widths = list(natural)
+    flex = [i for i, c in enumerate(columns) if c.keep is not None]
+    left = room - sum(w for i, w in enumerate(natural) if i not in flex)
+    for i in flex:
+        c = columns[i]
+        floor = max(cell_len(c.header), c.least, int(c.share * left))
+        widths[i] = min(natural[i], floor)
+    spare = left - sum(widths[i] for i in flex)
+    growing = [i for i in flex if widths[i] < natural[i]]
+    while spare > 0 and growing:
+        for i in list(growing):
+            if spare == 0:
+                break
+            widths[i] += 1
+            spare -= 1
+            if widths[i] >= natural[i]:
+                growing.remove(i)
+    return widths
+
+
+def _overhead(table: Table, n: int) -> int:
+    """Cells a table of ``n`` columns spends on borders and padding, measured by
+    rendering an empty copy of its style (so any box or padding is counted)."""
+    probe = Table(
+        box=table.box,
+        show_edge=table.show_edge,
+        pad_edge=table.pad_edge,
+        padding=table.padding,
+        collapse_padding=table.collapse_padding,
+        show_header=False,
+    )
+    for _ in range(n):
+        probe.add_column(width=1, no_wrap=True)
+    probe.add_row(*("x" * n))
+    console = Console(file=io.StringIO(), width=10_000, legacy_windows=False)
+    with console.capture() as captured:
+        console.print(probe)
+    return max(cell_len(line) for line in captured.get().splitlines()) - n

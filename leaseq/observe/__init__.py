@@ -1,0 +1,1 @@
+"""leaseq.observe"""

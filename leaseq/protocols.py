@@ -1,0 +1,115 @@
+"""``QueueLike`` and ``AsyncQueueLike``: what a worker or the CLI needs of a queue.
+
+``leaseq.Queue`` and ``leaseq.ShardedQueue`` are ``QueueLike``;
+``leaseq.aio.Queue`` and ``leaseq.aio.ShardedQueue`` are ``AsyncQueueLike``.
+Workers and the CLI take these protocols, not a concrete class, so a plain
+and a sharded queue are interchangeable wherever one is consumed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from leaseq.errors import LeaseLost
+from leaseq.types import Job, Lease, State, Stats
+
+__all__ = ["AsyncQueueLike", "QueueLike"]
+
+
+@runtime_checkable
+class QueueLike(Protocol):
+    """The synchronous queue API that ``leaseq.Worker`` and the CLI use."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def worker_id(self) -> str: ...
+    def enqueue(
+        self,
+        payload: Any,
+        *,
+        id: str | None = None,
+        max_attempts: int | None = None,
+        delay: float | None = None,
+        priority: int = 0,
+        group: str | None = None,
+        kind: str | None = None,
+        timeout: float | None = None,
+    ) -> str: ...
+    def enqueue_many(
+        self,
+        payloads: Iterable[Any],
+        *,
+        max_attempts: int | None = None,
+        delay: float | None = None,
+        priority: int = 0,
+        ids: Sequence[str] | None = None,
+        group: str | None = None,
+        kind: str | None = None,
+        timeout: float | None = None,
+    ) -> list[str]: ...
+    def claim_now(
+        self,
+        count: int,
+        ttl: float = 30.0,
+        worker: str | None = None,
+        started: int | None = None,
+    ) -> tuple[list[Lease], float | None]: ...
+    def nudge(self) -> None: ...
+    def wait_for_wake(self, timeout: float) -> bool: ...
+    def extend(self, lease: Lease, ttl: float = 30.0) -> Lease: ...
+    def extend_many(
+        self, leases: Sequence[Lease], ttl: float = 30.0, started: Sequence[bool] | None = None
+    ) -> list[Lease | LeaseLost]: ...
+    def complete(
+        self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None
+    ) -> None: ...
+    def complete_many(
+        self, leases: Sequence[Lease], results: Sequence[Any] | None = None
+    ) -> list[LeaseLost]: ...
+    def fail(
+        self, lease: Lease, error: object, retry_in: float | None = None, *, dead: bool = False
+    ) -> State: ...
+    def release(self, lease: Lease) -> None: ...
+    def reap(self) -> tuple[int, int]: ...
+    def tick(self) -> int: ...
+    def get(self, job_id: str) -> Job | None: ...
+    def stats(self, soon: float = 10.0) -> Stats: ...
+
+
+@runtime_checkable
+class AsyncQueueLike(Protocol):
+    """The asyncio queue API that ``leaseq.aio.Worker`` uses."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def worker_id(self) -> str: ...
+    async def claim_now(
+        self,
+        count: int,
+        ttl: float = 30.0,
+        worker: str | None = None,
+        started: int | None = None,
+    ) -> tuple[list[Lease], float | None]: ...
+    async def nudge(self) -> None: ...
+    async def wait_for_wake(self, timeout: float) -> bool: ...
+    async def extend(self, lease: Lease, ttl: float = 30.0) -> Lease: ...
+    async def extend_many(
+        self, leases: Sequence[Lease], ttl: float = 30.0, started: Sequence[bool] | None = None
+    ) -> list[Lease | LeaseLost]: ...
+    async def complete(
+        self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None
+    ) -> None: ...
+    async def complete_many(
+        self, leases: Sequence[Lease], results: Sequence[Any] | None = None
+    ) -> list[LeaseLost]: ...
+    async def fail(
+        self, lease: Lease, error: object, retry_in: float | None = None, *, dead: bool = False
+    ) -> State: ...
+    async def release(self, lease: Lease) -> None: ...
+    async def reap(self) -> tuple[int, int]: ...
+    async def tick(self) -> int: ...
+    async def get(self, job_id: str) -> Job | None: ...
+    async def stats(self, soon: float = 10.0) -> Stats: ...

@@ -1,0 +1,297 @@
+"""The one place that builds Redis key names, and the naming rules.
+
+Every key of a queue shares the hash tag ``{<queue>}``, so on Redis Cluster
+a queue lives in one slot and every script sees all of its keys.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zlib
+from dataclasses import dataclass
+
+from leaseq.errors import InvalidName
+
+__all__ = [
+    "MAX_SHARDS",
+    "QueueKeys",
+    "check_job_id",
+    "check_queue_name",
+    "new_job_ids",
+    "shard_of",
+    "split_shard",
+]
+
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+# Printable ASCII (0x21-0x7e) is already free of whitespace; braces are out
+# because they would break the hash tag.
+_JOB_ID = re.compile(r"[!-z|~]{1,256}")
+
+
+def check_queue_name(name: object, what: str = "queue name") -> str:
+    """Return ``name`` if it is 1-128 characters of ``A-Z a-z 0-9 . _ - :``."""
+    if not isinstance(name, str) or not _QUEUE_NAME.fullmatch(name):
+        raise InvalidName(
+            f"invalid {what} {_show(name)}: use 1-128 characters of A-Z a-z 0-9 . _ - :"
+        )
+    return name
+
+
+def check_job_id(job_id: object, what: str = "job id") -> str:
+    """Return ``job_id`` if it is 1-256 printable ASCII characters, no space or braces."""
+    if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
+        raise InvalidName(
+            f"invalid {what} {_show(job_id)}: use 1-256 printable ASCII characters "
+            "other than whitespace, '{' and '}'"
+        )
+    return job_id
+
+
+def new_job_ids(n: int) -> list[str]:
+    """``n`` fresh job ids: 20 hex digits, 80 random bits each.
+
+    Ids are made by the client, not numbered by the server, so that a
+    replayed enqueue (redis-py retries a call whose reply was lost) finds
+    the rows it already wrote and creates nothing twice. 80 bits keep a
+    collision among even a billion live jobs below one in a million.
+    """
+    text = os.urandom(10 * n).hex()
+    return [text[i : i + 20] for i in range(0, 20 * n, 20)]
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@dataclass(frozen=True, slots=True)
+class QueueKeys:
+    """Key names of one queue: ``{prefix}:{<queue>}:...``. Immutable."""
+
+    prefix: str
+    queue: str
+    shard: int | None = None
+    """Set for one shard of a ``ShardedQueue``: the hash tag becomes
+    ``{<queue>#<shard>}``. ``#`` is not allowed in queue names, so a shard's
+    keys can never collide with a plain queue's."""
+
+    def __post_init__(self) -> None:
+        check_queue_name(self.prefix, "prefix")
+        check_queue_name(self.queue)
+        if self.shard is not None and not (
+            isinstance(self.shard, int) and 0 <= self.shard < MAX_SHARDS
+        ):
+            raise InvalidName(f"shard must be an integer 0..{MAX_SHARDS - 1}, not {self.shard!r}")
+
+    @property
+    def sharding(self) -> str:
+        """The meta HASH of shard 0 of the sharded queue with this name: field
+        ``shards`` records how many shards it has (read by every sharded queue
+        and plain queue of the name, so the two never mix)."""
+        return f"{self.prefix}:{{{self.queue}#0}}:meta"
+
+    def markers(self) -> tuple[str, ...]:
+        """The keys whose presence means this queue exists (one ``EXISTS`` of
+        them all, one slot): its meta hash, the six state indexes, and the
+        schedules, limits and workers keys. Any one is enough, so a queue whose
+        meta hash was deleted by hand is still this queue."""
+        return (
+            self.meta,
+            *(self.index(state) for state in _STATES),
+            self.schedules,
+            self.limits,
+            self.workers,
+        )
+
+    def plain_markers(self) -> tuple[str, ...]:
+        """:meth:`markers` of the plain queue with this name (even for a shard)."""
+        return QueueKeys(self.prefix, self.queue).markers()
+
+    @property
+    def tag(self) -> str:
+        """The hash tag's content: ``<queue>``, or ``<queue>#<shard>`` for a shard."""
+        return self.queue if self.shard is None else f"{self.queue}#{self.shard}"
+
+    @property
+    def stem(self) -> str:
+        """``{prefix}:{<queue>}:``, the start of every key of this queue."""
+        return f"{self.prefix}:{{{self.tag}}}:"
+
+    def job(self, job_id: str) -> str:
+        """The job row (HASH) of ``job_id``."""
+        return self.stem + "job:" + job_id
+
+    @property
+    def job_prefix(self) -> str:
+        """What scripts prepend to an id to get its row, ``{prefix}:{<queue>}:job:``."""
+        return self.stem + "job:"
+
+    @property
+    def pending(self) -> str:
+        """ZSET of ids ready to claim; score = priority * 2**33 + FIFO sequence."""
+        return self.stem + "pending"
+
+    @property
+    def scheduled(self) -> str:
+        """ZSET of ids waiting for a time; score = due time, ms epoch."""
+        return self.stem + "scheduled"
+
+    @property
+    def active(self) -> str:
+        """ZSET of ids under lease; score = lease deadline, ms epoch."""
+        return self.stem + "active"
+
+    @property
+    def succeeded(self) -> str:
+        """ZSET of succeeded ids; score = when the row expires, ms epoch (+inf: kept)."""
+        return self.stem + "succeeded"
+
+    @property
+    def dead(self) -> str:
+        """ZSET of dead-lettered ids; score = when they died, ms epoch."""
+        return self.stem + "dead"
+
+    @property
+    def cancelled(self) -> str:
+        """ZSET of cancelled ids; score = when the row expires, ms epoch (+inf: kept)."""
+        return self.stem + "cancelled"
+
+    @property
+    def meta(self) -> str:
+        """HASH of the queue's counters, FIFO sequence and id counter."""
+        return self.stem + "meta"
+
+    @property
+    def wake(self) -> str:
+        """LIST of wake-up tokens that blocked claimers wait on."""
+        return self.stem + "wake"
+
+    @property
+    def done(self) -> str:
+        """STREAM of finished job ids (field ``ids``) that ``wait`` listens on
+        (lua/lib/signal_done.lua; passed in KEYS to every script that finishes jobs)."""
+        return self.stem + "done"
+
+    @property
+    def events(self) -> str:
+        """STREAM of job transitions, one entry per script call (lua/lib/flush_events.lua:
+        fields ``at``, ``n``, then ``<from>><to>`` = space-separated ``<id>:<attempt>``);
+        trimmed to about meta ``events_maxlen`` entries; off while meta ``events`` = off."""
+        return self.stem + "events"
+
+    @property
+    def schedules(self) -> str:
+        """ZSET of schedule names; score = next due time, ms epoch (+inf: parked)."""
+        return self.stem + "schedules"
+
+    def schedule(self, name: str) -> str:
+        """The HASH of one schedule (definition, payload, next due, last fired)."""
+        return self.stem + "schedule:" + name
+
+    @property
+    def schedule_prefix(self) -> str:
+        """What scripts prepend to a schedule name, ``{prefix}:{<queue>}:schedule:``."""
+        return self.stem + "schedule:"
+
+    @property
+    def limits(self) -> str:
+        """HASH of the queue's global limits (concurrency, rate, per_ms, ...)."""
+        return self.stem + "limits"
+
+    @property
+    def claims(self) -> str:
+        """ZSET of recent claims for the rate limit; score = claim time, ms epoch."""
+        return self.stem + "claims"
+
+    @property
+    def workers(self) -> str:
+        """ZSET of registered worker ids; score = when the worker's row expires, ms epoch."""
+        return self.stem + "workers"
+
+    def worker(self, worker_id: str) -> str:
+        """The HASH a worker keeps alive while it runs (id, host, pid, counts; a TTL)."""
+        return self.stem + "worker:" + worker_id
+
+    @property
+    def worker_prefix(self) -> str:
+        """What scripts prepend to a worker id, ``{prefix}:{<queue>}:worker:``."""
+        return self.stem + "worker:"
+
+    @property
+    def history_prefix(self) -> str:
+        """What scripts prepend to a history bucket: ``{prefix}:{<queue>}:history:``
+        (``m:<minute>`` and ``t:<ten-minute>`` HASHes of counts, expiring)."""
+        return self.stem + "history:"
+
+    @property
+    def groups(self) -> str:
+        """ZSET of the fair groups with ready jobs; score = round-robin turn (meta ``gseq``).
+
+        Scripts derive this and the other group keys from the meta key's stem."""
+        return self.stem + "groups"
+
+    def group(self, name: str) -> str:
+        """ZSET of one group's ready ids; score = priority * 2**33 + FIFO sequence."""
+        return self.stem + "group:" + name
+
+    @property
+    def group_active(self) -> str:
+        """HASH group -> leases active now (claim adds, a lease's end takes away)."""
+        return self.stem + "group_active"
+
+    @property
+    def group_held(self) -> str:
+        """HASH group -> 1 of groups with ready jobs taken out of the rotation at
+        group_concurrency (a hash, not a set: no extra commands for an ACL user)."""
+        return self.stem + "group_held"
+
+    def index(self, state: str) -> str:
+        """The index ZSET of a state (every state has exactly one)."""
+        return self.stem + state
+
+    @staticmethod
+    def queue_pattern(prefix: str) -> str:
+        """SCAN pattern that finds every queue under ``prefix`` by the keys it keeps:
+        ``{prefix}:{*}:[^jhg]*``, every key of a queue but its job rows (``job:``),
+        history buckets (``history:``) and fair-group keys (``group...``), the
+        three kinds whose number grows with jobs, time or groups. So a queue whose
+        ``meta`` hash was deleted by hand is still found by its indexes (a job
+        row is never without its index entry; a group key never without a
+        ``pending`` index), and a listing reads about ten keys a queue."""
+        return f"{check_queue_name(prefix, 'prefix')}:{{*}}:[^jhg]*"
+
+    @staticmethod
+    def queue_of_key(prefix: str, key: str) -> str | None:
+        """The hash tag of a key found by :meth:`queue_pattern`, else None
+        (``<queue>``, or ``<queue>#<shard>`` for a shard: see :func:`split_shard`).
+        Neither queue names nor ids hold braces, so the tag ends at the first ``}``."""
+        head = f"{prefix}:{{"
+        if not key.startswith(head):
+            return None
+        tag, sep, rest = key[len(head) :].partition("}")
+        return tag if sep and tag and rest.startswith(":") else None
+
+
+_STATES = ("pending", "scheduled", "active", "succeeded", "dead", "cancelled")
+
+MAX_SHARDS = 1024
+"""Most shards one ShardedQueue may have (far beyond any cluster's masters)."""
+
+
+def shard_of(job_id: str, shards: int) -> int:
+    """The shard of ``job_id`` among ``shards``: CRC32 of its bytes, modulo.
+
+    Stable across processes, versions and Python's hash randomisation, so
+    every producer and consumer agrees on where an id lives (dedup by id
+    depends on it). Changing the shard count moves ids: see docs/scaling.md.
+    """
+    return zlib.crc32(job_id.encode("ascii")) % shards
+
+
+def split_shard(tag: str) -> tuple[str, int | None]:
+    """``("emails", 3)`` for the tag ``emails#3``; ``("emails", None)`` for ``emails``."""
+    name, sep, index = tag.rpartition("#")
+    if sep and index.isdigit() and name:
+        return name, int(index)
+    return tag, None

@@ -1,0 +1,133 @@
+"""Global limits of a queue (issue 11): concurrency and rate, kept in Redis.
+
+``set_limits`` writes the hash ``keys.limits``; ``lua/claim.lua`` reads it on
+every claim (through ``lua/lib/apply_limits.lua``) and enforces it on the
+server's clock, so every worker obeys the new values at its next claim and
+no client setting can get around them. See docs/design.md, "Flow control".
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import msgspec
+
+from leaseq.errors import InvalidArgument
+from leaseq.store import validate as v
+from leaseq.store.core import Call, QueueCore
+from leaseq.store.replies import as_text
+from leaseq.store.scripts import SCRIPTS
+
+__all__ = ["UNSET", "Limits", "Unset", "read_limits", "set_limits"]
+
+MAX_LIMIT = 1_000_000
+"""Largest concurrency or rate (the rate span holds up to that many claim times)."""
+MAX_PER = 86_400.0
+"""Longest rate span, in seconds (a day)."""
+
+
+class Unset(enum.Enum):
+    """The default of ``set_limits``' arguments: leave that limit as it is."""
+
+    UNSET = "unset"
+
+
+UNSET = Unset.UNSET
+
+
+class Limits(msgspec.Struct, frozen=True, kw_only=True):
+    """A queue's global limits (None: no such limit) and how close it is to them."""
+
+    concurrency: int | None
+    """Most leases active at once, across every worker (prefetched ones count)."""
+    rate: int | None
+    """Most claims in any span of ``per`` seconds (server clock, sliding)."""
+    per: float | None
+    """The rate's span, seconds."""
+    group_concurrency: int | None = None
+    """Most active leases per fair group (``enqueue(..., group=)``)."""
+    active: int = 0
+    """Leases active now (expired ones not yet reaped included)."""
+    recent_claims: int = 0
+    """Claims in the last ``per`` seconds (0 without a rate)."""
+    groups_ready: int = 0
+    """Fair groups with ready jobs in the claim rotation."""
+    groups_active: int = 0
+    """Fair groups with at least one active lease."""
+    groups_held: int = 0
+    """Groups with ready jobs held out of the rotation at ``group_concurrency``."""
+    busiest_group: int = 0
+    """The most leases active in any one group (compare with ``group_concurrency``)."""
+
+
+def _parse(reply: list[Any]) -> Limits:
+    h = {as_text(reply[i]): as_text(reply[i + 1]) for i in range(7, len(reply) - 1, 2)}
+
+    def num(name: str) -> int | None:
+        # Decimal digits only, as claim.lua reads it (lib/to_count.lua): a field
+        # edited by hand to 'nan', '-1' or '2.5' is no limit there, so none here.
+        text = h.get(name, "")
+        return int(text) if text.isascii() and text.isdigit() and len(text) <= 15 else None
+
+    per_ms = num("per_ms")
+    rate = num("rate")
+    return Limits(
+        concurrency=num("concurrency"),
+        rate=rate if per_ms else None,
+        per=per_ms / 1000 if per_ms and rate else None,
+        group_concurrency=num("group_concurrency"),
+        active=int(reply[1]),
+        recent_claims=int(reply[2]),
+        groups_ready=int(reply[3]),
+        groups_active=int(reply[4]),
+        groups_held=int(reply[5]),
+        busiest_group=int(reply[6]),
+    )
+
+
+def _call(core: QueueCore, args: list[str | int]) -> Call[Limits]:
+    k = core.keys
+    return Call(SCRIPTS["limits"], (k.limits, k.active, k.claims, k.meta, k.wake), args, _parse)
+
+
+def read_limits(core: QueueCore) -> Call[Limits]:
+    """The queue's limits and usage, in one read-only call."""
+    return _call(core, ["get"])
+
+
+def set_limits(
+    core: QueueCore,
+    concurrency: int | Unset | None = UNSET,
+    rate: int | Unset | None = UNSET,
+    per: float | Unset | None = UNSET,
+    group_concurrency: int | Unset | None = UNSET,
+) -> Call[Limits]:
+    """Change the limits given (None removes one; one not given stays as it is).
+
+    ``rate`` without ``per`` counts per second; ``rate=None`` also drops ``per``.
+    Raises InvalidArgument before writing anything.
+    """
+    args: list[str | int] = ["set"]
+    if concurrency is not UNSET:
+        args += ["concurrency", _count(concurrency, "concurrency")]
+    if per is not UNSET and rate is UNSET:
+        raise InvalidArgument("per= goes with rate= (give both)")
+    if rate is not UNSET:
+        if rate is None:
+            if per not in (UNSET, None):
+                raise InvalidArgument("per= without a rate: give rate= too, or per=None")
+            args += ["rate", "", "per_ms", ""]
+        else:
+            span = 1.0 if per is UNSET or per is None else per
+            per_ms = v.seconds_to_ms(span, "per", minimum_ms=1, maximum=MAX_PER)
+            args += ["rate", _count(rate, "rate"), "per_ms", per_ms]
+    if group_concurrency is not UNSET:
+        args += ["group_concurrency", _count(group_concurrency, "group_concurrency")]
+    return _call(core, args)
+
+
+def _count(value: object, name: str) -> str | int:
+    if value is None:
+        return ""
+    return v.integer(value, name, 1, MAX_LIMIT)

@@ -1,0 +1,142 @@
+"""Workers that say they are alive: one small hash per worker with a TTL.
+
+A running worker refreshes ``{prefix}:{<queue>}:worker:<id>`` (a HASH with a
+TTL of ``REGISTRY_TTL`` at most) from its reporter loop, and keeps its id in
+the queue's ``workers`` ZSET scored by when the row expires, so listing never
+needs ``KEYS``: it reads the index, trims what expired and reads each row, in
+one script call. A worker that stops cleanly removes its row; one killed
+with SIGKILL drops off once its TTL passes.
+
+Calls are built here from a ``QueueCore`` (no I/O), as in ``_control``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+import msgspec
+
+from leaseq.store import validate as v
+from leaseq.store.core import Call, QueueCore
+from leaseq.store.keys import check_job_id
+from leaseq.store.replies import as_text
+from leaseq.store.scripts import SCRIPTS
+
+__all__ = [
+    "LIST_LIMIT",
+    "REGISTRY_TTL",
+    "WorkerInfo",
+    "list_workers",
+    "refresh_every",
+    "register",
+    "unregister",
+]
+
+REGISTRY_TTL = 15.0
+"""Longest a worker's row outlives its last refresh, in seconds (a shorter
+lease ``ttl`` makes it shorter: see ``refresh_every``)."""
+LIST_LIMIT = 1000
+"""Most workers one listing returns."""
+
+
+def refresh_every(ttl: float) -> float:
+    """Seconds between refreshes for a worker whose leases last ``ttl``: the
+    heartbeat's ``ttl / 3``, at most a third of ``REGISTRY_TTL``. The row lives
+    three refreshes, so one slow refresh never makes a live worker vanish."""
+    return min(ttl / 3, REGISTRY_TTL / 3)
+
+
+class WorkerInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One registered worker, as its last refresh wrote it. Times are epoch
+    seconds on the server's clock."""
+
+    id: str
+    host: str
+    pid: int
+    queue: str
+    started: float
+    seen: float
+    """When the worker last refreshed its row."""
+    expires: float
+    """When the row goes unless refreshed again (``seen`` + its TTL)."""
+    concurrency: int
+    done: int
+    """Jobs the worker finished (any outcome) since it started."""
+    running: int
+    """Leases it held at the last refresh (running or prefetched)."""
+
+
+def register(
+    core: QueueCore, worker: str, *, ttl: float, concurrency: int, done: int, running: int
+) -> Call[None]:
+    """Write (or refresh) ``worker``'s row, to live ``ttl`` seconds."""
+    worker = check_job_id(worker, "worker id")
+    ttl_ms = v.seconds_to_ms(ttl, "ttl", minimum_ms=1, maximum=86_400.0)
+    args = (
+        worker,
+        ttl_ms,
+        socket.gethostname(),
+        os.getpid(),
+        core.name,
+        v.integer(concurrency, "concurrency", 0, v.MAX_CONCURRENCY),
+        v.integer(done, "done", 0, 2**62),
+        v.integer(running, "running", 0, 2**62),
+    )
+    return Call(SCRIPTS["register"], _keys(core, worker), args, _none)
+
+
+def unregister(core: QueueCore, worker: str) -> Call[None]:
+    """Remove ``worker``'s row now (a clean stop)."""
+    worker = check_job_id(worker, "worker id")
+    args = (worker, 0, "", 0, core.name, 0, 0, 0)
+    return Call(SCRIPTS["register"], _keys(core, worker), args, _none)
+
+
+def list_workers(core: QueueCore, limit: int = LIST_LIMIT) -> Call[list[WorkerInfo]]:
+    """The live workers of the queue, oldest index entry first."""
+    k = core.keys
+    limit = v.integer(limit, "limit", 1, LIST_LIMIT)
+    return Call(SCRIPTS["workers"], (k.meta, k.workers), (k.worker_prefix, limit), _parse_list)
+
+
+def _keys(core: QueueCore, worker: str) -> tuple[str, str, str]:
+    k = core.keys
+    return (k.meta, k.workers, k.worker(worker))
+
+
+def _none(reply: Any) -> None:
+    return None
+
+
+def _parse_list(reply: list[Any]) -> list[WorkerInfo]:
+    out = []
+    for i in range(1, len(reply) - 1, 2):
+        flat = [as_text(x) for x in reply[i + 1]]
+        row = dict(zip(flat[::2], flat[1::2], strict=True))
+        info = _info(as_text(reply[i]), row)
+        if info is not None:
+            out.append(info)
+    out.sort(key=lambda w: (w.started, w.id))
+    return out
+
+
+def _info(worker: str, row: dict[str, str]) -> WorkerInfo | None:
+    """A row as WorkerInfo; None for one damaged by hand (never breaks a listing)."""
+    try:
+        seen = int(row["seen"])
+        return WorkerInfo(
+            id=worker,
+            host=row.get("host", ""),
+            pid=int(row.get("pid", "0")),
+            queue=row.get("queue", ""),
+            started=int(row.get("started", seen)) / 1000,
+            seen=seen / 1000,
+            expires=(seen + int(row.get("ttl_ms", "0"))) / 1000,
+            concurrency=int(row.get("concurrency", "0")),
+            done=int(row.get("done", "0")),
+            running=int(row.get("running", "0")),
+        )
+    except (KeyError, ValueError):
+        return None

@@ -1,0 +1,255 @@
+"""Reading what the scripts answer: refusals into exceptions, rows into Jobs.
+
+This is the one place where a script's error codes ({'LOST', ...},
+{'CAPPED', ...}, {'GONE'}, {'STATE', ...}, {'DAMAGED', ...}) become leaseq
+exceptions, and where a job hash read with HGETALL becomes a typed Job (or a
+DamagedRow naming the field that would not convert).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import msgspec
+
+from leaseq.errors import (
+    AlreadyFinished,
+    DamagedRow,
+    JobNotFound,
+    JobStateError,
+    LeaseCapReached,
+    LeaseLost,
+    ScriptError,
+)
+from leaseq.store.payloads import Codec
+from leaseq.types import Job, State
+
+__all__ = [
+    "admin_error",
+    "as_ints",
+    "as_text",
+    "loose_text",
+    "parse_job",
+    "parse_page",
+    "refusal",
+    "stream_entries",
+]
+
+
+def as_ints(reply: list[Any]) -> list[int]:
+    return [int(x) for x in reply]
+
+
+def as_text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def loose_text(value: Any) -> str:
+    """A stored text field that an operator may have set by hand to bytes that are
+    not UTF-8 (a row's ``kind`` or ``traceparent``): undecodable bytes become
+    U+FFFD instead of raising, so a claim that already moved its batch to active
+    still hands out every lease (such a kind matches no handler; such a
+    traceparent is ignored like any malformed one)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def refusal(
+    op: str, job_id: str, token: int, reply: Sequence[Any], incarnation: int = 0
+) -> LeaseLost:
+    """The exception for a {'LOST', state, attempts, incarnation} reply — the
+    only place lease refusals become exceptions. Only a row of the lease's own
+    incarnation at its own token can be AlreadyFinished; the same token on a
+    newer row under the same id is a plain LeaseLost."""
+    code = as_text(reply[0])
+    if code == "CAPPED":
+        return LeaseCapReached(job_id, token, int(reply[1]) / 1000.0)
+    if code != "LOST":
+        raise ScriptError(f"{op}: unexpected reply {reply!r}")
+    state, attempts = as_text(reply[1]) or None, as_text(reply[2]) or None
+    row_incarnation = as_text(reply[3]) if len(reply) > 3 else "0"
+    mine = attempts == str(token) and row_incarnation == str(incarnation)
+    if mine and (
+        (op == "complete" and state == "succeeded")
+        or (op in ("fail", "release") and state in ("pending", "scheduled", "dead"))
+    ):
+        return AlreadyFinished(
+            job_id,
+            token,
+            state,
+            attempts,
+            f"job {job_id!r} already left attempt {token}: it is {state}",
+        )
+    return LeaseLost(job_id, token, state, attempts)
+
+
+def admin_error(op: str, job_id: str, reply: Sequence[Any]) -> Exception:
+    """The exception for an operator call's refusal (cancel, retry, delete, run_now,
+    drop; for drop, ``job_id`` names the queue)."""
+    code = as_text(reply[0])
+    if code == "GONE":
+        return JobNotFound(job_id)
+    if code == "STATE":
+        wanted = {
+            "cancel": "only pending or scheduled jobs can be cancelled",
+            "delete": "an active job holds a lease: let it finish or expire first",
+            "run_now": "only a scheduled job can be run now",
+        }.get(op, "only dead jobs can be retried")
+        return JobStateError(job_id, as_text(reply[1]), wanted)
+    if code == "DAMAGED":
+        return DamagedRow(job_id, as_text(reply[1]), as_text(reply[2]))
+    if code == "ACTIVE":  # drop.lua: the queue still has leases in flight
+        return JobStateError(
+            job_id,
+            f"holding {int(reply[1])} lease(s)",
+            "stop its workers first, or drop with force",
+        )
+    return ScriptError(f"{op}: unexpected reply {reply!r}")
+
+
+Ms = Annotated[int, msgspec.Meta(ge=-62_135_596_800_000, le=253_402_300_799_999)]
+"""A time field, ms epoch: years 1 to 9999, what a datetime can show. A row
+edited by hand to 10^30 is damaged (DamagedRow names the field), not a crash
+of whoever formats it."""
+
+
+class _Row(msgspec.Struct, kw_only=True):
+    state: State
+    attempts: int
+    max_attempts: int
+    payload: str
+    priority: int = 0
+    enqueued_at: Ms | None = None
+    run_at: Ms | None = None
+    incarnation: int = 0
+    claimed_at: Ms | None = None
+    lease_until: Ms | None = None
+    finished_at: Ms | None = None
+    worker: str | None = None
+    last_error: str | None = None
+    retry_op: str | None = None
+    prefetched: int | None = None
+    refunds: int = 0
+    group: str | None = None
+    kind: str | None = None
+    timeout: Annotated[int, msgspec.Meta(ge=0, le=86_400_000)] | None = None
+    """ms, at most a day (``_validate.MAX_TIMEOUT``): set by hand below 0 or past
+    that it is damaged, as claim.lua reads it (no limit), not a negative time."""
+    traceparent: str | None = None
+    progress: str | None = None  # JSON text, decoded apart (like result): never set here
+
+
+_FIELD_IN_ERROR = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
+
+
+def _sec(ms: int | None) -> float | None:
+    return None if ms is None else ms / 1000.0
+
+
+def parse_page(
+    codec: Codec,
+    queue: str,
+    names: Sequence[str],
+    rows: Sequence[Any],
+    damaged: list[DamagedRow] | None,
+) -> list[Job]:
+    """The Jobs of one ``ls`` page. A row that will not read raises DamagedRow,
+    or, when ``damaged`` is a list, goes there and the page goes on."""
+    jobs: list[Job] = []
+    for job_id, raw in zip(names, rows, strict=True):
+        try:
+            if isinstance(raw, Exception):  # the key is not a hash (WRONGTYPE)
+                raise DamagedRow(job_id, "<key>", None, str(raw))
+            job = parse_job(codec, queue, job_id, raw)
+        except DamagedRow as exc:
+            if damaged is None:
+                raise
+            damaged.append(exc)
+            continue
+        if job is not None:
+            jobs.append(job)
+    return jobs
+
+
+def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job | None:
+    """A job row from HGETALL as a Job; raises DamagedRow naming the field."""
+    if not raw:
+        return None
+    row: dict[str, Any] = {}
+    once: dict[str, int] = {}
+    payload: Any = None
+    result: Any = None
+    progress: Any = None
+    for key, value in raw.items():
+        field = as_text(key)
+        if field == "payload":
+            payload = value
+            row[field] = ""
+        elif field == "result":
+            result = value
+        elif field == "progress":
+            progress = value
+        elif field.startswith("once:"):
+            once[field[5:]] = int(as_text(value)) if as_text(value).isdigit() else 0
+        else:
+            try:
+                row[field] = as_text(value)
+            except UnicodeDecodeError:  # set by hand to bytes that are not UTF-8
+                raise DamagedRow(job_id, field, value, "not UTF-8 text") from None
+            if field == "timeout" and not (row[field].isascii() and row[field].isdigit()):
+                # What claim reads as no limit (digits only) must not read as a
+                # limit here: msgspec would take "1e3" or "2.5" as a number.
+                raise DamagedRow(job_id, field, value, "not a whole number of ms")
+    try:
+        r = msgspec.convert(row, _Row, strict=False)
+    except msgspec.ValidationError as exc:
+        found = _FIELD_IN_ERROR.search(str(exc))
+        field = next((g for g in found.groups() if g), "?") if found else "?"
+        raise DamagedRow(job_id, field, row.get(field), str(exc)) from None
+    try:
+        payload = codec.decode_payload(payload)
+        result = None if result is None else codec.decode_any(result)
+        progress = None if progress is None else msgspec.json.decode(progress)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise DamagedRow(job_id, "payload", payload, str(exc)) from None
+    return Job(
+        id=job_id,
+        queue=queue,
+        state=r.state,
+        attempts=r.attempts,
+        max_attempts=r.max_attempts,
+        payload=payload,
+        priority=r.priority,
+        enqueued_at=_sec(r.enqueued_at),
+        run_at=_sec(r.run_at),
+        claimed_at=_sec(r.claimed_at),
+        lease_until=_sec(r.lease_until),
+        finished_at=_sec(r.finished_at),
+        worker=r.worker,
+        last_error=r.last_error,
+        result=result,
+        once=once,
+        incarnation=r.incarnation,
+        prefetched=r.prefetched,
+        refunds=r.refunds,
+        group=r.group,
+        kind=r.kind,
+        timeout=None if not r.timeout else r.timeout / 1000.0,
+        traceparent=r.traceparent,
+        progress=progress,
+    )
+
+
+def stream_entries(reply: Any) -> list[tuple[str, Any]]:
+    """XREAD's reply of one stream as (entry id, fields): RESP2 gives
+    ``[[name, entries]]``, RESP3 ``{name: [entries]}``; None when it timed out."""
+    if not reply:
+        return []
+    if isinstance(reply, dict):
+        (entries,) = reply.values()
+        if entries and isinstance(entries[0], list) and isinstance(entries[0][0], tuple | list):
+            entries = entries[0]  # one more level of nesting
+    else:
+        entries = reply[0][1]
+    return [(as_text(entry_id), fields) for entry_id, fields in entries]

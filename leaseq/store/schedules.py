@@ -1,0 +1,329 @@
+"""Schedules: periodic jobs with no leader, decided by the server's clock.
+
+A schedule is a hash under the queue's hash tag (``keys.schedule(name)``)
+indexed by its next due time (``keys.schedules``). ``tick`` reads the due
+ones (``lua/schedules.lua``, whose clock is the server's), works out the
+due time after each one here in Python (cron arithmetic with ``cronsim``,
+time zones with ``zoneinfo``), then ``lua/tick.lua`` turns each due time into
+exactly one job, compare-and-set on what was read, so any number of tickers
+may run at once. The job id is ``schedule:<name>:<due ms>``: a replay, or a
+second ticker that read the same due time, finds it and makes nothing.
+
+The next due time follows from the definition and the due time just fired
+only, skipping forward past the server's clock: after downtime a schedule
+fires once for everything it missed, then goes on from the next due time.
+
+Each operation is written once as a generator of ``Call``s (sans-I/O);
+``drive`` and ``adrive`` run one on a sync or an async transport.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator, Sequence
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+import msgspec
+
+from leaseq.errors import InvalidArgument, ScriptError
+from leaseq.store import validate as v
+from leaseq.store.core import Call, QueueCore
+from leaseq.store.keys import check_queue_name
+from leaseq.store.replies import as_text
+from leaseq.store.scripts import SCRIPTS
+
+__all__ = ["Schedule", "next_due", "schedule", "schedules", "tick", "unschedule"]
+
+T = TypeVar("T")
+Steps = Generator[Call[Any], Any, T]
+
+TICK_INTERVAL = 1.0
+"""Seconds between the ticks a worker makes in its loop (threaded and asyncio):
+a schedule fires within about this long after its due time while a worker runs."""
+TICK_BATCH = 100
+"""Most due schedules one tick call turns into jobs; ``tick`` loops for more."""
+MAX_TICK_ROUNDS = 20
+"""Most tick calls one ``tick()`` makes (a bound, whatever the schedules do)."""
+MIN_EVERY = 0.01
+"""Shortest interval of an ``every=`` schedule, in seconds (10 ms)."""
+MAX_EVERY = 10 * 366 * 86_400.0
+"""Longest interval of an ``every=`` schedule: ten years, in seconds."""
+_UPSERT_TRIES = 10
+
+
+class Schedule(msgspec.Struct, frozen=True, kw_only=True):
+    """One schedule of a queue, as ``schedules()`` reads it.
+
+    Exactly one of ``cron`` and ``every`` is set. Times are epoch seconds on
+    the Redis server's clock; ``next_due`` is None for a parked schedule
+    (one whose stored definition cannot be read: ``error`` says why).
+    """
+
+    name: str
+    queue: str
+    payload: Any
+    cron: str | None
+    tz: str | None
+    every: float | None
+    """The interval in seconds, for an ``every=`` schedule."""
+    next_due: float | None
+    last_fired: float | None
+    """The due time of the last job it made (None: never fired)."""
+    fired: int
+    """How many due times it has turned into jobs."""
+    max_attempts: int
+    priority: int
+    created_at: float | None
+    error: str | None = None
+
+
+# -- the arithmetic --------------------------------------------------------------
+
+
+def _zone(tz: str | None) -> Any:
+    if tz is None or tz == "" or tz == "UTC":
+        return timezone.utc
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise InvalidArgument(f"unknown time zone {tz!r} ({exc})") from None
+
+
+def _check_cron(expr: object, tz: str | None) -> None:
+    if not isinstance(expr, str) or not expr.strip() or len(expr) > 256:
+        raise InvalidArgument(f"cron must be a cron expression, not {expr!r}")
+    next_due(expr, tz, None, 0, 0)
+
+
+def next_due(cron: str | None, tz: str | None, every_ms: int | None, anchor: int, now: int) -> int:
+    """The first due time after both ``anchor`` (the due time just fired, or
+    when the schedule was created) and ``now`` (the server clock), ms epoch.
+
+    Cron: the first time the expression matches in zone ``tz`` after
+    ``max(anchor, now)``; the zone's rules decide DST (with cronsim, a time
+    skipped by spring-forward runs at the first instant after the gap, and a
+    time repeated by fall-back runs once, unless the hour field is ``*``).
+    Interval: ``anchor + k * every_ms`` for the least k >= 1 that is after now.
+    Raises InvalidArgument for an expression or zone that will not read.
+    """
+    if every_ms:
+        k = max(1, (now - anchor) // every_ms + 1)
+        return anchor + k * every_ms
+    from cronsim import CronSim, CronSimError
+
+    zone = _zone(tz)
+    start = datetime.fromtimestamp(max(anchor, now) / 1000, zone)
+    try:
+        due = next(CronSim(str(cron), start))
+    except (CronSimError, StopIteration) as exc:
+        raise InvalidArgument(f"bad cron expression {cron!r}: {exc or 'never matches'}") from None
+    return math.floor(due.timestamp() * 1000)
+
+
+# -- reading ------------------------------------------------------------------------
+
+
+def _read(
+    core: QueueCore, what: str, offset: int, limit: int, names: Sequence[str] = ()
+) -> Call[tuple[int, int, list[tuple[str, dict[str, str | bytes]]]]]:
+    k = core.keys
+
+    def parse(reply: list[Any]) -> tuple[int, int, list[tuple[str, dict[str, str | bytes]]]]:
+        found = []
+        for i in range(2, len(reply), 2):
+            flat = reply[i + 1]
+            fields: dict[str, str | bytes] = {
+                as_text(flat[j]): flat[j + 1] for j in range(0, len(flat), 2)
+            }
+            found.append((as_text(reply[i]), fields))
+        return int(reply[0]), int(reply[1]), found
+
+    return Call(
+        SCRIPTS["schedules"],
+        (k.schedules, k.meta),
+        (k.schedule_prefix, what, offset, limit, *names),
+        parse,
+    )
+
+
+def _int(fields: dict[str, str | bytes], name: str) -> int | None:
+    raw = fields.get(name)
+    if raw is None:
+        return None
+    try:
+        return int(as_text(raw))
+    except ValueError:
+        return None
+
+
+def _stamp(fields: dict[str, str | bytes]) -> str:
+    if "version" not in fields:
+        return ""
+    return as_text(fields["version"]) + ":" + as_text(fields.get("last_fired", b""))
+
+
+def _definition(fields: dict[str, str | bytes]) -> tuple[str | None, str | None, int | None]:
+    cron = as_text(fields.get("cron", b"")) or None
+    tz = as_text(fields.get("tz", b"")) or None
+    every = _int(fields, "every_ms") or None
+    return cron, tz, every
+
+
+def _following(fields: dict[str, str | bytes], due: int, now: int) -> int:
+    """The due time after ``due``, or -1 when the stored definition will not read."""
+    cron, tz, every = _definition(fields)
+    if (cron is None) == (every is None) or (every is not None and every < 1):
+        return -1
+    try:
+        return next_due(cron, tz, every, due, now)
+    except InvalidArgument:
+        return -1
+
+
+def _sec(ms: int | None) -> float | None:
+    return None if ms is None else ms / 1000
+
+
+def _as_schedule(core: QueueCore, name: str, fields: dict[str, str | bytes]) -> Schedule:
+    cron, tz, every = _definition(fields)
+    error = as_text(fields["error"]) if "error" in fields else None
+    try:
+        payload = core.codec.decode_any(fields.get("payload", b""))
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        payload, error = fields.get("payload"), f"payload does not decode: {exc}"
+    return Schedule(
+        name=name,
+        queue=core.name,
+        payload=payload,
+        cron=cron,
+        tz=tz,
+        every=None if every is None else every / 1000,
+        next_due=_sec(_int(fields, "next_due")),
+        last_fired=_sec(_int(fields, "last_fired")),
+        fired=_int(fields, "fired") or 0,
+        max_attempts=_int(fields, "max_attempts") or 1,
+        priority=_int(fields, "priority") or 0,
+        created_at=_sec(_int(fields, "created_at")),
+        error=error,
+    )
+
+
+# -- the operations (generators of Calls) -------------------------------------------------
+
+
+def schedule(
+    core: QueueCore,
+    name: str,
+    payload: Any,
+    *,
+    cron: str | None = None,
+    tz: str | None = None,
+    every: float | None = None,
+    max_attempts: int | None = None,
+    priority: int = 0,
+) -> Steps[Schedule]:
+    """Create or change schedule ``name`` (see ``Queue.schedule``)."""
+    check_queue_name(name, "schedule name")
+    if (cron is None) == (every is None):
+        raise InvalidArgument("give exactly one of cron= and every=")
+    every_ms = 0
+    if every is not None:
+        if tz is not None:
+            raise InvalidArgument("tz= applies to cron= schedules only")
+        every_ms = v.seconds_to_ms(every, "every", minimum_ms=1, maximum=MAX_EVERY)
+        if every_ms < MIN_EVERY * 1000:
+            raise InvalidArgument(f"every must be at least {MIN_EVERY:g} s, not {every!r}")
+    else:
+        if tz is not None and (not isinstance(tz, str) or not tz):
+            raise InvalidArgument(f"tz must be an IANA time zone name, not {tz!r}")
+        _check_cron(cron, tz)
+    attempts = (
+        core.max_attempts
+        if max_attempts is None
+        else v.integer(max_attempts, "max_attempts", 1, v.MAX_ATTEMPTS)
+    )
+    prio = v.integer(priority, "priority", 0, v.MAX_PRIORITY)
+    encoded = core.codec.encode(payload)
+    k = core.keys
+    for _ in range(_UPSERT_TRIES):
+        now, _total, found = yield _read(core, "names", 0, 1, (name,))
+        fields = found[0][1]
+        created = _int(fields, "created_at")
+        anchor = _int(fields, "last_fired") or created or now
+        due = next_due(cron, tz, every_ms or None, anchor, now)
+        reply = yield Call(
+            SCRIPTS["schedule"],
+            (k.schedules, k.schedule(name), k.meta),
+            (
+                name,
+                encoded,
+                cron or "",
+                tz or "",
+                every_ms,
+                attempts,
+                prio,
+                due,
+                _stamp(fields),
+                created or now,
+            ),
+            lambda r: r,
+        )
+        if as_text(reply[0]) == "OK":
+            _now, _total, found = yield _read(core, "names", 0, 1, (name,))
+            return _as_schedule(core, name, found[0][1])
+    raise ScriptError(f"schedule {name!r} kept changing under this upsert; try again")
+
+
+def unschedule(core: QueueCore, name: str) -> Call[bool]:
+    """Remove schedule ``name``; True if it existed."""
+    check_queue_name(name, "schedule name")
+    k = core.keys
+    return Call(
+        SCRIPTS["unschedule"],
+        (k.schedules, k.schedule(name)),
+        (name,),
+        lambda r: int(r) == 1,
+    )
+
+
+def schedules(core: QueueCore, page: int = 1000) -> Steps[list[Schedule]]:
+    """Every schedule of the queue, by next due time, read page by page."""
+    out: list[Schedule] = []
+    offset = 0
+    while True:
+        _now, total, found = yield _read(core, "all", offset, page)
+        out += [_as_schedule(core, name, fields) for name, fields in found if fields]
+        offset += page
+        if offset >= total or not found:
+            return out
+
+
+def tick(core: QueueCore) -> Steps[int]:
+    """Turn every due schedule into its one job; return how many jobs were made."""
+    k = core.keys
+    made = 0
+    for _ in range(MAX_TICK_ROUNDS):
+        now, _total, found = yield _read(core, "due", 0, TICK_BATCH)
+        args: list[str | bytes | int] = [k.schedule_prefix, k.job_prefix]
+        for name, fields in found:
+            # A stale entry or a damaged due time goes to the script too: it
+            # drops the one and parks the other, so neither is read forever.
+            due = _int(fields, "next_due")
+            after = -1 if due is None else _following(fields, due, now)
+            raw_due = as_text(fields.get("next_due", b""))
+            args += (name, _stamp(fields), raw_due, after)
+        if len(args) == 2:
+            return made
+        created, _moved = yield Call(
+            SCRIPTS["tick"], (k.schedules, k.pending, k.meta, k.wake, k.events), args, lambda r: r
+        )
+        made += int(created)
+        if len(found) < TICK_BATCH:
+            return made
+    return made
+
+
+# -- transports ------------------------------------------------------------------------

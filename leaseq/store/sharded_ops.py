@@ -1,0 +1,537 @@
+"""One logical queue over its shards: ``ShardedOps``, written once.
+
+The same sans-I/O operations as ``leaseq.store.ops.QueueOps`` (same names, same
+signatures: tests/test_ops.py holds them to it), each built from the shards'
+own ``QueueOps`` generators. ``leaseq.ShardedQueue`` and
+``leaseq.aio.ShardedQueue`` run them on their clients through
+``leaseq.transport.drive``, as the plain queues run ``QueueOps``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from leaseq.errors import DamagedRow, InvalidArgument, LeaseLost
+from leaseq.store import events as _ev
+from leaseq.store import history as _hist
+from leaseq.store import limits as _lim
+from leaseq.store import registry as _reg
+from leaseq.store import schedules as _sch
+from leaseq.store import validate as v
+from leaseq.store.core import Call, block_until
+from leaseq.store.keys import check_job_id, new_job_ids, shard_of
+from leaseq.store.ops import WAKE_SLICE, Feed, Op, QueueOps, enqueue_traced, wait_names
+from leaseq.types import Job, Lease, State, Stats
+
+__all__ = ["ShardedOps", "merge_stats"]
+
+
+class ShardedOps:
+    """The operations of one logical queue over its shards' ``QueueOps``.
+
+    A job's shard is ``crc32(id) % N`` (``keys.shard_of``), so every producer
+    and consumer agrees and dedup by id holds. Claims rotate: each starts at
+    the next shard and moves past empty ones. Nothing spans shards
+    atomically: every transition is still one script on one shard.
+    """
+
+    def __init__(self, shards: Sequence[QueueOps]) -> None:
+        self.shards = tuple(shards)
+        self._cursor = itertools.count()
+
+    def shard_for(self, job_id: str) -> QueueOps:
+        return self.shards[shard_of(check_job_id(job_id), len(self.shards))]
+
+    def _for(self, lease: Lease) -> QueueOps:
+        return self.shards[shard_of(lease.id, len(self.shards))]
+
+    def _rotation(self) -> list[QueueOps]:
+        start = next(self._cursor) % len(self.shards)
+        return [*self.shards[start:], *self.shards[:start]]
+
+    def _by_shard(self, ids: Iterable[str]) -> dict[int, list[int]]:
+        """Positions of ``ids`` grouped by shard index, each group in order."""
+        groups: dict[int, list[int]] = {}
+        for i, job_id in enumerate(ids):
+            groups.setdefault(shard_of(job_id, len(self.shards)), []).append(i)
+        return groups
+
+    # -- producing ----------------------------------------------------------
+
+    def enqueue(
+        self,
+        payload: Any,
+        *,
+        id: str | None = None,
+        max_attempts: int | None = None,
+        delay: float | None = None,
+        priority: int = 0,
+        group: str | None = None,
+        kind: str | None = None,
+        timeout: float | None = None,
+    ) -> Op[str]:
+        """Add one job to its id's shard; ``id`` defaults to a fresh random id. Returns the id."""
+        job_id = new_job_ids(1)[0] if id is None else id
+        return (
+            yield from self.shard_for(job_id).enqueue(
+                payload,
+                id=job_id,
+                max_attempts=max_attempts,
+                delay=delay,
+                priority=priority,
+                group=group,
+                kind=kind,
+                timeout=timeout,
+            )
+        )
+
+    def enqueue_many(
+        self,
+        payloads: Iterable[Any],
+        *,
+        max_attempts: int | None = None,
+        delay: float | None = None,
+        priority: int = 0,
+        ids: Sequence[str] | None = None,
+        group: str | None = None,
+        kind: str | None = None,
+        timeout: float | None = None,
+    ) -> Op[list[str]]:
+        """Add many jobs: every item is validated first (one bad item writes nothing),
+        then one script call per shard per 1000 jobs. Returns the ids in order.
+
+        Atomic per shard call, not across shards: a Redis error midway can
+        leave earlier shards written (re-running with the same ids is safe).
+        """
+        items = list(payloads)
+        if ids is not None and len(ids) != len(items):
+            raise InvalidArgument(f"{len(ids)} ids for {len(items)} payloads")
+        job_ids = new_job_ids(len(items)) if ids is None else [check_job_id(i) for i in ids]
+
+        def build(tp: str) -> tuple[list[str], list[Call[list[int]]]]:
+            # Validate and encode every call of every shard before any runs.
+            calls = [
+                call
+                for index, members in self._by_shard(job_ids).items()
+                for call in self.shards[index].core.enqueue_calls(
+                    [items[i] for i in members],
+                    [job_ids[i] for i in members],
+                    max_attempts,
+                    delay,
+                    priority,
+                    group,
+                    kind,
+                    timeout,
+                    tp,
+                )[1]
+            ]
+            return job_ids, calls
+
+        return (yield from enqueue_traced(self.shards[0].core.name, True, build))
+
+    # -- consuming ------------------------------------------------------------
+
+    def claim(
+        self, ttl: float = 30.0, worker: str | None = None, block: float | None = None
+    ) -> Op[Lease | None]:
+        """Lease one job from the next non-empty shard, or None (``block``: seconds to wait)."""
+        leases = yield from self.claim_many(1, ttl=ttl, worker=worker, block=block)
+        return leases[0] if leases else None
+
+    def claim_many(
+        self, count: int, ttl: float = 30.0, worker: str | None = None, block: float | None = None
+    ) -> Op[list[Lease]]:
+        """Lease up to ``count`` jobs, filling from shard after shard in rotation."""
+        give_up = block_until(block, time.monotonic())
+        while True:
+            leases, wait = yield from self.claim_now(count, ttl, worker)
+            if leases or give_up is None:
+                return leases
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return leases
+            yield from self.wait_for_wake(min(left, WAKE_SLICE if wait is None else wait))
+
+    def claim_now(
+        self,
+        count: int,
+        ttl: float = 30.0,
+        worker: str | None = None,
+        started: int | None = None,
+    ) -> Op[tuple[list[Lease], float | None]]:
+        """One pass over the shards that never waits (the Worker's claim): the leases,
+        and the seconds until something may become claimable by itself. ``started``:
+        how many of the leases (in order) go to a handler at once (None: all)."""
+        leases: list[Lease] = []
+        hint: float | None = None
+        for shard in self._rotation():
+            first = None if started is None else max(0, started - len(leases))
+            got, wait = yield from shard.claim_now(count - len(leases), ttl, worker, first)
+            leases += got
+            if wait is not None:
+                hint = wait if hint is None else min(hint, wait)
+            if len(leases) >= count:
+                break
+        return leases, hint
+
+    def nudge(self) -> Op[None]:
+        """End a blocked claimer's wait now (its WAKE_SLICE wait is on any one shard)."""
+        for shard in self.shards:
+            yield from shard.nudge()
+
+    def wait_for_wake(self, timeout: float) -> Op[bool]:
+        """Wait up to ``min(timeout, WAKE_SLICE)`` on the next shard's wake list."""
+        return (yield from self._rotation()[0].wait_for_wake(min(timeout, WAKE_SLICE)))
+
+    def extend(self, lease: Lease, ttl: float = 30.0) -> Op[Lease]:
+        """As ``Queue.extend``, on the lease's shard. Raises LeaseLost."""
+        return (yield from self._for(lease).extend(lease, ttl))
+
+    def extend_many(
+        self, leases: Sequence[Lease], ttl: float = 30.0, started: Sequence[bool] | None = None
+    ) -> Op[list[Lease | LeaseLost]]:
+        """As ``Queue.extend_many``: one batch per shard, results in the given order."""
+        out: list[Lease | LeaseLost | None] = [None] * len(leases)
+        for index, positions in self._by_shard(lease.id for lease in leases).items():
+            flags = None if started is None else [started[i] for i in positions]
+            part = [leases[i] for i in positions]
+            results = yield from self.shards[index].extend_many(part, ttl, flags)
+            for i, result in zip(positions, results, strict=True):
+                out[i] = result
+        return [r for r in out if r is not None]
+
+    def complete(
+        self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None
+    ) -> Op[None]:
+        """As ``Queue.complete``, on the lease's shard. ``effects`` keys must carry
+        that shard's tag (``self.shard_for(lease.id).keys.tag``). Raises LeaseLost."""
+        yield from self._for(lease).complete(lease, result, effects=effects)
+
+    def complete_many(
+        self, leases: Sequence[Lease], results: Sequence[Any] | None = None
+    ) -> Op[list[LeaseLost]]:
+        """Complete many leases, one batch per shard; return the refusals."""
+        if results is not None and len(results) != len(leases):
+            raise InvalidArgument(f"{len(results)} results for {len(leases)} leases")
+        lost: list[LeaseLost] = []
+        for index, members in self._by_shard(lease.id for lease in leases).items():
+            part = None if results is None else [results[i] for i in members]
+            lost += yield from self.shards[index].complete_many([leases[i] for i in members], part)
+        return lost
+
+    def fail(
+        self, lease: Lease, error: object, retry_in: float | None = None, *, dead: bool = False
+    ) -> Op[State]:
+        """As ``Queue.fail``, on the lease's shard. Raises LeaseLost."""
+        return (yield from self._for(lease).fail(lease, error, retry_in, dead=dead))
+
+    def release(self, lease: Lease) -> Op[None]:
+        """As ``Queue.release``, on the lease's shard."""
+        yield from self._for(lease).release(lease)
+
+    def once(self, lease: Lease, name: str) -> Op[bool]:
+        """As ``Queue.once``, on the lease's shard."""
+        return (yield from self._for(lease).once(lease, name))
+
+    # -- maintenance and operators ---------------------------------------------
+
+    def wait(self, job_id: str, timeout: float = 30.0) -> Op[Job | None]:
+        """The job (on its shard) once it finished, or None after ``timeout`` s."""
+        return (yield from self.shard_for(job_id).wait(job_id, timeout))
+
+    def wait_many(self, ids: Sequence[str], timeout: float = 300.0) -> Op[list[Job | None]]:
+        """Per id, in order, its finished Job or None: each shard's ids are waited
+        for in turn within the one deadline (shards are in different slots, so
+        one XREAD cannot watch them all on a cluster)."""
+        names = wait_names(ids)
+        give_up = time.monotonic() + v.delay_ms(timeout, "timeout") / 1000.0
+        out: list[Job | None] = [None] * len(names)
+        for index, members in self._by_shard(names).items():
+            left = max(0.0, give_up - time.monotonic())
+            jobs = yield from self.shards[index].wait_many([names[i] for i in members], left)
+            for i, job in zip(members, jobs, strict=True):
+                out[i] = job
+        return out
+
+    def progress(self, lease: Lease, value: Any) -> Op[None]:
+        """Store the job's progress on its shard. Raises LeaseLost, InvalidPayload."""
+        yield from self._for(lease).progress(lease, value)
+
+    def reap(self) -> Op[tuple[int, int]]:
+        """Reap every shard: (returned to pending, dead-lettered), summed."""
+        requeued = died = 0
+        for shard in self.shards:
+            r, d = yield from shard.reap()
+            requeued, died = requeued + r, died + d
+        return requeued, died
+
+    def get(self, job_id: str) -> Op[Job | None]:
+        """The job row from its shard, typed, or None. Raises DamagedRow."""
+        return (yield from self.shard_for(job_id).get(job_id))
+
+    def ls(
+        self,
+        state: State | str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        damaged: list[DamagedRow] | None = None,
+    ) -> Op[list[Job]]:
+        """Jobs in ``state``, shard after shard (index order within each shard);
+        ``damaged`` as for ``Queue.ls``."""
+        out: list[Job] = []
+        skip = offset
+        for shard in self.shards:
+            if len(out) >= limit:
+                break
+            jobs = yield from shard.ls(
+                state, offset=0, limit=skip + limit - len(out), damaged=damaged
+            )
+            out += jobs[skip:]
+            skip = max(0, skip - len(jobs))
+        return out[:limit]
+
+    def stats(self, soon: float = 10.0) -> Op[Stats]:
+        """Every shard's stats, summed: counts and totals add up, the oldest pending
+        age is the largest, the next due time the nearest."""
+        parts = yield from self.shard_stats(soon)
+        return merge_stats(self.shards[0].core.name, parts)
+
+    def shard_stats(self, soon: float = 10.0) -> Op[list[Stats]]:
+        """One Stats per shard, in shard order: to see skew."""
+        out: list[Stats] = []
+        for shard in self.shards:
+            out.append((yield from shard.stats(soon)))
+        return out
+
+    def cancel(self, job_id: str) -> Op[bool]:
+        """As ``Queue.cancel``, on the job's shard."""
+        return (yield from self.shard_for(job_id).cancel(job_id))
+
+    def retry_dead(self, job_id: str, *, attempts: int | None = None) -> Op[int]:
+        """As ``Queue.retry_dead``, on the job's shard."""
+        return (yield from self.shard_for(job_id).retry_dead(job_id, attempts=attempts))
+
+    def retry_all_dead(
+        self, *, attempts: int | None = None, damaged: list[DamagedRow] | None = None
+    ) -> Op[int]:
+        """Retry every dead job of every shard (as ``Queue.retry_all_dead``)."""
+        done = 0
+        for shard in self.shards:
+            done += yield from shard.retry_all_dead(attempts=attempts, damaged=damaged)
+        return done
+
+    def purge(self, state: State | str, *, damaged: list[DamagedRow] | None = None) -> Op[int]:
+        """Purge ``state`` on every shard (as ``Queue.purge``); returns how many rows went."""
+        deleted = 0
+        for shard in self.shards:
+            deleted += yield from shard.purge(state, damaged=damaged)
+        return deleted
+
+    def reset_clock(self) -> Op[tuple[float | None, float]]:
+        """Drop every shard's clock floor: (the highest floor dropped or None, server time)."""
+        floors: list[float] = []
+        now = 0.0
+        for shard in self.shards:
+            floor, now = yield from shard.reset_clock()
+            if floor is not None:
+                floors.append(floor)
+        return (max(floors) if floors else None), now
+
+    # -- schedules and limits ---------------------------------------------------------
+    # Schedules and limits are one plain queue's: a schedule's jobs get ids that
+    # do not hash to one shard, and a limit per shard is not a limit of the queue.
+
+    def _plain_only(self, what: str) -> InvalidArgument:
+        return InvalidArgument(
+            f"{what} works on a plain queue, not a sharded one (its shards would each "
+            "hold a copy); use a plain Queue for scheduled or limited work"
+        )
+
+    def schedule(
+        self,
+        name: str,
+        payload: Any,
+        *,
+        cron: str | None = None,
+        tz: str | None = None,
+        every: float | None = None,
+        max_attempts: int | None = None,
+        priority: int = 0,
+    ) -> Op[_sch.Schedule]:
+        """Not on a sharded queue: raises InvalidArgument (see ``Queue.schedule``)."""
+        raise self._plain_only("schedule()")
+        yield  # a generator, like every operation
+
+    def unschedule(self, name: str) -> Op[bool]:
+        """Not on a sharded queue: raises InvalidArgument."""
+        raise self._plain_only("unschedule()")
+        yield
+
+    def schedules(self) -> Op[list[_sch.Schedule]]:
+        """A sharded queue has no schedules: always empty."""
+        return []
+        yield
+
+    def tick(self) -> Op[int]:
+        """A sharded queue has no schedules: nothing is ever due (0)."""
+        return 0
+        yield
+
+    def set_limits(
+        self,
+        *,
+        concurrency: int | _lim.Unset | None = _lim.UNSET,
+        rate: int | _lim.Unset | None = _lim.UNSET,
+        per: float | _lim.Unset | None = _lim.UNSET,
+        group_concurrency: int | _lim.Unset | None = _lim.UNSET,
+    ) -> Op[_lim.Limits]:
+        """Not on a sharded queue: raises InvalidArgument."""
+        raise self._plain_only("set_limits()")
+        yield
+
+    def limits(self) -> Op[_lim.Limits]:
+        """No limits (a sharded queue cannot have any), with the active leases and
+        recent claims of every shard summed."""
+        active = 0
+        for shard in self.shards:
+            part = yield from shard.limits()
+            active += part.active
+        return _lim.Limits(concurrency=None, rate=None, per=None, active=active)
+
+    # -- steering the whole queue --------------------------------------------------
+
+    def pause(self) -> Op[bool]:
+        """Pause every shard; True if any was running."""
+        paused = False
+        for shard in self.shards:
+            paused = (yield from shard.pause()) or paused
+        return paused
+
+    def resume(self) -> Op[bool]:
+        """Resume every shard; True if any was paused."""
+        resumed = False
+        for shard in self.shards:
+            resumed = (yield from shard.resume()) or resumed
+        return resumed
+
+    def drop(self, *, force: bool = False) -> Op[int]:
+        """Drop every shard (as ``Queue.drop``); returns how many rows went."""
+        deleted = 0
+        for shard in self.shards:
+            deleted += yield from shard.drop(force=force)
+        return deleted
+
+    def delete(self, job_id: str) -> Op[str]:
+        """As ``Queue.delete``, on the job's shard."""
+        return (yield from self.shard_for(job_id).delete(job_id))
+
+    def run_now(self, job_id: str) -> Op[None]:
+        """As ``Queue.run_now``, on the job's shard."""
+        yield from self.shard_for(job_id).run_now(job_id)
+
+    # -- workers: registered on shard 0, which every sharded queue has ------------
+
+    def register_worker(
+        self, worker: str, *, ttl: float, concurrency: int = 0, done: int = 0, running: int = 0
+    ) -> Op[None]:
+        """As ``Queue.register_worker``, on shard 0 (one row per worker, not per shard)."""
+        yield from self.shards[0].register_worker(
+            worker, ttl=ttl, concurrency=concurrency, done=done, running=running
+        )
+
+    def unregister_worker(self, worker: str) -> Op[None]:
+        """As ``Queue.unregister_worker``, on shard 0."""
+        yield from self.shards[0].unregister_worker(worker)
+
+    def workers(self) -> Op[list[_reg.WorkerInfo]]:
+        """The workers of the sharded queue (registered on shard 0)."""
+        return (yield from self.shards[0].workers())
+
+    def history(self) -> Op[_hist.History]:
+        """As ``Queue.history``, every shard's buckets summed."""
+        parts = []
+        for shard in self.shards:
+            parts.append((yield from shard.history()))
+        return _hist.merge(self.shards[0].core.name, parts)
+
+    # -- the event stream ------------------------------------------------------------
+    # Each shard keeps its own stream; set_events reaches every shard, but one
+    # cursor cannot resume several streams, so events() is a plain queue's.
+
+    def events(
+        self,
+        since: str | _ev.Event | None = None,
+        *,
+        block: float | None = None,
+        limit: int | None = None,
+    ) -> Feed[_ev.Event]:
+        """Not on a sharded queue: raises InvalidArgument (read each shard's stream
+        with a plain Queue of the shard, or ``leaseq events`` per shard)."""
+        raise InvalidArgument(
+            "events() works on a plain queue, not a sharded one: each shard keeps its "
+            "own stream, and one cursor cannot resume several"
+        )
+        yield
+
+    def set_events(
+        self, enabled: bool | None = None, *, maxlen: int | None = None
+    ) -> Op[_ev.EventSettings]:
+        """As ``Queue.set_events``, on every shard; returns the merged settings."""
+        parts = []
+        for shard in self.shards:
+            parts.append((yield from shard.set_events(enabled, maxlen=maxlen)))
+        return _merge_event_settings(parts)
+
+    def event_settings(self) -> Op[_ev.EventSettings]:
+        """Every shard's settings merged: enabled only if on for all, entries summed."""
+        parts = []
+        for shard in self.shards:
+            parts.append((yield from shard.event_settings()))
+        return _merge_event_settings(parts)
+
+
+def _merge_event_settings(parts: Sequence[_ev.EventSettings]) -> _ev.EventSettings:
+    return _ev.EventSettings(
+        enabled=all(p.enabled for p in parts),
+        maxlen=max(p.maxlen for p in parts),
+        entries=sum(p.entries for p in parts),
+        first_id=None,
+        last_id=None,
+    )
+
+
+def merge_stats(name: str, parts: Sequence[Stats]) -> Stats:
+    """One Stats for a sharded queue from its shards' Stats."""
+
+    def most(values: Iterable[float | None], pick: Any) -> float | None:
+        present = [v for v in values if v is not None]
+        return pick(present) if present else None
+
+    totals: dict[str, int] = {}
+    for part in parts:
+        for key, value in part.totals.items():
+            totals[key] = totals.get(key, 0) + value
+    return Stats(
+        queue=name,
+        pending=sum(p.pending for p in parts),
+        scheduled=sum(p.scheduled for p in parts),
+        active=sum(p.active for p in parts),
+        succeeded=sum(p.succeeded for p in parts),
+        dead=sum(p.dead for p in parts),
+        cancelled=sum(p.cancelled for p in parts),
+        expired=sum(p.expired for p in parts),
+        expiring_soon=sum(p.expiring_soon for p in parts),
+        oldest_pending_age=most((p.oldest_pending_age for p in parts), max),
+        next_due_in=most((p.next_due_in for p in parts), min),
+        server_time=max(p.server_time for p in parts),
+        totals=totals,
+        # Paused while any shard is (pause() pauses every shard), since the earliest.
+        paused=any(p.paused for p in parts),
+        paused_at=most((p.paused_at for p in parts), min),
+        groups_ready=sum(p.groups_ready for p in parts),
+        groups_held=sum(p.groups_held for p in parts),
+    )

@@ -1,0 +1,392 @@
+"""Running the operations of ``leaseq.store.ops`` on a client: the only I/O layer.
+
+An operation yields steps (``leaseq.store.ops``). ``lower`` — still without I/O —
+turns each step into client invocations: a script ``Call`` becomes an
+EVALSHA (with the SCRIPT LOAD retry on NOSCRIPT, after a restart, a flush
+or a failover to a fresh replica), the one-time eviction-policy check and,
+with ``durable=``, a WAIT. A driver then only invokes: ``SyncDriver`` calls
+the redis-py client, ``AsyncDriver`` awaits the ``redis.asyncio`` one, and
+both feed replies and errors back through the one ``Pump``. So every
+operation's control flow — loops, paging, blocking claims, the errors it
+steps over — exists once, whatever the transport.
+
+``sync_op`` and ``async_op`` turn an operation into a public method with
+the operation's signature and docstring.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator
+from dataclasses import dataclass
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+
+import redis.exceptions as rex
+
+from leaseq.errors import LeaseqError
+from leaseq.store.core import Call, QueueCore
+from leaseq.store.ops import Command, Feed, Listen, Op, Rows, Scan, Step, Wake, one
+from leaseq.store.replies import stream_entries
+from leaseq.transport import client as _redis
+
+__all__ = [
+    "AsyncDriver",
+    "Invoke",
+    "Pump",
+    "SyncDriver",
+    "async_feed",
+    "async_op",
+    "lower",
+    "sync_feed",
+    "sync_op",
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class Invoke:
+    """One client call: ``start(client)`` returns redis-py's reply (an awaitable on
+    an async client, an async iterator for a scan), ``finish`` shapes it.
+    ``script`` names the Lua script for error messages."""
+
+    start: Callable[[Any], Any]
+    finish: Callable[[Any], Any] = lambda reply: reply
+    script: str = ""
+
+
+class NoScript(LeaseqError):
+    """The server does not have the script cached (internal: ``lower`` loads it)."""
+
+
+class NoShebang(LeaseqError):
+    """The server cannot compile a ``#!lua`` line (internal: ``lower`` falls back
+    to the script's plain twin)."""
+
+
+def _rows(client: Any, keys: Any) -> Any:
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.hgetall(key)
+    return pipe.execute(raise_on_error=False)
+
+
+def _config_policy(client: Any) -> Any:
+    try:
+        return client.config_get("maxmemory-policy")
+    except (AttributeError, NotImplementedError):  # a client without CONFIG: cannot tell
+        return None
+
+
+def _invokes(step: Step) -> Generator[Invoke, Any, Any]:
+    """The client calls of one non-script step, and its reply."""
+    if isinstance(step, Command):
+        name, args = step.name, step.args
+        return (yield Invoke(lambda c: getattr(c, name)(*args)))
+    if isinstance(step, Wake):
+        key, timeout = step.key, step.timeout
+        return (
+            yield Invoke(
+                lambda c: c.blpop([key], timeout=_redis.wake_timeout(c, timeout)),
+                lambda got: got is not None,
+            )
+        )
+    if isinstance(step, Listen):
+        stream, after, wait = step.key, step.after, step.timeout
+        return (
+            yield Invoke(
+                lambda c: c.xread(
+                    {stream: after},
+                    count=1000,
+                    block=max(1, int(_redis.wake_timeout(c, wait) * 1000)),  # 0 = forever
+                ),
+                stream_entries,
+            )
+        )
+    if isinstance(step, Rows):
+        keys = step.keys
+        return (yield Invoke(lambda c: _rows(c, keys))) if keys else []
+    if isinstance(step, Scan):
+        match = step.match
+        return (yield Invoke(lambda c: c.scan_iter(match=match, count=1000), list))
+    raise TypeError(f"not a leaseq step: {step!r}")
+
+
+class _Checked:
+    """What a driver remembers between operations: has the server been looked at."""
+
+    _checked: bool
+    _core: QueueCore
+
+    def _first_checks(self) -> Op[None]:
+        """Steps run once, before this driver's first script call (and again after
+        one raised): the queue's own checks of the server's state."""
+        return
+        yield
+
+
+_PLAIN = "_leaseq_plain_scripts"
+"""Set on a client whose server cannot compile a ``#!lua`` line (before Redis 7,
+fakeredis): from then on it gets the scripts' plain twins (see ``scripts``)."""
+
+
+def _evalsha(call: Call[Any], plain: bool) -> Generator[Invoke, Any, Any]:
+    """EVALSHA of ``call``'s script (its plain twin if ``plain``), loading it on NOSCRIPT."""
+    keys, args, script = call.keys, call.args, call.script
+    sha, source = (script.plain_sha, script.plain) if plain else (script.sha, script.source)
+
+    def evalsha(c: Any) -> Any:
+        return c.evalsha(sha, len(keys), *keys, *args)
+
+    try:
+        return (yield Invoke(evalsha, script=script.name))
+    except NoScript:
+        yield Invoke(lambda c: c.script_load(source), script=script.name)
+        return (yield Invoke(evalsha, script=script.name))
+
+
+def _call(call: Call[R], driver: _Checked) -> Generator[Invoke, Any, R]:
+    """The client calls of one script call: EVALSHA (loading the script on
+    NOSCRIPT), the eviction check before a queue's first call, the WAIT of
+    ``durable=``; returns the parsed reply."""
+    core = driver._core
+    if not driver._checked:
+        driver._checked = True
+        try:
+            try:
+                policy = yield Invoke(_config_policy)
+            except LeaseqError:
+                policy = None  # CONFIG is often forbidden on managed servers; not fatal
+            _redis.check_server_reply(policy)
+            yield from lower(driver._first_checks(), driver)
+        except BaseException:
+            driver._checked = False  # look again at the next call
+            raise
+    plain = yield Invoke(lambda c: bool(getattr(c, _PLAIN, False)))
+    try:
+        reply = yield from _evalsha(call, plain)
+    except NoShebang:
+        if plain:
+            raise
+        # The server compiled nothing, so it ran nothing: send the plain twin.
+        yield Invoke(lambda c: setattr(c, _PLAIN, True))
+        reply = yield from _evalsha(call, True)
+    result = call.parse(reply)
+    replicas = core.replicas_for(call)
+    if replicas:  # durable=: see docs/scaling.md
+        timeout, key = core.durable_timeout_ms, call.keys[0]
+        acked = yield Invoke(
+            lambda c: c.execute_command("WAIT", replicas, timeout, **_redis._wait_args(c, key)),
+            int,
+        )
+        result = core.check_replicated(call, acked, result)
+    return result
+
+
+def lower(op: Op[R], driver: _Checked) -> Generator[Invoke, Any, R]:
+    """``op`` as a sequence of client calls. A leaseq error from a call is thrown
+    into ``op`` at the ``yield`` of the step that made it."""
+    reply: Any = None
+    error: LeaseqError | None = None
+    while True:
+        try:
+            step = op.throw(error) if error is not None else op.send(reply)
+        except StopIteration as stop:
+            result: R = stop.value
+            return result
+        try:
+            if isinstance(step, Call):
+                reply = yield from _call(step, driver)
+            else:
+                reply = yield from _invokes(step)
+            error = None
+        except LeaseqError as exc:
+            reply, error = None, exc
+
+
+class Pump(Generic[R]):
+    """Steps one lowered operation: ``step`` is the next client call, ``done``
+    says it returned ``result``. A driver runs the step and hands back its
+    reply or its error."""
+
+    def __init__(self, op: Op[R], driver: _Checked) -> None:
+        self._gen = lower(op, driver)
+        self.done = False
+        self.result: Any = None
+        self.step: Invoke = Invoke(lambda c: None)
+        self.reply: Any = None
+        self.send(None)
+
+    def send(self, reply: Any) -> None:
+        self._advance(lambda: self._gen.send(reply))
+
+    @contextlib.contextmanager
+    def invoking(self) -> Iterator[Invoke]:
+        """Around one client call of ``step``: the block sets ``reply``; on leaving,
+        the reply — or the call's error, as a leaseq error — goes to the operation."""
+        step = self.step
+        self.reply = None
+        try:
+            with _redis.translate_errors(step.script):
+                try:
+                    yield step
+                except rex.NoScriptError:
+                    raise NoScript(step.script) from None
+                except rex.ResponseError as exc:
+                    if "near '#'" in str(exc):  # Redis before 7, fakeredis
+                        raise NoShebang(step.script) from None
+                    raise
+        except LeaseqError as exc:
+            self.throw(exc)
+        else:
+            self.send(self.reply)
+
+    def throw(self, error: LeaseqError) -> None:
+        self._advance(lambda: self._gen.throw(error))
+
+    def _advance(self, resume: Callable[[], Invoke]) -> None:
+        try:
+            self.step = resume()
+        except StopIteration as stop:
+            self.done, self.result = True, stop.value
+
+
+class SyncDriver(_Checked):
+    """Runs operations on a redis-py client, ``self.redis``."""
+
+    redis: Any
+
+    def _drive(self, op: Op[R]) -> R:
+        pump: Pump[R] = Pump(op, self)
+        while not pump.done:
+            with pump.invoking() as step:
+                pump.reply = step.finish(step.start(self.redis))
+        result: R = pump.result
+        return result
+
+    def _run(self, call: Call[R]) -> R:
+        """Run one script call (and what it implies: NOSCRIPT reload, WAIT)."""
+        return self._drive(one(call))
+
+
+class AsyncDriver(_Checked):
+    """Runs operations on a ``redis.asyncio`` client, ``self.redis``."""
+
+    redis: Any
+
+    async def _drive(self, op: Op[R]) -> R:
+        pump: Pump[R] = Pump(op, self)
+        while not pump.done:
+            with pump.invoking() as step:
+                raw = step.start(self.redis)
+                if inspect.isawaitable(raw):
+                    raw = await raw
+                elif hasattr(raw, "__aiter__"):  # scan_iter
+                    raw = [item async for item in raw]
+                pump.reply = step.finish(raw)
+        result: R = pump.result
+        return result
+
+    async def _run(self, call: Call[R]) -> R:
+        """Run one script call (and what it implies: NOSCRIPT reload, WAIT)."""
+        return await self._drive(one(call))
+
+
+def _same_doc(method: Any, op: Any) -> None:
+    functools.update_wrapper(
+        method, op, assigned=("__module__", "__name__", "__qualname__", "__doc__")
+    )
+
+
+def sync_op(op: Callable[Concatenate[Any, P], Op[R]]) -> Callable[Concatenate[Any, P], R]:
+    """A public method that runs the operation named like ``op`` of ``self._ops``
+    (a ``QueueOps`` or a ``ShardedOps``: the same names and signatures) on the
+    sync driver; typed and documented as ``op``."""
+    name = op.__name__
+
+    def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        result: R = self._drive(getattr(self._ops, name)(*args, **kwargs))
+        return result
+
+    _same_doc(method, op)
+    return method
+
+
+def async_op(
+    op: Callable[Concatenate[Any, P], Op[R]],
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
+    """``sync_op`` for the async driver: an ``async def`` method."""
+    name = op.__name__
+
+    async def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        result: R = await self._drive(getattr(self._ops, name)(*args, **kwargs))
+        return result
+
+    _same_doc(method, op)
+    return method
+
+
+FEED = "_leaseq_feed"
+"""Set on a public method made by ``sync_feed`` / ``async_feed``: it returns an
+iterator of items rather than one result."""
+
+
+def _start(feed: Feed[R]) -> Op[list[R]] | None:
+    """The feed's first operation, or None if it ends at once. Run at the call,
+    so a bad argument raises there, not at the first item."""
+    return next(feed, None)
+
+
+def sync_feed(
+    op: Callable[Concatenate[Any, P], Feed[R]],
+) -> Callable[Concatenate[Any, P], Iterator[R]]:
+    """A public method that runs the feed named like ``op`` of ``self._ops`` on the
+    sync driver: it returns an iterator of the feed's items, each page read as
+    the iteration reaches it."""
+    name = op.__name__
+
+    def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[R]:
+        feed: Feed[R] = getattr(self._ops, name)(*args, **kwargs)
+        first = _start(feed)
+
+        def items() -> Iterator[R]:
+            step = first
+            while step is not None:
+                page = self._drive(step)
+                yield from page
+                step = next(feed, None)
+
+        return items()
+
+    _same_doc(method, op)
+    setattr(method, FEED, True)
+    return method
+
+
+def async_feed(
+    op: Callable[Concatenate[Any, P], Feed[R]],
+) -> Callable[Concatenate[Any, P], AsyncIterator[R]]:
+    """``sync_feed`` for the async driver: the method returns an async iterator
+    (``async for event in queue.events(...)``)."""
+    name = op.__name__
+
+    def method(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> AsyncIterator[R]:
+        feed: Feed[R] = getattr(self._ops, name)(*args, **kwargs)
+        first = _start(feed)
+
+        async def items() -> AsyncIterator[R]:
+            step = first
+            while step is not None:
+                page = await self._drive(step)
+                for item in page:
+                    yield item
+                step = next(feed, None)
+
+        return items()
+
+    _same_doc(method, op)
+    setattr(method, FEED, True)
+    return method

@@ -1,0 +1,431 @@
+"""The one outcome policy both workers share, and how the threaded worker writes it.
+
+:func:`decide` is a pure function (no I/O): from what a handler returned or
+raised it says whether the job completes, retries (and in how long) or dies,
+and what goes in ``last_error``. ``leaseq.Worker`` and ``leaseq.aio.Worker``
+both call it and only carry out the :class:`Outcome` it returns, so the two
+cannot drift apart.
+
+:func:`error_kind` sorts what a *worker's own* queue call raised:
+``transient`` (``ServerUnavailable`` and its subclasses: a server down, a
+failover, a busy server) is retried with backoff and logged once per outage
+(:class:`Outage`); ``job`` (the lease is lost, the row is damaged, a value
+was refused) concerns that one job and is logged; anything else
+(``fatal``: bad credentials, a queue key of the wrong type, a script the
+server refuses) ends ``run()`` with that error.
+
+The rest is the threaded worker's record of a held lease and its
+``OutcomeWriter``: completions that follow each other are written in one
+``complete_many`` call; failures, retries, dead-letters and releases one
+script call each. Every write carries the lease's token, so a lease lost
+meanwhile is refused by the server, never overwritten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from leaseq.errors import (
+    AlreadyFinished,
+    DamagedRow,
+    InvalidArgument,
+    InvalidPayload,
+    LeaseLost,
+    LeaseqError,
+    PayloadTooLarge,
+    ServerUnavailable,
+)
+from leaseq.handler import Dead, JobContext, Retry, UnknownKind, describe_error
+from leaseq.store import validate as v
+from leaseq.types import Lease
+
+logger = logging.getLogger("leaseq.worker")
+
+WRITE_BATCH = 1000
+"""Most completions written in one complete_many call (it chunks further)."""
+BACKOFF_START, BACKOFF_CAP = 0.1, 5.0
+"""Seconds between attempts to reach a Redis that is down: doubling, capped, jittered."""
+
+Encode = Callable[[Any, str], bytes]
+"""The queue's encoder (``Codec.encode``): raises InvalidPayload / PayloadTooLarge."""
+
+
+# -- the policy ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What becomes of a job whose handler finished (or that never started).
+
+    ``kind``: ``complete`` (store ``result``), ``retry`` (``fail``: after
+    ``retry_in`` seconds, None = the queue's backoff; dead once attempts are
+    used up), ``dead`` (``fail(dead=True)``), ``release`` (back to pending,
+    attempt refunded: shutdown only). ``error`` is the ``last_error`` text;
+    ``label`` names the cause in log lines.
+    """
+
+    kind: Literal["complete", "retry", "dead", "release"]
+    result: Any = None
+    retry_in: float | None = None
+    error: str = ""
+    label: str = ""
+
+
+RELEASE = Outcome("release", label="release")
+
+
+class HandlerTimeout(Exception):
+    """What a worker hands ``decide`` when a handler ran past its time limit."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"timed out after {seconds:g} s")
+        self.seconds = seconds
+
+
+def job_timeout(lease: Lease, default: float | None) -> float | None:
+    """The time limit of ``lease``'s handler, seconds: the job's own
+    (``enqueue(..., timeout=)``), else the worker's ``timeout``; None for none."""
+    return lease.timeout if lease.timeout is not None else default
+
+
+def decide(
+    raised: BaseException | None, result: Any = None, encode: Encode | None = None
+) -> Outcome:
+    """The outcome of a handler that returned ``result`` (``raised`` None) or raised.
+
+    - a return value completes the job, stored as its result — unless it can
+      never be stored (``encode`` refuses it: too large, or not data). The
+      handler has run to the end and its side effects happened, so running it
+      again would repeat them for a result that still would not fit: the job is
+      **dead-lettered at once**, ``last_error`` naming the size and the limit
+      (or why it does not encode); an operator can fix the handler and retry it;
+    - ``leaseq.Retry(in_)`` retries after ``in_`` seconds; an ``in_`` that is
+      not a valid delay (negative, NaN, over a year) falls back to the queue's
+      backoff, and ``last_error`` says so;
+    - ``leaseq.Dead(reason)`` dead-letters at once;
+    - ``HandlerTimeout(n)`` (the handler ran past its time limit) fails the attempt
+      with ``last_error`` "timed out after n s", retried or dead-lettered by the
+      usual rules;
+    - anything else (any ``BaseException``: a handler's ``SystemExit`` is its
+      own failure, not the worker's) fails the job with type, message and the
+      innermost frames; cancellation of an async handler reads "cancelled".
+    """
+    if raised is None:
+        if result is not None and encode is not None:
+            problem = _unstorable(result, encode)
+            if problem:
+                return Outcome("dead", error=problem, label="result")
+        return Outcome("complete", result=result, label="done")
+    if isinstance(raised, Retry):
+        text = f"Retry: {raised.reason}"
+        try:
+            v.delay_ms(raised.in_, "Retry.in_")
+        except InvalidArgument as exc:
+            return Outcome(
+                "retry", error=f"{text} (bad delay, queue backoff used: {exc})", label="retry"
+            )
+        return Outcome("retry", retry_in=raised.in_, error=text, label="retry")
+    if isinstance(raised, Dead):
+        return Outcome("dead", error=f"Dead: {raised.reason}", label="dead")
+    if isinstance(raised, HandlerTimeout):  # the worker's verdict: an ordinary failure
+        return Outcome("retry", error=str(raised), label="timeout")
+    if isinstance(raised, UnknownKind):  # not run: retried so a rolling deploy can serve it
+        return Outcome("retry", error=str(raised), label="kind")
+    if isinstance(raised, asyncio.CancelledError):
+        return Outcome("retry", error="CancelledError: the handler was cancelled", label="error")
+    return Outcome("retry", error=describe_error(raised), label="error")
+
+
+def _unstorable(result: Any, encode: Encode) -> str:
+    """Why ``result`` can never be stored ('' if it can)."""
+    try:
+        encode(result, "result")
+    except PayloadTooLarge as exc:
+        return (
+            f"ResultTooLarge: the handler returned a result of {exc.size} bytes encoded, over "
+            f"the queue's max_payload_bytes of {exc.limit}; the handler had finished (its "
+            "side effects happened), so the job is dead-lettered, not run again"
+        )
+    except InvalidPayload as exc:
+        return (
+            f"InvalidResult: the handler's result (of type {type(result).__qualname__}) cannot "
+            f"be stored: {exc}; the handler had finished (its side effects happened), so the "
+            "job is dead-lettered, not run again"
+        )
+    return ""
+
+
+def check_worker(
+    handler: object, concurrency: object, ttl: object, grace: object, reap: object
+) -> None:
+    """The settings both workers take, checked alike. Raises InvalidArgument."""
+    v.worker_settings(concurrency, ttl, grace, reap)
+    if not callable(handler):
+        raise InvalidArgument(f"handler must be callable, not {handler!r}")
+
+
+def result_encoder(queue: Any) -> Encode | None:
+    """The encoder a queue (plain, async or sharded) stores results with."""
+    core = getattr(queue, "_core", None)
+    if core is None and getattr(queue, "shards", None):
+        core = getattr(queue.shards[0], "_core", None)
+    codec = getattr(core, "codec", None)
+    return None if codec is None else codec.encode
+
+
+# -- errors of the worker's own calls -------------------------------------------------
+
+
+def error_kind(exc: BaseException) -> Literal["transient", "job", "fatal"]:
+    """How a worker treats an error its own queue call raised (see the module doc)."""
+    if isinstance(exc, ServerUnavailable):
+        return "transient"
+    if isinstance(exc, (LeaseLost, DamagedRow, InvalidArgument)):
+        return "job"
+    return "fatal"
+
+
+class Backoff:
+    """Exponential, capped, jittered waits for retrying a Redis that is down."""
+
+    def __init__(self) -> None:
+        self.delay = 0.0
+
+    def next(self) -> float:
+        self.delay = min(BACKOFF_CAP, max(BACKOFF_START, self.delay * 2))
+        return self.delay * (0.5 + random.random() / 2)
+
+    def reset(self) -> None:
+        self.delay = 0.0
+
+
+class Outage:
+    """One clear line per outage: a WARNING when calls start failing with a
+    transient error, DEBUG for the retries after it, INFO once calls work again.
+    Shared by the threads (or tasks) of one worker."""
+
+    def __init__(self, queue: str) -> None:
+        self.queue = queue
+        self.since: float | None = None
+        self._lock = threading.Lock()
+
+    def failed(self, what: str, exc: BaseException, backoff: Backoff) -> float:
+        """Log the failure; the seconds to wait before trying again."""
+        delay = backoff.next()
+        with self._lock:
+            first = self.since is None
+            if first:
+                self.since = time.monotonic()
+        log_job(
+            self.queue,
+            logging.WARNING if first else logging.DEBUG,
+            None,
+            "%s failed: %s; retrying in %.1fs, backing off up to %gs%s",
+            what,
+            exc,
+            delay,
+            BACKOFF_CAP,
+            " (until Redis answers, retries are logged at DEBUG)" if first else "",
+        )
+        return delay
+
+    def ok(self) -> None:
+        """A call went through: end the outage, if there was one."""
+        if self.since is None:
+            return
+        with self._lock:
+            since, self.since = self.since, None
+        if since is not None:
+            log_job(
+                self.queue,
+                logging.INFO,
+                None,
+                "Redis answers again after %.1fs",
+                time.monotonic() - since,
+            )
+
+
+# -- the threaded worker's record and writer --------------------------------------
+
+
+@dataclass(eq=False)
+class Task:
+    """One held lease of the threaded worker. ``outcome`` is set by the handler
+    thread once it is done (or to RELEASE for a lease handed back unstarted)."""
+
+    lease: Lease
+    ctx: JobContext
+    next_beat: float
+    """When to extend next, ``time.monotonic()`` seconds."""
+    outcome: Outcome | None = None
+    prefetched: bool = False
+    """Claimed as a prefetch: the server refunds its attempt if it expires unstarted."""
+    started: bool = False
+    """Its handler has begun (set by the handler thread)."""
+    reported: bool = False
+    """The server has been told (by a heartbeat) that it started."""
+    limit: float | None = None
+    """The handler's time limit, seconds (``job_timeout``), set when it starts."""
+    timeout_at: float = float("inf")
+    """When the handler's time is up, ``time.monotonic()`` seconds."""
+    timed_out: bool = False
+    """The reporter failed the attempt for its timeout; what the handler does later is discarded."""
+    returned: bool = False
+    """The handler thread has returned (or raised)."""
+
+
+def extend_due(queue: Any, due: list[Task], now: float, ttl: float, every: float) -> None:
+    """The threaded worker's heartbeat: extend every lease in ``due`` in one fenced
+    call; a lease found lost gets ``ctx.lost`` set, the others their next beat.
+    Prefetched leases whose handler has started since are flagged, so the server
+    stops counting them as unstarted (a crash from now on spends the attempt)."""
+    if not due:
+        return
+    news = [t.prefetched and t.started and not t.reported for t in due]
+    results = queue.extend_many([t.lease for t in due], ttl, news if any(news) else None)
+    for task, result, new in zip(due, results, news, strict=True):
+        if isinstance(result, LeaseLost):
+            task.ctx.lost.set()
+            log_job(queue.name, logging.WARNING, task, "heartbeat found the lease lost: %s", result)
+        else:
+            task.lease = task.ctx.lease = result
+            task.next_beat = now + every
+            task.reported = task.reported or new
+
+
+def log_job(queue: str, level: int, task: Task | Lease | None, msg: str, *args: Any) -> None:
+    """Log with queue, job id and attempt on the line (and as ``extra`` fields)."""
+    if not logger.isEnabledFor(level):
+        return
+    lease = task.lease if isinstance(task, Task) else task
+    job, attempt = ("-", "-") if lease is None else (lease.id, str(lease.attempt))
+    logger.log(
+        level,
+        "queue=%s job=%s attempt=%s " + msg,
+        queue,
+        job,
+        attempt,
+        *args,
+        extra={"queue": queue, "job_id": job, "attempt": attempt},
+    )
+
+
+def log_written(queue: str, lease: Lease, outcome: Outcome, state: str) -> None:
+    """The line both workers log when a failure, retry or dead-letter is written."""
+    first = outcome.error.splitlines()[0] if outcome.error else ""
+    log_job(queue, logging.WARNING, lease, "%s -> %s: %s", outcome.label, state, first)
+
+
+class OutcomeWriter:
+    """Writes finished tasks in order; ``holds`` says whether a task's lease is still
+    ours, ``settle`` forgets tasks once written (or discarded)."""
+
+    def __init__(
+        self,
+        queue: Any,
+        counts: dict[str, int],
+        holds: Callable[[Task], bool],
+        settle: Callable[[list[Task]], None],
+    ) -> None:
+        self.queue = queue
+        self.counts = counts
+        self.holds = holds
+        self.settle = settle
+
+    def _log(self, level: int, task: Task | None, msg: str, *args: Any) -> None:
+        log_job(self.queue.name, level, task, msg, *args)
+
+    def write(self, unwritten: list[Task]) -> None:
+        """Write outcomes in order, removing each from ``unwritten`` once written.
+        Raises ServerUnavailable (what is left stays in ``unwritten``) and fatal errors."""
+        while unwritten:
+            head = unwritten[0]
+            outcome = head.outcome or RELEASE
+            if not self.holds(head):
+                # Lost to a heartbeat, or already handed back at shutdown.
+                if head.ctx.lost.is_set() and outcome.kind != "release":
+                    self.counts["lost"] += 1
+                    self._log(logging.WARNING, head, "lease was lost: outcome discarded")
+                unwritten.pop(0)
+                self.settle([head])
+                continue
+            if outcome.kind == "complete":
+                n = 1
+                while n < min(len(unwritten), WRITE_BATCH):
+                    nxt = unwritten[n]
+                    if not (nxt.outcome and nxt.outcome.kind == "complete" and self.holds(nxt)):
+                        break
+                    n += 1
+                run = unwritten[:n]
+                self._complete(run)
+                del unwritten[:n]
+                self.settle(run)
+                continue
+            self._write_one(head, outcome)
+            unwritten.pop(0)
+            self.settle([head])
+
+    def _complete(self, tasks: list[Task]) -> None:
+        # Every result was checked by decide() with the queue's own encoder.
+        leases = [t.lease for t in tasks]
+        results = [t.outcome.result if t.outcome else None for t in tasks]
+        refused = self.queue.complete_many(leases, results)
+        self.counts["succeeded"] += len(tasks) - len(refused)
+        by_key = {(t.lease.id, t.lease.attempt): t for t in tasks}
+        for exc in refused:
+            task = by_key[(exc.job_id, exc.token)]
+            if isinstance(exc, AlreadyFinished):
+                self.counts["succeeded"] += 1  # a replay: our own completion landed
+            else:
+                self.counts["lost"] += 1
+                self._log(logging.WARNING, task, "complete refused, result discarded: %s", exc)
+        if logger.isEnabledFor(logging.DEBUG):
+            for task in tasks:
+                self._log(logging.DEBUG, task, "succeeded")
+
+    def _write_one(self, task: Task, outcome: Outcome) -> None:
+        if outcome.kind == "release":
+            self.release(task, logging.INFO, "released (shutdown)")
+            return
+        try:
+            state = self.queue.fail(
+                task.lease, outcome.error, outcome.retry_in, dead=outcome.kind == "dead"
+            )
+        except LeaseLost as exc:
+            self.counts["lost"] += 1
+            self._log(logging.WARNING, task, "fail refused, outcome discarded: %s", exc)
+            return
+        except (DamagedRow, InvalidArgument) as exc:
+            self.counts["lost"] += 1
+            self._log(logging.WARNING, task, "outcome not written (%s); lease will expire", exc)
+            return
+        self.counts["dead" if state.value == "dead" else "failed"] += 1
+        log_written(self.queue.name, task.lease, outcome, state.value)
+
+    def hand_back(self, leases: list[Lease]) -> None:
+        """Release leases a claim brought in after the stop (never left active)."""
+        for lease in leases:
+            try:
+                self.release(
+                    Task(lease, JobContext(lease), 0.0), logging.INFO, "released (claimed at stop)"
+                )
+            except LeaseqError as exc:
+                self._log(logging.WARNING, None, "could not release %s (%s)", lease.id, exc)
+
+    def release(self, task: Task, level: int, done: str) -> None:
+        """Hand the job back to pending now (no attempt spent) and log ``done``;
+        a lease already lost is only logged. Raises ServerUnavailable."""
+        try:
+            self.queue.release(task.lease)
+        except (LeaseLost, DamagedRow) as exc:
+            self._log(logging.WARNING, task, "release refused: %s", exc)
+            return
+        self.counts["released"] += 1
+        self._log(level, task, done)

@@ -1,0 +1,164 @@
+"""Handler time limits of the threaded worker (docs/design.md, Timeouts).
+
+A job's limit is its own ``timeout`` (``enqueue(..., timeout=)``), else the
+worker's (``Worker(..., timeout=)``); it runs from the moment its handler
+starts (time spent prefetched does not count). Once it passes, the reporter
+fails the attempt through the normal outcome path (``_outcomes.decide`` of a
+``HandlerTimeout``: "timed out after N s", retried or dead-lettered by the
+usual rules), which releases the lease at once; heartbeats stop extending it.
+
+A Python thread cannot be killed. The handler thread runs on; what it
+returns or raises later is discarded (logged), and until it returns its
+slot stays busy: the thread is **stuck**, and the worker claims that much
+less. ``on_stuck(n)`` hears every change of the number of stuck threads;
+``leaseq worker --processes`` uses it to SIGKILL (and replace) a child whose
+handler is still stuck after a grace period.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from leaseq.work.outcomes import HandlerTimeout, Task, decide, job_timeout, log_job
+
+__all__ = ["Timeouts"]
+
+
+class Timeouts:
+    """The time limits of one worker's running handlers and its stuck threads.
+
+    Handler threads call ``arm`` as a handler starts and ``returned`` when it
+    is done; the reporter calls ``expire`` (the tasks whose time is up, their
+    outcome set) and, as the worker forgets a task, ``settled``. State is
+    guarded by the worker's condition ``cond``.
+    """
+
+    def __init__(
+        self,
+        queue: str,
+        cond: threading.Condition,
+        default: float | None,
+        wake: Callable[[], None],
+        on_stuck: Callable[[int], None] | None,
+    ) -> None:
+        self.queue = queue
+        self.cond = cond
+        self.default = default
+        self.wake = wake
+        """Wakes the reporter to re-plan (a limit sooner than it sleeps)."""
+        self.on_stuck = on_stuck
+        self.stuck: set[Task] = set()
+        """Timed-out tasks whose handler thread has not returned."""
+        self.next_at = math.inf
+        self._told = threading.Lock()
+
+    def reset(self) -> None:
+        with self.cond:
+            self.stuck = set()
+            self.next_at = math.inf
+
+    def arm(self, task: Task) -> None:
+        """Start ``task``'s clock, if it has a limit (handler thread, as the handler starts)."""
+        limit = job_timeout(task.lease, self.default)
+        if limit is None:
+            return
+        at = time.monotonic() + limit
+        with self.cond:
+            task.limit, task.timeout_at = limit, at
+            sooner = at < self.next_at
+            if sooner:
+                self.next_at = at
+        if sooner:
+            self.wake()
+
+    def returned(self, task: Task, outcome: Any) -> bool:
+        """The handler of ``task`` is done with ``outcome``: True if it is to be
+        written; False if the task had timed out (the outcome is discarded)."""
+        with self.cond:
+            task.returned = True
+            if not task.timed_out:
+                task.outcome = outcome
+                return True
+            was_stuck = task in self.stuck
+            self.stuck.discard(task)
+            self.cond.notify_all()  # the claimer may use the slot again
+        late = time.monotonic() - task.timeout_at
+        log_job(
+            self.queue,
+            logging.WARNING,
+            task,
+            "handler returned %.1fs after its timeout of %gs: outcome discarded",
+            late,
+            task.limit or 0.0,
+        )
+        if was_stuck:
+            self.report()
+        return False
+
+    def expire(self, tasks: Mapping[Any, Task], now: float) -> list[Task]:
+        """The running tasks whose time is up, each given its timeout outcome (reporter)."""
+        if now < self.next_at:
+            return []
+        with self.cond:
+            due = [
+                t
+                for t in tasks.values()
+                if t.timeout_at <= now and t.outcome is None and not t.ctx.lost.is_set()
+            ]
+            for task in due:
+                task.timed_out = True
+                task.outcome = decide(HandlerTimeout(task.limit or 0.0))
+            self.next_at = min(
+                (t.timeout_at for t in tasks.values() if t.outcome is None), default=math.inf
+            )
+        for task in due:
+            log_job(
+                self.queue,
+                logging.WARNING,
+                task,
+                "handler passed its timeout of %gs: failing the attempt; its thread "
+                "cannot be killed and keeps its slot until it returns",
+                task.limit or 0.0,
+            )
+        return due
+
+    def settled(self, task: Task) -> bool:
+        """``task`` was written (or discarded) and forgotten: a timed-out one whose
+        thread still runs becomes stuck. Call holding ``cond``; True if the stuck
+        count changed (then call ``report`` once the lock is let go)."""
+        if not task.timed_out:
+            return False
+        task.ctx.lost.set()  # current_job().lost: the handler may notice and return
+        if task.returned:
+            return False
+        self.stuck.add(task)
+        return True
+
+    def report(self) -> None:
+        """Tell ``on_stuck`` how many threads are stuck now (after a change; not
+        holding ``cond``). Counted and told under one lock, so the hook hears
+        the changes in order."""
+        with self._told:
+            with self.cond:
+                count = len(self.stuck)
+            self._tell(count)
+
+    def _tell(self, count: int) -> None:
+        if count:
+            log_job(
+                self.queue,
+                logging.WARNING,
+                None,
+                "%d handler thread(s) still running past their timeout",
+                count,
+            )
+        if self.on_stuck is not None:
+            try:
+                self.on_stuck(count)
+            except Exception:  # a broken hook must not stop the worker
+                logging.getLogger("leaseq.worker").exception("on_stuck hook failed")
