@@ -677,4 +677,3 @@ def main(argv: list[str] | None = None) -> None:
         if os.environ.get("LEASEQ_DEBUG"):
             raise
         _fail(f"internal error: {type(exc).__name__}: {exc} (LEASEQ_DEBUG=1 shows the traceback)")
-
