@@ -114,7 +114,7 @@ def test_no_error_line_holds_the_password(cli: Cli, url: str, secrets: tuple[str
 
 
 def test_redact_covers_every_place_a_url_carries_a_password() -> None:
-    from leaseq.transport.urls import redact, remember_secrets
+    from leaseq.observe.redact import redact, remember_secrets
 
     assert redact("redis://u:pa/ss@h:1/0") == "redis://***@h:1/0"
     assert redact("redis://h/0?password=abc&db=1") == "redis://h/0?password=***&db=1"

@@ -16,9 +16,9 @@ import click
 import msgspec
 
 from leaseq.errors import InvalidArgument, ServerUnavailable
+from leaseq.observe.redact import redact
 from leaseq.queue import Queue
 from leaseq.store.events import Event, EventSettings
-from leaseq.transport.urls import redact
 
 __all__ = ["line", "register"]
 

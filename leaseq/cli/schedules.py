@@ -15,8 +15,9 @@ import click
 import msgspec
 from rich.console import Console
 
-from leaseq.cli.terminal import Column, fit, grid, terminal_width, utc
+from leaseq.cli.terminal import Column, fit, grid, terminal_width
 from leaseq.errors import InvalidArgument
+from leaseq.observe.humanize import utc
 from leaseq.queue import Queue
 from leaseq.store.schedules import Schedule
 

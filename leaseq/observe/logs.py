@@ -19,7 +19,7 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
-from leaseq.transport.urls import redact
+from leaseq.observe.redact import redact
 from leaseq.types import Lease
 
 __all__ = ["FIELDS", "JobLog", "JsonFormatter"]

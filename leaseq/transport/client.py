@@ -28,7 +28,8 @@ from leaseq.errors import (
     ServerFull,
     ServerUnavailable,
 )
-from leaseq.transport.urls import check_url, redact
+from leaseq.observe.redact import redact
+from leaseq.transport.urls import check_url
 
 __all__ = [
     "auth_error",

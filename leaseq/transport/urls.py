@@ -1,74 +1,14 @@
-"""Redis URLs: checking them, connecting, and hiding the passwords they carry.
-
-``redact`` is the one redaction function: every line leaseq prints or logs
-that may hold a URL or a server's message goes through it.
-"""
+"""Redis URLs: checking one before leaseq connects to it (passwords shown redacted)."""
 
 from __future__ import annotations
 
 import re
-import threading
 import urllib.parse
 
 from leaseq.errors import InvalidArgument
+from leaseq.observe.redact import redact, remember_secrets, userinfo
 
-__all__ = ["check_url", "redact", "remember_secrets"]
-
-# Everything between "scheme://" and the last "@" of the same word is
-# userinfo: greedy, so a password with "@", "/" or ":" in it is covered whole.
-_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)\S*@")
-_QUERY_SECRET = re.compile(r"(?i)\b(password|passwd|pwd|pass|auth|token|secret)=[^&\s'\"),;]*")
-_secrets: set[str] = set()
-_secrets_lock = threading.Lock()
-MIN_SECRET = 3
-"""Shorter passwords are not searched for in free text: they would blank out
-ordinary words, and say next to nothing about the password anyway."""
-
-
-def redact(text: str) -> str:
-    """``text`` with every password hidden: a URL's userinfo, a ``password=``
-    query value, and every password of a URL given to :func:`connect` in this
-    process, as typed and percent-decoded. The one redaction function: every
-    line leaseq prints or logs that may hold a URL or a server's message goes
-    through it."""
-    text = _USERINFO.sub(r"\1***@", str(text))
-    text = _QUERY_SECRET.sub(r"\1=***", text)
-    with _secrets_lock:
-        known = sorted(_secrets, key=len, reverse=True)
-    for secret in known:
-        text = text.replace(secret, "***")
-    return text
-
-
-def remember_secrets(url: str) -> None:
-    """Note the passwords that ``url`` carries so :func:`redact` hides them
-    wherever they turn up (say, a fragment echoed in a parser's error)."""
-    found: list[str] = []
-    userinfo = _userinfo(url)
-    if userinfo is not None:
-        found += [userinfo, userinfo.partition(":")[2]]
-    query = urllib.parse.urlsplit(url).query if "?" in url else ""
-    for key, value in urllib.parse.parse_qsl(query, keep_blank_values=True):
-        if key.lower() in ("password", "passwd", "pwd", "pass", "auth", "token", "secret"):
-            found.append(value)
-    with _secrets_lock:
-        for secret in found:
-            for form in (secret, urllib.parse.unquote(secret)):
-                if len(form) >= MIN_SECRET:
-                    _secrets.add(form)
-
-
-def _userinfo(url: str) -> str | None:
-    """The user:password part of ``url`` as a person meant it: everything up to
-    the last ``@`` (a password may hold ``@``, ``/`` or ``:``), unless that
-    ``@`` sits in the query (``?password=a@b``)."""
-    rest = url.split("://", 1)[1] if "://" in url else url
-    words = rest.split()
-    before = words[0].rsplit("@", 1)[0] if words and "@" in words[0] else None
-    if before is not None and "?" in before and "=" in before[before.index("?") :]:
-        head = before[: before.index("?")]
-        before = head.rsplit("@", 1)[0] if "@" in head else None
-    return before
+__all__ = ["check_url"]
 
 
 def check_url(url: object) -> str:
@@ -90,8 +30,8 @@ def check_url(url: object) -> str:
         raise InvalidArgument(
             f"bad Redis URL {shown!r}: the scheme must be redis://, rediss://, unix:// or memory://"
         )
-    userinfo = _userinfo(url)
-    if userinfo is not None and any(c in userinfo for c in "/?#"):
+    user = userinfo(url)
+    if user is not None and any(c in user for c in "/?#"):
         raise InvalidArgument(
             f"bad Redis URL {shown!r}: its user or password holds '/', '?' or '#'; "
             "percent-encode them (%2F, %3F, %23)"

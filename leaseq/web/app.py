@@ -30,8 +30,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from leaseq.cli.terminal import span, utc
 from leaseq.errors import DamagedKey, InvalidArgument, LeaseqError, ServerUnavailable
+from leaseq.observe.humanize import span, utc
 from leaseq.queue import connect
 from leaseq.store.keys import check_job_id
 from leaseq.transport import client as _redis
