@@ -9,10 +9,13 @@ and a sharded queue are interchangeable wherever one is consumed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from leaseq.errors import LeaseLost
-from leaseq.types import Job, Lease, State, Stats
+from leaseq.types import Job, JobOptions, Lease, State, Stats
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["AsyncQueueLike", "QueueLike"]
 
@@ -26,28 +29,14 @@ class QueueLike(Protocol):
     @property
     def worker_id(self) -> str: ...
     def enqueue(
-        self,
-        payload: Any,
-        *,
-        id: str | None = None,
-        max_attempts: int | None = None,
-        delay: float | None = None,
-        priority: int = 0,
-        group: str | None = None,
-        kind: str | None = None,
-        timeout: float | None = None,
+        self, payload: Any, *, id: str | None = None, **options: Unpack[JobOptions]
     ) -> str: ...
     def enqueue_many(
         self,
         payloads: Iterable[Any],
         *,
-        max_attempts: int | None = None,
-        delay: float | None = None,
-        priority: int = 0,
         ids: Sequence[str] | None = None,
-        group: str | None = None,
-        kind: str | None = None,
-        timeout: float | None = None,
+        **options: Unpack[JobOptions],
     ) -> list[str]: ...
     def claim_now(
         self,

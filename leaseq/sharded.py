@@ -26,14 +26,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
-from leaseq._api import SyncQueueAPI
 from leaseq.errors import InvalidArgument
-from leaseq.queue import Queue, connect
+from leaseq.queue import Queue, SyncQueueAPI, connect
 from leaseq.store.keys import MAX_SHARDS, QueueKeys, check_job_id, shard_of, split_shard
-from leaseq.store.ops import WAKE_SLICE, Command, Op
+from leaseq.store.ops import WAKE_SLICE
 from leaseq.store.sharded_ops import ShardedOps, merge_stats
+from leaseq.store.steps import Command, Op
 from leaseq.transport import client as _redis
-from leaseq.transport.drive import sync_op
+from leaseq.transport.drive import Operation
 
 __all__ = [
     "WAKE_SLICE",
@@ -106,6 +106,8 @@ class ShardedBase(Generic[Q]):
         """The shard that holds (or would hold) ``job_id``."""
         return self.shards[shard_of(check_job_id(job_id), len(self.shards))]
 
+    shard_stats = Operation(ShardedOps.shard_stats)
+
 
 class ShardedQueue(ShardedBase[Queue], SyncQueueAPI):
     """One logical queue over ``shards`` hash tags; the API of ``leaseq.Queue``.
@@ -124,8 +126,6 @@ class ShardedQueue(ShardedBase[Queue], SyncQueueAPI):
         queue = cls(name, shards=shards, redis=connect(url), **settings)
         queue._owns_client = True
         return queue
-
-    shard_stats = sync_op(ShardedOps.shard_stats)
 
 
 def sharded_names(tags: Iterable[str]) -> dict[str, int]:

@@ -1,17 +1,17 @@
-"""The typed values of leaseq's API: State, Lease, Job, Backoff, Stats."""
+"""The typed values of leaseq's API: State, Lease, Job, JobOptions, Backoff, Stats."""
 
 from __future__ import annotations
 
 import enum
 import math
 import random
-from typing import Any
+from typing import Any, TypedDict
 
 import msgspec
 
 from leaseq.errors import InvalidArgument
 
-__all__ = ["Backoff", "Job", "Lease", "State", "Stats"]
+__all__ = ["JOB_OPTIONS", "Backoff", "Job", "JobOptions", "Lease", "State", "Stats"]
 
 
 class State(str, enum.Enum):
@@ -41,6 +41,34 @@ class State(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+class JobOptions(TypedDict, total=False):
+    """The options of a job: the keyword arguments of ``enqueue`` and ``enqueue_many``.
+
+    Declared here once; every queue's enqueue methods, the queue protocols and
+    the store take them as ``**options: Unpack[JobOptions]``, so an option is
+    added in one place (plus the script that stores it) and the type checker
+    still checks every caller. An unknown option is a ``TypeError``, as for any
+    function. Durations are seconds.
+    """
+
+    max_attempts: int | None
+    """How many times the job may run (>= 1); None: the queue's ``max_attempts``."""
+    delay: float | None
+    """Seconds (>= 0) before the job may run; None or 0: at once."""
+    priority: int
+    """0..1,000,000, lower runs first; FIFO within one priority. Default 0."""
+    group: str | None
+    """The job's fair group (claims rotate between groups); None: ungrouped."""
+    kind: str | None
+    """What a handler dict dispatches on (``Lease.kind``); None: no kind."""
+    timeout: float | None
+    """Seconds a handler may run on the job; None: the worker's default."""
+
+
+JOB_OPTIONS = frozenset(JobOptions.__optional_keys__)
+"""The names of the job options, for checking ``**options`` at run time."""
 
 
 class Lease(msgspec.Struct, frozen=True, kw_only=True):

@@ -16,7 +16,7 @@ import pytest
 from freezegun import freeze_time
 
 import leaseq
-from leaseq.store.core import CLOCK_HOLD
+from leaseq.store.settings import CLOCK_HOLD
 from tests.test_core_util import row
 
 T0 = dt.datetime(2026, 3, 1, 12, 0, 0)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import leaseq
-from leaseq.store.core import DEFAULT_KEEP_SUCCEEDED_COUNT
+from leaseq.store.settings import DEFAULT_KEEP_SUCCEEDED_COUNT
 from tests.conftest import Clock, wait_until
 from tests.test_core_util import claim_one, row
 

@@ -25,9 +25,9 @@ import redis.asyncio as aioredis
 import leaseq
 import leaseq.aio
 from leaseq.protocols import AsyncQueueLike, QueueLike
-from leaseq.store.core import Call
-from leaseq.store.ops import Command, Op, QueueOps
+from leaseq.store.ops import QueueOps
 from leaseq.store.sharded_ops import ShardedOps
+from leaseq.store.steps import Call, Command, Op
 from leaseq.transport.drive import Invoke, Pump, SyncDriver
 from tests import suite, test_sharded
 from tests.conftest import wait_until

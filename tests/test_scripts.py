@@ -158,7 +158,7 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
         worker="w",
     )
     return {
-        "enqueue": core.enqueue_calls(["x"], ["ID"], None, None, 0)[1][0],
+        "enqueue": core.enqueue_calls(["x"], ["ID"], {})[1][0],
         "claim": core.claim(1, 30.0, None),
         "extend": core.extend([lease], 30.0),
         "complete": core.complete([lease], None),
@@ -319,14 +319,14 @@ def twice(q: leaseq.Queue, call: Any) -> tuple[Any, Any]:
 
 
 def test_replay_enqueue(q: leaseq.Queue, r: Any) -> None:
-    call = q._core.enqueue_calls([{"n": 1}], ["job"], None, None, 0)[1][0]
+    call = q._core.enqueue_calls([{"n": 1}], ["job"], {})[1][0]
     first, second = twice(q, call)
     assert first == [1] and second == [0]
     assert list(index(q, "pending")) == ["job"]
     assert q.stats().totals["enqueued"] == 1
     # Without an id the client still chooses one before sending, so a
     # replayed call finds the row it wrote and creates nothing twice.
-    ids, calls = q._core.enqueue_calls(["x"], None, None, None, 0)
+    ids, calls = q._core.enqueue_calls(["x"], None, {})
     a, b = twice(q, calls[0])
     assert a == [1] and b == [0]
     assert ids[0] in index(q, "pending") and len(index(q, "pending")) == 2

@@ -1,8 +1,8 @@
 """``leaseq.aio.Queue``: the same API as ``leaseq.Queue`` with ``async def``.
 
 The operations are those of ``leaseq.store.ops``, the very ones the sync queue
-runs; this class only awaits their steps on ``redis.asyncio``
-(``leaseq._api.AsyncQueueAPI``). Works on ``redis.asyncio.Redis``,
+runs, through the same method table (``leaseq.queue.QueueAPI``); this class
+only awaits their steps on ``redis.asyncio``. Works on ``redis.asyncio.Redis``,
 ``redis.asyncio.cluster.RedisCluster`` and ``memory://``.
 """
 
@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from leaseq._api import AsyncQueueAPI
-from leaseq._base import QueueBase
+from leaseq.queue import AsyncQueueAPI, QueueBase
 from leaseq.store.ops import list_queues
 from leaseq.transport import connect as _connect
 from leaseq.transport.drive import AsyncDriver

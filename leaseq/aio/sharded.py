@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from leaseq._api import AsyncQueueAPI
 from leaseq.aio.queue import Queue, connect
+from leaseq.queue import AsyncQueueAPI
 from leaseq.sharded import ShardedBase
-from leaseq.store.sharded_ops import ShardedOps
-from leaseq.transport.drive import async_op
 
 __all__ = ["ShardedQueue"]
 
@@ -28,5 +26,3 @@ class ShardedQueue(ShardedBase[Queue], AsyncQueueAPI):
         queue = cls(name, shards=shards, redis=connect(url), **settings)
         queue._owns_client = True
         return queue
-
-    shard_stats = async_op(ShardedOps.shard_stats)

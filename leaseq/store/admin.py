@@ -19,14 +19,157 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from typing import Any
 
-from leaseq.errors import DamagedRow
-from leaseq.store.core import PURGE_LIMIT, START, Call, Page, QueueCore
+from leaseq.errors import (
+    DamagedRow,
+    InvalidArgument,
+)
+from leaseq.store import validate as v
+from leaseq.store.keys import check_job_id
+from leaseq.store.replies import admin_error, as_text
+from leaseq.store.scripts import SCRIPTS
+from leaseq.store.settings import QueueSettings, parse_state
+from leaseq.store.steps import Call
 from leaseq.types import State
 
-__all__ = ["OpResult", "purge_op", "retry_all_dead_op"]
+__all__ = [
+    "PURGE_LIMIT",
+    "START",
+    "AdminCalls",
+    "Cursor",
+    "OpResult",
+    "Page",
+    "purge_op",
+    "retry_all_dead_op",
+]
 
-Op = Generator[Call[Page], Page, "OpResult"]
+PURGE_LIMIT = 1000
+"""Index entries one purge or retry-all page looks at."""
+
+Cursor = tuple[str, str, int]
+"""Where a paged operator run is: (snapshot's top score, cursor score, entries
+at the cursor score stepped over). Scores are Redis's own score strings."""
+START: Cursor = ("", "-inf", 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a purge or retry-all: how many rows it acted on, whether to
+    go on and from where, and the jobs it stepped over as damaged."""
+
+    done: int
+    more: bool
+    cursor: Cursor
+    damaged: list[DamagedRow]
+
+    @staticmethod
+    def parse(r: list[Any]) -> Page:
+        damaged = [
+            DamagedRow(as_text(r[i]), as_text(r[i + 1]), as_text(r[i + 2]), "stepped over")
+            for i in range(5, len(r) - 2, 3)
+        ]
+        upto = as_text(r[2])
+        cursor = (upto, as_text(r[3]), int(r[4]))
+        return Page(int(r[0]), bool(upto) and int(r[1]) == 1, cursor, damaged)
+
+
+class AdminCalls(QueueSettings):
+    """The operator calls of one job or one page: cancel, retry, purge, clock reset."""
+
+    def cancel(self, job_id: str) -> Call[bool]:
+        job_id = check_job_id(job_id)
+        k = self.keys
+
+        def parse(reply: list[Any]) -> bool:
+            if as_text(reply[0]) != "OK":
+                raise admin_error("cancel", job_id, reply)
+            return int(reply[1]) == 1
+
+        return Call(
+            SCRIPTS["cancel"],
+            (k.job(job_id), k.pending, k.scheduled, k.cancelled, k.meta, k.done, k.events),
+            (job_id, self.keep_ms),
+            parse,
+        )
+
+    def retry(self, job_id: str, attempts: int | None) -> Call[int]:
+        job_id = check_job_id(job_id)
+        extra = (
+            self.max_attempts
+            if attempts is None
+            else v.integer(attempts, "attempts", 1, v.MAX_ATTEMPTS)
+        )
+        k = self.keys
+
+        def parse(reply: list[Any]) -> int:
+            if as_text(reply[0]) != "OK":
+                raise admin_error("retry", job_id, reply)
+            return int(reply[1])
+
+        return Call(
+            SCRIPTS["retry"],
+            (k.job(job_id), k.dead, k.pending, k.meta, k.wake, k.events),
+            (job_id, extra),
+            parse,
+        )
+
+    def purge(
+        self, state: State | str, cursor: Cursor = START, limit: int = PURGE_LIMIT
+    ) -> Call[Page]:
+        """One page of a purge of ``state`` (not active), from ``cursor`` on.
+
+        The first page (``START``) fixes the snapshot: the index's highest
+        score at that moment; later pages pass the returned ``Page.cursor``.
+        Loop with ``_admin.purge_op``.
+        """
+        st = parse_state(state)
+        if st is State.ACTIVE:
+            raise InvalidArgument(
+                "active jobs cannot be purged: their leases are held "
+                "(let them finish, or reap them once expired)"
+            )
+        return Call(
+            SCRIPTS["purge"],
+            (self.keys.index(st.value), self.keys.meta, self.keys.events, self.keys.done),
+            (self.keys.job_prefix, st.value, limit, *cursor),
+            Page.parse,
+        )
+
+    def retry_page(
+        self, attempts: int | None, op: str, cursor: Cursor = START, limit: int = PURGE_LIMIT
+    ) -> Call[Page]:
+        """One page of a retry of every dead job (see ``_admin.retry_all_dead_op``).
+
+        ``op`` is the run's id: a job it already retried that died again is
+        not retried a second time by the same run.
+        """
+        extra = (
+            self.max_attempts
+            if attempts is None
+            else v.integer(attempts, "attempts", 1, v.MAX_ATTEMPTS)
+        )
+        k = self.keys
+        return Call(
+            SCRIPTS["retry_all"],
+            (k.dead, k.pending, k.meta, k.wake, k.events),
+            (k.job_prefix, extra, limit, check_job_id(op, "operation id"), *cursor),
+            Page.parse,
+        )
+
+    def reset_clock(self) -> Call[tuple[float | None, float]]:
+        """Drop the queue's clock floor (after a server clock ran ahead and was
+        set back): returns (the floor dropped, or None; the server time), epoch s."""
+
+        def parse(r: list[Any]) -> tuple[float | None, float]:
+            floor = int(r[0])
+            return (None if floor < 0 else floor / 1000.0), int(r[1]) / 1000.0
+
+        return Call(SCRIPTS["reset_clock"], (self.keys.meta,), (), parse)
+
+
+Run = Generator[Call[Page], Page, "OpResult"]
+"""An operator run: yields one page's call at a time, returns what it did."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +180,7 @@ class OpResult:
     damaged: list[DamagedRow] = field(default_factory=list)
 
 
-def _paged(first: Callable[[tuple[str, str, int]], Call[Page]]) -> Op:
+def _paged(first: Callable[[tuple[str, str, int]], Call[Page]]) -> Run:
     done, cursor = 0, START
     damaged: dict[str, DamagedRow] = {}
     while True:
@@ -50,7 +193,7 @@ def _paged(first: Callable[[tuple[str, str, int]], Call[Page]]) -> Op:
         cursor = page.cursor
 
 
-def purge_op(core: QueueCore, state: State | str, limit: int = PURGE_LIMIT) -> Op:
+def purge_op(core: AdminCalls, state: State | str, limit: int = PURGE_LIMIT) -> Run:
     """Delete every job that was in ``state``'s index when the run began,
     ``limit`` index entries per call. Raises InvalidArgument (a bad or active
     state) before any call."""
@@ -58,7 +201,7 @@ def purge_op(core: QueueCore, state: State | str, limit: int = PURGE_LIMIT) -> O
     return _paged(lambda cursor: core.purge(state, cursor, limit))
 
 
-def retry_all_dead_op(core: QueueCore, attempts: int | None, limit: int = PURGE_LIMIT) -> Op:
+def retry_all_dead_op(core: AdminCalls, attempts: int | None, limit: int = PURGE_LIMIT) -> Run:
     """Retry every job that was dead when the run began, once each, ``limit``
     entries per call. Raises InvalidArgument (bad attempts) before any call."""
     op = uuid.uuid4().hex

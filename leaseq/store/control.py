@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from leaseq.store.core import Call, QueueCore
+from leaseq.store.core import QueueCore
 from leaseq.store.keys import check_job_id
 from leaseq.store.replies import admin_error, as_text
 from leaseq.store.scripts import SCRIPTS
+from leaseq.store.steps import Call
 
 __all__ = ["DROP_LIMIT", "delete", "drop", "pause", "resume", "run_now"]
 

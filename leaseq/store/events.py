@@ -27,15 +27,17 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from leaseq.errors import InvalidArgument
 from leaseq.store import validate as v
-from leaseq.store.core import Call, QueueCore
-from leaseq.store.replies import as_text, loose_text
+from leaseq.store.core import QueueCore
+from leaseq.store.replies import as_text, loose_text, stream_entries
 from leaseq.store.scripts import SCRIPTS
+from leaseq.store.steps import Call, Command, Listen, Op
 from leaseq.types import State
 
 __all__ = [
@@ -223,3 +225,53 @@ def set_settings(core: QueueCore, enabled: bool | None, maxlen: int | None) -> C
     switch = "" if enabled is None else ("on" if enabled else "off")
     bound = "" if maxlen is None else str(v.integer(maxlen, "maxlen", 1, MAX_MAXLEN))
     return _call(core, ("set", switch, bound))
+
+
+FOLLOW_SLICE = 5.0
+"""Longest single wait of a feed that follows forever (``block=math.inf``)."""
+
+
+@dataclass(slots=True)
+class EventReader:
+    """Where a reading of the event stream stands (``QueueOps.events``)."""
+
+    key: str
+    cursor: str
+    skip_after: int
+    """In the entry right after the cursor: skip its transitions up to this index
+    (-1: none), so resuming ``since=`` an Event yields exactly what followed it."""
+    wait: float | None
+    left: int | None
+    skip_in: str = ""
+    """The Event's entry id: skipping applies only if that entry is the one read
+    (trimmed away, or a server restarted empty: the next entry is all new)."""
+    finished: bool = False
+
+    def page(self) -> Op[list[Event]]:
+        """The next events: up to ``PAGE`` entries' worth, waiting when caught up."""
+        if self.cursor == "$":
+            newest = yield Command("xrevrange", (self.key, "+", "-", 1))
+            self.cursor = as_text(newest[0][0]) if newest else "0-0"
+        entries = stream_entries((yield Command("xread", ({self.key: self.cursor}, PAGE))))
+        if not entries and self.wait is not None:
+            timeout = FOLLOW_SLICE if self.wait == math.inf else self.wait
+            entries = yield Listen(self.key, self.cursor, timeout)
+            if not entries and self.wait == math.inf:
+                return []
+        if not entries:
+            self.finished = True
+            return []
+        out: list[Event] = []
+        for entry_id, fields in entries:
+            found = parse_entry(entry_id, fields)
+            if self.skip_after >= 0:
+                if entry_id == self.skip_in:
+                    found = [e for e in found if e.index > self.skip_after]
+                self.skip_after = -1
+            self.cursor = entry_id
+            out += found
+        if self.left is not None:
+            out = out[: self.left]
+            self.left -= len(out)
+            self.finished = self.left == 0
+        return out

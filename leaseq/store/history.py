@@ -17,9 +17,10 @@ from typing import Any
 
 import msgspec
 
-from leaseq.store.core import Call, QueueCore
+from leaseq.store.core import QueueCore
 from leaseq.store.replies import as_text
 from leaseq.store.scripts import SCRIPTS
+from leaseq.store.steps import Call
 
 __all__ = ["FIELDS", "HOUR", "TEN_MINUTES", "Bucket", "History", "merge", "read"]
 

@@ -15,9 +15,10 @@ import msgspec
 
 from leaseq.errors import InvalidArgument
 from leaseq.store import validate as v
-from leaseq.store.core import Call, QueueCore
+from leaseq.store.core import QueueCore
 from leaseq.store.replies import as_text
 from leaseq.store.scripts import SCRIPTS
+from leaseq.store.steps import Call
 
 __all__ = ["UNSET", "Limits", "Unset", "read_limits", "set_limits"]
 

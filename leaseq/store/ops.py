@@ -19,14 +19,11 @@ docstring, so the public methods are typed exactly as written here.
 from __future__ import annotations
 
 import contextlib
-import math
 import time
-from collections.abc import Callable, Generator, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from leaseq.errors import DamagedRow, InvalidArgument, JobNotFound, LeaseLost
-from leaseq.observe.tracing import Send
+from leaseq.errors import DamagedRow, JobNotFound, LeaseLost
 from leaseq.store import admin as _admin
 from leaseq.store import control as _control
 from leaseq.store import events as _ev
@@ -35,130 +32,22 @@ from leaseq.store import limits as _lim
 from leaseq.store import registry as _reg
 from leaseq.store import schedules as _sch
 from leaseq.store import validate as v
-from leaseq.store.core import Call, Claimed, QueueCore, block_until, block_wait, parse_state
+from leaseq.store.core import QueueCore
 from leaseq.store.keys import QueueKeys, check_job_id
-from leaseq.store.replies import as_text, stream_entries
-from leaseq.types import Job, Lease, State, Stats
+from leaseq.store.leases import Claimed, block_until, block_wait
+from leaseq.store.produce import enqueue_traced
+from leaseq.store.reads import FINISHED, done_ids, wait_names
+from leaseq.store.replies import as_text
+from leaseq.store.settings import parse_state
+from leaseq.store.steps import Command, Feed, Listen, Op, Rows, Scan, Wake
+from leaseq.types import Job, JobOptions, Lease, State, Stats
 
-__all__ = [
-    "Command",
-    "Feed",
-    "Listen",
-    "Op",
-    "QueueOps",
-    "Rows",
-    "Scan",
-    "Step",
-    "Wake",
-    "enqueue_traced",
-    "wait_names",
-    "list_queues",
-    "one",
-]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["WAKE_SLICE", "QueueOps", "list_queues"]
 
 R = TypeVar("R")
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    """One plain Redis command, ``client.<name>(*args)``; the reply is redis-py's."""
-
-    name: str
-    args: tuple[Any, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Rows:
-    """HGETALL of each key in one pipeline (the keys share a slot); the reply is a
-    list, per key, of its row (a dict) or the error it met."""
-
-    keys: Sequence[str]
-
-
-@dataclass(frozen=True, slots=True)
-class Wake:
-    """Block up to ``timeout`` seconds on the wake list ``key``; the reply is True
-    if a token was taken. The driver keeps the wait under its client's read
-    timeout, so a quiet queue never looks like a dead server."""
-
-    key: str
-    timeout: float
-
-
-@dataclass(frozen=True, slots=True)
-class Listen:
-    """Block up to ``timeout`` seconds for entries of the stream ``key`` after the
-    entry id ``after`` (XREAD BLOCK); the reply is a list of (entry id, fields).
-    Kept under the client's read timeout like ``Wake``."""
-
-    key: str
-    after: str
-    timeout: float
-
-
-@dataclass(frozen=True, slots=True)
-class Scan:
-    """Every key matching ``match`` (SCAN; on a cluster, of every primary)."""
-
-    match: str
-
-
-Step = Call[Any] | Command | Rows | Wake | Listen | Scan
-Op = Generator[Step, Any, R]
-"""An operation: yields steps, receives their replies, returns its result."""
-Feed = Generator[Op[list[R]], Any, None]
-"""An operation that produces a sequence (``events``): it yields operations, and
-each one's result is the next few items (maybe none); the driver runs them in
-turn and hands out the items, until the feed returns."""
-
-FOLLOW_SLICE = 5.0
-"""Longest single wait of a feed that follows forever (``block=math.inf``)."""
-
-
-@dataclass(slots=True)
-class _EventReader:
-    """Where a reading of the event stream stands (``QueueOps.events``)."""
-
-    key: str
-    cursor: str
-    skip_after: int
-    """In the entry right after the cursor: skip its transitions up to this index
-    (-1: none), so resuming ``since=`` an Event yields exactly what followed it."""
-    wait: float | None
-    left: int | None
-    skip_in: str = ""
-    """The Event's entry id: skipping applies only if that entry is the one read
-    (trimmed away, or a server restarted empty: the next entry is all new)."""
-    finished: bool = False
-
-    def page(self) -> Op[list[_ev.Event]]:
-        """The next events: up to ``_ev.PAGE`` entries' worth, waiting when caught up."""
-        if self.cursor == "$":
-            newest = yield Command("xrevrange", (self.key, "+", "-", 1))
-            self.cursor = as_text(newest[0][0]) if newest else "0-0"
-        entries = stream_entries((yield Command("xread", ({self.key: self.cursor}, _ev.PAGE))))
-        if not entries and self.wait is not None:
-            timeout = FOLLOW_SLICE if self.wait == math.inf else self.wait
-            entries = yield Listen(self.key, self.cursor, timeout)
-            if not entries and self.wait == math.inf:
-                return []
-        if not entries:
-            self.finished = True
-            return []
-        out: list[_ev.Event] = []
-        for entry_id, fields in entries:
-            found = _ev.parse_entry(entry_id, fields)
-            if self.skip_after >= 0:
-                if entry_id == self.skip_in:
-                    found = [e for e in found if e.index > self.skip_after]
-                self.skip_after = -1
-            self.cursor = entry_id
-            out += found
-        if self.left is not None:
-            out = out[: self.left]
-            self.left -= len(out)
-            self.finished = self.left == 0
-        return out
 
 
 WAKE_SLICE = 0.1
@@ -169,21 +58,6 @@ watch them all on a cluster: an idle claimer watches one shard at a time
 and looks at all of them at least every ``WAKE_SLICE * shards`` seconds."""
 
 
-def wait_names(ids: object) -> list[str]:
-    """The checked ids of a ``wait_many``. A str is one id, not a list of them:
-    ``wait_many("abc")`` would wait for jobs 'a', 'b' and 'c' (and raise
-    JobNotFound for 'a'); it is refused as InvalidArgument instead."""
-    if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
-        raise InvalidArgument(f"ids must be a list of job ids, not {ids!r:.80}")
-    return [check_job_id(i) for i in ids]
-
-
-def one(call: Call[R]) -> Op[R]:
-    """The operation of one script call (its parsed reply)."""
-    result: R = yield call
-    return result
-
-
 def list_queues(prefix: str) -> Op[list[str]]:
     """Names (hash tags) of the queues under ``prefix``: one SCAN for the keys a
     queue keeps besides its job rows (``QueueKeys.queue_pattern``), so a queue
@@ -191,44 +65,6 @@ def list_queues(prefix: str) -> Op[list[str]]:
     keys = yield Scan(QueueKeys.queue_pattern(prefix))
     found = {QueueKeys.queue_of_key(prefix, as_text(key)) for key in keys}
     return sorted(name for name in found if name)
-
-
-_FINISHED = frozenset({State.SUCCEEDED, State.DEAD, State.CANCELLED})
-
-
-def _done_ids(fields: Any) -> list[str]:
-    """The job ids of one ``done`` stream entry (field ``ids``, space-separated)."""
-    raw = fields.get(b"ids", fields.get("ids", b"")) if isinstance(fields, dict) else b""
-    return as_text(raw).split()
-
-
-def enqueue_traced(
-    queue: str, batch: bool, build: Callable[[str], tuple[list[str], list[Call[list[int]]]]]
-) -> Op[list[str]]:
-    """Run the enqueue calls ``build(traceparent)`` makes; return the ids.
-
-    Inside a valid current span (opentelemetry installed) the calls run under
-    a PRODUCER span whose traceparent every row stores (``leaseq.observe.tracing``);
-    otherwise ``build("")``, and that is all the cost.
-    """
-    send = Send.start(queue)
-    if send is None:
-        ids, calls = build("")
-        for call in calls:
-            _ = yield call  # the replies (created flags) are not needed
-        return ids
-    error: BaseException | None = None
-    try:
-        ids, calls = build(send.traceparent)
-        send.sent(ids, batch)
-        for call in calls:
-            _ = yield call
-        return ids
-    except BaseException as exc:
-        error = exc
-        raise
-    finally:
-        send.end(error)
 
 
 class QueueOps:
@@ -241,30 +77,18 @@ class QueueOps:
     # -- producing ----------------------------------------------------------
 
     def enqueue(
-        self,
-        payload: Any,
-        *,
-        id: str | None = None,
-        max_attempts: int | None = None,
-        delay: float | None = None,
-        priority: int = 0,
-        group: str | None = None,
-        kind: str | None = None,
-        timeout: float | None = None,
+        self, payload: Any, *, id: str | None = None, **options: Unpack[JobOptions]
     ) -> Op[str]:
         """Add one job; return its id (also when ``id`` already existed: then nothing changes).
 
-        ``delay`` seconds (>= 0) before it may run; ``priority`` 0..1,000,000,
-        lower first, FIFO within one. Raises InvalidPayload, PayloadTooLarge,
-        InvalidName or InvalidArgument before writing anything.
+        ``options`` (``leaseq.JobOptions``): ``max_attempts``, ``delay`` seconds
+        (>= 0) before it may run, ``priority`` 0..1,000,000 (lower first, FIFO
+        within one), ``group``, ``kind``, ``timeout``. Raises InvalidPayload,
+        PayloadTooLarge, InvalidName or InvalidArgument before writing anything.
         """
         core = self.core
         ids = yield from enqueue_traced(
-            core.name,
-            False,
-            lambda tp: core.enqueue_calls(
-                [payload], [id], max_attempts, delay, priority, group, kind, timeout, tp
-            ),
+            core.name, False, lambda tp: core.enqueue_calls([payload], [id], options, tp)
         )
         return ids[0]
 
@@ -272,15 +96,11 @@ class QueueOps:
         self,
         payloads: Iterable[Any],
         *,
-        max_attempts: int | None = None,
-        delay: float | None = None,
-        priority: int = 0,
         ids: Sequence[str] | None = None,
-        group: str | None = None,
-        kind: str | None = None,
-        timeout: float | None = None,
+        **options: Unpack[JobOptions],
     ) -> Op[list[str]]:
         """Add many jobs in few script calls (chunks of 1000); return their ids in order.
+        Every job gets the same ``options`` (as for ``enqueue``).
 
         Every item is validated and encoded first: one bad item rejects the
         whole call and nothing is written.
@@ -290,9 +110,7 @@ class QueueOps:
             yield from enqueue_traced(
                 core.name,
                 True,
-                lambda tp: core.enqueue_calls(
-                    items, ids, max_attempts, delay, priority, group, kind, timeout, tp
-                ),
+                lambda tp: core.enqueue_calls(items, ids, options, tp, caller="enqueue_many"),
             )
         )
 
@@ -467,7 +285,7 @@ class QueueOps:
             named: set[str] = set()
             for entry_id, fields in entries:
                 cursor = entry_id
-                named.update(i for i in _done_ids(fields) if i in unfinished)
+                named.update(i for i in done_ids(fields) if i in unfinished)
             if named:
                 still = yield from self._finished(sorted(named), where, out, True)
                 unfinished -= named - still
@@ -496,7 +314,7 @@ class QueueOps:
                 if missing_is_error:
                     raise JobNotFound(name)
                 continue
-            if job.state in _FINISHED:
+            if job.state in FINISHED:
                 for i in where[name]:
                     out[i] = job
             else:
@@ -738,7 +556,7 @@ class QueueOps:
         many events. Raises InvalidArgument (at the call) for a bad argument.
         """
         cursor, skip = _ev.check_since(since)
-        reader = _EventReader(
+        reader = _ev.EventReader(
             self.keys.events,
             cursor,
             skip,

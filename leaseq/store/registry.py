@@ -19,10 +19,11 @@ from typing import Any
 import msgspec
 
 from leaseq.store import validate as v
-from leaseq.store.core import Call, QueueCore
+from leaseq.store.core import QueueCore
 from leaseq.store.keys import check_job_id
 from leaseq.store.replies import as_text
 from leaseq.store.scripts import SCRIPTS
+from leaseq.store.steps import Call
 
 __all__ = [
     "LIST_LIMIT",

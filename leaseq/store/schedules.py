@@ -28,10 +28,11 @@ import msgspec
 
 from leaseq.errors import InvalidArgument, ScriptError
 from leaseq.store import validate as v
-from leaseq.store.core import Call, QueueCore
+from leaseq.store.core import QueueCore
 from leaseq.store.keys import check_queue_name
 from leaseq.store.replies import as_text
 from leaseq.store.scripts import SCRIPTS
+from leaseq.store.steps import Call
 
 __all__ = ["Schedule", "next_due", "schedule", "schedules", "tick", "unschedule"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from leaseq.errors import DamagedRow, InvalidArgument, LeaseLost
 from leaseq.store import events as _ev
@@ -21,10 +21,16 @@ from leaseq.store import limits as _lim
 from leaseq.store import registry as _reg
 from leaseq.store import schedules as _sch
 from leaseq.store import validate as v
-from leaseq.store.core import Call, block_until
 from leaseq.store.keys import check_job_id, new_job_ids, shard_of
-from leaseq.store.ops import WAKE_SLICE, Feed, Op, QueueOps, enqueue_traced, wait_names
-from leaseq.types import Job, Lease, State, Stats
+from leaseq.store.leases import block_until
+from leaseq.store.ops import WAKE_SLICE, QueueOps
+from leaseq.store.produce import check_options, enqueue_traced
+from leaseq.store.reads import wait_names
+from leaseq.store.steps import Call, Feed, Op
+from leaseq.types import Job, JobOptions, Lease, State, Stats
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["ShardedOps", "merge_stats"]
 
@@ -62,43 +68,18 @@ class ShardedOps:
     # -- producing ----------------------------------------------------------
 
     def enqueue(
-        self,
-        payload: Any,
-        *,
-        id: str | None = None,
-        max_attempts: int | None = None,
-        delay: float | None = None,
-        priority: int = 0,
-        group: str | None = None,
-        kind: str | None = None,
-        timeout: float | None = None,
+        self, payload: Any, *, id: str | None = None, **options: Unpack[JobOptions]
     ) -> Op[str]:
         """Add one job to its id's shard; ``id`` defaults to a fresh random id. Returns the id."""
         job_id = new_job_ids(1)[0] if id is None else id
-        return (
-            yield from self.shard_for(job_id).enqueue(
-                payload,
-                id=job_id,
-                max_attempts=max_attempts,
-                delay=delay,
-                priority=priority,
-                group=group,
-                kind=kind,
-                timeout=timeout,
-            )
-        )
+        return (yield from self.shard_for(job_id).enqueue(payload, id=job_id, **options))
 
     def enqueue_many(
         self,
         payloads: Iterable[Any],
         *,
-        max_attempts: int | None = None,
-        delay: float | None = None,
-        priority: int = 0,
         ids: Sequence[str] | None = None,
-        group: str | None = None,
-        kind: str | None = None,
-        timeout: float | None = None,
+        **options: Unpack[JobOptions],
     ) -> Op[list[str]]:
         """Add many jobs: every item is validated first (one bad item writes nothing),
         then one script call per shard per 1000 jobs. Returns the ids in order.
@@ -106,6 +87,7 @@ class ShardedOps:
         Atomic per shard call, not across shards: a Redis error midway can
         leave earlier shards written (re-running with the same ids is safe).
         """
+        check_options(options, "enqueue_many")
         items = list(payloads)
         if ids is not None and len(ids) != len(items):
             raise InvalidArgument(f"{len(ids)} ids for {len(items)} payloads")
@@ -119,12 +101,7 @@ class ShardedOps:
                 for call in self.shards[index].core.enqueue_calls(
                     [items[i] for i in members],
                     [job_ids[i] for i in members],
-                    max_attempts,
-                    delay,
-                    priority,
-                    group,
-                    kind,
-                    timeout,
+                    options,
                     tp,
                 )[1]
             ]

@@ -10,8 +10,10 @@ both feed replies and errors back through the one ``Pump``. So every
 operation's control flow — loops, paging, blocking claims, the errors it
 steps over — exists once, whatever the transport.
 
-``sync_op`` and ``async_op`` turn an operation into a public method with
-the operation's signature and docstring.
+``Operation`` (and ``FeedOperation`` for ``events``) turns an operation into
+a public method, declared once for every queue class: a plain method on a
+queue whose driver is ``SyncDriver``, an ``async def`` on an ``AsyncDriver``
+one, with the operation's signature and docstring.
 """
 
 from __future__ import annotations
@@ -21,19 +23,21 @@ import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator
 from dataclasses import dataclass
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import redis.exceptions as rex
 
 from leaseq.errors import LeaseqError
-from leaseq.store.core import Call, QueueCore
-from leaseq.store.ops import Command, Feed, Listen, Op, Rows, Scan, Step, Wake, one
+from leaseq.store.core import QueueCore
 from leaseq.store.replies import stream_entries
+from leaseq.store.steps import Call, Command, Feed, Listen, Op, Rows, Scan, Step, Wake, one
 from leaseq.transport import client as _redis
 
 __all__ = [
     "AsyncDriver",
+    "FeedOperation",
     "Invoke",
+    "Operation",
     "Pump",
     "SyncDriver",
     "async_feed",
@@ -390,3 +394,60 @@ def async_feed(
     _same_doc(method, op)
     setattr(method, FEED, True)
     return method
+
+
+def _for_driver(sync: Any, asynchronous: Any, obj: Any, owner: type[Any] | None) -> Any:
+    """The method of ``obj``'s driver kind, bound; read from a class, the function."""
+    if obj is None:
+        return asynchronous if owner is not None and issubclass(owner, AsyncDriver) else sync
+    method = asynchronous if isinstance(obj, AsyncDriver) else sync
+    return method.__get__(obj, owner)
+
+
+class Operation(Generic[P, R]):
+    """One public queue method for every queue class, sync and async alike.
+
+    ``enqueue = Operation(QueueOps.enqueue)`` in a class body is the method that
+    runs ``self._ops.enqueue`` (a ``QueueOps`` or a ``ShardedOps``: the same
+    names and signatures) on the queue's driver: read from a ``SyncDriver`` it
+    is a plain method returning the result, from an ``AsyncDriver`` an
+    ``async def`` one. Read from the class it is that function itself, so
+    ``help()`` and ``inspect`` see the operation's signature and docstring.
+    """
+
+    def __init__(self, op: Callable[Concatenate[Any, P], Op[R]]) -> None:
+        self._sync = sync_op(op)
+        self._async = async_op(op)
+
+    @overload
+    def __get__(self, obj: None, owner: type[Any]) -> Callable[..., Any]: ...
+    @overload
+    def __get__(self, obj: SyncDriver, owner: type[Any] | None = None) -> Callable[P, R]: ...
+    @overload
+    def __get__(
+        self, obj: AsyncDriver, owner: type[Any] | None = None
+    ) -> Callable[P, Coroutine[Any, Any, R]]: ...
+    def __get__(self, obj: Any, owner: type[Any] | None = None) -> Any:
+        return _for_driver(self._sync, self._async, obj, owner)
+
+
+class FeedOperation(Generic[P, R]):
+    """``Operation`` for a feed (``events``): the method returns an iterator of the
+    feed's items on a sync queue and an async iterator on an asyncio one."""
+
+    def __init__(self, op: Callable[Concatenate[Any, P], Feed[R]]) -> None:
+        self._sync = sync_feed(op)
+        self._async = async_feed(op)
+
+    @overload
+    def __get__(self, obj: None, owner: type[Any]) -> Callable[..., Any]: ...
+    @overload
+    def __get__(
+        self, obj: SyncDriver, owner: type[Any] | None = None
+    ) -> Callable[P, Iterator[R]]: ...
+    @overload
+    def __get__(
+        self, obj: AsyncDriver, owner: type[Any] | None = None
+    ) -> Callable[P, AsyncIterator[R]]: ...
+    def __get__(self, obj: Any, owner: type[Any] | None = None) -> Any:
+        return _for_driver(self._sync, self._async, obj, owner)

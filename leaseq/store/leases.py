@@ -1,0 +1,347 @@
+"""Leases: claim, extend, complete, fail, release, once, progress and reap calls.
+
+Each builds the one script call of its transition and the parser of its
+reply; a refusal (a lost lease, a replay) becomes a ``LeaseLost`` there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from leaseq.errors import (
+    DamagedRow,
+    InvalidArgument,
+    InvalidPayload,
+    LeaseLost,
+    PayloadTooLarge,
+)
+from leaseq.store import validate as v
+from leaseq.store.effects import encode_effects
+from leaseq.store.keys import check_job_id
+from leaseq.store.replies import as_text, loose_text, refusal
+from leaseq.store.scripts import SCRIPTS
+from leaseq.store.settings import QueueSettings
+from leaseq.store.steps import Call
+from leaseq.types import Lease, State
+
+__all__ = [
+    "CLAIM_LIMIT",
+    "CLAIM_WIDTH",
+    "LEASE_CHUNK",
+    "Claimed",
+    "LeaseCalls",
+    "block_until",
+    "block_wait",
+]
+
+LEASE_CHUNK = 500
+"""Leases per complete or extend call (complete_many, extend_many)."""
+CLAIM_LIMIT = 1000
+"""Most leases one claim call hands out (the script caps it too): a call's
+work stays bounded, and its reply (CLAIM_WIDTH values per lease) stays far
+below what Redis's Lua 5.1 can unpack."""
+CLAIM_WIDTH = 10
+"""Values per lease in claim.lua's reply (its ``WIDTH``): id, attempts,
+incarnation, max_attempts, lease_until, enqueued_at, payload, kind, timeout,
+traceparent."""
+SWEEP_LIMIT = 100
+"""Most due jobs promoted and expired leases reaped inside one claim."""
+REAP_LIMIT = 1000
+ERROR_LIMIT = 8192
+"""Longest last_error kept, in characters."""
+PROGRESS_BYTES = 4096
+"""Longest progress value kept, as JSON text: a small report, not a result channel."""
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A claim's reply: the leases, the ones whose payload would not decode,
+    and how long until something else can be claimed (None = nothing known)."""
+
+    leases: list[Lease]
+    undecodable: list[tuple[Lease, str]]
+    wait: float | None
+
+
+class LeaseCalls(QueueSettings):
+    """The calls of a lease's life: claim to complete, fail or reap."""
+
+    def claim(
+        self, count: int, ttl: float, worker: str | None, started: int | None = None
+    ) -> Call[Claimed]:
+        """``started``: how many of the leases go to a handler at once (None: all);
+        the rest are marked prefetched, so a crash refunds their attempt."""
+        count = min(v.integer(count, "count", 1, 100_000), CLAIM_LIMIT)
+        lease_ms = self.lease_ms(ttl)
+        who = self.worker_id if worker is None else check_job_id(worker, "worker id")
+        first = count if started is None else min(v.integer(started, "started", 0, 10**9), count)
+        args = (self.keys.job_prefix, count, lease_ms, who, SWEEP_LIMIT, first)
+        return Call(
+            SCRIPTS["claim"], self._claim_keys, args, lambda reply: self._parse_claim(reply, who)
+        )
+
+    def _parse_claim(self, reply: list[Any], worker: str) -> Claimed:
+        wait_ms = int(reply[1])
+        leases: list[Lease] = []
+        bad: list[tuple[Lease, str]] = []
+        decode = self.codec.decode_payload
+        queue = self.name
+        width = CLAIM_WIDTH
+        for i in range(3, 3 + width * int(reply[2]), width):
+            raw = reply[i + 6]
+            try:
+                payload = decode(raw)
+                error = ""
+            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+                payload, error = raw, f"payload does not decode: {exc}"
+            lease = Lease(
+                id=as_text(reply[i]),
+                queue=queue,
+                attempt=int(reply[i + 1]),
+                incarnation=int(reply[i + 2]),
+                max_attempts=int(reply[i + 3]),
+                payload=payload,
+                deadline=int(reply[i + 4]) / 1000.0,
+                enqueued_at=int(reply[i + 5]) / 1000.0,
+                worker=worker,
+                kind=loose_text(reply[i + 7]) or None,
+                timeout=(int(reply[i + 8]) / 1000.0) or None,
+                traceparent=loose_text(reply[i + 9]) or None,
+            )
+            if error:
+                bad.append((lease, error))
+            else:
+                leases.append(lease)
+        return Claimed(leases, bad, None if wait_ms < 0 else wait_ms / 1000.0)
+
+    def settle(self, claimed: Claimed) -> list[Call[State]]:
+        """Calls that dead-letter the leases whose payload would not decode.
+
+        Such a payload can never run: dead-letter it now rather than
+        crash-loop a worker on it. The caller runs each call and ignores
+        LeaseLost (someone else already moved the job).
+        """
+        return [self.fail(lease, error, None, dead=True) for lease, error in claimed.undecodable]
+
+    def extend(
+        self, leases: Sequence[Lease], ttl: float, started: Sequence[bool] | None = None
+    ) -> Call[list[Lease | LeaseLost]]:
+        """Heartbeat ``leases`` (one call): per lease, the lease with its new
+        deadline, or the LeaseLost (LeaseCapReached past the cap) it met.
+        ``started[i]``: lease i was prefetched and its handler has now started."""
+        lease_ms = self.lease_ms(ttl)
+        k = self.keys
+        keys = [k.active, k.meta]
+        if started is not None and len(started) != len(leases):
+            raise InvalidArgument(f"{len(started)} started flags for {len(leases)} leases")
+        flags = "" if started is None else "".join("1" if s else "0" for s in started)
+        args: list[str | bytes | int] = [lease_ms, self.lease_cap_ms, flags]
+        for lease in leases:
+            keys.append(k.job(lease.id))
+            args += (lease.id, lease.attempt, lease.incarnation)
+
+        def parse(reply: list[Any]) -> list[Lease | LeaseLost]:
+            return [
+                msgspec.structs.replace(lease, deadline=int(item[1]) / 1000.0)
+                if as_text(item[0]) == "OK"
+                else refusal("extend", lease.id, lease.attempt, item, lease.incarnation)
+                for lease, item in zip(leases, reply, strict=True)
+            ]
+
+        return Call(SCRIPTS["extend"], keys, args, parse)
+
+    def extend_calls(
+        self, leases: Sequence[Lease], ttl: float, started: Sequence[bool] | None = None
+    ) -> list[Call[list[Lease | LeaseLost]]]:
+        """``extend`` for any number of leases, LEASE_CHUNK per call."""
+        return [
+            self.extend(
+                leases[start : start + LEASE_CHUNK],
+                ttl,
+                None if started is None else started[start : start + LEASE_CHUNK],
+            )
+            for start in range(0, len(leases), LEASE_CHUNK)
+        ]
+
+    def complete_calls(
+        self, leases: Sequence[Lease], results: Sequence[Any] | None
+    ) -> list[Call[list[LeaseLost]]]:
+        """``complete`` for any number of leases, LEASE_CHUNK per call. Every result
+        is encoded here, so one that will not encode raises before any call runs."""
+        if results is not None and len(results) != len(leases):
+            raise InvalidArgument(f"{len(results)} results for {len(leases)} leases")
+        return [
+            self.complete(
+                leases[start : start + LEASE_CHUNK],
+                None if results is None else results[start : start + LEASE_CHUNK],
+            )
+            for start in range(0, len(leases), LEASE_CHUNK)
+        ]
+
+    def complete(
+        self,
+        leases: Sequence[Lease],
+        results: Sequence[Any] | None,
+        effects: Sequence[Sequence[Any] | None] | None = None,
+    ) -> Call[list[LeaseLost]]:
+        """``effects[i]``: the Redis writes (see ``leaseq.store.effects``) applied with
+        item i's completion, in the same script; the reply raises InvalidArgument
+        when one cannot apply (that item is then left active, its lease held)."""
+        k = self.keys
+        keys = list(self._complete_keys)
+        args: list[str | bytes | int] = [self.keep_ms, self.keep_count, k.job_prefix, len(leases)]
+        effect_keys: list[str] = []
+        effect_args: list[str | bytes | int] = []
+        encode = self.codec.encode
+        for i, lease in enumerate(leases):
+            result = None if results is None else results[i]
+            e_keys, e_args = encode_effects(None if effects is None else effects[i], k)
+            effect_keys += e_keys
+            effect_args += e_args
+            keys.append(k.job(lease.id))
+            args += (
+                lease.id,
+                lease.attempt,
+                lease.incarnation,
+                b"" if result is None else encode(result, "result"),
+                len(e_keys),
+            )
+        keys += effect_keys
+        args += effect_args
+
+        def parse(reply: list[Any]) -> list[LeaseLost]:
+            for lease, item in zip(leases, reply, strict=True):
+                if as_text(item[0]) == "EFFECT":
+                    raise InvalidArgument(
+                        f"effect {int(item[1])} of job {lease.id!r} cannot apply: "
+                        f"{as_text(item[2])}; nothing was written and the lease still holds"
+                    )
+            return [
+                refusal("complete", lease.id, lease.attempt, item, lease.incarnation)
+                for lease, item in zip(leases, reply, strict=True)
+                if as_text(item[0]) != "OK"
+            ]
+
+        return Call(SCRIPTS["complete"], keys, args, parse)
+
+    def fail(self, lease: Lease, error: object, retry_in: float | None, dead: bool) -> Call[State]:
+        k = self.keys
+        retry_ms = self.retry_delay_ms(lease, retry_in)
+
+        def parse(reply: list[Any]) -> State:
+            if as_text(reply[0]) != "OK":
+                raise refusal("fail", lease.id, lease.attempt, reply, lease.incarnation)
+            return State(as_text(reply[1]))
+
+        args = (
+            lease.id,
+            lease.attempt,
+            lease.incarnation,
+            v.text(error, "error", ERROR_LIMIT),
+            retry_ms,
+            1 if dead else 0,
+        )
+        return Call(
+            SCRIPTS["fail"],
+            (
+                *(k.job(lease.id), k.active, k.pending, k.scheduled, k.dead, k.meta, k.wake),
+                *(k.done, k.events),
+            ),
+            args,
+            parse,
+        )
+
+    def release(self, lease: Lease) -> Call[None]:
+        k = self.keys
+
+        def parse(reply: list[Any]) -> None:
+            if as_text(reply[0]) == "DAMAGED":
+                raise DamagedRow(lease.id, as_text(reply[1]), as_text(reply[2]))
+            if as_text(reply[0]) != "OK":
+                raise refusal("release", lease.id, lease.attempt, reply, lease.incarnation)
+
+        return Call(
+            SCRIPTS["release"],
+            (k.job(lease.id), k.active, k.pending, k.meta, k.wake, k.events),
+            (lease.id, lease.attempt, lease.incarnation),
+            parse,
+        )
+
+    def once(self, lease: Lease, name: str) -> Call[bool]:
+        marker = check_job_id(name, "marker name")
+
+        def parse(reply: list[Any]) -> bool:
+            if as_text(reply[0]) != "OK":
+                raise refusal("once", lease.id, lease.attempt, reply, lease.incarnation)
+            return int(reply[1]) == 1
+
+        return Call(
+            SCRIPTS["once"],
+            (self.keys.job(lease.id),),
+            (lease.attempt, lease.incarnation, marker),
+            parse,
+        )
+
+    def progress(self, lease: Lease, value: Any) -> Call[None]:
+        """Store ``value`` (JSON, at most PROGRESS_BYTES encoded) as the row's progress."""
+        try:
+            text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+        except (TypeError, ValueError) as exc:
+            raise InvalidPayload(f"progress must be JSON data (finite numbers): {exc}") from None
+        size = len(text.encode())
+        if size > PROGRESS_BYTES:
+            raise PayloadTooLarge(size, PROGRESS_BYTES)
+
+        def parse(reply: list[Any]) -> None:
+            if as_text(reply[0]) != "OK":
+                raise refusal("progress", lease.id, lease.attempt, reply, lease.incarnation)
+
+        return Call(
+            SCRIPTS["progress"],
+            (self.keys.job(lease.id),),
+            (lease.attempt, lease.incarnation, text),
+            parse,
+        )
+
+    def reap(self, limit: int = REAP_LIMIT) -> Call[tuple[int, int, bool]]:
+        return Call(
+            SCRIPTS["reap"],
+            self._reap_keys,
+            (self.keys.job_prefix, limit),
+            lambda r: (int(r[0]), int(r[1]), int(r[2]) == 1),
+        )
+
+
+MAX_BLOCK_SLICE = 5.0
+"""Longest single wait on the wake list: a lost wake-up delays, never loses."""
+
+
+def block_until(block: float | None, now: float) -> float | None:
+    """When a blocking claim gives up, on the monotonic clock ``now`` comes from.
+
+    ``block`` is seconds (None: do not wait). Raises InvalidArgument.
+    """
+    if block is None:
+        return None
+    return now + v.seconds_to_ms(block, "block", minimum_ms=0, maximum=v.MAX_DELAY) / 1000
+
+
+def block_wait(give_up: float | None, claimed: Claimed, now: float) -> float:
+    """Seconds to wait on the wake list before claiming again; <= 0 means return now.
+
+    The claim script says how long until something changes by itself (a
+    scheduled job falls due, a lease runs out); enqueues wake waiters sooner.
+    Both the sync and the async Queue loop on this.
+    """
+    if claimed.leases or give_up is None:
+        return 0.0
+    left = give_up - now
+    if left <= 0:
+        return 0.0
+    hint = claimed.wait if claimed.wait is not None else MAX_BLOCK_SLICE
+    return max(min(left, MAX_BLOCK_SLICE, hint), 0.01)
