@@ -14,15 +14,14 @@
 -- returns: {'OK', 1} when cancelled now, {'OK', 0} when it already was
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is past cancelling;
 --         {'DAMAGED', '<key>', 'not a hash'} when the job key holds another type
+--!include lib/allow_oom.lua
 --!include lib/event_log.lua
---!include lib/log_event.lua
 --!include lib/flush_events.lua
---!include lib/call_chunked.lua
+--!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/retain_rows.lua
---!include lib/trim_finished.lua
 --!include lib/signal_done.lua
---!include lib/allow_oom.lua
+--!include lib/trim_finished.lua
 
 local job, pending, scheduled, cancelled, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 allow_oom(meta) -- a full server must still let this script drain the queue

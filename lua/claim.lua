@@ -33,23 +33,20 @@
 --          max_attempts, lease_until (ms epoch), enqueued_at (ms epoch), payload, kind ('' = none),
 --          timeout (ms, the handler's time limit; 0 = none), traceparent ('' = none)
 -- errors: none of its own; a row that cannot be claimed is dead-lettered with last_error
---!include lib/event_log.lua
---!include lib/log_event.lua
---!include lib/flush_events.lua
+--!include lib/allow_oom.lua
+--!include lib/apply_limits.lua
 --!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
---!include lib/now_ms.lua
---!include lib/to_count.lua
---!include lib/read_row.lua
---!include lib/push_pending.lua
---!include lib/signal_done.lua
 --!include lib/dead_letter.lua
+--!include lib/event_log.lua
+--!include lib/flush_events.lua
+--!include lib/log_event.lua
+--!include lib/now_ms.lua
 --!include lib/promote_due.lua
---!include lib/group_done.lua
+--!include lib/read_row.lua
 --!include lib/reap_expired.lua
---!include lib/apply_limits.lua
 --!include lib/rotate_groups.lua
---!include lib/allow_oom.lua
+--!include lib/to_count.lua
 
 local pending, scheduled, active, dead, meta, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]

@@ -25,21 +25,21 @@
 -- returns: one reply per item: {'OK'}, {'LOST', state, attempts, incarnation}, or {'EFFECT', k, why}
 --          when effect k of the item cannot apply (then nothing of that item is written)
 -- errors: none beyond the per-item replies
---!include lib/event_log.lua
---!include lib/log_event.lua
---!include lib/flush_events.lua
+--!include lib/allow_oom.lua
+--!include lib/apply_effect.lua
 --!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
---!include lib/now_ms.lua
---!include lib/lease_check.lua
---!include lib/retain_rows.lua
---!include lib/trim_finished.lua
---!include lib/signal_done.lua
 --!include lib/effect_refusal.lua
---!include lib/apply_effect.lua
---!include lib/trim_count.lua
---!include lib/allow_oom.lua
+--!include lib/event_log.lua
+--!include lib/flush_events.lua
 --!include lib/group_done.lua
+--!include lib/lease_check.lua
+--!include lib/log_event.lua
+--!include lib/now_ms.lua
+--!include lib/retain_rows.lua
+--!include lib/signal_done.lua
+--!include lib/trim_count.lua
+--!include lib/trim_finished.lua
 
 local active, succeeded, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 allow_oom(meta) -- a full server must still let this script drain the queue

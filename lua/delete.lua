@@ -16,8 +16,8 @@
 -- returns: {'OK', state} with the state the job was in ('damaged' for a row without a known one)
 -- errors: {'GONE'} for an unknown id; {'STATE', 'active'} while a lease is held
 --!include lib/event_log.lua
---!include lib/log_event.lua
 --!include lib/flush_events.lua
+--!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/signal_done.lua
 local job, id = KEYS[1], ARGV[1]

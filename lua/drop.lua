@@ -22,11 +22,11 @@
 -- returns: {'OK', deleted, remaining}; once remaining is 0 the meta hash, wake list, done and events
 --          streams are gone too (so the last call's deletions leave no event)
 -- errors: {'ACTIVE', n} when not forced and n leases are in flight (nothing written)
---!include lib/event_log.lua
---!include lib/log_event.lua
---!include lib/flush_events.lua
---!include lib/now_ms.lua
 --!include lib/allow_oom.lua
+--!include lib/event_log.lua
+--!include lib/flush_events.lua
+--!include lib/log_event.lua
+--!include lib/now_ms.lua
 
 local meta, wake = KEYS[7], KEYS[8]
 allow_oom(meta) -- a full server must still let this script run

@@ -24,14 +24,14 @@
 --          leaseq:{<queue>}:groups  ZSET  groups with ready jobs (stem of KEYS[3])
 -- returns: one integer per job: 1 if created, 0 if the id existed
 -- errors: none of its own (input was validated by the caller)
---!include lib/event_log.lua
---!include lib/log_event.lua
---!include lib/flush_events.lua
 --!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
+--!include lib/event_log.lua
+--!include lib/flush_events.lua
+--!include lib/log_event.lua
 --!include lib/now_ms.lua
---!include lib/wake_if_first.lua
 --!include lib/reserve_incarnations.lua
+--!include lib/wake_if_first.lua
 
 local pending, scheduled, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local job_prefix, max_attempts = ARGV[1], ARGV[2]

@@ -15,11 +15,11 @@
 --          when the lease is not held under token, or {'CAPPED', deadline ms epoch}
 --          when the cap leaves no time at all (nothing written for that item)
 -- errors: none beyond the per-item replies
+--!include lib/allow_oom.lua
 --!include lib/call_chunked.lua
+--!include lib/lease_check.lua
 --!include lib/now_ms.lua
 --!include lib/to_count.lua
---!include lib/lease_check.lua
---!include lib/allow_oom.lua
 
 local active, meta = KEYS[1], KEYS[2]
 allow_oom(meta) -- a full server must still let this script drain the queue

@@ -22,19 +22,18 @@
 --          leaseq:{<queue>}:group_held  HASH, leaseq:{<queue>}:groups  ZSET, leaseq:{<queue>}:group:<name>  ZSET
 -- returns: {'OK', new state} -- 'scheduled', 'pending' or 'dead'
 -- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation
---!include lib/event_log.lua
---!include lib/log_event.lua
---!include lib/flush_events.lua
---!include lib/bump_counter.lua
---!include lib/now_ms.lua
---!include lib/to_count.lua
---!include lib/lease_check.lua
---!include lib/push_pending.lua
---!include lib/signal_done.lua
---!include lib/dead_letter.lua
---!include lib/wake_if_first.lua
 --!include lib/allow_oom.lua
+--!include lib/bump_counter.lua
+--!include lib/dead_letter.lua
+--!include lib/event_log.lua
+--!include lib/flush_events.lua
 --!include lib/group_done.lua
+--!include lib/lease_check.lua
+--!include lib/log_event.lua
+--!include lib/now_ms.lua
+--!include lib/push_pending.lua
+--!include lib/to_count.lua
+--!include lib/wake_if_first.lua
 
 local job, active, pending, scheduled, dead, meta, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]

@@ -18,8 +18,8 @@
 --          at group_concurrency, the most leases active in one group,
 --          then the limits hash as field, value pairs
 -- errors: none (values were validated by the caller)
---!include lib/now_ms.lua
 --!include lib/allow_oom.lua
+--!include lib/now_ms.lua
 --!include lib/to_count.lua
 
 local limits, active, claims, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]

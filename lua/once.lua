@@ -8,8 +8,8 @@
 -- derives: nothing
 -- returns: {'OK', 1} the first time for this job and name, {'OK', 0} after that
 -- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation
---!include lib/lease_check.lua
 --!include lib/allow_oom.lua
+--!include lib/lease_check.lua
 
 local job = KEYS[1]
 allow_oom(job) -- a full server must still let this script drain the queue

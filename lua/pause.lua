@@ -5,8 +5,8 @@
 -- derives: nothing
 -- returns: {1} when paused now, {0} when it already was (a replay changes nothing)
 -- errors: none
---!include lib/now_ms.lua
 --!include lib/allow_oom.lua
+--!include lib/now_ms.lua
 
 local meta = KEYS[1]
 allow_oom(meta) -- a full server must still let this script run

@@ -8,8 +8,8 @@
 -- derives: nothing
 -- returns: {'OK'}
 -- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation
---!include lib/lease_check.lua
 --!include lib/allow_oom.lua
+--!include lib/lease_check.lua
 
 local job = KEYS[1]
 allow_oom(job) -- a small write of a running job, like once and extend

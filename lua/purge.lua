@@ -18,10 +18,10 @@
 --          and skip, then id, field, value triples of the jobs stepped over as damaged
 -- errors: none; a job key that is not a hash is reported and left alone
 --!include lib/event_log.lua
---!include lib/log_event.lua
 --!include lib/flush_events.lua
---!include lib/signal_done.lua
+--!include lib/log_event.lua
 --!include lib/now_ms.lua
+--!include lib/signal_done.lua
 local index = KEYS[1]
 local job_prefix, state, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local upto, after, skip = ARGV[4], ARGV[5], tonumber(ARGV[6])

@@ -16,19 +16,11 @@
 --          leaseq:{<queue>}:group_held  HASH, leaseq:{<queue>}:groups  ZSET, leaseq:{<queue>}:group:<name>  ZSET
 -- returns: {requeued, died, more} -- more is 1 when expired entries remain
 -- errors: none
---!include lib/event_log.lua
---!include lib/log_event.lua
---!include lib/flush_events.lua
---!include lib/bump_counter.lua
---!include lib/now_ms.lua
---!include lib/to_count.lua
---!include lib/read_row.lua
---!include lib/push_pending.lua
---!include lib/signal_done.lua
---!include lib/dead_letter.lua
---!include lib/group_done.lua
---!include lib/reap_expired.lua
 --!include lib/allow_oom.lua
+--!include lib/event_log.lua
+--!include lib/flush_events.lua
+--!include lib/now_ms.lua
+--!include lib/reap_expired.lua
 
 local active, pending, dead, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 allow_oom(meta) -- a full server must still let this script drain the queue

@@ -15,9 +15,9 @@
 -- derives: nothing
 -- returns: {1}
 -- errors: none
+--!include lib/allow_oom.lua
 --!include lib/now_ms.lua
 --!include lib/trim_workers.lua
---!include lib/allow_oom.lua
 
 local meta, index, row = KEYS[1], KEYS[2], KEYS[3]
 allow_oom(row) -- a full server must still let a worker say it is alive (a few bytes)

@@ -16,15 +16,15 @@
 -- returns: {'OK'}
 -- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation;
 --         {'DAMAGED', field, value} when max_attempts is not a count (the lease then runs out)
---!include lib/event_log.lua
---!include lib/log_event.lua
---!include lib/flush_events.lua
---!include lib/to_count.lua
---!include lib/lease_check.lua
---!include lib/push_pending.lua
 --!include lib/allow_oom.lua
+--!include lib/event_log.lua
+--!include lib/flush_events.lua
 --!include lib/group_done.lua
+--!include lib/lease_check.lua
+--!include lib/log_event.lua
 --!include lib/now_ms.lua
+--!include lib/push_pending.lua
+--!include lib/to_count.lua
 
 local job, active, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 allow_oom(meta) -- a full server must still let this script drain the queue

@@ -15,13 +15,9 @@
 --         a stale dead-set entry); {'DAMAGED', field, value} when state or attempts is damaged
 --         (field '<key>' when the job key is not a hash)
 --!include lib/event_log.lua
---!include lib/log_event.lua
 --!include lib/flush_events.lua
---!include lib/to_count.lua
---!include lib/read_row.lua
---!include lib/push_pending.lua
---!include lib/retry_row.lua
 --!include lib/now_ms.lua
+--!include lib/retry_row.lua
 
 local job, dead, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local log = event_log(KEYS[6], nil, meta)

@@ -19,13 +19,9 @@
 --          and skip, then id, field, value triples of the jobs stepped over as damaged
 -- errors: none; a damaged row is reported and stays dead
 --!include lib/event_log.lua
---!include lib/log_event.lua
 --!include lib/flush_events.lua
---!include lib/to_count.lua
---!include lib/read_row.lua
---!include lib/push_pending.lua
---!include lib/retry_row.lua
 --!include lib/now_ms.lua
+--!include lib/retry_row.lua
 
 local dead, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local job_prefix, extra, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])

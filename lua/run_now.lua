@@ -11,13 +11,13 @@
 -- derives: nothing
 -- returns: {'OK'}
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is not scheduled
---!include lib/event_log.lua
---!include lib/log_event.lua
---!include lib/flush_events.lua
---!include lib/to_count.lua
---!include lib/push_pending.lua
 --!include lib/allow_oom.lua
+--!include lib/event_log.lua
+--!include lib/flush_events.lua
+--!include lib/log_event.lua
 --!include lib/now_ms.lua
+--!include lib/push_pending.lua
+--!include lib/to_count.lua
 
 local job, scheduled, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 allow_oom(meta) -- a full server must still let this script run

@@ -17,10 +17,10 @@
 --           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
 -- returns: {jobs created, schedules moved on}
 -- errors: none; a schedule changed, removed or fired since the read is left alone
---!include lib/event_log.lua
---!include lib/log_event.lua
---!include lib/flush_events.lua
 --!include lib/bump_counter.lua
+--!include lib/event_log.lua
+--!include lib/flush_events.lua
+--!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/push_pending.lua
 --!include lib/reserve_incarnations.lua

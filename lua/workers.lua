@@ -8,9 +8,9 @@
 -- derives: leaseq:{<queue>}:worker:<id>  HASH  each listed worker's row
 -- returns: {now_ms, id1, {field, value, ...}, id2, {...}, ...}
 -- errors: none
+--!include lib/allow_oom.lua
 --!include lib/now_ms.lua
 --!include lib/trim_workers.lua
---!include lib/allow_oom.lua
 
 local meta, index = KEYS[1], KEYS[2]
 allow_oom(meta) -- only deletes: a full server must still list its workers

@@ -116,13 +116,15 @@ def test_clock_line_matches_the_body(name: str) -> None:
     assert body.count("redis.call('TIME')") <= 1, "time only through now_ms()"
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_every_include_is_used(name: str) -> None:
-    text = (LUA / f"{name}.lua").read_text()
-    body = code(SCRIPTS[name].source)
-    for lib in re.findall(r"^--!include lib/(\w+)\.lua$", text, re.MULTILINE):
-        calls = len(re.findall(rf"\b{lib}\(", body)) - 1  # minus the definition
-        assert calls >= 1, f"lua/{name}.lua includes {lib} and never calls it"
+@pytest.mark.parametrize("path", sorted(LUA.rglob("*.lua")), ids=lambda p: str(p.relative_to(LUA)))
+def test_each_file_includes_exactly_what_it_calls_itself(path: Path) -> None:
+    """Nested includes: a script or library lists the libraries its own code calls,
+    no more (what they call comes with them) and no fewer."""
+    text = path.read_text()
+    listed = re.findall(r"^--!include lib/(\w+)\.lua$", text, re.MULTILINE)
+    body = code(text)
+    called = [lib for lib in LIBS if lib != path.stem and re.search(rf"\b{lib}\(", body)]
+    assert sorted(listed) == called, f"lua/{path.relative_to(LUA)} includes {listed}"
 
 
 @pytest.mark.parametrize("lib", LIBS)
@@ -130,9 +132,23 @@ def test_each_lib_file_holds_one_function_of_its_name(lib: str) -> None:
     text = (LUA / "lib" / f"{lib}.lua").read_text()
     body = code(text)
     assert re.findall(r"local function (\w+)", body) == [lib]
-    assert "--!include" not in text
     assert not re.search(r"\b(KEYS|ARGV)\[", body), "libs take keys as arguments"
     assert text.startswith(f"-- {lib}("), "a lib opens with its signature"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_library_is_defined_once_before_its_callers(name: str) -> None:
+    source = code(SCRIPTS[name].plain)
+    defined = [f for f in re.findall(r"^local function (\w+)", source, re.MULTILINE) if f in LIBS]
+    assert len(defined) == len(set(defined)), f"lua/{name}.lua: a library twice"
+    for i, lib in enumerate(defined):
+        body = source.split(f"local function {lib}(", 1)[1]
+        later = [
+            other
+            for other in defined[i + 1 :]
+            if re.search(rf"\b{other}\(", body.split("\nlocal function ", 1)[0])
+        ]
+        assert not later, f"lua/{name}.lua: {lib} calls {later}, defined after it"
 
 
 @pytest.mark.parametrize("path", sorted(LUA.rglob("*.lua")), ids=lambda p: p.name)
@@ -272,12 +288,23 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
     return tmp_path
 
 
-def test_loader_expands_one_level(tmp_path: Path) -> None:
+def test_loader_expands_nested_includes_once_each_in_dependency_order(tmp_path: Path) -> None:
     root = _tree(
         tmp_path,
-        {"s.lua": "--!include lib/f.lua\nreturn f()\n", "lib/f.lua": "local function f() end\n"},
+        {
+            "s.lua": "-- s\n--!include lib/f.lua\n--!include lib/g.lua\nreturn f() + g()\n",
+            "lib/f.lua": "--!include lib/h.lua\nlocal function f() return h() end\n",
+            "lib/g.lua": "--!include lib/h.lua\nlocal function g() return h() end\n",
+            "lib/h.lua": "local function h() return 1 end\n",
+        },
     )
-    assert load_source("s", root) == "local function f() end\nreturn f()\n"
+    assert load_source("s", root) == (
+        "-- s\n"
+        "local function h() return 1 end\n"
+        "local function f() return h() end\n"
+        "local function g() return h() end\n"
+        "return f() + g()\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -292,12 +319,13 @@ def test_loader_expands_one_level(tmp_path: Path) -> None:
             {
                 "s.lua": "--!include lib/f.lua\n",
                 "lib/f.lua": "--!include lib/g.lua\n",
-                "lib/g.lua": "y\n",
+                "lib/g.lua": "--!include lib/f.lua\n",
             },
-            "one level",
+            "cycle s.lua -> lib/f.lua -> lib/g.lua -> lib/f.lua",
         ),
+        ({"s.lua": "--!include lib/f.lua\n", "lib/f.lua": "--!include lib/f.lua\n"}, "cycle"),
     ],
-    ids=["missing", "repeated", "nested"],
+    ids=["missing", "repeated", "cycle", "self"],
 )
 def test_loader_refuses_bad_includes(tmp_path: Path, files: dict[str, str], message: str) -> None:
     root = _tree(tmp_path, files)

@@ -1,9 +1,9 @@
 """Loading the Lua scripts in ``lua/``: include expansion, SHA, key counts.
 
-A script pulls shared code in with a line ``--!include lib/<name>.lua``.
-Includes are one level deep (a library file includes nothing), and a
-missing, nested or repeated include is an error at import time, not at
-the first call in production.
+A script pulls shared code in with a line ``--!include lib/<name>.lua``; a
+library file does the same for the libraries it calls, so each file lists
+only what it calls itself and ``load_source`` resolves the closure (as
+BullMQ's script loader does).
 
 Redis 7 reads flags from a first line ``#!lua flags=...``: the scripts that
 drain a queue (claim, complete, fail, ...) say ``allow-oom`` so that a full
@@ -26,7 +26,7 @@ from pathlib import Path
 
 __all__ = ["SCRIPTS", "Script", "lua_root", "load_source"]
 
-_INCLUDE = re.compile(r"^--!include (\S+)\s*$", re.MULTILINE)
+_INCLUDE = re.compile(r"^--!include (\S+)[ \t]*(?:\n|$)", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,28 +55,55 @@ def lua_root() -> Traversable:
     return Path(__file__).resolve().parents[2] / "lua"
 
 
+def _read(base: Traversable, path: str, by: str) -> str:
+    node = base
+    for part in path.split("/"):
+        node = node / part
+    if not node.is_file():
+        raise RuntimeError(f"lua/{by} includes {path}, which does not exist")
+    return node.read_text(encoding="utf-8")
+
+
+def _includes(text: str, where: str) -> list[str]:
+    """The paths ``text`` includes, in order; a repeated one is an error."""
+    found = _INCLUDE.findall(text)
+    for path in found:
+        if found.count(path) > 1:
+            raise RuntimeError(f"lua/{where} includes {path} twice")
+    return found
+
+
 def load_source(name: str, root: Traversable | None = None) -> str:
-    """The text of ``lua/<name>.lua`` with its includes expanded."""
+    """The text of ``lua/<name>.lua`` with its includes expanded.
+
+    A file (script or library) includes what it calls itself; the closure is
+    resolved here once: each library appears once, after everything it
+    includes (a Lua ``local function`` must be defined before the functions
+    that call it), in place of the script's first ``--!include`` line. A
+    missing file, a repeated include or a cycle is an error at import time,
+    not at the first call in production.
+    """
     base = root if root is not None else lua_root()
     text = (base / f"{name}.lua").read_text(encoding="utf-8")
-    seen: set[str] = set()
+    done: dict[str, str] = {}  # path -> body without its include lines, in dependency order
 
-    def expand(match: re.Match[str]) -> str:
-        path = match.group(1)
-        if path in seen:
-            raise RuntimeError(f"lua/{name}.lua includes {path} twice")
-        seen.add(path)
-        node = base
-        for part in path.split("/"):
-            node = node / part
-        if not node.is_file():
-            raise RuntimeError(f"lua/{name}.lua includes {path}, which does not exist")
-        body = node.read_text(encoding="utf-8")
-        if _INCLUDE.search(body):
-            raise RuntimeError(f"{path} includes another file; includes are one level deep")
-        return body.rstrip("\n")
+    def visit(path: str, chain: tuple[str, ...]) -> None:
+        if path in chain:
+            raise RuntimeError(f"lua/{name}.lua: include cycle {' -> '.join((*chain, path))}")
+        if path in done:
+            return
+        body = _read(base, path, chain[-1])
+        for child in _includes(body, path):
+            visit(child, (*chain, path))
+        done[path] = _INCLUDE.sub("", body).rstrip("\n")
 
-    return _INCLUDE.sub(expand, text)
+    for path in _includes(text, f"{name}.lua"):
+        visit(path, (f"{name}.lua",))
+    libraries = "\n".join(done.values())
+    first = _INCLUDE.search(text)
+    if first is None:
+        return text
+    return text[: first.start()] + libraries + "\n" + _INCLUDE.sub("", text[first.start() :])
 
 
 _DRAIN = "allow-oom"

@@ -9,6 +9,7 @@
 -- A field edited by hand to anything but decimal digits ('nan', '-1', '2.5', '0x10') is
 -- no limit (to_count, lib/to_count.lua, included before this file), as stats and limits
 -- read it: tonumber() let 'nan' and '-5' crash every claim. per_ms 0 is no span.
+--!include lib/to_count.lua
 local function apply_limits(limits, claims, active, now, count)
   local l = redis.call('HMGET', limits, 'concurrency', 'rate', 'per_ms')
   local conc, rate, per = to_count(l[1]), to_count(l[2]), to_count(l[3])

@@ -3,7 +3,9 @@
 -- rows are kept until an operator retries or purges them: never trimmed.
 -- log is the call's event_log: the transition from -> dead (attempt: the row's
 -- attempts) is noted there, and waiters are signalled on its done stream.
--- Needs bump_counter, signal_done and log_event, included before this file.
+--!include lib/bump_counter.lua
+--!include lib/log_event.lua
+--!include lib/signal_done.lua
 local function dead_letter(job, dead, meta, log, id, now, err, from, attempt)
   redis.call('HSET', job, 'state', 'dead', 'finished_at', now, 'last_error', err)
   redis.call('HDEL', job, 'lease_until', 'run_at')

@@ -1,7 +1,11 @@
 -- promote_due(scheduled, pending, meta, wake, job_prefix, now, limit, log):
 -- move at most limit scheduled jobs whose time has come (score <= now) to
--- pending, noting each scheduled -> pending in log (event_log). Needs
--- push_pending, to_count, read_row and log_event. Returns how many it moved.
+-- pending, noting each scheduled -> pending in log (event_log). Returns how
+-- many it moved.
+--!include lib/log_event.lua
+--!include lib/push_pending.lua
+--!include lib/read_row.lua
+--!include lib/to_count.lua
 local function promote_due(scheduled, pending, meta, wake, job_prefix, now, limit, log)
   local ids = redis.call('ZRANGEBYSCORE', scheduled, '-inf', now, 'LIMIT', 0, limit)
   for _, id in ipairs(ids) do

@@ -5,9 +5,15 @@
 -- worker prefetched it and never said it started) gets its attempt refunded by
 -- raising max_attempts, at most 5 times per job (row field refunds).
 -- Each move is noted in log (event_log): active -> pending | dead, damaged -> dead.
--- Needs bump_counter, push_pending, dead_letter, to_count, read_row, group_done and
--- log_event. Returns requeued, died.
+-- Returns requeued, died.
 -- Atomic with every other script, so two reapers never move a job twice.
+--!include lib/bump_counter.lua
+--!include lib/dead_letter.lua
+--!include lib/group_done.lua
+--!include lib/log_event.lua
+--!include lib/push_pending.lua
+--!include lib/read_row.lua
+--!include lib/to_count.lua
 local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit, log)
   local requeued, died = 0, 0
   local max_refunds = 5 -- per job: a job that kills its worker every run still dies

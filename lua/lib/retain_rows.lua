@@ -5,8 +5,9 @@
 -- never reaches them) yet still in the order they finished, so a count
 -- bound (trim_count) drops the oldest first. Each row carries its own PEXPIRE so memory is freed even if the
 -- queue goes idle; the index score is the moment the row expires and
--- trim_finished() drops the entry lazily. Needs call_chunked: one DEL or
--- ZADD per 1000 rows serves the batch.
+-- trim_finished() drops the entry lazily. One DEL or ZADD per 1000 rows
+-- serves the batch.
+--!include lib/call_chunked.lua
 local function retain_rows(jobs, ids, index, now, keep_ms)
   if #ids == 0 then return end
   if keep_ms == 0 then

@@ -1,11 +1,14 @@
 -- retry_row(job, dead, pending, meta, wake, id, extra, op, log): give the dead job
 -- extra attempts on top of those it used and make it pending again. op, when
 -- not nil, names the retry-all run doing it: a row that run already retried
--- (it died again since) answers {'SKIP'} and stays dead. Needs read_row,
--- to_count, push_pending and log_event (a retry is noted in log, an event_log, as
--- dead -> pending). Returns {'OK', max_attempts}, {'GONE'} or
+-- (it died again since) answers {'SKIP'} and stays dead. A retry is noted
+-- in log (an event_log) as dead -> pending. Returns {'OK', max_attempts}, {'GONE'} or
 -- {'STATE', state} (both drop the stale dead-set entry), {'SKIP'}, or
 -- {'DAMAGED', field, value} (the entry stays, so the row stays findable).
+--!include lib/log_event.lua
+--!include lib/push_pending.lua
+--!include lib/read_row.lua
+--!include lib/to_count.lua
 local function retry_row(job, dead, pending, meta, wake, id, extra, op, log)
   local row = read_row(job, 'state', 'attempts', 'priority', 'retry_op')
   if not row then return { 'DAMAGED', '<key>', 'not a hash' } end

@@ -3,7 +3,8 @@
 -- expire), at most limit per call -- O(1) amortised when each caller that
 -- adds k entries passes limit >= k. An entry whose row is gone, or now holds
 -- another state (the id was enqueued again), only loses its index entry.
--- keep < 0: no bound. Needs call_chunked. Returns how many entries went.
+-- keep < 0: no bound. Returns how many entries went.
+--!include lib/call_chunked.lua
 local function trim_count(index, job_prefix, state, keep, limit)
   if keep < 0 or limit < 1 then return 0 end
   local excess = redis.call('ZCARD', index) - keep
