@@ -5,28 +5,45 @@ from __future__ import annotations
 import enum
 import math
 import random
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, TypedDict
 
 import msgspec
 
 from leaseq.errors import InvalidArgument
 
-__all__ = ["JOB_OPTIONS", "Backoff", "Job", "JobOptions", "Lease", "State", "Stats"]
+__all__ = [
+    "FINISHED",
+    "JOB_OPTIONS",
+    "TRANSITIONS",
+    "Backoff",
+    "Job",
+    "JobOptions",
+    "Lease",
+    "State",
+    "Stats",
+]
 
 
 class State(str, enum.Enum):
     """The closed set of states a job row can be in (field ``state``).
 
-    Each member says who moves a job out of it. "Lease expired" is an
-    event seen by reap, not a state: an expired job is still ``ACTIVE``
-    until a reaper (or a claim's bounded sweep) hands it back.
+    Declared here once: ``FINISHED`` and ``TRANSITIONS`` below are the rest of
+    the state machine, and the Lua side reads the set from
+    ``lua/lib/state_kind.lua``, generated from this class
+    (``python -m leaseq.store.states``; a test fails when they differ). Each
+    member says who moves a job out of it. "Lease expired" is an event seen by
+    reap, not a state: an expired job is still ``ACTIVE`` until a reaper (or a
+    claim's bounded sweep) hands it back.
     """
 
     PENDING = "pending"
-    """Ready to run. Left by ``claim`` (-> active) or ``cancel`` (-> cancelled)."""
+    """Ready to run. Left by ``claim`` (-> active; -> dead for a row that cannot
+    run) or ``cancel`` (-> cancelled)."""
     SCHEDULED = "scheduled"
     """Waiting for ``run_at`` (delay or retry backoff). Left by the promotion
-    inside ``claim`` (-> pending) or ``cancel``."""
+    inside ``claim`` or ``run_now`` (-> pending), or ``cancel``."""
     ACTIVE = "active"
     """Under a lease. Left by ``complete`` (-> succeeded), ``fail`` (-> scheduled,
     pending or dead), ``release`` (-> pending) and ``reap`` once the lease expired
@@ -41,6 +58,33 @@ class State(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+    @property
+    def finished(self) -> bool:
+        """True for a state nothing moves the job out of by itself (``FINISHED``):
+        what ``wait`` waits for."""
+        return self in FINISHED
+
+
+FINISHED: frozenset[State] = frozenset({State.SUCCEEDED, State.DEAD, State.CANCELLED})
+"""The states a job ends in: no script moves a job out of them by itself (an
+operator's ``retry_dead`` or ``purge`` may). ``wait`` returns once a job is in one."""
+
+TRANSITIONS: Mapping[State, frozenset[State]] = MappingProxyType(
+    {
+        State.PENDING: frozenset({State.ACTIVE, State.CANCELLED, State.DEAD}),
+        State.SCHEDULED: frozenset({State.PENDING, State.CANCELLED}),
+        State.ACTIVE: frozenset({State.SUCCEEDED, State.SCHEDULED, State.PENDING, State.DEAD}),
+        State.SUCCEEDED: frozenset(),
+        State.DEAD: frozenset({State.PENDING}),
+        State.CANCELLED: frozenset(),
+    }
+)
+"""Every move a script makes between states: ``TRANSITIONS[a]`` holds each state a
+job in ``a`` can go to in one script call (docs/states.md has the table: which
+script, which caller). Deleting a row (``delete``, ``purge``, retention) is not a
+move between states. tests/store/test_states.py checks it against the moves the
+scripts actually write to the event stream, in both directions."""
 
 
 class JobOptions(TypedDict, total=False):
@@ -223,6 +267,10 @@ class Stats(msgspec.Struct, frozen=True, kw_only=True):
     """Fair groups with ready jobs in the claim rotation."""
     groups_held: int = 0
     """Groups with ready jobs held back at ``group_concurrency_limit``."""
+
+    def counts(self) -> dict[State, int]:
+        """The number of jobs in each state, in ``State`` order."""
+        return {state: getattr(self, state.value) for state in State}
 
 
 DEFAULT_BACKOFF = Backoff()

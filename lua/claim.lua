@@ -46,6 +46,7 @@
 --!include lib/read_row.lua
 --!include lib/reap_expired.lua
 --!include lib/rotate_groups.lua
+--!include lib/state_kind.lua
 --!include lib/to_count.lua
 
 local pending, scheduled, active, dead, meta, wake =
@@ -94,8 +95,6 @@ if count == 0 and redis.call('ZCARD', pending) > 0 then
 end
 
 local WIDTH = 10 -- values per lease in the reply (leaseq._core.CLAIM_WIDTH)
-local known = { pending = true, scheduled = true, active = true,
-                succeeded = true, dead = true, cancelled = true }
 local group_active = string.sub(meta, 1, -5) .. 'group_active'
 -- Lease one popped id if its row can run; true if leased.
 local function lease_one(id)
@@ -138,14 +137,14 @@ local function lease_one(id)
       out[#out + 1] = to_count(row[9]) or 0 -- a hand-edited timeout reads as none
       out[#out + 1] = row[10] or ''
       return true
-    elseif (state and (state == 'pending' or not known[state]))
+    elseif (state and (state == 'pending' or not state_kind(state)))
         or (not state and not not_a_hash and redis.call('EXISTS', job) == 1) then
       -- A row that can never be claimed as it stands: dead-letter it with
       -- the reason, so it neither blocks the queue nor vanishes.
       local why
       if not state then
         why = 'damaged row: state missing'
-      elseif not known[state] then
+      elseif not state_kind(state) then
         why = 'damaged row: unknown state ' .. state
       elseif not attempts or not max_attempts then
         why = 'damaged row: attempts=' .. (row[2] or 'missing') ..
@@ -156,7 +155,7 @@ local function lease_one(id)
         why = 'no attempts left (' .. attempts .. ' of ' .. max_attempts .. ')'
       end
       dead_letter(job, dead, meta, log, id, now, why,
-        (state and known[state]) and state or 'damaged', row[2])
+        (state and state_kind(state)) and state or 'damaged', row[2])
     end
     -- else: a stale index entry (row gone or in another state); dropped.
     return false

@@ -20,6 +20,7 @@
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/signal_done.lua
+--!include lib/state_kind.lua
 local job, id = KEYS[1], ARGV[1]
 if redis.call('EXISTS', job) == 0 then return { 'GONE' } end
 -- pcall, not TYPE: a key of another type answers HGET with WRONGTYPE, and
@@ -34,11 +35,10 @@ redis.call('DEL', job)
 for _, key in ipairs({ KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6] }) do
   redis.call('ZREM', key, id)
 end
-local known = { pending = true, scheduled = true, succeeded = true, dead = true,
-                cancelled = true }
-if not known[state] then state = 'damaged' end
+if not state_kind(state) then state = 'damaged' end
 local log = event_log(KEYS[8], nil, KEYS[7])
 log_event(log, state, 'deleted', id, type(attempts) == 'string' and attempts or 0)
 if log.n > 0 then flush_events(log, now_ms(KEYS[7], true)) end
-if state == 'pending' or state == 'scheduled' or state == 'damaged' then signal_done(KEYS[9], id) end
+-- A job that had not finished will never finish now: its waiters learn it is gone.
+if state_kind(state) ~= 'finished' then signal_done(KEYS[9], id) end
 return { 'OK', state }

@@ -27,6 +27,7 @@
 --!include lib/flush_events.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
+--!include lib/state_kind.lua
 
 local meta, wake = KEYS[7], KEYS[8]
 allow_oom(meta) -- a full server must still let this script run
@@ -40,8 +41,6 @@ if not redis.call('HGET', meta, 'paused') then
 end
 local deleted, budget = 0, limit
 local log = event_log(KEYS[10], KEYS[9], meta)
-local known = { pending = true, scheduled = true, active = true, succeeded = true,
-                dead = true, cancelled = true }
 for _, index in ipairs({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6] }) do
   if budget <= 0 then break end
   local ids = redis.call('ZRANGE', index, 0, budget - 1)
@@ -49,7 +48,7 @@ for _, index in ipairs({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6] })
     local got = redis.pcall('HMGET', job_prefix .. id, 'state', 'attempts')
     local gone = redis.call('DEL', job_prefix .. id)
     if gone == 1 then
-      local from = not got['err'] and known[got[1] or ''] and got[1] or 'damaged'
+      local from = not got['err'] and state_kind(got[1] or '') and got[1] or 'damaged'
       log_event(log, from, 'deleted', id, not got['err'] and got[2] or 0)
     end
     deleted = deleted + gone

@@ -98,7 +98,7 @@ def drop(c: Any, queue: str, force: bool, yes: bool) -> None:
             f"{queue} has {s.active} lease(s) in flight; stop its workers first, "
             "or pass --force (their completions will then find no job)"
         )
-    total = s.pending + s.scheduled + s.active + s.succeeded + s.dead + s.cancelled
+    total = sum(s.counts().values())
     if not yes:
         click.confirm(
             f"drop queue {queue}: delete {total} job(s) and its counters?", abort=True, err=True

@@ -18,7 +18,7 @@ from leaseq.store.core import QueueCore
 from leaseq.store.keys import QueueKeys
 from leaseq.store.leases import Claimed, block_until, block_wait
 from leaseq.store.produce import enqueue_traced
-from leaseq.store.reads import FINISHED, done_ids, wait_names
+from leaseq.store.reads import done_ids, wait_names
 from leaseq.store.replies import as_text
 from leaseq.store.steps import Command, Listen, Op, Rows, Wake
 from leaseq.types import Job, JobOptions, Lease, State
@@ -276,7 +276,7 @@ class JobOps:
                 if missing_is_error:
                     raise JobNotFound(name)
                 continue
-            if job.state in FINISHED:
+            if job.state.finished:
                 for i in where[name]:
                     out[i] = job
             else:

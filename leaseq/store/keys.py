@@ -12,6 +12,7 @@ import zlib
 from dataclasses import dataclass
 
 from leaseq.errors import InvalidName
+from leaseq.types import State
 
 __all__ = [
     "MAX_SHARDS",
@@ -98,7 +99,7 @@ class QueueKeys:
         meta hash was deleted by hand is still this queue."""
         return (
             self.meta,
-            *(self.index(state) for state in _STATES),
+            *(self.index(state.value) for state in State),
             self.schedules,
             self.limits,
             self.workers,
@@ -272,8 +273,6 @@ class QueueKeys:
         tag, sep, rest = key[len(head) :].partition("}")
         return tag if sep and tag and rest.startswith(":") else None
 
-
-_STATES = ("pending", "scheduled", "active", "succeeded", "dead", "cancelled")
 
 MAX_SHARDS = 1024
 """Most shards one ShardedQueue may have (far beyond any cluster's masters)."""

@@ -16,9 +16,9 @@ from leaseq.store.replies import as_text, parse_job, parse_page
 from leaseq.store.scripts import SCRIPTS
 from leaseq.store.settings import QueueSettings
 from leaseq.store.steps import Call
-from leaseq.types import Job, State, Stats
+from leaseq.types import Job, Stats
 
-__all__ = ["FINISHED", "ReadCalls", "done_ids", "wait_names"]
+__all__ = ["ReadCalls", "done_ids", "wait_names"]
 
 
 class ReadCalls(QueueSettings):
@@ -97,9 +97,6 @@ def wait_names(ids: object) -> list[str]:
     if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
         raise InvalidArgument(f"ids must be a list of job ids, not {ids!r:.80}")
     return [check_job_id(i) for i in ids]
-
-
-FINISHED = frozenset({State.SUCCEEDED, State.DEAD, State.CANCELLED})
 
 
 def done_ids(fields: Any) -> list[str]:

@@ -24,7 +24,7 @@ from leaseq.errors import (
     ScriptError,
 )
 from leaseq.store.payloads import Codec
-from leaseq.types import Job, State
+from leaseq.types import TRANSITIONS, Job, State
 
 __all__ = [
     "admin_error",
@@ -70,9 +70,12 @@ def refusal(
     state, attempts = as_text(reply[1]) or None, as_text(reply[2]) or None
     row_incarnation = as_text(reply[3]) if len(reply) > 3 else "0"
     mine = attempts == str(token) and row_incarnation == str(incarnation)
+    # A replay of this very call finds the row where the call moved it: complete
+    # to succeeded; fail or release to one of the other states an active job
+    # goes to (TRANSITIONS[ACTIVE]).
     if mine and (
-        (op == "complete" and state == "succeeded")
-        or (op in ("fail", "release") and state in ("pending", "scheduled", "dead"))
+        (op == "complete" and state == State.SUCCEEDED.value)
+        or (op in ("fail", "release") and state in _LEFT_BY_FAIL)
     ):
         return AlreadyFinished(
             job_id,
@@ -140,6 +143,8 @@ class _Row(msgspec.Struct, kw_only=True):
     progress: str | None = None  # JSON text, decoded apart (like result): never set here
 
 
+_LEFT_BY_FAIL = frozenset(s.value for s in TRANSITIONS[State.ACTIVE] - {State.SUCCEEDED})
+"""Where a fail or release moves an active job: retry (pending, scheduled) or dead."""
 _FIELD_IN_ERROR = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
 
 

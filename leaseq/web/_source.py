@@ -206,7 +206,7 @@ class Source:
         """Jobs whose id, payload or last_error contain ``needle``: a bounded read of
         at most ``limit`` rows, page by page through the state indexes."""
         s = self.stats(target)
-        total = s.pending + s.scheduled + s.active + s.succeeded + s.dead + s.cancelled
+        total = sum(s.counts().values())
         jobs: list[Job] = []
         scanned = damaged_count = 0
         for job in self._walk(target, limit):

@@ -35,7 +35,7 @@ from leaseq.observe.humanize import span, utc
 from leaseq.queue import connect
 from leaseq.store.keys import check_job_id
 from leaseq.transport import client as _redis
-from leaseq.types import Job, State, Stats
+from leaseq.types import TRANSITIONS, Job, State, Stats
 from leaseq.web import charts
 from leaseq.web._security import CSRF_COOKIE, TOKEN_COOKIE, Gate, csrf_ok, csrf_token, parse_auth
 from leaseq.web._source import SCAN_LIMIT, Source, Target
@@ -48,6 +48,8 @@ PAGE_SIZES = (20, 50, 100, 200)
 REFRESH_MS = 2000
 FLASH_COOKIE = "leaseq_flash"
 STATES = [s.value for s in State]
+CANCELLABLE = [s.value for s in State if State.CANCELLED in TRANSITIONS[s]]
+"""The states whose jobs get a Cancel button (those ``cancel`` moves to cancelled)."""
 TIME_FIELDS = ("enqueued_at", "run_at", "claimed_at", "lease_until", "finished_at")
 log = logging.getLogger("leaseq.web")
 
@@ -95,7 +97,7 @@ def create_app(
     # browser resolved to another page. Every path segment is quoted whole.
     env.filters["urlencode"] = lambda value: _quote(str(value))
     macros = env.get_template("_macros.html").module
-    env.globals.update(when=macros.when, action=macros.action)  # type: ignore[attr-defined]
+    env.globals.update(when=macros.when, action=macros.action, cancellable=CANCELLABLE)  # type: ignore[attr-defined]
     views = _Views(source, env, allow_actions, title or f"prefix {prefix}", refresh)
     routes = [
         Route("/", views.overview, name="overview"),

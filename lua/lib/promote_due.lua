@@ -5,6 +5,7 @@
 --!include lib/log_event.lua
 --!include lib/push_pending.lua
 --!include lib/read_row.lua
+--!include lib/state_kind.lua
 --!include lib/to_count.lua
 local function promote_due(scheduled, pending, meta, wake, job_prefix, now, limit, log)
   local ids = redis.call('ZRANGEBYSCORE', scheduled, '-inf', now, 'LIMIT', 0, limit)
@@ -18,8 +19,7 @@ local function promote_due(scheduled, pending, meta, wake, job_prefix, now, limi
       redis.call('HDEL', job, 'run_at')
       push_pending(pending, meta, wake, job, id, to_count(row[2]) or 0)
       log_event(log, 'scheduled', 'pending', id, row[3])
-    elseif (not row or not row[1] or (row[1] ~= 'pending' and row[1] ~= 'active'
-        and row[1] ~= 'succeeded' and row[1] ~= 'dead' and row[1] ~= 'cancelled'))
+    elseif (not row or not row[1] or not state_kind(row[1]))
         and redis.call('EXISTS', job) == 1 then
       -- Damaged by hand (not a hash, no state, a state leaseq never
       -- writes): hand it to pending as it is, where claim dead-letters it

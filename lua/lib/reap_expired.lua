@@ -13,6 +13,7 @@
 --!include lib/log_event.lua
 --!include lib/push_pending.lua
 --!include lib/read_row.lua
+--!include lib/state_kind.lua
 --!include lib/to_count.lua
 local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit, log)
   local requeued, died = 0, 0
@@ -35,8 +36,7 @@ local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, 
       -- Stale index entry: the row left 'active' (or is gone).
       redis.call('ZREM', active, id)
       local s = row[1]
-      if s and s ~= 'pending' and s ~= 'scheduled' and s ~= 'succeeded'
-          and s ~= 'dead' and s ~= 'cancelled' then
+      if s and not state_kind(s) then
         -- A state leaseq never writes (edited by hand): dead-letter the
         -- job rather than leave it in no index at all.
         dead_letter(job, dead, meta, log, id, now, 'damaged row: unknown state ' .. s,

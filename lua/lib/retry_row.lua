@@ -8,14 +8,13 @@
 --!include lib/log_event.lua
 --!include lib/push_pending.lua
 --!include lib/read_row.lua
+--!include lib/state_kind.lua
 --!include lib/to_count.lua
 local function retry_row(job, dead, pending, meta, wake, id, extra, op, log)
   local row = read_row(job, 'state', 'attempts', 'priority', 'retry_op')
   if not row then return { 'DAMAGED', '<key>', 'not a hash' } end
-  local moved = { pending = true, scheduled = true, active = true, succeeded = true,
-                  cancelled = true }
   if row[1] ~= 'dead' then
-    if row[1] and not moved[row[1]] or not row[1] and redis.call('EXISTS', job) == 1 then
+    if row[1] and not state_kind(row[1]) or not row[1] and redis.call('EXISTS', job) == 1 then
       return { 'DAMAGED', 'state', row[1] or '' }
     end
     redis.call('ZREM', dead, id)
