@@ -6,13 +6,17 @@ file empties before each block. A fence info word changes that:
 ``no-run`` (needs a real server) is only compiled; ``worker`` runs once
 ``leaseq.Worker`` exists and is skipped until then.
 
+Every page under docs/ is read the same way as the README. A ``no-run``
+block may use ``await`` at top level (an example for an async context).
+
 Beyond the examples, a few checks keep the docs in step with the code:
 every key, script, state, row field and counter the code has is named in
-docs/design.md, and the README opens with the two commands a newcomer runs.
+the design pages, and the README opens with the two commands a newcomer runs.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 from typing import Any
@@ -24,7 +28,7 @@ import leaseq.transport.memory
 from leaseq.store.replies import _Row
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ("README.md", "docs/design.md")
+DOCS = ("README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")))
 _FENCE = re.compile(r"^```python([^\n]*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 _KNOWN_INFO = {"no-run", "worker"}
 
@@ -51,9 +55,10 @@ def test_doc_example(
     name: str, line: int, info: set[str], code: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert info <= _KNOWN_INFO, f"{name}:{line}: unknown fence info {info - _KNOWN_INFO}"
-    compiled = compile(code, f"{name}:{line}", "exec")
     if "no-run" in info:
+        compile(code, f"{name}:{line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
         return
+    compiled = compile(code, f"{name}:{line}", "exec")
     if "worker" in info and not hasattr(leaseq, "Worker"):
         pytest.skip("leaseq.Worker is not built yet")
     # Every block starts from empty memory:// stores.
@@ -65,7 +70,7 @@ def test_docs_have_runnable_examples() -> None:
     # Guards the extractor itself: a broken regex must not turn into "0 tests, all green".
     runnable = {name: [b for b in python_blocks(name) if "no-run" not in b[1]] for name in DOCS}
     assert len(runnable["README.md"]) >= 2
-    assert len(runnable["docs/design.md"]) >= 1
+    assert sum(len(blocks) for name, blocks in runnable.items() if name.startswith("docs/")) >= 3
 
 
 def test_readme_opens_with_demo_then_tests() -> None:
@@ -80,7 +85,8 @@ def test_readme_opens_with_demo_then_tests() -> None:
 
 
 def _design() -> str:
-    return (ROOT / "docs/design.md").read_text(encoding="utf-8")
+    pages = [name for name in DOCS if name.startswith("docs/")]
+    return "\n".join((ROOT / name).read_text(encoding="utf-8") for name in pages)
 
 
 def test_design_names_every_key() -> None:
