@@ -144,7 +144,7 @@ def test_design_documents_every_counter() -> None:
         assert f"`{counter}`" in design, f"meta field {counter} is undocumented"
 
 
-def test_design_keeps_sections_for_other_issues() -> None:
-    design = _design()
-    for heading in ("## Workers and wake-ups", "## Scaling out"):
-        assert heading in design
+def test_design_keeps_pages_for_workers_and_scaling() -> None:
+    titles = {(ROOT / name).read_text(encoding="utf-8").partition("\n")[0] for name in DOCS}
+    for title in ("# Workers", "# Scaling out"):
+        assert title in titles
