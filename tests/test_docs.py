@@ -6,13 +6,18 @@ file empties before each block. A fence info word changes that:
 ``no-run`` (needs a real server) is only compiled; ``worker`` runs once
 ``leaseq.Worker`` exists and is skipped until then.
 
+Every page under docs/ is read the same way as the README. A ``no-run``
+block may use ``await`` at top level (an example for an async context).
+
 Beyond the examples, a few checks keep the docs in step with the code:
-every key, script, state, row field and counter the code has is named in
-docs/design.md, and the README opens with the two commands a newcomer runs.
+every key, row field and counter the code has is in docs/keys-and-rows.md,
+every script and state in docs/states.md's tables, docs/design.md lists
+every page, and the README opens with the two commands a newcomer runs.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 from typing import Any
@@ -24,7 +29,7 @@ import leaseq.transport.memory
 from leaseq.store.replies import _Row
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ("README.md", "docs/design.md")
+DOCS = ("README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")))
 _FENCE = re.compile(r"^```python([^\n]*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 _KNOWN_INFO = {"no-run", "worker"}
 
@@ -51,9 +56,10 @@ def test_doc_example(
     name: str, line: int, info: set[str], code: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert info <= _KNOWN_INFO, f"{name}:{line}: unknown fence info {info - _KNOWN_INFO}"
-    compiled = compile(code, f"{name}:{line}", "exec")
     if "no-run" in info:
+        compile(code, f"{name}:{line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
         return
+    compiled = compile(code, f"{name}:{line}", "exec")
     if "worker" in info and not hasattr(leaseq, "Worker"):
         pytest.skip("leaseq.Worker is not built yet")
     # Every block starts from empty memory:// stores.
@@ -65,7 +71,7 @@ def test_docs_have_runnable_examples() -> None:
     # Guards the extractor itself: a broken regex must not turn into "0 tests, all green".
     runnable = {name: [b for b in python_blocks(name) if "no-run" not in b[1]] for name in DOCS}
     assert len(runnable["README.md"]) >= 2
-    assert len(runnable["docs/design.md"]) >= 1
+    assert sum(len(blocks) for name, blocks in runnable.items() if name != "README.md") >= 3
 
 
 def test_readme_opens_with_demo_then_tests() -> None:
@@ -79,13 +85,18 @@ def test_readme_opens_with_demo_then_tests() -> None:
     assert text[:first_code].count("\n\n") <= 2
 
 
-def _design() -> str:
-    return (ROOT / "docs/design.md").read_text(encoding="utf-8")
+def _page(name: str) -> str:
+    return (ROOT / "docs" / name).read_text(encoding="utf-8")
 
 
-def test_design_names_every_key() -> None:
+def _pages() -> str:
+    pages = [name for name in DOCS if name != "README.md"]
+    return "\n".join((ROOT / name).read_text(encoding="utf-8") for name in pages)
+
+
+def test_key_table_names_every_key() -> None:
     keys = leaseq.QueueKeys("leaseq", "q")
-    design = _design()
+    table = _page("keys-and-rows.md")
     # Every property that names a key: a value under the queue's stem.
     suffixes = [
         getattr(keys, attr).removeprefix(keys.stem)
@@ -97,25 +108,32 @@ def test_design_names_every_key() -> None:
     ]
     assert len(suffixes) >= 8
     for suffix in suffixes:
-        assert f"`{{prefix}}:{{<queue>}}:{suffix}`" in design, f"key {suffix} is undocumented"
-    assert "`{prefix}:{<queue>}:job:<id>`" in design
+        assert f"| `{{prefix}}:{{<queue>}}:{suffix}" in table, f"key {suffix} is undocumented"
+    assert "| `{prefix}:{<queue>}:job:<id>` |" in table
 
 
-def test_design_names_every_script_and_state() -> None:
-    design = _design()
+# Scripts that move no job: named in their own pages, not in the transition table.
+_NO_TRANSITION = {"events", "history", "register", "workers"}
+
+
+def test_transition_table_names_every_script_and_state() -> None:
+    states, pages = _page("states.md"), _pages()
     for script in sorted((ROOT / "lua").glob("*.lua")):
         if script.stem == "stats":
             continue  # read-only, no transition
-        assert f"`{script.name}`" in design, f"{script.name} is not in the transition table"
+        if script.stem in _NO_TRANSITION:
+            assert f"`{script.name}`" in pages, f"{script.name} is in no docs page"
+        else:
+            assert f"`{script.name}`" in states, f"{script.name} is not in the transition table"
     for state in leaseq.State:
-        assert f"| `{state.value}` |" in design, f"state {state.value} has no row"
+        assert f"| `{state.value}` |" in states, f"state {state.value} has no row"
 
 
-def test_design_documents_every_row_field() -> None:
-    design = _design()
-    fields = [*_Row.__struct_fields__, "result", "once:<name>"]
+def test_row_table_documents_every_row_field() -> None:
+    table = _page("keys-and-rows.md")
+    fields = [*_Row.__struct_fields__, "result", "once:<name>", "schedule", "due_at"]
     for field in fields:
-        assert f"| `{field}` |" in design, f"row field {field} is undocumented"
+        assert f"| `{field}` |" in table, f"row field {field} is undocumented"
     # And every field a script writes is one of them.
     written: set[str] = set()
     for path in (ROOT / "lua").rglob("*.lua"):
@@ -126,8 +144,8 @@ def test_design_documents_every_row_field() -> None:
     assert written <= set(fields), f"undocumented fields written: {written - set(fields)}"
 
 
-def test_design_documents_every_counter() -> None:
-    design = _design()
+def test_keys_page_documents_every_counter() -> None:
+    page = _page("keys-and-rows.md")
     counters: set[str] = set()
     for path in (ROOT / "lua").rglob("*.lua"):
         text = path.read_text()
@@ -135,10 +153,13 @@ def test_design_documents_every_counter() -> None:
         counters.update(re.findall(r"bump_counter\(meta, '([a-z_]+)'", text))  # with history
     assert {"seq", "enqueued", "succeeded", "dead"} <= counters
     for counter in counters:
-        assert f"`{counter}`" in design, f"meta field {counter} is undocumented"
+        assert f"`{counter}`" in page, f"meta field {counter} is undocumented"
 
 
-def test_design_keeps_sections_for_other_issues() -> None:
-    design = _design()
-    for heading in ("## Workers and wake-ups", "## Scaling out"):
-        assert heading in design
+def test_design_index_links_every_page() -> None:
+    index = _page("design.md")
+    for path in sorted((ROOT / "docs").glob("*.md")):
+        if path.name != "design.md":
+            assert f"]({path.name})" in index, f"docs/design.md does not list {path.name}"
+    for title in ("# Workers", "# Scaling out"):
+        assert title in _pages().split("\n"), f"no page titled {title!r}"
