@@ -1,6 +1,7 @@
 -- cancel.lua: cancel a job that has not started: it will never run.
 -- transition: pending | scheduled -> cancelled (the row then lives keep_ms)
 -- clock: server TIME (never behind the queue's meta clock), for finished_at and retention
+-- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
 -- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[3]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
@@ -23,9 +24,9 @@
 --!include lib/signal_done.lua
 --!include lib/trim_finished.lua
 
-local job, pending, scheduled, cancelled, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local job, pending, scheduled, cancelled, meta = K.job, K.pending, K.scheduled, K.cancelled, K.meta
 allow_oom(meta) -- a full server must still let this script drain the queue
-local id = ARGV[1]
+local id = A.id
 local state = redis.pcall('HGET', job, 'state')
 if type(state) == 'table' and state['err'] then return { 'DAMAGED', '<key>', 'not a hash' } end
 if not state then return { 'GONE' } end
@@ -38,10 +39,10 @@ redis.call('ZREM', scheduled, id)
 redis.call('HSET', job, 'state', 'cancelled', 'finished_at', now)
 redis.call('HDEL', job, 'run_at')
 redis.call('HINCRBY', meta, 'cancelled', 1)
-signal_done(KEYS[6], id)
-local log = event_log(KEYS[7], KEYS[6], meta)
+signal_done(K.done, id)
+local log = event_log(K.events, K.done, meta)
 log_event(log, state, 'cancelled', id, redis.call('HGET', job, 'attempts'))
 flush_events(log, now)
-retain_rows({ job }, { id }, cancelled, now, tonumber(ARGV[2]))
+retain_rows({ job }, { id }, cancelled, now, tonumber(A.keep_ms))
 trim_finished(cancelled, now, 100)
 return { 'OK', 1 }

@@ -2,6 +2,7 @@
 -- transition: pending -> active (and scheduled -> pending, active -> pending | dead on the way;
 --             a pending row that cannot run -- damaged, or out of attempts -> dead)
 -- clock: server TIME, for the lease deadline, promotion and reaping
+-- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
 -- KEYS[3]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
@@ -12,13 +13,20 @@
 -- KEYS[8]  leaseq:{<queue>}:claims     ZSET  claim times of the rate span, score = ms epoch
 -- KEYS[9]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- KEYS[10] leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
--- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
+-- KEYS[11]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[12]  leaseq:{<queue>}:group_active HASH  group -> leases active now
+-- KEYS[13]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  count, how many jobs to lease at most (integer >= 1; more than 1000 lease 1000)
 -- ARGV[3]  lease_ms, the lease length (integer ms >= 1)
--- ARGV[4]  worker id, stored in the row (string)
--- ARGV[5]  maintenance limit: most scheduled jobs to promote and expired leases to reap (integer >= 0)
--- ARGV[6]  started: how many of the leased jobs go to a handler at once (integer >= 0); the rest
+-- ARGV[4]  worker, the worker id, stored in the row (string)
+-- ARGV[5]  sweep, the maintenance limit: most scheduled jobs to promote and expired leases to reap (integer >= 0)
+-- ARGV[6]  started, how many of the leased jobs go to a handler at once (integer >= 0); the rest
 --          are prefetched: their row gets prefetched = attempts, so a crash does not charge them
+-- ARGV[7]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
+--          the ZSET group_prefix .. <name>
+-- ARGV[8]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
+--          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job row
 --           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
 --          leaseq:{<queue>}:job:<id>  HASH  the job row; fair groups (stem of KEYS[5]):
@@ -50,23 +58,23 @@
 --!include lib/to_count.lua
 
 local pending, scheduled, active, dead, meta, wake =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+  K.pending, K.scheduled, K.active, K.dead, K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script drain the queue
-local job_prefix = ARGV[1]
+local job_prefix = A.job_prefix
 -- Bounded work per call whatever the caller asks: at most 1000 leases, and
 -- at most 1000 stale or unclaimable entries popped on top of them.
-local count = math.min(tonumber(ARGV[2]), 1000)
+local count = math.min(tonumber(A.count), 1000)
 local budget = count + 1000
-local lease_ms = tonumber(ARGV[3])
-local worker = ARGV[4]
-local limit = tonumber(ARGV[5])
-local started = tonumber(ARGV[6]) or count
+local lease_ms = tonumber(A.lease_ms)
+local worker = A.worker
+local limit = tonumber(A.sweep)
+local started = tonumber(A.started) or count
 local now = now_ms(meta)
-local log = event_log(KEYS[10], KEYS[9], meta)
+local log = event_log(K.events, K.done, meta)
 
 if limit > 0 then
-  promote_due(scheduled, pending, meta, wake, job_prefix, now, limit, log)
-  reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit, log)
+  promote_due(scheduled, pending, K, job_prefix, now, limit, log)
+  reap_expired(active, pending, dead, K, job_prefix, now, limit, log)
 end
 
 if redis.call('HGET', meta, 'paused') then
@@ -86,7 +94,7 @@ local deadline = now + lease_ms
 -- completion wakes a blocked claimer, and clears the wake list: nothing
 -- can be claimed before then, so waking anyone sooner would only poll.
 local held_ms, rate_on
-count, held_ms, rate_on = apply_limits(KEYS[7], KEYS[8], active, now, count)
+count, held_ms, rate_on = apply_limits(K.limits, K.claims, active, now, count)
 if count == 0 and redis.call('ZCARD', pending) > 0 then
   redis.call('HSET', meta, 'limit_held', 1)
   redis.call('DEL', wake)
@@ -95,7 +103,6 @@ if count == 0 and redis.call('ZCARD', pending) > 0 then
 end
 
 local WIDTH = 10 -- values per lease in the reply (leaseq._core.CLAIM_WIDTH)
-local group_active = string.sub(meta, 1, -5) .. 'group_active'
 -- Lease one popped id if its row can run; true if leased.
 local function lease_one(id)
     local job = job_prefix .. id
@@ -107,7 +114,7 @@ local function lease_one(id)
       -- operator to see (there is no row to write a reason into).
       row = {}
       redis.call('ZADD', dead, now, id)
-      bump_counter(meta, 'dead', 1, now)
+      bump_counter(K, 'dead', 1, now)
       log_event(log, 'damaged', 'dead', id, 0)
     end
     local state = row[1]
@@ -119,7 +126,7 @@ local function lease_one(id)
         'lease_until', deadline, 'claimed_at', now, 'worker', worker)
       if got >= started then redis.call('HSET', job, 'prefetched', attempts) end
       -- Fair groups: the row's group counts one more lease (group_done undoes it).
-      if row[7] then redis.call('HINCRBY', group_active, row[7], 1) end
+      if row[7] then redis.call('HINCRBY', K.group_active, row[7], 1) end
       leased[#leased + 1] = deadline
       leased[#leased + 1] = id
       got = got + 1
@@ -154,7 +161,7 @@ local function lease_one(id)
       else
         why = 'no attempts left (' .. attempts .. ' of ' .. max_attempts .. ')'
       end
-      dead_letter(job, dead, meta, log, id, now, why,
+      dead_letter(job, dead, K, log, id, now, why,
         (state and state_kind(state)) and state or 'damaged', row[2])
     end
     -- else: a stale index entry (row gone or in another state); dropped.
@@ -163,7 +170,7 @@ end
 
 -- Fair groups first (rotation between the groups with ready jobs and the
 -- ungrouped jobs as one more turn), then the ungrouped path as before.
-budget = rotate_groups(pending, meta, KEYS[7], count, budget, lease_one,
+budget = rotate_groups(pending, K, count, budget, lease_one,
   function() return got end)
 while got < count and budget > 0 do
   local popped = redis.call('ZPOPMIN', pending, math.min(count - got, budget))
@@ -200,7 +207,7 @@ if rate_on and got > 0 then
     stamps[#stamps + 1] = now
     stamps[#stamps + 1] = now .. ':' .. out[i] .. ':' .. out[i + 1] .. ':' .. out[i + 2]
   end
-  call_chunked('ZADD', KEYS[8], stamps, 1000)
+  call_chunked('ZADD', K.claims, stamps, 1000)
 end
 
 if redis.call('ZCARD', pending) == 0 then

@@ -1,20 +1,29 @@
 -- complete.lua: finish held leases as succeeded, one or many in one call, with their effects.
 -- transition: active -> succeeded (the row then lives keep_ms, or is deleted at once)
 -- clock: server TIME (never behind the queue's meta clock), for finished_at and retention
+-- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
 -- KEYS[2]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids, score = ms epoch the row expires (10^15 + finished: kept)
 -- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters
 -- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens (pushed when a global limit held a claim)
 -- KEYS[5]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
--- KEYS[7..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order;
+-- KEYS[7]  leaseq:{<queue>}:limits       HASH  global limits (group_concurrency)
+-- KEYS[8]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[9]  leaseq:{<queue>}:group_active HASH  group -> leases active now
+-- KEYS[10]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[11..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order;
 --           then one key per effect, in effect order: an application key carrying the
 --           hash tag {<queue>} (checked by the caller), of the type its command needs
 -- ARGV[1]  keep_ms, how long to keep the succeeded row (integer ms; 0 = delete now, -1 = until purged)
 -- ARGV[2]  keep_count, the most succeeded rows kept (integer; -1 = no bound); the oldest go first
--- ARGV[3]  job key prefix, 'leaseq:{<queue>}:job:' (string), for the rows keep_count trims
+-- ARGV[3]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for the rows keep_count trims
 -- ARGV[4]  n, the number of items (integer >= 1)
--- ARGV[5..] five values per item: id (string), token (decimal string), incarnation (decimal
+-- ARGV[5]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
+--          the ZSET group_prefix .. <name>
+-- ARGV[6]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
+--          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
+-- ARGV[7..] items, five values per item: id (string), token (decimal string), incarnation (decimal
 --           string), result (encoded bytes; '' = no result), e (its number of effects, integer >= 0);
 --           then per effect, in item order: command (HINCRBY HSET SADD ZADD INCRBY SET XADD),
 --           argc (integer >= 1), then argc arguments that follow the key
@@ -41,23 +50,24 @@
 --!include lib/trim_count.lua
 --!include lib/trim_finished.lua
 
-local active, succeeded, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local active, succeeded, meta, wake = K.active, K.succeeded, K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script drain the queue
-local keep_ms, keep_count = tonumber(ARGV[1]), tonumber(ARGV[2])
-local job_prefix = ARGV[3]
-local n = tonumber(ARGV[4])
+local keep_ms, keep_count = tonumber(A.keep_ms), tonumber(A.keep_count)
+local job_prefix = A.job_prefix
+local n = tonumber(A.n)
 -- Read the clock only once an item is accepted: a call refused whole
 -- (stale tokens, a replay) must change nothing, the clock floor included.
 local now = nil
 local out = {}
 local done_jobs, done_ids = {}, {}
-local log = event_log(KEYS[6], KEYS[5], meta)
--- Where the next effect's key (in KEYS) and its command (in ARGV) are.
-local ek, ea = 7 + n, 5 + 5 * n
+local log = event_log(K.events, K.done, meta)
+-- Where the next effect's key (in KEYS) and its command (in ARGV) are: after
+-- the n job keys and the n items of five values.
+local ek, ea = TAIL.keys + n, TAIL.args + 5 * n
 
 for i = 1, n do
-  local job = KEYS[6 + i]
-  local base = 5 + (i - 1) * 5
+  local job = KEYS[TAIL.keys + i - 1]
+  local base = TAIL.args + (i - 1) * 5
   local id, token, incarnation = ARGV[base], ARGV[base + 1], ARGV[base + 2]
   local result = ARGV[base + 3]
   local effects = {}
@@ -84,7 +94,7 @@ for i = 1, n do
     -- The effects and the completion are one script: a lease that holds
     -- applies both, a lost one (or a replay) applies neither.
     now = now or now_ms(meta)
-    group_done(meta, job, group) -- fair groups: before the row may be deleted
+    group_done(K, job, group) -- fair groups: before the row may be deleted
     for _, e in ipairs(effects) do apply_effect(e[1], e[2], e[3]) end
     redis.call('HSET', job, 'state', 'succeeded', 'finished_at', now)
     redis.call('HDEL', job, 'lease_until')
@@ -99,7 +109,7 @@ for i = 1, n do
 end
 local done = #done_ids
 if done > 0 then
-  signal_done(KEYS[5], table.concat(done_ids, ' '))
+  signal_done(K.done, table.concat(done_ids, ' '))
   flush_events(log, now)
 end
 if done > 0 then
@@ -107,7 +117,7 @@ if done > 0 then
   -- per 1000 rows.
   call_chunked('ZREM', active, done_ids, 1000)
   retain_rows(done_jobs, done_ids, succeeded, now, keep_ms)
-  bump_counter(meta, 'succeeded', done, now)
+  bump_counter(K, 'succeeded', done, now)
   local trimmed = trim_finished(succeeded, now, 100 + done)
   -- Past keep_count, the oldest rows go too: at most done + 100 per call, so
   -- the set shrinks back even after keep_count was lowered.

@@ -1,6 +1,7 @@
 -- delete.lua: delete one job that holds no lease: its row and its index entry.
 -- transition: pending | scheduled | succeeded | dead | cancelled | damaged -> (deleted)
 -- clock: server TIME, read without moving the queue's floor, only to stamp the event-stream entry
+-- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row (a key of another type, damaged by hand, goes too)
 -- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[3]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
@@ -21,7 +22,7 @@
 --!include lib/now_ms.lua
 --!include lib/signal_done.lua
 --!include lib/state_kind.lua
-local job, id = KEYS[1], ARGV[1]
+local job, id = K.job, A.id
 if redis.call('EXISTS', job) == 0 then return { 'GONE' } end
 -- pcall, not TYPE: a key of another type answers HGET with WRONGTYPE, and
 -- the commands stay those a least-privilege ACL user already has.
@@ -32,13 +33,13 @@ if type(state) == 'table' or not state then state = 'damaged' end
 if state == 'active' then return { 'STATE', state } end
 local attempts = redis.pcall('HGET', job, 'attempts')
 redis.call('DEL', job)
-for _, key in ipairs({ KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6] }) do
+for _, key in ipairs({ K.pending, K.scheduled, K.succeeded, K.dead, K.cancelled }) do
   redis.call('ZREM', key, id)
 end
 if not state_kind(state) then state = 'damaged' end
-local log = event_log(KEYS[8], nil, KEYS[7])
+local log = event_log(K.events, nil, K.meta)
 log_event(log, state, 'deleted', id, type(attempts) == 'string' and attempts or 0)
-if log.n > 0 then flush_events(log, now_ms(KEYS[7], true)) end
+if log.n > 0 then flush_events(log, now_ms(K.meta, true)) end
 -- A job that had not finished will never finish now: its waiters learn it is gone.
-if state_kind(state) ~= 'finished' then signal_done(KEYS[9], id) end
+if state_kind(state) ~= 'finished' then signal_done(K.done, id) end
 return { 'OK', state }

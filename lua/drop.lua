@@ -1,6 +1,7 @@
 -- drop.lua: delete a whole queue, a bounded number of jobs per call; the queue stays paused meanwhile.
 -- transition: every state -> (deleted); active too only when forced
 -- clock: server TIME (never behind the queue's meta clock), stamped as the pause
+-- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting
 -- KEYS[3]  leaseq:{<queue>}:active     ZSET  ids under lease
@@ -11,9 +12,16 @@
 -- KEYS[8]  leaseq:{<queue>}:wake       LIST  wake-up tokens
 -- KEYS[9]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- KEYS[10] leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
--- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
+-- KEYS[11]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[12]  leaseq:{<queue>}:group_active HASH  group -> leases active now
+-- KEYS[13]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  limit, the most jobs to delete in this call (integer >= 1)
--- ARGV[3]  force: 1 deletes leased (active) jobs too, 0 refuses while any exist
+-- ARGV[3]  force, 1 deletes leased (active) jobs too, 0 refuses while any exist
+-- ARGV[4]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
+--          the ZSET group_prefix .. <name>
+-- ARGV[5]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
+--          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows
 --           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history buckets, deleted with the meta hash
 --          leaseq:{<queue>}:job:<id>  HASH  the job rows; at the end the fair groups' keys
@@ -29,10 +37,10 @@
 --!include lib/now_ms.lua
 --!include lib/state_kind.lua
 
-local meta, wake = KEYS[7], KEYS[8]
+local meta, wake = K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script run
-local job_prefix, limit, force = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
-local held = redis.call('ZCARD', KEYS[3])
+local job_prefix, limit, force = A.job_prefix, tonumber(A.limit), A.force == '1'
+local held = redis.call('ZCARD', K.active)
 if held > 0 and not force then return { 'ACTIVE', held } end
 -- Paused while the drop runs over several calls, so no claim leases a job
 -- that the next call deletes.
@@ -40,8 +48,8 @@ if not redis.call('HGET', meta, 'paused') then
   redis.call('HSET', meta, 'paused', now_ms(meta))
 end
 local deleted, budget = 0, limit
-local log = event_log(KEYS[10], KEYS[9], meta)
-for _, index in ipairs({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6] }) do
+local log = event_log(K.events, K.done, meta)
+for _, index in ipairs({ K.pending, K.scheduled, K.active, K.succeeded, K.dead, K.cancelled }) do
   if budget <= 0 then break end
   local ids = redis.call('ZRANGE', index, 0, budget - 1)
   for _, id in ipairs(ids) do
@@ -57,7 +65,7 @@ for _, index in ipairs({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6] })
   budget = budget - #ids
 end
 local remaining = 0
-for _, index in ipairs({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6] }) do
+for _, index in ipairs({ K.pending, K.scheduled, K.active, K.succeeded, K.dead, K.cancelled }) do
   remaining = remaining + redis.call('ZCARD', index)
 end
 if remaining > 0 then flush_events(log, now_ms(meta)) end
@@ -66,15 +74,15 @@ if remaining == 0 then
   -- the last 145 ten-minutes), and the fair groups' bookkeeping with the jobs
   -- (a forced drop of active grouped jobs would otherwise leave counts that
   -- hold a group forever): a dropped queue leaves nothing behind.
-  local now, stem = now_ms(meta), string.sub(meta, 1, -5)
+  local now = now_ms(meta)
   local m, t = math.floor(now / 60000), math.floor(now / 600000)
-  for i = m - 61, m + 1 do redis.call('DEL', stem .. 'history:m:' .. i) end
-  for i = t - 145, t + 1 do redis.call('DEL', stem .. 'history:t:' .. i) end
-  local names = redis.call('ZRANGE', stem .. 'groups', 0, -1)
-  local held = redis.call('HGETALL', stem .. 'group_held')
+  for i = m - 61, m + 1 do redis.call('DEL', K.history_prefix .. 'm:' .. i) end
+  for i = t - 145, t + 1 do redis.call('DEL', K.history_prefix .. 't:' .. i) end
+  local names = redis.call('ZRANGE', K.groups, 0, -1)
+  local held = redis.call('HGETALL', K.group_held)
   for i = 1, #held, 2 do names[#names + 1] = held[i] end
-  for _, g in ipairs(names) do redis.call('DEL', stem .. 'group:' .. g) end
-  redis.call('DEL', meta, wake, stem .. 'groups', stem .. 'group_held', stem .. 'group_active',
-    KEYS[9], KEYS[10])
+  for _, g in ipairs(names) do redis.call('DEL', K.group_prefix .. g) end
+  redis.call('DEL', meta, wake, K.groups, K.group_held, K.group_active,
+    K.done, K.events)
 end
 return { 'OK', deleted, remaining }

@@ -1,22 +1,29 @@
 -- enqueue.lua: create jobs, one or many in one call; an existing id is left alone.
 -- transition: (none) -> pending | scheduled
 -- clock: server TIME (never behind the queue's meta clock), for enqueued_at and the due time of delayed jobs
+-- flags: none (it adds work: a full server refuses it whole, before it writes)
 -- KEYS[1]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
 -- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters, seq, incarnation
 -- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
 -- KEYS[5]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
--- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
--- ARGV[2]  max_attempts of every job in the call (integer >= 1)
--- ARGV[3]  delay_ms of every job in the call (integer ms >= 0, 0 = claimable now)
--- ARGV[4]  priority of every job in the call (integer 0..1000000, lower runs first)
--- ARGV[5]  group of every job in the call ('' = none; a fair group's name, checked by the caller)
--- ARGV[6]  kind of every job in the call (string, the job-id rules; '' = no kind)
--- ARGV[7]  timeout_ms of every job in the call (integer ms >= 1; 0 = none): how long a
+-- KEYS[6]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[7]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
+-- ARGV[2]  max_attempts, of every job in the call (integer >= 1)
+-- ARGV[3]  delay_ms, of every job in the call (integer ms >= 0, 0 = claimable now)
+-- ARGV[4]  priority, of every job in the call (integer 0..1000000, lower runs first)
+-- ARGV[5]  group, of every job in the call ('' = none; a fair group's name, checked by the caller)
+-- ARGV[6]  kind, of every job in the call (string, the job-id rules; '' = no kind)
+-- ARGV[7]  timeout_ms, of every job in the call (integer ms >= 1; 0 = none): how long a
 --          handler may run before its worker fails the attempt; stored as the row's timeout
--- ARGV[8]  traceparent of every job in the call (W3C 'version-traceid-spanid-flags', checked by
+-- ARGV[8]  traceparent, of every job in the call (W3C 'version-traceid-spanid-flags', checked by
 --          the caller; '' = none: the field is then not written)
--- ARGV[9..] two values per job: id (string, chosen by the client so that a
+-- ARGV[9]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
+--          the ZSET group_prefix .. <name>
+-- ARGV[10]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
+--          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
+-- ARGV[11..] jobs, two values per job: id (string, chosen by the client so that a
 --           replayed call finds its own rows), payload (bytes, encoded and size-checked)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, each with a queue-unique incarnation
 --           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
@@ -33,14 +40,14 @@
 --!include lib/reserve_incarnations.lua
 --!include lib/wake_if_first.lua
 
-local pending, scheduled, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local job_prefix, max_attempts = ARGV[1], ARGV[2]
-local delay_ms, priority = tonumber(ARGV[3]), tonumber(ARGV[4])
-local group = ARGV[5] ~= '' and ARGV[5] or nil
-local kind = ARGV[6]
-local timeout_ms = tonumber(ARGV[7])
-local traceparent = ARGV[8]
-local n = (#ARGV - 8) / 2
+local pending, scheduled, meta, wake = K.pending, K.scheduled, K.meta, K.wake
+local job_prefix, max_attempts = A.job_prefix, A.max_attempts
+local delay_ms, priority = tonumber(A.delay_ms), tonumber(A.priority)
+local group = A.group ~= '' and A.group or nil
+local kind = A.kind
+local timeout_ms = tonumber(A.timeout_ms)
+local traceparent = A.traceparent
+local n = (#ARGV - TAIL.args + 1) / 2
 local now = now_ms(meta)
 local unpack_ = table.unpack or unpack
 
@@ -48,7 +55,7 @@ local unpack_ = table.unpack or unpack
 -- or dead), changes nothing. That is also what makes a replayed call safe.
 local out, fresh = {}, {}
 for i = 1, n do
-  local id = ARGV[7 + i * 2]
+  local id = ARGV[TAIL.args - 2 + i * 2]
   local job = job_prefix .. id
   if redis.call('EXISTS', job) == 0 and not fresh[id] then
     fresh[id] = i
@@ -60,7 +67,7 @@ for i = 1, n do
 end
 local created = #fresh
 if created == 0 then return out end
-local log = event_log(KEYS[5], nil, meta)
+local log = event_log(K.events, nil, meta)
 
 -- One HINCRBY numbers the rows of the whole call: a row's incarnation is
 -- never reused in this queue, so a lease of an earlier row under the same id
@@ -97,7 +104,7 @@ if delay_ms > 0 then
   index = scheduled
   for _, i in ipairs(fresh) do
     members[#members + 1] = now + delay_ms
-    members[#members + 1] = ARGV[7 + i * 2]
+    members[#members + 1] = ARGV[TAIL.args - 2 + i * 2]
   end
 else
   -- One HINCRBY reserves the FIFO sequence numbers of the whole call; the
@@ -112,30 +119,29 @@ else
   for _, i in ipairs(fresh) do
     score = score + 1
     members[#members + 1] = score
-    members[#members + 1] = ARGV[7 + i * 2]
+    members[#members + 1] = ARGV[TAIL.args - 2 + i * 2]
   end
 end
 
 local to = delay_ms > 0 and 'scheduled' or 'pending'
 for _, i in ipairs(fresh) do
-  log_event(log, 'new', to, ARGV[7 + i * 2], 0)
-  base[8] = ARGV[8 + i * 2]
+  log_event(log, 'new', to, ARGV[TAIL.args - 2 + i * 2], 0)
+  base[8] = ARGV[TAIL.args - 1 + i * 2]
   incarnation = incarnation + 1
   base[12] = string.format('%d', incarnation) -- 16 digits: see reserve_incarnations
-  redis.call('HSET', job_prefix .. ARGV[7 + i * 2], unpack_(base))
+  redis.call('HSET', job_prefix .. ARGV[TAIL.args - 2 + i * 2], unpack_(base))
 end
 if group and delay_ms == 0 then
   -- Fair groups (see push_pending): the group's ZSET under the scores, pending
   -- at 2^53 + score, and the group into the rotation unless it is held.
-  local stem = string.sub(meta, 1, -5)
-  call_chunked('ZADD', stem .. 'group:' .. group, members, 1000)
+  call_chunked('ZADD', K.group_prefix .. group, members, 1000)
   for i = 1, #members, 2 do members[i] = 9007199254740992 + members[i] end
-  if not redis.call('HGET', stem .. 'group_held', group) then
-    redis.call('ZADD', stem .. 'groups', 'NX', redis.call('HINCRBY', meta, 'gseq', 1), group)
+  if not redis.call('HGET', K.group_held, group) then
+    redis.call('ZADD', K.groups, 'NX', redis.call('HINCRBY', meta, 'gseq', 1), group)
   end
 end
 call_chunked('ZADD', index, members, 1000)
-bump_counter(meta, 'enqueued', created, now)
+bump_counter(K, 'enqueued', created, now)
 flush_events(log, now)
 
 if delay_ms > 0 then

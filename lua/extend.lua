@@ -1,14 +1,15 @@
 -- extend.lua: push held leases' deadlines to now + lease_ms, each capped at its claimed_at + cap_ms.
 -- transition: active -> active (a heartbeat; one lease or a worker's many in one call)
 -- clock: server TIME (never behind the queue's meta clock), for the new deadlines
+-- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
 -- KEYS[2]  leaseq:{<queue>}:meta       HASH  the queue's clock floor (field clock)
 -- KEYS[3..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order
 -- ARGV[1]  lease_ms, the new lease length from now (integer ms >= 1)
 -- ARGV[2]  cap_ms, the most total lease time one claim may hold, from claimed_at (integer ms >= 1)
--- ARGV[3]  started flags, one character per item: '1' = its handler has started (clears the
+-- ARGV[3]  started, flags, one character per item: '1' = its handler has started (clears the
 --          row's prefetched mark, so a crash now charges the attempt); anything else = no news
--- ARGV[4..] three values per item: id (string), token (the lease's attempts, decimal string),
+-- ARGV[4..] items, three values per item: id (string), token (the lease's attempts, decimal string),
 --           incarnation (the lease's row incarnation, decimal string)
 -- derives: nothing
 -- returns: one reply per item: {'OK', lease_until ms epoch}, {'LOST', state, attempts, incarnation}
@@ -21,17 +22,18 @@
 --!include lib/now_ms.lua
 --!include lib/to_count.lua
 
-local active, meta = KEYS[1], KEYS[2]
+local active, meta = K.active, K.meta
 allow_oom(meta) -- a full server must still let this script drain the queue
-local lease_ms, cap_ms, started = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local lease_ms, cap_ms, started = tonumber(A.lease_ms), tonumber(A.cap_ms), A.started
 -- The clock is read at the first lease that holds: a call refused whole
 -- changes nothing, the clock floor included.
 local now = nil
 local out, members = {}, {}
 
-for i = 3, #KEYS do
+for i = TAIL.keys, #KEYS do
   local job = KEYS[i]
-  local id, token, incarnation = ARGV[3 * i - 5], ARGV[3 * i - 4], ARGV[3 * i - 3]
+  local at = TAIL.args + 3 * (i - TAIL.keys)
+  local id, token, incarnation = ARGV[at], ARGV[at + 1], ARGV[at + 2]
   local refused = lease_check(job, token, incarnation)
   if refused then
     out[#out + 1] = refused

@@ -1,6 +1,7 @@
 -- fail.lua: record a handler failure: retry after retry_ms while attempts remain, else dead-letter.
 -- transition: active -> scheduled (retry_ms > 0) | pending (retry_ms = 0) | dead
 -- clock: server TIME (never behind the queue's meta clock), for the retry's due time and finished_at
+-- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
 -- KEYS[2]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
 -- KEYS[3]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
@@ -10,12 +11,20 @@
 -- KEYS[7]  leaseq:{<queue>}:wake       LIST  wake-up tokens
 -- KEYS[8]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- KEYS[9]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
+-- KEYS[10]  leaseq:{<queue>}:limits       HASH  global limits (group_concurrency)
+-- KEYS[11]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[12]  leaseq:{<queue>}:group_active HASH  group -> leases active now
+-- KEYS[13]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
 -- ARGV[4]  error, the failure text for last_error (string, already trimmed)
 -- ARGV[5]  retry_ms, delay before the retry (integer ms >= 0)
 -- ARGV[6]  dead_now, 1 to dead-letter whatever attempts remain, else 0
+-- ARGV[7]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
+--          the ZSET group_prefix .. <name>
+-- ARGV[8]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
+--          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
 -- derives: leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
 --          nothing of its own;
 --          for a grouped row (group_done, stem of the meta key): leaseq:{<queue>}:group_active  HASH,
@@ -36,24 +45,24 @@
 --!include lib/wake_if_first.lua
 
 local job, active, pending, scheduled, dead, meta, wake =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+  K.job, K.active, K.pending, K.scheduled, K.dead, K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script drain the queue
-local id, token, err = ARGV[1], ARGV[2], ARGV[4]
-local retry_ms = tonumber(ARGV[5])
-local refused, group = lease_check(job, token, ARGV[3])
+local id, token, err = A.id, A.token, A.error
+local retry_ms = tonumber(A.retry_ms)
+local refused, group = lease_check(job, token, A.incarnation)
 if refused then return refused end
 
 local now = now_ms(meta)
-local log = event_log(KEYS[9], KEYS[8], meta)
+local log = event_log(K.events, K.done, meta)
 redis.call('ZREM', active, id)
-group_done(meta, job, group)
-bump_counter(meta, 'failed', 1, now)
+group_done(K, job, group)
+bump_counter(K, 'failed', 1, now)
 -- A slot freed under a concurrency limit: wake a claimer it held back.
 if redis.call('HDEL', meta, 'limit_held') == 1 then redis.call('RPUSH', wake, '1') end
 local row = redis.call('HMGET', job, 'attempts', 'max_attempts', 'priority')
 local attempts, max_attempts = to_count(row[1]), to_count(row[2])
-if ARGV[6] == '1' or not max_attempts or attempts >= max_attempts then
-  dead_letter(job, dead, meta, log, id, now, err, 'active', token)
+if A.dead_now == '1' or not max_attempts or attempts >= max_attempts then
+  dead_letter(job, dead, K, log, id, now, err, 'active', token)
   flush_events(log, now)
   return { 'OK', 'dead' }
 end
@@ -67,7 +76,7 @@ if retry_ms > 0 then
   flush_events(log, now)
   return { 'OK', 'scheduled' }
 end
-push_pending(pending, meta, wake, job, id, to_count(row[3]) or 0)
+push_pending(pending, K, job, id, to_count(row[3]) or 0)
 log_event(log, 'active', 'pending', id, token)
 flush_events(log, now)
 return { 'OK', 'pending' }

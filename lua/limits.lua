@@ -1,13 +1,19 @@
 -- limits.lua: read or change a queue's global limits, with how close the queue is to them.
 -- transition: none (limits are enforced by claim.lua)
 -- clock: server TIME (never behind the queue's meta clock), read without moving it, to count the claims of the rate span
+-- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:limits  HASH  concurrency, rate, per_ms
 -- KEYS[2]  leaseq:{<queue>}:active  ZSET  ids under lease, score = lease_until ms epoch
 -- KEYS[3]  leaseq:{<queue>}:claims  ZSET  claim times of the rate span, score = ms epoch
 -- KEYS[4]  leaseq:{<queue>}:meta    HASH  clock floor, limit_held
 -- KEYS[5]  leaseq:{<queue>}:wake    LIST  wake-up tokens
--- ARGV[1]  'get' or 'set'
--- ARGV[2..] for 'set': field, value pairs (concurrency, rate, per_ms, group_concurrency:
+-- KEYS[6]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[7]  leaseq:{<queue>}:group_active HASH  group -> leases active now
+-- KEYS[8]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- ARGV[1]  action, 'get' or 'set'
+-- ARGV[2]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
+--          the ZSET group_prefix .. <name>
+-- ARGV[3..] fields, for 'set': field, value pairs (concurrency, rate, per_ms, group_concurrency:
 --           decimal integers; '' removes the field)
 -- derives: leaseq:{<queue>}:groups  ZSET  fair groups with ready jobs, leaseq:{<queue>}:group_active
 --          HASH  active leases per group, leaseq:{<queue>}:group_held  HASH  groups held at
@@ -22,10 +28,10 @@
 --!include lib/now_ms.lua
 --!include lib/to_count.lua
 
-local limits, active, claims, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local limits, active, claims, meta, wake = K.limits, K.active, K.claims, K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script run
-if ARGV[1] == 'set' then
-  for i = 2, #ARGV, 2 do
+if A.action == 'set' then
+  for i = TAIL.args, #ARGV, 2 do
     if ARGV[i + 1] == '' then
       redis.call('HDEL', limits, ARGV[i])
     else
@@ -36,19 +42,18 @@ if ARGV[1] == 'set' then
   if not redis.call('HGET', limits, 'rate') then redis.call('DEL', claims) end
   -- Fair groups: a group_concurrency raised or removed lets the held groups
   -- that are now below it back into the rotation (at the back).
-  local stem = string.sub(meta, 1, -5)
   local cap = to_count(redis.call('HGET', limits, 'group_concurrency'))
   -- In name order, so the rotation they rejoin does not depend on set order.
-  local pairs_ = redis.call('HGETALL', stem .. 'group_held')
+  local pairs_ = redis.call('HGETALL', K.group_held)
   local held = {}
   for i = 1, #pairs_, 2 do held[#held + 1] = pairs_[i] end
   table.sort(held)
   for _, group in ipairs(held) do
-    local n = tonumber(redis.call('HGET', stem .. 'group_active', group) or '0') or 0
+    local n = tonumber(redis.call('HGET', K.group_active, group) or '0') or 0
     if not cap or n < cap then
-      redis.call('HDEL', stem .. 'group_held', group)
-      if redis.call('ZCARD', stem .. 'group:' .. group) > 0 then
-        redis.call('ZADD', stem .. 'groups', 'NX', redis.call('HINCRBY', meta, 'gseq', 1), group)
+      redis.call('HDEL', K.group_held, group)
+      if redis.call('ZCARD', K.group_prefix .. group) > 0 then
+        redis.call('ZADD', K.groups, 'NX', redis.call('HINCRBY', meta, 'gseq', 1), group)
         redis.call('HSET', meta, 'limit_held', 1)
       end
     end
@@ -66,15 +71,14 @@ local per = to_count(redis.call('HGET', limits, 'per_ms')) -- as claim reads it
 if per == 0 then per = nil end
 local recent = 0
 if per then recent = redis.call('ZCOUNT', claims, '(' .. (now - per), '+inf') end
-local stem = string.sub(meta, 1, -5)
 -- HGETALL rather than HLEN/HVALS: the commands a least-privilege user needs stay
 -- those of docs/reliability.md. Both hashes stay small: at most one field per
 -- active lease, and per group with ready jobs.
-local counts = redis.call('HGETALL', stem .. 'group_active')
+local counts = redis.call('HGETALL', K.group_active)
 local most = 0
 for i = 2, #counts, 2 do most = math.max(most, tonumber(counts[i]) or 0) end
-local out = { now, redis.call('ZCARD', active), recent, redis.call('ZCARD', stem .. 'groups'),
-  #counts / 2, #redis.call('HGETALL', stem .. 'group_held') / 2, most }
+local out = { now, redis.call('ZCARD', active), recent, redis.call('ZCARD', K.groups),
+  #counts / 2, #redis.call('HGETALL', K.group_held) / 2, most }
 local h = redis.call('HGETALL', limits)
 for i = 1, #h do out[#out + 1] = h[i] end
 return out

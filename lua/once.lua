@@ -1,6 +1,7 @@
 -- once.lua: set a named idempotency marker in the job row; true the first time only.
 -- transition: active -> active (adds the field once:<name>)
 -- clock: none
+-- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
 -- ARGV[1]  token, the lease's attempts value (decimal string)
 -- ARGV[2]  incarnation, the lease's row incarnation (decimal string)
@@ -11,9 +12,9 @@
 --!include lib/allow_oom.lua
 --!include lib/lease_check.lua
 
-local job = KEYS[1]
+local job = K.job
 allow_oom(job) -- a full server must still let this script drain the queue
-local refused = lease_check(job, ARGV[1], ARGV[2])
+local refused = lease_check(job, A.token, A.incarnation)
 if refused then return refused end
 -- The marker lives in the row itself, so it lasts exactly as long as the job.
-return { 'OK', redis.call('HSETNX', job, 'once:' .. ARGV[3], ARGV[1]) }
+return { 'OK', redis.call('HSETNX', job, 'once:' .. A.name, A.token) }

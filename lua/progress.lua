@@ -1,6 +1,7 @@
 -- progress.lua: store a handler's progress report in the job row, under its lease.
 -- transition: active -> active (sets the field progress)
 -- clock: none
+-- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
 -- ARGV[1]  token, the lease's attempts value (decimal string)
 -- ARGV[2]  incarnation, the lease's row incarnation (decimal string)
@@ -11,9 +12,9 @@
 --!include lib/allow_oom.lua
 --!include lib/lease_check.lua
 
-local job = KEYS[1]
+local job = K.job
 allow_oom(job) -- a small write of a running job, like once and extend
-local refused = lease_check(job, ARGV[1], ARGV[2])
+local refused = lease_check(job, A.token, A.incarnation)
 if refused then return refused end
-redis.call('HSET', job, 'progress', ARGV[3])
+redis.call('HSET', job, 'progress', A.value)
 return { 'OK' }

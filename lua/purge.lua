@@ -2,12 +2,13 @@
 -- transition: pending | scheduled | succeeded | dead | cancelled -> (deleted)
 -- clock: server TIME, read without moving the queue's floor, only to stamp the event-stream entry
 --        (the snapshot is the index's highest score at the first page)
+-- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:<state>    ZSET  the index of that state
 -- KEYS[2]  leaseq:{<queue>}:meta       HASH  the event switch (fields events, events_maxlen), clock
 -- KEYS[3]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
 -- KEYS[4]  leaseq:{<queue>}:done       STREAM  ids waiters look at (lib/signal_done.lua): purged pending
 --          or scheduled jobs are signalled, so their waiters raise JobNotFound at once
--- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
+-- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  state, the state being purged (string; never 'active')
 -- ARGV[3]  limit, the most index entries to look at in this call (integer >= 1)
 -- ARGV[4]  upto, the snapshot's highest score (a score string; '' on the first page: take it now)
@@ -22,9 +23,9 @@
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/signal_done.lua
-local index = KEYS[1]
-local job_prefix, state, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local upto, after, skip = ARGV[4], ARGV[5], tonumber(ARGV[6])
+local index = K.index
+local job_prefix, state, limit = A.job_prefix, A.state, tonumber(A.limit)
+local upto, after, skip = A.upto, A.after, tonumber(A.skip)
 if upto == '' then
   -- The snapshot: the purge ends at the entry that was last when it began,
   -- however many arrive meanwhile.
@@ -34,7 +35,7 @@ if upto == '' then
 end
 local page = redis.call('ZRANGEBYSCORE', index, after, upto, 'WITHSCORES', 'LIMIT', skip, limit)
 local deleted, damaged, gone = 0, {}, {}
-local log = event_log(KEYS[3], nil, KEYS[2])
+local log = event_log(K.events, nil, K.meta)
 for i = 1, #page, 2 do
   local id, score = page[i], page[i + 1]
   local job = job_prefix .. id
@@ -60,9 +61,9 @@ for i = 1, #page, 2 do
     redis.call('ZREM', index, id)
   end
 end
-if log.n > 0 then flush_events(log, now_ms(KEYS[2], true)) end
+if log.n > 0 then flush_events(log, now_ms(K.meta, true)) end
 if #gone > 0 and (state == 'pending' or state == 'scheduled') then
-  signal_done(KEYS[4], table.concat(gone, ' '))
+  signal_done(K.done, table.concat(gone, ' '))
 end
 local out = { deleted, #page == 2 * limit and 1 or 0, upto, after, skip }
 for i = 1, #damaged do out[#out + 1] = damaged[i] end

@@ -1,6 +1,7 @@
 -- reap.lua: hand back up to limit expired leases: to pending while attempts remain, else dead.
 -- transition: active -> pending | dead (last_error says the lease expired)
 -- clock: server TIME (never behind the queue's meta clock), to tell which leases have expired
+-- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
 -- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[3]  leaseq:{<queue>}:dead       ZSET  dead ids, score = died ms epoch
@@ -8,8 +9,16 @@
 -- KEYS[5]  leaseq:{<queue>}:wake       LIST  wake-up tokens
 -- KEYS[6]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- KEYS[7]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
--- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
+-- KEYS[8]  leaseq:{<queue>}:limits       HASH  global limits (group_concurrency)
+-- KEYS[9]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[10]  leaseq:{<queue>}:group_active HASH  group -> leases active now
+-- KEYS[11]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  limit, the most index entries to look at (integer >= 1)
+-- ARGV[3]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
+--          the ZSET group_prefix .. <name>
+-- ARGV[4]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
+--          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows
 --           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
 --          for a grouped row (group_done, stem of the meta key): leaseq:{<queue>}:group_active  HASH,
@@ -22,12 +31,12 @@
 --!include lib/now_ms.lua
 --!include lib/reap_expired.lua
 
-local active, pending, dead, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local active, pending, dead, meta, wake = K.active, K.pending, K.dead, K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script drain the queue
 local now = now_ms(meta)
-local log = event_log(KEYS[7], KEYS[6], meta)
-local requeued, died = reap_expired(active, pending, dead, meta, wake, ARGV[1], now,
-  tonumber(ARGV[2]), log)
+local log = event_log(K.events, K.done, meta)
+local requeued, died = reap_expired(active, pending, dead, K, A.job_prefix, now,
+  tonumber(A.limit), log)
 flush_events(log, now)
 local more = 0
 if #redis.call('ZRANGEBYSCORE', active, '-inf', now, 'LIMIT', 0, 1) > 0 then

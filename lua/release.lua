@@ -1,15 +1,22 @@
 -- release.lua: hand a held lease back at once (shutdown), without spending the attempt.
 -- transition: active -> pending
 -- clock: server TIME, read without moving the queue's floor, only to stamp the event-stream entry
+-- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
 -- KEYS[2]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
 -- KEYS[3]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[4]  leaseq:{<queue>}:meta       HASH  counters, seq
 -- KEYS[5]  leaseq:{<queue>}:wake       LIST  wake-up tokens
 -- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
+-- KEYS[7]  leaseq:{<queue>}:limits       HASH  global limits (group_concurrency)
+-- KEYS[8]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[9]  leaseq:{<queue>}:group_active HASH  group -> leases active now
+-- KEYS[10]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
+-- ARGV[4]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
+--          the ZSET group_prefix .. <name>
 -- derives: nothing of its own;
 --          for a grouped row (group_done, stem of the meta key): leaseq:{<queue>}:group_active  HASH,
 --          leaseq:{<queue>}:group_held  HASH, leaseq:{<queue>}:groups  ZSET, leaseq:{<queue>}:group:<name>  ZSET
@@ -26,10 +33,10 @@
 --!include lib/push_pending.lua
 --!include lib/to_count.lua
 
-local job, active, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local job, active, pending, meta, wake = K.job, K.active, K.pending, K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script drain the queue
-local id = ARGV[1]
-local refused, group = lease_check(job, ARGV[2], ARGV[3])
+local id = A.id
+local refused, group = lease_check(job, A.token, A.incarnation)
 if refused then return refused end
 
 -- attempts never goes down (it is the fencing token), so the attempt this
@@ -41,11 +48,11 @@ end
 redis.call('HSET', job, 'max_attempts', to_count(max_attempts) + 1)
 redis.call('HDEL', job, 'lease_until')
 redis.call('ZREM', active, id)
-group_done(meta, job, group)
+group_done(K, job, group)
 redis.call('HINCRBY', meta, 'released', 1)
-push_pending(pending, meta, wake, job, id,
+push_pending(pending, K, job, id,
   to_count(redis.call('HGET', job, 'priority')) or 0)
-local log = event_log(KEYS[6], nil, meta)
-log_event(log, 'active', 'pending', id, ARGV[2])
+local log = event_log(K.events, nil, meta)
+log_event(log, 'active', 'pending', id, A.token)
 if log.n > 0 then flush_events(log, now_ms(meta, true)) end
 return { 'OK' }

@@ -1,6 +1,7 @@
 -- resume.lua: let a paused queue hand out jobs again, and wake its blocked claimers.
 -- transition: none for jobs (clears the queue's paused flag)
 -- clock: none
+-- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:meta       HASH  counters, clock; field 'paused'
 -- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[3]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
@@ -9,7 +10,7 @@
 -- returns: {1} when resumed now, {0} when it was not paused (a replay changes nothing)
 -- errors: none
 --!include lib/allow_oom.lua
-local meta, pending, scheduled, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local meta, pending, scheduled, wake = K.meta, K.pending, K.scheduled, K.wake
 allow_oom(meta) -- a full server must still let this script run
 if redis.call('HDEL', meta, 'paused') == 0 then return { 0 } end
 -- Claimers of a paused queue sleep on the wake list: one token per pending

@@ -1,14 +1,19 @@
 -- retry.lua: give a dead job more attempts and make it pending again.
 -- transition: dead -> pending
 -- clock: server TIME, read without moving the queue's floor, only to stamp the event-stream entry
+-- flags: none (it adds work: a full server refuses it whole, before it writes)
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
 -- KEYS[2]  leaseq:{<queue>}:dead       ZSET  dead ids, score = died ms epoch
 -- KEYS[3]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[4]  leaseq:{<queue>}:meta       HASH  counters, seq
 -- KEYS[5]  leaseq:{<queue>}:wake       LIST  wake-up tokens
 -- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
+-- KEYS[7]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[8]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  extra, attempts to grant on top of those already used (integer >= 1)
+-- ARGV[3]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
+--          the ZSET group_prefix .. <name>
 -- derives: nothing
 -- returns: {'OK', new max_attempts}
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is not dead (both drop
@@ -19,8 +24,8 @@
 --!include lib/now_ms.lua
 --!include lib/retry_row.lua
 
-local job, dead, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local log = event_log(KEYS[6], nil, meta)
-local reply = retry_row(job, dead, pending, meta, wake, ARGV[1], tonumber(ARGV[2]), nil, log)
+local job, dead, pending, meta, wake = K.job, K.dead, K.pending, K.meta, K.wake
+local log = event_log(K.events, nil, meta)
+local reply = retry_row(job, dead, pending, K, A.id, tonumber(A.extra), nil, log)
 if log.n > 0 then flush_events(log, now_ms(meta, true)) end
 return reply

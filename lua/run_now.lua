@@ -1,13 +1,18 @@
 -- run_now.lua: make a scheduled job claimable now instead of at its due time.
 -- transition: scheduled -> pending
 -- clock: server TIME, read without moving the queue's floor, only to stamp the event-stream entry
+-- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
 -- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
 -- KEYS[3]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[4]  leaseq:{<queue>}:meta       HASH  counters, seq
 -- KEYS[5]  leaseq:{<queue>}:wake       LIST  wake-up tokens
 -- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
+-- KEYS[7]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[8]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
 -- ARGV[1]  id, the job id (string)
+-- ARGV[2]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
+--          the ZSET group_prefix .. <name>
 -- derives: nothing
 -- returns: {'OK'}
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is not scheduled
@@ -19,16 +24,16 @@
 --!include lib/push_pending.lua
 --!include lib/to_count.lua
 
-local job, scheduled, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local job, scheduled, pending, meta, wake = K.job, K.scheduled, K.pending, K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script run
-local id = ARGV[1]
+local id = A.id
 local row = redis.call('HMGET', job, 'state', 'priority', 'attempts')
 if not row[1] then return { 'GONE' } end
 if row[1] ~= 'scheduled' then return { 'STATE', row[1] } end
 redis.call('ZREM', scheduled, id)
 redis.call('HDEL', job, 'run_at')
-push_pending(pending, meta, wake, job, id, to_count(row[2]) or 0)
-local log = event_log(KEYS[6], nil, meta)
+push_pending(pending, K, job, id, to_count(row[2]) or 0)
+local log = event_log(K.events, nil, meta)
 log_event(log, 'scheduled', 'pending', id, row[3])
 if log.n > 0 then flush_events(log, now_ms(meta, true)) end
 return { 'OK' }

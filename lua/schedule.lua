@@ -1,27 +1,28 @@
 -- schedule.lua: create or change a schedule (upsert), if nobody changed it since it was read.
 -- transition: none (schedules are not jobs; tick.lua turns their due times into jobs)
 -- clock: server TIME (never behind the queue's meta clock), to keep a due time that has already come
+-- flags: none (it adds work: a full server refuses it whole, before it writes)
 -- KEYS[1]  leaseq:{<queue>}:schedules        ZSET  schedule names, score = next due ms epoch
 -- KEYS[2]  leaseq:{<queue>}:schedule:<name>  HASH  this schedule
 -- KEYS[3]  leaseq:{<queue>}:meta             HASH  the queue's clock floor
--- ARGV[1]  name (string, the queue-name rule)
--- ARGV[2]  payload of each job it makes (bytes, encoded and size-checked)
--- ARGV[3]  cron expression ('' for an interval schedule)
--- ARGV[4]  time zone of the cron expression (IANA name, '' for UTC)
+-- ARGV[1]  name, the schedule's name (string, the queue-name rule)
+-- ARGV[2]  payload, of each job it makes (bytes, encoded and size-checked)
+-- ARGV[3]  cron, the cron expression ('' for an interval schedule)
+-- ARGV[4]  tz, the time zone of the cron expression (IANA name, '' for UTC)
 -- ARGV[5]  every_ms, the interval (integer ms >= 1; 0 for a cron schedule)
--- ARGV[6]  max_attempts of each job it makes (integer >= 1)
--- ARGV[7]  priority of each job it makes (integer 0..1000000)
--- ARGV[8]  next due time under the new definition (integer ms epoch, computed by the
+-- ARGV[6]  max_attempts, of each job it makes (integer >= 1)
+-- ARGV[7]  priority, of each job it makes (integer 0..1000000)
+-- ARGV[8]  next_due, the next due time under the new definition (integer ms epoch, computed by the
 --          client from the definition and the clock read by schedules.lua)
--- ARGV[9]  the stamp read (version:last_fired, '' if it did not exist): the compare in compare-and-set
--- ARGV[10] created_at to store for a new schedule (integer ms epoch, the clock read)
+-- ARGV[9]  stamp, the stamp read (version:last_fired, '' if it did not exist): the compare in compare-and-set
+-- ARGV[10] created_at, to store for a new schedule (integer ms epoch, the clock read)
 -- derives: nothing
 -- returns: {'OK', next due (ms epoch), version} or {'STALE'} when the stamp differs
 --          (changed or fired since the read: read again and retry)
 -- errors: none of its own (input was validated by the caller)
 --!include lib/now_ms.lua
 
-local index, key, meta = KEYS[1], KEYS[2], KEYS[3]
+local index, key, meta = K.schedules, K.schedule, K.meta
 local now = now_ms(meta)
 local row = {}
 if redis.call('TYPE', key).ok == 'hash' then
@@ -29,8 +30,8 @@ if redis.call('TYPE', key).ok == 'hash' then
 end
 local stamp = ''
 if row[1] then stamp = row[1] .. ':' .. (row[2] or '') end
-if stamp ~= ARGV[9] then return { 'STALE' } end
-local next_due = tonumber(ARGV[8])
+if stamp ~= A.stamp then return { 'STALE' } end
+local next_due = tonumber(A.next_due)
 local current = tonumber(row[3] or '')
 -- A due time that has come but that no tick has turned into a job yet is
 -- kept: changing a schedule never skips a tick that was already due.
@@ -39,10 +40,10 @@ local version = (tonumber(row[1] or '') or 0) + 1
 -- Rewrite the whole hash (a key of another type, or fields of an older
 -- definition, go), keeping the history: created_at, last_fired, fired.
 redis.call('DEL', key)
-redis.call('HSET', key, 'payload', ARGV[2], 'cron', ARGV[3], 'tz', ARGV[4],
-  'every_ms', ARGV[5], 'max_attempts', ARGV[6], 'priority', ARGV[7],
+redis.call('HSET', key, 'payload', A.payload, 'cron', A.cron, 'tz', A.tz,
+  'every_ms', A.every_ms, 'max_attempts', A.max_attempts, 'priority', A.priority,
   'next_due', next_due, 'version', version, 'updated_at', now,
-  'created_at', row[4] or ARGV[10], 'fired', row[5] or 0)
+  'created_at', row[4] or A.created_at, 'fired', row[5] or 0)
 if row[2] then redis.call('HSET', key, 'last_fired', row[2]) end
-redis.call('ZADD', index, next_due, ARGV[1])
+redis.call('ZADD', index, next_due, A.name)
 return { 'OK', next_due, version }

@@ -1,27 +1,28 @@
 -- schedules.lua: read schedules (the due ones, a page of all, or some by name), read-only.
 -- transition: none (reads only)
 -- clock: server TIME (never behind the queue's meta clock), to tell which schedules are due
+-- flags: none (it adds work: a full server refuses it whole, before it writes)
 -- KEYS[1]  leaseq:{<queue>}:schedules  ZSET  schedule names, score = next due ms epoch
 -- KEYS[2]  leaseq:{<queue>}:meta       HASH  the queue's clock floor
--- ARGV[1]  schedule key prefix, 'leaseq:{<queue>}:schedule:' (string)
--- ARGV[2]  what: 'due' (next due <= now), 'all' (by next due) or 'names' (ARGV[5..])
--- ARGV[3]  offset into the index for 'due' and 'all' (integer >= 0)
+-- ARGV[1]  schedule_prefix, the schedule key prefix 'leaseq:{<queue>}:schedule:' (string)
+-- ARGV[2]  what, 'due' (next due <= now), 'all' (by next due) or 'names' (ARGV[5..])
+-- ARGV[3]  offset, into the index for 'due' and 'all' (integer >= 0)
 -- ARGV[4]  limit, most schedules read (integer >= 1)
--- ARGV[5..] names to read, for 'names' (strings)
+-- ARGV[5..] names, to read, for 'names' (strings)
 -- derives: leaseq:{<queue>}:schedule:<name>  HASH  each schedule read
 -- returns: flat array: now_ms, total schedules, then per schedule: name and its
 --          HGETALL as a nested array (empty if the schedule does not exist)
 -- errors: none
 --!include lib/now_ms.lua
 
-local index, meta = KEYS[1], KEYS[2]
-local prefix, what = ARGV[1], ARGV[2]
-local offset, limit = tonumber(ARGV[3]), tonumber(ARGV[4])
+local index, meta = K.schedules, K.meta
+local prefix, what = A.schedule_prefix, A.what
+local offset, limit = tonumber(A.offset), tonumber(A.limit)
 local now = now_ms(meta, true)
 local names
 if what == 'names' then
   names = {}
-  for i = 5, #ARGV do names[#names + 1] = ARGV[i] end
+  for i = TAIL.args, #ARGV do names[#names + 1] = ARGV[i] end
 elseif what == 'due' then
   names = redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', offset, limit)
 else

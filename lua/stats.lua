@@ -1,6 +1,7 @@
 -- stats.lua: one consistent snapshot of a queue's counts, read-only.
 -- transition: none (reads only)
 -- clock: server TIME (never behind the queue's meta clock), to count live succeeded rows and expired leases
+-- flags: no-writes (it only reads)
 -- KEYS[1]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
 -- KEYS[3]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
@@ -10,7 +11,9 @@
 -- KEYS[7]  leaseq:{<queue>}:meta       HASH  counters, clock
 -- KEYS[8]  leaseq:{<queue>}:limits     HASH  global limits: concurrency, rate, per_ms
 -- KEYS[9]  leaseq:{<queue>}:claims     ZSET  claim times of the rate span, score = ms epoch
--- ARGV[1]  job key prefix, 'leaseq:{<queue>}:job:' (string)
+-- KEYS[10]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[11]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  soon_ms, the window for "leases expiring soon" (integer ms >= 0)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest pending job's row;
 --          leaseq:{<queue>}:groups  ZSET  and leaseq:{<queue>}:group_held  HASH (stem of KEYS[7])
@@ -25,14 +28,14 @@
 --!include lib/to_count.lua
 
 local pending, scheduled, active, succeeded, dead, cancelled, meta =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+  K.pending, K.scheduled, K.active, K.succeeded, K.dead, K.cancelled, K.meta
 local now = now_ms(meta, true)
 local oldest = -1
 -- The lowest score is the highest priority, not the oldest job; across
 -- priorities the oldest is not indexed, so this reads the head's row only.
 local head = redis.call('ZRANGE', pending, 0, 0)
 if #head > 0 then
-  oldest = tonumber(redis.call('HGET', ARGV[1] .. head[1], 'enqueued_at') or -1) or -1
+  oldest = tonumber(redis.call('HGET', A.job_prefix .. head[1], 'enqueued_at') or -1) or -1
 end
 local due = -1
 local nxt = redis.call('ZRANGE', scheduled, 0, 0, 'WITHSCORES')
@@ -46,12 +49,12 @@ local out = {
   redis.call('ZCARD', dead),
   redis.call('ZCOUNT', cancelled, '(' .. now, '+inf'),
   redis.call('ZCOUNT', active, '-inf', now),
-  redis.call('ZCOUNT', active, '(' .. now, now + tonumber(ARGV[2])),
+  redis.call('ZCOUNT', active, '(' .. now, now + tonumber(A.soon_ms)),
   oldest,
   due,
 }
 -- The global limits and how close the queue is to them (issue 11).
-local lim = redis.call('HMGET', KEYS[8], 'concurrency', 'rate', 'per_ms')
+local lim = redis.call('HMGET', K.limits, 'concurrency', 'rate', 'per_ms')
 -- As claim reads them (lib/apply_limits.lua): a field that is not decimal digits is no limit.
 -- A rate counts only with its span, and the span only with a rate (as claim reads them).
 local rate, per = to_count(lim[2]), to_count(lim[3])
@@ -60,12 +63,11 @@ if not per then rate = nil end
 out[#out + 1] = to_count(lim[1]) or -1
 out[#out + 1] = rate or -1
 out[#out + 1] = per or -1
-out[#out + 1] = per and redis.call('ZCOUNT', KEYS[9], '(' .. (now - per), '+inf') or -1
+out[#out + 1] = per and redis.call('ZCOUNT', K.claims, '(' .. (now - per), '+inf') or -1
 -- Fair groups: the per-group limit, groups in the rotation, groups held at it.
-local stem = string.sub(meta, 1, -5)
-out[#out + 1] = to_count(redis.call('HGET', KEYS[8], 'group_concurrency')) or -1
-out[#out + 1] = redis.call('ZCARD', stem .. 'groups')
-out[#out + 1] = #redis.call('HGETALL', stem .. 'group_held') / 2 -- no SCARD/HLEN: see limits.lua
+out[#out + 1] = to_count(redis.call('HGET', K.limits, 'group_concurrency')) or -1
+out[#out + 1] = redis.call('ZCARD', K.groups)
+out[#out + 1] = #redis.call('HGETALL', K.group_held) / 2 -- no SCARD/HLEN: see limits.lua
 local m = redis.call('HGETALL', meta)
 for i = 1, #m do out[#out + 1] = m[i] end
 return out

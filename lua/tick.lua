@@ -1,14 +1,21 @@
 -- tick.lua: turn each due schedule into exactly one job and move it to its next due time.
 -- transition: (none) -> pending, one job per schedule whose due time has come
 -- clock: server TIME (never behind the queue's meta clock), which alone decides that a schedule is due
+-- flags: none (it adds work: a full server refuses it whole, before it writes)
 -- KEYS[1]  leaseq:{<queue>}:schedules  ZSET  schedule names, score = next due ms epoch
 -- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters, seq, clock
 -- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
 -- KEYS[5]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
--- ARGV[1]  schedule key prefix, 'leaseq:{<queue>}:schedule:' (string)
--- ARGV[2]  job key prefix, 'leaseq:{<queue>}:job:' (string)
--- ARGV[3..] four values per schedule: name; the stamp read (version:last_fired);
+-- KEYS[6]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[7]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- ARGV[1]  schedule_prefix, the schedule key prefix 'leaseq:{<queue>}:schedule:' (string)
+-- ARGV[2]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
+-- ARGV[3]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
+--          the ZSET group_prefix .. <name>
+-- ARGV[4]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
+--          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
+-- ARGV[5..] schedules, four values per schedule: name; the stamp read (version:last_fired);
 --           the due time read (ms epoch); the due time after it (ms epoch, computed by
 --           the client from the definition, after both that due time and the clock
 --           read; -1 parks a schedule whose definition cannot be read)
@@ -25,12 +32,12 @@
 --!include lib/push_pending.lua
 --!include lib/reserve_incarnations.lua
 
-local index, pending, meta, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local schedule_prefix, job_prefix = ARGV[1], ARGV[2]
+local index, pending, meta, wake = K.schedules, K.pending, K.meta, K.wake
+local schedule_prefix, job_prefix = A.schedule_prefix, A.job_prefix
 local now = now_ms(meta)
 local created, moved = 0, 0
-local log = event_log(KEYS[5], nil, meta)
-for i = 3, #ARGV, 4 do
+local log = event_log(K.events, nil, meta)
+for i = TAIL.args, #ARGV, 4 do
   local name, stamp, due, after = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
   local key = schedule_prefix .. name
   local row = {}
@@ -67,9 +74,9 @@ for i = 3, #ARGV, 4 do
           'payload', row[4], 'enqueued_at', now, 'schedule', name, 'due_at', due,
           'incarnation', string.format('%d', incarnation))
         if priority > 0 then redis.call('HSET', job, 'priority', priority) end
-        push_pending(pending, meta, wake, job, id, priority)
+        push_pending(pending, K, job, id, priority)
         log_event(log, 'new', 'pending', id, 0)
-        bump_counter(meta, 'enqueued', 1, now)
+        bump_counter(K, 'enqueued', 1, now)
         created = created + 1
       end
       redis.call('HSET', key, 'last_fired', due, 'next_due', after)

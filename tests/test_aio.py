@@ -46,6 +46,7 @@ from tests import (
     test_schedules,
     test_scripts,
     test_smoke,
+    test_states,
     test_store,
     test_tracing,
     test_validation,
@@ -83,6 +84,7 @@ SUITE_MODULES = (
     test_discovery,
     test_events,
     test_tracing,
+    test_states,
 )
 # Queue cases of the sync suite that do NOT run here, each with the reason.
 # A case missing from both the async run and this list fails

@@ -21,7 +21,7 @@ NAMES = sorted(p.stem for p in LUA.glob("*.lua"))
 LIBS = sorted(p.stem for p in (LUA / "lib").glob("*.lua"))
 
 # The header, line by line: each entry is (label, how many lines may carry it).
-ORDER = ["summary", "transition", "clock", "KEYS", "ARGV", "derives", "returns", "errors"]
+ORDER = ["summary", "transition", "clock", "flags", "KEYS", "ARGV", "derives", "returns", "errors"]
 
 
 def header(name: str) -> list[str]:
@@ -44,7 +44,7 @@ def label(line: str, name: str) -> str:
     for word in ("KEYS", "ARGV"):
         if re.match(rf"{word}\[\d+(\.\.)?\]\s+\S", line):
             return word
-    found = re.match(r"(transition|clock|derives|returns|errors): \S", line)
+    found = re.match(r"(transition|clock|flags|derives|returns|errors): \S", line)
     assert found, f"lua/{name}.lua: header line not understood: {line!r}"
     return found.group(1)
 
@@ -68,7 +68,7 @@ def test_header_has_every_part_in_order(name: str) -> None:
     missing = set(ORDER) - set(labels) - {"ARGV"}
     assert not missing, f"lua/{name}.lua header lacks {sorted(missing)}"
     assert labels.count("summary") == 1
-    for single in ("transition", "clock", "derives", "returns", "errors"):
+    for single in ("transition", "clock", "flags", "derives", "returns", "errors"):
         assert labels.count(single) == 1, f"lua/{name}.lua: one {single} line"
 
 
@@ -86,6 +86,15 @@ def _documented(name: str, word: str) -> tuple[list[int], int | None]:
     return fixed, tail
 
 
+def body_of(name: str) -> str:
+    """The code of lua/<name>.lua as it runs, libraries included, without the
+    prologue the loader adds (its K and A tables)."""
+    source = SCRIPTS[name].plain
+    return code(
+        "\n".join(line for line in source.splitlines() if not line.startswith("local K = {"))
+    )
+
+
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("word", ["KEYS", "ARGV"])
 def test_header_documents_every_key_and_arg_the_body_uses(name: str, word: str) -> None:
@@ -93,18 +102,66 @@ def test_header_documents_every_key_and_arg_the_body_uses(name: str, word: str) 
     assert fixed == list(range(1, len(fixed) + 1)), f"lua/{name}.lua: {word} not numbered 1..n"
     if tail is not None:
         assert tail == len(fixed) + 1
-    used = {int(n) for n in re.findall(rf"\b{word}\[(\d+)\]", code(SCRIPTS[name].source))}
-    undocumented = {n for n in used if n not in fixed and (tail is None or n < tail)}
-    assert not undocumented, f"lua/{name}.lua uses undocumented {word}{sorted(undocumented)}"
-    unused = set(fixed) - used
-    assert not unused, f"lua/{name}.lua documents {word}{sorted(unused)} but never reads them"
+    body = body_of(name)
+    # By name only: K.<key> (or a key stem of ARGV), A.<argument>; a tail by TAIL.
+    literal = re.findall(rf"\b{word}\[\d+\]", body.split("local TAIL = {", 1)[1])
+    assert not literal, f"lua/{name}.lua reads {literal}: use the header's names (K., A.)"
+    shape = SCRIPTS[name].shape
+    if word == "KEYS":
+        declared = {k.member for k in shape.keys} | {a for a in shape.args if a.endswith("_prefix")}
+        used = set(re.findall(r"\bK\.(\w+)", body))
+        used |= {a for a in declared if a.endswith("_prefix") and f"A.{a}" in body}
+    else:
+        declared = set(shape.args)
+        used = set(re.findall(r"\bA\.(\w+)", body))
+        used |= {a for a in declared if a.endswith("_prefix") and f"K.{a}" in body}
+    undeclared = used - declared
+    assert not undeclared, f"lua/{name}.lua (or a library it includes) uses {sorted(undeclared)}"
+    unused = declared - used
+    assert not unused, f"lua/{name}.lua declares {word} {sorted(unused)} but never reads them"
+    if tail is not None:
+        field = "keys" if word == "KEYS" else "args"
+        assert f"TAIL.{field}" in body, f"lua/{name}.lua never reads its {word} tail"
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_documented_key_count_matches_the_python_caller(name: str) -> None:
-    fixed, tail = _documented(name, "KEYS")
-    assert len(fixed) == SCRIPTS[name].keys
-    assert (tail is not None) == SCRIPTS[name].variadic_keys
+def test_the_shape_is_read_from_the_header(name: str) -> None:
+    """The header is the one declaration: the loader's shape is exactly it."""
+    shape = SCRIPTS[name].shape
+    for word, names, tail in (
+        ("KEYS", shape.keys, shape.key_tail),
+        ("ARGV", shape.args, shape.arg_tail),
+    ):
+        fixed, documented_tail = _documented(name, word)
+        assert len(fixed) == len(names)
+        assert (documented_tail is not None) == tail
+    flags = next(line for line in header(name) if line.startswith("flags:"))
+    assert flags.split()[1] == (shape.flags or "none")
+
+
+@pytest.mark.parametrize("path", sorted(LUA.rglob("*.lua")), ids=lambda p: p.name)
+def test_no_lua_file_derives_a_key_from_another_keys_name(path: Path) -> None:
+    """Every key a script touches comes in KEYS, or is a stem from ARGV (built by
+    leaseq.store.keys) followed by an id or bucket; none is cut out of another."""
+    body = code(path.read_text())
+    # The names bound to keys: K entries and the locals assigned from them.
+    keys = {"K", "KEYS"}
+    for names, values in re.findall(r"local ([\w, ]+) =\s*((?:K\.\w+|KEYS\[\d+\])[^\n]*)", body):
+        bound = [n.strip() for n in names.split(",")]
+        for n, value in zip(bound, values.split(","), strict=False):
+            if re.match(r"\s*(K\.\w+|KEYS\[)", value):
+                keys.add(n)
+    for first in re.findall(r"string\.sub\(\s*([\w.\[\]]+)", body):
+        assert first.split(".")[0].split("[")[0] not in keys, f"{path.name} cuts the key {first}"
+    for name in re.findall(r"\bK\.(\w+)\s*\.\.", body):
+        assert name.endswith("_prefix"), f"{path.name} appends to the key K.{name}"
+    assert not re.search(r"\b(KEYS|ARGV)\[[^\]]*\]\s*\.\.\s*'", body), f"{path.name} builds a key"
+    if path.parent.name == "lib":
+        signature = re.search(r"local function \w+\(([^)]*)\)", body)
+        uses_k = re.search(r"\bK\.", body)
+        assert not uses_k or (
+            signature and "K" in [a.strip() for a in signature.group(1).split(",")]
+        ), f"{path.name} reads the caller's K: take it as an argument"
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -86,12 +86,7 @@ class AdminCalls(QueueSettings):
                 raise admin_error("cancel", job_id, reply)
             return int(reply[1]) == 1
 
-        return Call(
-            SCRIPTS["cancel"],
-            (k.job(job_id), k.pending, k.scheduled, k.cancelled, k.meta, k.done, k.events),
-            (job_id, self.keep_ms),
-            parse,
-        )
+        return SCRIPTS["cancel"].call(k, parse, at={"id": job_id}, id=job_id, keep_ms=self.keep_ms)
 
     def retry(self, job_id: str, attempts: int | None) -> Call[int]:
         job_id = check_job_id(job_id)
@@ -107,12 +102,7 @@ class AdminCalls(QueueSettings):
                 raise admin_error("retry", job_id, reply)
             return int(reply[1])
 
-        return Call(
-            SCRIPTS["retry"],
-            (k.job(job_id), k.dead, k.pending, k.meta, k.wake, k.events),
-            (job_id, extra),
-            parse,
-        )
+        return SCRIPTS["retry"].call(k, parse, at={"id": job_id}, id=job_id, extra=extra)
 
     def purge(
         self, state: State | str, cursor: Cursor = START, limit: int = PURGE_LIMIT
@@ -129,11 +119,16 @@ class AdminCalls(QueueSettings):
                 "active jobs cannot be purged: their leases are held "
                 "(let them finish, or reap them once expired)"
             )
-        return Call(
-            SCRIPTS["purge"],
-            (self.keys.index(st.value), self.keys.meta, self.keys.events, self.keys.done),
-            (self.keys.job_prefix, st.value, limit, *cursor),
+        upto, after, skip = cursor
+        return SCRIPTS["purge"].call(
+            self.keys,
             Page.parse,
+            at={"state": st.value},
+            state=st.value,
+            limit=limit,
+            upto=upto,
+            after=after,
+            skip=skip,
         )
 
     def retry_page(
@@ -149,12 +144,16 @@ class AdminCalls(QueueSettings):
             if attempts is None
             else v.integer(attempts, "attempts", 1, v.MAX_ATTEMPTS)
         )
-        k = self.keys
-        return Call(
-            SCRIPTS["retry_all"],
-            (k.dead, k.pending, k.meta, k.wake, k.events),
-            (k.job_prefix, extra, limit, check_job_id(op, "operation id"), *cursor),
+        upto, after, skip = cursor
+        return SCRIPTS["retry_all"].call(
+            self.keys,
             Page.parse,
+            extra=extra,
+            limit=limit,
+            op=check_job_id(op, "operation id"),
+            upto=upto,
+            after=after,
+            skip=skip,
         )
 
     def reset_clock(self) -> Call[tuple[float | None, float]]:
@@ -165,7 +164,7 @@ class AdminCalls(QueueSettings):
             floor = int(r[0])
             return (None if floor < 0 else floor / 1000.0), int(r[1]) / 1000.0
 
-        return Call(SCRIPTS["reset_clock"], (self.keys.meta,), (), parse)
+        return SCRIPTS["reset_clock"].call(self.keys, parse)
 
 
 Run = Generator[Call[Page], Page, "OpResult"]

@@ -23,18 +23,12 @@ DROP_LIMIT = 1000
 def pause(core: QueueCore) -> Call[bool]:
     """Set the queue's paused flag: claims lease nothing until ``resume``.
     The call's reply is True when it paused now, False when already paused."""
-    return Call(SCRIPTS["pause"], (core.keys.meta,), (), lambda r: int(r[0]) == 1)
+    return SCRIPTS["pause"].call(core.keys, lambda r: int(r[0]) == 1)
 
 
 def resume(core: QueueCore) -> Call[bool]:
     """Clear the paused flag and wake blocked claimers; True when it was paused."""
-    k = core.keys
-    return Call(
-        SCRIPTS["resume"],
-        (k.meta, k.pending, k.scheduled, k.wake),
-        (),
-        lambda r: int(r[0]) == 1,
-    )
+    return SCRIPTS["resume"].call(core.keys, lambda r: int(r[0]) == 1)
 
 
 def delete(core: QueueCore, job_id: str) -> Call[str]:
@@ -52,11 +46,7 @@ def delete(core: QueueCore, job_id: str) -> Call[str]:
             raise admin_error("delete", job_id, reply)
         return as_text(reply[1])
 
-    keys = (
-        *(k.job(job_id), k.pending, k.scheduled, k.succeeded, k.dead, k.cancelled),
-        *(k.meta, k.events, k.done),
-    )
-    return Call(SCRIPTS["delete"], keys, (job_id,), parse)
+    return SCRIPTS["delete"].call(k, parse, at={"id": job_id}, id=job_id)
 
 
 def drop(core: QueueCore, force: bool, limit: int = DROP_LIMIT) -> Call[tuple[int, int]]:
@@ -74,11 +64,7 @@ def drop(core: QueueCore, force: bool, limit: int = DROP_LIMIT) -> Call[tuple[in
             raise admin_error("drop", f"(queue {core.name})", reply)
         return int(reply[1]), int(reply[2])
 
-    keys = (
-        *(k.pending, k.scheduled, k.active, k.succeeded, k.dead, k.cancelled),
-        *(k.meta, k.wake, k.done, k.events),
-    )
-    return Call(SCRIPTS["drop"], keys, (k.job_prefix, limit, 1 if force else 0), parse)
+    return SCRIPTS["drop"].call(k, parse, limit=limit, force=1 if force else 0)
 
 
 def run_now(core: QueueCore, job_id: str) -> Call[None]:
@@ -91,5 +77,4 @@ def run_now(core: QueueCore, job_id: str) -> Call[None]:
         if as_text(reply[0]) != "OK":
             raise admin_error("run_now", job_id, reply)
 
-    keys = (k.job(job_id), k.scheduled, k.pending, k.meta, k.wake, k.events)
-    return Call(SCRIPTS["run_now"], keys, (job_id,), parse)
+    return SCRIPTS["run_now"].call(k, parse, at={"id": job_id}, id=job_id)

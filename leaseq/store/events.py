@@ -207,14 +207,15 @@ def _parse_settings(reply: list[Any]) -> EventSettings:
     )
 
 
-def _call(core: QueueCore, args: tuple[str, ...]) -> Call[EventSettings]:
-    k = core.keys
-    return Call(SCRIPTS["events"], (k.meta, k.events), args, _parse_settings)
+def _call(core: QueueCore, action: str, enabled: str = "", maxlen: str = "") -> Call[EventSettings]:
+    return SCRIPTS["events"].call(
+        core.keys, _parse_settings, action=action, enabled=enabled, maxlen=maxlen
+    )
 
 
 def read_settings(core: QueueCore) -> Call[EventSettings]:
     """The queue's event switch, bound and stream extent, in one call."""
-    return _call(core, ("get",))
+    return _call(core, "get")
 
 
 def set_settings(core: QueueCore, enabled: bool | None, maxlen: int | None) -> Call[EventSettings]:
@@ -224,7 +225,7 @@ def set_settings(core: QueueCore, enabled: bool | None, maxlen: int | None) -> C
         raise InvalidArgument(f"enabled must be True, False or None, not {enabled!r}")
     switch = "" if enabled is None else ("on" if enabled else "off")
     bound = "" if maxlen is None else str(v.integer(maxlen, "maxlen", 1, MAX_MAXLEN))
-    return _call(core, ("set", switch, bound))
+    return _call(core, "set", switch, bound)
 
 
 FOLLOW_SLICE = 5.0

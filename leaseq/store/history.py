@@ -55,8 +55,9 @@ class History(msgspec.Struct, frozen=True, kw_only=True):
 
 def read(core: QueueCore) -> Call[History]:
     """The call that reads the queue's history buckets."""
-    args = (core.keys.history_prefix, HOUR, TEN_MINUTES)
-    return Call(SCRIPTS["history"], (core.keys.meta,), args, lambda r: _parse(core.name, r))
+    return SCRIPTS["history"].call(
+        core.keys, lambda r: _parse(core.name, r), minutes=HOUR, tens=TEN_MINUTES
+    )
 
 
 def _counts(flat: Any) -> dict[str, int]:

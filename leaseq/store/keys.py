@@ -227,14 +227,18 @@ class QueueKeys:
 
     @property
     def groups(self) -> str:
-        """ZSET of the fair groups with ready jobs; score = round-robin turn (meta ``gseq``).
-
-        Scripts derive this and the other group keys from the meta key's stem."""
+        """ZSET of the fair groups with ready jobs; score = round-robin turn (meta ``gseq``)."""
         return self.stem + "groups"
 
     def group(self, name: str) -> str:
         """ZSET of one group's ready ids; score = priority * 2**33 + FIFO sequence."""
         return self.stem + "group:" + name
+
+    @property
+    def group_prefix(self) -> str:
+        """What scripts prepend to a group's name to get its ready ZSET,
+        ``{prefix}:{<queue>}:group:`` (passed in ARGV: group names are data)."""
+        return self.stem + "group:"
 
     @property
     def group_active(self) -> str:

@@ -80,9 +80,14 @@ class LeaseCalls(QueueSettings):
         lease_ms = self.lease_ms(ttl)
         who = self.worker_id if worker is None else check_job_id(worker, "worker id")
         first = count if started is None else min(v.integer(started, "started", 0, 10**9), count)
-        args = (self.keys.job_prefix, count, lease_ms, who, SWEEP_LIMIT, first)
-        return Call(
-            SCRIPTS["claim"], self._claim_keys, args, lambda reply: self._parse_claim(reply, who)
+        return SCRIPTS["claim"].call(
+            self.keys,
+            lambda reply: self._parse_claim(reply, who),
+            count=count,
+            lease_ms=lease_ms,
+            worker=who,
+            sweep=SWEEP_LIMIT,
+            started=first,
         )
 
     def _parse_claim(self, reply: list[Any], worker: str) -> Claimed:
@@ -136,14 +141,14 @@ class LeaseCalls(QueueSettings):
         ``started[i]``: lease i was prefetched and its handler has now started."""
         lease_ms = self.lease_ms(ttl)
         k = self.keys
-        keys = [k.active, k.meta]
         if started is not None and len(started) != len(leases):
             raise InvalidArgument(f"{len(started)} started flags for {len(leases)} leases")
         flags = "" if started is None else "".join("1" if s else "0" for s in started)
-        args: list[str | bytes | int] = [lease_ms, self.lease_cap_ms, flags]
+        jobs: list[str] = []
+        items: list[str | bytes | int] = []
         for lease in leases:
-            keys.append(k.job(lease.id))
-            args += (lease.id, lease.attempt, lease.incarnation)
+            jobs.append(k.job(lease.id))
+            items += (lease.id, lease.attempt, lease.incarnation)
 
         def parse(reply: list[Any]) -> list[Lease | LeaseLost]:
             return [
@@ -153,7 +158,15 @@ class LeaseCalls(QueueSettings):
                 for lease, item in zip(leases, reply, strict=True)
             ]
 
-        return Call(SCRIPTS["extend"], keys, args, parse)
+        return SCRIPTS["extend"].call(
+            k,
+            parse,
+            key_tail=jobs,
+            arg_tail=items,
+            lease_ms=lease_ms,
+            cap_ms=self.lease_cap_ms,
+            started=flags,
+        )
 
     def extend_calls(
         self, leases: Sequence[Lease], ttl: float, started: Sequence[bool] | None = None
@@ -193,8 +206,8 @@ class LeaseCalls(QueueSettings):
         item i's completion, in the same script; the reply raises InvalidArgument
         when one cannot apply (that item is then left active, its lease held)."""
         k = self.keys
-        keys = list(self._complete_keys)
-        args: list[str | bytes | int] = [self.keep_ms, self.keep_count, k.job_prefix, len(leases)]
+        keys: list[str] = []
+        args: list[str | bytes | int] = []
         effect_keys: list[str] = []
         effect_args: list[str | bytes | int] = []
         encode = self.codec.encode
@@ -227,7 +240,15 @@ class LeaseCalls(QueueSettings):
                 if as_text(item[0]) != "OK"
             ]
 
-        return Call(SCRIPTS["complete"], keys, args, parse)
+        return SCRIPTS["complete"].call(
+            k,
+            parse,
+            key_tail=keys,
+            arg_tail=args,
+            keep_ms=self.keep_ms,
+            keep_count=self.keep_count,
+            n=len(leases),
+        )
 
     def fail(self, lease: Lease, error: object, retry_in: float | None, dead: bool) -> Call[State]:
         k = self.keys
@@ -238,22 +259,16 @@ class LeaseCalls(QueueSettings):
                 raise refusal("fail", lease.id, lease.attempt, reply, lease.incarnation)
             return State(as_text(reply[1]))
 
-        args = (
-            lease.id,
-            lease.attempt,
-            lease.incarnation,
-            v.text(error, "error", ERROR_LIMIT),
-            retry_ms,
-            1 if dead else 0,
-        )
-        return Call(
-            SCRIPTS["fail"],
-            (
-                *(k.job(lease.id), k.active, k.pending, k.scheduled, k.dead, k.meta, k.wake),
-                *(k.done, k.events),
-            ),
-            args,
+        return SCRIPTS["fail"].call(
+            k,
             parse,
+            at={"id": lease.id},
+            id=lease.id,
+            token=lease.attempt,
+            incarnation=lease.incarnation,
+            error=v.text(error, "error", ERROR_LIMIT),
+            retry_ms=retry_ms,
+            dead_now=1 if dead else 0,
         )
 
     def release(self, lease: Lease) -> Call[None]:
@@ -265,11 +280,13 @@ class LeaseCalls(QueueSettings):
             if as_text(reply[0]) != "OK":
                 raise refusal("release", lease.id, lease.attempt, reply, lease.incarnation)
 
-        return Call(
-            SCRIPTS["release"],
-            (k.job(lease.id), k.active, k.pending, k.meta, k.wake, k.events),
-            (lease.id, lease.attempt, lease.incarnation),
+        return SCRIPTS["release"].call(
+            k,
             parse,
+            at={"id": lease.id},
+            id=lease.id,
+            token=lease.attempt,
+            incarnation=lease.incarnation,
         )
 
     def once(self, lease: Lease, name: str) -> Call[bool]:
@@ -280,11 +297,13 @@ class LeaseCalls(QueueSettings):
                 raise refusal("once", lease.id, lease.attempt, reply, lease.incarnation)
             return int(reply[1]) == 1
 
-        return Call(
-            SCRIPTS["once"],
-            (self.keys.job(lease.id),),
-            (lease.attempt, lease.incarnation, marker),
+        return SCRIPTS["once"].call(
+            self.keys,
             parse,
+            at={"id": lease.id},
+            token=lease.attempt,
+            incarnation=lease.incarnation,
+            name=marker,
         )
 
     def progress(self, lease: Lease, value: Any) -> Call[None]:
@@ -301,19 +320,18 @@ class LeaseCalls(QueueSettings):
             if as_text(reply[0]) != "OK":
                 raise refusal("progress", lease.id, lease.attempt, reply, lease.incarnation)
 
-        return Call(
-            SCRIPTS["progress"],
-            (self.keys.job(lease.id),),
-            (lease.attempt, lease.incarnation, text),
+        return SCRIPTS["progress"].call(
+            self.keys,
             parse,
+            at={"id": lease.id},
+            token=lease.attempt,
+            incarnation=lease.incarnation,
+            value=text,
         )
 
     def reap(self, limit: int = REAP_LIMIT) -> Call[tuple[int, int, bool]]:
-        return Call(
-            SCRIPTS["reap"],
-            self._reap_keys,
-            (self.keys.job_prefix, limit),
-            lambda r: (int(r[0]), int(r[1]), int(r[2]) == 1),
+        return SCRIPTS["reap"].call(
+            self.keys, lambda r: (int(r[0]), int(r[1]), int(r[2]) == 1), limit=limit
         )
 
 

@@ -87,14 +87,13 @@ def _parse(reply: list[Any]) -> Limits:
     )
 
 
-def _call(core: QueueCore, args: list[str | int]) -> Call[Limits]:
-    k = core.keys
-    return Call(SCRIPTS["limits"], (k.limits, k.active, k.claims, k.meta, k.wake), args, _parse)
+def _call(core: QueueCore, action: str, fields: list[str | int]) -> Call[Limits]:
+    return SCRIPTS["limits"].call(core.keys, _parse, arg_tail=fields, action=action)
 
 
 def read_limits(core: QueueCore) -> Call[Limits]:
     """The queue's limits and usage, in one read-only call."""
-    return _call(core, ["get"])
+    return _call(core, "get", [])
 
 
 def set_limits(
@@ -109,7 +108,7 @@ def set_limits(
     ``rate`` without ``per`` counts per second; ``rate=None`` also drops ``per``.
     Raises InvalidArgument before writing anything.
     """
-    args: list[str | int] = ["set"]
+    args: list[str | int] = []
     if concurrency is not UNSET:
         args += ["concurrency", _count(concurrency, "concurrency")]
     if per is not UNSET and rate is UNSET:
@@ -125,7 +124,7 @@ def set_limits(
             args += ["rate", _count(rate, "rate"), "per_ms", per_ms]
     if group_concurrency is not UNSET:
         args += ["group_concurrency", _count(group_concurrency, "group_concurrency")]
-    return _call(core, args)
+    return _call(core, "set", args)
 
 
 def _count(value: object, name: str) -> str | int:

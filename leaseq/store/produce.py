@@ -65,16 +65,15 @@ class EnqueueCalls(QueueSettings):
             if max_attempts is None
             else v.integer(max_attempts, "max_attempts", 1, v.MAX_ATTEMPTS)
         )
-        head = (
-            self.keys.job_prefix,
-            attempts,
-            v.delay_ms(options.get("delay")),
-            v.integer(options.get("priority", 0), "priority", 0, v.MAX_PRIORITY),
-            "" if group is None else check_group(group),
-            "" if kind is None else check_job_id(kind, "kind"),
-            v.timeout_ms(options.get("timeout")),
-            traceparent and check_traceparent(traceparent),
-        )
+        head: dict[str, Any] = {  # the ARGV of every chunk, by name
+            "max_attempts": attempts,
+            "delay_ms": v.delay_ms(options.get("delay")),
+            "priority": v.integer(options.get("priority", 0), "priority", 0, v.MAX_PRIORITY),
+            "group": "" if group is None else check_group(group),
+            "kind": "" if kind is None else check_job_id(kind, "kind"),
+            "timeout_ms": v.timeout_ms(options.get("timeout")),
+            "traceparent": traceparent and check_traceparent(traceparent),
+        }
         fresh = iter(new_job_ids(sum(1 for i in ids if i is None) if ids else len(payloads)))
         job_ids = [
             next(fresh) if ids is None or ids[i] is None else check_job_id(ids[i])
@@ -82,11 +81,12 @@ class EnqueueCalls(QueueSettings):
         ]
         encode = self.codec.encode
         calls: list[Call[list[int]]] = []
+        script, keys = SCRIPTS["enqueue"], self.keys
         for start in range(0, len(payloads), ENQUEUE_CHUNK):
-            args: list[str | bytes | int] = list(head)
+            jobs: list[str | bytes | int] = []
             for i in range(start, min(start + ENQUEUE_CHUNK, len(payloads))):
-                args += (job_ids[i], encode(payloads[i]))
-            calls.append(Call(SCRIPTS["enqueue"], self._enqueue_keys, args, as_ints))
+                jobs += (job_ids[i], encode(payloads[i]))
+            calls.append(script.call(keys, as_ints, arg_tail=jobs, **head))
         return job_ids, calls
 
 

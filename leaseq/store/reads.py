@@ -63,7 +63,7 @@ class ReadCalls(QueueSettings):
                 groups_held=int(r[17]),
             )
 
-        return Call(SCRIPTS["stats"], self._stats_keys, (self.keys.job_prefix, soon_ms), parse)
+        return SCRIPTS["stats"].call(self.keys, parse, soon_ms=soon_ms)
 
     # -- reading rows -------------------------------------------------------
 

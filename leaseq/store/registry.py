@@ -75,36 +75,43 @@ def register(
     """Write (or refresh) ``worker``'s row, to live ``ttl`` seconds."""
     worker = check_job_id(worker, "worker id")
     ttl_ms = v.seconds_to_ms(ttl, "ttl", minimum_ms=1, maximum=86_400.0)
-    args = (
-        worker,
-        ttl_ms,
-        socket.gethostname(),
-        os.getpid(),
-        core.name,
-        v.integer(concurrency, "concurrency", 0, v.MAX_CONCURRENCY),
-        v.integer(done, "done", 0, 2**62),
-        v.integer(running, "running", 0, 2**62),
+    return SCRIPTS["register"].call(
+        core.keys,
+        _none,
+        at={"id": worker},
+        id=worker,
+        ttl_ms=ttl_ms,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        queue=core.name,
+        concurrency=v.integer(concurrency, "concurrency", 0, v.MAX_CONCURRENCY),
+        done=v.integer(done, "done", 0, 2**62),
+        running=v.integer(running, "running", 0, 2**62),
     )
-    return Call(SCRIPTS["register"], _keys(core, worker), args, _none)
 
 
 def unregister(core: QueueCore, worker: str) -> Call[None]:
     """Remove ``worker``'s row now (a clean stop)."""
     worker = check_job_id(worker, "worker id")
-    args = (worker, 0, "", 0, core.name, 0, 0, 0)
-    return Call(SCRIPTS["register"], _keys(core, worker), args, _none)
+    return SCRIPTS["register"].call(
+        core.keys,
+        _none,
+        at={"id": worker},
+        id=worker,
+        ttl_ms=0,
+        host="",
+        pid=0,
+        queue=core.name,
+        concurrency=0,
+        done=0,
+        running=0,
+    )
 
 
 def list_workers(core: QueueCore, limit: int = LIST_LIMIT) -> Call[list[WorkerInfo]]:
     """The live workers of the queue, oldest index entry first."""
-    k = core.keys
     limit = v.integer(limit, "limit", 1, LIST_LIMIT)
-    return Call(SCRIPTS["workers"], (k.meta, k.workers), (k.worker_prefix, limit), _parse_list)
-
-
-def _keys(core: QueueCore, worker: str) -> tuple[str, str, str]:
-    k = core.keys
-    return (k.meta, k.workers, k.worker(worker))
+    return SCRIPTS["workers"].call(core.keys, _parse_list, limit=limit)
 
 
 def _none(reply: Any) -> None:

@@ -142,11 +142,8 @@ def _read(
             found.append((as_text(reply[i]), fields))
         return int(reply[0]), int(reply[1]), found
 
-    return Call(
-        SCRIPTS["schedules"],
-        (k.schedules, k.meta),
-        (k.schedule_prefix, what, offset, limit, *names),
-        parse,
+    return SCRIPTS["schedules"].call(
+        k, parse, arg_tail=list(names), what=what, offset=offset, limit=limit
     )
 
 
@@ -255,22 +252,20 @@ def schedule(
         created = _int(fields, "created_at")
         anchor = _int(fields, "last_fired") or created or now
         due = next_due(cron, tz, every_ms or None, anchor, now)
-        reply = yield Call(
-            SCRIPTS["schedule"],
-            (k.schedules, k.schedule(name), k.meta),
-            (
-                name,
-                encoded,
-                cron or "",
-                tz or "",
-                every_ms,
-                attempts,
-                prio,
-                due,
-                _stamp(fields),
-                created or now,
-            ),
+        reply = yield SCRIPTS["schedule"].call(
+            k,
             lambda r: r,
+            at={"name": name},
+            name=name,
+            payload=encoded,
+            cron=cron or "",
+            tz=tz or "",
+            every_ms=every_ms,
+            max_attempts=attempts,
+            priority=prio,
+            next_due=due,
+            stamp=_stamp(fields),
+            created_at=created or now,
         )
         if as_text(reply[0]) == "OK":
             _now, _total, found = yield _read(core, "names", 0, 1, (name,))
@@ -281,12 +276,8 @@ def schedule(
 def unschedule(core: QueueCore, name: str) -> Call[bool]:
     """Remove schedule ``name``; True if it existed."""
     check_queue_name(name, "schedule name")
-    k = core.keys
-    return Call(
-        SCRIPTS["unschedule"],
-        (k.schedules, k.schedule(name)),
-        (name,),
-        lambda r: int(r) == 1,
+    return SCRIPTS["unschedule"].call(
+        core.keys, lambda r: int(r) == 1, at={"name": name}, name=name
     )
 
 
@@ -308,7 +299,7 @@ def tick(core: QueueCore) -> Steps[int]:
     made = 0
     for _ in range(MAX_TICK_ROUNDS):
         now, _total, found = yield _read(core, "due", 0, TICK_BATCH)
-        args: list[str | bytes | int] = [k.schedule_prefix, k.job_prefix]
+        args: list[str | bytes | int] = []
         for name, fields in found:
             # A stale entry or a damaged due time goes to the script too: it
             # drops the one and parks the other, so neither is read forever.
@@ -316,11 +307,9 @@ def tick(core: QueueCore) -> Steps[int]:
             after = -1 if due is None else _following(fields, due, now)
             raw_due = as_text(fields.get("next_due", b""))
             args += (name, _stamp(fields), raw_due, after)
-        if len(args) == 2:
+        if not args:
             return made
-        created, _moved = yield Call(
-            SCRIPTS["tick"], (k.schedules, k.pending, k.meta, k.wake, k.events), args, lambda r: r
-        )
+        created, _moved = yield SCRIPTS["tick"].call(k, lambda r: r, arg_tail=args)
         made += int(created)
         if len(found) < TICK_BATCH:
             return made

@@ -1,50 +1,241 @@
-"""Loading the Lua scripts in ``lua/``: include expansion, SHA, key counts.
+"""The Lua scripts in ``lua/``: loading, and each script's shape read from its header.
 
-A script pulls shared code in with a line ``--!include lib/<name>.lua``; a
-library file does the same for the libraries it calls, so each file lists
-only what it calls itself and ``load_source`` resolves the closure (as
-BullMQ's script loader does).
+**Includes.** A script pulls shared code in with a line ``--!include
+lib/<name>.lua``; a library file does the same for the libraries it calls, so
+each file lists only what it calls itself and ``load_source`` resolves the
+closure (as BullMQ's script loader does).
 
-Redis 7 reads flags from a first line ``#!lua flags=...``: the scripts that
-drain a queue (claim, complete, fail, ...) say ``allow-oom`` so that a full
-server (``maxmemory`` with ``noeviction``) still lets them run -- they are
-what frees memory -- while enqueue and retry, which add work, are refused
-whole before they write anything. Older servers and fakeredis's Lua do not
-know the shebang, so every script also has a ``plain`` twin without it; the
-runner (``_redis``) falls back to it on a server that cannot compile the
-first. The shebang is added here, from ``_SHAPES``, not written in the files.
+**Shapes.** A script's header (``-- KEYS[i]  <pattern>  <TYPE> ...`` and
+``-- ARGV[i]  <name>, ...`` lines, ``KEYS[i..]`` / ``ARGV[i..]`` for a
+variadic tail) is the one declaration of what it takes. The loader reads the
+names from it and puts them in the script as two tables, ``K`` (key name ->
+``KEYS[i]``) and ``A`` (argument name -> ``ARGV[i]``), with ``TAIL.keys`` and
+``TAIL.args`` where the tails start; ``Script.call`` builds the KEYS by the
+same names through ``leaseq.store.keys`` and orders the ARGV by name. So a key
+or an argument is added in one place, the header, and used by name on both
+sides.
+
+**Flags.** Redis 7 reads flags from a first line ``#!lua flags=...``; the
+header's ``-- flags:`` line says which. The scripts that drain a queue
+(claim, complete, fail, ...) say ``allow-oom`` so that a full server
+(``maxmemory`` with ``noeviction``) still lets them run -- they are what frees
+memory -- while enqueue and retry, which add work, are refused whole before
+they write anything. Older servers and fakeredis's Lua do not know the
+shebang, so every script also has a ``plain`` twin without it; the driver
+falls back to it on a server that cannot compile the first.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-__all__ = ["SCRIPTS", "Script", "lua_root", "load_source"]
+if TYPE_CHECKING:
+    from leaseq.store.keys import QueueKeys
+
+__all__ = ["SCRIPTS", "Call", "KeyName", "Script", "load_source", "lua_root", "shape"]
+
+R_co = TypeVar("R_co", covariant=True)
 
 _INCLUDE = re.compile(r"^--!include (\S+)[ \t]*(?:\n|$)", re.MULTILINE)
+_STEM = "leaseq:{<queue>}:"
+_PARAM_KEYS = {"<state>": ("index", "state")}
+"""Header patterns that name a key by a parameter rather than a fixed name."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeyName:
+    """One KEYS entry of a header: the ``QueueKeys`` member that builds it, and the
+    parameter it takes (``job:<id>`` -> ``job`` with ``id``; None: a fixed key)."""
+
+    member: str
+    param: str | None = None
+
+    @property
+    def lua(self) -> str:
+        """The entry's name in the script's ``K`` table."""
+        return self.member
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What a header declares: KEYS and ARGV names in order, their tails, the flags."""
+
+    keys: tuple[KeyName, ...]
+    key_tail: bool
+    args: tuple[str, ...]
+    arg_tail: bool
+    flags: str
 
 
 @dataclass(frozen=True, slots=True)
 class Script:
-    """One transition's script, ready to run by SHA."""
+    """One transition's script, ready to run by SHA, with the shape of its header."""
 
     name: str
     source: str
     sha: str
-    keys: int
-    """How many KEYS the caller passes (the fixed ones, for variadic scripts)."""
-    variadic_keys: bool = False
-    """True when job keys follow the fixed ones, one per item."""
-    flags: str = ""
-    """Redis 7 script flags (``allow-oom``, ``no-writes``); "" = none."""
+    shape: Shape
     plain: str = ""
     """The source without the ``#!lua`` line, for servers before Redis 7."""
     plain_sha: str = ""
+
+    @property
+    def flags(self) -> str:
+        """Redis 7 script flags (``allow-oom``, ``no-writes``); "" = none."""
+        return self.shape.flags
+
+    def call(
+        self,
+        keys: QueueKeys,
+        parse: Callable[[Any], R_co],
+        *,
+        at: Mapping[str, str] | None = None,
+        key_tail: Sequence[str] = (),
+        arg_tail: Sequence[str | bytes | int] = (),
+        **args: str | bytes | int,
+    ) -> Call[R_co]:
+        """The Call of this script for the queue of ``keys``: KEYS by the header's
+        names (``at`` gives the parameters, e.g. ``at={"id": job_id}`` for
+        ``job:<id>``), then ``key_tail``; ARGV by name, then ``arg_tail``. An
+        argument ending in ``_prefix`` that is not given comes from ``keys``
+        (``job_prefix``, ``group_prefix``, ...). A missing or unknown name is a
+        TypeError: a bug in the caller, caught by the first test that runs it."""
+        shape = self.shape
+        key_list = list(_fixed_keys(keys, self.name))
+        if at is not None:
+            for i, name in enumerate(shape.keys):
+                if name.param is not None:
+                    key_list[i] = getattr(keys, name.member)(at[name.param])
+        elif any(name.param for name in shape.keys):
+            raise TypeError(f"{self.name}: the key parameters are missing (at=...)")
+        if key_tail:
+            if not shape.key_tail:
+                raise TypeError(f"{self.name} takes no variadic KEYS")
+            key_list += key_tail
+        if len(args) != len(shape.args) or any(a not in args for a in shape.args):
+            prefixes = _prefixes(keys, self.name)
+            args = {**prefixes, **args}
+            unknown = set(args) - set(shape.args)
+            missing = [a for a in shape.args if a not in args]
+            if unknown or missing:
+                raise TypeError(
+                    f"{self.name}: ARGV names missing {missing}, unknown {sorted(unknown)}"
+                )
+        arg_list: list[str | bytes | int] = [args[name] for name in shape.args]
+        if arg_tail:
+            if not shape.arg_tail:
+                raise TypeError(f"{self.name} takes no variadic ARGV")
+            arg_list += arg_tail
+        return Call(self, key_list, arg_list, parse)
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[R_co]):
+    """One script call: what to send, and how to read what comes back."""
+
+    script: Script
+    keys: Sequence[str]
+    args: Sequence[str | bytes | int]
+    parse: Callable[[Any], R_co]
+
+
+@functools.lru_cache(maxsize=4096)
+def _fixed_keys(keys: QueueKeys, name: str) -> tuple[str, ...]:
+    """The fixed KEYS of script ``name`` for one queue ('' where a parameter goes)."""
+    return tuple(
+        "" if k.param is not None else getattr(keys, k.member) for k in SCRIPTS[name].shape.keys
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _prefixes(keys: QueueKeys, name: str) -> dict[str, str]:
+    """The ``*_prefix`` ARGV of script ``name`` that ``keys`` builds."""
+    return {a: getattr(keys, a) for a in SCRIPTS[name].shape.args if a.endswith("_prefix")}
+
+
+def shape(header: str, name: str) -> Shape:
+    """The shape declared by a script's header (its leading comment lines)."""
+    keys: list[KeyName] = []
+    args: list[str] = []
+    key_tail = arg_tail = False
+    flags: str | None = None
+    for line in header.splitlines():
+        found = re.match(r"-- (KEYS|ARGV)\[(\d+)(\.\.)?\]\s+(\S+)", line)
+        if found:
+            word, index, tail, first = found.groups()
+            if tail:
+                if word == "KEYS":
+                    key_tail = True
+                else:
+                    arg_tail = True
+                continue
+            if word == "KEYS":
+                if int(index) != len(keys) + 1:
+                    raise RuntimeError(f"lua/{name}.lua: KEYS[{index}] out of order")
+                keys.append(_key_name(first, name))
+            else:
+                if int(index) != len(args) + 1:
+                    raise RuntimeError(f"lua/{name}.lua: ARGV[{index}] out of order")
+                arg = re.match(r"([a-z_][a-z0-9_]*),", line.split("]", 1)[1].strip())
+                if not arg:
+                    raise RuntimeError(f"lua/{name}.lua: ARGV[{index}] must open with 'name,'")
+                args.append(arg.group(1))
+        elif line.startswith("-- flags: "):
+            word = line[len("-- flags: ") :].split()[0]
+            flags = "" if word == "none" else word
+    if flags is None:
+        raise RuntimeError(f"lua/{name}.lua: the header has no 'flags:' line")
+    return Shape(tuple(keys), key_tail, tuple(args), arg_tail, flags)
+
+
+def _key_name(pattern: str, name: str) -> KeyName:
+    if not pattern.startswith(_STEM):
+        raise RuntimeError(f"lua/{name}.lua: key {pattern!r} is not under {_STEM}")
+    rest = pattern[len(_STEM) :]
+    if rest in _PARAM_KEYS:
+        return KeyName(*_PARAM_KEYS[rest])
+    member, sep, param = rest.partition(":")
+    if sep:
+        if not (param.startswith("<") and param.endswith(">")):
+            raise RuntimeError(f"lua/{name}.lua: key {pattern!r} has no <parameter>")
+        return KeyName(member, param[1:-1])
+    return KeyName(member)
+
+
+def header_of(text: str) -> str:
+    """The leading comment block of a script (up to its first include or code)."""
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("--!") or not line.startswith("--"):
+            break
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def prologue(shape: Shape) -> str:
+    """The Lua that names a script's KEYS and ARGV (``K``, ``A``) and its tails (``TAIL``).
+
+    ``K`` is what the libraries take as their view of the queue's keys
+    (``K.meta``, ``K.groups``, ``K.group_prefix``, ...)."""
+    # K holds the key stems of ARGV too (job_prefix, group_prefix, ...): every key
+    # a script touches is a K entry, or a K stem followed by an id it was given.
+    named = [f"{k.lua} = KEYS[{i}]" for i, k in enumerate(shape.keys, 1)]
+    named += [f"{a} = ARGV[{i}]" for i, a in enumerate(shape.args, 1) if a.endswith("_prefix")]
+    keys = ", ".join(named)
+    args = ", ".join(f"{a} = ARGV[{i}]" for i, a in enumerate(shape.args, 1))
+    tail = f"keys = {len(shape.keys) + 1}, args = {len(shape.args) + 1}"
+    return (
+        "-- KEYS and ARGV by the names of the header (added by leaseq.store.scripts)\n"
+        f"local K = {{ {keys} }}\nlocal A = {{ {args} }}\nlocal TAIL = {{ {tail} }}\n"
+    )
 
 
 def lua_root() -> Traversable:
@@ -106,58 +297,26 @@ def load_source(name: str, root: Traversable | None = None) -> str:
     return text[: first.start()] + libraries + "\n" + _INCLUDE.sub("", text[first.start() :])
 
 
-_DRAIN = "allow-oom"
-"""Runs on a full server: it frees memory, or writes only a few bytes."""
-
-# name -> (fixed KEYS count, job keys follow one per item, Redis 7 flags)
-_SHAPES: dict[str, tuple[int, bool, str]] = {
-    "enqueue": (5, False, ""),
-    "claim": (10, False, _DRAIN),
-    "extend": (2, True, _DRAIN),
-    "complete": (6, True, _DRAIN),
-    "fail": (9, False, _DRAIN),
-    "release": (6, False, _DRAIN),
-    "reap": (7, False, _DRAIN),
-    "once": (1, False, _DRAIN),
-    "progress": (1, False, _DRAIN),
-    "cancel": (7, False, _DRAIN),
-    "retry": (6, False, ""),
-    "retry_all": (5, False, ""),
-    "purge": (4, False, _DRAIN),
-    "reset_clock": (1, False, _DRAIN),
-    "stats": (9, False, "no-writes"),
-    "schedules": (2, False, ""),
-    "schedule": (3, False, ""),
-    "unschedule": (2, False, _DRAIN),
-    "tick": (5, False, ""),
-    "limits": (5, False, _DRAIN),
-    "pause": (1, False, _DRAIN),
-    "resume": (4, False, _DRAIN),
-    "delete": (9, False, _DRAIN),
-    "drop": (10, False, _DRAIN),
-    "run_now": (6, False, _DRAIN),
-    "register": (3, False, _DRAIN),
-    "workers": (2, False, _DRAIN),
-    "history": (1, False, "no-writes"),
-    "events": (2, False, _DRAIN),
-}
-
-
 def _sha(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 
 def _load_all() -> dict[str, Script]:
     scripts = {}
-    for name, (keys, variadic, flags) in _SHAPES.items():
-        plain = load_source(name)
+    for path in sorted(lua_root().iterdir(), key=lambda p: p.name):
+        if not path.name.endswith(".lua"):
+            continue
+        name = path.name[: -len(".lua")]
+        text = load_source(name)
+        found = shape(header_of(text), name)
+        header = header_of(text)
+        plain = header + "\n" + prologue(found) + text[len(header) + 1 :]
         # Every script gets a shebang, flags or not: on Redis 7 a flagged
         # script without allow-oom is refused whole on a full server, before
         # it runs, instead of at whichever write first needs memory.
+        flags = found.flags
         source = f"#!lua flags={flags}\n{plain}" if flags else f"#!lua\n{plain}"
-        scripts[name] = Script(
-            name, source, _sha(source), keys, variadic, flags, plain, _sha(plain)
-        )
+        scripts[name] = Script(name, source, _sha(source), found, plain, _sha(plain))
     return scripts
 
 

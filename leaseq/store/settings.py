@@ -103,25 +103,6 @@ class QueueSettings:
         self.durable_timeout_ms = v.seconds_to_ms(
             durable_timeout, "durable_timeout", minimum_ms=1, maximum=60.0
         )
-        k = self.keys
-        self._enqueue_keys = (k.pending, k.scheduled, k.meta, k.wake, k.events)
-        self._claim_keys = (
-            *(k.pending, k.scheduled, k.active, k.dead, k.meta, k.wake),
-            *(k.limits, k.claims, k.done, k.events),
-        )
-        self._complete_keys = (k.active, k.succeeded, k.meta, k.wake, k.done, k.events)
-        self._reap_keys = (k.active, k.pending, k.dead, k.meta, k.wake, k.done, k.events)
-        self._stats_keys = (
-            k.pending,
-            k.scheduled,
-            k.active,
-            k.succeeded,
-            k.dead,
-            k.cancelled,
-            k.meta,
-            k.limits,
-            k.claims,
-        )
 
     def lease_ms(self, ttl: float) -> int:
         """A lease length in ms: finite, > 0, at most MAX_TTL and the queue's lease_cap."""

@@ -8,29 +8,16 @@ commands below; ``leaseq.transport.drive`` turns each into client calls.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
-from leaseq.store.scripts import Script
+from leaseq.store.scripts import Call
 
 __all__ = ["Call", "Command", "Feed", "Listen", "Op", "Rows", "Scan", "Step", "Wake", "one"]
 
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
-
-
-@dataclass(frozen=True, slots=True)
-class Call(Generic[R_co]):
-    """One script call: what to send, and how to read what comes back."""
-
-    script: Script
-    keys: Sequence[str]
-    args: Sequence[str | bytes | int]
-    parse: Callable[[Any], R_co]
-
-
-Cursor = tuple[str, str, int]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,20 +1,19 @@
--- bump_counter(meta, field, n, now): add n to the queue's counter field (meta
--- hash) and to the same field of the history buckets that hold now: the
--- minute (key <stem>history:m:<minute>, kept 61 min) and the ten minutes
--- (<stem>history:t:<ten-minute>, kept 24 h 10 min), both HASHes that expire by
+-- bump_counter(K, field, n, now): add n to the queue's counter field (HASH
+-- K.meta) and to the same field of the history buckets that hold now: the
+-- minute (key K.history_prefix .. 'm:<minute>', kept 61 min) and the ten minutes
+-- (K.history_prefix .. 't:<ten-minute>', kept 24 h 10 min), both HASHes that expire by
 -- themselves at a fixed time (the bucket's start plus its retention; PEXPIRE,
 -- not PEXPIREAT, so the least-privilege ACL of docs/reliability.md suffices).
--- The stem is meta's name without its 'meta' tail ({prefix}:{<queue>}:), so the
--- buckets share the queue's hash tag. Constant work: 5 commands per call.
-local function bump_counter(meta, field, n, now)
-  redis.call('HINCRBY', meta, field, n)
-  local stem = string.sub(meta, 1, -5)
+-- K.history_prefix comes from leaseq.store.keys (the queue's hash tag, so the
+-- buckets live in its slot). Constant work: 5 commands per call.
+local function bump_counter(K, field, n, now)
+  redis.call('HINCRBY', K.meta, field, n)
   local minute = math.floor(now / 60000)
-  local m = stem .. 'history:m:' .. minute
+  local m = K.history_prefix .. 'm:' .. minute
   redis.call('HINCRBY', m, field, n)
   redis.call('PEXPIRE', m, (minute + 61) * 60000 - now)
   local ten = math.floor(now / 600000)
-  local t = stem .. 'history:t:' .. ten
+  local t = K.history_prefix .. 't:' .. ten
   redis.call('HINCRBY', t, field, n)
   redis.call('PEXPIRE', t, (ten + 145) * 600000 - now)
 end

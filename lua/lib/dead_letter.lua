@@ -1,4 +1,4 @@
--- dead_letter(job, dead, meta, log, id, now, err, from, attempt): park a job in the
+-- dead_letter(job, dead, K, log, id, now, err, from, attempt): park a job in the
 -- dead set. The caller has already removed the id from the index it came from. Dead
 -- rows are kept until an operator retries or purges them: never trimmed.
 -- log is the call's event_log: the transition from -> dead (attempt: the row's
@@ -6,11 +6,11 @@
 --!include lib/bump_counter.lua
 --!include lib/log_event.lua
 --!include lib/signal_done.lua
-local function dead_letter(job, dead, meta, log, id, now, err, from, attempt)
+local function dead_letter(job, dead, K, log, id, now, err, from, attempt)
   redis.call('HSET', job, 'state', 'dead', 'finished_at', now, 'last_error', err)
   redis.call('HDEL', job, 'lease_until', 'run_at')
   redis.call('ZADD', dead, now, id)
-  bump_counter(meta, 'dead', 1, now)
+  bump_counter(K, 'dead', 1, now)
   signal_done(log.done, id)
   log_event(log, from, 'dead', id, attempt)
 end

@@ -1,8 +1,9 @@
--- group_done(meta, job): a lease of a grouped row ends (complete, fail, release, reap):
--- one fewer active in its group (HASH <stem>group_active), and a group held at
--- group_concurrency with ready jobs rejoins the rotation (ZSET <stem>groups) once it
--- is below the limit again, with a wake-up token for blocked claimers. A row without
--- a group changes nothing. <stem> is the meta key less 'meta'. Call it before the
+-- group_done(K, job, group): a lease of a grouped row ends (complete, fail, release, reap):
+-- one fewer active in its group (HASH K.group_active), and a group held at
+-- group_concurrency (HASH K.limits) with ready jobs (ZSET K.group_prefix .. <name>)
+-- rejoins the rotation (ZSET K.groups) once it is below the limit again, with a
+-- wake-up token on K.wake for blocked claimers. A row without a group changes
+-- nothing. Call it before the
 -- row is deleted or rewritten. group: the row's group if the caller read it
 -- (lease_check does), false for none, nil to read it here. Returns nothing.
 --
@@ -11,22 +12,21 @@
 -- rotates, so within one call an empty group_held stays empty. That keeps a
 -- completion of a grouped row at one HINCRBY (and an HDEL) with no cap held.
 local group_held_empty = nil
-local function group_done(meta, job, group)
+local function group_done(K, job, group)
   if group == nil then group = redis.call('HGET', job, 'group') end
   if not group then return end
-  local stem = string.sub(meta, 1, -5)
-  local left = redis.call('HINCRBY', stem .. 'group_active', group, -1)
-  if left <= 0 then redis.call('HDEL', stem .. 'group_active', group) end
+  local left = redis.call('HINCRBY', K.group_active, group, -1)
+  if left <= 0 then redis.call('HDEL', K.group_active, group) end
   if group_held_empty == nil then
-    group_held_empty = redis.call('EXISTS', stem .. 'group_held') == 0
+    group_held_empty = redis.call('EXISTS', K.group_held) == 0
   end
   if group_held_empty then return end
-  if not redis.call('HGET', stem .. 'group_held', group) then return end
-  local cap = tonumber(redis.call('HGET', stem .. 'limits', 'group_concurrency') or '')
+  if not redis.call('HGET', K.group_held, group) then return end
+  local cap = tonumber(redis.call('HGET', K.limits, 'group_concurrency') or '')
   if cap and left >= cap then return end -- a limit lowered below what is active
-  redis.call('HDEL', stem .. 'group_held', group)
-  if redis.call('ZCARD', stem .. 'group:' .. group) > 0 then
-    redis.call('ZADD', stem .. 'groups', 'NX', redis.call('HINCRBY', meta, 'gseq', 1), group)
-    if redis.call('LLEN', stem .. 'wake') < 64 then redis.call('RPUSH', stem .. 'wake', '1') end
+  redis.call('HDEL', K.group_held, group)
+  if redis.call('ZCARD', K.group_prefix .. group) > 0 then
+    redis.call('ZADD', K.groups, 'NX', redis.call('HINCRBY', K.meta, 'gseq', 1), group)
+    if redis.call('LLEN', K.wake) < 64 then redis.call('RPUSH', K.wake, '1') end
   end
 end

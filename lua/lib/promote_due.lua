@@ -1,4 +1,4 @@
--- promote_due(scheduled, pending, meta, wake, job_prefix, now, limit, log):
+-- promote_due(scheduled, pending, K, job_prefix, now, limit, log):
 -- move at most limit scheduled jobs whose time has come (score <= now) to
 -- pending, noting each scheduled -> pending in log (event_log). Returns how
 -- many it moved.
@@ -7,7 +7,7 @@
 --!include lib/read_row.lua
 --!include lib/state_kind.lua
 --!include lib/to_count.lua
-local function promote_due(scheduled, pending, meta, wake, job_prefix, now, limit, log)
+local function promote_due(scheduled, pending, K, job_prefix, now, limit, log)
   local ids = redis.call('ZRANGEBYSCORE', scheduled, '-inf', now, 'LIMIT', 0, limit)
   for _, id in ipairs(ids) do
     redis.call('ZREM', scheduled, id)
@@ -17,7 +17,7 @@ local function promote_due(scheduled, pending, meta, wake, job_prefix, now, limi
     -- is simply dropped.
     if row and row[1] == 'scheduled' then
       redis.call('HDEL', job, 'run_at')
-      push_pending(pending, meta, wake, job, id, to_count(row[2]) or 0)
+      push_pending(pending, K, job, id, to_count(row[2]) or 0)
       log_event(log, 'scheduled', 'pending', id, row[3])
     elseif (not row or not row[1] or not state_kind(row[1]))
         and redis.call('EXISTS', job) == 1 then

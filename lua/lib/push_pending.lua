@@ -1,16 +1,17 @@
--- push_pending(pending, meta, wake, job, id, priority): make a job claimable.
+-- push_pending(pending, K, job, id, priority): make a job claimable.
 -- The pending score is priority * 2^33 + seq, where seq comes from the queue's
--- meta hash, so ZPOPMIN yields the lowest priority first and FIFO within one.
+-- meta hash (K.meta), so ZPOPMIN yields the lowest priority first and FIFO within one.
 -- Both terms stay below 2^53, so the score is an exact integer in a double.
 -- seq restarts when the pending set is empty and has grown past 2^32, and
 -- wraps at 2^33 (only FIFO order could suffer then, never a job).
 -- A row with a `group` field (fair groups) also goes into its group's ZSET
--- <stem>group:<name> under that score, and into pending at 2^53 + score, above
+-- K.group_prefix .. <name> under that score, and into pending at 2^53 + score, above
 -- every ungrouped job, so the ungrouped ZPOPMIN path never takes it; the group
--- joins the rotation ZSET <stem>groups at the back (NX) unless it is held at
--- group_concurrency (HASH <stem>group_held). <stem> is the meta key less 'meta'.
--- It also leaves a wake-up token for blocked claimers (capped at 64).
-local function push_pending(pending, meta, wake, job, id, priority)
+-- joins the rotation ZSET K.groups at the back (NX) unless it is held at
+-- group_concurrency (HASH K.group_held). It also leaves a wake-up token on LIST
+-- K.wake for blocked claimers (capped at 64).
+local function push_pending(pending, K, job, id, priority)
+  local meta, wake = K.meta, K.wake
   local seq = redis.call('HINCRBY', meta, 'seq', 1)
   if (seq > 4294967296 and redis.call('ZCARD', pending) == 0) or seq >= 8589934592 then
     redis.call('HSET', meta, 'seq', 1)
@@ -20,11 +21,10 @@ local function push_pending(pending, meta, wake, job, id, priority)
   local score = priority * 8589934592 + seq
   local group = redis.call('HGET', job, 'group')
   if group then
-    local stem = string.sub(meta, 1, -5)
-    redis.call('ZADD', stem .. 'group:' .. group, score, id)
+    redis.call('ZADD', K.group_prefix .. group, score, id)
     redis.call('ZADD', pending, 9007199254740992 + score, id)
-    if not redis.call('HGET', stem .. 'group_held', group) then
-      redis.call('ZADD', stem .. 'groups', 'NX', redis.call('HINCRBY', meta, 'gseq', 1), group)
+    if not redis.call('HGET', K.group_held, group) then
+      redis.call('ZADD', K.groups, 'NX', redis.call('HINCRBY', meta, 'gseq', 1), group)
     end
   else
     redis.call('ZADD', pending, score, id)

@@ -1,4 +1,4 @@
--- reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit, log):
+-- reap_expired(active, pending, dead, K, job_prefix, now, limit, log):
 -- hand back at most limit jobs whose lease deadline has passed
 -- (lease_until <= now): to pending while attempts remain, else to dead.
 -- A lease that never reached a handler (row field prefetched == attempts: the
@@ -15,7 +15,7 @@
 --!include lib/read_row.lua
 --!include lib/state_kind.lua
 --!include lib/to_count.lua
-local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, limit, log)
+local function reap_expired(active, pending, dead, K, job_prefix, now, limit, log)
   local requeued, died = 0, 0
   local max_refunds = 5 -- per job: a job that kills its worker every run still dies
   local ids = redis.call('ZRANGEBYSCORE', active, '-inf', now, 'LIMIT', 0, limit)
@@ -29,7 +29,7 @@ local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, 
       -- operator to see (there is no row to write a reason into).
       redis.call('ZREM', active, id)
       redis.call('ZADD', dead, now, id)
-      bump_counter(meta, 'dead', 1, now)
+      bump_counter(K, 'dead', 1, now)
       log_event(log, 'damaged', 'dead', id, 0)
       died = died + 1
     elseif row[1] ~= 'active' then
@@ -39,11 +39,11 @@ local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, 
       if s and not state_kind(s) then
         -- A state leaseq never writes (edited by hand): dead-letter the
         -- job rather than leave it in no index at all.
-        dead_letter(job, dead, meta, log, id, now, 'damaged row: unknown state ' .. s,
+        dead_letter(job, dead, K, log, id, now, 'damaged row: unknown state ' .. s,
           'damaged', row[2])
         died = died + 1
       elseif not s and redis.call('EXISTS', job) == 1 then
-        dead_letter(job, dead, meta, log, id, now, 'damaged row: state missing', 'damaged', row[2])
+        dead_letter(job, dead, K, log, id, now, 'damaged row: state missing', 'damaged', row[2])
         died = died + 1
       end
     elseif deadline and deadline > now then
@@ -51,33 +51,33 @@ local function reap_expired(active, pending, dead, meta, wake, job_prefix, now, 
       redis.call('ZADD', active, deadline, id)
     else
       redis.call('ZREM', active, id)
-      group_done(meta, job)
+      group_done(K, job)
       local attempts, max_attempts = to_count(row[2]), to_count(row[3])
       local err = 'lease expired (attempt ' .. (row[2] or 'missing') .. ', worker '
         .. (row[6] or '?') .. ')'
-      bump_counter(meta, 'expired', 1, now)
+      bump_counter(K, 'expired', 1, now)
       local refunds = to_count(row[8]) or 0
       if attempts and max_attempts and row[7] == row[2] and refunds < max_refunds then
         -- A crash must not spend the attempt of a job that never started;
         -- attempts stays (the fencing token), max_attempts goes up instead.
         max_attempts = max_attempts + 1
         redis.call('HSET', job, 'max_attempts', max_attempts, 'refunds', refunds + 1)
-        redis.call('HINCRBY', meta, 'refunded', 1)
+        redis.call('HINCRBY', K.meta, 'refunded', 1)
         err = err .. '; it never reached a handler: attempt refunded ('
           .. (refunds + 1) .. ' of at most ' .. max_refunds .. ' refunds)'
       end
       if not attempts or not max_attempts then
-        dead_letter(job, dead, meta, log, id, now, err .. '; damaged row: attempts='
+        dead_letter(job, dead, K, log, id, now, err .. '; damaged row: attempts='
           .. (row[2] or 'missing') .. ' max_attempts=' .. (row[3] or 'missing'), 'active', row[2])
         died = died + 1
       elseif attempts >= max_attempts then
-        dead_letter(job, dead, meta, log, id, now, err .. '; no attempts left ('
+        dead_letter(job, dead, K, log, id, now, err .. '; no attempts left ('
           .. attempts .. ' of ' .. max_attempts .. ')', 'active', attempts)
         died = died + 1
       else
         redis.call('HSET', job, 'last_error', err)
         redis.call('HDEL', job, 'lease_until', 'prefetched')
-        push_pending(pending, meta, wake, job, id, to_count(row[5]) or 0)
+        push_pending(pending, K, job, id, to_count(row[5]) or 0)
         log_event(log, 'active', 'pending', id, attempts)
         requeued = requeued + 1
       end

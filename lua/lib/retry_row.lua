@@ -1,4 +1,4 @@
--- retry_row(job, dead, pending, meta, wake, id, extra, op, log): give the dead job
+-- retry_row(job, dead, pending, K, id, extra, op, log): give the dead job
 -- extra attempts on top of those it used and make it pending again. op, when
 -- not nil, names the retry-all run doing it: a row that run already retried
 -- (it died again since) answers {'SKIP'} and stays dead. A retry is noted
@@ -10,7 +10,7 @@
 --!include lib/read_row.lua
 --!include lib/state_kind.lua
 --!include lib/to_count.lua
-local function retry_row(job, dead, pending, meta, wake, id, extra, op, log)
+local function retry_row(job, dead, pending, K, id, extra, op, log)
   local row = read_row(job, 'state', 'attempts', 'priority', 'retry_op')
   if not row then return { 'DAMAGED', '<key>', 'not a hash' } end
   if row[1] ~= 'dead' then
@@ -31,8 +31,8 @@ local function retry_row(job, dead, pending, meta, wake, id, extra, op, log)
   if op then redis.call('HSET', job, 'retry_op', op) end
   redis.call('HDEL', job, 'finished_at')
   redis.call('ZREM', dead, id)
-  redis.call('HINCRBY', meta, 'retried', 1)
-  push_pending(pending, meta, wake, job, id, to_count(row[3]) or 0)
+  redis.call('HINCRBY', K.meta, 'retried', 1)
+  push_pending(pending, K, job, id, to_count(row[3]) or 0)
   log_event(log, 'dead', 'pending', id, attempts)
   return { 'OK', max_attempts }
 end

@@ -1,12 +1,12 @@
--- rotate_groups(pending, meta, limits, count, budget, lease_one, got): fair groups' part of a
--- claim. Each turn takes the group at the head of ZSET <stem>groups (lowest round-robin
--- number), pops its best job from ZSET <stem>group:<name> (priority, then FIFO), removes the
+-- rotate_groups(pending, K, count, budget, lease_one, got): fair groups' part of a
+-- claim. Each turn takes the group at the head of ZSET K.groups (lowest round-robin
+-- number), pops its best job from ZSET K.group_prefix .. <name> (priority, then FIFO), removes the
 -- id from pending and leases it with lease_one(id); the group goes to the back (a fresh meta
 -- gseq) or leaves the rotation once empty. The ungrouped jobs take one turn too, as if they
--- were one more group (their place: meta gturn). A group at group_concurrency (HASH limits;
--- active count in HASH <stem>group_active) leaves the rotation for HASH <stem>group_held
+-- were one more group (their place: meta gturn). A group at group_concurrency (HASH K.limits;
+-- active count in HASH K.group_active) leaves the rotation for HASH K.group_held
 -- until group_done lets it back. Stops at count leases (got() says how many so far), when
--- budget turns run out, or when no group has ready jobs. <stem> is the meta key less 'meta'.
+-- budget turns run out, or when no group has ready jobs.
 -- Each turn is O(log n) in jobs and groups. Returns the budget left.
 --
 -- Cost: the turns are taken a pass at a time. A group that takes its turn goes
@@ -20,11 +20,10 @@
 --!include lib/call_chunked.lua
 --!include lib/to_count.lua
 local GROUPED = 9007199254740992 -- pending scores from 2^53 up are grouped ids (push_pending)
-local function rotate_groups(pending, meta, limits, count, budget, lease_one, got)
-  local stem = string.sub(meta, 1, -5)
-  local groups = stem .. 'groups'
+local function rotate_groups(pending, K, count, budget, lease_one, got)
+  local meta, groups = K.meta, K.groups
   if redis.call('ZCARD', groups) == 0 then return budget end
-  local cap = to_count(redis.call('HGET', limits, 'group_concurrency')) -- lib/to_count.lua
+  local cap = to_count(redis.call('HGET', K.limits, 'group_concurrency')) -- lib/to_count.lua
   local seqs = redis.call('HMGET', meta, 'gturn', 'gseq')
   local turn, seq = tonumber(seqs[1] or '0') or 0, tonumber(seqs[2] or '0') or 0
   local seq_at_start = seq
@@ -52,10 +51,10 @@ local function rotate_groups(pending, meta, limits, count, budget, lease_one, go
         if got() >= count or budget <= 0 then break end
       end
       budget = budget - 1
-      local ready = stem .. 'group:' .. group
-      if cap and (tonumber(redis.call('HGET', stem .. 'group_active', group) or '0') or 0) >= cap then
+      local ready = K.group_prefix .. group
+      if cap and (tonumber(redis.call('HGET', K.group_active, group) or '0') or 0) >= cap then
         out[#out + 1] = group
-        redis.call('HSET', stem .. 'group_held', group, 1)
+        redis.call('HSET', K.group_held, group, 1)
       else
         local p = redis.call('ZPOPMIN', ready)
         if #p > 0 then
