@@ -36,10 +36,11 @@
 --          or the earliest lease ends; -1 if none, if jobs were leased, or while the queue is
 --          paused: then sleep on the wake list, which resume.lua fills;
 --          or, when a global limit held the claim back, ms until a slot frees),
---          k, then ten values per leased job (WIDTH): id, attempts (the fencing token),
---          incarnation (the row's; 0 for a row written before incarnations),
---          max_attempts, lease_until (ms epoch), enqueued_at (ms epoch), payload, kind ('' = none),
---          timeout (ms, the handler's time limit; 0 = none), traceparent ('' = none)
+--          k; when k > 0, then w and the w field names of a lease (LEASE below: id, attempts
+--          = the fencing token, incarnation = the row's (0 for a row written before
+--          incarnations), max_attempts, lease_until and enqueued_at (ms epoch), payload,
+--          kind ('' = none), timeout_ms (the handler's limit; 0 = none), traceparent
+--          ('' = none)), then w values per leased job in that order: read by name
 -- errors: none of its own; a row that cannot be claimed is dead-lettered with last_error
 --!include lib/allow_oom.lua
 --!include lib/apply_limits.lua
@@ -102,7 +103,13 @@ if count == 0 and redis.call('ZCARD', pending) > 0 then
   return { now, held_ms, 0 }
 end
 
-local WIDTH = 10 -- values per lease in the reply (leaseq._core.CLAIM_WIDTH)
+-- The fields of a lease in the reply. The reply names them once, and
+-- leaseq.store.leases reads each lease by these names; here each value is
+-- written at its name's place (AT), so the list's order is stated once.
+local LEASE = { 'id', 'attempts', 'incarnation', 'max_attempts', 'lease_until',
+                'enqueued_at', 'payload', 'kind', 'timeout_ms', 'traceparent' }
+local WIDTH, AT = #LEASE, {}
+for i, name in ipairs(LEASE) do AT[name] = i - 1 end
 -- Lease one popped id if its row can run; true if leased.
 local function lease_one(id)
     local job = job_prefix .. id
@@ -131,18 +138,19 @@ local function lease_one(id)
       leased[#leased + 1] = id
       got = got + 1
       log_event(log, 'pending', 'active', id, attempts)
-      out[#out + 1] = id
-      out[#out + 1] = attempts
+      local at = #out + 1
+      out[at + AT.id] = id
+      out[at + AT.attempts] = attempts
       -- The row's number as stored (up to 16 digits, past to_count's 15): the
       -- lease hands it back verbatim and lease_check compares it as text.
-      out[#out + 1] = (row[6] and string.match(row[6], '^%d+$')) and row[6] or '0'
-      out[#out + 1] = max_attempts
-      out[#out + 1] = deadline
-      out[#out + 1] = to_count(row[5]) or now -- a hand-edited time must not break the claim
-      out[#out + 1] = row[4]
-      out[#out + 1] = row[8] or ''
-      out[#out + 1] = to_count(row[9]) or 0 -- a hand-edited timeout reads as none
-      out[#out + 1] = row[10] or ''
+      out[at + AT.incarnation] = (row[6] and string.match(row[6], '^%d+$')) and row[6] or '0'
+      out[at + AT.max_attempts] = max_attempts
+      out[at + AT.lease_until] = deadline
+      out[at + AT.enqueued_at] = to_count(row[5]) or now -- a hand-edited time must not break the claim
+      out[at + AT.payload] = row[4]
+      out[at + AT.kind] = row[8] or ''
+      out[at + AT.timeout_ms] = to_count(row[9]) or 0 -- a hand-edited timeout reads as none
+      out[at + AT.traceparent] = row[10] or ''
       return true
     elseif (state and (state == 'pending' or not state_kind(state)))
         or (not state and not not_a_hash and redis.call('EXISTS', job) == 1) then
@@ -201,11 +209,11 @@ end
 
 if rate_on and got > 0 then
   -- Record this call's claims in the rate span (members unique per claim).
-  -- out holds WIDTH values per lease: id, attempts, incarnation, ...
   local stamps = {}
   for i = 1, #out, WIDTH do
     stamps[#stamps + 1] = now
-    stamps[#stamps + 1] = now .. ':' .. out[i] .. ':' .. out[i + 1] .. ':' .. out[i + 2]
+    stamps[#stamps + 1] = now .. ':' .. out[i + AT.id] .. ':' .. out[i + AT.attempts] .. ':'
+      .. out[i + AT.incarnation]
   end
   call_chunked('ZADD', K.claims, stamps, 1000)
 end
@@ -229,5 +237,9 @@ for _, index in ipairs(got == 0 and { scheduled, active } or {}) do
 end
 flush_events(log, now)
 local head = { now, wait_ms, got }
+if got > 0 then
+  head[4] = WIDTH
+  for i = 1, WIDTH do head[4 + i] = LEASE[i] end
+end
 for i = 1, #out do head[#head + 1] = out[i] end
 return head

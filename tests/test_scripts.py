@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import leaseq
+import leaseq.store.scripts
 from leaseq.store import control as _control
 from leaseq.store import events, history, registry
 from leaseq.store.scripts import SCRIPTS, load_source
@@ -516,3 +517,23 @@ def test_script_flush_between_calls(q: leaseq.Queue, r: Any) -> None:
     r.script_flush()
     assert q.stats().succeeded == 1
     assert row(q, "a")["state"] == "succeeded" and row(q, "b")["state"] == "pending"
+
+
+def test_the_claim_reply_names_its_lease_fields_once(q: leaseq.Queue) -> None:
+    """The claim reply is read by name: it carries the field names of a lease
+    once (claim.lua's LEASE), then each lease's values in that order."""
+    q.enqueue({"n": 1}, id="a", kind="k", timeout=2.0)
+    q.enqueue({"n": 2}, id="b")
+    call = q._core.claim(2, 30.0, None)
+    raw: list[Any] = []
+    seen = q._run(
+        leaseq.store.scripts.Call(call.script, call.keys, call.args, lambda r: raw.extend(r))
+    )
+    assert seen is None
+    count, width = int(raw[2]), int(raw[3])
+    names = [n.decode() if isinstance(n, bytes) else n for n in raw[4 : 4 + width]]
+    assert count == 2 and len(set(names)) == width == len(names)
+    assert {"id", "attempts", "incarnation", "payload", "timeout_ms"} <= set(names)
+    first = dict(zip(names, raw[4 + width : 4 + 2 * width], strict=True))
+    assert first["id"] in (b"a", "a") and int(first["attempts"]) == 1
+    assert int(first["timeout_ms"]) == 2000 and first["kind"] in (b"k", "k")

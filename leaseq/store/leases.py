@@ -19,6 +19,7 @@ from leaseq.errors import (
     InvalidPayload,
     LeaseLost,
     PayloadTooLarge,
+    ScriptError,
 )
 from leaseq.store import validate as v
 from leaseq.store.effects import encode_effects
@@ -31,7 +32,6 @@ from leaseq.types import Lease, State
 
 __all__ = [
     "CLAIM_LIMIT",
-    "CLAIM_WIDTH",
     "LEASE_CHUNK",
     "Claimed",
     "LeaseCalls",
@@ -43,12 +43,8 @@ LEASE_CHUNK = 500
 """Leases per complete or extend call (complete_many, extend_many)."""
 CLAIM_LIMIT = 1000
 """Most leases one claim call hands out (the script caps it too): a call's
-work stays bounded, and its reply (CLAIM_WIDTH values per lease) stays far
-below what Redis's Lua 5.1 can unpack."""
-CLAIM_WIDTH = 10
-"""Values per lease in claim.lua's reply (its ``WIDTH``): id, attempts,
-incarnation, max_attempts, lease_until, enqueued_at, payload, kind, timeout,
-traceparent."""
+work stays bounded, and its reply (ten values per lease) stays far below
+what Redis's Lua 5.1 can unpack."""
 SWEEP_LIMIT = 100
 """Most due jobs promoted and expired leases reaped inside one claim."""
 REAP_LIMIT = 1000
@@ -91,37 +87,53 @@ class LeaseCalls(QueueSettings):
         )
 
     def _parse_claim(self, reply: list[Any], worker: str) -> Claimed:
-        wait_ms = int(reply[1])
+        """The leases of a claim reply, read by field name: the reply names the
+        fields of a lease once (claim.lua's LEASE), then gives their values."""
+        wait_ms, count = int(reply[1]), int(reply[2])
         leases: list[Lease] = []
         bad: list[tuple[Lease, str]] = []
-        decode = self.codec.decode_payload
-        queue = self.name
-        width = CLAIM_WIDTH
-        for i in range(3, 3 + width * int(reply[2]), width):
-            raw = reply[i + 6]
+        if count:
+            width = int(reply[3])
+            at = {as_text(name): i for i, name in enumerate(reply[4 : 4 + width])}
             try:
-                payload = decode(raw)
-                error = ""
-            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-                payload, error = raw, f"payload does not decode: {exc}"
-            lease = Lease(
-                id=as_text(reply[i]),
-                queue=queue,
-                attempt=int(reply[i + 1]),
-                incarnation=int(reply[i + 2]),
-                max_attempts=int(reply[i + 3]),
-                payload=payload,
-                deadline=int(reply[i + 4]) / 1000.0,
-                enqueued_at=int(reply[i + 5]) / 1000.0,
-                worker=worker,
-                kind=loose_text(reply[i + 7]) or None,
-                timeout=(int(reply[i + 8]) / 1000.0) or None,
-                traceparent=loose_text(reply[i + 9]) or None,
-            )
-            if error:
-                bad.append((lease, error))
-            else:
-                leases.append(lease)
+                o_id, o_attempts, o_incarnation = at["id"], at["attempts"], at["incarnation"]
+                o_max, o_until, o_enqueued = (
+                    at["max_attempts"],
+                    at["lease_until"],
+                    at["enqueued_at"],
+                )
+                o_payload, o_kind, o_timeout = at["payload"], at["kind"], at["timeout_ms"]
+                o_trace = at["traceparent"]
+            except KeyError as missing:
+                raise ScriptError(f"claim: the reply names no lease field {missing}") from None
+            decode = self.codec.decode_payload
+            queue = self.name
+            start = 4 + width
+            for i in range(start, start + width * count, width):
+                raw = reply[i + o_payload]
+                try:
+                    payload = decode(raw)
+                    error = ""
+                except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+                    payload, error = raw, f"payload does not decode: {exc}"
+                lease = Lease(
+                    id=as_text(reply[i + o_id]),
+                    queue=queue,
+                    attempt=int(reply[i + o_attempts]),
+                    incarnation=int(reply[i + o_incarnation]),
+                    max_attempts=int(reply[i + o_max]),
+                    payload=payload,
+                    deadline=int(reply[i + o_until]) / 1000.0,
+                    enqueued_at=int(reply[i + o_enqueued]) / 1000.0,
+                    worker=worker,
+                    kind=loose_text(reply[i + o_kind]) or None,
+                    timeout=(int(reply[i + o_timeout]) / 1000.0) or None,
+                    traceparent=loose_text(reply[i + o_trace]) or None,
+                )
+                if error:
+                    bad.append((lease, error))
+                else:
+                    leases.append(lease)
         return Claimed(leases, bad, None if wait_ms < 0 else wait_ms / 1000.0)
 
     def settle(self, claimed: Claimed) -> list[Call[State]]:
