@@ -1,4 +1,4 @@
-"""Two revisions of leaseq side by side: the enqueue_many and drain figures.
+"""Two revisions of leaseq side by side: enqueue, enqueue_many, claim+complete, drain.
 
 ``python -m bench.ab BEFORE [AFTER] [--rounds N] [--jobs N]`` checks each
 revision out into a throwaway git worktree (AFTER defaults to the working
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FIGURES = ("enqueue_many", "drain")
+FIGURES = ("enqueue", "enqueue_many", "claim_complete", "drain")
 
 
 def child(url: str, jobs: int, handler_dir: str) -> dict[str, float]:
@@ -42,10 +42,27 @@ def child(url: str, jobs: int, handler_dir: str) -> dict[str, float]:
     r.flushall()
     q = leaseq.Queue("ab", redis=r)
     payloads = [{"n": i, "body": "x" * 32} for i in range(jobs)]
+    # One enqueue at a time (a tenth of the jobs: a round trip each).
+    singles = max(1, jobs // 10)
+    start = time.perf_counter()
+    for payload in payloads[:singles]:
+        q.enqueue(payload)
+    out["enqueue"] = singles / (time.perf_counter() - start)
+
+    r.flushall()
     start = time.perf_counter()
     for i in range(0, jobs, 1000):
         q.enqueue_many(payloads[i : i + 1000])
     out["enqueue_many"] = jobs / (time.perf_counter() - start)
+
+    # Batches of 100 claimed and completed by the library, as a pipeline does.
+    start = time.perf_counter()
+    while True:
+        leases = q.claim_many(100, ttl=60.0)
+        if not leases:
+            break
+        q.complete_many(leases)
+    out["claim_complete"] = jobs / (time.perf_counter() - start)
 
     r.flushall()
     q.enqueue_many(payloads)

@@ -1,4 +1,4 @@
-"""Cost of the per-queue event stream (issue 12), events on vs off, in one run.
+"""Cost of the per-queue event stream, events on vs off, in one run.
 
 ``python -m bench.events [--jobs N] [--repeats R]`` starts a throwaway
 redis-server and times, with the queue's event switch on and off in turns

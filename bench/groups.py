@@ -1,4 +1,4 @@
-"""Cost of fair groups (issue 11), side by side with no groups, in one run.
+"""Cost of fair groups, side by side with no groups, in one run.
 
 ``python -m bench.groups [--jobs N] [--groups G]`` starts a throwaway
 redis-server and prints two figures, each with its ratio to no groups:

@@ -1,4 +1,4 @@
-"""Cost of the per-minute history (issue 10), side by side with none, in one run.
+"""Cost of the per-minute history, side by side with none, in one run.
 
 ``python -m bench.history [--jobs N] [--repeats R]`` starts a throwaway
 redis-server and times, on the real scripts and on the same scripts with

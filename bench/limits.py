@@ -1,4 +1,4 @@
-"""Cost of global limits and of schedules (issue 11), side by side with none.
+"""Cost of global limits and of schedules, side by side with none.
 
 ``python -m bench.limits [--jobs N]`` starts a throwaway redis-server and
 times claim+complete cycles (batches of 100, one claimer) on four queues

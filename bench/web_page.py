@@ -1,4 +1,4 @@
-"""Server time of the dashboard's pages on a big queue (issue 10: under 300 ms
+"""Server time of the dashboard's pages on a big queue (the target: under 300 ms
 for a page of a state holding 1,000,000 jobs).
 
     python -m bench.web_page --jobs 1000000

@@ -90,7 +90,7 @@ local out = {}
 local got = 0
 local leased = {}
 local deadline = now + lease_ms
--- Global limits (issue 11): fewer leases, or none and how long until a
+-- Global limits: fewer leases, or none and how long until a
 -- slot frees. A held claim marks meta 'limit_held' so that the next
 -- completion wakes a blocked claimer, and clears the wake list: nothing
 -- can be claimed before then, so waking anyone sooner would only poll.

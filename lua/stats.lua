@@ -53,7 +53,7 @@ local out = {
   oldest,
   due,
 }
--- The global limits and how close the queue is to them (issue 11).
+-- The global limits and how close the queue is to them.
 local lim = redis.call('HMGET', K.limits, 'concurrency', 'rate', 'per_ms')
 -- As claim reads them (lib/apply_limits.lua): a field that is not decimal digits is no limit.
 -- A rate counts only with its span, and the span only with a rate (as claim reads them).

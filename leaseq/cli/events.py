@@ -1,4 +1,4 @@
-"""``leaseq events``: print or follow a queue's event stream, or switch it (issue 12).
+"""``leaseq events``: print or follow a queue's event stream, or switch it.
 
 A thin client of ``Queue.events`` / ``set_events`` / ``event_settings``: one
 line per transition, 80 columns wide (a longer job id is cut, ``--json``

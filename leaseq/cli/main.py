@@ -173,8 +173,8 @@ def cli(ctx: click.Context, url: str | None, prefix: str) -> None:
     ctx.obj = _Ctx(url, prefix)
 
 
-cli_schedules.register(cli)  # schedule, schedules, unschedule, limits (issue 11)
-cli_events.register(cli)  # events (issue 12)
+cli_schedules.register(cli)  # schedule, schedules, unschedule, limits
+cli_events.register(cli)  # events
 
 
 @cli.command()

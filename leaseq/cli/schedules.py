@@ -1,4 +1,4 @@
-"""CLI commands for schedules and limits (issue 11): a thin client of ``leaseq.Queue``.
+"""CLI commands for schedules and limits: a thin client of ``leaseq.Queue``.
 
 ``register(group)`` adds ``schedule``, ``schedules``, ``unschedule`` and
 ``limits`` to the ``leaseq`` click group. The group's context object (the

@@ -1,4 +1,4 @@
-"""The per-queue event stream (issue 12): every job transition, kept in Redis.
+"""The per-queue event stream: every job transition, kept in Redis.
 
 Every script that moves a job between states (enqueue, claim and the
 promotions and reaps it does on the way, complete, fail, release, reap,

@@ -1,4 +1,4 @@
-"""Fair groups (issue 11): names, and what the scripts keep per group.
+"""Fair groups: names, and what the scripts keep per group.
 
 ``enqueue(..., group="tenant-42")`` stores the name in the row's ``group``
 field; the scripts keep one ready ZSET per group and rotate claims between

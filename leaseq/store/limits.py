@@ -1,4 +1,4 @@
-"""Global limits of a queue (issue 11): concurrency and rate, kept in Redis.
+"""Global limits of a queue: concurrency and rate, kept in Redis.
 
 ``set_limits`` writes the hash ``keys.limits``; ``lua/claim.lua`` reads it on
 every claim (through ``lua/lib/apply_limits.lua``) and enforces it on the
