@@ -1,6 +1,6 @@
 """``leaseq.Worker``: runs a handler over one queue with leases, heartbeats and clean shutdown.
 
-Three kinds of thread share one table of held leases (see docs/design.md):
+Three kinds of thread share one table of held leases (see docs/workers.md, "The worker loop"):
 
 - the **claimer** leases jobs in batches (``claim_many`` semantics, one script
   call for up to ``concurrency + prefetch - held`` jobs) and, when nothing

@@ -12,7 +12,7 @@
 -- KEYS[7]  leaseq:{<queue>}:limits     HASH  global limits: concurrency, rate, per_ms
 -- KEYS[8]  leaseq:{<queue>}:claims     ZSET  claim times of the rate span, score = ms epoch
 -- KEYS[9]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
--- KEYS[10] leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
+-- KEYS[10] leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[11]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[12]  leaseq:{<queue>}:group_active HASH  group -> leases active now
 -- KEYS[13]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
@@ -27,11 +27,9 @@
 --          the ZSET group_prefix .. <name>
 -- ARGV[8]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
 --          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
--- derives: leaseq:{<queue>}:job:<id>  HASH  the job row
---           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
---          leaseq:{<queue>}:job:<id>  HASH  the job row; fair groups (stem of KEYS[5]):
---          leaseq:{<queue>}:groups  ZSET  rotation, leaseq:{<queue>}:group:<name>  ZSET  a group's
---          ready ids, leaseq:{<queue>}:group_active  HASH, leaseq:{<queue>}:group_held  HASH
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the rows it leases, promotes, reaps (job_prefix);
+--          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
+--          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
 -- returns: flat array: now_ms, wait_ms (when nothing was leased: ms until the next scheduled job is due
 --          or the earliest lease ends; -1 if none, if jobs were leased, or while the queue is
 --          paused: then sleep on the wake list, which resume.lua fills;

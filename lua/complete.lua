@@ -7,7 +7,7 @@
 -- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters
 -- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens (pushed when a global limit held a claim)
 -- KEYS[5]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
--- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
+-- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[7]  leaseq:{<queue>}:limits       HASH  global limits (group_concurrency)
 -- KEYS[8]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[9]  leaseq:{<queue>}:group_active HASH  group -> leases active now
@@ -27,10 +27,9 @@
 --           string), result (encoded bytes; '' = no result), e (its number of effects, integer >= 0);
 --           then per effect, in item order: command (HINCRBY HSET SADD ZADD INCRBY SET XADD),
 --           argc (integer >= 1), then argc arguments that follow the key
--- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest succeeded rows, deleted past keep_count
---           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
---          for a grouped row (group_done, stem of the meta key): leaseq:{<queue>}:group_active  HASH,
---          leaseq:{<queue>}:group_held  HASH, leaseq:{<queue>}:groups  ZSET, leaseq:{<queue>}:group:<name>  ZSET
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest succeeded rows, deleted past keep_count (job_prefix);
+--          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
+--          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
 -- returns: one reply per item: {'OK'}, {'LOST', state, attempts, incarnation}, or {'EFFECT', k, why}
 --          when effect k of the item cannot apply (then nothing of that item is written)
 -- errors: none beyond the per-item replies

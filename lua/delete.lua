@@ -9,7 +9,7 @@
 -- KEYS[5]  leaseq:{<queue>}:dead       ZSET  dead ids
 -- KEYS[6]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids
 -- KEYS[7]  leaseq:{<queue>}:meta       HASH  the event switch (fields events, events_maxlen), clock
--- KEYS[8]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
+-- KEYS[8]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[9]  leaseq:{<queue>}:done       STREAM  ids waiters look at (lib/signal_done.lua): a job deleted
 --          before it finished is signalled, so its waiters raise JobNotFound at once
 -- ARGV[1]  id, the job id (string)

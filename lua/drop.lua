@@ -11,7 +11,7 @@
 -- KEYS[7]  leaseq:{<queue>}:meta       HASH  counters, clock, paused flag
 -- KEYS[8]  leaseq:{<queue>}:wake       LIST  wake-up tokens
 -- KEYS[9]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
--- KEYS[10] leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
+-- KEYS[10] leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[11]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[12]  leaseq:{<queue>}:group_active HASH  group -> leases active now
 -- KEYS[13]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
@@ -22,11 +22,9 @@
 --          the ZSET group_prefix .. <name>
 -- ARGV[5]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
 --          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
--- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows
---           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history buckets, deleted with the meta hash
---          leaseq:{<queue>}:job:<id>  HASH  the job rows; at the end the fair groups' keys
---          leaseq:{<queue>}:groups ZSET, group_held HASH, group_active HASH, group:<name> ZSET
---          (stem of KEYS[7])
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows (job_prefix);
+--          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
+--          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
 -- returns: {'OK', deleted, remaining}; once remaining is 0 the meta hash, wake list, done and events
 --          streams are gone too (so the last call's deletions leave no event)
 -- errors: {'ACTIVE', n} when not forced and n leases are in flight (nothing written)

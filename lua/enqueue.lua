@@ -6,7 +6,7 @@
 -- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
 -- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters, seq, incarnation
 -- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
--- KEYS[5]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
+-- KEYS[5]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[6]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[7]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
@@ -25,10 +25,9 @@
 --          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
 -- ARGV[11..] jobs, two values per job: id (string, chosen by the client so that a
 --           replayed call finds its own rows), payload (bytes, encoded and size-checked)
--- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, each with a queue-unique incarnation
---           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
---          with a group: leaseq:{<queue>}:group:<group>  ZSET  the group's ready ids, and
---          leaseq:{<queue>}:groups  ZSET  groups with ready jobs (stem of KEYS[3])
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, each with a queue-unique incarnation (job_prefix);
+--          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
+--          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
 -- returns: one integer per job: 1 if created, 0 if the id existed
 -- errors: none of its own (input was validated by the caller)
 --!include lib/bump_counter.lua

@@ -3,7 +3,7 @@
 -- clock: none
 -- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:meta       HASH  field events ('off' = record nothing; absent = on), events_maxlen
--- KEYS[2]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
+-- KEYS[2]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- ARGV[1]  action, 'get' or 'set'
 -- ARGV[2]  enabled, for 'set': 'on', 'off', or '' to leave the switch as it is
 -- ARGV[3]  maxlen, for 'set': the bound in entries (decimal integer >= 1), '0' for the default, '' to leave it;

@@ -10,7 +10,7 @@
 -- KEYS[6]  leaseq:{<queue>}:meta       HASH  counters, seq
 -- KEYS[7]  leaseq:{<queue>}:wake       LIST  wake-up tokens
 -- KEYS[8]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
--- KEYS[9]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
+-- KEYS[9]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[10]  leaseq:{<queue>}:limits       HASH  global limits (group_concurrency)
 -- KEYS[11]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[12]  leaseq:{<queue>}:group_active HASH  group -> leases active now
@@ -25,10 +25,8 @@
 --          the ZSET group_prefix .. <name>
 -- ARGV[8]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
 --          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
--- derives: leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
---          nothing of its own;
---          for a grouped row (group_done, stem of the meta key): leaseq:{<queue>}:group_active  HASH,
---          leaseq:{<queue>}:group_held  HASH, leaseq:{<queue>}:groups  ZSET, leaseq:{<queue>}:group:<name>  ZSET
+-- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
+--          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
 -- returns: {'OK', new state} -- 'scheduled', 'pending' or 'dead'
 -- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation
 --!include lib/allow_oom.lua

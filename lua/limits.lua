@@ -15,10 +15,7 @@
 --          the ZSET group_prefix .. <name>
 -- ARGV[3..] fields, for 'set': field, value pairs (concurrency, rate, per_ms, group_concurrency:
 --           decimal integers; '' removes the field)
--- derives: leaseq:{<queue>}:groups  ZSET  fair groups with ready jobs, leaseq:{<queue>}:group_active
---          HASH  active leases per group, leaseq:{<queue>}:group_held  HASH  groups held at
---          group_concurrency, leaseq:{<queue>}:group:<name>  ZSET  a group's ready ids
---          (all from the stem of KEYS[4])
+-- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: flat array: now_ms, active leases, claims in the last per_ms (0 without a rate),
 --          groups with ready jobs in the rotation, groups with active leases, groups held
 --          at group_concurrency, the most leases active in one group,

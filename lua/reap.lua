@@ -8,7 +8,7 @@
 -- KEYS[4]  leaseq:{<queue>}:meta       HASH  counters, seq
 -- KEYS[5]  leaseq:{<queue>}:wake       LIST  wake-up tokens
 -- KEYS[6]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
--- KEYS[7]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
+-- KEYS[7]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[8]  leaseq:{<queue>}:limits       HASH  global limits (group_concurrency)
 -- KEYS[9]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[10]  leaseq:{<queue>}:group_active HASH  group -> leases active now
@@ -19,10 +19,9 @@
 --          the ZSET group_prefix .. <name>
 -- ARGV[4]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
 --          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
--- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows
---           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
---          for a grouped row (group_done, stem of the meta key): leaseq:{<queue>}:group_active  HASH,
---          leaseq:{<queue>}:group_held  HASH, leaseq:{<queue>}:groups  ZSET, leaseq:{<queue>}:group:<name>  ZSET
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows (job_prefix);
+--          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
+--          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
 -- returns: {requeued, died, more} -- more is 1 when expired entries remain
 -- errors: none
 --!include lib/allow_oom.lua

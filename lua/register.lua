@@ -4,7 +4,7 @@
 -- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:meta         HASH  counters, clock (read for the clock floor)
 -- KEYS[2]  leaseq:{<queue>}:workers      ZSET  worker ids, score = when the row expires, ms epoch
--- KEYS[3]  leaseq:{<queue>}:worker:<id>  HASH  the worker's row (fields as in docs/design.md)
+-- KEYS[3]  leaseq:{<queue>}:worker:<id>  HASH  the worker's row (fields as in docs/keys-and-rows.md)
 -- ARGV[1]  id, the worker id (string)
 -- ARGV[2]  ttl_ms, how long the row lives without a refresh (integer ms; 0 = remove it now)
 -- ARGV[3]  host, the worker's host name (string)

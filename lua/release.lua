@@ -7,7 +7,7 @@
 -- KEYS[3]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[4]  leaseq:{<queue>}:meta       HASH  counters, seq
 -- KEYS[5]  leaseq:{<queue>}:wake       LIST  wake-up tokens
--- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
+-- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[7]  leaseq:{<queue>}:limits       HASH  global limits (group_concurrency)
 -- KEYS[8]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[9]  leaseq:{<queue>}:group_active HASH  group -> leases active now
@@ -17,9 +17,7 @@
 -- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
 -- ARGV[4]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
 --          the ZSET group_prefix .. <name>
--- derives: nothing of its own;
---          for a grouped row (group_done, stem of the meta key): leaseq:{<queue>}:group_active  HASH,
---          leaseq:{<queue>}:group_held  HASH, leaseq:{<queue>}:groups  ZSET, leaseq:{<queue>}:group:<name>  ZSET
+-- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: {'OK'}
 -- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation;
 --         {'DAMAGED', field, value} when max_attempts is not a count (the lease then runs out)

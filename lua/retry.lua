@@ -7,14 +7,14 @@
 -- KEYS[3]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[4]  leaseq:{<queue>}:meta       HASH  counters, seq
 -- KEYS[5]  leaseq:{<queue>}:wake       LIST  wake-up tokens
--- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
+-- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[7]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[8]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  extra, attempts to grant on top of those already used (integer >= 1)
 -- ARGV[3]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
 --          the ZSET group_prefix .. <name>
--- derives: nothing
+-- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: {'OK', new max_attempts}
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is not dead (both drop
 --         a stale dead-set entry); {'DAMAGED', field, value} when state or attempts is damaged

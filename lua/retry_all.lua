@@ -7,7 +7,7 @@
 -- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters, seq
 -- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens
--- KEYS[5]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
+-- KEYS[5]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[6]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[7]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
@@ -19,7 +19,8 @@
 -- ARGV[7]  skip, entries at the cursor's score this run stepped over (integer >= 0)
 -- ARGV[8]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
 --          the ZSET group_prefix .. <name>
--- derives: leaseq:{<queue>}:job:<id>  HASH  the dead rows
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the dead rows (job_prefix);
+--          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: flat array: retried, more (1 if the page was full), upto, the next cursor's score
 --          and skip, then id, field, value triples of the jobs stepped over as damaged
 -- errors: none; a damaged row is reported and stays dead

@@ -15,8 +15,7 @@
 -- KEYS[11]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  soon_ms, the window for "leases expiring soon" (integer ms >= 0)
--- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest pending job's row;
---          leaseq:{<queue>}:groups  ZSET  and leaseq:{<queue>}:group_held  HASH (stem of KEYS[7])
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest pending job's row (job_prefix)
 -- returns: flat array: now_ms, pending, scheduled, active, succeeded, dead, cancelled,
 --          expired leases, leases expiring within soon_ms, oldest pending enqueued_at
 --          (ms epoch, -1 if none), next scheduled due (ms epoch, -1 if none),

@@ -6,7 +6,7 @@
 -- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters, seq, clock
 -- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
--- KEYS[5]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/design.md)
+-- KEYS[5]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[6]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[7]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
 -- ARGV[1]  schedule_prefix, the schedule key prefix 'leaseq:{<queue>}:schedule:' (string)
@@ -19,9 +19,10 @@
 --           the due time read (ms epoch); the due time after it (ms epoch, computed by
 --           the client from the definition, after both that due time and the clock
 --           read; -1 parks a schedule whose definition cannot be read)
--- derives: leaseq:{<queue>}:schedule:<name>  HASH  each schedule
---          leaseq:{<queue>}:job:schedule:<name>:<due ms>  HASH  the job of one due time
---           leaseq:{<queue>}:history:m:<minute> and :history:t:<ten-minute>  HASH  history counts (bump_counter)
+-- derives: leaseq:{<queue>}:schedule:<name>  HASH  each schedule (schedule_prefix);
+--          leaseq:{<queue>}:job:<id>  HASH  the jobs it makes (job_prefix);
+--          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
+--          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
 -- returns: {jobs created, schedules moved on}
 -- errors: none; a schedule changed, removed or fired since the read is left alone
 --!include lib/bump_counter.lua
@@ -68,7 +69,7 @@ for i = TAIL.args, #ARGV, 4 do
       if redis.call('EXISTS', job) == 0 and row[4] then
         local priority = tonumber(row[6] or '') or 0
         -- A row number like enqueue's, so a lease of an earlier row under this
-        -- id can never act on this one (docs/design.md, "Incarnations").
+        -- id can never act on this one (docs/keys-and-rows.md, "Incarnations").
         local incarnation = reserve_incarnations(meta, 1, now) + 1
         redis.call('HSET', job, 'attempts', 0, 'max_attempts', tonumber(row[5] or '') or 1,
           'payload', row[4], 'enqueued_at', now, 'schedule', name, 'due_at', due,

@@ -13,6 +13,7 @@ leaseq`` imports the CLI.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,13 @@ def test_only_the_cli_imports_the_dashboard_and_only_main_the_cli() -> None:
                 ("leaseq.cli", "leaseq.__main__")
             ):
                 raise AssertionError(f"{me}:{line} imports the CLI")
+
+
+def test_the_architecture_page_names_every_module_once() -> None:
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = re.findall(r"^- `(leaseq/[\w/]+\.py)` — \S", page, re.MULTILINE)
+    modules = sorted(str(p.relative_to(PACKAGE.parent)) for p in MODULES)
+    assert sorted(named) == modules, (
+        f"docs/architecture.md misses {sorted(set(modules) - set(named))}, "
+        f"names gone modules {sorted(set(named) - set(modules))}"
+    )

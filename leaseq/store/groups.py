@@ -4,7 +4,7 @@
 field; the scripts keep one ready ZSET per group and rotate claims between
 the groups that have ready jobs (``lua/lib/rotate_groups.lua``), and
 ``set_limits(group_concurrency=N)`` caps each group's active leases. The keys
-are in ``leaseq/store/keys.py``; the rules are in docs/design.md, "Fair groups".
+are in ``leaseq/store/keys.py``; the rules are in docs/flow-control.md, "Fair groups".
 """
 
 from __future__ import annotations

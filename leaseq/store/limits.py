@@ -3,7 +3,7 @@
 ``set_limits`` writes the hash ``keys.limits``; ``lua/claim.lua`` reads it on
 every claim (through ``lua/lib/apply_limits.lua``) and enforces it on the
 server's clock, so every worker obeys the new values at its next claim and
-no client setting can get around them. See docs/design.md, "Flow control".
+no client setting can get around them. See docs/flow-control.md.
 """
 
 from __future__ import annotations

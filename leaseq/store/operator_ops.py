@@ -115,7 +115,7 @@ class OperatorOps:
         dropped: tuple[float | None, float] = yield self.core.reset_clock()
         return dropped
 
-    # -- schedules and limits (docs/design.md, "Flow control") ----------------------
+    # -- schedules and limits (docs/flow-control.md) ----------------------------------
 
     def schedule(
         self,

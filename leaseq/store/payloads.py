@@ -1,6 +1,6 @@
 """Payload and result encoding: msgspec JSON (default) or msgpack. Never pickle.
 
-The rules (README "Payload rules", docs/design.md): payloads and results are
+The rules (README "Payload rules", docs/keys-and-rows.md): payloads and results are
 data. NaN and +/-Infinity are refused (msgspec's JSON would store them as
 ``null``; msgpack would keep them, so both serializers refuse alike). Other
 Python types are converted the msgspec way and come back as what the stored

@@ -38,7 +38,7 @@ DEFAULT_KEEP_SUCCEEDED_COUNT = 10_000
 """Most succeeded rows a queue keeps by default (about 5.4 MB at ~540 B a row)."""
 CLOCK_HOLD = 10.0
 """Longest the clock floor holds a queue's time back behind the server's TIME,
-in seconds (lua/lib/now_ms.lua; docs/design.md, The server clock)."""
+in seconds (lua/lib/now_ms.lua; docs/leases-and-fencing.md, "The server clock")."""
 DEFAULT_MAX_PAYLOAD = 1_048_576
 
 

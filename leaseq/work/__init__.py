@@ -1,1 +1,2 @@
-"""leaseq.work"""
+"""What the threaded and the asyncio workers share: the outcome policy, handler
+time limits, signal handling."""

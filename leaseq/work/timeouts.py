@@ -1,4 +1,4 @@
-"""Handler time limits of the threaded worker (docs/design.md, Timeouts).
+"""Handler time limits of the threaded worker (docs/workers.md, Timeouts).
 
 A job's limit is its own ``timeout`` (``enqueue(..., timeout=)``), else the
 worker's (``Worker(..., timeout=)``); it runs from the moment its handler

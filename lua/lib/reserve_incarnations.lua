@@ -1,5 +1,5 @@
 -- reserve_incarnations(meta, n, now): reserve n row numbers for new rows
--- (docs/design.md, "Incarnations"); returns the number before the first, so
+-- (docs/keys-and-rows.md, "Incarnations"); returns the number before the first, so
 -- the rows get first + 1 .. first + n. A counter that starts afresh -- the
 -- queue is new, or its meta hash went (drop.lua, or an operator's DEL) --
 -- starts at now * 1000, above every number handed out before it unless the
