@@ -11,7 +11,8 @@ driver a class mixes in decides how they run: ``Queue`` here calls redis-py
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from leaseq.errors import InvalidArgument
 from leaseq.store.core import QueueCore
@@ -23,7 +24,18 @@ from leaseq.transport import connect as _connect
 from leaseq.transport.drive import AsyncDriver, FeedOperation, Operation, SyncDriver
 from leaseq.types import DEFAULT_BACKOFF, Backoff
 
-__all__ = ["AsyncQueueAPI", "Queue", "QueueAPI", "QueueBase", "SyncQueueAPI", "connect"]
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = [
+    "AsyncQueueAPI",
+    "Queue",
+    "QueueAPI",
+    "QueueBase",
+    "SyncQueueAPI",
+    "connect",
+    "connect_asyncio",
+]
 
 S = TypeVar("S", bound="SyncQueueAPI")
 A = TypeVar("A", bound="AsyncQueueAPI")
@@ -32,6 +44,11 @@ A = TypeVar("A", bound="AsyncQueueAPI")
 def connect(url: str) -> Any:
     """A redis-py client for ``url`` (``redis://``, ``rediss://``, ``unix://``, ``memory://``)."""
     return _connect.connect(url)
+
+
+def connect_asyncio(url: str) -> Any:
+    """A ``redis.asyncio`` client for ``url`` (the same schemes as ``connect``)."""
+    return _connect.connect(url, asyncio=True)
 
 
 def _decodes_responses(client: Any) -> bool:
@@ -47,10 +64,20 @@ class QueueBase:
     Settings are keyword-only and checked at construction; an unknown one is
     a TypeError. Durations are seconds (float). ``shard`` is set by
     ``ShardedQueue`` only (keys under the hash tag ``{<name>#<shard>}``);
-    ``durable`` and ``durable_timeout`` are described in docs/scaling.md.
+    ``durable`` and ``durable_timeout`` are described in docs/scale-out.md.
     """
 
     _kind = "Queue"
+    _connector: Callable[[str], Any]
+    """The client factory for a URL: redis-py's (``SyncQueueAPI``) or asyncio's."""
+
+    @classmethod
+    def from_url(cls, url: str, name: str, **settings: Any) -> Self:
+        """A queue on a new client for ``url``; ``settings`` as for the class.
+        The queue owns that client: ``close()`` (or a ``with`` block) closes it."""
+        queue = cls(name, redis=cls._connector(url), **settings)
+        queue._owns_client = True
+        return queue
 
     def __init__(
         self,
@@ -193,6 +220,7 @@ class SyncQueueAPI(QueueAPI, SyncDriver):
     the caller's to close."""
 
     _owns_client: bool
+    _connector = staticmethod(connect)
 
     def close(self) -> None:
         """Close the client if this queue made it (``from_url``); else do nothing."""
@@ -212,6 +240,7 @@ class AsyncQueueAPI(QueueAPI, AsyncDriver):
     ``async with`` as for ``SyncQueueAPI``."""
 
     _owns_client: bool
+    _connector = staticmethod(connect_asyncio)
 
     async def close(self) -> None:
         """Close the client if this queue made it (``from_url``); else do nothing."""
@@ -235,13 +264,6 @@ class Queue(QueueBase, SyncQueueAPI):
     A queue made by ``from_url`` owns its client: ``close()`` (or a ``with``
     block) closes it; a client passed in stays the caller's to close.
     """
-
-    @classmethod
-    def from_url(cls, url: str, name: str, **settings: Any) -> Queue:
-        """A queue on a new client for ``url``; ``settings`` as for ``Queue``."""
-        queue = cls(name, redis=connect(url), **settings)
-        queue._owns_client = True
-        return queue
 
     @staticmethod
     def queues(redis: Any, prefix: str = "leaseq") -> list[str]:

@@ -23,11 +23,11 @@ See docs/scaling.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from leaseq.errors import InvalidArgument
-from leaseq.queue import Queue, SyncQueueAPI, connect
+from leaseq.queue import Queue, SyncQueueAPI
 from leaseq.store.keys import MAX_SHARDS, QueueKeys, check_job_id, shard_of, split_shard
 from leaseq.store.ops import WAKE_SLICE
 from leaseq.store.sharded_ops import ShardedOps, merge_stats
@@ -47,11 +47,23 @@ __all__ = [
 
 Q = TypeVar("Q", bound=Any)
 
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
 
 class ShardedBase(Generic[Q]):
     """What the sync and async sharded queues share: their shards and settings."""
 
     _queue_class: Any
+    _connector: Callable[[str], Any]
+
+    @classmethod
+    def from_url(cls, url: str, name: str, *, shards: int, **settings: Any) -> Self:
+        """A sharded queue on a new client for ``url`` (sync or asyncio, as the
+        class is); settings as for ``Queue``. It owns the client (``close()``)."""
+        queue = cls(name, shards=shards, redis=cls._connector(url), **settings)
+        queue._owns_client = True
+        return queue
 
     def __init__(self, name: str, *, shards: int, redis: Any, **settings: Any) -> None:
         if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
@@ -119,13 +131,6 @@ class ShardedQueue(ShardedBase[Queue], SyncQueueAPI):
     """
 
     _queue_class = Queue
-
-    @classmethod
-    def from_url(cls, url: str, name: str, *, shards: int, **settings: Any) -> ShardedQueue:
-        """A sharded queue on a new client for ``url``; settings as for ``Queue``."""
-        queue = cls(name, shards=shards, redis=connect(url), **settings)
-        queue._owns_client = True
-        return queue
 
 
 def sharded_names(tags: Iterable[str]) -> dict[str, int]:

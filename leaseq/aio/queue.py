@@ -10,18 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from leaseq.queue import AsyncQueueAPI, QueueBase
+from leaseq.queue import AsyncQueueAPI, QueueBase, connect_asyncio
 from leaseq.store.ops import list_queues
-from leaseq.transport import connect as _connect
 from leaseq.transport.drive import AsyncDriver
 
 __all__ = ["Queue", "connect"]
 
 
-def connect(url: str) -> Any:
-    """A ``redis.asyncio`` client for ``url`` (``redis://``, ``rediss://``, ``unix://``,
-    ``memory://``)."""
-    return _connect.connect(url, asyncio=True)
+connect = connect_asyncio
 
 
 class Queue(QueueBase, AsyncQueueAPI):
@@ -32,13 +28,6 @@ class Queue(QueueBase, AsyncQueueAPI):
     """
 
     _kind = "aio.Queue"
-
-    @classmethod
-    def from_url(cls, url: str, name: str, **settings: Any) -> Queue:
-        """A queue on a new ``redis.asyncio`` client for ``url``; settings as for ``Queue``."""
-        queue = cls(name, redis=connect(url), **settings)
-        queue._owns_client = True
-        return queue
 
     @staticmethod
     async def queues(redis: Any, prefix: str = "leaseq") -> list[str]:
