@@ -24,8 +24,14 @@ import leaseq.transport.memory
 from leaseq.store.replies import _Row
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
 DOCS = ("README.md", "docs/design.md")
+
+
 _FENCE = re.compile(r"^```python([^\n]*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
+
+
 _KNOWN_INFO = {"no-run", "worker"}
 
 

@@ -1,5 +1,6 @@
 """The wheel ships the Lua scripts inside the package, and loads them from there;
-the declared redis-py floor is the one tests/run.sh tests and README states."""
+the declared redis-py floor is the one tests/run.sh tests and README states.
+"""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def test_ci_runs_exactly_the_readmes_test_command() -> None:
 def test_a_run_in_which_no_test_passes_fails(tmp_path: Path) -> None:
     # A missing server binary makes the cluster cases skip: everything skipped
     # must not pass for green (tests/conftest.py turns it into exit 5).
-    args = ["-q", "-p", "no:cacheprovider", "tests/test_cluster.py", "-k", "smoke"]
+    args = ["-q", "-p", "no:cacheprovider", "tests/transport/test_cluster.py", "-k", "smoke"]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", *args],
         cwd=ROOT,

@@ -1,0 +1,497 @@
+"""leaseq.aio: the shared behaviour suite on redis.asyncio, and the asyncio Worker.
+
+The suite functions are the sync ones (tests/test_store.py and friends),
+run against ``leaseq.aio.Queue`` through a facade that awaits each call, so
+both APIs are held to one definition of every behaviour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+import leaseq
+import leaseq.aio
+from leaseq.handler import Dead, Retry
+from tests.observe import test_tracing
+from tests.store import (
+    test_admin,
+    test_bad_input,
+    test_clock,
+    test_damage,
+    test_discovery,
+    test_effects,
+    test_events,
+    test_fencing,
+    test_groups,
+    test_hardening_fencing,
+    test_history,
+    test_invariants,
+    test_jobs,
+    test_limits,
+    test_pause,
+    test_retention,
+    test_schedules,
+    test_scripts,
+    test_smoke,
+    test_validation,
+    test_waits,
+)
+from tests.support import suite
+from tests.support.backends import Clock, async_client
+from tests.worker import test_refunds, test_registry, test_worker
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+SUITE_MODULES = (
+    test_jobs,
+    test_smoke,
+    test_fencing,
+    test_damage,
+    test_effects,
+    test_bad_input,
+    test_clock,
+    test_validation,
+    test_retention,
+    test_scripts,
+    test_invariants,
+    test_worker,
+    test_admin,
+    test_hardening_fencing,
+    test_limits,
+    test_pause,
+    test_schedules,
+    test_refunds,
+    test_history,
+    test_registry,
+    test_groups,
+    test_waits,
+    test_discovery,
+    test_events,
+    test_tracing,
+)
+
+
+# Queue cases of the sync suite that do NOT run here, each with the reason.
+# A case missing from both the async run and this list fails
+# test_every_sync_queue_case_runs_on_aio_or_is_excluded_with_a_reason.
+_THREADED_WORKER = (
+    "drives the threaded leaseq.Worker, which needs a sync Queue (its threads "
+    "cannot share the facade's event loop); aio.Worker's own cases are below"
+)
+
+
+_THREADS = (
+    "races several sync leaseq.Queue clients on real threads; the async races "
+    "are test_cluster's and the aio Worker's concurrency cases"
+)
+
+
+_WEB = (
+    "the dashboard is a Starlette app over a sync leaseq.Queue (its routes run "
+    "in a thread pool); the queue operations it calls are all in this suite"
+)
+
+
+_PARSE_HOOK = (
+    "makes sync queue calls from inside a reply's parse to interleave deaths "
+    "between pages; the snapshot rule it checks is the one _admin generator "
+    "that both transports run"
+)
+
+
+_BLOCKING_WAIT = (
+    "blocks on the done stream until a deadline; on the aio suite's frozen fake "
+    "clock that deadline never comes. tests/test_jobs_wait.py runs its aio twins "
+    "on a real server"
+)
+
+
+_KINDS = (
+    "drives workers with handler dicts; tests/test_kinds.py runs its aio twins "
+    "itself, with the aio Worker on a real server"
+)
+
+
+EXCLUDED: dict[str, str] = {
+    "store.admin.retry_all_dead_retries_each_job_once_while_they_keep_dying": _PARSE_HOOK,
+    "store.fencing.many_concurrent_reapers_move_each_job_once": _THREADS,
+    "store.fencing.claims_racing_reapers_never_double_hand_out": _THREADS,
+    "worker.worker.return_value_completes_with_result": _THREADED_WORKER,
+    "worker.worker.exception_fails_with_type_message_and_traceback": _THREADED_WORKER,
+    "worker.worker.exception_with_attempts_left_schedules_a_retry": _THREADED_WORKER,
+    "worker.worker.retry_exception_sets_the_delay": _THREADED_WORKER,
+    "worker.worker.retry_in_zero_runs_again_within_the_same_burst": _THREADED_WORKER,
+    "worker.worker.dead_exception_dead_letters_at_once": _THREADED_WORKER,
+    "worker.worker.current_job_is_the_running_lease": _THREADED_WORKER,
+    "worker.worker.burst_with_nothing_returns": _THREADED_WORKER,
+    "worker.worker.stop_lets_in_flight_finish": _THREADED_WORKER,
+    "worker.worker.stop_now_releases_in_flight_and_discards_their_outcome": _THREADED_WORKER,
+    "worker.worker.every_log_line_names_queue_job_and_attempt": _THREADED_WORKER,
+    "worker.worker.many_jobs_many_threads_each_done_once": _THREADED_WORKER,
+    "worker.worker.bad_settings_are_rejected": _THREADED_WORKER,
+    "worker.worker.handler_must_be_callable": _THREADED_WORKER,
+    "worker.worker.run_returns_only_after_its_claimer_stopped": _THREADED_WORKER,
+    "worker.worker.unencodable_result_dead_letters_only_that_job_at_once": _THREADED_WORKER,
+    "store.pause.a_burst_worker_runs_nothing_on_a_paused_queue": _THREADED_WORKER,
+    "store.pause.resume_wakes_a_blocked_claimer_at_once": _THREADS,
+    "worker.kinds.a_handler_dict_dispatches_by_kind": _KINDS,
+    "worker.kinds.an_unknown_kind_is_not_run_and_is_retried": _KINDS,
+    "store.jobs_wait.current_job_progress_in_a_worker": _BLOCKING_WAIT,
+    "store.jobs_wait.wait_many_in_order_with_every_finished_state": _BLOCKING_WAIT,
+    "store.jobs_wait.wait_times_out_with_none": _BLOCKING_WAIT,
+    "store.jobs_wait.wait_wakes_when_the_job_finishes": _BLOCKING_WAIT,
+    "store.jobs_wait.a_job_deleted_while_waited_for_raises_at_once": _BLOCKING_WAIT,
+    "store.jobs_wait.wait_many_of_a_string_is_a_bad_argument": (
+        "refused by the one _ops generator both transports run, before any step: "
+        "the module's other cases block on the frozen clock, so it is not in the suite"
+    ),
+    "web.groups.queue_page_shows_limits_and_job_page_the_group": _WEB,
+    "web.http.allowed_hosts_refuses_other_host_headers": _WEB,
+    "web.http.job_page_shows_the_jobs_history_from_the_event_stream": _WEB,
+    "web.workers.overview_counts_workers_online_per_queue": _WEB,
+    "web.workers.overview_draws_the_history_charts_and_dead_letter_growth": _WEB,
+    "web.workers.workers_page_lists_each_worker_and_drops_the_dead": _WEB,
+    "observe.metrics.a_lost_lease_is_counted": _THREADED_WORKER,
+    "observe.metrics.an_installed_observer_is_the_default": _THREADED_WORKER,
+    "observe.metrics.busy_handlers_are_counted_while_they_run": _THREADED_WORKER,
+    "observe.metrics.threaded_worker_records_durations_waits_and_slots": _THREADED_WORKER,
+    "worker.registry.the_threaded_worker_registers_while_it_runs_and_leaves_at_stop": (
+        _THREADED_WORKER
+    ),
+    "web.http.actions_need_the_csrf_token_and_a_same_origin": _WEB,
+    "web.http.actions_on_many_ids_report_refusals": _WEB,
+    "web.http.auth": _WEB,
+    "web.http.destructive_actions_ask_first": _WEB,
+    "web.http.ids_that_need_quoting_work_everywhere": _WEB,
+    "web.http.job_page_of_a_damaged_row_shows_what_is_stored": _WEB,
+    "web.http.job_page_shows_every_field": _WEB,
+    "web.http.metrics": _WEB,
+    "web.http.mounts_under_any_path": _WEB,
+    "web.http.overview_lists_queues_and_counts": _WEB,
+    "web.http.queue_pages_through_the_index": _WEB,
+    "web.http.read_only_refuses_every_post": _WEB,
+    "web.http.run_a_scheduled_job_now": _WEB,
+    "web.http.search_by_id_and_bounded_substring": _WEB,
+}
+
+
+CASES = suite.cases(*SUITE_MODULES, skip=lambda f: suite.case_name(f) in EXCLUDED, fixtures=None)
+
+
+@pytest.fixture
+def aq(r: Any, loop: asyncio.AbstractEventLoop) -> Iterator[leaseq.aio.Queue]:
+    client = async_client(r)
+    yield leaseq.aio.Queue(
+        "emails",
+        redis=client,
+        keep_succeeded=60.0,
+        backoff=leaseq.Backoff(base=1.0, cap=10.0, jitter=0.0),
+    )
+    loop.run_until_complete(client.aclose())
+
+
+def test_the_suite_is_not_empty() -> None:
+    assert len(CASES) >= 400
+
+
+def _collected(tmp_path: Path) -> list[dict[str, Any]]:
+    """Every item pytest collects under tests/ (see LEASEQ_LIST_SUITE in conftest)."""
+    listing = tmp_path / "items.jsonl"
+    env = {**os.environ, "LEASEQ_LIST_SUITE": str(listing)}
+    env.pop("LEASEQ_BACKENDS", None)  # list both backends whatever this pass runs
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return [json.loads(line) for line in listing.read_text().splitlines()]
+
+
+def test_every_sync_queue_case_runs_on_aio_or_is_excluded_with_a_reason(tmp_path: Path) -> None:
+    """The sync queue cases (every collected test that uses the ``q`` fixture,
+    whichever module holds it) minus EXCLUDED are exactly the aio cases, with
+    as many parameter combinations each: a test that stops being re-run here
+    (a new module, a new fixture, a filter) fails this instead of vanishing."""
+    items = _collected(tmp_path)
+    here = __name__
+    sync: Counter[str] = Counter()
+    on_aio: Counter[str] = Counter()
+    for item in items:
+        if item["check"] and item["func"] == f"{here}.test_shared_suite_on_aio":
+            on_aio[_name(item["check"])] += 1
+        elif item["uses_q"] and not item["func"].startswith(f"{here}."):
+            sync[_name(item["func"])] += 1
+    assert sync, "no sync queue case collected"
+    stale = sorted(set(EXCLUDED) - set(sync))
+    assert not stale, f"EXCLUDED names cases that do not exist (any more): {stale}"
+    both = sorted(set(EXCLUDED) & set(on_aio))
+    assert not both, f"excluded but run on aio all the same: {both}"
+    wanted = {name: n for name, n in sync.items() if name not in EXCLUDED}
+    dropped = sorted(set(wanted) - set(on_aio))
+    assert not dropped, f"sync queue cases neither run on aio nor in EXCLUDED: {dropped}"
+    assert dict(on_aio) == wanted, {
+        name: (wanted.get(name), on_aio[name])
+        for name in on_aio
+        if wanted.get(name) != on_aio[name]
+    }
+    assert all(len(reason) > 20 for reason in EXCLUDED.values())
+
+
+def _name(qualified: str) -> str:
+    """'tests.store.test_jobs.test_enqueue_x' -> 'store.jobs.enqueue_x' (suite.case_name's form)."""
+    module, _, func = qualified.rpartition(".")
+    return suite.case_id(module, func)
+
+
+@pytest.mark.parametrize(("check", "params"), CASES)
+def test_shared_suite_on_aio(
+    check: Callable[..., None],
+    params: dict[str, Any],
+    aq: leaseq.aio.Queue,
+    r: Any,
+    clock: Clock,
+    loop: asyncio.AbstractEventLoop,
+    request: pytest.FixtureRequest,
+) -> None:
+    suite.call(check, params, request, q=suite.SyncFacade(aq, r, loop), r=r, clock=clock)
+
+
+# -- aio-only behaviour ----------------------------------------------------------
+
+
+def run(loop: asyncio.AbstractEventLoop, coro: Awaitable[Any]) -> Any:
+    return loop.run_until_complete(coro)
+
+
+def test_blocking_claim_wakes_on_enqueue(
+    aq: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    async def scenario() -> tuple[leaseq.Lease | None, float]:
+        started = loop.time()
+        waiter = asyncio.ensure_future(aq.claim(ttl=5.0, block=5.0))
+        await asyncio.sleep(0.05)
+        assert not waiter.done()
+        await aq.enqueue({"n": 1})
+        lease = await asyncio.wait_for(waiter, 4.0)
+        return lease, loop.time() - started
+
+    lease, took = run(loop, scenario())
+    assert lease is not None and lease.payload == {"n": 1}
+    assert took < 3.0
+
+
+def test_blocking_claim_times_out_empty(
+    aq: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    assert run(loop, aq.claim_many(3, ttl=1.0, block=0.05)) == []
+
+
+def test_noscript_reload(aq: leaseq.aio.Queue, r: Any, loop: asyncio.AbstractEventLoop) -> None:
+    run(loop, aq.enqueue({"n": 1}))
+    r.script_flush()
+    assert run(loop, aq.enqueue({"n": 2}, id="second")) == "second"
+    assert run(loop, aq.stats()).pending == 2
+
+
+def test_queues_and_from_url(redis_server: Any, loop: asyncio.AbstractEventLoop) -> None:
+    sync = redis.Redis(port=redis_server.port)
+    sync.flushall()
+
+    async def scenario() -> list[str]:
+        q = leaseq.aio.Queue.from_url(redis_server.url, "aio-url")
+        await q.enqueue({"n": 1})
+        names = await leaseq.aio.Queue.queues(q.redis)
+        await q.redis.aclose()
+        return names
+
+    assert run(loop, scenario()) == ["aio-url"]
+    with pytest.raises(leaseq.InvalidArgument):
+        leaseq.aio.Queue.from_url("", "x")
+    sync.close()
+
+
+def test_redis_outage_is_server_unavailable(loop: asyncio.AbstractEventLoop) -> None:
+    from redis.asyncio.retry import Retry as NoRetry
+    from redis.backoff import NoBackoff
+
+    from tests.support.servers import free_port
+
+    client = aioredis.Redis(port=free_port(), retry=NoRetry(NoBackoff(), 0))
+    q = leaseq.aio.Queue("x", redis=client)
+    with pytest.raises(leaseq.ServerUnavailable):
+        run(loop, q.enqueue({"n": 1}))
+    run(loop, q.redis.aclose())
+
+
+def test_worker_outcomes_in_burst(live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop) -> None:
+    async def handler(lease: leaseq.Lease) -> Any:
+        kind = lease.payload["kind"]
+        if kind == "boom":
+            raise ValueError("boom")
+        if kind == "retry":
+            if lease.attempt == 1:
+                raise Retry(0.0, "later")
+            return "second time"
+        if kind == "dead":
+            raise Dead("poison")
+        await asyncio.sleep(0.01)
+        return {"ok": lease.payload["i"]}
+
+    async def scenario() -> int:
+        await live.enqueue_many([{"kind": "ok", "i": i} for i in range(20)])
+        for kind in ("boom", "retry", "dead"):
+            await live.enqueue({"kind": kind}, id=kind)
+        return await leaseq.aio.Worker(live, handler, concurrency=5, ttl=5.0).run(burst=True)
+
+    processed = run(loop, scenario())
+    assert processed == 20 + 2 + 2 + 1
+    stats = run(loop, live.stats())
+    assert (stats.succeeded, stats.dead, stats.pending, stats.active) == (21, 2, 0, 0)
+    boom = run(loop, live.get("boom"))
+    assert boom is not None and boom.state is leaseq.State.DEAD and boom.attempts == 2
+    assert boom.last_error is not None and "ValueError: boom" in boom.last_error
+    retried = run(loop, live.get("retry"))
+    assert retried is not None and retried.result == "second time" and retried.attempts == 2
+    dead = run(loop, live.get("dead"))
+    # The one outcome policy (leaseq.work.outcomes.decide) writes what the threaded
+    # worker writes: the exception's kind, then its reason.
+    assert dead is not None and dead.attempts == 1 and dead.last_error == "Dead: poison"
+
+
+def test_worker_concurrency_is_in_flight_tasks(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    running = 0
+    peak = 0
+
+    async def handler(lease: leaseq.Lease) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.02)
+        running -= 1
+
+    async def scenario() -> int:
+        await live.enqueue_many([{"i": i} for i in range(24)])
+        return await leaseq.aio.Worker(live, handler, concurrency=4, ttl=5.0).run(burst=True)
+
+    assert run(loop, scenario()) == 24
+    assert peak == 4
+
+
+def test_worker_heartbeats_keep_a_long_job(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    async def handler(lease: leaseq.Lease) -> str:
+        await asyncio.sleep(0.6)  # six lease lengths: only heartbeats keep it
+        return "done"
+
+    async def scenario() -> None:
+        await live.enqueue({"n": 1}, id="long")
+        await leaseq.aio.Worker(live, handler, concurrency=1, ttl=0.1).run(burst=True)
+
+    run(loop, scenario())
+    job = run(loop, live.get("long"))
+    assert job is not None and job.state is leaseq.State.SUCCEEDED and job.attempts == 1
+
+
+def test_worker_cancels_a_handler_whose_lease_is_lost(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    cancelled = asyncio.Event()
+
+    async def handler(lease: leaseq.Lease) -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    async def scenario() -> None:
+        await live.enqueue({"n": 1}, id="taken")
+        worker = leaseq.aio.Worker(live, handler, concurrency=1, ttl=0.3)
+        task = asyncio.ensure_future(worker.run())
+        while (await live.stats()).active == 0:
+            await asyncio.sleep(0.01)
+        # An operator (or a reaper after a stall) takes the job away:
+        await live.redis.hset(live.keys.job("taken"), "attempts", 7)
+        await asyncio.wait_for(cancelled.wait(), 5.0)
+        worker.stop()
+        await asyncio.wait_for(task, 5.0)
+
+    run(loop, scenario())
+    job = run(loop, live.get("taken"))
+    assert job is not None and job.state is leaseq.State.ACTIVE and job.attempts == 7
+
+
+def test_worker_graceful_stop_finishes_then_releases(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    async def handler(lease: leaseq.Lease) -> str:
+        await asyncio.sleep(0.05 if lease.payload["fast"] else 30)
+        return "ok"
+
+    async def scenario() -> None:
+        await live.enqueue({"fast": True}, id="fast")
+        await live.enqueue({"fast": False}, id="slow")
+        worker = leaseq.aio.Worker(live, handler, concurrency=2, ttl=5.0, grace=0.3)
+        task = asyncio.ensure_future(worker.run())
+        while (await live.stats()).active < 2:
+            await asyncio.sleep(0.01)
+        worker.stop()
+        await asyncio.wait_for(task, 5.0)
+
+    run(loop, scenario())
+    fast, slow = run(loop, live.get("fast")), run(loop, live.get("slow"))
+    assert fast is not None and fast.state is leaseq.State.SUCCEEDED
+    # Past the grace the slow job went back to pending, its attempt refunded.
+    assert slow is not None and slow.state is leaseq.State.PENDING
+
+
+def test_worker_reaps_a_crashed_workers_job(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    async def handler(lease: leaseq.Lease) -> int:
+        return lease.attempt
+
+    async def scenario() -> None:
+        await live.enqueue({"n": 1}, id="orphan")
+        crashed = await live.claim(ttl=0.05)  # a worker that died holding it
+        assert crashed is not None
+        worker = leaseq.aio.Worker(live, handler, concurrency=1, ttl=5.0)
+        task = asyncio.ensure_future(worker.run())
+        while (await live.stats()).succeeded == 0:
+            await asyncio.sleep(0.02)
+        worker.stop()
+        await asyncio.wait_for(task, 5.0)
+
+    run(loop, asyncio.wait_for(scenario(), 10.0))
+    job = run(loop, live.get("orphan"))
+    assert job is not None and job.result == 2
+    assert job.last_error is not None and "lease expired" in job.last_error
+
+
+def test_worker_rejects_bad_settings(live: leaseq.aio.Queue) -> None:
+    async def handler(lease: leaseq.Lease) -> None:
+        return None
+
+    for bad in ({"concurrency": 0}, {"ttl": 0.0}, {"ttl": float("nan")}, {"grace": -1.0}):
+        with pytest.raises(leaseq.InvalidArgument):
+            leaseq.aio.Worker(live, handler, **bad)
