@@ -116,6 +116,12 @@ def cli(capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest) -> C
 
 
 @pytest.fixture
+def memory_cli(capsys: pytest.CaptureFixture[str]) -> Cli:
+    """The CLI in-process on memory:// only."""
+    return Cli(capsys)
+
+
+@pytest.fixture
 def loop() -> Iterator[asyncio.AbstractEventLoop]:
     loop = asyncio.new_event_loop()
     yield loop
@@ -170,12 +176,12 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``LEASEQ_BACKENDS=real`` drops the fakeredis copies (any fixture parameter
-    ``fake``: ``backend`` here, ``store`` in test_sharded, ``cli`` in test_cli).
+    ``fake``: ``backend`` here, ``store`` in tests/transport/test_sharded.py, ``cli`` here).
 
     With ``LEASEQ_LIST_SUITE=<file>`` it first writes, one JSON line per
     collected item, which test function it runs (for the shared-suite case
-    of test_aio, the sync function it re-runs) and whether it uses ``q``:
-    tests/test_aio.py checks from that list that no queue case is dropped.
+    of tests/transport/test_aio.py, the sync function it re-runs) and whether
+    it uses ``q``: that module checks from that list that no queue case is dropped.
     """
     listing = os.environ.get("LEASEQ_LIST_SUITE")
     if listing:

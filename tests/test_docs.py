@@ -144,7 +144,7 @@ def test_design_documents_every_counter() -> None:
         assert f"`{counter}`" in design, f"meta field {counter} is undocumented"
 
 
-def test_design_keeps_sections_for_other_issues() -> None:
+def test_design_keeps_its_workers_and_scaling_sections() -> None:
     design = _design()
     for heading in ("## Workers and wake-ups", "## Scaling out"):
         assert heading in design

@@ -1,19 +1,20 @@
-"""CLI output a new user met: tables that fit the terminal (80 columns, or the
-real width when wider) with one line a row, ``ls --json`` and ``show --json``,
-and ``enqueue --file`` naming a line that is not UTF-8. In-process through
-main(), on memory:// and on a real server (see tests/test_cli.py).
+"""What the CLI prints: tables that fit the terminal (80 columns, or the real
+width when wider) with one line a row and whole ids, ``show --json`` with
+every field, and a server warning as one clean line.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import re
+from typing import Any
 
 import pytest
 
 import leaseq
 from leaseq.cli.terminal import shorten
-from tests.support.cli import Cli, _one_line_error
+from tests.support.cli import Cli, _one_line_error, run_leaseq_without_url
+from tests.support.servers import RedisServer
 
 LONG = [f"order-2026-03-17-customer-with-a-long-name-{i:04d}-tail" for i in range(5)]
 
@@ -105,26 +106,47 @@ def test_show_json_has_every_field(cli: Cli) -> None:
     _one_line_error(*cli("show", "mail", "nope", "--json"), "nope")
 
 
-def test_non_utf8_line_is_named_and_writes_nothing(cli: Cli, tmp_path: Path) -> None:
-    lines = tmp_path / "jobs.jsonl"
-    lines.write_bytes(b'{"i": 1}\n{"i": 2}\n{"s": "caf\xe9"}\n{"i": 4}\n')
-    _one_line_error(*cli("enqueue", "mail", "--file", str(lines)), "line 3", "UTF-8", "0xe9")
-    assert leaseq.Queue.queues(cli.queue().redis) == []
+def test_tables_fit_80_columns(redis_server: Any) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import leaseq
+
+    url = f"redis://127.0.0.1:{redis_server.port}/0"
+    r = leaseq.Queue.from_url(url, "emails-transactional-eu-west")
+    r.redis.flushall()
+    r.enqueue_many([{"to": f"someone-{i}@example.org", "body": "x" * 200} for i in range(1234)])
+    leaseq.Queue.from_url(url, "a").enqueue(1)
+    exe = str(Path(sys.executable).parent / "leaseq")
+    env = {**os.environ, "COLUMNS": "80", "LEASEQ_URL": url}
+    for args in (["stats"], ["stats", "a"], ["ls", "emails-transactional-eu-west", "--limit", "3"]):
+        done = subprocess.run([exe, *args], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert max(len(line) for line in lines) <= 80, done.stdout
+        print(done.stdout)
+        words = ("pending", "sched", "active", "done", "dead", "cancel", "expired", "oldest")
+        if args[0] == "ls":
+            words = ("id", "attempts", "priority", "worker", "last_error", "payload")
+        header = next(line for line in lines if line.lstrip("┃ ").startswith(("queue", "id ")))
+        for word in words:
+            assert re.search(rf"(^|[\s┃]){re.escape(word)}([\s┃]|$)", header), (word, header)
+        assert "…" not in header
+        if args[0] == "ls":  # ids are whole: the next command needs them
+            for job in leaseq.Queue.from_url(url, args[1]).ls("pending", limit=3):
+                assert job.id in done.stdout
 
 
-def test_too_large_line_is_named_and_writes_nothing(cli: Cli, tmp_path: Path) -> None:
-    # A bad line past the first batch of 1000: still nothing written.
-    lines = tmp_path / "jobs.jsonl"
-    body = [json.dumps({"i": i}) for i in range(1500)]
-    body[1200] = json.dumps({"big": "x" * 2_000_000})
-    lines.write_text("\n".join(body) + "\n")
-    _one_line_error(*cli("enqueue", "mail", "--file", str(lines)), "line 1201", "bytes")
-    assert leaseq.Queue.queues(cli.queue().redis) == []
-
-
-def test_utf8_file_with_a_bom_and_text(cli: Cli, tmp_path: Path) -> None:
-    lines = tmp_path / "jobs.jsonl"
-    lines.write_bytes('\ufeff{"s": "café ☕"}\n{"i": 2}\n'.encode())
-    code, out, _ = cli("enqueue", "mail", "--file", str(lines))
-    assert code == 0 and "enqueued 2 job(s)" in out
-    assert {"s": "café ☕"} in [j.payload for j in cli.queue().ls("pending")]
+def test_eviction_warning_is_one_clean_line() -> None:
+    server = RedisServer("--maxmemory-policy", "allkeys-lru")
+    try:
+        done = run_leaseq_without_url("--url", server.url, "enqueue", "mail", "{}")
+        assert done.returncode == 0, done.stderr
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1, done.stderr
+        assert lines[0].startswith("leaseq: warning: Redis maxmemory-policy is 'allkeys-lru'")
+        assert ".py" not in done.stderr and "warnings.warn" not in done.stderr
+    finally:
+        server.stop()

@@ -1,10 +1,16 @@
-"""The schedule commands of the CLI, in-process on memory:// (see tests/test_cli.py)."""
+"""The schedule commands: ``schedule``, ``schedules`` (also one whose stored
+definition will not read), ``unschedule`` and ``limits``; in-process on
+memory:// and on a real server.
+"""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.support.cli import Cli, _one_line_error
+from tests.support.store import HUGE
 
 
 def test_schedule_list_and_unschedule(cli: Cli) -> None:
@@ -76,3 +82,17 @@ def test_group_limits_in_limits_stats_and_show(cli: Cli) -> None:
     code, out, _ = cli("limits", "mail", "--clear")
     assert code == 0 and "group concurrency none" in out
     assert q.limits().group_concurrency is None and q.claim() is not None
+
+
+def test_schedules_lists_one_whose_definition_will_not_read(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cli = Cli(capsys)
+    q = cli.queue()
+    q.schedule("hourly", {"n": 1}, every=3600.0)
+    q.schedule("broken", {"n": 2}, every=60.0)
+    q.redis.hset(q.keys.schedule("broken"), "every_ms", "abc")
+    q.redis.hset(q.keys.schedule("broken"), "last_fired", HUGE)
+    code, out, err = cli("schedules", "mail")
+    assert code == 0, err
+    assert "hourly" in out and "broken" in out and "unreadable" in out

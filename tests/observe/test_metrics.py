@@ -1,6 +1,7 @@
-"""Worker-local Prometheus metrics (leaseq.observe.worker_metrics): job durations and
-waits, leases lost, handlers busy, from both workers; on fakeredis and a real
-server. ``--metrics-port`` serving them is in tests/test_web.py.
+"""Worker-local Prometheus metrics (leaseq.observe.worker_metrics): job durations
+and waits, leases lost, handlers busy, from both workers, on fakeredis and a
+real server; and ``leaseq worker --metrics-port`` serving them with the
+queue's own figures.
 """
 
 from __future__ import annotations
@@ -123,3 +124,59 @@ def test_wait_is_claim_time_minus_enqueue_time_for_first_attempts() -> None:
 
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def test_worker_metrics_port(redis_server: Any) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import httpx
+
+    from tests.support.servers import free_port, wait_until
+
+    root = Path(__file__).resolve().parents[2]
+    url = f"redis://127.0.0.1:{redis_server.port}/0"
+    q = leaseq.Queue.from_url(url, "metered")
+    q.redis.flushall()
+    port = free_port()
+    exe = str(Path(sys.executable).parent / "leaseq")
+    proc = subprocess.Popen(
+        [
+            exe,
+            "--url",
+            url,
+            "worker",
+            "metered",
+            "tests.support.handlers:noop",
+            "--metrics-port",
+            str(port),
+        ],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        q.enqueue_many([{"n": i} for i in range(5)])
+
+        def scraped() -> str | None:
+            try:
+                text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=1.0).text
+            except httpx.HTTPError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                return None
+            done = 'leaseq_jobs_finished_total{outcome="succeeded",queue="metered"} 5.0'
+            return text if done in text else None
+
+        text = wait_until(scraped, 20, what="the worker's metrics to show 5 succeeded")
+        assert 'leaseq_jobs{queue="metered",state="pending"} 0.0' in text
+        assert 'leaseq_jobs_enqueued_total{queue="metered"} 5.0' in text
+        # Worker-local figures on the same port (leaseq.observe.worker_metrics).
+        assert 'leaseq_job_duration_seconds_count{outcome="complete",queue="metered"} 5.0' in text
+        assert 'leaseq_job_wait_seconds_count{queue="metered"} 5.0' in text
+        assert 'leaseq_handlers{queue="metered"} 4.0' in text
+        assert 'leaseq_leases_lost_total{queue="metered"} 0.0' in text
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)

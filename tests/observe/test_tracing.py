@@ -2,7 +2,7 @@
 the span each worker run makes, checked with the SDK's in-memory exporter on
 fakeredis and a real server.
 
-The ``q`` cases run on the async queue too (tests/test_aio.py's SUITE_MODULES):
+The ``q`` cases run on the async queue too (tests/transport/test_aio.py's SUITE_MODULES):
 the facade runs each call in a task that copies the caller's context, so the
 current span reaches the async enqueue as it does the sync one.
 """
@@ -63,7 +63,7 @@ class _ThisTestOnly(Sampler):
         return SamplingResult(Decision.DROP)
 
     def get_description(self) -> str:
-        return "tests.test_tracing: this test only"
+        return "tests.observe.test_tracing: this test only"
 
 
 _sampler = _ThisTestOnly()
@@ -90,7 +90,7 @@ def exported() -> InMemorySpanExporter:
 
 
 def tracer() -> trace.Tracer:
-    return trace.get_tracer("tests.test_tracing")
+    return trace.get_tracer("tests.observe.test_tracing")
 
 
 def named(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:

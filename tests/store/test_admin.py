@@ -1,10 +1,12 @@
-"""Issue 9, defects 4 and 7: retry-all-dead and purge step over what they
-cannot act on, report it and finish the rest; and both work from a fixed
-snapshot, so a job that dies again while retry-all runs is not retried twice
-and a purge ends however many jobs keep arriving.
+"""Operator calls on a queue, on both backends: deleting one job, dropping a
+queue, running a scheduled job now, and retry-all-dead and purge.
 
-The runs are sans-I/O generators (``leaseq.store.admin``): these tests drive
-them by hand, with small pages, to act between two pages.
+Retry-all-dead and purge step over what they cannot act on, report it and
+finish the rest; both work from a fixed snapshot, so a job that dies again
+while retry-all runs is not retried twice and a purge ends however many
+jobs keep arriving. The runs are sans-I/O generators (``leaseq.store.admin``):
+some tests drive them by hand, with small pages, to act between two pages.
+Every operator call also runs as the least-privilege ACL user.
 """
 
 from __future__ import annotations
@@ -13,11 +15,112 @@ import dataclasses
 from typing import Any
 
 import pytest
+import redis
 
 import leaseq
 from leaseq.store import admin as _admin
 from tests.support.backends import Clock
-from tests.support.store import claim_one, row
+from tests.support.security import PASSWORD
+from tests.support.store import claim_one, index, row, snapshot
+
+# -- delete, drop, run_now -------------------------------------------------------------
+
+
+def test_delete_removes_row_and_index_entry_in_every_idle_state(q: leaseq.Queue) -> None:
+    q.enqueue({"n": 1}, id="d", max_attempts=1)
+    q.enqueue({"n": 2}, id="s", delay=600)
+    lease = claim_one(q)
+    assert lease.id == "d"
+    q.fail(lease, "boom")  # its one attempt: dead
+    q.enqueue({"n": 3}, id="p")
+    q.enqueue({"n": 4}, id="c")
+    q.cancel("c")
+    assert q.delete("d") == "dead"
+    assert q.delete("s") == "scheduled"
+    assert q.delete("p") == "pending"
+    assert q.delete("c") == "cancelled"
+    for job_id in ("p", "s", "d", "c"):
+        assert q.get(job_id) is None
+    s = q.stats()
+    assert (s.pending, s.scheduled, s.dead) == (0, 0, 0)
+
+
+def test_delete_refuses_an_active_job_and_an_unknown_id(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue({"n": 1}, id="a")
+    lease = claim_one(q)
+    before = snapshot(r)
+    with pytest.raises(leaseq.JobStateError, match="holds a lease"):
+        q.delete("a")
+    with pytest.raises(leaseq.JobNotFound):
+        q.delete("nope")
+    with pytest.raises(leaseq.InvalidName):
+        q.delete("bad id")
+    assert snapshot(r) == before
+    q.complete(lease)
+    assert q.delete("a") == "succeeded"
+
+
+def test_delete_takes_a_key_damaged_by_hand(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue({"n": 1}, id="a")
+    r.delete(q.keys.job("a"))
+    r.set(q.keys.job("a"), "overwritten")
+    assert q.delete("a") == "damaged"
+    assert not r.exists(q.keys.job("a"))
+    assert "a" not in index(q, "pending")
+
+
+def test_drop_deletes_every_key_of_the_queue(q: leaseq.Queue, r: Any) -> None:
+    other = leaseq.Queue("other", redis=r)
+    other.enqueue({"keep": True}, id="k")
+    q.enqueue_many([{"n": i} for i in range(5)])
+    q.enqueue({"n": 9}, id="s", delay=600)
+    done = claim_one(q)
+    q.complete(done)
+    q.pause()
+    assert q.drop() == 6
+    assert [k for k in r.keys("*") if b"{emails}" in k] == []
+    assert leaseq.Queue.queues(r) == ["other"]
+    assert other.get("k") is not None
+
+
+def test_drop_refuses_leases_in_flight_unless_forced(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue_many([{"n": i} for i in range(3)])
+    lease = claim_one(q)
+    before = snapshot(r)
+    with pytest.raises(leaseq.JobStateError, match="1 lease"):
+        q.drop()
+    assert snapshot(r) == before
+    assert q.drop(force=True) == 3
+    with pytest.raises(leaseq.LeaseLost):
+        q.complete(lease)
+    assert q.stats().pending == 0
+
+
+def test_drop_works_through_a_big_queue_in_bounded_calls(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue_many([{"n": i} for i in range(2500)])
+    assert q.drop() == 2500
+    assert r.dbsize() == 0
+
+
+def test_run_now_makes_a_scheduled_job_claimable(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue({"n": 1}, id="later", delay=3600, priority=5)
+    q.enqueue({"n": 2}, id="p")
+    assert q.claim(ttl=5.0).id == "p"  # type: ignore[union-attr]
+    assert q.claim(ttl=5.0) is None
+    q.run_now("later")
+    assert "run_at" not in row(q, "later") and "later" not in index(q, "scheduled")
+    assert row(q, "later")["state"] == "pending"
+    lease = claim_one(q, ttl=5.0)
+    assert (lease.id, lease.attempt) == ("later", 1)
+    before = snapshot(r)
+    with pytest.raises(leaseq.JobStateError, match="only a scheduled job"):
+        q.run_now("later")
+    with pytest.raises(leaseq.JobNotFound):
+        q.run_now("nope")
+    assert snapshot(r) == before
+
+
+# -- retry-all-dead and purge: paged runs over a snapshot ------------------------------
 
 
 def _dead(q: leaseq.Queue, ids: list[str]) -> None:
@@ -179,3 +282,29 @@ def test_cancel_of_a_key_that_is_not_a_hash_names_the_job(q: leaseq.Queue, r: An
         q.cancel("k")
     assert exc.value.job_id == "k" and exc.value.field == "<key>"
     assert r.get(q.keys.job("k")) == b"x"
+
+
+# -- as the least-privilege ACL user ---------------------------------------------------
+
+
+def test_every_operator_call_runs_as_the_least_privilege_acl_user(
+    acl_server: Any,
+) -> None:
+    # The user of the acl_server fixture: ~leaseq:* and only the commands leaseq
+    # documents. New scripts must keep to that list (HEXISTS or TYPE would not).
+    url = f"redis://leaseq:{PASSWORD}@127.0.0.1:{acl_server.port}/0"
+    q = leaseq.Queue.from_url(url, "emails")
+    q.enqueue_many([{"n": i} for i in range(3)], ids=["a", "b", "c"])
+    q.enqueue({"n": 9}, id="later", delay=600)
+    assert q.pause() and q.claim(ttl=5.0) is None and q.stats().paused
+    assert q.resume() and claim_one(q, ttl=5.0).id == "a"
+    q.run_now("later")
+    assert q.delete("b") == "pending"
+    admin = redis.Redis(port=acl_server.port)
+    admin.delete(q.keys.job("c"))
+    admin.set(q.keys.job("c"), "overwritten")  # damaged by hand: not a hash any more
+    admin.close()
+    assert q.delete("c") == "damaged"
+    with pytest.raises(leaseq.JobStateError):
+        q.drop()
+    assert q.drop(force=True) == 2

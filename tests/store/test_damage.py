@@ -1,5 +1,7 @@
-"""Rows and keys damaged by hand (as with redis-cli): a clear leaseq error or a
-dead-lettered job with last_error, and the healthy jobs still run.
+"""Rows and keys damaged by hand (as with redis-cli): a clear leaseq error or
+a dead-lettered job with last_error, and the healthy jobs still run.
+(The dashboard and the CLI over damaged keys: tests/web/test_http.py,
+tests/cli/; every field in every state: tests/store/test_bad_input.py.)
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from typing import Any
 import pytest
 
 import leaseq
+from leaseq.errors import DamagedKey
 from tests.support.backends import Clock
 from tests.support.store import claim_one, index, row
 
@@ -258,3 +261,13 @@ def test_ls_reports_damaged_rows_without_losing_the_page(q: leaseq.Queue, r: Any
     assert [job.id for job in q.ls("pending", damaged=damaged)] == ["a", "d"]
     assert sorted(exc.job_id for exc in damaged) == ["b", "c"]
     assert {exc.field for exc in damaged} == {"attempts", "<key>"}
+
+
+def test_a_counter_that_is_not_a_number_is_a_damaged_key(r: Any) -> None:
+    q = leaseq.Queue("counted", redis=r)
+    q.enqueue({"n": 1})
+    r.hset(q.keys.meta, "enqueued", "abc")
+    with pytest.raises(DamagedKey, match="'enqueued' is 'abc'"):
+        q.stats()
+    r.hdel(q.keys.meta, "enqueued")
+    assert q.stats().pending == 1

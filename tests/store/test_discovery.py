@@ -109,7 +109,7 @@ def test_work_goes_on_without_meta(q: leaseq.Queue, r: Any) -> None:
     again = q.enqueue({"n": 9}, id="a")  # still deduplicated by its row
     assert again == "a" and q.stats().succeeded == 1
     assert q.enqueue({"n": 4}, id="d") == "d"
-    # (the incarnation counter restarts at server ms x 1000: test_hardening_fencing)
+    # (the incarnation counter restarts at server ms x 1000: tests/store/test_fencing.py)
     s = q.stats()
     assert (s.pending, s.succeeded) == (3, 1)
     assert s.totals["enqueued"] == 1  # counters restart with the hash (see docs/design.md)

@@ -1,4 +1,4 @@
-"""Issue 9, defect 9: a full Redis (maxmemory + noeviction) keeps draining.
+"""A full Redis (maxmemory + noeviction) keeps draining.
 
 Claims, extensions, markers, completions, failures, releases, reaps, stats
 and purges declare ``#!lua flags=allow-oom`` (Redis 7), so a full server
@@ -104,7 +104,7 @@ def test_stats_runs_on_a_full_server(full: Any) -> None:
 
 def test_scripts_carry_their_flags_and_a_plain_twin() -> None:
     drain = {"claim", "extend", "complete", "fail", "release", "reap", "once", "cancel", "purge"}
-    drain |= {"progress"}  # issue 12: a running job's small write
+    drain |= {"progress"}  # a running job's small write
     # Operator scripts that free memory or write a few bytes run on a full server too.
     steer = {"limits", "pause", "resume", "drop", "run_now", "register", "workers", "events"}
     frees_first = {"purge", "unschedule", "delete"}  # their first write needs no memory

@@ -1,7 +1,7 @@
-"""Fair groups (issue 11): claims rotate between groups; group_concurrency caps each.
+"""Fair groups: claims rotate between groups; group_concurrency caps each.
 
 Cases taking ``q`` run on fakeredis and a real server, and again on the
-asyncio queue (tests/test_aio.py).
+asyncio queue (tests/transport/test_aio.py).
 """
 
 from __future__ import annotations

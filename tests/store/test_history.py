@@ -123,4 +123,4 @@ def test_a_sharded_queue_sums_its_shards(r: Any) -> None:
     assert sum(b.get("enqueued") for b in h.tens) == 30
 
 
-# The async re-run of these cases is tests/test_aio.py's (SUITE_MODULES).
+# The async re-run of these cases is tests/transport/test_aio.py's (SUITE_MODULES).

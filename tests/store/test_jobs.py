@@ -1,5 +1,11 @@
-"""The core store's behaviour on both backends: enqueue, claim order, delays,
-retries, retry_dead, cancel, purge, release, the lease cap, payload codecs.
+"""A job's way through the queue, on fakeredis and a real server: enqueue
+(ids, dedup, batches, priority), claim (FIFO, leases stamped by the server
+clock, delays, blocking claims), complete, fail and backoff, dead letters and
+retry_dead, release, cancel, purge, extend and the lease cap, once().
+
+Every case that takes ``q`` runs again on leaseq.aio (tests/transport/test_aio.py),
+and every case that takes only ``q``, ``r`` and ``clock`` on Redis Cluster
+(tests/transport/test_cluster.py).
 """
 
 from __future__ import annotations
@@ -9,13 +15,40 @@ import threading
 import time
 from typing import Any
 
-import msgspec
 import pytest
 
 import leaseq
 from tests.support.backends import Clock
 from tests.support.servers import wait_until
 from tests.support.store import all_keys, claim_one, index, row, server_ms
+
+# -- the shortest path -----------------------------------------------------------------
+
+
+def test_enqueue_claim_complete(q: leaseq.Queue) -> None:
+    job_id = q.enqueue({"to": "a@b.c"})
+    lease = q.claim(ttl=30.0)
+    assert lease is not None and lease.id == job_id and lease.attempt == 1
+    q.complete(lease, result="sent")
+    job = q.get(job_id)
+    assert job is not None and job.state is leaseq.State.SUCCEEDED and job.result == "sent"
+
+
+def test_expired_lease_is_reaped(q: leaseq.Queue, clock: Clock) -> None:
+    q.enqueue({"n": 1})
+    lease = q.claim(ttl=clock.lease(30.0))
+    assert lease is not None
+    clock.past(lease.deadline)
+    assert q.reap() == (1, 0)
+    again = q.claim(ttl=30.0)
+    assert again is not None and again.attempt == 2
+    try:
+        q.complete(lease)
+    except leaseq.LeaseLost as exc:
+        assert exc.token == 1
+    else:
+        raise AssertionError("stale lease completed")
+
 
 # -- enqueue -------------------------------------------------------------------
 
@@ -429,63 +462,6 @@ def test_once_is_true_only_the_first_time_across_attempts(q: leaseq.Queue) -> No
     assert job is not None and job.once == {"charge": 1, "email": 1}
     with pytest.raises(leaseq.LeaseLost):
         q.once(first, "other")
-
-
-# -- payloads ------------------------------------------------------------------------
-
-
-class Email(msgspec.Struct):
-    to: str
-    retries: int = 0
-
-
-def test_typed_payload_rejected_at_enqueue_and_typed_at_claim(r: Any) -> None:
-    q = leaseq.Queue("typed", redis=r, payload_type=Email)
-    with pytest.raises(leaseq.InvalidPayload):
-        q.enqueue({"to": 5})
-    with pytest.raises(leaseq.InvalidPayload):
-        q.enqueue_many([Email(to="a"), {"nope": 1}])
-    assert r.dbsize() == 0
-    q.enqueue(Email(to="a@b.c"))
-    q.enqueue({"to": "d@e.f"})
-    got = [claim_one(q).payload for _ in range(2)]
-    assert got == [Email(to="a@b.c"), Email(to="d@e.f")]
-
-
-def test_typed_payload_failing_at_claim_is_dead_lettered(r: Any) -> None:
-    q = leaseq.Queue("typed", redis=r, payload_type=Email)
-    bad = q.enqueue(Email(to="x"), id="bad")
-    good = q.enqueue(Email(to="y"), id="good")
-    r.hset(q.keys.job(bad), "payload", '{"to": 42}')
-    leases = wait_until(lambda: q.claim_many(2), what="the good job")
-    assert [lease.id for lease in leases] == [good]
-    stored = row(q, bad)
-    assert stored["state"] == "dead"
-    assert "payload does not decode" in stored["last_error"]
-    assert q.claim() is None
-
-
-def test_msgpack_round_trip(r: Any) -> None:
-    q = leaseq.Queue("packed", redis=r, serializer="msgpack")
-    payload = {"to": "a@b.c", "n": [1, 2.5, None], "raw": b"\x00\xff"}
-    job_id = q.enqueue(payload)
-    lease = claim_one(q)
-    assert lease.payload == payload
-    q.complete(lease, result={"ok": b"\x01"})
-    job = q.get(job_id)
-    assert job is not None and job.payload == payload and job.result == {"ok": b"\x01"}
-
-
-def test_max_payload_bytes_enforced_before_any_write(r: Any) -> None:
-    q = leaseq.Queue("small", redis=r, max_payload_bytes=100)
-    with pytest.raises(leaseq.PayloadTooLarge) as info:
-        q.enqueue("x" * 200)
-    assert isinstance(info.value, ValueError) and info.value.limit == 100
-    with pytest.raises(leaseq.PayloadTooLarge):
-        q.enqueue_many(["ok", "x" * 200])
-    assert r.dbsize() == 0
-    q.enqueue("x" * 90)
-    assert r.dbsize() > 0
 
 
 # -- more ordering and timing ---------------------------------------------------------

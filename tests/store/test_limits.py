@@ -1,7 +1,9 @@
-"""Global limits (issue 11): concurrency and a sliding rate, enforced in claim.lua.
+"""Global limits: concurrency and a sliding rate, enforced in claim.lua; a
+limit edited by hand to junk is no limit and never stops claims.
 
 Cases taking ``q``, ``r`` and ``clock`` run on fakeredis (frozen clock) and a
-real server (short spans), and again on the asyncio queue (tests/test_aio.py).
+real server (short spans), and again on the asyncio queue
+(tests/transport/test_aio.py).
 """
 
 from __future__ import annotations
@@ -297,3 +299,44 @@ def test_a_batch_completion_wakes_one_held_claimer_per_freed_slot(real_r: Any) -
         t.join(10)
     assert len(got) == 3 and all(lease is not None for lease in got)
     assert time.monotonic() - start < 3.0
+
+
+# -- limits edited by hand -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"concurrency": "nan"},
+        {"concurrency": "2.5"},
+        {"concurrency": "-1"},
+        {"rate": "-5", "per_ms": "1000"},
+        {"rate": "5", "per_ms": "nan"},
+        {"rate": "5", "per_ms": "-1"},
+        {"group_concurrency": "-3"},
+    ],
+    ids=lambda f: ",".join(f"{k}={v}" for k, v in f.items()),
+)
+def test_a_limit_edited_by_hand_to_junk_is_no_limit_and_never_stops_claims(
+    r: Any, fields: dict[str, str]
+) -> None:
+    """claim.lua read limits with tonumber(): 'nan', '2.5' or '-5' crashed every
+    claim of the queue (so every worker) with a ScriptError; stats and limits
+    read the same fields differently. Now all three read digits only."""
+    q = leaseq.Queue("limited", redis=r)
+    q.enqueue_many([{"n": i} for i in range(5)])
+    q.enqueue_many([{"n": i} for i in range(5)], group="g")
+    r.hset(q.keys.limits, mapping=fields)
+    assert len(q.claim_many(10, ttl=30.0)) == 10
+    s, lim = q.stats(), q.limits()
+    assert (s.concurrency_limit, lim.concurrency) == (None, None)
+    assert (s.rate_limit, lim.rate, lim.per, lim.group_concurrency) == (None, None, None, None)
+
+
+def test_a_rate_of_zero_set_by_hand_holds_claims_without_an_error(r: Any) -> None:
+    q = leaseq.Queue("limited", redis=r)
+    q.enqueue({"n": 1})
+    r.hset(q.keys.limits, mapping={"rate": "0", "per_ms": "1000"})
+    assert q.claim(ttl=30.0) is None
+    r.delete(q.keys.limits)
+    assert q.claim(ttl=30.0) is not None

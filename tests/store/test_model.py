@@ -10,7 +10,7 @@ after every step the invariants below are checked against what Redis holds:
 - the ``active`` score equals the row's ``lease_until``;
 - ``attempts`` never decreases and never exceeds ``max_attempts``;
 - a stale token is always refused and changes nothing;
-- with limits, pauses and fair groups on (issue 11): a claim never takes the
+- with limits, pauses and fair groups on: a claim never takes the
   queue past ``concurrency`` nor a group past ``group_concurrency``, a paused
   queue leases nothing, claims follow the groups' round-robin exactly, and
   the per-group active counts in Redis match the rows.
@@ -77,7 +77,7 @@ class LeaseqModel(RuleBasedStateMachine):
         self.jobs: dict[str, MJob] = {}
         self.seq = 0
         self.leases: list[leaseq.Lease] = []
-        # Global limits (issue 11): concurrency, (rate, per_ms), claim times in the span
+        # Global limits: concurrency, (rate, per_ms), claim times in the span
         self.concurrency: int | None = None
         self.rate: tuple[int, int] | None = None
         self.claim_times: list[int] = []

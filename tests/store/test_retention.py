@@ -1,5 +1,8 @@
-"""What stays in Redis over time: succeeded and cancelled rows for keep_succeeded,
-dead rows until someone acts, and a drained queue's few fixed keys. Plus stats.
+"""What stays in Redis over time: succeeded and cancelled rows for
+keep_succeeded, and at most keep_succeeded_count of them (each completion of
+k jobs trims at most k + 100 of the oldest, so the cost stays O(1)
+amortised and a lowered bound is caught up with); dead rows until someone
+acts; a drained queue's few fixed keys. Plus stats.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from typing import Any
 import pytest
 
 import leaseq
+from leaseq.store.core import DEFAULT_KEEP_SUCCEEDED_COUNT
 from tests.support.backends import Clock
 from tests.support.servers import wait_until
 from tests.support.store import all_keys, claim_one, index, row
@@ -149,8 +153,8 @@ def test_drained_queue_holds_only_its_fixed_keys(r: Any, clock: Clock, backoff: 
             q.complete(lease)
             done += 1
     assert done == len(ids) + 1
-    # History buckets (issue 10) expire by themselves; done (for wait) and events
-    # (issue 12) are streams trimmed to a bound.
+    # History buckets expire by themselves; done (for wait) and events are
+    # streams trimmed to a bound.
     history = [k for k in all_keys(r) if k.startswith(q.keys.history_prefix)]
     assert history and all(r.pttl(k) > 0 for k in history)
     fixed = sorted([q.keys.done, q.keys.events, q.keys.meta])
@@ -177,3 +181,81 @@ def test_an_evicting_server_gets_a_warning(redis_server: Any) -> None:
         client.config_set("maxmemory-policy", "noeviction")
         client.flushall()
         client.close()
+
+
+# -- the count bound on succeeded rows -------------------------------------------------
+
+
+def _finish(q: leaseq.Queue, n: int, prefix: str) -> list[str]:
+    ids = q.enqueue_many(range(n), ids=[f"{prefix}{i:03}" for i in range(n)])
+    for lease in q.claim_many(n):
+        q.complete(lease)
+    return ids
+
+
+def test_the_default_bound_is_ten_thousand() -> None:
+    assert DEFAULT_KEEP_SUCCEEDED_COUNT == 10_000
+    import fakeredis
+
+    q = leaseq.Queue("d", redis=fakeredis.FakeRedis())
+    assert q._core.keep_count == 10_000
+
+
+def test_only_the_newest_rows_are_kept(r: Any) -> None:
+    q = leaseq.Queue("keep", redis=r, keep_succeeded=3600.0, keep_succeeded_count=5)
+    ids = _finish(q, 20, "j")
+    assert sorted(m.decode() for m in r.zrange(q.keys.succeeded, 0, -1)) == ids[-5:]
+    assert sorted(k.decode().rsplit(":", 1)[1] for k in r.keys(q.keys.job("*"))) == ids[-5:]
+    assert q.stats().succeeded == 5 and q.stats().totals["succeeded"] == 20
+
+
+def test_a_lowered_bound_is_caught_up_with(r: Any) -> None:
+    _finish(leaseq.Queue("low", redis=r, keep_succeeded_count=300), 300, "a")
+    q = leaseq.Queue("low", redis=r, keep_succeeded_count=10)
+    _finish(q, 1, "b")  # trims up to 1 + 100 rows
+    assert r.zcard(q.keys.succeeded) == 200
+    _finish(q, 1, "c")
+    _finish(q, 1, "d")
+    assert r.zcard(q.keys.succeeded) == 10
+    assert len(r.keys(q.keys.job("*"))) == 10
+
+
+def test_an_id_enqueued_again_is_not_trimmed_by_its_stale_entry(r: Any, clock: Clock) -> None:
+    keep = clock.lease(5.0, 0.3)
+    q = leaseq.Queue("again", redis=r, keep_succeeded=keep, keep_succeeded_count=2)
+    q.enqueue("x", id="a")
+    done = claim_one(q)
+    q.complete(done)
+    clock.advance(keep + 0.05)  # the row expires; its index entry waits for a trim
+    if not clock.fake:
+        wait_until(lambda: not r.exists(q.keys.job("a")), what="the row to expire")
+    r.zadd(q.keys.succeeded, {"a": 0})  # the stale entry, oldest of all
+    q.enqueue("y", id="a", delay=3600.0)  # the id is free again: a new row
+    _finish(q, 3, "n")
+    assert row(q, "a")["state"] == "scheduled"
+
+
+def test_none_keeps_every_row_and_zero_deletes_at_once(r: Any) -> None:
+    q = leaseq.Queue("none", redis=r, keep_succeeded_count=None)
+    _finish(q, 30, "k")
+    assert r.zcard(q.keys.succeeded) == 30
+    z = leaseq.Queue("zero", redis=r, keep_succeeded_count=0)
+    _finish(z, 3, "z")
+    assert r.zcard(z.keys.succeeded) == 0 and not r.keys(z.keys.job("*"))
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "10", True])
+def test_a_bad_bound_is_refused_at_construction(r: Any, bad: Any) -> None:
+    with pytest.raises(leaseq.InvalidArgument):
+        leaseq.Queue("bad", redis=r, keep_succeeded_count=bad)
+    assert r.dbsize() == 0
+
+
+def test_rows_kept_until_purged_are_still_trimmed_oldest_first(r: Any, clock: Clock) -> None:
+    q = leaseq.Queue("forever", redis=r, keep_succeeded=None, keep_succeeded_count=3)
+    for name in ["z", "y", "x", "w", "v"]:  # ids in reverse order of finishing
+        q.enqueue(name, id=name)
+        q.complete(claim_one(q))
+        clock.advance(clock.lease(1.0, 0.002))
+    assert sorted(m.decode() for m in r.zrange(q.keys.succeeded, 0, -1)) == ["v", "w", "x"]
+    assert r.pttl(q.keys.job("v")) == -1

@@ -1,8 +1,8 @@
-"""Schedules (issue 11): one job per due time, decided by the server clock.
+"""Schedules: one job per due time, decided by the server clock.
 
 The cases taking ``q``, ``r`` and ``clock`` run on fakeredis with a frozen
 clock and on a real server with short intervals (and again on the asyncio
-queue through tests/test_aio.py). DST cases pin dates with freezegun, so
+queue through tests/transport/test_aio.py). DST cases pin dates with freezegun, so
 they run on fakeredis only: the real server's clock cannot be moved.
 """
 

@@ -1,9 +1,9 @@
-"""Issue 9, defect 1: every batch API and operator loop at 10,000 jobs, on a
-real redis-server, whose Lua 5.1 cannot unpack more than about 8,000 values
-(fakeredis's Lua 5.4 can, which is how "too many results to unpack" hid).
+"""Every batch API and operator loop at 10,000 jobs, on a real redis-server,
+whose Lua 5.1 cannot unpack more than about 8,000 values (fakeredis's Lua
+5.4 can, so only the real server shows "too many results to unpack").
 
-Before the fix claim_many(4000) failed after ZPOPMIN and the row writes had
-run, leaving thousands of rows 'active' in no index.
+claim_many(4000) must not fail after ZPOPMIN and the row writes have run,
+which would leave thousands of rows 'active' in no index.
 """
 
 from __future__ import annotations

@@ -1,10 +1,19 @@
-"""Issue 12 on the queue: kinds in rows and leases, wait / wait_many, progress.
+"""Waiting for jobs and watching them run: wait / wait_many (a job finished
+before, one finishing while waited for, a timeout, a job deleted meanwhile,
+10,000 ids in few round trips, sharded) and the progress a running job
+reports under its lease.
 
-Every case that takes ``q`` runs again on ``leaseq.aio.Queue`` (tests/test_aio.py).
+The cases that return at once run again on ``leaseq.aio.Queue``
+(tests/transport/test_aio.py); those that block until a timeout or another
+thread are left out there (its fake backend freezes the clock, under which
+no blocking wait times out), and their aio twins are written out here on a
+real server.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from typing import Any
 
@@ -12,31 +21,10 @@ import pytest
 import redis
 
 import leaseq
+import leaseq.aio
 from tests.support.servers import RedisServer
 
-
-def test_kind_is_stored_and_handed_out(q: leaseq.Queue) -> None:
-    q.enqueue({"to": "a@b.c"}, id="mail", kind="send_email")
-    q.enqueue_many([{"w": 1}, {"w": 2}], ids=["r1", "r2"], kind="resize")
-    q.enqueue({}, id="plain")
-    kinds = {lease.id: lease.kind for lease in q.claim_many(10)}
-    assert kinds == {"mail": "send_email", "r1": "resize", "r2": "resize", "plain": None}
-    job = q.get("mail")
-    assert job is not None and job.kind == "send_email"
-    plain = q.get("plain")
-    assert plain is not None and plain.kind is None
-
-
-def test_a_bad_kind_is_refused_and_writes_nothing(q: leaseq.Queue) -> None:
-    for bad in ("", "has space", "{x}", "x" * 300):
-        with pytest.raises(leaseq.InvalidName):
-            q.enqueue({}, id="a", kind=bad)
-        with pytest.raises(leaseq.InvalidName):
-            q.enqueue_many([{}], ids=["b"], kind=bad)
-    assert q.get("a") is None and q.get("b") is None
-
-
-# -- wait -------------------------------------------------------------------------
+# -- wait and wait_many ----------------------------------------------------------------
 
 
 def test_wait_returns_at_once_for_a_job_finished_before(q: leaseq.Queue) -> None:
@@ -103,7 +91,109 @@ def test_wait_many_on_10000_ids_takes_few_round_trips(redis_server: RedisServer)
     client.close()
 
 
-# -- progress ----------------------------------------------------------------------
+def test_wait_times_out_with_none(q: leaseq.Queue) -> None:
+    q.enqueue({}, id="slow")
+    started = time.monotonic()
+    assert q.wait("slow", timeout=0.3) is None
+    assert 0.25 <= time.monotonic() - started < 3.0
+
+
+def test_wait_many_in_order_with_every_finished_state(q: leaseq.Queue) -> None:
+    q.enqueue_many([{}, {}, {}, {}], ids=["ok", "bad", "gone", "open"], max_attempts=1)
+    assert q.cancel("gone")
+    leases = {lease.id: lease for lease in q.claim_many(2)}
+    q.complete(leases["ok"], result=7)
+    q.fail(leases["bad"], "boom")
+    jobs = q.wait_many(["open", "ok", "bad", "gone", "ok"], timeout=0.2)
+    assert jobs[0] is None
+    states = [j.state if j else None for j in jobs[1:]]
+    S = leaseq.State
+    assert states == [S.SUCCEEDED, S.DEAD, S.CANCELLED, S.SUCCEEDED]
+
+
+def test_wait_wakes_when_the_job_finishes(q: leaseq.Queue) -> None:
+    ids = q.enqueue_many([{"i": i} for i in range(3)])
+    got: list[Any] = []
+    waiter = threading.Thread(target=lambda: got.append(q.wait_many(ids, timeout=20.0)))
+    waiter.start()
+    time.sleep(0.3)  # let it subscribe; the check after subscribing covers a late start
+    started = time.monotonic()
+    for lease in q.claim_many(3):
+        q.complete(lease, result=lease.payload["i"])
+    waiter.join(10.0)
+    assert not waiter.is_alive()
+    assert [j.result for j in got[0]] == [0, 1, 2]
+    assert time.monotonic() - started < 5.0  # woken by the signal, not the timeout
+
+
+@pytest.mark.parametrize("how", ["delete", "purge"])
+def test_a_job_deleted_while_waited_for_raises_at_once(q: leaseq.Queue, how: str) -> None:
+    # delete and purge signal the done stream: the waiter reads the row, finds
+    # it gone and raises JobNotFound now, not at its 20 s timeout.
+    ids = q.enqueue_many([{}, {}], ids=["w1", "w2"])
+    raised: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            q.wait_many(ids, timeout=20.0)
+        except leaseq.JobNotFound as exc:
+            raised.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.3)  # let it subscribe (a late start finds the row gone anyway)
+    started = time.monotonic()
+    if how == "delete":
+        q.delete("w1")
+    else:
+        assert q.purge("pending") == 2
+    waiter.join(10.0)
+    assert not waiter.is_alive() and len(raised) == 1
+    assert time.monotonic() - started < 5.0
+
+
+def test_aio_wait_wakes_and_times_out(
+    live: leaseq.aio.Queue,
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    async def scenario() -> tuple[list[leaseq.Job | None], float, leaseq.Job | None, float]:
+        ids = await live.enqueue_many([{"i": i} for i in range(3)])
+        open_id = await live.enqueue({})
+        waiter = asyncio.ensure_future(live.wait_many(ids, timeout=20.0))
+        await asyncio.sleep(0.2)
+        started = time.monotonic()
+        leases = await live.claim_many(3)
+        await live.complete_many(leases, [lease.payload["i"] for lease in leases])
+        jobs = await waiter
+        woke = time.monotonic() - started
+        started = time.monotonic()
+        none = await live.wait(open_id, timeout=0.3)
+        return jobs, woke, none, time.monotonic() - started
+
+    jobs, woke, none, waited = loop.run_until_complete(scenario())
+    assert [j.result if j else None for j in jobs] == [0, 1, 2] and woke < 5.0
+    assert none is None and 0.25 <= waited < 3.0
+
+
+def test_wait_many_of_a_string_is_a_bad_argument(q: leaseq.Queue) -> None:
+    q.enqueue({}, id="a")
+    for bad in ("abc", b"abc", 5):
+        with pytest.raises(leaseq.InvalidArgument, match="list of job ids"):
+            q.wait_many(bad, timeout=0.1)  # type: ignore[arg-type]
+
+
+def test_sharded_wait_many() -> None:
+    sq = leaseq.ShardedQueue.from_url("memory://jobs-sharded", "batch", shards=3)
+    ids = sq.enqueue_many([{"i": i} for i in range(30)])
+    while leases := sq.claim_many(10):
+        for lease in leases:
+            sq.complete(lease, result=lease.payload["i"])
+    assert [j.result if j else None for j in sq.wait_many(ids, timeout=1.0)] == list(range(30))
+    one = sq.wait(ids[5], timeout=1.0)
+    assert one is not None and one.result == 5
+
+
+# -- progress --------------------------------------------------------------------------
 
 
 def test_progress_is_stored_under_the_lease(q: leaseq.Queue, clock: Any) -> None:
@@ -135,3 +225,35 @@ def test_bad_progress_is_refused_and_writes_nothing(q: leaseq.Queue) -> None:
         q.progress(lease, "x" * 5000)
     job = q.get("p")
     assert job is not None and job.progress is None
+
+
+def test_current_job_progress_in_a_worker(q: leaseq.Queue) -> None:
+    seen: list[Any] = []
+
+    def handler(lease: leaseq.Lease) -> str:
+        leaseq.current_job().progress({"step": 1})
+        job = q.get(lease.id)
+        seen.append(job.progress if job else None)
+        leaseq.current_job().progress({"step": 2})
+        return "ok"
+
+    q.enqueue({}, id="w")
+    leaseq.Worker(q, handler, handle_signals=False).run(burst=True)
+    job = q.get("w")
+    assert seen == [{"step": 1}] and job is not None and job.progress == {"step": 2}
+
+
+def test_aio_current_job_progress_in_a_thread_handler(
+    live: leaseq.aio.Queue,
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    def handler(lease: leaseq.Lease) -> None:
+        leaseq.current_job().progress([1, 2])
+
+    async def scenario() -> leaseq.Job | None:
+        await live.enqueue({}, id="t")
+        await leaseq.aio.Worker(live, handler, ttl=5.0).run(burst=True)
+        return await live.get("t")
+
+    job = loop.run_until_complete(scenario())
+    assert job is not None and job.state is leaseq.State.SUCCEEDED and job.progress == [1, 2]

@@ -5,7 +5,9 @@ and clients on the same store (fake or real) as the sync ``r``.
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Awaitable
 from typing import Any
 
 import fakeredis
@@ -78,3 +80,7 @@ def async_client(r: Any) -> Any:
     if isinstance(r, fakeredis.FakeRedis):
         return fakeredis.FakeAsyncRedis(server=kwargs["server"])
     return aioredis.Redis(host=kwargs["host"], port=kwargs["port"])
+
+
+def run(loop: asyncio.AbstractEventLoop, coro: Awaitable[Any]) -> Any:
+    return loop.run_until_complete(coro)

@@ -1,6 +1,6 @@
 """A throwaway 3-master Redis Cluster on free 127.0.0.1 ports (no tests in here).
 
-Used by tests/test_cluster.py, tests/test_sharded.py and bench/cluster_bench.py
+Used by tests/transport/ (cluster, sharded, read timeouts) and bench/cluster_bench.py
 style runs: three ``redis-server --cluster-enabled yes`` in temp dirs, joined
 by ``redis-cli --cluster create``, ready once every node reports
 ``cluster_state:ok``. ``stop()`` kills the processes and removes the dirs.
@@ -116,7 +116,7 @@ def _ping(port: int) -> bool:
         client.close()
 
 
-if __name__ == "__main__":  # a quick manual check: python -m tests.cluster
+if __name__ == "__main__":  # a quick manual check: python -m tests.support.cluster
     started = time.monotonic()
     c = Cluster()
     print("ports", c.ports, f"ready in {time.monotonic() - started:.2f} s")

@@ -18,3 +18,7 @@ COMMANDS = [
     "xadd", "xrevrange", "xread",
     "scan", "ping", "hello", "config|get",
 ]  # fmt: skip
+
+
+def _leaks(text: str) -> bool:
+    return PASSWORD in text

@@ -56,9 +56,18 @@ def snapshot(r: Any) -> dict[str, Any]:
             value = [(text(m), s) for m, s in r.zrange(key, 0, -1, withscores=True)]
         elif kind == "list":
             value = [text(x) for x in r.lrange(key, 0, -1)]
-        elif kind == "stream":  # the done stream (issue 12)
+        elif kind == "stream":  # the done stream (what wait reads)
             value = r.xrange(key)
         else:
             value = r.get(key)
         out[key] = (kind, value, r.pttl(key) > 0)
     return out
+
+
+HUGE = "9" * 30  # ms epoch far past year 9999
+
+
+NEGATIVE = "-99999999999999999"  # before year 1
+
+
+DIGITS = "9" * 400  # more than a float holds

@@ -1,8 +1,12 @@
-"""leaseq.aio: the shared behaviour suite on redis.asyncio, and the asyncio Worker.
+"""leaseq.aio.Queue: the shared behaviour suite on redis.asyncio, and what only
+the async queue does (blocking claims, NOSCRIPT reload, from_url, an outage,
+the operator runs and clock reset driven by the same sans-I/O generators as
+the sync queue, ``leaseq.store.admin``).
 
-The suite functions are the sync ones (tests/test_store.py and friends),
-run against ``leaseq.aio.Queue`` through a facade that awaits each call, so
-both APIs are held to one definition of every behaviour.
+The suite functions are the sync ones (tests/store/ and friends), run
+against ``leaseq.aio.Queue`` through a facade that awaits each call, so both
+APIs are held to one definition of every behaviour. The asyncio Worker is
+tests/worker/test_aio_worker.py.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +27,6 @@ import redis.asyncio as aioredis
 
 import leaseq
 import leaseq.aio
-from leaseq.handler import Dead, Retry
 from tests.observe import test_tracing
 from tests.store import (
     test_admin,
@@ -35,7 +38,6 @@ from tests.store import (
     test_events,
     test_fencing,
     test_groups,
-    test_hardening_fencing,
     test_history,
     test_invariants,
     test_jobs,
@@ -44,20 +46,18 @@ from tests.store import (
     test_retention,
     test_schedules,
     test_scripts,
-    test_smoke,
     test_validation,
     test_waits,
 )
 from tests.support import suite
-from tests.support.backends import Clock, async_client
-from tests.worker import test_refunds, test_registry, test_worker
+from tests.support.backends import Clock, async_client, run
+from tests.worker import test_kinds, test_refunds, test_registry, test_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 SUITE_MODULES = (
     test_jobs,
-    test_smoke,
     test_fencing,
     test_damage,
     test_effects,
@@ -69,7 +69,6 @@ SUITE_MODULES = (
     test_invariants,
     test_worker,
     test_admin,
-    test_hardening_fencing,
     test_limits,
     test_pause,
     test_schedules,
@@ -78,6 +77,7 @@ SUITE_MODULES = (
     test_registry,
     test_groups,
     test_waits,
+    test_kinds,
     test_discovery,
     test_events,
     test_tracing,
@@ -114,13 +114,13 @@ _PARSE_HOOK = (
 
 _BLOCKING_WAIT = (
     "blocks on the done stream until a deadline; on the aio suite's frozen fake "
-    "clock that deadline never comes. tests/test_jobs_wait.py runs its aio twins "
+    "clock that deadline never comes. tests/store/test_waits.py runs its aio twins "
     "on a real server"
 )
 
 
 _KINDS = (
-    "drives workers with handler dicts; tests/test_kinds.py runs its aio twins "
+    "drives workers with handler dicts; tests/worker/test_kinds.py runs its aio twins "
     "itself, with the aio Worker on a real server"
 )
 
@@ -149,12 +149,12 @@ EXCLUDED: dict[str, str] = {
     "store.pause.resume_wakes_a_blocked_claimer_at_once": _THREADS,
     "worker.kinds.a_handler_dict_dispatches_by_kind": _KINDS,
     "worker.kinds.an_unknown_kind_is_not_run_and_is_retried": _KINDS,
-    "store.jobs_wait.current_job_progress_in_a_worker": _BLOCKING_WAIT,
-    "store.jobs_wait.wait_many_in_order_with_every_finished_state": _BLOCKING_WAIT,
-    "store.jobs_wait.wait_times_out_with_none": _BLOCKING_WAIT,
-    "store.jobs_wait.wait_wakes_when_the_job_finishes": _BLOCKING_WAIT,
-    "store.jobs_wait.a_job_deleted_while_waited_for_raises_at_once": _BLOCKING_WAIT,
-    "store.jobs_wait.wait_many_of_a_string_is_a_bad_argument": (
+    "store.waits.current_job_progress_in_a_worker": _BLOCKING_WAIT,
+    "store.waits.wait_many_in_order_with_every_finished_state": _BLOCKING_WAIT,
+    "store.waits.wait_times_out_with_none": _BLOCKING_WAIT,
+    "store.waits.wait_wakes_when_the_job_finishes": _BLOCKING_WAIT,
+    "store.waits.a_job_deleted_while_waited_for_raises_at_once": _BLOCKING_WAIT,
+    "store.waits.wait_many_of_a_string_is_a_bad_argument": (
         "refused by the one _ops generator both transports run, before any step: "
         "the module's other cases block on the frozen clock, so it is not in the suite"
     ),
@@ -273,11 +273,7 @@ def test_shared_suite_on_aio(
     suite.call(check, params, request, q=suite.SyncFacade(aq, r, loop), r=r, clock=clock)
 
 
-# -- aio-only behaviour ----------------------------------------------------------
-
-
-def run(loop: asyncio.AbstractEventLoop, coro: Awaitable[Any]) -> Any:
-    return loop.run_until_complete(coro)
+# -- aio-only behaviour -----------------------------------------------------------------
 
 
 def test_blocking_claim_wakes_on_enqueue(
@@ -340,158 +336,24 @@ def test_redis_outage_is_server_unavailable(loop: asyncio.AbstractEventLoop) -> 
     run(loop, q.redis.aclose())
 
 
-def test_worker_outcomes_in_burst(live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop) -> None:
-    async def handler(lease: leaseq.Lease) -> Any:
-        kind = lease.payload["kind"]
-        if kind == "boom":
-            raise ValueError("boom")
-        if kind == "retry":
-            if lease.attempt == 1:
-                raise Retry(0.0, "later")
-            return "second time"
-        if kind == "dead":
-            raise Dead("poison")
-        await asyncio.sleep(0.01)
-        return {"ok": lease.payload["i"]}
-
-    async def scenario() -> int:
-        await live.enqueue_many([{"kind": "ok", "i": i} for i in range(20)])
-        for kind in ("boom", "retry", "dead"):
-            await live.enqueue({"kind": kind}, id=kind)
-        return await leaseq.aio.Worker(live, handler, concurrency=5, ttl=5.0).run(burst=True)
-
-    processed = run(loop, scenario())
-    assert processed == 20 + 2 + 2 + 1
-    stats = run(loop, live.stats())
-    assert (stats.succeeded, stats.dead, stats.pending, stats.active) == (21, 2, 0, 0)
-    boom = run(loop, live.get("boom"))
-    assert boom is not None and boom.state is leaseq.State.DEAD and boom.attempts == 2
-    assert boom.last_error is not None and "ValueError: boom" in boom.last_error
-    retried = run(loop, live.get("retry"))
-    assert retried is not None and retried.result == "second time" and retried.attempts == 2
-    dead = run(loop, live.get("dead"))
-    # The one outcome policy (leaseq.work.outcomes.decide) writes what the threaded
-    # worker writes: the exception's kind, then its reason.
-    assert dead is not None and dead.attempts == 1 and dead.last_error == "Dead: poison"
-
-
-def test_worker_concurrency_is_in_flight_tasks(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
-) -> None:
-    running = 0
-    peak = 0
-
-    async def handler(lease: leaseq.Lease) -> None:
-        nonlocal running, peak
-        running += 1
-        peak = max(peak, running)
-        await asyncio.sleep(0.02)
-        running -= 1
-
-    async def scenario() -> int:
-        await live.enqueue_many([{"i": i} for i in range(24)])
-        return await leaseq.aio.Worker(live, handler, concurrency=4, ttl=5.0).run(burst=True)
-
-    assert run(loop, scenario()) == 24
-    assert peak == 4
-
-
-def test_worker_heartbeats_keep_a_long_job(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
-) -> None:
-    async def handler(lease: leaseq.Lease) -> str:
-        await asyncio.sleep(0.6)  # six lease lengths: only heartbeats keep it
-        return "done"
-
+def test_aio_retry_all_dead_purge_and_reset_clock(r: Any) -> None:
     async def scenario() -> None:
-        await live.enqueue({"n": 1}, id="long")
-        await leaseq.aio.Worker(live, handler, concurrency=1, ttl=0.1).run(burst=True)
+        q = leaseq.aio.Queue("emails", redis=async_client(r), keep_succeeded=0)
+        ids = await q.enqueue_many(range(5), ids=[f"j{i}" for i in range(5)])
+        for lease in await q.claim_many(5):
+            await q.fail(lease, "boom", dead=True)
+        r.set(q.keys.job("not-a-hash"), "x")
+        r.zadd(q.keys.dead, {"not-a-hash": 1})
+        damaged: list[leaseq.DamagedRow] = []
+        assert await q.retry_all_dead(damaged=damaged) == 5
+        assert [d.job_id for d in damaged] == ["not-a-hash"]
+        assert (await q.stats()).pending == 5
+        damaged.clear()
+        assert await q.purge("pending") == 5
+        assert await q.purge("dead", damaged=damaged) == 0
+        assert [d.job_id for d in damaged] == ["not-a-hash"]
+        floor, now = await q.reset_clock()
+        assert floor is not None and now > 0
+        assert len(ids) == 5
 
-    run(loop, scenario())
-    job = run(loop, live.get("long"))
-    assert job is not None and job.state is leaseq.State.SUCCEEDED and job.attempts == 1
-
-
-def test_worker_cancels_a_handler_whose_lease_is_lost(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
-) -> None:
-    cancelled = asyncio.Event()
-
-    async def handler(lease: leaseq.Lease) -> None:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
-    async def scenario() -> None:
-        await live.enqueue({"n": 1}, id="taken")
-        worker = leaseq.aio.Worker(live, handler, concurrency=1, ttl=0.3)
-        task = asyncio.ensure_future(worker.run())
-        while (await live.stats()).active == 0:
-            await asyncio.sleep(0.01)
-        # An operator (or a reaper after a stall) takes the job away:
-        await live.redis.hset(live.keys.job("taken"), "attempts", 7)
-        await asyncio.wait_for(cancelled.wait(), 5.0)
-        worker.stop()
-        await asyncio.wait_for(task, 5.0)
-
-    run(loop, scenario())
-    job = run(loop, live.get("taken"))
-    assert job is not None and job.state is leaseq.State.ACTIVE and job.attempts == 7
-
-
-def test_worker_graceful_stop_finishes_then_releases(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
-) -> None:
-    async def handler(lease: leaseq.Lease) -> str:
-        await asyncio.sleep(0.05 if lease.payload["fast"] else 30)
-        return "ok"
-
-    async def scenario() -> None:
-        await live.enqueue({"fast": True}, id="fast")
-        await live.enqueue({"fast": False}, id="slow")
-        worker = leaseq.aio.Worker(live, handler, concurrency=2, ttl=5.0, grace=0.3)
-        task = asyncio.ensure_future(worker.run())
-        while (await live.stats()).active < 2:
-            await asyncio.sleep(0.01)
-        worker.stop()
-        await asyncio.wait_for(task, 5.0)
-
-    run(loop, scenario())
-    fast, slow = run(loop, live.get("fast")), run(loop, live.get("slow"))
-    assert fast is not None and fast.state is leaseq.State.SUCCEEDED
-    # Past the grace the slow job went back to pending, its attempt refunded.
-    assert slow is not None and slow.state is leaseq.State.PENDING
-
-
-def test_worker_reaps_a_crashed_workers_job(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
-) -> None:
-    async def handler(lease: leaseq.Lease) -> int:
-        return lease.attempt
-
-    async def scenario() -> None:
-        await live.enqueue({"n": 1}, id="orphan")
-        crashed = await live.claim(ttl=0.05)  # a worker that died holding it
-        assert crashed is not None
-        worker = leaseq.aio.Worker(live, handler, concurrency=1, ttl=5.0)
-        task = asyncio.ensure_future(worker.run())
-        while (await live.stats()).succeeded == 0:
-            await asyncio.sleep(0.02)
-        worker.stop()
-        await asyncio.wait_for(task, 5.0)
-
-    run(loop, asyncio.wait_for(scenario(), 10.0))
-    job = run(loop, live.get("orphan"))
-    assert job is not None and job.result == 2
-    assert job.last_error is not None and "lease expired" in job.last_error
-
-
-def test_worker_rejects_bad_settings(live: leaseq.aio.Queue) -> None:
-    async def handler(lease: leaseq.Lease) -> None:
-        return None
-
-    for bad in ({"concurrency": 0}, {"ttl": 0.0}, {"ttl": float("nan")}, {"grace": -1.0}):
-        with pytest.raises(leaseq.InvalidArgument):
-            leaseq.aio.Worker(live, handler, **bad)
+    asyncio.run(scenario())

@@ -5,7 +5,7 @@ the sync, async and sharded queues that run them.
   wrapped (so no second copy can drift), and the four classes expose the same
   operations with the same signatures;
 - the step pump throws a step's error back into the operation at its yield;
-- the sharded suite (tests/test_sharded.py) runs again on
+- the sharded suite (tests/transport/test_sharded.py) runs again on
   ``leaseq.aio.ShardedQueue``, on fakeredis and a real server;
 - ``from_url("memory://...")``, ``close()`` and context managers on every queue.
 """

@@ -1,9 +1,9 @@
-"""Blocking waits stay under the client's real read timeout (issue 9, defect 6).
+"""Blocking waits stay under the client's real read timeout.
 
 redis-py 8 gives every connection a 5 s socket timeout by default, but a
 client from ``from_url`` keeps it out of the pool's ``connection_kwargs``
 (the connection class supplies it; a copy sits in ``orig_socket_timeout``).
-A BLPOP longer than that timed out and looked like a dead server. These
+A BLPOP longer than that would time out and look like a dead server. These
 tests use real clients whose connection class has a short default, exactly
 the redis-py 8 shape, on a real server.
 """

@@ -1,4 +1,4 @@
-"""The dashboard shows fair groups (issue 11): a job's group, the queue's limits."""
+"""The dashboard shows fair groups: a job's group, the queue's limits."""
 
 from __future__ import annotations
 

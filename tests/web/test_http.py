@@ -1,6 +1,8 @@
 """The dashboard over HTTP (Starlette's TestClient), on fakeredis and a real server:
 pages, paging, live fragments, search bounds, safety (read-only, CSRF, auth,
-no password in any page), mounting under a path, and /metrics.
+no password in any page), mounting under a path, /metrics, job links for any
+id, and keys damaged by hand (a damaged row's page, one damaged queue on
+the overview and /metrics).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import pytest
 import redis
 
 import leaseq
+from leaseq.errors import DamagedRow
+from tests.support.store import DIGITS, HUGE, NEGATIVE
 from tests.support.web import client_for
 
 with warnings.catch_warnings():
@@ -425,81 +429,85 @@ def test_run_a_scheduled_job_now(q: leaseq.Queue, r: Any) -> None:
     assert q.get("later").state == "pending"  # type: ignore[union-attr]
 
 
-def test_the_wheel_ships_templates_and_assets(tmp_path: Any) -> None:
-    import subprocess
-    import sys
-    import zipfile
-    from pathlib import Path
+# -- keys damaged by hand, ids of any shape --------------------------------------------
 
-    root = Path(__file__).resolve().parents[2]
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(root)],
-        check=True,
-        capture_output=True,
-        timeout=300,
+
+def _web(r: Any) -> TestClient:
+    return TestClient(create_app(r), raise_server_exceptions=False)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("enqueued_at", HUGE), ("lease_until", NEGATIVE), ("claimed_at", DIGITS)],
+)
+def test_a_time_no_date_holds_is_a_damaged_row_shown_as_stored(
+    r: Any, field: str, value: str
+) -> None:
+    q = leaseq.Queue("clocks", redis=r)
+    q.enqueue({"n": 1}, id="ok")
+    q.enqueue({"n": 2}, id="bad")
+    r.hset(q.keys.job("bad"), field, value)
+
+    with pytest.raises(DamagedRow) as caught:
+        q.get("bad")
+    assert caught.value.field == field
+    damaged: list[DamagedRow] = []
+    assert [j.id for j in q.ls("pending", damaged=damaged)] == ["ok"]
+    assert [d.job_id for d in damaged] == ["bad"]
+
+    c = _web(r)
+    page = c.get("/queues/clocks/jobs/bad")
+    assert page.status_code == 200, page.text
+    assert "out of range" in page.text and field in page.text
+    listing = c.get("/queues/clocks?state=pending")
+    assert listing.status_code == 200 and "bad" in listing.text
+    assert c.get("/search?q=n").status_code == 200
+
+
+DAMAGE = {
+    "meta a string": lambda r, k: (r.delete(k.meta), r.set(k.meta, "x")),
+    "limits a string": lambda r, k: r.set(k.limits, "x"),
+    "counter not a number": lambda r, k: r.hset(k.meta, "succeeded", "many"),
+    "workers a string": lambda r, k: r.set(k.workers, "x"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_one_damaged_queue_leaves_the_others_on_the_overview_and_metrics(
+    r: Any, damage: str
+) -> None:
+    good = leaseq.Queue("good", redis=r)
+    good.enqueue_many([{"n": i} for i in range(3)])
+    bad = leaseq.Queue("bad", redis=r)
+    bad.enqueue({"n": 1})
+    DAMAGE[damage](r, bad.keys)
+
+    c = _web(r)
+    page = c.get("/")
+    assert page.status_code == 200, page.text
+    assert 'data-queue="good"' in page.text and 'data-queue="bad"' in page.text
+    assert c.get("/workers").status_code == 200
+    metrics = c.get("/metrics")
+    assert metrics.status_code == 200
+    assert 'leaseq_jobs{queue="good",state="pending"} 3.0' in metrics.text
+
+
+@pytest.mark.parametrize("job_id", ["../../../../etc/passwd", "2026/05/../report", "a?b=c&d#e"])
+def test_a_job_link_opens_that_job_whatever_its_id(r: Any, job_id: str) -> None:
+    """Job ids may hold '/', '..', '?', '#' and '%': a list's link, resolved as a
+    browser resolves it (dot segments and all), must open that job's page."""
+    import re
+    import urllib.parse
+
+    q = leaseq.Queue("paths", redis=r)
+    q.enqueue({"n": 1}, id=job_id)
+    c = _web(r)
+    page = c.get("/queues/paths?state=pending")
+    hrefs = re.findall(r'href="([^"]*/jobs/[^"]*)"', page.text)
+    assert len(hrefs) == 1
+    href = urllib.parse.urljoin("http://testserver/queues/paths", hrefs[0].replace("&amp;", "&"))
+    opened = c.get(href)
+    assert opened.status_code == 200, (href, opened.status_code)
+    assert f"<h1>{job_id}" in opened.text.replace("&amp;", "&").replace("&#39;", "'") or (
+        job_id.replace("&", "&amp;") in opened.text
     )
-    (wheel,) = Path(tmp_path).glob("leaseq-*.whl")
-    names = set(zipfile.ZipFile(wheel).namelist())
-    web = root / "leaseq" / "web"
-    shipped = {
-        p.relative_to(root).as_posix()
-        for p in web.rglob("*")
-        if p.suffix in {".html", ".js", ".css"}
-    }
-    assert len(shipped) >= 9 and shipped <= names
-
-
-def test_worker_metrics_port(redis_server: Any) -> None:
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    import httpx
-
-    from tests.support.servers import free_port, wait_until
-
-    root = Path(__file__).resolve().parents[2]
-    url = f"redis://127.0.0.1:{redis_server.port}/0"
-    q = leaseq.Queue.from_url(url, "metered")
-    q.redis.flushall()
-    port = free_port()
-    exe = str(Path(sys.executable).parent / "leaseq")
-    proc = subprocess.Popen(
-        [
-            exe,
-            "--url",
-            url,
-            "worker",
-            "metered",
-            "tests.support.handlers:noop",
-            "--metrics-port",
-            str(port),
-        ],
-        cwd=root,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        q.enqueue_many([{"n": i} for i in range(5)])
-
-        def scraped() -> str | None:
-            try:
-                text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=1.0).text
-            except httpx.HTTPError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                return None
-            done = 'leaseq_jobs_finished_total{outcome="succeeded",queue="metered"} 5.0'
-            return text if done in text else None
-
-        text = wait_until(scraped, 20, what="the worker's metrics to show 5 succeeded")
-        assert 'leaseq_jobs{queue="metered",state="pending"} 0.0' in text
-        assert 'leaseq_jobs_enqueued_total{queue="metered"} 5.0' in text
-        # Worker-local figures on the same port (leaseq.observe.worker_metrics).
-        assert 'leaseq_job_duration_seconds_count{outcome="complete",queue="metered"} 5.0' in text
-        assert 'leaseq_job_wait_seconds_count{queue="metered"} 5.0' in text
-        assert 'leaseq_handlers{queue="metered"} 4.0' in text
-        assert 'leaseq_leases_lost_total{queue="metered"} 0.0' in text
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=30)

@@ -1,4 +1,10 @@
-"""Issue 12, kinds: kind= on enqueue, Lease.kind / Job.kind, handler dicts in both workers."""
+"""Kinds: kind= on enqueue, Lease.kind / Job.kind, and handler dicts that
+dispatch by kind in both workers.
+
+The cases that store a kind run again on leaseq.aio
+(tests/transport/test_aio.py); the handler-dict cases drive the threaded
+worker, and their aio twin runs here with the aio Worker on a real server.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,31 @@ import pytest
 import leaseq
 import leaseq.aio
 
-# Storing a kind and refusing a bad one: tests/test_jobs.py (also re-run on aio).
+# -- the kind of a job -----------------------------------------------------------------
+
+
+def test_kind_is_stored_and_handed_out(q: leaseq.Queue) -> None:
+    q.enqueue({"to": "a@b.c"}, id="mail", kind="send_email")
+    q.enqueue_many([{"w": 1}, {"w": 2}], ids=["r1", "r2"], kind="resize")
+    q.enqueue({}, id="plain")
+    kinds = {lease.id: lease.kind for lease in q.claim_many(10)}
+    assert kinds == {"mail": "send_email", "r1": "resize", "r2": "resize", "plain": None}
+    job = q.get("mail")
+    assert job is not None and job.kind == "send_email"
+    plain = q.get("plain")
+    assert plain is not None and plain.kind is None
+
+
+def test_a_bad_kind_is_refused_and_writes_nothing(q: leaseq.Queue) -> None:
+    for bad in ("", "has space", "{x}", "x" * 300):
+        with pytest.raises(leaseq.InvalidName):
+            q.enqueue({}, id="a", kind=bad)
+        with pytest.raises(leaseq.InvalidName):
+            q.enqueue_many([{}], ids=["b"], kind=bad)
+    assert q.get("a") is None and q.get("b") is None
+
+
+# -- handler dicts ---------------------------------------------------------------------
 
 
 def _served(calls: list[str]) -> dict[str, Any]:
@@ -86,27 +116,3 @@ def test_aio_worker_dispatches_sync_and_async_kinds(
     assert m is not None and m.result == "sent" and rr is not None and rr.result == "small"
     assert x is not None and x.state is leaseq.State.DEAD
     assert x.last_error is not None and x.last_error.startswith("UnknownKind: no handler")
-
-
-def test_cli_enqueue_kind_and_a_worker_serving_a_dict(capsys: pytest.CaptureFixture[str]) -> None:
-    from tests.support.cli import Cli
-
-    cli = Cli(capsys)
-    code, out, err = cli("enqueue", "mail", '{"n": 1}', "--id", "e", "--kind", "echo")
-    assert code == 0, err
-    code, _, err = cli("enqueue", "mail", '{"n": 2}', "--id", "a", "--kind", "async_echo")
-    assert code == 0, err
-    code, out, _ = cli("show", "mail", "e")
-    assert code == 0 and "kind" in out and "echo" in out
-    code, out, _ = cli("ls", "mail")
-    assert code == 0 and "echo {" in out
-    code, _, err = cli("worker", "mail", "tests.support.handlers:KINDS", "--burst")
-    assert code == 0, err
-    q = cli.queue()
-    e, a = q.get("e"), q.get("a")
-    assert (
-        e is not None
-        and e.result == {"n": 1}
-        and a is not None
-        and a.result == {"echo": {"n": 2}, "job": "a"}
-    )

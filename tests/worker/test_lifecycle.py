@@ -1,8 +1,7 @@
-"""Issue 9, defects 3, 16 and the worker half of 17: the lifecycle of both
-workers (stop before run, one run at a time, a claim landing after a hard
-stop), which errors they ride out and which end run(), and the handler kinds
-each one runs (async def on the threaded worker and the CLI, plain def on
-the asyncio worker).
+"""The lifecycle of both workers (stop before run, one run at a time, a claim
+landing after a hard stop), which errors they ride out and which end
+run(), and the handler kinds each one runs (async def on the threaded
+worker and the CLI, plain def on the asyncio worker).
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from tests.support.servers import RedisServer, wait_until
 
 @pytest.fixture
 def rs(rr: redis.Redis) -> redis.Redis:
-    """A client on the real server, flushed (test_worker_process's ``rr``)."""
+    """A client on the real server, flushed (conftest's ``rr``)."""
     return rr
 
 

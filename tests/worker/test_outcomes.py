@@ -1,8 +1,7 @@
-"""The one outcome policy (``leaseq.work.outcomes.decide``) and both workers held to it.
-
-Issue 9, defects 3 and 14: the threaded and the asyncio worker decided a
-job's fate in two copies that drifted (``last_error`` texts differed, and
-aio.Worker left a job ``active`` when its outcome could not be written).
+"""The one outcome policy (``leaseq.work.outcomes.decide``) and both workers held
+to it: the threaded and the asyncio worker write the same ``last_error``
+texts, and neither leaves a job ``active`` when its outcome cannot be
+written as asked.
 """
 
 from __future__ import annotations
@@ -152,7 +151,7 @@ async def _adispatch(lease: leaseq.Lease) -> Any:
 
 @pytest.fixture
 def rs(rr: redis.Redis) -> redis.Redis:
-    """A client on the real server, flushed (test_worker_process's ``rr``)."""
+    """A client on the real server, flushed (conftest's ``rr``)."""
     return rr
 
 

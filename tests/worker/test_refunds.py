@@ -1,6 +1,6 @@
-"""Defect 8 of issue 9: a crash must not spend the attempts of prefetched jobs
-that never reached a handler, and a job that crashes its worker on every run
-still dies after a bounded number of tries.
+"""A crash must not spend the attempts of prefetched jobs that never reached a
+handler, and a job that crashes its worker on every run still dies after a
+bounded number of tries.
 
 The scripts first (both backends), then real `leaseq worker` processes killed
 with SIGKILL on a real server.
@@ -59,7 +59,7 @@ def test_a_heartbeat_that_says_started_makes_a_crash_charge_the_attempt(
     assert _job(q, b).state is leaseq.State.PENDING and _job(q, b).max_attempts == 2
 
 
-def test_plain_claims_are_started_and_charged_as_before(
+def test_plain_claims_are_started_so_a_crash_charges_the_attempt(
     q: leaseq.Queue, r: Any, clock: Clock
 ) -> None:
     job_id = q.enqueue({}, max_attempts=1)

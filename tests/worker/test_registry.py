@@ -222,4 +222,4 @@ def test_cli_workers_lists_every_queue_in_80_columns(
     assert code == 1 and "no queue named 'nosuch'" in err
 
 
-# The async re-run of these cases is tests/test_aio.py's (SUITE_MODULES).
+# The async re-run of these cases is tests/transport/test_aio.py's (SUITE_MODULES).

@@ -1,5 +1,5 @@
-"""Handler timeouts (issue 12): the ``timeout`` field, and both workers failing
-an attempt whose handler ran past it, on fakeredis and a real server.
+"""Handler timeouts: the ``timeout`` field, and both workers failing an
+attempt whose handler ran past it, on fakeredis and a real server.
 """
 
 from __future__ import annotations

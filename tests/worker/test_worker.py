@@ -89,7 +89,7 @@ def test_dead_exception_dead_letters_at_once(q: leaseq.Queue) -> None:
 
 def test_unencodable_result_dead_letters_only_that_job_at_once(q: leaseq.Queue) -> None:
     # The handler ran to the end: running it again would repeat its side effects
-    # for a result that still cannot be stored, so no retry (issue 9, defect 14).
+    # for a result that still cannot be stored, so no retry.
     bad = q.enqueue({}, max_attempts=5)
     calls: list[str] = []
 
