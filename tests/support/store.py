@@ -1,7 +1,9 @@
 """Small helpers shared by the core behaviour suite (no tests in here).
 
 They read Redis directly, the way an operator with ``redis-cli`` would, so
-the tests check what is stored, not only what the API answers.
+the tests check what is stored, not only what the API answers. HUGE,
+NEGATIVE and DIGITS are time fields no datetime holds, for damaging a row by
+hand.
 """
 
 from __future__ import annotations
