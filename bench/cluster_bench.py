@@ -2,7 +2,7 @@
 
     python -m bench.cluster_bench [--jobs 20000] [--batch 50] [--consumers 2]
 
-Starts its own 3-master Redis Cluster on free loopback ports (tests/cluster.py),
+Starts its own 3-master Redis Cluster on free loopback ports (tests/support/cluster.py),
 then for each layout runs producer and consumer processes at once: producers
 ``enqueue_many`` in batches, consumers ``claim_many`` + ``complete_many``
 until every job succeeded. The rate is jobs / (first enqueue .. last
@@ -23,7 +23,7 @@ from typing import Any
 import redis.cluster
 
 import leaseq
-from tests.cluster import Cluster
+from tests.support.cluster import Cluster
 
 TICK = os.sysconf("SC_CLK_TCK")
 

@@ -22,14 +22,10 @@ or deselected everything can never look green.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
-import shutil
-import socket
-import subprocess
-import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import fakeredis
@@ -38,131 +34,11 @@ import redis
 import redis.asyncio as aioredis
 
 import leaseq
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_until(
-    predicate: Callable[[], Any],
-    timeout: float = 10.0,
-    every: float = 0.005,
-    what: str = "condition",
-) -> Any:
-    """Poll ``predicate`` until it is truthy; fail the test after ``timeout`` seconds."""
-    give_up = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > give_up:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(every)
-
-
-def server_exe() -> str:
-    """The redis-server (or valkey-server) binary the tests run: ``LEASEQ_REDIS_SERVER``
-    or the one on PATH. Raises RuntimeError if there is none."""
-    chosen = os.environ.get("LEASEQ_REDIS_SERVER", "")
-    exe = shutil.which(chosen or "redis-server")
-    if exe is None:
-        if chosen:
-            raise RuntimeError(f"LEASEQ_REDIS_SERVER={chosen!r} is not an executable")
-        raise RuntimeError("redis-server is not installed: apt-get install -y redis-server")
-    return exe
-
-
-def cli_exe() -> str | None:
-    """The CLI matching :func:`server_exe` (``LEASEQ_REDIS_CLI``, else a
-    redis-cli or valkey-cli beside the server, else redis-cli on PATH)."""
-    chosen = os.environ.get("LEASEQ_REDIS_CLI", "")
-    if chosen:
-        return shutil.which(chosen)
-    try:
-        here = os.path.dirname(server_exe())
-    except RuntimeError:
-        return None
-    for name in ("redis-cli", "valkey-cli"):
-        beside = os.path.join(here, name)
-        if os.access(beside, os.X_OK):
-            return beside
-    return shutil.which("redis-cli")
-
-
-def server_version() -> str:
-    """``redis_version`` as the binary reports it, e.g. 'Redis 7.0.15' or 'Valkey 8.1.8'."""
-    out = subprocess.run(
-        [server_exe(), "--version"], capture_output=True, text=True, timeout=30
-    ).stdout
-    name, _, rest = out.partition(" server v=")
-    return f"{name} {rest.split()[0]}" if rest else out.strip()
-
-
-def backends() -> list[str]:
-    """The backends two-backend tests run on: ``LEASEQ_BACKENDS`` (comma-separated)."""
-    chosen = [b.strip() for b in os.environ.get("LEASEQ_BACKENDS", "fake,real").split(",")]
-    unknown = set(chosen) - {"fake", "real"}
-    if unknown or not chosen:
-        raise pytest.UsageError(f"LEASEQ_BACKENDS: unknown backend(s) {sorted(unknown)}")
-    return chosen
-
-
-class RedisServer:
-    """A redis-server process on 127.0.0.1 and a free port, in a temp dir."""
-
-    def __init__(self, *extra: str) -> None:
-        exe = server_exe()
-        self.dir = tempfile.mkdtemp(prefix="leaseq-redis-")
-        self.port = free_port()
-        self.args = [
-            exe,
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--dir",
-            self.dir,
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--protected-mode",
-            "yes",
-            *extra,
-        ]
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.start()
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            self.args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        client = redis.Redis(port=self.port)
-
-        def up() -> bool:
-            try:
-                return bool(client.ping())
-            except redis.ConnectionError:
-                return False
-
-        wait_until(up, 10, what="redis-server to start")
-        client.close()
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-    def stop(self) -> None:
-        self.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
+import leaseq.aio
+from tests.support.backends import Clock, backends
+from tests.support.cli import Cli
+from tests.support.security import COMMANDS, PASSWORD
+from tests.support.servers import RedisServer, server_exe, server_version
 
 
 @pytest.fixture(scope="session")
@@ -203,53 +79,6 @@ def r(backend: str, request: pytest.FixtureRequest) -> Iterator[Any]:
     client.close()
 
 
-def text_client(r: Any) -> Any:
-    """A client with ``decode_responses=True`` on the same store (fake or real) as ``r``."""
-    kwargs = r.connection_pool.connection_kwargs
-    if isinstance(r, fakeredis.FakeRedis):
-        return fakeredis.FakeRedis(server=kwargs["server"], decode_responses=True)
-    return redis.Redis(host=kwargs["host"], port=kwargs["port"], decode_responses=True)
-
-
-class Clock:
-    """Moves time for lease expiry on either backend.
-
-    On fakeredis the clock is frozen (freezegun) and ``advance`` ticks it.
-    On a real server time is real: ``advance`` waits until the server's own
-    TIME has moved that far, polling, so tests use short leases there.
-    """
-
-    def __init__(self, backend: str, client: Any, freezer: Any) -> None:
-        self.backend = backend
-        self.client = client
-        self.freezer = freezer
-
-    @property
-    def fake(self) -> bool:
-        return self.backend == "fake"
-
-    def server_now(self) -> float:
-        sec, usec = self.client.time()
-        return float(sec) + usec / 1e6
-
-    def advance(self, seconds: float) -> None:
-        if self.freezer is not None:
-            self.freezer.tick(seconds)
-            return
-        target = self.server_now() + seconds
-        wait_until(
-            lambda: self.server_now() >= target, timeout=seconds + 10, what="the server clock"
-        )
-
-    def past(self, deadline: float) -> None:
-        """Move until the server clock is past ``deadline`` (epoch seconds)."""
-        self.advance(max(0.0, deadline - self.server_now()) + 0.002)
-
-    def lease(self, fake: float, real: float = 0.05) -> float:
-        """A lease length: long on the frozen clock, short on the real one."""
-        return fake if self.fake else real
-
-
 @pytest.fixture
 def clock(backend: str, r: Any) -> Iterator[Clock]:
     if backend == "fake":
@@ -269,6 +98,62 @@ def q(r: Any) -> leaseq.Queue:
         keep_succeeded=60.0,
         backoff=leaseq.Backoff(base=1.0, cap=10.0, jitter=0.0),
     )
+
+
+# -- the CLI in-process, the asyncio queue, the least-privilege ACL user ---------------
+
+
+@pytest.fixture(params=["fake", "real"])
+def cli(capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest) -> Cli:
+    """The CLI in-process on memory:// (fakeredis) or on the session's real server."""
+    if request.param == "fake":
+        return Cli(capsys)
+    server: RedisServer = request.getfixturevalue("redis_server")
+    import redis
+
+    redis.Redis(port=server.port).flushall()
+    return Cli(capsys, server.url)
+
+
+@pytest.fixture
+def memory_cli(capsys: pytest.CaptureFixture[str]) -> Cli:
+    """The CLI in-process on memory:// only."""
+    return Cli(capsys)
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture
+def live(redis_server: Any, loop: asyncio.AbstractEventLoop) -> Iterator[leaseq.aio.Queue]:
+    """An aio queue on the real server, for the worker tests: they run on real
+    time (heartbeats, grace), and fakeredis cannot cancel a blocked BLPOP cleanly."""
+    sync = redis.Redis(port=redis_server.port)
+    sync.flushall()
+    sync.close()
+    client = aioredis.Redis(port=redis_server.port)
+    yield leaseq.aio.Queue("jobs", redis=client, backoff=0.0, max_attempts=2)
+    loop.run_until_complete(client.aclose())
+
+
+@pytest.fixture
+def acl_server() -> Iterator[RedisServer]:
+    server = RedisServer()
+    admin = redis.Redis(port=server.port)
+    admin.execute_command(
+        "ACL", "SETUSER", "leaseq", "on", f">{PASSWORD}", "resetkeys", "~leaseq:*",
+        "resetchannels", "-@all", *(f"+{c}" for c in COMMANDS),
+    )  # fmt: skip
+    admin.close()
+    yield server
+    server.stop()
+
+
+# -- the pass: versions, LEASEQ_BACKENDS, LEASEQ_LIST_SUITE, nothing passed ------------
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -291,12 +176,12 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``LEASEQ_BACKENDS=real`` drops the fakeredis copies (any fixture parameter
-    ``fake``: ``backend`` here, ``store`` in test_sharded, ``cli`` in test_cli).
+    ``fake``: ``backend`` here, ``store`` in tests/transport/test_sharded.py, ``cli`` here).
 
     With ``LEASEQ_LIST_SUITE=<file>`` it first writes, one JSON line per
     collected item, which test function it runs (for the shared-suite case
-    of test_aio, the sync function it re-runs) and whether it uses ``q``:
-    tests/test_aio.py checks from that list that no queue case is dropped.
+    of tests/transport/test_aio.py, the sync function it re-runs) and whether
+    it uses ``q``: that module checks from that list that no queue case is dropped.
     """
     listing = os.environ.get("LEASEQ_LIST_SUITE")
     if listing:
@@ -335,11 +220,3 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if exitstatus == pytest.ExitCode.OK and not reporter.stats.get("passed"):
         reporter.write_line("leaseq: no test passed in this run: failing it", red=True)
         session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
-
-
-def async_client(r: Any) -> Any:
-    """A redis.asyncio client on the same server (fake or real) as the sync ``r``."""
-    kwargs = r.connection_pool.connection_kwargs
-    if isinstance(r, fakeredis.FakeRedis):
-        return fakeredis.FakeAsyncRedis(server=kwargs["server"])
-    return aioredis.Redis(host=kwargs["host"], port=kwargs["port"])

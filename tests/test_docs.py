@@ -31,6 +31,8 @@ from leaseq.store.replies import _Row
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ("README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")))
 _FENCE = re.compile(r"^```python([^\n]*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
+
+
 _KNOWN_INFO = {"no-run", "worker"}
 
 

@@ -1,5 +1,7 @@
-"""The wheel ships the Lua scripts inside the package, and loads them from there;
-the declared redis-py floor is the one tests/run.sh tests and README states."""
+"""The wheel ships the Lua scripts inside the package, and loads them from
+there, and the dashboard's templates and assets; the declared redis-py floor
+is the one tests/run.sh tests and README states.
+"""
 
 from __future__ import annotations
 
@@ -69,7 +71,14 @@ def test_ci_runs_exactly_the_readmes_test_command() -> None:
 def test_a_run_in_which_no_test_passes_fails(tmp_path: Path) -> None:
     # A missing server binary makes the cluster cases skip: everything skipped
     # must not pass for green (tests/conftest.py turns it into exit 5).
-    args = ["-q", "-p", "no:cacheprovider", "tests/test_cluster.py", "-k", "smoke"]
+    args = [
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "tests/transport/test_cluster.py",
+        "-k",
+        "enqueue_claim_complete",
+    ]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", *args],
         cwd=ROOT,
@@ -80,3 +89,27 @@ def test_a_run_in_which_no_test_passes_fails(tmp_path: Path) -> None:
     )
     assert done.returncode == 5, done.stdout[-2000:]
     assert "skipped" in done.stdout and "no test passed" in done.stdout
+
+
+def test_the_wheel_ships_templates_and_assets(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(root)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = Path(tmp_path).glob("leaseq-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    web = root / "leaseq" / "web"
+    shipped = {
+        p.relative_to(root).as_posix()
+        for p in web.rglob("*")
+        if p.suffix in {".html", ".js", ".css"}
+    }
+    assert len(shipped) >= 9 and shipped <= names

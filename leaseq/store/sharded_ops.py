@@ -1,7 +1,7 @@
 """One logical queue over its shards: ``ShardedOps``, written once.
 
 The same sans-I/O operations as ``leaseq.store.ops.QueueOps`` (same names, same
-signatures: tests/test_ops.py holds them to it), each built from the shards'
+signatures: tests/transport/test_operations.py holds them to it), each built from the shards'
 own ``QueueOps`` generators. ``leaseq.ShardedQueue`` and
 ``leaseq.aio.ShardedQueue`` run them on their clients through
 ``leaseq.transport.drive``, as the plain queues run ``QueueOps``.

@@ -16,7 +16,7 @@
 -- one ZREM per pass, the leased ids leave pending with one ZREM per call, and
 -- gseq/gturn are read once and written once. Per turn that leaves ZPOPMIN and
 -- ZCARD of the group's ready set. The order is exactly the turn-by-turn one
--- (tests/test_model.py models it).
+-- (tests/store/test_model.py models it).
 --!include lib/call_chunked.lua
 --!include lib/to_count.lua
 local GROUPED = 9007199254740992 -- pending scores from 2^53 up are grouped ids (push_pending)

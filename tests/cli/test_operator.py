@@ -1,0 +1,209 @@
+"""The operator commands: retry (one job, --all-dead, and why max_attempts
+rose), reap, purge, pause, resume, cancel, delete, drop, on plain and
+sharded queues; and ``leaseq web`` without its extra. In-process through
+main().
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import pytest
+
+import leaseq
+from tests.support.cli import Cli, _one_line_error
+from tests.support.servers import wait_until
+
+
+def _dead_job(q: leaseq.Queue) -> str:
+    job_id = q.enqueue({}, max_attempts=1)
+    lease = q.claim()
+    assert lease is not None
+    q.fail(lease, "nope")
+    return job_id
+
+
+def test_retry_one_and_all_dead(cli: Cli) -> None:
+    q = cli.queue()
+    one, two, three = _dead_job(q), _dead_job(q), _dead_job(q)
+    code, out, _ = cli("retry", "mail", one)
+    assert code == 0 and f"job {one} is pending again" in out
+    code, out, _ = cli("retry", "mail", "--all-dead")
+    assert code == 0 and "retried 2 dead job(s)" in out
+    for job_id in (one, two, three):
+        job = q.get(job_id)
+        assert job is not None and job.state is leaseq.State.PENDING and job.attempts == 1
+    _one_line_error(*cli("retry", "mail", one), "only dead jobs")
+
+
+def test_retry_says_why_max_attempts_rose(memory_cli: Cli) -> None:
+    code, out, _ = memory_cli("enqueue", "mail", "{}", "--id", "j", "--max-attempts", "2")
+    q = memory_cli.queue()
+    for _ in range(2):
+        lease = q.claim()
+        assert lease is not None
+        q.fail(lease, "boom", retry_in=0)
+    job = q.get("j")
+    assert job is not None and job.state is leaseq.State.DEAD
+    code, out, _ = memory_cli("retry", "mail", "j")
+    assert code == 0
+    text = " ".join(out.split())
+    assert "5 more tries (leaseq's default max_attempts; --attempts N sets another)" in text
+    assert "raised from 2 to 7" in text and "attempts stays at 2" in text
+    lease = q.claim()
+    assert lease is not None
+    q.fail(lease, "boom", dead=True)
+    code, out, _ = memory_cli("retry", "mail", "j", "--attempts", "1")
+    assert "1 more tries (--attempts 1)" in " ".join(out.split())
+    lease = q.claim()
+    assert lease is not None
+    q.fail(lease, "boom", dead=True)
+    code, out, _ = memory_cli("retry", "mail", "--all-dead")
+    text = " ".join(out.split())
+    assert code == 0 and "retried 1 dead job(s) in mail, each with 5 more tries" in text
+
+
+def test_reap_returns_expired_leases(cli: Cli) -> None:
+    q = cli.queue()
+    job_id = q.enqueue({})
+    assert q.claim(ttl=0.02) is not None
+    code, out, _ = wait_until(
+        lambda: (res := cli("reap", "mail"))[1].startswith("reaped mail: 1") and res,
+        what="the lease to expire",
+    )
+    assert code == 0 and "1 returned to pending, 0 dead-lettered" in out
+    job = q.get(job_id)
+    assert job is not None and job.state is leaseq.State.PENDING
+
+
+def test_purge_asks_unless_yes(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    q = cli.queue()
+    _dead_job(q)
+    _dead_job(q)
+    monkeypatch.setattr("sys.stdin", _Answer("n\n"))
+    code, _, err = cli("purge", "mail", "--state", "dead")
+    assert code == 1 and err.startswith("delete 2 dead job(s) from mail? [y/N]")
+    assert err.endswith("leaseq: error: aborted\n")
+    assert q.stats().dead == 2
+    code, out, _ = cli("purge", "mail", "--state", "dead", "--yes")
+    assert code == 0 and "purged 2 dead job(s) from mail" in out
+    assert q.stats().dead == 0
+    _one_line_error(*cli("purge", "mail", "--state", "active", "--yes"), "active")
+
+
+class _Answer:
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines(keepends=True)
+
+    def readline(self) -> str:
+        return self.lines.pop(0) if self.lines else ""
+
+    def isatty(self) -> bool:
+        return False
+
+
+def test_pause_and_resume(memory_cli: Cli) -> None:
+    q = memory_cli.queue()
+    q.enqueue({"n": 1}, id="a")
+    code, out, _ = memory_cli("pause", "mail")
+    assert code == 0 and "mail paused" in out
+    assert q.claim(ttl=5.0) is None
+    code, out, _ = memory_cli("stats", "--json")
+    assert code == 0 and '"paused": true' in out
+    code, out, _ = memory_cli("stats")
+    assert code == 0 and "mail (paused)" in out
+    code, out, _ = memory_cli("resume", "mail")
+    assert code == 0 and "mail resumed" in out
+    assert q.claim(ttl=5.0) is not None
+    code, _, err = memory_cli("pause", "nosuch")
+    assert code == 1 and "no queue named 'nosuch'" in err
+
+
+def test_cancel_and_delete(memory_cli: Cli) -> None:
+    q = memory_cli.queue()
+    q.enqueue({"n": 1}, id="a")
+    q.enqueue({"n": 2}, id="b")
+    code, out, _ = memory_cli("cancel", "mail", "a")
+    assert code == 0 and "job a cancelled" in out
+    assert q.get("a").state == "cancelled"  # type: ignore[union-attr]
+    code, out, _ = memory_cli("delete", "mail", "b", "--yes")
+    assert code == 0 and "deleted pending job b" in out
+    assert q.get("b") is None
+    code, _, err = memory_cli("delete", "mail", "b", "--yes")
+    assert code == 1 and "no job 'b'" in err and "Traceback" not in err
+    lease = q.claim(ttl=5.0)
+    assert lease is None
+
+
+def test_delete_asks_first(memory_cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    q = memory_cli.queue()
+    q.enqueue({"n": 1}, id="a")
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO("n\n"))
+    code, _, err = memory_cli("delete", "mail", "a")
+    assert code == 1 and "delete pending job a from mail?" in err
+    assert q.get("a") is not None
+
+
+def test_delete_removes_a_row_damaged_by_hand(memory_cli: Cli) -> None:
+    # show refuses such a row with a clear error; delete must still act on it.
+    q = memory_cli.queue()
+    q.enqueue({"n": 1}, id="hurt")
+    q.redis.hset(q.keys.job("hurt"), "attempts", "abc")
+    code, _, err = memory_cli("show", "mail", "hurt")
+    assert code == 1 and "attempts" in err and "Traceback" not in err
+    code, out, err = memory_cli("delete", "mail", "hurt", "--yes")
+    assert code == 0, err
+    assert "deleted" in out and "hurt" in out
+    assert not q.redis.exists(q.keys.job("hurt")) and q.stats().pending == 0
+
+
+def test_drop_refuses_in_flight_then_forces(memory_cli: Cli) -> None:
+    q = memory_cli.queue()
+    q.enqueue_many([{"n": i} for i in range(4)])
+    assert q.claim(ttl=30.0) is not None
+    code, _, err = memory_cli("drop", "mail", "--yes")
+    assert code == 1 and "1 lease(s) in flight" in err and "--force" in err
+    assert q.stats().pending == 3
+    code, out, _ = memory_cli("drop", "mail", "--yes", "--force")
+    assert code == 0 and "dropped mail: 4 job(s) deleted" in out
+    code, _, err = memory_cli("stats", "mail")
+    assert code == 1 and "no queue named 'mail'" in err
+
+
+def test_operator_commands_cover_every_shard_of_a_sharded_queue(cli: Cli) -> None:
+    client = cli.queue().redis
+    sharded = leaseq.ShardedQueue("hot", shards=3, redis=client, max_attempts=1)
+    ids = sharded.enqueue_many([{"i": i} for i in range(12)], ids=[f"j{i}" for i in range(12)])
+    for lease in sharded.claim_many(12):
+        sharded.fail(lease, "boom")  # one attempt: every job is dead, on every shard
+    code, out, _ = cli("show", "hot", "j7")
+    assert code == 0 and "dead" in out and "boom" in out
+    code, out, _ = cli("ls", "hot", "--state", "dead", "--limit", "50")
+    assert code == 0 and all(job_id in out for job_id in ids)
+    code, out, _ = cli("retry", "hot", "j3")
+    assert code == 0 and "pending again" in out
+    code, out, _ = cli("retry", "hot", "--all-dead")
+    assert code == 0 and "retried 11 dead job(s)" in out
+    assert sharded.stats().pending == 12
+    code, out, _ = cli("reap", "hot")
+    assert code == 0 and "0 returned to pending" in out
+    code, out, _ = cli("purge", "hot", "--state", "pending", "--yes")
+    assert code == 0 and "purged 12 pending" in out
+    _one_line_error(*cli("show", "hot", "nope"), "no job 'nope'")
+
+
+def test_web_without_the_extra_says_how_to_install(
+    memory_cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_import = builtins.__import__
+
+    def no_uvicorn(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "uvicorn":
+            raise ImportError("No module named 'uvicorn'", name="uvicorn")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_uvicorn)
+    code, _, err = memory_cli("web")
+    assert code == 1
+    assert err.count("\n") == 1 and "pip install 'leaseq[web]'" in err

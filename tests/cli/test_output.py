@@ -1,0 +1,152 @@
+"""What the CLI prints: tables that fit the terminal (80 columns, or the real
+width when wider) with one line a row and whole ids, ``show --json`` with
+every field, and a server warning as one clean line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+import leaseq
+from leaseq.cli.terminal import shorten
+from tests.support.cli import Cli, _one_line_error, run_leaseq_without_url
+from tests.support.servers import RedisServer
+
+LONG = [f"order-2026-03-17-customer-with-a-long-name-{i:04d}-tail" for i in range(5)]
+
+
+def _lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def test_shorten_keeps_start_and_end() -> None:
+    assert shorten("order-2026-03-17-000042", 17, "middle") == "order-20…7-000042"
+    assert shorten("short", 17, "middle") == "short"
+    assert shorten("a long error text", 8) == "a long …"
+    assert len(shorten("x" * 300, 40, "middle")) == 40
+
+
+@pytest.mark.parametrize("columns", [80, 160])
+def test_ls_with_long_ids_fits_one_line_a_job(
+    cli: Cli,
+    monkeypatch: pytest.MonkeyPatch,
+    columns: int,
+) -> None:
+    monkeypatch.setenv("COLUMNS", str(columns))
+    q = cli.queue()
+    q.enqueue_many([{"to": "x" * 100}] * 5, ids=LONG)
+    lease = q.claim(ttl=60.0, worker="worker-" + "w" * 60)
+    assert lease is not None
+    q.fail(lease, "Traceback: " + "e" * 200, retry_in=0)
+    code, out, _ = cli("ls", "mail", "--state", "pending")
+    assert code == 0
+    lines = _lines(out)
+    assert max(len(line) for line in lines) <= columns, out
+    for job_id in LONG:  # one line each, start and end recognisable
+        (line,) = [line for line in lines if job_id[:8] in line and job_id[-9:] in line]
+        assert (job_id in line) == (columns == 160), line
+    header = next(line for line in lines if line.startswith("id "))
+    for word in ("id", "attempts", "priority", "worker", "last_error", "payload"):
+        assert word in header.split()
+    code, out, _ = cli("ls", "mail", "--state", "pending", "--json")  # never shortened
+    assert sorted(job["id"] for job in json.loads(out)) == LONG
+
+
+def test_stats_schedules_with_long_names_fit(
+    cli: Cli,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    names = ["a" * 128, "queue-" + "b" * 100 + "-end", "mail"]
+    for name in names:
+        leaseq.Queue.from_url(cli.url, name).enqueue({})
+        leaseq.Queue.from_url(cli.url, name).schedule("beat-" + "s" * 100, {}, every=60)
+    for args in (("stats",), ("schedules",)):
+        code, out, _ = cli(*args)
+        assert code == 0
+        lines = _lines(out)
+        assert max(len(line) for line in lines) <= 80, out
+        rows = [line for line in lines if line.startswith(("a", "queue-", "mail"))]
+        assert len(rows) == 3, out  # one line each: never wrapped
+        assert any(r.startswith("queue-") and "…" in r and "-end" in r for r in rows), out
+
+
+def test_show_json_has_every_field(cli: Cli) -> None:
+    q = cli.queue()
+    q.enqueue({"to": "a@b.c", "n": [1, 2]}, id="m1", priority=3)
+    lease = q.claim(ttl=60.0, worker="w1")
+    assert lease is not None
+    q.complete(lease, result={"ok": True})
+    code, out, _ = cli("show", "mail", "m1", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    job = q.get("m1")
+    assert job is not None
+    assert set(doc) >= set(leaseq.Job.__struct_fields__)
+    assert doc["payload"] == {"to": "a@b.c", "n": [1, 2]} and doc["result"] == {"ok": True}
+    assert (doc["state"], doc["attempts"], doc["priority"], doc["worker"]) == (
+        "succeeded",
+        1,
+        3,
+        "w1",
+    )
+    stored = int(q.redis.hget(q.keys.job("m1"), "enqueued_at"))
+    assert doc["enqueued_at"] == stored  # as stored: ms epoch, server clock
+    assert doc["enqueued_at_utc"].endswith("+00:00")
+    assert doc["run_at"] is None and doc["run_at_utc"] is None
+    assert doc["finished_at"] >= doc["claimed_at"] >= doc["enqueued_at"]
+    code, out, _ = cli("ls", "mail", "--state", "succeeded", "--json")
+    assert json.loads(out) == [doc]
+    code, out, _ = cli("ls", "mail", "--json")
+    assert json.loads(out) == []
+    _one_line_error(*cli("show", "mail", "nope", "--json"), "nope")
+
+
+def test_tables_fit_80_columns(redis_server: Any) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import leaseq
+
+    url = f"redis://127.0.0.1:{redis_server.port}/0"
+    r = leaseq.Queue.from_url(url, "emails-transactional-eu-west")
+    r.redis.flushall()
+    r.enqueue_many([{"to": f"someone-{i}@example.org", "body": "x" * 200} for i in range(1234)])
+    leaseq.Queue.from_url(url, "a").enqueue(1)
+    exe = str(Path(sys.executable).parent / "leaseq")
+    env = {**os.environ, "COLUMNS": "80", "LEASEQ_URL": url}
+    for args in (["stats"], ["stats", "a"], ["ls", "emails-transactional-eu-west", "--limit", "3"]):
+        done = subprocess.run([exe, *args], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert max(len(line) for line in lines) <= 80, done.stdout
+        print(done.stdout)
+        words = ("pending", "sched", "active", "done", "dead", "cancel", "expired", "oldest")
+        if args[0] == "ls":
+            words = ("id", "attempts", "priority", "worker", "last_error", "payload")
+        header = next(line for line in lines if line.lstrip("┃ ").startswith(("queue", "id ")))
+        for word in words:
+            assert re.search(rf"(^|[\s┃]){re.escape(word)}([\s┃]|$)", header), (word, header)
+        assert "…" not in header
+        if args[0] == "ls":  # ids are whole: the next command needs them
+            for job in leaseq.Queue.from_url(url, args[1]).ls("pending", limit=3):
+                assert job.id in done.stdout
+
+
+def test_eviction_warning_is_one_clean_line() -> None:
+    server = RedisServer("--maxmemory-policy", "allkeys-lru")
+    try:
+        done = run_leaseq_without_url("--url", server.url, "enqueue", "mail", "{}")
+        assert done.returncode == 0, done.stderr
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1, done.stderr
+        assert lines[0].startswith("leaseq: warning: Redis maxmemory-policy is 'allkeys-lru'")
+        assert ".py" not in done.stderr and "warnings.warn" not in done.stderr
+    finally:
+        server.stop()

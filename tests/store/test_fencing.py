@@ -1,0 +1,440 @@
+"""Fencing: attempts is the lease's token, and only the current holder of the
+current row moves a job.
+
+Every refusal is checked against a full snapshot of the database, so a
+refused call is proven to have changed nothing. A row that is gone (kept
+0 s, expired, purged) frees its id; enqueued again, the new row is a new
+incarnation whose first lease carries token 1 again, and a stalled lease of
+the old row, also token 1, must not touch it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis as redis_lib
+
+import leaseq
+from tests.support.backends import Clock
+from tests.support.store import claim_one, index, row, snapshot
+
+STALE_OPS: dict[str, Callable[[leaseq.Queue, leaseq.Lease], object]] = {
+    "complete": lambda q, lease: q.complete(lease, result="stale"),
+    "extend": lambda q, lease: q.extend(lease, ttl=60.0),
+    "fail": lambda q, lease: q.fail(lease, "stale"),
+    "fail-dead": lambda q, lease: q.fail(lease, "stale", dead=True),
+    "release": lambda q, lease: q.release(lease),
+    "once": lambda q, lease: q.once(lease, "charge"),
+    "complete_many": lambda q, lease: _raise_first(q.complete_many([lease])),
+    "extend_many": lambda q, lease: _raise_first(
+        [r for r in q.extend_many([lease]) if isinstance(r, leaseq.LeaseLost)]
+    ),
+}
+
+
+def _raise_first(lost: list[leaseq.LeaseLost]) -> None:
+    if lost:
+        raise lost[0]
+
+
+def _reaped_and_reclaimed(q: leaseq.Queue, clock: Clock) -> tuple[leaseq.Lease, leaseq.Lease]:
+    q.enqueue({"n": 1}, id="job")
+    stale = claim_one(q, ttl=clock.lease(30.0))
+    clock.past(stale.deadline)
+    assert q.reap() == (1, 0)
+    fresh = claim_one(q, ttl=60.0)
+    assert fresh.id == stale.id and fresh.attempt == stale.attempt + 1
+    return stale, fresh
+
+
+@pytest.mark.parametrize("op", sorted(STALE_OPS))
+def test_stale_worker_after_reap_and_reclaim_changes_nothing(
+    q: leaseq.Queue, r: Any, clock: Clock, op: str
+) -> None:
+    stale, fresh = _reaped_and_reclaimed(q, clock)
+    before = snapshot(r)
+    with pytest.raises(leaseq.LeaseLost) as info:
+        STALE_OPS[op](q, stale)
+    assert not isinstance(info.value, leaseq.AlreadyFinished)
+    assert info.value.job_id == "job" and info.value.token == 1
+    assert info.value.state == "active" and info.value.attempts == "2"
+    assert snapshot(r) == before
+    q.complete(fresh)  # the current holder is unaffected
+    assert row(q, "job")["state"] == "succeeded"
+
+
+@pytest.mark.parametrize("op", sorted(STALE_OPS))
+def test_stale_worker_after_reap_before_reclaim_changes_nothing(
+    q: leaseq.Queue, r: Any, clock: Clock, op: str
+) -> None:
+    q.enqueue({"n": 1}, id="job")
+    stale = claim_one(q, ttl=clock.lease(30.0))
+    clock.past(stale.deadline)
+    assert q.reap() == (1, 0)
+    before = snapshot(r)
+    with pytest.raises(leaseq.LeaseLost) as info:
+        STALE_OPS[op](q, stale)
+    assert info.value.state == "pending" and info.value.attempts == "1"
+    assert snapshot(r) == before
+    assert claim_one(q).attempt == 2
+
+
+@pytest.mark.parametrize("op", sorted(STALE_OPS))
+def test_lease_on_deleted_row_is_lost(q: leaseq.Queue, r: Any, op: str) -> None:
+    q.enqueue({"n": 1}, id="job")
+    lease = claim_one(q)
+    r.delete(q.keys.job("job"))
+    before = snapshot(r)
+    with pytest.raises(leaseq.LeaseLost) as info:
+        STALE_OPS[op](q, lease)
+    assert info.value.state is None and info.value.attempts is None
+    assert "gone" in str(info.value)
+    assert snapshot(r) == before
+
+
+def test_expired_but_unreaped_lease_may_still_finish(q: leaseq.Queue, clock: Clock) -> None:
+    q.enqueue("a", id="a")
+    q.enqueue("b", id="b")
+    a, b = q.claim_many(2, ttl=clock.lease(30.0))
+    clock.past(max(a.deadline, b.deadline))
+    assert q.stats().expired == 2
+    a = q.extend(a, ttl=60.0)
+    q.complete(a)
+    q.complete(b)
+    assert row(q, "a")["state"] == row(q, "b")["state"] == "succeeded"
+    assert q.reap() == (0, 0)
+
+
+def test_replayed_complete_is_already_finished(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue("x", id="job")
+    lease = claim_one(q)
+    q.complete(lease, result=1)
+    before = snapshot(r)
+    with pytest.raises(leaseq.AlreadyFinished) as info:
+        q.complete(lease, result=2)
+    assert isinstance(info.value, leaseq.LeaseLost)
+    assert info.value.state == "succeeded" and info.value.attempts == "1"
+    assert snapshot(r) == before
+
+
+def test_complete_of_a_cancelled_or_dead_job_is_lost(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue("x", id="job")
+    lease = claim_one(q)
+    q.fail(lease, "dead", dead=True)
+    before = snapshot(r)
+    with pytest.raises(leaseq.LeaseLost):
+        q.complete(lease)
+    with pytest.raises(leaseq.LeaseLost):
+        q.extend(lease)
+    assert snapshot(r) == before
+
+
+def test_token_must_match_exactly(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue("x", id="job")
+    lease = claim_one(q)
+    before = snapshot(r)
+    for token in (0, 2, 11, -1):
+        forged = leaseq.Lease(
+            id=lease.id,
+            queue=lease.queue,
+            attempt=token,
+            max_attempts=lease.max_attempts,
+            payload=None,
+            deadline=lease.deadline,
+            enqueued_at=lease.enqueued_at,
+            worker="forger",
+        )
+        with pytest.raises(leaseq.LeaseLost):
+            q.complete(forged)
+    assert snapshot(r) == before
+
+
+def test_complete_many_reports_only_the_lost(q: leaseq.Queue) -> None:
+    q.enqueue_many(["a", "b", "c"], ids=["a", "b", "c"])
+    leases = q.claim_many(3)
+    q.fail(leases[1], "gave up on b", retry_in=0)
+    lost = q.complete_many(leases, results=[1, 2, 3])
+    assert [(exc.job_id, exc.state) for exc in lost] == [("b", "pending")]
+    assert [row(q, i)["state"] for i in "abc"] == ["succeeded", "pending", "succeeded"]
+    assert "result" not in row(q, "b")
+
+
+# -- concurrent reapers ------------------------------------------------------------
+
+
+def _expired_mix(q: leaseq.Queue, clock: Clock, n: int) -> tuple[list[str], list[str]]:
+    """n jobs with attempts left and n on their last attempt, all under expired leases."""
+    keep = q.enqueue_many(range(n), max_attempts=5)
+    last = q.enqueue_many(range(n), max_attempts=1)
+    leases = q.claim_many(2 * n, ttl=clock.lease(30.0, 0.1))
+    assert len(leases) == 2 * n
+    clock.past(max(lease.deadline for lease in leases))
+    return keep, last
+
+
+def _check_reaped_once(q: leaseq.Queue, keep: list[str], last: list[str]) -> None:
+    for job_id in keep:
+        stored = row(q, job_id)
+        assert (stored["state"], stored["attempts"]) == ("pending", "1")
+    for job_id in last:
+        stored = row(q, job_id)
+        assert (stored["state"], stored["attempts"]) == ("dead", "1")
+    assert sorted(index(q, "pending")) == sorted(keep)
+    assert sorted(index(q, "dead")) == sorted(last)
+    assert index(q, "active") == {}
+    stats = q.stats()
+    assert stats.totals["expired"] == len(keep) + len(last)
+    assert stats.totals["dead"] == len(last)
+
+
+def test_many_concurrent_reapers_move_each_job_once(
+    q: leaseq.Queue, clock: Clock, backend: str, request: pytest.FixtureRequest
+) -> None:
+    n = 150
+    keep, last = _expired_mix(q, clock, n)
+    totals: list[tuple[int, int]] = []
+    if backend == "fake":
+        # One process, many clients: interleave small reaps and claims' sweeps.
+        reapers = [leaseq.Queue("emails", redis=q.redis) for _ in range(6)]
+        more = True
+        while more:
+            more = False
+            for reaper in reapers:
+                requeued, died, left = reaper._run(reaper._core.reap(limit=7))
+                totals.append((requeued, died))
+                more = more or left
+    else:
+        server = request.getfixturevalue("redis_server")
+        start = threading.Barrier(8)
+        lock = threading.Lock()
+        errors: list[BaseException] = []
+
+        def reap() -> None:
+            client = redis_lib.Redis(port=server.port)
+            mine = leaseq.Queue("emails", redis=client)
+            try:
+                start.wait()
+                for _ in range(20):
+                    got = mine._run(mine._core.reap(limit=5))
+                    with lock:
+                        totals.append(got[:2])
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+            finally:
+                client.close()
+
+        threads = [threading.Thread(target=reap) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not errors
+        totals.append(q.reap())
+    assert sum(t[0] for t in totals) == n
+    assert sum(t[1] for t in totals) == n
+    _check_reaped_once(q, keep, last)
+
+
+def test_claims_racing_reapers_never_double_hand_out(
+    q: leaseq.Queue, clock: Clock, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """Claim sweeps reap too; concurrent claimers each get distinct jobs at attempt 2."""
+    n = 60
+    keep, _ = _expired_mix(q, clock, n)
+    got: list[leaseq.Lease] = []
+    if backend == "fake":
+        others = [leaseq.Queue("emails", redis=q.redis) for _ in range(4)]
+        while True:
+            batch = [lease for o in others for lease in o.claim_many(3, ttl=60.0)]
+            if not batch:
+                break
+            got += batch
+    else:
+        server = request.getfixturevalue("redis_server")
+        lock = threading.Lock()
+
+        def work() -> None:
+            client = redis_lib.Redis(port=server.port)
+            mine = leaseq.Queue("emails", redis=client)
+            try:
+                while leases := mine.claim_many(3, ttl=60.0):
+                    with lock:
+                        got.extend(leases)
+            finally:
+                client.close()
+
+        threads = [threading.Thread(target=work) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    assert sorted(lease.id for lease in got) == sorted(keep)
+    assert {lease.attempt for lease in got} == {2}
+
+
+def test_extend_many_answers_each_lease_and_writes_only_the_held_ones(
+    q: leaseq.Queue, r: Any, clock: Clock
+) -> None:
+    q.enqueue_many(["a", "b", "c"], ids=["a", "b", "c"])
+    a, b, c = (claim_one(q, ttl=clock.lease(30.0, 5.0)) for _ in range(3))
+    r.hset(q.keys.job("b"), "attempts", 7)  # b is now held under another token
+    before_b = row(q, "b")
+    clock.advance(clock.lease(1.0, 0.05))
+    got = q.extend_many([a, b, c], ttl=60.0)
+    assert isinstance(got[0], leaseq.Lease) and got[0].deadline > a.deadline
+    assert isinstance(got[1], leaseq.LeaseLost) and got[1].job_id == "b"
+    assert isinstance(got[2], leaseq.Lease) and got[2].id == "c"
+    assert row(q, "b") == before_b
+    assert index(q, "active")["a"] == round(got[0].deadline * 1000)
+    assert int(row(q, "c")["lease_until"]) == round(got[2].deadline * 1000)
+    # A replay (the reply was lost) extends again from the new now: harmless.
+    again = q.extend_many([a, c], ttl=60.0)
+    assert all(isinstance(x, leaseq.Lease) for x in again)
+
+
+# -- row incarnations: a reused id is a new row ----------------------------------------
+
+
+def _stale_lease_of_a_reused_id(r: Any, clock: Clock) -> tuple[leaseq.Queue, leaseq.Lease]:
+    """A's lease (token 1) stalls; B finishes the job, the row goes; the id
+    comes back and C holds the new row's attempt 1. Returns A's lease."""
+    q = leaseq.Queue("reuse", redis=r, keep_succeeded=0)
+    q.enqueue("first", id="job")
+    stale = claim_one(q, ttl=clock.lease(1.0))
+    clock.past(stale.deadline)
+    assert q.reap() == (1, 0)
+    q.complete(claim_one(q))  # B, token 2; keep_succeeded=0 deletes the row
+    assert r.exists(q.keys.job("job")) == 0
+    q.enqueue("second", id="job")
+    current = claim_one(q)
+    assert current.attempt == stale.attempt == 1
+    assert current.incarnation > stale.incarnation
+    return q, stale
+
+
+def test_a_stale_lease_cannot_complete_a_new_row_under_the_same_id(r: Any, clock: Clock) -> None:
+    q, stale = _stale_lease_of_a_reused_id(r, clock)
+    before = snapshot(r)
+    with pytest.raises(leaseq.LeaseLost) as lost:
+        q.complete(stale, "from the old job")
+    # Not "already finished under your token": the row is another job.
+    assert not isinstance(lost.value, leaseq.AlreadyFinished)
+    assert snapshot(r) == before
+    assert row(q, "job")["state"] == "active"
+
+
+def test_a_stale_lease_cannot_touch_the_new_row_at_all(r: Any, clock: Clock) -> None:
+    q, stale = _stale_lease_of_a_reused_id(r, clock)
+    before = snapshot(r)
+    for act in (
+        lambda: q.extend(stale, ttl=60.0),
+        lambda: q.fail(stale, "old"),
+        lambda: q.fail(stale, "old", dead=True),
+        lambda: q.release(stale),
+        lambda: q.once(stale, "charge"),
+        lambda: q.complete_many([stale]) and None,
+    ):
+        try:
+            act()
+        except leaseq.LeaseLost as exc:
+            assert not isinstance(exc, leaseq.AlreadyFinished)
+    assert q.complete_many([stale])[0].job_id == "job"
+    lost = q.extend_many([stale])[0]
+    assert isinstance(lost, leaseq.LeaseLost)
+    assert snapshot(r) == before
+
+
+def test_every_row_gets_a_new_incarnation(q: leaseq.Queue) -> None:
+    ids = q.enqueue_many(["a", "b", "c"])
+    q.enqueue("d", id="d")
+    q.enqueue("d-again", id="d")  # deduplicated: no new row, no new number
+    seen = [q.get(i).incarnation for i in [*ids, "d"]]  # type: ignore[union-attr]
+    # A queue's first row numbers start at its server time in ms times 1000
+    # (see reserve_incarnations.lua), then count up, one per row.
+    first = seen[0]
+    assert seen == [first, first + 1, first + 2, first + 3]
+    assert abs(first // 1000 - q.stats().server_time * 1000) < 60_000
+    leases = q.claim_many(4)
+    assert sorted(lease.incarnation for lease in leases) == seen
+    assert "incarnation" not in q.stats().totals
+
+
+def test_a_row_written_before_incarnations_still_works(q: leaseq.Queue, r: Any) -> None:
+    # The row the previous version wrote: no incarnation field.
+    r.hset(
+        q.keys.job("old"),
+        mapping={
+            "state": "pending",
+            "attempts": 0,
+            "max_attempts": 3,
+            "payload": '"x"',
+            "enqueued_at": 1,
+            "priority": 0,
+        },
+    )
+    r.zadd(q.keys.pending, {"old": 1})
+    lease = claim_one(q)
+    assert (lease.id, lease.incarnation) == ("old", 0)
+    assert q.once(lease, "m") is True
+    lease = q.extend(lease, ttl=30.0)
+    q.complete(lease, "done")
+    assert row(q, "old")["state"] == "succeeded"
+    assert q.get("old").incarnation == 0  # type: ignore[union-attr]
+    # A replay is told it won, as before.
+    with pytest.raises(leaseq.AlreadyFinished):
+        q.complete(lease)
+
+
+def test_a_lease_of_an_old_row_is_refused_by_a_numbered_row(q: leaseq.Queue) -> None:
+    q.enqueue("x", id="job")
+    lease = claim_one(q)
+    forged = leaseq.Lease(
+        id=lease.id,
+        queue=lease.queue,
+        attempt=lease.attempt,
+        max_attempts=lease.max_attempts,
+        payload=None,
+        deadline=lease.deadline,
+        enqueued_at=lease.enqueued_at,
+        worker="w",
+    )
+    assert forged.incarnation == 0 != lease.incarnation
+    with pytest.raises(leaseq.LeaseLost):
+        q.complete(forged)
+    q.complete(lease)
+
+
+def test_a_lease_from_before_a_drop_cannot_act_on_the_queue_made_again(r: Any) -> None:
+    # drop (forced, a lease in flight) deletes the meta hash and its row counter;
+    # the counter starts again above every number handed out before.
+    q = leaseq.Queue("dropped", redis=r)
+    q.enqueue("first", id="job")
+    stale = claim_one(q)
+    assert q.drop(force=True) >= 1 and r.exists(q.keys.meta) == 0
+    q.enqueue("second", id="job")
+    fresh = claim_one(q)
+    assert fresh.attempt == stale.attempt == 1
+    assert fresh.incarnation > stale.incarnation
+    assert row(q, "job")["incarnation"] == str(fresh.incarnation)  # stored exactly, 16 digits
+    with pytest.raises(leaseq.LeaseLost):
+        q.complete(stale, "from the dropped queue")
+    q.complete(fresh, "ok")
+    job = q.get("job")
+    assert job is not None and job.result == "ok"
+
+
+def test_row_numbers_stay_exact_and_unique_over_many_calls(r: Any) -> None:
+    q = leaseq.Queue("numbers", redis=r, keep_succeeded=0)
+    seen: set[int] = set()
+    for round_ in range(3):
+        ids = q.enqueue_many(list(range(1500)), ids=[f"n{i}" for i in range(1500)])
+        leases = []
+        while len(leases) < len(ids):
+            leases += q.claim_many(1000, ttl=30.0)
+        numbers = {lease.incarnation for lease in leases}
+        assert len(numbers) == 1500 and not numbers & seen, round_
+        seen |= numbers
+        assert q.complete_many(leases) == []  # every lease still matches its row

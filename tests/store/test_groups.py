@@ -1,0 +1,171 @@
+"""Fair groups: claims rotate between groups; group_concurrency caps each.
+
+Cases taking ``q`` run on fakeredis and a real server, and again on the
+asyncio queue (tests/transport/test_aio.py).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import leaseq
+from tests.support.backends import Clock
+from tests.support.security import PASSWORD
+from tests.support.store import text
+
+
+def group_of(q: Any, lease: leaseq.Lease) -> str | None:
+    job = q.get(lease.id)
+    assert job is not None
+    return job.group
+
+
+def test_a_small_group_is_not_starved_by_a_big_one(q: Any, r: Any) -> None:
+    q.enqueue_many([{"i": i} for i in range(1000)], group="big")
+    small = set(q.enqueue_many([{"i": i} for i in range(10)], group="small"))
+    first = [q.claim(ttl=30.0) for _ in range(20)]
+    assert small <= {lease.id for lease in first if lease is not None}
+
+
+def test_grouped_jobs_are_pending_and_listed(q: Any, r: Any) -> None:
+    a = q.enqueue({"x": 1}, group="tenant-42")
+    b = q.enqueue({"x": 2})
+    job = q.get(a)
+    assert job is not None and job.group == "tenant-42" and job.state == "pending"
+    assert text(r.hget(q.keys.job(a), "group")) == "tenant-42"
+    assert q.stats().pending == 2
+    assert {j.id for j in q.ls("pending")} == {a, b}  # `pending` holds every ready id
+    assert r.zcard(q.keys.pending) == 2 and r.zcard(q.keys.group("tenant-42")) == 1
+
+
+def test_priority_orders_jobs_within_a_group(q: Any, r: Any) -> None:
+    low = q.enqueue("late", group="g", priority=5)
+    high = q.enqueue("soon", group="g", priority=1)
+    leases = [q.claim(ttl=30.0), q.claim(ttl=30.0)]
+    assert [lease.id for lease in leases if lease] == [high, low]
+
+
+def test_ungrouped_jobs_take_their_turn_like_a_group(q: Any, r: Any) -> None:
+    q.enqueue_many(list(range(50)))
+    q.enqueue_many(list(range(50)), group="a")
+    q.enqueue_many(list(range(50)), group="b")
+    got = Counter(group_of(q, lease) for lease in q.claim_many(30, ttl=30.0))
+    assert got == {None: 10, "a": 10, "b": 10}
+
+
+def test_group_concurrency_caps_active_leases_per_group(q: Any, r: Any) -> None:
+    q.set_limits(group_concurrency=2)
+    q.enqueue_many(list(range(10)), group="a")
+    q.enqueue_many(list(range(10)), group="b")
+    q.enqueue_many(list(range(3)))
+    leases = q.claim_many(100, ttl=30.0)
+    assert Counter(group_of(q, lease) for lease in leases) == {"a": 2, "b": 2, None: 3}
+    assert q.claim(ttl=30.0) is None
+    limits = q.limits()
+    assert limits.group_concurrency == 2 and limits.groups_held == 2
+    assert limits.busiest_group == 2
+    done = next(lease for lease in leases if group_of(q, lease) == "a")
+    q.complete(done)
+    again = q.claim_many(10, ttl=30.0)
+    assert [group_of(q, lease) for lease in again] == ["a"]
+    q.set_limits(group_concurrency=None)  # removed: the held groups rejoin
+    assert len(q.claim_many(100, ttl=30.0)) == 15
+
+
+def test_a_group_limit_lowered_below_what_is_active(q: Any, r: Any) -> None:
+    q.enqueue_many(list(range(6)), group="a")
+    held = q.claim_many(3, ttl=30.0)
+    q.set_limits(group_concurrency=1)  # three active; none is taken away
+    assert q.claim(ttl=30.0) is None
+    q.complete(held[0])
+    q.complete(held[1])
+    assert q.claim(ttl=30.0) is None  # still one active: at the limit
+    q.fail(held[2], "boom", retry_in=0)  # back to pending, and a slot frees
+    assert q.claim(ttl=30.0) is not None
+    assert q.claim(ttl=30.0) is None
+    assert q.stats().pending == 3
+
+
+def test_a_group_emptied_leaves_the_rotation(q: Any, r: Any) -> None:
+    q.enqueue_many(list(range(2)), group="a")
+    for lease in q.claim_many(10, ttl=30.0):
+        q.complete(lease)
+    assert r.zcard(q.keys.groups) == 0 and not r.exists(q.keys.group("a"))
+    assert r.hlen(q.keys.group_active) == 0
+    again = q.enqueue("later", group="a")  # and joins it again with a new job
+    lease = q.claim(ttl=30.0)
+    assert lease is not None and lease.id == again
+
+
+def test_a_cancelled_grouped_job_is_never_claimed(q: Any, r: Any) -> None:
+    a, b = q.enqueue_many(["x", "y"], group="a")
+    assert q.cancel(a)
+    lease = q.claim(ttl=30.0)
+    assert lease is not None and lease.id == b
+    assert q.claim(ttl=30.0) is None
+
+
+def test_release_and_reap_give_the_slot_back(q: Any, r: Any, clock: Clock) -> None:
+    q.set_limits(group_concurrency=1)
+    q.enqueue_many(["x", "y"], group="a")
+    first = q.claim(ttl=clock.lease(5.0))
+    assert first is not None and q.claim(ttl=30.0) is None
+    clock.past(first.deadline)
+    second = q.claim(ttl=30.0)  # the claim reaps first (slot back), then leases
+    assert second is not None
+    q.release(second)
+    third = q.claim(ttl=30.0)
+    assert third is not None
+    with pytest.raises(leaseq.LeaseLost):
+        q.complete(first)  # fencing holds with groups on
+    assert q.limits().busiest_group == 1
+
+
+def test_bad_groups_are_refused_and_write_nothing(q: Any, r: Any) -> None:
+    for bad in ("", "a b", "{x}", 5, "x" * 257):
+        with pytest.raises(leaseq.InvalidArgument):
+            q.enqueue("p", group=bad)
+        with pytest.raises(leaseq.InvalidArgument):
+            q.enqueue_many(["p"], group=bad)
+    with pytest.raises(leaseq.InvalidArgument):
+        q.set_limits(group_concurrency=0)
+    assert r.keys("*") == []
+
+
+def test_a_delayed_grouped_job_joins_its_group_when_due(q: Any, r: Any, clock: Clock) -> None:
+    job_id = q.enqueue("later", group="a", delay=clock.lease(5.0))
+    assert r.zcard(q.keys.groups) == 0
+    clock.advance(clock.lease(5.0) + 0.01)
+    lease = q.claim(ttl=30.0)
+    assert lease is not None and lease.id == job_id and group_of(q, lease) == "a"
+
+
+def test_a_forced_drop_takes_the_group_bookkeeping_with_it(q: Any, r: Any) -> None:
+    q.set_limits(group_concurrency=1)
+    q.enqueue_many(["x", "y"], group="a")
+    assert q.claim(ttl=30.0) is not None and q.claim(ttl=30.0) is None  # "a" is held
+    q.drop(force=True)
+    for key in (q.keys.groups, q.keys.group_held, q.keys.group_active, q.keys.group("a")):
+        assert not r.exists(key)
+    q.enqueue("again", group="a")
+    assert q.claim(ttl=30.0) is not None  # not held by counts of deleted leases
+
+
+def test_the_least_privilege_acl_user_runs_fair_groups(acl_server: Any) -> None:
+    # The command list of docs/reliability.md must still suffice with groups on.
+    url = f"redis://leaseq:{PASSWORD}@127.0.0.1:{acl_server.port}/0"
+    q = leaseq.Queue.from_url(url, "emails", keep_succeeded=60.0)
+    q.set_limits(group_concurrency=1)
+    q.enqueue_many(["x", "y"], group="a")
+    q.enqueue("z")
+    leases = q.claim_many(10, ttl=30.0)
+    assert len(leases) == 2 and q.limits().groups_held == 1
+    assert q.stats().groups_held == 1
+    q.complete(leases[0])
+    q.release(leases[1])
+    assert len(q.claim_many(10, ttl=30.0)) >= 1
+    q.set_limits(group_concurrency=None)
+    q.drop(force=True)

@@ -1,0 +1,545 @@
+"""The Lua scripts themselves: headers that match the code, the include loader,
+portability between Redis's Lua 5.1 and lupa's 5.4, replays and SCRIPT FLUSH.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import leaseq
+import leaseq.store.scripts
+from leaseq.store import control as _control
+from leaseq.store import events, history, registry
+from leaseq.store.scripts import SCRIPTS, load_source
+from tests.support.backends import Clock
+from tests.support.store import claim_one, index, row, snapshot
+
+LUA = Path(__file__).resolve().parents[2] / "lua"
+
+
+NAMES = sorted(p.stem for p in LUA.glob("*.lua"))
+
+
+LIBS = sorted(p.stem for p in (LUA / "lib").glob("*.lua"))
+
+
+# The header, line by line: each entry is (label, how many lines may carry it).
+ORDER = ["summary", "transition", "clock", "flags", "KEYS", "ARGV", "derives", "returns", "errors"]
+
+
+def header(name: str) -> list[str]:
+    """The leading comment block of lua/<name>.lua, continuation lines joined."""
+    lines: list[str] = []
+    for line in (LUA / f"{name}.lua").read_text().splitlines():
+        if line.startswith("--!") or not line.startswith("--"):
+            break
+        body = line[2:]
+        if body.startswith("   ") and lines:  # an indented continuation line
+            lines[-1] += " " + body.strip()
+        else:
+            lines.append(body.strip())
+    return lines
+
+
+def label(line: str, name: str) -> str:
+    if re.match(rf"{re.escape(name)}\.lua: \S", line):
+        return "summary"
+    for word in ("KEYS", "ARGV"):
+        if re.match(rf"{word}\[\d+(\.\.)?\]\s+\S", line):
+            return word
+    found = re.match(r"(transition|clock|flags|derives|returns|errors): \S", line)
+    assert found, f"lua/{name}.lua: header line not understood: {line!r}"
+    return found.group(1)
+
+
+def code(source: str) -> str:
+    """Lua source without comments (line comments are all leaseq uses)."""
+    return "\n".join(line.split("--", 1)[0] for line in source.splitlines())
+
+
+def test_every_script_is_loaded() -> None:
+    assert sorted(SCRIPTS) == NAMES
+    assert len(NAMES) >= 11
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_header_has_every_part_in_order(name: str) -> None:
+    labels = [label(line, name) for line in header(name)]
+    seen = [lab for i, lab in enumerate(labels) if i == 0 or labels[i - 1] != lab]
+    want = [lab for lab in ORDER if lab in labels]
+    assert seen == want, f"lua/{name}.lua header out of order: {seen}"
+    missing = set(ORDER) - set(labels) - {"ARGV"}
+    assert not missing, f"lua/{name}.lua header lacks {sorted(missing)}"
+    assert labels.count("summary") == 1
+    for single in ("transition", "clock", "flags", "derives", "returns", "errors"):
+        assert labels.count(single) == 1, f"lua/{name}.lua: one {single} line"
+
+
+def _documented(name: str, word: str) -> tuple[list[int], int | None]:
+    """Numbers documented for KEYS/ARGV, and where a variadic tail starts."""
+    fixed: list[int] = []
+    tail = None
+    for line in header(name):
+        found = re.match(rf"{word}\[(\d+)(\.\.)?\]", line)
+        if found:
+            if found.group(2):
+                tail = int(found.group(1))
+            else:
+                fixed.append(int(found.group(1)))
+    return fixed, tail
+
+
+def body_of(name: str) -> str:
+    """The code of lua/<name>.lua as it runs, libraries included, without the
+    prologue the loader adds (its K and A tables)."""
+    source = SCRIPTS[name].plain
+    return code(
+        "\n".join(line for line in source.splitlines() if not line.startswith("local K = {"))
+    )
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("word", ["KEYS", "ARGV"])
+def test_header_documents_every_key_and_arg_the_body_uses(name: str, word: str) -> None:
+    fixed, tail = _documented(name, word)
+    assert fixed == list(range(1, len(fixed) + 1)), f"lua/{name}.lua: {word} not numbered 1..n"
+    if tail is not None:
+        assert tail == len(fixed) + 1
+    body = body_of(name)
+    # By name only: K.<key> (or a key stem of ARGV), A.<argument>; a tail by TAIL.
+    literal = re.findall(rf"\b{word}\[\d+\]", body.split("local TAIL = {", 1)[1])
+    assert not literal, f"lua/{name}.lua reads {literal}: use the header's names (K., A.)"
+    shape = SCRIPTS[name].shape
+    if word == "KEYS":
+        declared = {k.member for k in shape.keys} | {a for a in shape.args if a.endswith("_prefix")}
+        used = set(re.findall(r"\bK\.(\w+)", body))
+        used |= {a for a in declared if a.endswith("_prefix") and f"A.{a}" in body}
+    else:
+        declared = set(shape.args)
+        used = set(re.findall(r"\bA\.(\w+)", body))
+        used |= {a for a in declared if a.endswith("_prefix") and f"K.{a}" in body}
+    undeclared = used - declared
+    assert not undeclared, f"lua/{name}.lua (or a library it includes) uses {sorted(undeclared)}"
+    unused = declared - used
+    assert not unused, f"lua/{name}.lua declares {word} {sorted(unused)} but never reads them"
+    if tail is not None:
+        field = "keys" if word == "KEYS" else "args"
+        assert f"TAIL.{field}" in body, f"lua/{name}.lua never reads its {word} tail"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_shape_is_read_from_the_header(name: str) -> None:
+    """The header is the one declaration: the loader's shape is exactly it."""
+    shape = SCRIPTS[name].shape
+    for word, names, tail in (
+        ("KEYS", shape.keys, shape.key_tail),
+        ("ARGV", shape.args, shape.arg_tail),
+    ):
+        fixed, documented_tail = _documented(name, word)
+        assert len(fixed) == len(names)
+        assert (documented_tail is not None) == tail
+    flags = next(line for line in header(name) if line.startswith("flags:"))
+    assert flags.split()[1] == (shape.flags or "none")
+
+
+@pytest.mark.parametrize("path", sorted(LUA.rglob("*.lua")), ids=lambda p: p.name)
+def test_no_lua_file_derives_a_key_from_another_keys_name(path: Path) -> None:
+    """Every key a script touches comes in KEYS, or is a stem from ARGV (built by
+    leaseq.store.keys) followed by an id or bucket; none is cut out of another."""
+    body = code(path.read_text())
+    # The names bound to keys: K entries and the locals assigned from them.
+    keys = {"K", "KEYS"}
+    for names, values in re.findall(r"local ([\w, ]+) =\s*((?:K\.\w+|KEYS\[\d+\])[^\n]*)", body):
+        bound = [n.strip() for n in names.split(",")]
+        for n, value in zip(bound, values.split(","), strict=False):
+            if re.match(r"\s*(K\.\w+|KEYS\[)", value):
+                keys.add(n)
+    for first in re.findall(r"string\.sub\(\s*([\w.\[\]]+)", body):
+        assert first.split(".")[0].split("[")[0] not in keys, f"{path.name} cuts the key {first}"
+    for name in re.findall(r"\bK\.(\w+)\s*\.\.", body):
+        assert name.endswith("_prefix"), f"{path.name} appends to the key K.{name}"
+    assert not re.search(r"\b(KEYS|ARGV)\[[^\]]*\]\s*\.\.\s*'", body), f"{path.name} builds a key"
+    if path.parent.name == "lib":
+        signature = re.search(r"local function \w+\(([^)]*)\)", body)
+        uses_k = re.search(r"\bK\.", body)
+        assert not uses_k or (
+            signature and "K" in [a.strip() for a in signature.group(1).split(",")]
+        ), f"{path.name} reads the caller's K: take it as an argument"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_clock_line_matches_the_body(name: str) -> None:
+    clock = next(line for line in header(name) if line.startswith("clock:"))
+    body = code(SCRIPTS[name].source)
+    reads_time = "now_ms(" in body
+    assert reads_time == ("TIME" in clock), f"lua/{name}.lua: clock line says {clock!r}"
+    assert body.count("redis.call('TIME')") <= 1, "time only through now_ms()"
+
+
+@pytest.mark.parametrize("path", sorted(LUA.rglob("*.lua")), ids=lambda p: str(p.relative_to(LUA)))
+def test_each_file_includes_exactly_what_it_calls_itself(path: Path) -> None:
+    """Nested includes: a script or library lists the libraries its own code calls,
+    no more (what they call comes with them) and no fewer."""
+    text = path.read_text()
+    listed = re.findall(r"^--!include lib/(\w+)\.lua$", text, re.MULTILINE)
+    body = code(text)
+    called = [lib for lib in LIBS if lib != path.stem and re.search(rf"\b{lib}\(", body)]
+    assert sorted(listed) == called, f"lua/{path.relative_to(LUA)} includes {listed}"
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_each_lib_file_holds_one_function_of_its_name(lib: str) -> None:
+    text = (LUA / "lib" / f"{lib}.lua").read_text()
+    body = code(text)
+    assert re.findall(r"local function (\w+)", body) == [lib]
+    assert not re.search(r"\b(KEYS|ARGV)\[", body), "libs take keys as arguments"
+    assert text.startswith(f"-- {lib}("), "a lib opens with its signature"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_library_is_defined_once_before_its_callers(name: str) -> None:
+    source = code(SCRIPTS[name].plain)
+    defined = [f for f in re.findall(r"^local function (\w+)", source, re.MULTILINE) if f in LIBS]
+    assert len(defined) == len(set(defined)), f"lua/{name}.lua: a library twice"
+    for i, lib in enumerate(defined):
+        body = source.split(f"local function {lib}(", 1)[1]
+        later = [
+            other
+            for other in defined[i + 1 :]
+            if re.search(rf"\b{other}\(", body.split("\nlocal function ", 1)[0])
+        ]
+        assert not later, f"lua/{name}.lua: {lib} calls {later}, defined after it"
+
+
+@pytest.mark.parametrize("path", sorted(LUA.rglob("*.lua")), ids=lambda p: p.name)
+def test_scripts_are_portable_lua(path: Path) -> None:
+    body = code(path.read_text())
+    bare = re.sub(r"\(table\.unpack or unpack\)\(", "", body)
+    assert not re.search(r"\bunpack\(", bare), "use (table.unpack or unpack)"
+    for banned in ("cjson", "cmsgpack", "loadstring", "setfenv", "math.random", "os."):
+        assert banned not in body, f"{path.name} uses {banned}"
+
+
+def _calls(q: leaseq.Queue) -> dict[str, Any]:
+    """One Call per script, for the job id "ID"."""
+    core = q._core
+    lease = leaseq.Lease(
+        id="ID",
+        queue="emails",
+        attempt=1,
+        max_attempts=5,
+        payload=None,
+        deadline=0.0,
+        enqueued_at=0.0,
+        worker="w",
+    )
+    return {
+        "enqueue": core.enqueue_calls(["x"], ["ID"], {})[1][0],
+        "claim": core.claim(1, 30.0, None),
+        "extend": core.extend([lease], 30.0),
+        "complete": core.complete([lease], None),
+        "fail": core.fail(lease, "x", None, False),
+        "release": core.release(lease),
+        "once": core.once(lease, "m"),
+        "progress": core.progress(lease, 1),
+        "reap": core.reap(),
+        "cancel": core.cancel("ID"),
+        "retry": core.retry("ID", None),
+        "retry_all": core.retry_page(None, "op"),
+        "purge": core.purge("dead"),
+        "reset_clock": core.reset_clock(),
+        "stats": core.stats(1.0),
+        "pause": _control.pause(core),
+        "resume": _control.resume(core),
+        "delete": _control.delete(core, "ID"),
+        "drop": _control.drop(core, False),
+        "run_now": _control.run_now(core, "ID"),
+        "register": registry.register(core, "ID", ttl=1.0, concurrency=1, done=0, running=0),
+        "workers": registry.list_workers(core),
+        "history": history.read(core),
+        "events": events.read_settings(core),
+        **_schedule_calls(core),
+    }
+
+
+def _schedule_calls(core: Any) -> dict[str, Any]:
+    from leaseq.store import schedules as sch
+    from leaseq.store.limits import read_limits
+
+    upsert = sch.schedule(core, "ID", {}, every=1.0)
+    read = next(upsert)
+    tick = sch.tick(core)
+    next(tick)
+    due = {"next_due": b"0", "version": b"1", "every_ms": b"1000"}
+    return {
+        "schedules": read,
+        "schedule": upsert.send((0, 0, [("ID", {})])),
+        "unschedule": sch.unschedule(core, "ID"),
+        "tick": tick.send((0, 1, [("ID", due)])),
+        "limits": read_limits(core),
+    }
+
+
+def _key_docs(name: str) -> list[tuple[str, str]]:
+    """(literal key pattern, Redis type) of each documented KEYS line, in order."""
+    out = []
+    for line in header(name):
+        found = re.match(
+            r"KEYS\[\d+(?:\.\.)?\]\s+(\S+)\s+(HASH|ZSET|LIST|STRING|SET|STREAM)\b", line
+        )
+        if line.startswith("KEYS"):
+            assert found, f"lua/{name}.lua: KEYS line lacks a pattern and type: {line!r}"
+            out.append((found.group(1), found.group(2)))
+    return out
+
+
+def test_documented_key_patterns_are_the_keys_python_passes(r: Any) -> None:
+    q = leaseq.Queue("emails", redis=r)
+    calls = _calls(q)
+    assert sorted(calls) == NAMES
+    for name, call in calls.items():
+        docs = _key_docs(name)
+        for i, key in enumerate(call.keys):
+            pattern, _ = docs[min(i, len(docs) - 1)]
+            want = pattern.replace("<queue>", "emails").replace("<id>", "ID")
+            want = want.replace("<state>", "dead").replace("<name>", "ID")
+            assert key == want, f"lua/{name}.lua KEYS[{i + 1}] is {key!r}, header says {pattern}"
+
+
+def test_documented_key_types_hold_after_a_lifecycle(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue("x", id="ID")
+    q.enqueue("y", id="later", delay=100.0)
+    q.enqueue_many(["p", "q"])
+    lease = claim_one(q)
+    q.fail(lease, "x", dead=True)
+    q.complete(claim_one(q))
+    q.cancel(q.enqueue("c"))
+    r.rpush(q.keys.wake, "1")
+    q.schedule("ID", {}, every=60.0)
+    q.set_limits(concurrency=100, rate=100)
+    q.claim()
+    kinds = {
+        "HASH": "hash",
+        "ZSET": "zset",
+        "LIST": "list",
+        "STRING": "string",
+        "SET": "set",
+        "STREAM": "stream",
+    }
+    checked = 0
+    for name in NAMES:
+        for pattern, kind in _key_docs(name):
+            key = pattern.replace("<queue>", "emails").replace("<id>", "ID")
+            key = key.replace("<state>", "dead").replace("<name>", "ID")
+            if r.exists(key):
+                assert r.type(key).decode() == kinds[kind], f"{key} in lua/{name}.lua"
+                checked += 1
+    assert checked >= 30
+
+
+# -- the loader ------------------------------------------------------------------
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        target = tmp_path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    return tmp_path
+
+
+def test_loader_expands_nested_includes_once_each_in_dependency_order(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "s.lua": "-- s\n--!include lib/f.lua\n--!include lib/g.lua\nreturn f() + g()\n",
+            "lib/f.lua": "--!include lib/h.lua\nlocal function f() return h() end\n",
+            "lib/g.lua": "--!include lib/h.lua\nlocal function g() return h() end\n",
+            "lib/h.lua": "local function h() return 1 end\n",
+        },
+    )
+    assert load_source("s", root) == (
+        "-- s\n"
+        "local function h() return 1 end\n"
+        "local function f() return h() end\n"
+        "local function g() return h() end\n"
+        "return f() + g()\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({"s.lua": "--!include lib/nope.lua\n"}, "does not exist"),
+        (
+            {"s.lua": "--!include lib/f.lua\n--!include lib/f.lua\n", "lib/f.lua": "x\n"},
+            "twice",
+        ),
+        (
+            {
+                "s.lua": "--!include lib/f.lua\n",
+                "lib/f.lua": "--!include lib/g.lua\n",
+                "lib/g.lua": "--!include lib/f.lua\n",
+            },
+            "cycle s.lua -> lib/f.lua -> lib/g.lua -> lib/f.lua",
+        ),
+        ({"s.lua": "--!include lib/f.lua\n", "lib/f.lua": "--!include lib/f.lua\n"}, "cycle"),
+    ],
+    ids=["missing", "repeated", "cycle", "self"],
+)
+def test_loader_refuses_bad_includes(tmp_path: Path, files: dict[str, str], message: str) -> None:
+    root = _tree(tmp_path, files)
+    with pytest.raises(RuntimeError, match=message):
+        load_source("s", root)
+
+
+# -- replays and SCRIPT FLUSH --------------------------------------------------------
+
+
+def twice(q: leaseq.Queue, call: Any) -> tuple[Any, Any]:
+    """Run one Call twice, the way a retried command replays after a lost reply."""
+    first = q._run(call)
+    try:
+        second = q._run(call)
+    except leaseq.LeaseqError as exc:
+        second = exc
+    return first, second
+
+
+def test_replay_enqueue(q: leaseq.Queue, r: Any) -> None:
+    call = q._core.enqueue_calls([{"n": 1}], ["job"], {})[1][0]
+    first, second = twice(q, call)
+    assert first == [1] and second == [0]
+    assert list(index(q, "pending")) == ["job"]
+    assert q.stats().totals["enqueued"] == 1
+    # Without an id the client still chooses one before sending, so a
+    # replayed call finds the row it wrote and creates nothing twice.
+    ids, calls = q._core.enqueue_calls(["x"], None, {})
+    a, b = twice(q, calls[0])
+    assert a == [1] and b == [0]
+    assert ids[0] in index(q, "pending") and len(index(q, "pending")) == 2
+
+
+def test_replay_claim_leases_another_job(q: leaseq.Queue) -> None:
+    q.enqueue_many(["a", "b"], ids=["a", "b"])
+    first, second = twice(q, q._core.claim(1, 30.0, None))
+    assert [lease.id for lease in first.leases] == ["a"]
+    assert [lease.id for lease in second.leases] == ["b"]
+    assert row(q, "a")["attempts"] == "1" and row(q, "b")["attempts"] == "1"
+
+
+def test_replay_extend(q: leaseq.Queue) -> None:
+    q.enqueue("x", id="job")
+    lease = claim_one(q, ttl=5.0)
+    (first,), (second,) = twice(q, q._core.extend([lease], 60.0))
+    assert isinstance(first, leaseq.Lease) and isinstance(second, leaseq.Lease)
+    assert second.deadline >= first.deadline > lease.deadline
+    assert row(q, "job")["lease_until"] == str(round(second.deadline * 1000))
+
+
+def test_replay_complete(q: leaseq.Queue) -> None:
+    q.enqueue("x", id="job")
+    lease = claim_one(q)
+    first, second = twice(q, q._core.complete([lease], ["done"]))
+    assert first == []
+    assert len(second) == 1 and isinstance(second[0], leaseq.AlreadyFinished)
+    assert second[0].state == "succeeded"
+    assert q.stats().totals["succeeded"] == 1
+    assert row(q, "job")["state"] == "succeeded"
+
+
+@pytest.mark.parametrize("retry_in", [0.0, 30.0])
+def test_replay_fail(q: leaseq.Queue, retry_in: float) -> None:
+    q.enqueue("x", id="job")
+    lease = claim_one(q)
+    first, second = twice(q, q._core.fail(lease, "boom", retry_in, False))
+    assert first in (leaseq.State.PENDING, leaseq.State.SCHEDULED)
+    assert isinstance(second, leaseq.AlreadyFinished) and second.state == first.value
+    assert q.stats().totals["failed"] == 1
+    assert row(q, "job")["state"] == first.value and row(q, "job")["attempts"] == "1"
+
+
+def test_replay_release(q: leaseq.Queue) -> None:
+    q.enqueue("x", id="job")
+    lease = claim_one(q)
+    first, second = twice(q, q._core.release(lease))
+    assert first is None and isinstance(second, leaseq.AlreadyFinished)
+    assert row(q, "job")["max_attempts"] == "6"  # refunded once, not twice
+
+
+def test_replay_once(q: leaseq.Queue) -> None:
+    q.enqueue("x", id="job")
+    lease = claim_one(q)
+    assert twice(q, q._core.once(lease, "charge")) == (True, False)
+
+
+def test_replay_reap(q: leaseq.Queue, clock: Clock) -> None:
+    q.enqueue("x", id="job")
+    lease = claim_one(q, ttl=clock.lease(30.0))
+    clock.past(lease.deadline)
+    assert twice(q, q._core.reap()) == ((1, 0, False), (0, 0, False))
+    assert row(q, "job")["state"] == "pending"
+    assert q.stats().totals["expired"] == 1
+
+
+def test_replay_cancel(q: leaseq.Queue) -> None:
+    q.enqueue("x", id="job")
+    assert twice(q, q._core.cancel("job")) == (True, False)
+    assert q.stats().totals["cancelled"] == 1
+
+
+def test_replay_retry(q: leaseq.Queue) -> None:
+    q.enqueue("x", id="job")
+    q.fail(claim_one(q), "x", dead=True)
+    first, second = twice(q, q._core.retry("job", 2))
+    assert first == 3
+    assert isinstance(second, leaseq.JobStateError) and second.state == "pending"
+    assert row(q, "job")["max_attempts"] == "3"
+
+
+def test_replay_purge_and_stats(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue("x", id="job")
+    q.fail(claim_one(q), "x", dead=True)
+    first, second = twice(q, q._core.purge("dead"))
+    assert (first.done, first.more, second.done, second.more) == (1, False, 0, False)
+    before = snapshot(r)
+    a, b = twice(q, q._core.stats(10.0))
+    assert (a.pending, a.dead, a.totals) == (b.pending, b.dead, b.totals)
+    assert snapshot(r) == before
+
+
+def test_script_flush_between_calls(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue("x", id="a")
+    r.script_flush()
+    q.enqueue("y", id="b")
+    r.script_flush()
+    lease = claim_one(q)
+    r.script_flush()
+    q.complete(lease)
+    r.script_flush()
+    assert q.stats().succeeded == 1
+    assert row(q, "a")["state"] == "succeeded" and row(q, "b")["state"] == "pending"
+
+
+def test_the_claim_reply_names_its_lease_fields_once(q: leaseq.Queue) -> None:
+    """The claim reply is read by name: it carries the field names of a lease
+    once (claim.lua's LEASE), then each lease's values in that order."""
+    q.enqueue({"n": 1}, id="a", kind="k", timeout=2.0)
+    q.enqueue({"n": 2}, id="b")
+    call = q._core.claim(2, 30.0, None)
+    raw: list[Any] = []
+    seen = q._run(
+        leaseq.store.scripts.Call(call.script, call.keys, call.args, lambda r: raw.extend(r))
+    )
+    assert seen is None
+    count, width = int(raw[2]), int(raw[3])
+    names = [n.decode() if isinstance(n, bytes) else n for n in raw[4 : 4 + width]]
+    assert count == 2 and len(set(names)) == width == len(names)
+    assert {"id", "attempts", "incarnation", "payload", "timeout_ms"} <= set(names)
+    first = dict(zip(names, raw[4 + width : 4 + 2 * width], strict=True))
+    assert first["id"] in (b"a", "a") and int(first["attempts"]) == 1
+    assert int(first["timeout_ms"]) == 2000 and first["kind"] in (b"k", "k")

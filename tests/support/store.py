@@ -1,0 +1,75 @@
+"""Small helpers shared by the core behaviour suite (no tests in here).
+
+They read Redis directly, the way an operator with ``redis-cli`` would, so
+the tests check what is stored, not only what the API answers. HUGE,
+NEGATIVE and DIGITS are time fields no datetime holds, for damaging a row by
+hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import leaseq
+
+
+def text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def row(q: leaseq.Queue, job_id: str) -> dict[str, str]:
+    """The job hash as ``HGETALL`` shows it, decoded."""
+    raw = q.redis.hgetall(q.keys.job(job_id))
+    return {text(k): text(v) for k, v in raw.items()}
+
+
+def index(q: leaseq.Queue, state: str) -> dict[str, float]:
+    """An index ZSET as {id: score}."""
+    return {
+        text(k): float(s) for k, s in q.redis.zrange(q.keys.index(state), 0, -1, withscores=True)
+    }
+
+
+def all_keys(r: Any) -> list[str]:
+    return sorted(text(k) for k in r.keys("*"))
+
+
+def server_ms(r: Any) -> int:
+    """The server's TIME in integer ms, as the scripts compute it."""
+    sec, usec = r.time()
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+def claim_one(q: leaseq.Queue, ttl: float = 30.0) -> leaseq.Lease:
+    lease = q.claim(ttl=ttl)
+    assert lease is not None, "expected a job to claim"
+    return lease
+
+
+def snapshot(r: Any) -> dict[str, Any]:
+    """Every key with its type and full content: to prove a refused call changed nothing."""
+    out: dict[str, Any] = {}
+    for raw in r.keys("*"):
+        key = text(raw)
+        kind = text(r.type(key))
+        if kind == "hash":
+            value: Any = {text(k): text(v) for k, v in r.hgetall(key).items()}
+        elif kind == "zset":
+            value = [(text(m), s) for m, s in r.zrange(key, 0, -1, withscores=True)]
+        elif kind == "list":
+            value = [text(x) for x in r.lrange(key, 0, -1)]
+        elif kind == "stream":  # the done stream (what wait reads)
+            value = r.xrange(key)
+        else:
+            value = r.get(key)
+        out[key] = (kind, value, r.pttl(key) > 0)
+    return out
+
+
+HUGE = "9" * 30  # ms epoch far past year 9999
+
+
+NEGATIVE = "-99999999999999999"  # before year 1
+
+
+DIGITS = "9" * 400  # more than a float holds

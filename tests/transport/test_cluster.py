@@ -1,0 +1,284 @@
+"""Redis Cluster: the behaviour suite on a real 3-master cluster, sync and async.
+
+The session starts its own cluster on free loopback ports (tests/support/cluster.py)
+and stops it at the end. Every queue's keys must live in that queue's
+slot; every script call must be routed by its keys, including after a
+SCRIPT FLUSH (NOSCRIPT reload) and for SCAN-based discovery of queues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+import redis.asyncio.cluster as acluster
+import redis.cluster
+from redis.crc import key_slot
+
+import leaseq
+import leaseq.aio
+from leaseq.store.keys import split_shard
+from tests.store import test_damage, test_effects, test_fencing, test_jobs, test_payloads
+from tests.support import suite
+from tests.support.backends import Clock
+from tests.support.cluster import Cluster, shared_cluster
+from tests.support.servers import RedisServer, wait_until
+
+SETTINGS: dict[str, Any] = {
+    "keep_succeeded": 60.0,
+    "backoff": leaseq.Backoff(base=1.0, cap=10.0, jitter=0.0),
+}
+
+
+MODULES = (test_jobs, test_payloads, test_fencing, test_damage, test_effects)
+# Cases of those modules that the cluster does not run, each with the reason.
+_NOT_CHECKED = (
+    "shares its module's concept but came from a module the cluster run did not "
+    "cover; it has not been checked on a cluster, and adding it is a change of "
+    "coverage to make on its own"
+)
+NOT_ON_CLUSTER: dict[str, str] = {
+    "store.fencing.a_stale_lease_cannot_complete_a_new_row_under_the_same_id": _NOT_CHECKED,
+    "store.fencing.a_stale_lease_cannot_touch_the_new_row_at_all": _NOT_CHECKED,
+    "store.fencing.every_row_gets_a_new_incarnation": _NOT_CHECKED,
+    "store.fencing.a_row_written_before_incarnations_still_works": _NOT_CHECKED,
+    "store.fencing.a_lease_of_an_old_row_is_refused_by_a_numbered_row": _NOT_CHECKED,
+    "store.fencing.a_lease_from_before_a_drop_cannot_act_on_the_queue_made_again": _NOT_CHECKED,
+    "store.fencing.row_numbers_stay_exact_and_unique_over_many_calls": _NOT_CHECKED,
+    "store.damage.a_counter_that_is_not_a_number_is_a_damaged_key": _NOT_CHECKED,
+}
+
+
+def _off_cluster(func: Callable[..., Any]) -> bool:
+    return suite.case_name(func) in NOT_ON_CLUSTER
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Cluster:
+    try:
+        return shared_cluster()  # stopped at exit; tests/transport/test_sharded.py shares it
+    except RuntimeError as exc:  # redis-server not installed: skip, don't fail
+        pytest.skip(str(exc))
+
+
+class ClusterView:
+    """The cluster client, with ``keys`` answered from every primary (KEYS
+    alone goes to one node), so the suite's snapshots see the whole store."""
+
+    def __init__(self, client: redis.cluster.RedisCluster) -> None:
+        self._client = client
+
+    def keys(self, pattern: str = "*") -> list[bytes]:
+        return list(self._client.scan_iter(match=pattern, count=1000))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+@pytest.fixture
+def cr(cluster: Cluster) -> Iterator[redis.cluster.RedisCluster]:
+    client = cluster.client()
+    client.flushall()  # every primary
+    client.script_flush()  # every primary: the first call of each test reloads
+    yield client
+    client.close()
+
+
+def assert_keys_in_their_queue_slot(client: Any) -> int:
+    """Every key is ``<prefix>:{<tag>}:...`` and sits in the slot of ``<tag>``."""
+    keys = list(suite.every_key(client))
+    for key in keys:
+        head, _, rest = key.partition("{")
+        tag, closed, _ = rest.partition("}")
+        assert head and closed and tag, f"key without a hash tag: {key!r}"
+        assert key_slot(key.encode()) == key_slot(tag.encode()), key
+        assert split_shard(tag)[0]  # a queue name, or name#shard
+    for key in keys[:5]:  # and the server agrees with our CRC16
+        assert client.cluster_keyslot(key) == key_slot(key.encode())
+    return len(keys)
+
+
+@pytest.mark.parametrize(("check", "params"), suite.cases(*MODULES, skip=_off_cluster))
+def test_shared_suite_on_cluster(
+    check: Callable[..., None], params: dict[str, Any], cr: redis.cluster.RedisCluster
+) -> None:
+    view = ClusterView(cr)
+    q = leaseq.Queue("emails", redis=view, **SETTINGS)
+    suite.call(check, params, q=q, r=view, clock=Clock("real", cr, None))
+    assert_keys_in_their_queue_slot(cr)
+
+
+def _sync_only(func: Callable[..., Any]) -> bool:
+    source = inspect.getsource(func)
+    return "Thread" in source or "leaseq.Queue(" in source
+
+
+@pytest.mark.parametrize(
+    ("check", "params"), suite.cases(*MODULES, skip=lambda f: _sync_only(f) or _off_cluster(f))
+)
+def test_shared_suite_on_async_cluster(
+    check: Callable[..., None],
+    params: dict[str, Any],
+    cr: redis.cluster.RedisCluster,
+    cluster: Cluster,
+) -> None:
+    loop = asyncio.new_event_loop()
+    client = acluster.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
+    try:
+        aq = leaseq.aio.Queue("emails", redis=client, **SETTINGS)
+        view = ClusterView(cr)
+        q = suite.SyncFacade(aq, view, loop)
+        suite.call(check, params, q=q, r=view, clock=Clock("real", cr, None))
+        assert_keys_in_their_queue_slot(cr)
+    finally:
+        loop.run_until_complete(client.aclose())
+        loop.close()
+
+
+# -- cluster-specific checks ------------------------------------------------------
+
+NAMES = [f"q{i}" for i in range(12)]
+
+
+def test_queues_are_spread_and_all_found(cr: redis.cluster.RedisCluster) -> None:
+    for name in NAMES:
+        leaseq.Queue(name, redis=cr).enqueue({"n": name})
+    nodes = {cr.get_node_from_key(leaseq.QueueKeys("leaseq", n).meta).name for n in NAMES}
+    assert len(nodes) == 3, "the names were chosen to land on every master"
+    assert leaseq.Queue.queues(cr) == sorted(NAMES)
+    assert assert_keys_in_their_queue_slot(cr) >= 3 * len(NAMES)
+
+
+def test_async_queues_scan_every_primary(cr: redis.cluster.RedisCluster, cluster: Cluster) -> None:
+    async def scenario() -> list[str]:
+        client = acluster.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
+        try:
+            for name in NAMES:
+                await leaseq.aio.Queue(name, redis=client).enqueue({"n": name})
+            return await leaseq.aio.Queue.queues(client)
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(scenario()) == sorted(NAMES)
+
+
+def test_noscript_after_flush_reloads_on_the_right_node(cr: redis.cluster.RedisCluster) -> None:
+    queues = [leaseq.Queue(name, redis=cr, backoff=0.0) for name in NAMES]
+    for q in queues:
+        q.enqueue({"n": 1}, id="a")
+    cr.script_flush()
+    for q in queues:
+        lease = q.claim(ttl=5.0)
+        assert lease is not None and lease.id == "a"
+        assert q.fail(lease, "once more") is leaseq.State.PENDING
+    cr.script_flush()
+    assert [q.stats().pending for q in queues] == [1] * len(NAMES)
+
+
+def test_a_batch_is_one_script_call_on_the_queue_node(cr: redis.cluster.RedisCluster) -> None:
+    q = leaseq.Queue("batch", redis=cr)
+    node = cr.get_node_from_key(q.keys.pending)
+    q.enqueue({"warm": "up"})  # load the three scripts first (NOSCRIPT after the flush)
+    lease = q.claim(ttl=30.0)
+    assert lease is not None
+    q.complete(lease)
+    before = cr.info("commandstats", target_nodes=node).get("cmdstat_evalsha", {}).get("calls", 0)
+    ids = q.enqueue_many([{"i": i} for i in range(500)])
+    leases = q.claim_many(500, ttl=30.0)
+    assert q.complete_many(leases) == []
+    after = cr.info("commandstats", target_nodes=node)["cmdstat_evalsha"]["calls"]
+    assert len(ids) == len(leases) == 500
+    assert after - before == 3  # one enqueue, one claim, one complete
+    assert q.stats().succeeded == 501
+
+
+# -- durable=: WAIT for replicas after each state change ------------------------------
+
+
+@pytest.fixture(scope="module")
+def pair() -> Iterator[tuple[RedisServer, RedisServer]]:
+    """A primary and one replica of it, on free loopback ports."""
+    try:
+        primary = RedisServer("--repl-diskless-sync-delay", "0")  # sync at once
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    replica = RedisServer("--replicaof", "127.0.0.1", str(primary.port))
+    client = redis.Redis(port=replica.port)
+    wait_until(
+        lambda: client.info("replication").get("master_link_status") == "up",
+        15,
+        what="the replica to sync",
+    )
+    client.close()
+    yield primary, replica
+    replica.stop()
+    primary.stop()
+
+
+def test_durable_waits_for_the_replica(pair: tuple[RedisServer, RedisServer]) -> None:
+    primary, replica = pair
+    main, copy = redis.Redis(port=primary.port), redis.Redis(port=replica.port)
+    q = leaseq.Queue("safe", redis=main, durable=1)
+    job_id = q.enqueue({"n": 1})
+    # WAIT returned, so the replica already holds the row: no polling needed.
+    assert copy.hget(q.keys.job(job_id), "state") == b"pending"
+    lease = q.claim(ttl=30.0)
+    assert lease is not None
+    assert copy.hget(q.keys.job(job_id), "attempts") == b"1"
+    q.complete(lease)
+    assert copy.hget(q.keys.job(job_id), "state") == b"succeeded"
+    main.close()
+    copy.close()
+
+
+def test_durable_beyond_the_replicas_raises_with_the_result(
+    pair: tuple[RedisServer, RedisServer],
+) -> None:
+    primary, _ = pair
+    main = redis.Redis(port=primary.port)
+    q = leaseq.Queue("safe2", redis=main, durable=2, durable_timeout=0.05)
+    with pytest.raises(leaseq.NotReplicated) as info:
+        q.enqueue({"n": 1}, id="j")
+    assert (info.value.op, info.value.wanted, info.value.acked) == ("enqueue", 2, 1)
+    assert info.value.result == [1]  # the enqueue call created its one job
+    assert q.stats().pending == 1  # applied on the primary; stats never waits
+    with pytest.raises(leaseq.NotReplicated) as claimed:
+        q.claim(ttl=30.0)
+    assert [lease.id for lease in claimed.value.result.leases] == ["j"]
+    main.close()
+
+
+def test_durable_on_aio(pair: tuple[RedisServer, RedisServer]) -> None:
+    primary, replica = pair
+
+    async def scenario() -> str:
+        client = aioredis.Redis(port=primary.port)
+        q = leaseq.aio.Queue("safe3", redis=client, durable=1)
+        job_id = await q.enqueue({"n": 1})
+        await client.aclose()
+        return job_id
+
+    job_id = asyncio.run(scenario())
+    copy = redis.Redis(port=replica.port)
+    assert copy.hget(leaseq.QueueKeys("leaseq", "safe3").job(job_id), "state") == b"pending"
+    copy.close()
+
+
+def test_durable_on_cluster_waits_on_the_queues_own_node(cr: redis.cluster.RedisCluster) -> None:
+    q = leaseq.Queue("q1", redis=cr, durable=1, durable_timeout=0.02)
+    node = cr.get_node_from_key(q.keys.pending)
+
+    def waits() -> int:
+        stats = cr.info("commandstats", target_nodes=node)
+        return int(stats.get("cmdstat_wait", {}).get("calls", 0))
+
+    before = waits()
+    with pytest.raises(leaseq.NotReplicated) as info:
+        q.enqueue({"n": 1})  # this test cluster has no replicas
+    assert info.value.acked == 0
+    assert waits() == before + 1

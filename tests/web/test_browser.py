@@ -1,0 +1,318 @@
+"""The dashboard in a real browser: headless Chromium (Debian's package) driven by
+Playwright, against `leaseq web`'s app served by uvicorn on a real redis-server.
+
+It checks what an operator does: the overview lists the queues with their
+counts and refreshes them by itself, a state's list pages through the index,
+a job page shows its fields, and actions work only when allowed and update
+the list. Screenshots go to a temporary folder ($LEASEQ_SHOTS, else a new one; its path
+is printed); with LEASEQ_UPDATE_SCREENSHOT=1 the overview also replaces
+docs/img/dashboard.png, the README's picture (never by default, so a test
+run leaves the work tree as it was).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+import leaseq
+from tests.support.servers import RedisServer, free_port, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+CHROMIUM = os.environ.get("LEASEQ_CHROMIUM", "/usr/bin/chromium")
+
+
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+SHOTS = Path(os.environ.get("LEASEQ_SHOTS") or tempfile.mkdtemp(prefix="leaseq-shots-"))
+
+
+class Served:
+    """The dashboard app on uvicorn in a thread, on a free loopback port."""
+
+    def __init__(self, client: Any, **options: Any) -> None:
+        import uvicorn
+
+        from leaseq.web import create_app
+
+        self.port = free_port()
+        app = create_app(client, refresh=0.5, **options)
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        wait_until(lambda: self.server.started, 10, what="uvicorn to start")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+        pytest.fail(
+            f"headless Chromium is needed for the dashboard test and {CHROMIUM} is missing: "
+            "apt-get install -y chromium (or set LEASEQ_CHROMIUM)"
+        )
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def client(redis_server: RedisServer) -> Iterator[Any]:
+    c = redis.Redis(port=redis_server.port)
+    c.flushall()
+    yield c
+    c.close()
+
+
+def seed(client: Any) -> tuple[leaseq.Queue, leaseq.Queue]:
+    emails = leaseq.Queue("emails", redis=client, max_attempts=3)
+    emails.enqueue_many(
+        [{"to": f"user{i}@example.org", "template": "welcome"} for i in range(130)],
+        ids=[f"mail-{i:04d}" for i in range(130)],
+    )
+    for lease in emails.claim_many(4, ttl=600.0, worker="web-1:4242:a1b2c3"):
+        emails.fail(lease, f"SMTPError: 550 mailbox {lease.payload['to']} unavailable", dead=True)
+    held = emails.claim_many(2, ttl=300.0, worker="web-2:777:d4e5f6")
+    emails.complete(held[0], result={"sent": True, "ms": 41})
+    reports = leaseq.Queue("reports", redis=client)
+    reports.enqueue_many([{"report": n} for n in ("daily", "weekly")], delay=3600)
+    reports.enqueue({"report": "adhoc"}, id="adhoc-1")
+    reports.pause()
+    return emails, reports
+
+
+def shot(page: Any, name: str) -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def cell(page: Any, queue: str, state: str) -> str:
+    return str(page.locator(f'tr[data-queue="{queue}"] a[data-count="{state}"]').inner_text())
+
+
+def test_read_only_dashboard_overview_paging_and_job_page(browser: Any, client: Any) -> None:
+    emails, _ = seed(client)
+    served = Served(client, title="redis://127.0.0.1/0")
+    page = browser.new_page(viewport={"width": 1280, "height": 640})
+    try:
+        page.goto(served.url + "/")
+        assert page.locator("h1").inner_text() == "Queues"
+        assert cell(page, "emails", "pending") == "124"
+        assert cell(page, "emails", "dead") == "4"
+        assert cell(page, "emails", "active") == "1"
+        assert cell(page, "reports", "scheduled") == "2"
+        assert page.locator('tr[data-queue="reports"] .badge.paused').is_visible()
+        assert page.locator('tr[data-queue="emails"] .badge.paused').count() == 0
+        assert "read-only" in page.locator(".mode").inner_text()
+        page.set_viewport_size({"width": 1280, "height": 320})
+        readme = shot(page, "overview")
+        page.set_viewport_size({"width": 1280, "height": 640})
+        if os.environ.get("LEASEQ_UPDATE_SCREENSHOT"):  # the README's picture, on request only
+            shutil.copy(readme, ROOT / "docs" / "img" / "dashboard.png")
+
+        # Counts refresh by themselves, without a reload.
+        marker = page.evaluate("() => (window.__marker = 1)")
+        emails.enqueue_many([{"to": "late@example.org"}] * 6)
+        page.wait_for_function(
+            "() => document.querySelector('tr[data-queue=emails] a[data-count=pending]')"
+            ".textContent.trim() === '130'",
+            timeout=10_000,
+        )
+        assert page.evaluate("() => window.__marker") == marker
+
+        # The queue page: a tab per state, paged through the index.
+        page.click('tr[data-queue="emails"] td.name a')
+        assert page.locator("nav.tabs a.current").inner_text().startswith("pending")
+        assert page.locator(".pager .range").inner_text() == "1\u201350 of 130"
+        first_page = page.locator("td.id a").all_inner_texts()
+        assert first_page[0] == "mail-0006" and len(first_page) == 50
+        page.click('.pager a[rel="next"]')
+        assert page.locator(".pager .range").inner_text() == "51\u2013100 of 130"
+        assert page.locator("td.id a").first.inner_text() == "mail-0056"
+        page.click('.pager a[rel="last"]')
+        assert page.locator(".pager .range").inner_text() == "101\u2013130 of 130"
+        shot(page, "queue-pending-last-page")
+
+        # Dead tab: the error column; no action buttons when read-only.
+        page.click("nav.tabs a.st-dead")
+        assert page.locator("td.err").first.inner_text().startswith("SMTPError: 550")
+        assert page.locator("button[data-action]").count() == 0
+        shot(page, "queue-dead-read-only")
+
+        # A job page shows every field, times readable and as stored.
+        page.click("td.id a >> nth=0")
+        assert page.locator("h1").inner_text() == "mail-0000"
+        assert page.locator(".badge.st-dead").inner_text() == "dead"
+        assert page.locator(".attempts").inner_text() == "attempt 1 of 3"
+        enqueued = page.locator('tr[data-field="enqueued_at"]')
+        assert re.fullmatch(r"\d{13}", enqueued.locator("td").nth(0).inner_text())
+        assert "ago" in enqueued.locator("td").nth(1).inner_text()
+        assert "SMTPError" in page.locator('tr[data-field="last_error"]').inner_text()
+        assert '"to": "user0@example.org"' in page.locator("pre[data-payload]").inner_text()
+        # ...and its history, read from the queue's event stream.
+        moves = page.locator("table[data-history] td.mono").all_inner_texts()
+        assert moves[0] == "new → pending" and moves[-1].endswith("→ dead"), moves
+        shot(page, "job")
+
+        # A POST to a read-only dashboard is refused, whatever the page sends.
+        status = page.evaluate(
+            """async () => (await fetch('/queues/emails/actions', {method: 'POST',
+                 body: new URLSearchParams({action: 'retry_all'})})).status"""
+        )
+        assert status == 403
+        assert emails.stats().dead == 4
+    finally:
+        page.close()
+        served.stop()
+    print(f"screenshots in {SHOTS}")
+
+
+def test_actions_when_allowed_update_the_list(browser: Any, client: Any) -> None:
+    emails, reports = seed(client)
+    served = Served(client, allow_actions=True)
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    try:
+        page.goto(served.url + "/queues/emails?state=dead")
+        assert page.locator("nav.tabs a.current .count").inner_text() == "4"
+
+        # A ticked box holds the live refresh: the list does not change under
+        # the operator's hands; once nothing is ticked it catches up by itself.
+        page.check('input[name="id"][value="mail-0002"]')
+        lease = emails.claim(ttl=60.0)
+        assert lease is not None
+        emails.fail(lease, "late failure", dead=True)
+        page.wait_for_function("() => (+document.body.dataset.liveHeld || 0) >= 2", timeout=10_000)
+        assert page.locator("tr[data-job]").count() == 4
+        assert page.is_checked('input[name="id"][value="mail-0002"]')
+        page.uncheck('input[name="id"][value="mail-0002"]')
+        page.evaluate("() => document.activeElement.blur()")  # focus off the box too
+        page.wait_for_function("() => document.querySelectorAll('tr[data-job]').length === 5")
+        assert page.locator("nav.tabs a.current .count").inner_text() == "5"
+        emails.retry_dead(lease.id)
+
+        # Retry one selected dead job: no question for a single retry.
+        page.check('input[name="id"][value="mail-0001"]')
+        page.click('.bulk button[data-action="retry"]')
+        assert "retried 1 of 1 job" in page.locator(".flash").inner_text()
+        assert page.locator("nav.tabs a.current .count").inner_text() == "3"
+        assert page.locator('tr[data-job="mail-0001"]').count() == 0
+        assert emails.get("mail-0001").state == "pending"  # type: ignore[union-attr]
+
+        # Retry all asks first, saying how many; "no" changes nothing.
+        page.click('.tools button[data-action="retry_all"]')
+        assert page.locator("#question").inner_text() == (
+            "Retry all 3 dead jobs of emails? They become pending again."
+        )
+        shot(page, "confirm-retry-all")
+        page.click("text=No, go back")
+        assert emails.stats().dead == 3
+        page.click('.tools button[data-action="retry_all"]')
+        page.click("button[data-confirm]")
+        assert "retried 3 dead jobs of emails" in page.locator(".flash").inner_text()
+        assert page.locator("nav.tabs a.current .count").inner_text() == "0"
+        assert emails.stats().dead == 0
+
+        # Delete a pending job: asked first, then gone from the list.
+        page.goto(served.url + "/queues/emails?state=pending")
+        page.check('input[name="id"][value="mail-0007"]')
+        page.click('.bulk button[data-action="delete"]')
+        assert "Delete 1 job of emails (mail-0007)?" in page.locator("#question").inner_text()
+        page.click("button[data-confirm]")
+        assert "deleted 1 of 1 job" in page.locator(".flash").inner_text()
+        assert page.locator('tr[data-job="mail-0007"]').count() == 0
+        assert emails.get("mail-0007") is None
+
+        # Pause and resume from the queue page.
+        page.click('.tools button[data-action="pause"]')
+        assert page.locator("#qstatus .badge.paused").is_visible()
+        assert emails.stats().paused and emails.claim(ttl=1.0) is None
+        shot(page, "queue-paused-actions")
+        page.click('.tools button[data-action="resume"]')
+        assert page.locator("#qstatus .badge.running").is_visible()
+        assert not emails.stats().paused
+
+        # Purge a state: the question names the count; the list empties.
+        page.goto(served.url + "/queues/reports?state=scheduled")
+        page.click('.tools button[data-action="purge"]')
+        assert page.locator("#question").inner_text() == (
+            "Delete all 2 scheduled jobs of reports? This cannot be undone."
+        )
+        page.click("button[data-confirm]")
+        assert page.locator("nav.tabs a.current .count").inner_text() == "0"
+        assert reports.stats().scheduled == 0
+    finally:
+        page.close()
+        served.stop()
+
+
+def test_overview_draws_history_charts_and_lists_workers(browser: Any, client: Any) -> None:
+    emails, _ = seed(client)
+    emails.register_worker("web-1:4242:a1b2c3", ttl=60.0, concurrency=8, done=5, running=1)
+    served = Served(client, title="redis://127.0.0.1/0")
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(served.url + "/")
+        for chart in ("chart-hour", "chart-day"):
+            svg = page.locator(f"svg#{chart}")
+            assert svg.is_visible()
+            assert svg.locator("polyline").count() == 4
+            # Measured in one step: the live refresh may swap the element meanwhile.
+            w, h = page.evaluate(
+                f"() => {{ const b = document.querySelector('svg#{chart}')"
+                ".getBoundingClientRect(); return [b.width, b.height]; }"
+            )
+            assert w > 200 and h > 60
+        # 133 enqueued (130 emails, 3 reports) and 4 dead-lettered in the seed, this hour.
+        hour = page.locator('svg#chart-hour polyline[data-series="enqueued"]')
+        assert hour.get_attribute("data-total") == "133"
+        assert "+4 in the last hour" in page.locator(".dead-growth").inner_text()
+        assert "1 worker online" in page.locator(".workers-online").inner_text()
+        shot(page, "overview-history")
+        # The chart follows the live refresh: more dead letters, no reload.
+        for lease in emails.claim_many(2, ttl=60.0):
+            emails.fail(lease, "boom", dead=True)
+        page.wait_for_function(
+            "() => document.querySelector('.dead-growth').textContent.includes('+6 in the last')",
+            timeout=10_000,
+        )
+        page.click(".workers-online a")
+        assert page.locator("h1").inner_text() == "Workers"
+        row = page.locator('tr[data-worker="web-1:4242:a1b2c3"]')
+        assert row.is_visible() and "emails" in row.inner_text()
+        shot(page, "workers")
+    finally:
+        page.close()
+        served.stop()

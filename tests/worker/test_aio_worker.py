@@ -1,0 +1,173 @@
+"""leaseq.aio.Worker on a real server: outcomes in a burst, concurrency as
+tasks in flight, heartbeats, a handler cancelled when its lease is lost, a
+graceful stop, reaping a crashed worker's job, bad settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import leaseq
+import leaseq.aio
+from leaseq.handler import Dead, Retry
+from tests.support.backends import run
+
+
+def test_worker_outcomes_in_burst(live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop) -> None:
+    async def handler(lease: leaseq.Lease) -> Any:
+        kind = lease.payload["kind"]
+        if kind == "boom":
+            raise ValueError("boom")
+        if kind == "retry":
+            if lease.attempt == 1:
+                raise Retry(0.0, "later")
+            return "second time"
+        if kind == "dead":
+            raise Dead("poison")
+        await asyncio.sleep(0.01)
+        return {"ok": lease.payload["i"]}
+
+    async def scenario() -> int:
+        await live.enqueue_many([{"kind": "ok", "i": i} for i in range(20)])
+        for kind in ("boom", "retry", "dead"):
+            await live.enqueue({"kind": kind}, id=kind)
+        return await leaseq.aio.Worker(live, handler, concurrency=5, ttl=5.0).run(burst=True)
+
+    processed = run(loop, scenario())
+    assert processed == 20 + 2 + 2 + 1
+    stats = run(loop, live.stats())
+    assert (stats.succeeded, stats.dead, stats.pending, stats.active) == (21, 2, 0, 0)
+    boom = run(loop, live.get("boom"))
+    assert boom is not None and boom.state is leaseq.State.DEAD and boom.attempts == 2
+    assert boom.last_error is not None and "ValueError: boom" in boom.last_error
+    retried = run(loop, live.get("retry"))
+    assert retried is not None and retried.result == "second time" and retried.attempts == 2
+    dead = run(loop, live.get("dead"))
+    # The one outcome policy (leaseq.work.outcomes.decide) writes what the threaded
+    # worker writes: the exception's kind, then its reason.
+    assert dead is not None and dead.attempts == 1 and dead.last_error == "Dead: poison"
+
+
+def test_worker_concurrency_is_in_flight_tasks(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    running = 0
+    peak = 0
+
+    async def handler(lease: leaseq.Lease) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.02)
+        running -= 1
+
+    async def scenario() -> int:
+        await live.enqueue_many([{"i": i} for i in range(24)])
+        return await leaseq.aio.Worker(live, handler, concurrency=4, ttl=5.0).run(burst=True)
+
+    assert run(loop, scenario()) == 24
+    assert peak == 4
+
+
+def test_worker_heartbeats_keep_a_long_job(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    async def handler(lease: leaseq.Lease) -> str:
+        await asyncio.sleep(0.6)  # six lease lengths: only heartbeats keep it
+        return "done"
+
+    async def scenario() -> None:
+        await live.enqueue({"n": 1}, id="long")
+        await leaseq.aio.Worker(live, handler, concurrency=1, ttl=0.1).run(burst=True)
+
+    run(loop, scenario())
+    job = run(loop, live.get("long"))
+    assert job is not None and job.state is leaseq.State.SUCCEEDED and job.attempts == 1
+
+
+def test_worker_cancels_a_handler_whose_lease_is_lost(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    cancelled = asyncio.Event()
+
+    async def handler(lease: leaseq.Lease) -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    async def scenario() -> None:
+        await live.enqueue({"n": 1}, id="taken")
+        worker = leaseq.aio.Worker(live, handler, concurrency=1, ttl=0.3)
+        task = asyncio.ensure_future(worker.run())
+        while (await live.stats()).active == 0:
+            await asyncio.sleep(0.01)
+        # An operator (or a reaper after a stall) takes the job away:
+        await live.redis.hset(live.keys.job("taken"), "attempts", 7)
+        await asyncio.wait_for(cancelled.wait(), 5.0)
+        worker.stop()
+        await asyncio.wait_for(task, 5.0)
+
+    run(loop, scenario())
+    job = run(loop, live.get("taken"))
+    assert job is not None and job.state is leaseq.State.ACTIVE and job.attempts == 7
+
+
+def test_worker_graceful_stop_finishes_then_releases(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    async def handler(lease: leaseq.Lease) -> str:
+        await asyncio.sleep(0.05 if lease.payload["fast"] else 30)
+        return "ok"
+
+    async def scenario() -> None:
+        await live.enqueue({"fast": True}, id="fast")
+        await live.enqueue({"fast": False}, id="slow")
+        worker = leaseq.aio.Worker(live, handler, concurrency=2, ttl=5.0, grace=0.3)
+        task = asyncio.ensure_future(worker.run())
+        while (await live.stats()).active < 2:
+            await asyncio.sleep(0.01)
+        worker.stop()
+        await asyncio.wait_for(task, 5.0)
+
+    run(loop, scenario())
+    fast, slow = run(loop, live.get("fast")), run(loop, live.get("slow"))
+    assert fast is not None and fast.state is leaseq.State.SUCCEEDED
+    # Past the grace the slow job went back to pending, its attempt refunded.
+    assert slow is not None and slow.state is leaseq.State.PENDING
+
+
+def test_worker_reaps_a_crashed_workers_job(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    async def handler(lease: leaseq.Lease) -> int:
+        return lease.attempt
+
+    async def scenario() -> None:
+        await live.enqueue({"n": 1}, id="orphan")
+        crashed = await live.claim(ttl=0.05)  # a worker that died holding it
+        assert crashed is not None
+        worker = leaseq.aio.Worker(live, handler, concurrency=1, ttl=5.0)
+        task = asyncio.ensure_future(worker.run())
+        while (await live.stats()).succeeded == 0:
+            await asyncio.sleep(0.02)
+        worker.stop()
+        await asyncio.wait_for(task, 5.0)
+
+    run(loop, asyncio.wait_for(scenario(), 10.0))
+    job = run(loop, live.get("orphan"))
+    assert job is not None and job.result == 2
+    assert job.last_error is not None and "lease expired" in job.last_error
+
+
+def test_worker_rejects_bad_settings(live: leaseq.aio.Queue) -> None:
+    async def handler(lease: leaseq.Lease) -> None:
+        return None
+
+    for bad in ({"concurrency": 0}, {"ttl": 0.0}, {"ttl": float("nan")}, {"grace": -1.0}):
+        with pytest.raises(leaseq.InvalidArgument):
+            leaseq.aio.Worker(live, handler, **bad)

@@ -1,0 +1,43 @@
+"""The short chaos profile: worker processes SIGKILLed at random, zero jobs lost.
+
+The long profile runs by hand (``python -m bench.chaos --jobs 20000 ...``);
+its figures are in docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from bench import chaos
+from tests.support.servers import RedisServer
+
+
+@pytest.fixture
+def server() -> Iterator[RedisServer]:
+    s = RedisServer()
+    yield s
+    s.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("mode", "jobs"), [("effects", 600), ("once", 300)])
+def test_kill_workers_at_random_and_lose_nothing(server: RedisServer, mode: str, jobs: int) -> None:
+    report = chaos.drive(
+        server.url, jobs=jobs, workers=4, kill_every=0.2, mode=mode, ttl=0.4, timeout=90.0
+    )
+    print(report)
+    assert report["kills"] >= 5, "the run must actually crash workers"
+    assert report["redelivered_jobs"] > 0, "crashes must cause redeliveries"
+    assert report["lost"] == 0 and report["unfinished"] == {}
+    assert report["succeeded"] + report["dead"] == jobs
+    # Only poison jobs die (by their error, or by a kill on their last attempt).
+    assert report["dead_but_healthy"] == 0 and report["poison_not_dead"] == 0
+    assert report["over_max_attempts"] == 0
+    assert report["active_after_reap"] == 0 and report["expired_after_reap"] == 0
+    assert report["effects_double"] == 0
+    assert report["effects_missing"] == 0
+    if mode == "effects":
+        assert report["once_misses"] == 0
+    assert chaos.ok(report)

@@ -1,0 +1,399 @@
+"""The lifecycle of both workers (stop before run, one run at a time, a claim
+landing after a hard stop), which errors they ride out and which end
+run(), and the handler kinds each one runs (async def on the threaded
+worker and the CLI, plain def on the asyncio worker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+import leaseq
+import leaseq.aio
+from tests.support import LEASEQ, ROOT, handlers
+from tests.support.servers import RedisServer, wait_until
+
+
+@pytest.fixture
+def rs(rr: redis.Redis) -> redis.Redis:
+    """A client on the real server, flushed (conftest's ``rr``)."""
+    return rr
+
+
+def _q(rs: Any, **kw: Any) -> leaseq.Queue:
+    return leaseq.Queue("life", redis=rs, backoff=0.0, **kw)
+
+
+def _worker(q: Any, fn: Any, **kw: Any) -> leaseq.Worker:
+    kw.setdefault("handle_signals", False)
+    return leaseq.Worker(q, fn, **kw)
+
+
+def _state(q: leaseq.Queue, job_id: str) -> leaseq.State:
+    job = q.get(job_id)
+    assert job is not None
+    return job.state
+
+
+class Flaky:
+    """A queue whose named calls all raise ``error`` until it was raised ``times``
+    times: one outage, as a failover looks to the worker."""
+
+    def __init__(self, inner: Any, error: Exception, times: int, calls: tuple[str, ...]) -> None:
+        self._inner = inner
+        self._error = error
+        self._calls = calls
+        self.left = times
+        self.raised = 0
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name not in self._calls:
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.left > 0:
+                self.left -= 1
+                self.raised += 1
+                raise self._error
+            return attr(*args, **kwargs)
+
+        return call
+
+
+# -- threaded worker: lifecycle ------------------------------------------------------
+
+
+def test_stop_before_run_is_not_lost(rs: Any) -> None:
+    q = _q(rs)
+    job_id = q.enqueue({})
+    w = _worker(q, handlers.noop)
+    w.stop()
+    started = time.monotonic()
+    w.run()  # not burst: only the stop can end it
+    assert time.monotonic() - started < 3.0
+    assert _state(q, job_id) is leaseq.State.PENDING  # nothing claimed
+    w.run(burst=True)  # the stop was consumed: the next run works
+    assert _state(q, job_id) is leaseq.State.SUCCEEDED
+
+
+def test_run_twice_at_once_is_refused(rs: Any) -> None:
+    q = _q(rs)
+    w = _worker(q, handlers.noop)
+    t = threading.Thread(target=w.run, daemon=True)
+    t.start()
+    wait_until(lambda: any(th.name == "leaseq-claimer" for th in threading.enumerate()))
+    with pytest.raises(RuntimeError, match="already running"):
+        w.run(burst=True)
+    w.stop()
+    t.join(10)
+    assert not t.is_alive()
+
+
+def test_a_claim_that_lands_after_a_hard_stop_is_released(rs: Any) -> None:
+    q = _q(rs)
+    gate = threading.Event()
+    entered = threading.Event()
+
+    class SlowClaim:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(q, name)
+
+        def claim_now(self, *args: Any) -> Any:
+            entered.set()
+            gate.wait(10)  # the claim is in flight past the stop
+            return q.claim_now(*args)
+
+    job_id = q.enqueue({})
+    w = _worker(SlowClaim(), handlers.noop)
+    t = threading.Thread(target=w.run, daemon=True)
+    t.start()
+    assert entered.wait(10)
+    w.stop(now=True)
+    # The handler threads go; only then does the claim come back with a lease.
+    wait_until(
+        lambda: not any(th.name.startswith("leaseq-handler") for th in threading.enumerate()),
+        what="the handler threads to end",
+    )
+    gate.set()
+    t.join(15)
+    assert not t.is_alive()
+    job = q.get(job_id)
+    assert job is not None and job.state is leaseq.State.PENDING and job.attempts == 1
+    assert job.max_attempts == 6  # released: the attempt is refunded
+
+
+# -- threaded worker: errors ------------------------------------------------------------
+
+
+def test_transient_errors_are_retried_with_one_log_line(
+    rs: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    q = _q(rs)
+    ids = q.enqueue_many([{} for _ in range(5)])
+    busy = getattr(leaseq, "ServerBusy", leaseq.ServerUnavailable)("READONLY (failover)")
+    flaky = Flaky(q, busy, 6, ("claim_now", "complete_many", "reap"))
+    with caplog.at_level(logging.DEBUG, logger="leaseq.worker"):
+        _worker(flaky, handlers.noop, reap_interval=0.0).run(burst=True)
+    assert flaky.raised == 6
+    assert all(_state(q, i) is leaseq.State.SUCCEEDED for i in ids)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len([m for m in warnings if "retrying in" in m]) == 1, warnings
+    assert any("Redis answers again" in r.getMessage() for r in caplog.records)
+
+
+def test_a_fatal_error_ends_run_with_it_and_releases_held_jobs(rs: Any) -> None:
+    q = _q(rs)
+    gate = threading.Event()
+    entered = threading.Event()
+
+    def handler(lease: leaseq.Lease) -> None:
+        entered.set()
+        gate.wait(10)
+
+    held = q.enqueue({})
+    w = _worker(q, handler, concurrency=2, grace=30.0)
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            w.run()
+        except leaseq.LeaseqError as exc:
+            failure.append(exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    assert entered.wait(10)
+    # An operator overwrites a queue key: every claim now fails the same way.
+    rs.set(q.keys.scheduled, "oops")
+    q.nudge()
+    t.join(15)
+    gate.set()
+    assert not t.is_alive()
+    assert len(failure) == 1 and isinstance(failure[0], leaseq.DamagedKey)
+    job = q.get(held)
+    assert job is not None and job.state is leaseq.State.PENDING  # released, not left active
+
+
+@pytest.mark.skipif(
+    not hasattr(leaseq, "ServerBusy"), reason="READONLY becomes ServerBusy in the errors mapping"
+)
+def test_a_failover_does_not_end_either_worker(redis_server: RedisServer) -> None:
+    replica = RedisServer()
+    try:
+        client = redis.Redis(port=replica.port)
+        client.replicaof("127.0.0.1", str(redis_server.port))
+        wait_until(lambda: client.info("replication")["master_link_status"] == "up")
+        q = leaseq.Queue("fo", redis=client, backoff=0.0)
+        w = _worker(q, handlers.noop)
+        t = threading.Thread(target=w.run, daemon=True)
+        t.start()
+
+        async def on_aio() -> None:
+            aclient = aioredis.Redis(port=replica.port)
+            aw = leaseq.aio.Worker(leaseq.aio.Queue("fo", redis=aclient), handlers.noop, ttl=5.0)
+            task = asyncio.ensure_future(aw.run())
+            await asyncio.sleep(0.5)  # its claims meet READONLY meanwhile
+            assert not task.done()
+            aw.stop()
+            await asyncio.wait_for(task, 10.0)
+            await aclient.aclose()
+
+        asyncio.run(on_aio())
+        assert t.is_alive()  # the threaded worker met READONLY all along too
+        client.replicaof("NO", "ONE")  # promoted
+        job_id = q.enqueue({})
+        wait_until(lambda: _state(q, job_id) is leaseq.State.SUCCEEDED, 15, what="the job")
+        w.stop()
+        t.join(10)
+        client.close()
+    finally:
+        replica.stop()
+
+
+@pytest.mark.skipif(
+    not hasattr(leaseq, "AuthError"), reason="refused credentials become AuthError in the mapping"
+)
+def test_bad_credentials_end_either_worker_at_once() -> None:
+    server = RedisServer()
+    try:
+        redis.Redis(port=server.port).config_set("requirepass", "right")
+        # No client-side retries: what is timed is the worker's reaction.
+        client = redis.Redis(port=server.port, password="wrong", retry=Retry(NoBackoff(), 0))
+        with pytest.raises(leaseq.AuthError):
+            _worker(leaseq.Queue("auth", redis=client), handlers.noop).run()
+
+        async def on_aio() -> None:
+            aclient = aioredis.Redis(
+                port=server.port, password="wrong", retry=AsyncRetry(NoBackoff(), 0)
+            )
+            aw = leaseq.aio.Worker(leaseq.aio.Queue("auth", redis=aclient), handlers.noop)
+            try:
+                with pytest.raises(leaseq.AuthError):
+                    await asyncio.wait_for(aw.run(), 10.0)
+            finally:
+                await aclient.aclose()
+
+        asyncio.run(on_aio())
+        client.close()
+    finally:
+        server.stop()
+
+
+# -- handler kinds -----------------------------------------------------------------
+
+
+def test_threaded_worker_runs_async_def_handlers(rs: Any) -> None:
+    q = _q(rs)
+    job_id = q.enqueue({"a": 1})
+    w = _worker(q, handlers.async_echo, concurrency=2)
+    w.run(burst=True)
+    job = q.get(job_id)
+    assert job is not None and job.state is leaseq.State.SUCCEEDED
+    assert job.result == {"echo": {"a": 1}, "job": job_id}
+
+
+def test_cli_worker_runs_async_def_handlers(rs: Any, redis_server: RedisServer) -> None:
+    q = _q(rs)
+    job_id = q.enqueue({"a": 2})
+    done = subprocess.run(
+        [
+            LEASEQ,
+            "--url",
+            redis_server.url,
+            "worker",
+            "life",
+            "tests.support.handlers:async_echo",
+            "--burst",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=30,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
+    assert done.returncode == 0, done.stderr
+    job = q.get(job_id)
+    assert job is not None and job.state is leaseq.State.SUCCEEDED
+    assert job.result == {"echo": {"a": 2}, "job": job_id}
+
+
+# -- the asyncio worker -----------------------------------------------------------------
+
+
+@pytest.fixture
+def aq(redis_server: RedisServer, rs: Any) -> Iterator[leaseq.aio.Queue]:
+    yield leaseq.aio.Queue(
+        "life", redis=aioredis.Redis(port=redis_server.port), backoff=0.0, max_payload_bytes=1000
+    )
+
+
+def _arun(aq: leaseq.aio.Queue, coro: Any) -> Any:
+    async def go() -> Any:
+        try:
+            return await asyncio.wait_for(coro, 20)
+        finally:
+            await aq.redis.aclose()
+
+    return asyncio.run(go())
+
+
+def test_aio_runs_a_plain_def_handler_in_a_thread(aq: leaseq.aio.Queue, rs: Any) -> None:
+    seen: list[str] = []
+
+    def handler(lease: leaseq.Lease) -> str:
+        seen.append(leaseq.current_job().lease.id)
+        time.sleep(0.3)  # blocking: on the loop it would serialise the jobs
+        return "ran"
+
+    async def scenario() -> float:
+        await aq.enqueue_many([{}, {}, {}, {}])
+        started = time.monotonic()
+        await leaseq.aio.Worker(aq, handler, concurrency=4, ttl=5.0).run(burst=True)
+        return time.monotonic() - started
+
+    took = _arun(aq, scenario())
+    assert took < 1.0  # 4 x 0.3 s side by side, not one after another
+    assert len(seen) == 4
+    assert _q(rs).stats().succeeded == 4
+
+
+def test_aio_outcomes_that_cannot_be_written_as_asked_are_still_written(
+    aq: leaseq.aio.Queue, rs: Any
+) -> None:
+    async def handler(lease: leaseq.Lease) -> Any:
+        if lease.id == "neg":
+            raise leaseq.Retry(in_=-1, reason="negative")
+        return object() if lease.id == "obj" else "x" * 5000
+
+    async def scenario() -> None:
+        for job_id in ("neg", "obj", "big"):
+            await aq.enqueue({}, id=job_id, max_attempts=3)
+        await leaseq.aio.Worker(aq, handler, ttl=5.0).run(burst=True)
+
+    _arun(aq, scenario())
+    q = _q(rs)
+    states = {i: (q.get(i) or pytest.fail(i)).state for i in ("neg", "obj", "big")}
+    # None is left active with no last_error (the aio worker raised in a lost task).
+    assert states == {
+        "neg": leaseq.State.DEAD,  # backoff 0: retried at once until out of attempts
+        "obj": leaseq.State.DEAD,
+        "big": leaseq.State.DEAD,
+    }
+    big = q.get("big")
+    assert big is not None and big.attempts == 1
+    assert (big.last_error or "").startswith("ResultTooLarge: ")
+
+
+def test_aio_stop_before_run_and_one_run_at_a_time(aq: leaseq.aio.Queue, rs: Any) -> None:
+    async def handler(lease: leaseq.Lease) -> None:
+        return None
+
+    async def scenario() -> None:
+        job_id = await aq.enqueue({})
+        w = leaseq.aio.Worker(aq, handler, ttl=5.0)
+        w.stop()
+        await asyncio.wait_for(w.run(), 3.0)  # returns at once, nothing claimed
+        assert (await aq.get(job_id) or pytest.fail("row")).state is leaseq.State.PENDING
+        task = asyncio.ensure_future(w.run())
+        await asyncio.sleep(0.1)
+        with pytest.raises(RuntimeError, match="already running"):
+            await w.run()
+        w.stop()
+        await asyncio.wait_for(task, 5.0)
+
+    _arun(aq, scenario())
+
+
+def test_aio_transient_errors_are_retried_fatal_ones_end_run(aq: leaseq.aio.Queue, rs: Any) -> None:
+    async def handler(lease: leaseq.Lease) -> None:
+        return None
+
+    async def scenario() -> None:
+        await aq.enqueue_many([{}, {}, {}])
+        busy = getattr(leaseq, "ServerBusy", leaseq.ServerUnavailable)("READONLY (failover)")
+        # Outcome writes fail first: they are retried, not dropped with the job
+        # left active until its lease runs out.
+        flaky = Flaky(aq, busy, 4, ("complete",))
+        worker = leaseq.aio.Worker(flaky, handler, ttl=5.0)  # type: ignore[arg-type]
+        assert await worker.run(burst=True) == 3
+        assert flaky.raised == 4
+        assert _q(rs).stats().succeeded == 3
+        rs.set(aq.keys.scheduled, "oops")  # an operator's mistake: no retry will cure it
+        with pytest.raises(leaseq.DamagedKey):
+            await asyncio.wait_for(leaseq.aio.Worker(aq, handler, ttl=5.0).run(), 5.0)
+
+    _arun(aq, scenario())

@@ -1,0 +1,167 @@
+"""A crash must not spend the attempts of prefetched jobs that never reached a
+handler, and a job that crashes its worker on every run still dies after a
+bounded number of tries.
+
+The scripts first (both backends), then real `leaseq worker` processes killed
+with SIGKILL on a real server.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import leaseq
+from tests.support.backends import Clock
+from tests.support.servers import wait_until
+from tests.support.workers import Workers, _exits, _job, _q
+
+MAX_REFUNDS = 5
+"""The refund bound in lua/lib/reap_expired.lua (documented in docs/design.md)."""
+
+
+def _refunds(r: Any, q: leaseq.Queue, job_id: str) -> int:
+    return int(r.hget(q.keys.job(job_id), "refunds") or 0)
+
+
+def test_an_expired_prefetched_lease_is_refunded(q: leaseq.Queue, r: Any, clock: Clock) -> None:
+    ids = q.enqueue_many([{"i": i} for i in range(3)], max_attempts=1)
+    leases, _ = q.claim_now(3, ttl=clock.lease(30.0), started=1)
+    assert [x.id for x in leases] == ids
+    clock.past(max(x.deadline for x in leases))
+    assert q.reap() == (2, 1)  # the started one is charged, the two prefetched are not
+    assert q.stats().totals["refunded"] == 2 and q.stats().totals["expired"] == 3
+    started, *prefetched = (_job(q, i) for i in ids)
+    assert started.state is leaseq.State.DEAD and started.max_attempts == 1
+    for job in prefetched:
+        assert job.state is leaseq.State.PENDING
+        assert job.attempts == 1 and job.max_attempts == 2  # attempts never goes down
+        assert job.last_error is not None and "attempt refunded (1 of" in job.last_error
+        assert _refunds(r, q, job.id) == 1
+        assert r.hget(q.keys.job(job.id), "prefetched") is None
+
+
+def test_a_heartbeat_that_says_started_makes_a_crash_charge_the_attempt(
+    q: leaseq.Queue, r: Any, clock: Clock
+) -> None:
+    a, b = q.enqueue_many([{}, {}], max_attempts=1)
+    leases, _ = q.claim_now(2, ttl=clock.lease(30.0), started=0)
+    assert r.hget(q.keys.job(a), "prefetched") == b"1"
+    renewed = q.extend_many(leases, ttl=clock.lease(30.0), started=[True, False])
+    assert r.hget(q.keys.job(a), "prefetched") is None
+    clock.past(max(x.deadline for x in renewed if isinstance(x, leaseq.Lease)))
+    assert q.reap() == (1, 1)
+    assert _job(q, a).state is leaseq.State.DEAD  # its handler ran: the crash counts
+    assert _job(q, b).state is leaseq.State.PENDING and _job(q, b).max_attempts == 2
+
+
+def test_plain_claims_are_started_so_a_crash_charges_the_attempt(
+    q: leaseq.Queue, r: Any, clock: Clock
+) -> None:
+    job_id = q.enqueue({}, max_attempts=1)
+    lease = q.claim(ttl=clock.lease(30.0))
+    assert lease is not None
+    assert r.hget(q.keys.job(job_id), "prefetched") is None
+    clock.past(lease.deadline)
+    assert q.reap() == (0, 1)
+
+
+def test_refunds_are_bounded_per_job(q: leaseq.Queue, r: Any, clock: Clock) -> None:
+    job_id = q.enqueue({}, max_attempts=1)
+    for n in range(1, MAX_REFUNDS + 2):
+        leases, _ = q.claim_now(1, ttl=clock.lease(30.0), started=0)
+        assert [x.attempt for x in leases] == [n]
+        clock.past(leases[0].deadline)
+        q.reap()
+    job = _job(q, job_id)
+    # Five crashes refunded, the sixth charged: the job is out of attempts.
+    assert job.state is leaseq.State.DEAD and job.attempts == MAX_REFUNDS + 1
+    assert job.max_attempts == 1 + MAX_REFUNDS and _refunds(r, q, job_id) == MAX_REFUNDS
+
+
+def test_a_later_lease_is_not_refunded_for_an_earlier_prefetch(
+    q: leaseq.Queue, r: Any, clock: Clock
+) -> None:
+    job_id = q.enqueue({}, max_attempts=2)
+    first, _ = q.claim_now(1, ttl=30.0, started=0)
+    q.fail(first[0], "boom", retry_in=0.0)  # attempt 1 prefetched, ran and failed
+    second = q.claim(ttl=clock.lease(30.0))  # attempt 2, started at once
+    assert second is not None and second.attempt == 2
+    clock.past(second.deadline)
+    assert q.reap() == (0, 1)
+    assert _job(q, job_id).state is leaseq.State.DEAD
+
+
+# -- real worker processes, SIGKILL ----------------------------------------------------
+
+
+@pytest.mark.slow
+def test_sigkill_does_not_charge_prefetched_jobs(rr: Any, workers: Workers) -> None:
+    q = _q(rr)
+    busy = q.enqueue({"s": 30}, max_attempts=1)
+    spare = q.enqueue_many([{"s": 0} for _ in range(5)], max_attempts=1)
+    doomed = workers.start("jobs", "sleep", "--concurrency", "1", "--prefetch", "5", "--ttl", "0.5")
+    wait_until(lambda: q.stats().active == 6, 10, what="all six leased")
+    doomed.kill()
+    doomed.wait()
+    wait_until(lambda: q.reap() and q.stats().active == 0, 10, what="the leases to expire")
+    assert _job(q, busy).state is leaseq.State.DEAD  # it was running: the crash counts
+    assert all(_job(q, i).state is leaseq.State.PENDING for i in spare)
+    workers.start("jobs", "sleep", "--ttl", "5")
+    wait_until(lambda: q.stats().succeeded == 5, 15, what="the prefetched jobs to run")
+    for job_id in spare:
+        job = _job(q, job_id)
+        assert job.attempts == 2 and job.result == "slept"
+        assert job.last_error is not None and "never reached a handler" in job.last_error
+
+
+@pytest.mark.slow
+def test_a_job_that_kills_its_worker_every_time_still_dies(
+    rr: Any,
+    workers: Workers,
+    tmp_path: Path,
+) -> None:
+    q = _q(rr)
+    runs = tmp_path / "runs"
+    # Priority 1: each round a filler job (priority 0) is claimed first and
+    # started, so the bomb is the prefetched lease, the case a refund covers.
+    bomb = q.enqueue({"kill": str(runs)}, id="bomb", max_attempts=2, priority=1)
+    for _ in range(20):
+        wait_until(lambda: q.reap() is not None and not _active_bomb(q), 10, what="the reap")
+        if _job(q, bomb).state is leaseq.State.DEAD:
+            break
+        # One attempt: the filler dies with its worker (it was running, so that
+        # crash is charged) and does not come back ahead of the next round's filler.
+        q.enqueue({}, max_attempts=1)
+        proc = workers.start(
+            "jobs", "kill_self", "--concurrency", "1", "--prefetch", "1", "--ttl", "0.5"
+        )
+        assert _exits(proc, 15) == -signal.SIGKILL
+    job = _job(q, bomb)
+    assert job.state is leaseq.State.DEAD
+    # Bounded: the job's own attempts plus at most MAX_REFUNDS crashes refunded.
+    assert len(runs.read_text().split()) == job.attempts == 2 + MAX_REFUNDS
+    assert job.last_error is not None and "no attempts left" in job.last_error
+    assert os.path.exists(runs)
+
+
+def _active_bomb(q: leaseq.Queue) -> bool:
+    return _job(q, "bomb").state is leaseq.State.ACTIVE
+
+
+def test_a_sharded_claim_marks_all_but_the_first_started(r: Any, clock: Clock) -> None:
+    sq = leaseq.ShardedQueue("sq", shards=3, redis=r)
+    sq.enqueue_many([{} for _ in range(9)])
+    leases, _ = sq.claim_now(6, ttl=clock.lease(30.0), started=2)
+    assert len(leases) == 6
+
+    def marked(lease: leaseq.Lease) -> bool:
+        return r.hget(sq.shard_for(lease.id).keys.job(lease.id), "prefetched") is not None
+
+    assert [marked(x) for x in leases] == [False, False, True, True, True, True]
+    sq.extend_many(leases, ttl=clock.lease(30.0), started=[False] * 5 + [True])
+    assert [marked(x) for x in leases] == [False, False, True, True, True, False]

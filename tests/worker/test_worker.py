@@ -1,0 +1,270 @@
+"""leaseq.Worker in-process: outcomes, burst mode, context, stop, logging, settings."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import leaseq
+from tests.support import handlers
+from tests.support.servers import wait_until
+
+
+def _worker(q: leaseq.Queue, fn: Any, **kw: Any) -> leaseq.Worker:
+    kw.setdefault("handle_signals", False)
+    return leaseq.Worker(q, fn, **kw)
+
+
+def _job(q: leaseq.Queue, job_id: str) -> leaseq.Job:
+    job = q.get(job_id)
+    assert job is not None
+    return job
+
+
+def _in_thread(w: leaseq.Worker, burst: bool = False) -> threading.Thread:
+    t = threading.Thread(target=w.run, kwargs={"burst": burst}, daemon=True)
+    t.start()
+    return t
+
+
+def test_return_value_completes_with_result(q: leaseq.Queue) -> None:
+    ids = q.enqueue_many([{"i": i} for i in range(25)])
+    w = _worker(q, handlers.echo, concurrency=3)
+    w.run(burst=True)
+    assert w.counts["succeeded"] == 25
+    for i, job_id in enumerate(ids):
+        job = _job(q, job_id)
+        assert job.state is leaseq.State.SUCCEEDED and job.result == {"i": i}
+
+
+def test_exception_fails_with_type_message_and_traceback(q: leaseq.Queue) -> None:
+    job_id = q.enqueue({}, max_attempts=1)
+    _worker(q, handlers.boom).run(burst=True)
+    job = _job(q, job_id)
+    assert job.state is leaseq.State.DEAD
+    assert job.last_error is not None
+    assert job.last_error.startswith(f"ValueError: boom on {job_id}\n")
+    assert "handlers.py" in job.last_error and "in boom" in job.last_error
+
+
+def test_exception_with_attempts_left_schedules_a_retry(q: leaseq.Queue) -> None:
+    job_id = q.enqueue({}, max_attempts=3)
+    w = _worker(q, handlers.boom)
+    w.run(burst=True)  # the retry is due later: burst does not wait for it
+    job = _job(q, job_id)
+    assert job.state is leaseq.State.SCHEDULED and job.attempts == 1
+    assert w.counts["failed"] == 1
+
+
+def test_retry_exception_sets_the_delay(q: leaseq.Queue) -> None:
+    job_id = q.enqueue({"in": 120.0})
+    _worker(q, handlers.retry_later).run(burst=True)
+    job = _job(q, job_id)
+    assert job.state is leaseq.State.SCHEDULED
+    assert job.run_at is not None and job.claimed_at is not None
+    assert job.run_at - job.claimed_at == pytest.approx(120.0, abs=1.0)
+    assert job.last_error == "Retry: not yet"
+
+
+def test_retry_in_zero_runs_again_within_the_same_burst(q: leaseq.Queue) -> None:
+    job_id = q.enqueue({"in": 0.0}, max_attempts=3)
+    _worker(q, handlers.retry_later).run(burst=True)
+    job = _job(q, job_id)
+    assert job.state is leaseq.State.DEAD and job.attempts == 3
+
+
+def test_dead_exception_dead_letters_at_once(q: leaseq.Queue) -> None:
+    job_id = q.enqueue({}, max_attempts=5)
+    w = _worker(q, handlers.give_up)
+    w.run(burst=True)
+    job = _job(q, job_id)
+    assert job.state is leaseq.State.DEAD and job.attempts == 1
+    assert job.last_error == "Dead: bad input"
+    assert w.counts["dead"] == 1
+
+
+def test_unencodable_result_dead_letters_only_that_job_at_once(q: leaseq.Queue) -> None:
+    # The handler ran to the end: running it again would repeat its side effects
+    # for a result that still cannot be stored, so no retry.
+    bad = q.enqueue({}, max_attempts=5)
+    calls: list[str] = []
+
+    def handler(lease: leaseq.Lease) -> Any:
+        calls.append(lease.id)
+        return object() if lease.id == bad else "fine"
+
+    good = q.enqueue_many([{}, {}, {}])
+    _worker(q, handler, concurrency=4).run(burst=True)
+    job = _job(q, bad)
+    assert job.state is leaseq.State.DEAD and job.attempts == 1 and calls.count(bad) == 1
+    assert job.last_error is not None
+    assert job.last_error.startswith("InvalidResult: the handler's result (of type object)")
+    assert "not run again" in job.last_error
+    assert [_job(q, i).result for i in good] == ["fine"] * 3
+
+
+def test_oversized_result_is_dead_lettered_naming_size_and_limit(r: Any) -> None:
+    q = leaseq.Queue("big", redis=r, max_payload_bytes=1000)
+    job_id = q.enqueue({}, max_attempts=5)
+    _worker(q, lambda lease: "x" * 5000).run(burst=True)
+    job = _job(q, job_id)
+    assert job.state is leaseq.State.DEAD and job.attempts == 1 and job.result is None
+    assert job.last_error is not None
+    assert job.last_error.startswith(
+        "ResultTooLarge: the handler returned a result of 5002 bytes encoded, over the "
+        "queue's max_payload_bytes of 1000"
+    )
+    assert "x" * 50 not in job.last_error  # the reason, not a dump of the result
+
+
+def test_current_job_is_the_running_lease(q: leaseq.Queue) -> None:
+    seen: list[tuple[str, int, bool]] = []
+
+    def handler(lease: leaseq.Lease) -> None:
+        ctx = leaseq.current_job()
+        seen.append((ctx.lease.id, ctx.lease.attempt, ctx.lost.is_set()))
+        ctx.raise_if_lost()
+
+    job_id = q.enqueue({})
+    _worker(q, handler).run(burst=True)
+    assert seen == [(job_id, 1, False)]
+    with pytest.raises(LookupError):
+        leaseq.current_job()
+
+
+def test_burst_with_nothing_returns(q: leaseq.Queue) -> None:
+    w = _worker(q, handlers.noop)
+    w.run(burst=True)
+    assert w.counts["succeeded"] == 0
+
+
+def test_stop_lets_in_flight_finish(q: leaseq.Queue) -> None:
+    gate = threading.Event()
+    entered = threading.Event()
+
+    def handler(lease: leaseq.Lease) -> str:
+        entered.set()
+        gate.wait(10)
+        return "finished"
+
+    job_id = q.enqueue({})
+    w = _worker(q, handler, grace=10.0)
+    t = _in_thread(w)
+    assert entered.wait(10)
+    w.stop()
+    gate.set()
+    t.join(10)
+    assert not t.is_alive()
+    assert _job(q, job_id).result == "finished"
+
+
+def test_stop_now_releases_in_flight_and_discards_their_outcome(q: leaseq.Queue) -> None:
+    gate = threading.Event()
+    entered = threading.Event()
+    lost_seen = threading.Event()
+
+    def handler(lease: leaseq.Lease) -> str:
+        entered.set()
+        gate.wait(10)
+        if leaseq.current_job().lost.is_set():
+            lost_seen.set()
+        return "too late"
+
+    job_id = q.enqueue({})
+    w = _worker(q, handler, grace=10.0)
+    t = _in_thread(w)
+    assert entered.wait(10)
+    w.stop(now=True)
+    t.join(10)
+    assert not t.is_alive()
+    job = _job(q, job_id)
+    assert job.state is leaseq.State.PENDING and job.result is None
+    gate.set()
+    assert lost_seen.wait(10)
+
+
+def test_heartbeat_that_finds_the_lease_lost_tells_the_handler(r: Any) -> None:
+    q = leaseq.Queue("hb", redis=r, backoff=0.0)
+    outcome: list[bool] = []
+
+    def handler(lease: leaseq.Lease) -> str:
+        outcome.append(leaseq.current_job().lost.wait(10))
+        return "stale"
+
+    job_id = q.enqueue({})
+    w = _worker(q, handler, ttl=0.3, concurrency=1, prefetch=0)
+    t = _in_thread(w)
+    wait_until(lambda: _job(q, job_id).state is leaseq.State.ACTIVE, what="the claim")
+    # Another holder now owns the job: the worker's token no longer matches.
+    r.hset(q.keys.job(job_id), mapping={"attempts": 9, "max_attempts": 10})
+    wait_until(lambda: outcome, what="the handler to hear of the loss")
+    assert outcome == [True]
+    wait_until(lambda: w.counts["lost"] == 1, what="the discard")
+    w.stop()
+    t.join(10)
+    job = _job(q, job_id)
+    assert job.state is leaseq.State.ACTIVE and job.attempts == 9 and job.result is None
+
+
+def test_every_log_line_names_queue_job_and_attempt(
+    q: leaseq.Queue, caplog: pytest.LogCaptureFixture
+) -> None:
+    job_id = q.enqueue({}, max_attempts=1)
+    with caplog.at_level(logging.DEBUG, logger="leaseq.worker"):
+        _worker(q, handlers.boom).run(burst=True)
+    lines = [rec.getMessage() for rec in caplog.records if rec.name == "leaseq.worker"]
+    assert any(
+        f"job={job_id} attempt=1 error -> dead: ValueError: boom on {job_id}" in x for x in lines
+    )
+    assert all(x.startswith("queue=") and " job=" in x and " attempt=" in x for x in lines)
+    assert any(x.startswith("queue=emails job=-") and "stopped" in x for x in lines)
+
+
+def test_many_jobs_many_threads_each_done_once(q: leaseq.Queue) -> None:
+    calls: list[str] = []
+    lock = threading.Lock()
+
+    def handler(lease: leaseq.Lease) -> None:
+        with lock:
+            calls.append(lease.id)
+
+    ids = q.enqueue_many([{} for _ in range(300)])
+    w = _worker(q, handler, concurrency=8)
+    w.run(burst=True)
+    assert sorted(calls) == sorted(ids)
+    assert q.stats().succeeded == 300
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{"concurrency": 0}, {"concurrency": 1.5}, {"ttl": 0}, {"ttl": float("nan")}, {"grace": -1}],
+)
+def test_bad_settings_are_rejected(q: leaseq.Queue, kw: dict[str, Any]) -> None:
+    with pytest.raises(leaseq.InvalidArgument):
+        leaseq.Worker(q, handlers.noop, **kw)
+
+
+def test_handler_must_be_callable(q: leaseq.Queue) -> None:
+    with pytest.raises(leaseq.InvalidArgument):
+        leaseq.Worker(q, "tests.support.handlers:noop")  # type: ignore[arg-type]
+
+
+def test_run_returns_only_after_its_claimer_stopped(q: leaseq.Queue) -> None:
+    # An idle claimer blocks on the wake list; once run() returns, no thread of
+    # that run may still use the client (the caller is free to close it).
+    def claimers() -> int:
+        return sum(th.name == "leaseq-claimer" and th.is_alive() for th in threading.enumerate())
+
+    others = claimers()
+    w = _worker(q, handlers.noop)
+    t = _in_thread(w)
+    wait_until(lambda: claimers() == others + 1, what="the claimer to start")
+    before = time.monotonic()
+    w.stop()
+    t.join(10)
+    assert not t.is_alive() and time.monotonic() - before < 4.0
+    assert claimers() == others
