@@ -344,6 +344,11 @@ class Worker:
                             return
                         self._cond.wait_for(self._settled_since(gen), 1.0)
                     continue
+                if self._stopping:
+                    # stop() nudges the wake list after it sets the flag; a claim
+                    # that ran in between may have cleared that token (an empty
+                    # queue's claim deletes the list), so look before blocking.
+                    return
                 self.queue.wait_for_wake(
                     min(MAX_IDLE_WAIT, MAX_IDLE_WAIT if wait is None else wait)
                 )

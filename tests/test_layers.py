@@ -1,6 +1,6 @@
 """The package's layers point one way: each module imports only its own layer and
-those below it (read from the code with ``ast``; imports under ``if TYPE_CHECKING:``
-are for the type checker only and do not count).
+those below it (read from the code with ``ast``; imports for the type checker,
+under ``if TYPE_CHECKING:``, count too).
 
 From the bottom: the values (errors, types); the queue protocols and what
 leaseq shows the world (observe); the sans-I/O store; the I/O transport; the
@@ -60,24 +60,13 @@ def layer_of(module: str) -> int:
     return found
 
 
-def _type_checking_only(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def imports(path: Path) -> list[tuple[int, str]]:
-    """(line, absolute module) of every import in ``path`` that runs."""
+    """(line, absolute module) of every import in ``path``."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found: list[tuple[int, str]] = []
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _type_checking_only(child):
-                for other in child.orelse:
-                    visit(other)
-                continue
             if isinstance(child, ast.Import):
                 found.extend((child.lineno, alias.name) for alias in child.names)
             elif isinstance(child, ast.ImportFrom):

@@ -29,13 +29,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from leaseq.errors import InvalidArgument
 
 if TYPE_CHECKING:
     from leaseq.types import Lease
-    from leaseq.work.outcomes import Outcome
+
+
+class Outcome(Protocol):
+    """What a span needs of a run's outcome (``leaseq.work.outcomes.Outcome``):
+    its kind and its error text. A protocol, so tracing sits below the workers."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def error(self) -> str: ...
 
 __all__ = ["TRACE_PARENT_MODES", "JobSpan", "JobTracer", "Send", "check_traceparent"]
 
