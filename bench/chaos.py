@@ -60,6 +60,11 @@ def app_keys(queue: str) -> tuple[str, str]:
     return f"chaos:{{{queue}}}:deliveries", f"chaos:{{{queue}}}:effects"
 
 
+def working_key(queue: str) -> str:
+    """SET of the pids of worker processes that have started working (see Workers)."""
+    return f"chaos:{{{queue}}}:working"
+
+
 # -- the worker process ------------------------------------------------------------
 
 
@@ -75,6 +80,7 @@ def work(url: str, queue: str, mode: str, ttl: float, seed: int, acks: str | Non
     q = leaseq.Queue(queue, redis=r, max_attempts=MAX_ATTEMPTS, backoff=0.0, keep_succeeded=None)
     deliveries, effects = app_keys(queue)
     rng = random.Random(seed)
+    r.sadd(working_key(queue), os.getpid())
     while True:
         try:
             lease = q.claim(ttl=ttl, block=1.0)
@@ -104,6 +110,7 @@ def leaseq_handler(lease: leaseq.Lease) -> None:
         _handler_queue = leaseq.Queue(lease.queue, redis=client, keep_succeeded=None)
     q, r = _handler_queue, _handler_queue.redis
     deliveries, effects = app_keys(lease.queue)
+    r.sadd(working_key(lease.queue), os.getpid())
     r.rpush(deliveries, f"{lease.id}:{lease.attempt}")
     if lease.payload.get("poison"):
         raise RuntimeError("poison: this job always fails")
@@ -194,8 +201,13 @@ then crash hundreds of processes and deliver nothing."""
 
 
 class Workers:
-    """K worker processes; kill_one() SIGKILLs a random one (of those at least
-    MIN_AGE old) and starts another."""
+    """K worker processes; kill_one() SIGKILLs a random one (of those that have
+    worked for at least MIN_AGE) and starts another.
+
+    Age counts from when a worker says it started working (its pid in the
+    working set), not from its spawn: on a loaded machine a process can take
+    longer than the kill interval just to start, and a run that killed workers
+    before they ever claimed would test nothing and never finish."""
 
     def __init__(
         self,
@@ -212,8 +224,10 @@ class Workers:
         self.runner = runner
         self.spawned = 0
         self.rng = random.Random(seed)
+        self.redis = redis.Redis.from_url(url)
         self.procs = [self._spawn() for _ in range(k)]
-        self.born = [time.monotonic()] * k
+        self.born: list[float | None] = [None] * k
+        """When each worker was first seen working (None: not yet)."""
         self.kills = 0
 
     def _spawn(self) -> subprocess.Popen[bytes]:
@@ -233,7 +247,16 @@ class Workers:
 
     def kill_one(self) -> None:
         now = time.monotonic()
-        grown = [i for i, born in enumerate(self.born) if now - born >= MIN_AGE]
+        try:
+            working = {int(pid) for pid in self.redis.smembers(working_key(self.queue))}
+        except redis.RedisError:  # the restart test has the server down: none is new
+            working = set()
+        for i, proc in enumerate(self.procs):
+            if self.born[i] is None and proc.pid in working:
+                self.born[i] = now
+        grown = [
+            i for i, born in enumerate(self.born) if born is not None and now - born >= MIN_AGE
+        ]
         if not grown:
             return
         i = self.rng.choice(grown)
@@ -241,13 +264,14 @@ class Workers:
         self.procs[i].wait()
         self.kills += 1
         self.procs[i] = self._spawn()
-        self.born[i] = time.monotonic()
+        self.born[i] = None
 
     def stop(self) -> None:
         for proc in self.procs:
             proc.kill()
         for proc in self.procs:
             proc.wait()
+        self.redis.close()
 
 
 def enqueue(q: leaseq.Queue, jobs: int, rng: random.Random) -> list[str]:
