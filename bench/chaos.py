@@ -193,11 +193,9 @@ class Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-MIN_AGE = 0.5
-"""Seconds a worker process lives before it may be killed. Python takes a
-good part of a second to start on a loaded 2-core machine; killing younger
-ones would only kill interpreters that never reached Redis, and a run could
-then crash hundreds of processes and deliver nothing."""
+MIN_AGE = 0.2
+"""Seconds a worker must have been working (see ``Workers``) before it may be
+killed: long enough to hold leases, so a kill strands some for the reaper."""
 
 
 class Workers:
