@@ -46,6 +46,7 @@ class Outcome(Protocol):
     @property
     def error(self) -> str: ...
 
+
 __all__ = ["TRACE_PARENT_MODES", "JobSpan", "JobTracer", "Send", "check_traceparent"]
 
 TRACE_PARENT_MODES = ("link", "parent")
