@@ -170,6 +170,10 @@ class QueueAPI:
 
     enqueue = Operation(QueueOps.enqueue)
     enqueue_many = Operation(QueueOps.enqueue_many)
+    enqueue_flow = Operation(QueueOps.enqueue_flow)
+    results = Operation(QueueOps.results)
+    parent_results = Operation(QueueOps.parent_results)
+    children = Operation(QueueOps.children)
     claim = Operation(QueueOps.claim)
     claim_many = Operation(QueueOps.claim_many)
     claim_now = Operation(QueueOps.claim_now)

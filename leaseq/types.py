@@ -5,9 +5,9 @@ from __future__ import annotations
 import enum
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 import msgspec
 
@@ -21,8 +21,10 @@ __all__ = [
     "Job",
     "JobOptions",
     "Lease",
+    "ParentFailure",
     "State",
     "Stats",
+    "Step",
 ]
 
 
@@ -38,6 +40,13 @@ class State(str, enum.Enum):
     claim's bounded sweep) hands it back.
     """
 
+    WAITING = "waiting"
+    """Waiting for its parents (``depends_on``): never claimed. Left in the same
+    script call that finishes its last unfinished parent: -> pending (or
+    scheduled, with a ``delay``) once every parent succeeded (or, with
+    ``on_parent_failure="run"``, finished at all); -> cancelled when a parent
+    ends dead, cancelled or deleted under ``on_parent_failure="cancel"``; or by
+    ``cancel`` (-> cancelled). docs/workflows.md."""
     PENDING = "pending"
     """Ready to run. Left by ``claim`` (-> active; -> dead for a row that cannot
     run) or ``cancel`` (-> cancelled)."""
@@ -54,7 +63,8 @@ class State(str, enum.Enum):
     """Dead-lettered: out of attempts, failed for good, or damaged. Kept until
     ``retry_dead`` (-> pending) or ``purge``; never trimmed silently."""
     CANCELLED = "cancelled"
-    """Cancelled before it ran. Terminal; kept like succeeded rows."""
+    """Cancelled before it ran (by ``cancel``, or by a failed parent). Terminal;
+    kept like succeeded rows (a workflow's cancelled children: until purged)."""
 
     def __str__(self) -> str:
         return self.value
@@ -72,6 +82,7 @@ operator's ``retry_dead`` or ``purge`` may). ``wait`` returns once a job is in o
 
 TRANSITIONS: Mapping[State, frozenset[State]] = MappingProxyType(
     {
+        State.WAITING: frozenset({State.PENDING, State.SCHEDULED, State.CANCELLED}),
         State.PENDING: frozenset({State.ACTIVE, State.CANCELLED, State.DEAD}),
         State.SCHEDULED: frozenset({State.PENDING, State.CANCELLED}),
         State.ACTIVE: frozenset({State.SUCCEEDED, State.SCHEDULED, State.PENDING, State.DEAD}),
@@ -109,7 +120,18 @@ class JobOptions(TypedDict, total=False):
     """What a handler dict dispatches on (``Lease.kind``); None: no kind."""
     timeout: float | None
     """Seconds a handler may run on the job; None: the worker's default."""
+    depends_on: Sequence[str] | None
+    """Ids of the jobs this one waits for (its parents, in this queue): it is
+    ``waiting`` until they finish, then runs (docs/workflows.md). Every parent
+    must exist; None or empty: no parents."""
+    on_parent_failure: ParentFailure
+    """What a parent ending dead, cancelled or deleted does to this job:
+    ``"cancel"`` (the default: cancelled too, and so are its own waiting
+    children that say ``"cancel"``) or ``"run"`` (that parent counts as done)."""
 
+
+ParentFailure = Literal["cancel", "run"]
+"""The values of ``on_parent_failure``."""
 
 JOB_OPTIONS = frozenset(JobOptions.__optional_keys__)
 """The names of the job options, for checking ``**options`` at run time."""
@@ -143,6 +165,9 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True):
     """Seconds the handler may run (``enqueue(..., timeout=)``); None: the worker's default."""
     traceparent: str | None = None
     """The W3C trace context of the span that enqueued the job (``leaseq.observe.tracing``)."""
+    depends_on: tuple[str, ...] = ()
+    """The ids of the job's parents (``enqueue(..., depends_on=)``), in the order
+    given; ``Queue.parent_results(lease)`` reads their results."""
 
     @property
     def token(self) -> int:
@@ -192,6 +217,23 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     traceparent: str | None = None
     """The W3C trace context of the span that enqueued the job, as stored
     (``leaseq.observe.tracing``); None when it was enqueued outside any span."""
+    depends_on: tuple[str, ...] = ()
+    """The ids of the job's parents, in the order given (row field ``depends_on``)."""
+    parents_left: int = 0
+    """How many parents have not finished yet (row field ``parents_left``; 0 once released)."""
+    on_parent_failure: ParentFailure = "cancel"
+    """What a failed parent does to this job (row field ``on_parent_failure``)."""
+    failed_parents: tuple[str, ...] = ()
+    """Parents that ended dead, cancelled or deleted while this job waited
+    (``on_parent_failure="run"`` runs it anyway; ``"cancel"`` names the first)."""
+    children: int = 0
+    """Children of this job that have not finished (row field ``children``): while
+    any has not, the row is kept whatever the retention (docs/workflows.md)."""
+    cancelled_children: int = 0
+    """Waiting children this job cancelled when it failed (``on_parent_failure="cancel"``);
+    ``retry_dead`` of this job does not bring them back."""
+    flow: str | None = None
+    """The name of the ``enqueue_flow`` call that created the job, if any."""
 
 
 class Backoff(msgspec.Struct, frozen=True, kw_only=True):
@@ -236,6 +278,8 @@ class Stats(msgspec.Struct, frozen=True, kw_only=True):
     queue: str
     pending: int
     scheduled: int
+    waiting: int = 0
+    """Jobs waiting for their parents (``depends_on``)."""
     active: int
     succeeded: int
     dead: int
@@ -271,6 +315,28 @@ class Stats(msgspec.Struct, frozen=True, kw_only=True):
     def counts(self) -> dict[State, int]:
         """The number of jobs in each state, in ``State`` order."""
         return {state: getattr(self, state.value) for state in State}
+
+
+class Step(msgspec.Struct, frozen=True):
+    """One job of ``Queue.enqueue_flow``: its payload, its id and its job options.
+
+    ``depends_on`` may name steps earlier in the same call (by id) and jobs that
+    already exist in the queue. ``id=None`` makes a fresh id (only later steps
+    can then not name it; give ids to the steps others depend on). The other
+    fields are the job options of ``enqueue`` (``JobOptions``), None meaning
+    the queue's default.
+    """
+
+    payload: Any
+    id: str | None = None
+    depends_on: Sequence[str] = ()
+    on_parent_failure: ParentFailure = "cancel"
+    kind: str | None = None
+    delay: float | None = None
+    priority: int = 0
+    max_attempts: int | None = None
+    timeout: float | None = None
+    group: str | None = None
 
 
 DEFAULT_BACKOFF = Backoff()

@@ -1,5 +1,5 @@
 -- cancel.lua: cancel a job that has not started: it will never run.
--- transition: pending | scheduled -> cancelled (the row then lives keep_ms)
+-- transition: waiting | pending | scheduled -> cancelled (the row then lives keep_ms)
 -- clock: server TIME (never behind the queue's meta clock), for finished_at and retention
 -- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
@@ -9,19 +9,33 @@
 -- KEYS[5]  leaseq:{<queue>}:meta       HASH  counters, clock
 -- KEYS[6]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- KEYS[7]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
+-- KEYS[8]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents, score = enqueued_at ms epoch
+-- KEYS[9]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent's retention: lib/unpin_parent.lua)
+-- KEYS[10]  leaseq:{<queue>}:wake       LIST  wake-up tokens (children released: lib/job_finished.lua)
+-- KEYS[11]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[12]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  keep_ms, how long to keep the row (integer ms; 0 = delete now, -1 = until purged)
--- derives: nothing
+-- ARGV[3]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for parents and children
+-- ARGV[4]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
+--          for it are the SET graph_prefix .. <id>
+-- ARGV[5]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
+--          the ZSET group_prefix .. <name>
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the job's parents and children (job_prefix);
+--          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
+--          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: {'OK', 1} when cancelled now, {'OK', 0} when it already was
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is past cancelling;
 --         {'DAMAGED', '<key>', 'not a hash'} when the job key holds another type
 --!include lib/allow_oom.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
+--!include lib/job_finished.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/retain_rows.lua
 --!include lib/signal_done.lua
+--!include lib/state_kind.lua
 --!include lib/trim_finished.lua
 
 local job, pending, scheduled, cancelled, meta = K.job, K.pending, K.scheduled, K.cancelled, K.meta
@@ -31,18 +45,27 @@ local state = redis.pcall('HGET', job, 'state')
 if type(state) == 'table' and state['err'] then return { 'DAMAGED', '<key>', 'not a hash' } end
 if not state then return { 'GONE' } end
 if state == 'cancelled' then return { 'OK', 0 } end
-if state ~= 'pending' and state ~= 'scheduled' then return { 'STATE', state } end
+-- Not started: every unfinished state but active (a held lease).
+if state == 'active' or state_kind(state) ~= 'unfinished' then return { 'STATE', state } end
 
 local now = now_ms(meta)
 redis.call('ZREM', pending, id)
 redis.call('ZREM', scheduled, id)
+redis.call('ZREM', K.waiting, id)
 redis.call('HSET', job, 'state', 'cancelled', 'finished_at', now)
-redis.call('HDEL', job, 'run_at')
+redis.call('HDEL', job, 'run_at', 'delay')
 redis.call('HINCRBY', meta, 'cancelled', 1)
 signal_done(K.done, id)
 local log = event_log(K.events, K.done, meta)
 log_event(log, state, 'cancelled', id, redis.call('HGET', job, 'attempts'))
+local keep_ms = tonumber(A.keep_ms)
+if job_finished(K, id, job, 'cancelled', now, log) then
+  -- Pinned by children that have not finished: its retention waits for them.
+  redis.call('HSET', job, 'keep', keep_ms)
+  redis.call('ZADD', cancelled, 1000000000000000 + now, id)
+else
+  retain_rows({ job }, { id }, cancelled, now, keep_ms)
+end
 flush_events(log, now)
-retain_rows({ job }, { id }, cancelled, now, tonumber(A.keep_ms))
 trim_finished(cancelled, now, 100)
 return { 'OK', 1 }

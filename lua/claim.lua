@@ -16,6 +16,10 @@
 -- KEYS[11]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[12]  leaseq:{<queue>}:group_active HASH  group -> leases active now
 -- KEYS[13]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[14]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents (a dead-lettered parent settles
+--           its children: lib/job_finished.lua)
+-- KEYS[15]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent's retention: lib/unpin_parent.lua)
+-- KEYS[16]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids (children cancelled with a dead parent)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  count, how many jobs to lease at most (integer >= 1; more than 1000 lease 1000)
 -- ARGV[3]  lease_ms, the lease length (integer ms >= 1)
@@ -27,7 +31,11 @@
 --          the ZSET group_prefix .. <name>
 -- ARGV[8]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
 --          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
--- derives: leaseq:{<queue>}:job:<id>  HASH  the rows it leases, promotes, reaps (job_prefix);
+-- ARGV[9]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
+--          for it are the SET graph_prefix .. <id>
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the rows it leases, promotes, reaps, and their
+--          parents and children (job_prefix);
+--          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
 --          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
 -- returns: flat array: now_ms, wait_ms (when nothing was leased: ms until the next scheduled job is due
@@ -38,7 +46,7 @@
 --          = the fencing token, incarnation = the row's (0 for a row written before
 --          incarnations), max_attempts, lease_until and enqueued_at (ms epoch), payload,
 --          kind ('' = none), timeout_ms (the handler's limit; 0 = none), traceparent
---          ('' = none)), then w values per leased job in that order: read by name
+--          ('' = none), depends_on (parent ids separated by spaces; '' = none)), then w values per leased job in that order: read by name
 -- errors: none of its own; a row that cannot be claimed is dead-lettered with last_error
 --!include lib/allow_oom.lua
 --!include lib/apply_limits.lua
@@ -47,6 +55,7 @@
 --!include lib/dead_letter.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
+--!include lib/job_finished.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/promote_due.lua
@@ -105,14 +114,15 @@ end
 -- leaseq.store.leases reads each lease by these names; here each value is
 -- written at its name's place (AT), so the list's order is stated once.
 local LEASE = { 'id', 'attempts', 'incarnation', 'max_attempts', 'lease_until',
-                'enqueued_at', 'payload', 'kind', 'timeout_ms', 'traceparent' }
+                'enqueued_at', 'payload', 'kind', 'timeout_ms', 'traceparent', 'depends_on' }
 local WIDTH, AT = #LEASE, {}
 for i, name in ipairs(LEASE) do AT[name] = i - 1 end
 -- Lease one popped id if its row can run; true if leased.
 local function lease_one(id)
     local job = job_prefix .. id
     local row = read_row(job, 'state', 'attempts', 'max_attempts',
-      'payload', 'enqueued_at', 'incarnation', 'group', 'kind', 'timeout', 'traceparent')
+      'payload', 'enqueued_at', 'incarnation', 'group', 'kind', 'timeout', 'traceparent',
+      'depends_on')
     local not_a_hash = not row
     if not_a_hash then
       -- Overwritten by hand with another type: park the id in dead for an
@@ -121,6 +131,7 @@ local function lease_one(id)
       redis.call('ZADD', dead, now, id)
       bump_counter(K, 'dead', 1, now)
       log_event(log, 'damaged', 'dead', id, 0)
+      job_finished(K, id, job, 'dead', now, log) -- its children must not wait forever
     end
     local state = row[1]
     local attempts, max_attempts = to_count(row[2]), to_count(row[3])
@@ -149,6 +160,7 @@ local function lease_one(id)
       out[at + AT.kind] = row[8] or ''
       out[at + AT.timeout_ms] = to_count(row[9]) or 0 -- a hand-edited timeout reads as none
       out[at + AT.traceparent] = row[10] or ''
+      out[at + AT.depends_on] = row[11] or ''
       return true
     elseif (state and (state == 'pending' or not state_kind(state)))
         or (not state and not not_a_hash and redis.call('EXISTS', job) == 1) then

@@ -12,7 +12,11 @@
 -- KEYS[8]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[9]  leaseq:{<queue>}:group_active HASH  group -> leases active now
 -- KEYS[10]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
--- KEYS[11..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order;
+-- KEYS[11]  leaseq:{<queue>}:pending    ZSET  ids ready to claim (children released: lib/job_finished.lua)
+-- KEYS[12]  leaseq:{<queue>}:scheduled  ZSET  ids waiting for a time (children released with a delay)
+-- KEYS[13]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents, score = enqueued_at ms epoch
+-- KEYS[14]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids (a pinned parent's retention: lib/unpin_parent.lua)
+-- KEYS[15..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order;
 --           then one key per effect, in effect order: an application key carrying the
 --           hash tag {<queue>} (checked by the caller), of the type its command needs
 -- ARGV[1]  keep_ms, how long to keep the succeeded row (integer ms; 0 = delete now, -1 = until purged)
@@ -23,11 +27,15 @@
 --          the ZSET group_prefix .. <name>
 -- ARGV[6]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
 --          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
--- ARGV[7..] items, five values per item: id (string), token (decimal string), incarnation (decimal
+-- ARGV[7]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
+--          for it are the SET graph_prefix .. <id>
+-- ARGV[8..] items, five values per item: id (string), token (decimal string), incarnation (decimal
 --           string), result (encoded bytes; '' = no result), e (its number of effects, integer >= 0);
 --           then per effect, in item order: command (HINCRBY HSET SADD ZADD INCRBY SET XADD),
 --           argc (integer >= 1), then argc arguments that follow the key
--- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest succeeded rows, deleted past keep_count (job_prefix);
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest succeeded rows, deleted past keep_count, and
+--          the rows of the jobs' parents and children (job_prefix);
+--          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
 --          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
 -- returns: one reply per item: {'OK'}, {'LOST', state, attempts, incarnation}, or {'EFFECT', k, why}
@@ -41,6 +49,7 @@
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/group_done.lua
+--!include lib/job_finished.lua
 --!include lib/lease_check.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
@@ -58,7 +67,7 @@ local n = tonumber(A.n)
 -- (stale tokens, a replay) must change nothing, the clock floor included.
 local now = nil
 local out = {}
-local done_jobs, done_ids = {}, {}
+local done_jobs, done_ids, retained_ids, pinned = {}, {}, {}, {}
 local log = event_log(K.events, K.done, meta)
 -- Where the next effect's key (in KEYS) and its command (in ARGV) are: after
 -- the n job keys and the n items of five values.
@@ -77,7 +86,7 @@ for i = 1, n do
     effects[k] = { ARGV[ea], KEYS[ek], args }
     ea, ek = ea + 2 + argc, ek + 1
   end
-  local refused, group = lease_check(job, token, incarnation)
+  local refused, group, links = lease_check(job, token, incarnation)
   if not refused then
     for k, e in ipairs(effects) do
       local why = effect_refusal(e[1], e[2], e[3])
@@ -100,9 +109,17 @@ for i = 1, n do
     if result ~= '' then
       redis.call('HSET', job, 'result', result)
     end
-    done_jobs[#done_jobs + 1] = job
-    done_ids[#done_ids + 1] = id
     log_event(log, 'active', 'succeeded', id, token)
+    if job_finished(K, id, job, 'succeeded', now, log, links) then
+      -- Pinned by children that have not finished: its retention waits for them.
+      redis.call('HSET', job, 'keep', keep_ms)
+      pinned[#pinned + 1] = 1000000000000000 + now
+      pinned[#pinned + 1] = id
+    else
+      done_jobs[#done_jobs + 1] = job
+      retained_ids[#retained_ids + 1] = id
+    end
+    done_ids[#done_ids + 1] = id
     out[#out + 1] = { 'OK' }
   end
 end
@@ -115,7 +132,9 @@ if done > 0 then
   -- The index moves and retention are batched: one ZREM, one ZADD (or DEL)
   -- per 1000 rows.
   call_chunked('ZREM', active, done_ids, 1000)
-  retain_rows(done_jobs, done_ids, succeeded, now, keep_ms)
+  -- retained_ids: the rows under the usual retention (done_jobs); pinned: the others.
+  retain_rows(done_jobs, retained_ids, succeeded, now, keep_ms)
+  call_chunked('ZADD', succeeded, pinned, 1000)
   bump_counter(K, 'succeeded', done, now)
   local trimmed = trim_finished(succeeded, now, 100 + done)
   -- Past keep_count, the oldest rows go too: at most done + 100 per call, so

@@ -1,6 +1,7 @@
 -- delete.lua: delete one job that holds no lease: its row and its index entry.
--- transition: pending | scheduled | succeeded | dead | cancelled | damaged -> (deleted)
--- clock: server TIME, read without moving the queue's floor, only to stamp the event-stream entry
+-- transition: waiting | pending | scheduled | succeeded | dead | cancelled | damaged -> (deleted)
+-- clock: server TIME, read without moving the queue's floor, to stamp the event-stream entry (and,
+--        moving it, when an unfinished job's children are settled: lib/job_finished.lua)
 -- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row (a key of another type, damaged by hand, goes too)
 -- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
@@ -12,12 +13,24 @@
 -- KEYS[8]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[9]  leaseq:{<queue>}:done       STREAM  ids waiters look at (lib/signal_done.lua): a job deleted
 --          before it finished is signalled, so its waiters raise JobNotFound at once
+-- KEYS[10]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents, score = enqueued_at ms epoch
+-- KEYS[11]  leaseq:{<queue>}:wake       LIST  wake-up tokens (children released: lib/job_finished.lua)
+-- KEYS[12]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[13]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
 -- ARGV[1]  id, the job id (string)
--- derives: nothing
+-- ARGV[2]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for parents and children
+-- ARGV[3]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
+--          for it are the SET graph_prefix .. <id>
+-- ARGV[4]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
+--          the ZSET group_prefix .. <name>
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the job's parents and children (job_prefix);
+--          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
+--          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: {'OK', state} with the state the job was in ('damaged' for a row without a known one)
 -- errors: {'GONE'} for an unknown id; {'STATE', 'active'} while a lease is held
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
+--!include lib/job_finished.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/signal_done.lua
@@ -32,14 +45,21 @@ if type(state) == 'table' or not state then state = 'damaged' end
 -- complete meet a missing row. Let it finish, or expire and be reaped.
 if state == 'active' then return { 'STATE', state } end
 local attempts = redis.pcall('HGET', job, 'attempts')
-redis.call('DEL', job)
-for _, key in ipairs({ K.pending, K.scheduled, K.succeeded, K.dead, K.cancelled }) do
-  redis.call('ZREM', key, id)
-end
 if not state_kind(state) then state = 'damaged' end
 local log = event_log(K.events, nil, K.meta)
+local now = nil
+if state_kind(state) ~= 'finished' then
+  -- A job that will never finish now: its parents and children are settled
+  -- first (its waiting children are cancelled or counted, by their policy).
+  now = now_ms(K.meta)
+  job_finished(K, id, job, 'deleted', now, log)
+end
+redis.call('DEL', job)
+for _, key in ipairs({ K.pending, K.scheduled, K.waiting, K.succeeded, K.dead, K.cancelled }) do
+  redis.call('ZREM', key, id)
+end
 log_event(log, state, 'deleted', id, type(attempts) == 'string' and attempts or 0)
-if log.n > 0 then flush_events(log, now_ms(K.meta, true)) end
+if log.n > 0 then flush_events(log, now or now_ms(K.meta, true)) end
 -- A job that had not finished will never finish now: its waiters learn it is gone.
 if state_kind(state) ~= 'finished' then signal_done(K.done, id) end
 return { 'OK', state }

@@ -15,6 +15,7 @@
 -- KEYS[11]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[12]  leaseq:{<queue>}:group_active HASH  group -> leases active now
 -- KEYS[13]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[14]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  limit, the most jobs to delete in this call (integer >= 1)
 -- ARGV[3]  force, 1 deletes leased (active) jobs too, 0 refuses while any exist
@@ -22,7 +23,10 @@
 --          the ZSET group_prefix .. <name>
 -- ARGV[5]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
 --          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
+-- ARGV[6]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's waiting children are the
+--          SET graph_prefix .. <id>, deleted with its row
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows (job_prefix);
+--          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
 --          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
 -- returns: {'OK', deleted, remaining}; once remaining is 0 the meta hash, wake list, done and events
@@ -47,12 +51,14 @@ if not redis.call('HGET', meta, 'paused') then
 end
 local deleted, budget = 0, limit
 local log = event_log(K.events, K.done, meta)
-for _, index in ipairs({ K.pending, K.scheduled, K.active, K.succeeded, K.dead, K.cancelled }) do
+for _, index in ipairs({ K.waiting, K.pending, K.scheduled, K.active, K.succeeded, K.dead,
+                         K.cancelled }) do
   if budget <= 0 then break end
   local ids = redis.call('ZRANGE', index, 0, budget - 1)
   for _, id in ipairs(ids) do
     local got = redis.pcall('HMGET', job_prefix .. id, 'state', 'attempts')
     local gone = redis.call('DEL', job_prefix .. id)
+    redis.call('DEL', K.graph_prefix .. id)
     if gone == 1 then
       local from = not got['err'] and state_kind(got[1] or '') and got[1] or 'damaged'
       log_event(log, from, 'deleted', id, not got['err'] and got[2] or 0)
@@ -63,7 +69,8 @@ for _, index in ipairs({ K.pending, K.scheduled, K.active, K.succeeded, K.dead, 
   budget = budget - #ids
 end
 local remaining = 0
-for _, index in ipairs({ K.pending, K.scheduled, K.active, K.succeeded, K.dead, K.cancelled }) do
+for _, index in ipairs({ K.waiting, K.pending, K.scheduled, K.active, K.succeeded, K.dead,
+                         K.cancelled }) do
   remaining = remaining + redis.call('ZCARD', index)
 end
 if remaining > 0 then flush_events(log, now_ms(meta)) end

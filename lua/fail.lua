@@ -15,6 +15,10 @@
 -- KEYS[11]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[12]  leaseq:{<queue>}:group_active HASH  group -> leases active now
 -- KEYS[13]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[14]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents (a dead job settles its
+--           children: lib/job_finished.lua)
+-- KEYS[15]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent's retention: lib/unpin_parent.lua)
+-- KEYS[16]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids (children cancelled with a dead parent)
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
@@ -25,7 +29,12 @@
 --          the ZSET group_prefix .. <name>
 -- ARGV[8]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
 --          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
--- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
+-- ARGV[9]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for parents and children
+-- ARGV[10]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
+--          for it are the SET graph_prefix .. <id>
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the job's parents and children (job_prefix);
+--          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
+--          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
 --          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
 -- returns: {'OK', new state} -- 'scheduled', 'pending' or 'dead'
 -- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation

@@ -1,5 +1,5 @@
 -- purge.lua: delete one page of the jobs of one state that were in its index when the purge began.
--- transition: pending | scheduled | succeeded | dead | cancelled -> (deleted)
+-- transition: waiting | pending | scheduled | succeeded | dead | cancelled -> (deleted)
 -- clock: server TIME, read without moving the queue's floor, only to stamp the event-stream entry
 --        (the snapshot is the index's highest score at the first page)
 -- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
@@ -8,21 +8,38 @@
 -- KEYS[3]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[4]  leaseq:{<queue>}:done       STREAM  ids waiters look at (lib/signal_done.lua): purged pending
 --          or scheduled jobs are signalled, so their waiters raise JobNotFound at once
+-- KEYS[5]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents (lib/job_finished.lua: the children
+--          of a purged unfinished job are cancelled or counted, by their policy)
+-- KEYS[6]  leaseq:{<queue>}:pending    ZSET  ids ready to claim (children released)
+-- KEYS[7]  leaseq:{<queue>}:scheduled  ZSET  ids waiting for a time (children released with a delay)
+-- KEYS[8]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent's retention: lib/unpin_parent.lua)
+-- KEYS[9]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids (children cancelled with a purged parent)
+-- KEYS[10]  leaseq:{<queue>}:wake       LIST  wake-up tokens (children released)
+-- KEYS[11]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[12]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  state, the state being purged (string; never 'active')
 -- ARGV[3]  limit, the most index entries to look at in this call (integer >= 1)
 -- ARGV[4]  upto, the snapshot's highest score (a score string; '' on the first page: take it now)
 -- ARGV[5]  after, the cursor's score (a score string; '-inf' on the first page)
 -- ARGV[6]  skip, entries at the cursor's score this purge stepped over (integer >= 0)
--- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows
+-- ARGV[7]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
+--          for it are the SET graph_prefix .. <id>
+-- ARGV[8]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
+--          the ZSET group_prefix .. <name>
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, their parents and children;
+--          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
+--          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: flat array: deleted, more (1 if the page was full), upto, the next cursor's score
 --          and skip, then id, field, value triples of the jobs stepped over as damaged
 -- errors: none; a job key that is not a hash is reported and left alone
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
+--!include lib/job_finished.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/signal_done.lua
+--!include lib/state_kind.lua
 local index = K.index
 local job_prefix, state, limit = A.job_prefix, A.state, tonumber(A.limit)
 local upto, after, skip = A.upto, A.after, tonumber(A.skip)
@@ -36,6 +53,9 @@ end
 local page = redis.call('ZRANGEBYSCORE', index, after, upto, 'WITHSCORES', 'LIMIT', skip, limit)
 local deleted, damaged, gone = 0, {}, {}
 local log = event_log(K.events, nil, K.meta)
+-- Unfinished jobs settle their workflows as they go (job_finished), which reads the clock.
+local unfinished = state_kind(state) == 'unfinished'
+local now = unfinished and now_ms(K.meta) or nil
 for i = 1, #page, 2 do
   local id, score = page[i], page[i + 1]
   local job = job_prefix .. id
@@ -53,6 +73,7 @@ for i = 1, #page, 2 do
     -- Only delete a row that really is in this state; an index entry that
     -- drifted is just dropped, so a purge never takes a job it did not mean to.
     if got[1] == state then
+      if unfinished then job_finished(K, id, job, 'deleted', now, log) end
       redis.call('DEL', job)
       deleted = deleted + 1
       log_event(log, state, 'deleted', id, got[2])
@@ -61,8 +82,8 @@ for i = 1, #page, 2 do
     redis.call('ZREM', index, id)
   end
 end
-if log.n > 0 then flush_events(log, now_ms(K.meta, true)) end
-if #gone > 0 and (state == 'pending' or state == 'scheduled') then
+if log.n > 0 then flush_events(log, now or now_ms(K.meta, true)) end
+if #gone > 0 and unfinished then
   signal_done(K.done, table.concat(gone, ' '))
 end
 local out = { deleted, #page == 2 * limit and 1 or 0, upto, after, skip }

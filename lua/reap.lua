@@ -13,13 +13,21 @@
 -- KEYS[9]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[10]  leaseq:{<queue>}:group_active HASH  group -> leases active now
 -- KEYS[11]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[12]  leaseq:{<queue>}:scheduled  ZSET  ids waiting for a time (children released with a delay)
+-- KEYS[13]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents (a dead job settles its
+--           children: lib/job_finished.lua)
+-- KEYS[14]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent's retention: lib/unpin_parent.lua)
+-- KEYS[15]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids (children cancelled with a dead parent)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  limit, the most index entries to look at (integer >= 1)
 -- ARGV[3]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
 --          the ZSET group_prefix .. <name>
 -- ARGV[4]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
 --          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
--- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows (job_prefix);
+-- ARGV[5]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
+--          for it are the SET graph_prefix .. <id>
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, their parents and children (job_prefix);
+--          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
 --          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
 -- returns: {requeued, died, more} -- more is 1 when expired entries remain

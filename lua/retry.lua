@@ -10,11 +10,15 @@
 -- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[7]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[8]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[9]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent pinned again: lib/pin_parent.lua)
+-- KEYS[10]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids (likewise)
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  extra, attempts to grant on top of those already used (integer >= 1)
 -- ARGV[3]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
 --          the ZSET group_prefix .. <name>
--- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
+-- ARGV[4]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for the job's parents
+-- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
+--          leaseq:{<queue>}:job:<id>  HASH  the job's parents, pinned again (job_prefix)
 -- returns: {'OK', new max_attempts}
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is not dead (both drop
 --         a stale dead-set entry); {'DAMAGED', field, value} when state or attempts is damaged

@@ -10,6 +10,8 @@
 -- KEYS[5]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[6]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[7]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[8]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent pinned again: lib/pin_parent.lua)
+-- KEYS[9]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids (likewise)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  extra, attempts to grant on top of those already used (integer >= 1)
 -- ARGV[3]  limit, the most dead-set entries to look at (integer >= 1)
@@ -19,7 +21,7 @@
 -- ARGV[7]  skip, entries at the cursor's score this run stepped over (integer >= 0)
 -- ARGV[8]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
 --          the ZSET group_prefix .. <name>
--- derives: leaseq:{<queue>}:job:<id>  HASH  the dead rows (job_prefix);
+-- derives: leaseq:{<queue>}:job:<id>  HASH  the dead rows and their parents (job_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: flat array: retried, more (1 if the page was full), upto, the next cursor's score
 --          and skip, then id, field, value triples of the jobs stepped over as damaged

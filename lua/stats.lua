@@ -13,6 +13,7 @@
 -- KEYS[9]  leaseq:{<queue>}:claims     ZSET  claim times of the rate span, score = ms epoch
 -- KEYS[10]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[11]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[12]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  soon_ms, the window for "leases expiring soon" (integer ms >= 0)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest pending job's row (job_prefix)
@@ -21,7 +22,7 @@
 --          (ms epoch, -1 if none), next scheduled due (ms epoch, -1 if none),
 --          concurrency limit, rate limit, its per_ms, claims in the last per_ms (each -1 if none),
 --          group_concurrency (-1 if none), groups in the rotation, groups held at group_concurrency,
---          then the meta hash as field, value pairs
+--          jobs waiting for parents, then the meta hash as field, value pairs
 -- errors: none
 --!include lib/now_ms.lua
 --!include lib/to_count.lua
@@ -67,6 +68,7 @@ out[#out + 1] = per and redis.call('ZCOUNT', K.claims, '(' .. (now - per), '+inf
 out[#out + 1] = to_count(redis.call('HGET', K.limits, 'group_concurrency')) or -1
 out[#out + 1] = redis.call('ZCARD', K.groups)
 out[#out + 1] = #redis.call('HGETALL', K.group_held) / 2 -- no SCARD/HLEN: see limits.lua
+out[#out + 1] = redis.call('ZCARD', K.waiting)
 local m = redis.call('HGETALL', meta)
 for i = 1, #m do out[#out + 1] = m[i] end
 return out

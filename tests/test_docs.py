@@ -133,7 +133,15 @@ def test_transition_table_names_every_script_and_state() -> None:
 
 def test_row_table_documents_every_row_field() -> None:
     table = _page("keys-and-rows.md")
-    fields = [*_Row.__struct_fields__, "result", "once:<name>", "schedule", "due_at"]
+    fields = [
+        *_Row.__struct_fields__,
+        "result",
+        "once:<name>",
+        "schedule",
+        "due_at",
+        "keep",
+        "delay",
+    ]
     for field in fields:
         assert f"| `{field}` |" in table, f"row field {field} is undocumented"
     # And every field a script writes is one of them.

@@ -449,9 +449,14 @@ def _stats_table(c: _Ctx, snaps: list[Any]) -> None:
     width = _terminal.terminal_width()
     table = _terminal.grid(
         f"leaseq queues ({_redis.redact(c.url)})",
-        "done = succeeded; <10s = leases expiring within 10 s; oldest = pending age",
+        "wait = waiting for parents, pend = pending, run = active, done = succeeded,\n"
+        "canc = cancelled, exp = leases expired, <10s = leases ending within 10 s,\n"
+        "oldest = age of the pending job next in line",
     )
-    heads = ("pending", "sched", "active", "done", "dead", "cancel", "expired", "<10s", "oldest")
+    # One header per State, in State order, then the lease and age columns.
+    short = {"waiting": "wait", "pending": "pend", "scheduled": "sched", "active": "run"}
+    short |= {"succeeded": "done", "cancelled": "canc"}
+    heads = (*(short.get(st, st) for st in STATES), "exp", "<10s", "oldest")
     columns = [
         _terminal.Column("queue", keep="middle", share=0.5, least=10),
         *(_terminal.Column(h, keep=None, justify="right") for h in heads),

@@ -57,7 +57,7 @@ def resume(c: Any, queue: str) -> None:
 @click.argument("job_id", metavar="ID")
 @click.pass_obj
 def cancel(c: Any, queue: str, job_id: str) -> None:
-    """Cancel a pending or scheduled job: it will never run."""
+    """Cancel a waiting, pending or scheduled job: it will never run."""
     part, _ = c.holder(queue, job_id)
     now = part.cancel(job_id)
     click.echo(f"job {job_id} {'cancelled' if now else 'was already cancelled'}")

@@ -134,6 +134,11 @@ class QueueKeys:
         return self.stem + "pending"
 
     @property
+    def waiting(self) -> str:
+        """ZSET of ids waiting for their parents (workflows); score = enqueued_at, ms epoch."""
+        return self.stem + "waiting"
+
+    @property
     def scheduled(self) -> str:
         """ZSET of ids waiting for a time; score = due time, ms epoch."""
         return self.stem + "scheduled"
@@ -225,6 +230,17 @@ class QueueKeys:
         (``m:<minute>`` and ``t:<ten-minute>`` HASHes of counts, expiring)."""
         return self.stem + "history:"
 
+    def graph(self, job_id: str) -> str:
+        """SET of the children of ``job_id`` still waiting for it to finish (workflows:
+        docs/workflows.md); deleted when it finishes and its children are settled."""
+        return self.stem + "graph:" + job_id
+
+    @property
+    def graph_prefix(self) -> str:
+        """What scripts prepend to a job id to get its children's SET,
+        ``{prefix}:{<queue>}:graph:`` (ids are data, so it goes in ARGV)."""
+        return self.stem + "graph:"
+
     @property
     def groups(self) -> str:
         """ZSET of the fair groups with ready jobs; score = round-robin turn (meta ``gseq``)."""
@@ -259,8 +275,9 @@ class QueueKeys:
     def queue_pattern(prefix: str) -> str:
         """SCAN pattern that finds every queue under ``prefix`` by the keys it keeps:
         ``{prefix}:{*}:[^jhg]*``, every key of a queue but its job rows (``job:``),
-        history buckets (``history:``) and fair-group keys (``group...``), the
-        three kinds whose number grows with jobs, time or groups. So a queue whose
+        history buckets (``history:``), fair-group keys (``group...``) and
+        workflow edges (``graph:``), the kinds whose number grows with jobs,
+        time or groups. So a queue whose
         ``meta`` hash was deleted by hand is still found by its indexes (a job
         row is never without its index entry; a group key never without a
         ``pending`` index), and a listing reads about ten keys a queue."""

@@ -103,7 +103,7 @@ class LeaseCalls(QueueSettings):
                     at["enqueued_at"],
                 )
                 o_payload, o_kind, o_timeout = at["payload"], at["kind"], at["timeout_ms"]
-                o_trace = at["traceparent"]
+                o_trace, o_parents = at["traceparent"], at["depends_on"]
             except KeyError as missing:
                 raise ScriptError(f"claim: the reply names no lease field {missing}") from None
             decode = self.codec.decode_payload
@@ -129,6 +129,7 @@ class LeaseCalls(QueueSettings):
                     kind=loose_text(reply[i + o_kind]) or None,
                     timeout=(int(reply[i + o_timeout]) / 1000.0) or None,
                     traceparent=loose_text(reply[i + o_trace]) or None,
+                    depends_on=tuple(loose_text(reply[i + o_parents]).split()),
                 )
                 if error:
                     bad.append((lease, error))

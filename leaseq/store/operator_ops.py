@@ -77,7 +77,7 @@ class OperatorOps:
         return stats
 
     def cancel(self, job_id: str) -> Op[bool]:
-        """Cancel a pending or scheduled job: True if cancelled now, False if it already
+        """Cancel a waiting, pending or scheduled job: True if cancelled now, False if it already
         was. Raises JobNotFound, or JobStateError once it has started."""
         done: bool = yield self.core.cancel(job_id)
         return done

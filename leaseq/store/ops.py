@@ -13,14 +13,16 @@ classes (``leaseq.Queue``, ``leaseq.aio.Queue``, ``leaseq.ShardedQueue``,
 ``leaseq.aio.ShardedQueue``) only run these generators on their client
 (``leaseq.transport.drive``): one implementation of each operation, many
 transports. ``leaseq.queue.QueueAPI`` lists them once as public methods, each
-typed and documented exactly as written here. The operations live in two
-halves: ``job_ops`` (produce, consume, wait, read) and ``operator_ops``
-(queue-wide: reap, purge, retry, flow control, workers, history, events).
+typed and documented exactly as written here. The operations live in three
+parts: ``job_ops`` (produce, consume, wait, read), ``operator_ops``
+(queue-wide: reap, purge, retry, flow control, workers, history, events) and
+``flow_ops`` (workflows: a flow in one call, parents' results, children).
 """
 
 from __future__ import annotations
 
 from leaseq.store.core import QueueCore
+from leaseq.store.flow_ops import FlowOps
 from leaseq.store.job_ops import JobOps
 from leaseq.store.keys import QueueKeys
 from leaseq.store.operator_ops import OperatorOps
@@ -47,7 +49,7 @@ def list_queues(prefix: str) -> Op[list[str]]:
     return sorted(name for name in found if name)
 
 
-class QueueOps(JobOps, OperatorOps):
+class QueueOps(JobOps, OperatorOps, FlowOps):
     """Every operation of one queue (or one shard), over its ``QueueCore``."""
 
     def __init__(self, core: QueueCore) -> None:

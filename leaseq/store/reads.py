@@ -32,7 +32,7 @@ class ReadCalls(QueueSettings):
             oldest, due = int(r[9]), int(r[10])
             totals = {
                 as_text(r[i]): _counter(self.keys.meta, r[i], r[i + 1])
-                for i in range(18, len(r) - 1, 2)
+                for i in range(19, len(r) - 1, 2)
             }
             limit = [None if int(x) < 0 else int(x) for x in r[11:15]]
             for hidden in ("seq", "clock", "limit_held", "incarnation", "shards", "gseq", "gturn"):
@@ -42,6 +42,7 @@ class ReadCalls(QueueSettings):
                 queue=self.name,
                 pending=int(r[1]),
                 scheduled=int(r[2]),
+                waiting=int(r[18]),
                 active=int(r[3]),
                 succeeded=int(r[4]),
                 dead=int(r[5]),

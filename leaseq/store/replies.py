@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -95,7 +95,7 @@ def admin_error(op: str, job_id: str, reply: Sequence[Any]) -> Exception:
         return JobNotFound(job_id)
     if code == "STATE":
         wanted = {
-            "cancel": "only pending or scheduled jobs can be cancelled",
+            "cancel": "only waiting, pending or scheduled jobs can be cancelled",
             "delete": "an active job holds a lease: let it finish or expire first",
             "run_now": "only a scheduled job can be run now",
         }.get(op, "only dead jobs can be retried")
@@ -141,6 +141,13 @@ class _Row(msgspec.Struct, kw_only=True):
     that it is damaged, as claim.lua reads it (no limit), not a negative time."""
     traceparent: str | None = None
     progress: str | None = None  # JSON text, decoded apart (like result): never set here
+    depends_on: str | None = None  # parent ids separated by spaces (docs/workflows.md)
+    parents_left: int = 0
+    on_parent_failure: Literal["cancel", "run"] = "cancel"
+    failed_parents: str | None = None
+    children: int = 0
+    cancelled_children: int = 0
+    flow: str | None = None
 
 
 _LEFT_BY_FAIL = frozenset(s.value for s in TRANSITIONS[State.ACTIVE] - {State.SUCCEEDED})
@@ -243,6 +250,13 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
         timeout=None if not r.timeout else r.timeout / 1000.0,
         traceparent=r.traceparent,
         progress=progress,
+        depends_on=tuple(r.depends_on.split()) if r.depends_on else (),
+        parents_left=r.parents_left,
+        on_parent_failure=r.on_parent_failure,
+        failed_parents=tuple(r.failed_parents.split()) if r.failed_parents else (),
+        children=r.children,
+        cancelled_children=r.cancelled_children,
+        flow=r.flow,
     )
 
 

@@ -21,11 +21,12 @@ from leaseq.store import limits as _lim
 from leaseq.store import registry as _reg
 from leaseq.store import schedules as _sch
 from leaseq.store import validate as v
-from leaseq.store.keys import check_job_id, new_job_ids, shard_of
+from leaseq.store.keys import check_job_id, shard_of
 from leaseq.store.leases import block_until
 from leaseq.store.ops import WAKE_SLICE, QueueOps
 from leaseq.store.produce import check_options, enqueue_traced
 from leaseq.store.reads import wait_names
+from leaseq.store.sharded_flow_ops import ShardedFlowOps
 from leaseq.store.steps import Call, Feed, Op
 from leaseq.types import Job, JobOptions, Lease, State, Stats
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["ShardedOps", "merge_stats"]
 
 
-class ShardedOps:
+class ShardedOps(ShardedFlowOps):
     """The operations of one logical queue over its shards' ``QueueOps``.
 
     A job's shard is ``crc32(id) % N`` (``keys.shard_of``), so every producer
@@ -71,7 +72,7 @@ class ShardedOps:
         self, payload: Any, *, id: str | None = None, **options: Unpack[JobOptions]
     ) -> Op[str]:
         """Add one job to its id's shard; ``id`` defaults to a fresh random id. Returns the id."""
-        job_id = new_job_ids(1)[0] if id is None else id
+        (job_id,) = self._place([id], options)
         return (yield from self.shard_for(job_id).enqueue(payload, id=job_id, **options))
 
     def enqueue_many(
@@ -91,7 +92,9 @@ class ShardedOps:
         items = list(payloads)
         if ids is not None and len(ids) != len(items):
             raise InvalidArgument(f"{len(ids)} ids for {len(items)} payloads")
-        job_ids = new_job_ids(len(items)) if ids is None else [check_job_id(i) for i in ids]
+        job_ids = self._place(
+            [None] * len(items) if ids is None else [check_job_id(i) for i in ids], options
+        )
 
         def build(tp: str) -> tuple[list[str], list[Call[list[int]]]]:
             # Validate and encode every call of every shard before any runs.

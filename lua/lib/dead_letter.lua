@@ -2,8 +2,11 @@
 -- dead set. The caller has already removed the id from the index it came from. Dead
 -- rows are kept until an operator retries or purges them: never trimmed.
 -- log is the call's event_log: the transition from -> dead (attempt: the row's
--- attempts) is noted there, and waiters are signalled on its done stream.
+-- attempts) is noted there, and waiters are signalled on its done stream. Its
+-- children in workflows are settled in the same call (job_finished: K holds the
+-- keys it needs).
 --!include lib/bump_counter.lua
+--!include lib/job_finished.lua
 --!include lib/log_event.lua
 --!include lib/signal_done.lua
 local function dead_letter(job, dead, K, log, id, now, err, from, attempt)
@@ -13,4 +16,5 @@ local function dead_letter(job, dead, K, log, id, now, err, from, attempt)
   bump_counter(K, 'dead', 1, now)
   signal_done(log.done, id)
   log_event(log, from, 'dead', id, attempt)
+  job_finished(K, id, job, 'dead', now, log)
 end

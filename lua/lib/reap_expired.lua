@@ -10,6 +10,7 @@
 --!include lib/bump_counter.lua
 --!include lib/dead_letter.lua
 --!include lib/group_done.lua
+--!include lib/job_finished.lua
 --!include lib/log_event.lua
 --!include lib/push_pending.lua
 --!include lib/read_row.lua
@@ -31,6 +32,7 @@ local function reap_expired(active, pending, dead, K, job_prefix, now, limit, lo
       redis.call('ZADD', dead, now, id)
       bump_counter(K, 'dead', 1, now)
       log_event(log, 'damaged', 'dead', id, 0)
+      job_finished(K, id, job, 'dead', now, log) -- its children must not wait forever
       died = died + 1
     elseif row[1] ~= 'active' then
       -- Stale index entry: the row left 'active' (or is gone).

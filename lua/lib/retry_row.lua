@@ -5,13 +5,18 @@
 -- in log (an event_log) as dead -> pending. Returns {'OK', max_attempts}, {'GONE'} or
 -- {'STATE', state} (both drop the stale dead-set entry), {'SKIP'}, or
 -- {'DAMAGED', field, value} (the entry stays, so the row stays findable).
+-- A job with parents (field depends_on) pins them again while it is unfinished
+-- (pin_parent: K needs job_prefix, succeeded and cancelled), so a rerun can still
+-- read their results; a parent whose row is gone stays gone.
 --!include lib/log_event.lua
+--!include lib/now_ms.lua
+--!include lib/pin_parent.lua
 --!include lib/push_pending.lua
 --!include lib/read_row.lua
 --!include lib/state_kind.lua
 --!include lib/to_count.lua
 local function retry_row(job, dead, pending, K, id, extra, op, log)
-  local row = read_row(job, 'state', 'attempts', 'priority', 'retry_op')
+  local row = read_row(job, 'state', 'attempts', 'priority', 'retry_op', 'depends_on')
   if not row then return { 'DAMAGED', '<key>', 'not a hash' } end
   if row[1] ~= 'dead' then
     if row[1] and not state_kind(row[1]) or not row[1] and redis.call('EXISTS', job) == 1 then
@@ -34,5 +39,12 @@ local function retry_row(job, dead, pending, K, id, extra, op, log)
   redis.call('HINCRBY', K.meta, 'retried', 1)
   push_pending(pending, K, job, id, to_count(row[3]) or 0)
   log_event(log, 'dead', 'pending', id, attempts)
+  if row[5] then
+    local now = now_ms(K.meta, true)
+    for parent in string.gmatch(row[5], '%S+') do
+      local state = redis.pcall('HGET', K.job_prefix .. parent, 'state')
+      if type(state) == 'string' and state_kind(state) then pin_parent(K, parent, state, 1, now) end
+    end
+  end
   return { 'OK', max_attempts }
 end

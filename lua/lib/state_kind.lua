@@ -3,6 +3,7 @@
 -- by hand). The one list of states on the Lua side: generated from leaseq.types.State
 -- by `python -m leaseq.store.states`; do not edit by hand (a test compares them).
 local STATE_KINDS = {
+  waiting = 'unfinished',
   pending = 'unfinished',
   scheduled = 'unfinished',
   active = 'unfinished',

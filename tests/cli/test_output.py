@@ -127,7 +127,7 @@ def test_tables_fit_80_columns(redis_server: Any) -> None:
         lines = done.stdout.splitlines()
         assert max(len(line) for line in lines) <= 80, done.stdout
         print(done.stdout)
-        words = ("pending", "sched", "active", "done", "dead", "cancel", "expired", "oldest")
+        words = ("wait", "pend", "sched", "run", "done", "dead", "canc", "exp", "oldest")
         if args[0] == "ls":
             words = ("id", "attempts", "priority", "worker", "last_error", "payload")
         header = next(line for line in lines if line.lstrip("┃ ").startswith(("queue", "id ")))

@@ -239,6 +239,7 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
     )
     return {
         "enqueue": core.enqueue_calls(["x"], ["ID"], {})[1][0],
+        "enqueue_flow": core.flow_calls([leaseq.Step("x", id="ID")])[1][0],
         "claim": core.claim(1, 30.0, None),
         "extend": core.extend([lease], 30.0),
         "complete": core.complete([lease], None),

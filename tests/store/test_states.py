@@ -97,6 +97,13 @@ def test_every_move_the_scripts_make_is_declared_and_every_declared_one_is_made(
     q.enqueue("never", id="cannot-run", max_attempts=1)
     r.hset(q.keys.job("cannot-run"), "attempts", 1)
     q.claim_many(100)  # cannot-run is dead-lettered, the rest leased
+    # Workflows: the parent's completion releases one child to pending and one,
+    # delayed, to scheduled; a third child is cancelled while it waits.
+    parent = q.enqueue("parent")
+    q.enqueue("child", depends_on=[parent])
+    q.enqueue("delayed child", depends_on=[parent], delay=60.0)
+    q.cancel(q.enqueue("cancelled child", depends_on=[parent]))
+    q.complete(claim_one(q))
     made = _moves(q)
     declared = {(a, b) for a, targets in TRANSITIONS.items() for b in targets}
     assert made <= declared, f"moves not in TRANSITIONS: {made - declared}"

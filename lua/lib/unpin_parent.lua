@@ -1,0 +1,31 @@
+-- unpin_parent(K, parent, child, now): child, one of parent's children, finished
+-- (or was deleted): one fewer pin on parent's row (field children), and child
+-- leaves the SET K.graph_prefix .. parent of the children waiting for it. When the
+-- last pin goes, a finished row that was pinned at its finish or later (field
+-- keep: the retention it was due, ms; 0 = delete now, -1 = until purged) gets
+-- that retention now: deleted, or expiring keep ms from now (index score
+-- now + keep in K.succeeded or K.cancelled). A parent row that is gone or not
+-- a hash is left alone.
+local function unpin_parent(K, parent, child, now)
+  redis.call('SREM', K.graph_prefix .. parent, child)
+  local job = K.job_prefix .. parent
+  local row = redis.pcall('HMGET', job, 'state', 'children', 'keep')
+  if row['err'] or not row[1] then return end
+  local left = tonumber(row[2])
+  if not left then return end
+  if left > 1 then
+    redis.call('HINCRBY', job, 'children', -1)
+    return
+  end
+  redis.call('HDEL', job, 'children', 'keep')
+  local keep = tonumber(row[3])
+  local index = (row[1] == 'succeeded' and K.succeeded) or (row[1] == 'cancelled' and K.cancelled)
+  if not keep or not index then return end
+  if keep == 0 then
+    redis.call('DEL', job)
+    redis.call('ZREM', index, parent)
+  elseif keep > 0 then
+    redis.call('PEXPIRE', job, keep)
+    redis.call('ZADD', index, now + keep, parent)
+  end
+end
