@@ -72,7 +72,9 @@ local function job_finished(K, id, job, how, now, log, links)
       end
     end
     -- Told by retry (leaseq retry): retrying this job does not bring them back.
-    if cut > 0 and chow ~= 'deleted' then redis.call('HINCRBY', cjob, 'cancelled_children', cut) end
+    if cut > 0 and chow ~= 'deleted' and not damaged then
+      redis.call('HINCRBY', cjob, 'cancelled_children', cut)
+    end
   end
   if #cancelled > 0 then signal_done(K.done, table.concat(cancelled, ' ')) end
   if pinned then pinned = (to_count(redis.call('HGET', job, 'children')) or 0) > 0 end

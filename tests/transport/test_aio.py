@@ -49,6 +49,7 @@ from tests.store import (
     test_states,
     test_validation,
     test_waits,
+    test_workflows,
 )
 from tests.support import suite
 from tests.support.backends import Clock, async_client, run
@@ -83,6 +84,7 @@ SUITE_MODULES = (
     test_events,
     test_tracing,
     test_states,
+    test_workflows,
 )
 
 
