@@ -42,6 +42,9 @@ local function job_finished(K, id, job, how, now, log, links)
     -- row counts them (children > 0); a row damaged by hand is looked up anyway.
     local kids = (damaged or row[2]) and redis.call('SMEMBERS', K.graph_prefix .. cid) or {}
     if #kids > 0 then redis.call('DEL', K.graph_prefix .. cid) end
+    -- In id order, whatever order the SET keeps: children released by one call
+    -- enter pending (FIFO) and the event stream in an order anyone can predict.
+    table.sort(kids)
     local cut = 0
     for _, kid in ipairs(kids) do
       local kjob = K.job_prefix .. kid

@@ -1,7 +1,7 @@
 """Model-based test: random sequences of every transition against a tiny pure-Python model.
 
-A hypothesis state machine drives enqueue, claim, extend, complete, fail,
-release, reap, cancel, retry_dead and the clock on fakeredis (time frozen by
+A hypothesis state machine drives enqueue (with parents, too), claim, extend,
+complete, fail, release, reap, cancel, retry_dead and the clock on fakeredis (time frozen by
 freezegun, which fakeredis's TIME follows). The model predicts each reply
 exactly — which job a claim hands out, which lease calls are refused — and
 after every step the invariants below are checked against what Redis holds:
@@ -10,6 +10,9 @@ after every step the invariants below are checked against what Redis holds:
 - the ``active`` score equals the row's ``lease_until``;
 - ``attempts`` never decreases and never exceeds ``max_attempts``;
 - a stale token is always refused and changes nothing;
+- a job with parents waits until they are settled, then runs (or, under
+  ``on_parent_failure="cancel"``, is cancelled with its waiting children) in
+  the very call that finishes its last parent;
 - with limits, pauses and fair groups on: a claim never takes the
   queue past ``concurrency`` nor a group past ``group_concurrency``, a paused
   queue leases nothing, claims follow the groups' round-robin exactly, and
@@ -32,6 +35,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 import leaseq
 
 BACKOFF_MS = 2000
+FINISHED = ("succeeded", "dead", "cancelled")
 
 
 KEEP_MS = 3_600_000  # far longer than any run's clock moves, so rows never expire here
@@ -40,7 +44,7 @@ KEEP_MS = 3_600_000  # far longer than any run's clock moves, so rows never expi
 QUEUE_MAX_ATTEMPTS = 3
 
 
-INDEXES = ("pending", "scheduled", "active", "succeeded", "dead", "cancelled")
+INDEXES = ("waiting", "pending", "scheduled", "active", "succeeded", "dead", "cancelled")
 
 
 @dataclass
@@ -58,6 +62,11 @@ class MJob:
     claimed_at: int | None = None
     group: str | None = None
     history: list[int] = field(default_factory=list)
+    waits_on: set[str] = field(default_factory=set)
+    """Parents whose outcome it still waits for (their finish settles it)."""
+    left: int = 0
+    policy: str = "cancel"
+    delay_ms: int = 0
 
 
 class LeaseqModel(RuleBasedStateMachine):
@@ -160,6 +169,29 @@ class LeaseqModel(RuleBasedStateMachine):
 
     def dead(self, job: MJob) -> None:
         job.state, job.lease_until, job.run_at = "dead", None, None
+        self.settle(job, "dead")
+
+    def settle(self, parent: MJob, how: str) -> None:
+        """lib/job_finished.lua: breadth first, each parent's waiting children in id order."""
+        work = [(parent, how)]
+        while work:
+            p, p_how = work.pop(0)
+            kids = sorted(
+                j.id for j in self.jobs.values() if j.state == "waiting" and p.id in j.waits_on
+            )
+            for kid in kids:
+                child = self.jobs[kid]
+                child.waits_on.discard(p.id)
+                if p_how == "succeeded" or child.policy == "run":
+                    child.left -= 1
+                    if child.left <= 0:
+                        if child.delay_ms > 0:
+                            child.state, child.run_at = "scheduled", self.now + child.delay_ms
+                        else:
+                            self.push_pending(child)
+                else:
+                    child.state, child.run_at = "cancelled", None
+                    work.append((child, "cancelled"))
 
     def sweep(self) -> None:
         """What claim (and reap) do first: promote due jobs, reap expired leases."""
@@ -181,6 +213,8 @@ class LeaseqModel(RuleBasedStateMachine):
         for _, job_id in expired:
             job = self.jobs[job_id]
             if job.attempts >= job.max_attempts:
+                job.state = "reaping"
+                self.lease_ends(job)  # reap_expired: group_done, then dead_letter
                 self.dead(job)
                 died += 1
             else:
@@ -189,8 +223,6 @@ class LeaseqModel(RuleBasedStateMachine):
                 self.lease_ends(job)
                 self.push_pending(job)
                 requeued += 1
-                continue
-            self.lease_ends(job)
         return requeued, died
 
     def holds(self, lease: leaseq.Lease) -> bool:
@@ -213,12 +245,22 @@ class LeaseqModel(RuleBasedStateMachine):
         delay=st.sampled_from([None, 0.0, 1.5, 5.0]),
         max_attempts=st.one_of(st.none(), st.integers(1, 3)),
         group=st.sampled_from([None, "a", "b"]),
+        parents=st.lists(st.integers(0, 1000), max_size=3),
+        policy=st.sampled_from(["cancel", "run"]),
     )
     def enqueue(
-        self, priority: int, delay: float | None, max_attempts: int | None, group: str | None
+        self,
+        priority: int,
+        delay: float | None,
+        max_attempts: int | None,
+        group: str | None,
+        parents: list[int],
+        policy: str,
     ) -> None:
         # An id from the step count, not a random one: hypothesis replays
         # a run and needs it to go the same way (sorted(self.jobs) below).
+        known = sorted(self.jobs)
+        chosen = list(dict.fromkeys(known[i % len(known)] for i in parents)) if known else []
         job_id = self.q.enqueue(
             {"n": len(self.jobs)},
             id=f"j{len(self.jobs):04d}",
@@ -226,11 +268,22 @@ class LeaseqModel(RuleBasedStateMachine):
             delay=delay,
             max_attempts=max_attempts,
             group=group,
+            depends_on=chosen or None,
+            on_parent_failure=policy,  # type: ignore[typeddict-item]
         )
         assert job_id not in self.jobs
         job = MJob(job_id, priority, max_attempts=max_attempts or QUEUE_MAX_ATTEMPTS, group=group)
         self.jobs[job_id] = job
-        if delay:
+        job.policy, job.delay_ms = policy, math.ceil((delay or 0) * 1000)
+        states = [self.jobs[p].state for p in chosen]
+        failed = any(s in ("dead", "cancelled") for s in states)
+        job.waits_on = {p for p in chosen if self.jobs[p].state not in FINISHED}
+        job.left = len(job.waits_on)
+        if failed and policy == "cancel":
+            job.state, job.waits_on = "cancelled", set()
+        elif job.left > 0:
+            job.state = "waiting"
+        elif delay:
             job.state, job.run_at = "scheduled", self.now + math.ceil(delay * 1000)
         else:
             self.push_pending(job)
@@ -338,6 +391,7 @@ class LeaseqModel(RuleBasedStateMachine):
             job = self.jobs[lease.id]
             job.state, job.lease_until = "succeeded", None
             self.lease_ends(job)
+            self.settle(job, "succeeded")
         else:
             with pytest.raises(leaseq.LeaseLost):
                 self.q.complete(lease)
@@ -425,9 +479,10 @@ class LeaseqModel(RuleBasedStateMachine):
     @rule(index=st.integers(0, 1000))
     def cancel(self, index: int) -> None:
         job = self.jobs[sorted(self.jobs)[index % len(self.jobs)]]
-        if job.state in ("pending", "scheduled"):
+        if job.state in ("waiting", "pending", "scheduled"):
             assert self.q.cancel(job.id) is True
             job.state, job.run_at = "cancelled", None
+            self.settle(job, "cancelled")
         elif job.state == "cancelled":
             assert self.q.cancel(job.id) is False
         else:
