@@ -503,6 +503,9 @@ def show(c: _Ctx, queue: str, job_id: str, as_json: bool) -> None:
         table.add_row("traceparent", job.traceparent)
     if job.progress is not None:
         table.add_row("progress", json.dumps(job.progress))
+    if job.flow:
+        table.add_row("flow", job.flow)
+    _graph_rows(c, queue, job, table)
     for name in ("enqueued_at", "run_at", "claimed_at", "lease_until", "finished_at"):
         value = getattr(job, name)
         if value is not None:
@@ -519,6 +522,43 @@ def show(c: _Ctx, queue: str, job_id: str, as_json: bool) -> None:
     if job.result is not None:
         out.print("[bold]result[/bold]")
         out.print(_pretty(job.result))
+
+
+def _graph_rows(c: _Ctx, queue: str, job: Any, table: Table) -> None:
+    """A job's parents and children with their states (docs/workflows.md)."""
+    if job.depends_on:
+        target = c.target(queue)
+        states = []
+        for parent in job.depends_on[:20]:
+            row = target.get(parent)
+            states.append(f"{parent} ({row.state.value if row else 'gone'})")
+        more = len(job.depends_on) - 20
+        table.add_row(
+            "parents",
+            ", ".join(states) + (f", and {more} more" if more > 0 else ""),
+        )
+        left = (
+            f"{job.parents_left} unfinished"
+            if job.state is State.WAITING
+            else "never released"
+            if job.state is State.CANCELLED
+            else "released"
+        )
+        table.add_row("waits", f"{left}; on_parent_failure={job.on_parent_failure}")
+        if job.failed_parents:
+            table.add_row("failed_parents", ", ".join(job.failed_parents))
+    kids = c.target(queue).children(job.id) if not job.state.finished else []
+    if kids:
+        target = c.target(queue)
+        shown = [
+            f"{k} ({row.state.value if (row := target.get(k)) else 'gone'})" for k in kids[:20]
+        ]
+        more = len(kids) - 20
+        table.add_row("children", ", ".join(shown) + (f", and {more} more" if more > 0 else ""))
+    if job.children:
+        table.add_row("pinned", f"{job.children} unfinished children keep this row")
+    if job.cancelled_children:
+        table.add_row("cancelled", f"{job.cancelled_children} waiting children when it failed")
 
 
 @cli.command(name="wait")
@@ -605,6 +645,11 @@ def retry(c: _Ctx, queue: str, job_id: str | None, all_dead: bool, attempts: int
     assert job_id is not None
     part, job = c.holder(queue, job_id)
     limit = part.retry_dead(job_id, attempts=attempts)
+    if job.cancelled_children:
+        out.print(
+            f"note: the {job.cancelled_children} waiting child job(s) that {job_id} cancelled "
+            "when it failed stay cancelled; enqueue them again to run them (docs/workflows.md)"
+        )
     why = (
         f"--attempts {attempts}"
         if attempts is not None

@@ -499,6 +499,7 @@ def merge_stats(name: str, parts: Sequence[Stats]) -> Stats:
         queue=name,
         pending=sum(p.pending for p in parts),
         scheduled=sum(p.scheduled for p in parts),
+        waiting=sum(p.waiting for p in parts),
         active=sum(p.active for p in parts),
         succeeded=sum(p.succeeded for p in parts),
         dead=sum(p.dead for p in parts),

@@ -324,6 +324,7 @@ class _Views:
         return self.render(
             request,
             "job.html",
+            graph=_graph(target, job) if job else None,
             here=f"{_base(request)}/queues/{_quote(name)}/jobs/{_quote(job_id)}",
             name=name,
             job_id=job_id,
@@ -630,6 +631,7 @@ def _job_row(job: Job, now: float) -> dict[str, Any]:
         "attempts": job.attempts,
         "max_attempts": job.max_attempts,
         "priority": job.priority,
+        "parents_left": job.parents_left,
         "worker": job.worker or "",
         "error": error.splitlines()[-1] if error else "",
         "last_error": job.last_error or "",
@@ -651,6 +653,35 @@ _ORDER = [
     "worker",
     "last_error",
 ]
+
+
+_GRAPH_SHOWN = 50
+"""Most parents, and most children, a job page lists (with their states)."""
+
+
+def _graph(target: Any, job: Job) -> dict[str, Any] | None:
+    """A job's place in its workflow, for the job page: its parents and the
+    children still waiting for it, each with its state (None: no workflow)."""
+    kids = [] if job.state.finished else target.children(job.id)
+    if not job.depends_on and not kids:
+        return None
+
+    def linked(ids: Sequence[str]) -> list[dict[str, str]]:
+        rows = []
+        for i in ids[:_GRAPH_SHOWN]:
+            found = target.get(i)
+            rows.append({"id": i, "state": found.state.value if found else "gone"})
+        return rows
+
+    return {
+        "parents": linked(job.depends_on),
+        "more_parents": max(0, len(job.depends_on) - _GRAPH_SHOWN),
+        "children": linked(kids),
+        "more_children": max(0, len(kids) - _GRAPH_SHOWN),
+        "left": job.parents_left,
+        "policy": job.on_parent_failure,
+        "pinned": job.children,
+    }
 
 
 def _field_order(name: str) -> tuple[int, str]:
