@@ -23,7 +23,14 @@ from redis.crc import key_slot
 import leaseq
 import leaseq.aio
 from leaseq.store.keys import split_shard
-from tests.store import test_damage, test_effects, test_fencing, test_jobs, test_payloads
+from tests.store import (
+    test_damage,
+    test_effects,
+    test_fencing,
+    test_jobs,
+    test_payloads,
+    test_workflows,
+)
 from tests.support import suite
 from tests.support.backends import Clock
 from tests.support.cluster import Cluster, shared_cluster
@@ -35,7 +42,7 @@ SETTINGS: dict[str, Any] = {
 }
 
 
-MODULES = (test_jobs, test_payloads, test_fencing, test_damage, test_effects)
+MODULES = (test_jobs, test_payloads, test_fencing, test_damage, test_effects, test_workflows)
 # Cases of those modules that the cluster does not run, each with the reason.
 _NOT_CHECKED = (
     "shares its module's concept but came from a module the cluster run did not "
