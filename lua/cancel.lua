@@ -14,6 +14,7 @@
 -- KEYS[10]  leaseq:{<queue>}:wake       LIST  wake-up tokens (children released: lib/job_finished.lua)
 -- KEYS[11]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[12]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[13]  leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  keep_ms, how long to keep the row (integer ms; 0 = delete now, -1 = until purged)
 -- ARGV[3]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for parents and children

@@ -20,6 +20,7 @@
 --           its children: lib/job_finished.lua)
 -- KEYS[15]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent's retention: lib/unpin_parent.lua)
 -- KEYS[16]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids (children cancelled with a dead parent)
+-- KEYS[17]  leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  count, how many jobs to lease at most (integer >= 1; more than 1000 lease 1000)
 -- ARGV[3]  lease_ms, the lease length (integer ms >= 1)
@@ -62,6 +63,7 @@
 --!include lib/read_row.lua
 --!include lib/reap_expired.lua
 --!include lib/rotate_groups.lua
+--!include lib/settle_deferred.lua
 --!include lib/state_kind.lua
 --!include lib/to_count.lua
 
@@ -83,6 +85,8 @@ local log = event_log(K.events, K.done, meta)
 if limit > 0 then
   promote_due(scheduled, pending, K, job_prefix, now, limit, log)
   reap_expired(active, pending, dead, K, job_prefix, now, limit, log)
+  -- Children of a big parent that its finishing call left to settle (workflows).
+  settle_deferred(K, now, log, 1000)
 end
 
 if redis.call('HGET', meta, 'paused') then

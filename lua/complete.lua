@@ -16,7 +16,8 @@
 -- KEYS[12]  leaseq:{<queue>}:scheduled  ZSET  ids waiting for a time (children released with a delay)
 -- KEYS[13]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents, score = enqueued_at ms epoch
 -- KEYS[14]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids (a pinned parent's retention: lib/unpin_parent.lua)
--- KEYS[15..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order;
+-- KEYS[15]  leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
+-- KEYS[16..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order;
 --           then one key per effect, in effect order: an application key carrying the
 --           hash tag {<queue>} (checked by the caller), of the type its command needs
 -- ARGV[1]  keep_ms, how long to keep the succeeded row (integer ms; 0 = delete now, -1 = until purged)

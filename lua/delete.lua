@@ -17,6 +17,7 @@
 -- KEYS[11]  leaseq:{<queue>}:wake       LIST  wake-up tokens (children released: lib/job_finished.lua)
 -- KEYS[12]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[13]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[14]  leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for parents and children
 -- ARGV[3]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting

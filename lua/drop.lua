@@ -16,6 +16,7 @@
 -- KEYS[12]  leaseq:{<queue>}:group_active HASH  group -> leases active now
 -- KEYS[13]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
 -- KEYS[14]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents
+-- KEYS[15]  leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  limit, the most jobs to delete in this call (integer >= 1)
 -- ARGV[3]  force, 1 deletes leased (active) jobs too, 0 refuses while any exist
@@ -88,6 +89,6 @@ if remaining == 0 then
   for i = 1, #held, 2 do names[#names + 1] = held[i] end
   for _, g in ipairs(names) do redis.call('DEL', K.group_prefix .. g) end
   redis.call('DEL', meta, wake, K.groups, K.group_held, K.group_active,
-    K.done, K.events)
+    K.done, K.events, K.releasing)
 end
 return { 'OK', deleted, remaining }

@@ -19,6 +19,7 @@
 --           children: lib/job_finished.lua)
 -- KEYS[15]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent's retention: lib/unpin_parent.lua)
 -- KEYS[16]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids (children cancelled with a dead parent)
+-- KEYS[17]  leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- ARGV[3]  incarnation, the lease's row incarnation (decimal string)

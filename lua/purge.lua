@@ -17,6 +17,7 @@
 -- KEYS[10]  leaseq:{<queue>}:wake       LIST  wake-up tokens (children released)
 -- KEYS[11]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[12]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[13]  leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  state, the state being purged (string; never 'active')
 -- ARGV[3]  limit, the most index entries to look at in this call (integer >= 1)

@@ -18,6 +18,7 @@
 --           children: lib/job_finished.lua)
 -- KEYS[14]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent's retention: lib/unpin_parent.lua)
 -- KEYS[15]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids (children cancelled with a dead parent)
+-- KEYS[16]  leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  limit, the most index entries to look at (integer >= 1)
 -- ARGV[3]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
@@ -30,13 +31,14 @@
 --          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
 --          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
--- returns: {requeued, died, more} -- more is 1 when expired entries remain
+-- returns: {requeued, died, more} -- more is 1 when expired entries (or children to settle) remain
 -- errors: none
 --!include lib/allow_oom.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/now_ms.lua
 --!include lib/reap_expired.lua
+--!include lib/settle_deferred.lua
 
 local active, pending, dead, meta, wake = K.active, K.pending, K.dead, K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script drain the queue
@@ -44,9 +46,12 @@ local now = now_ms(meta)
 local log = event_log(K.events, K.done, meta)
 local requeued, died = reap_expired(active, pending, dead, K, A.job_prefix, now,
   tonumber(A.limit), log)
+-- Children of a big parent that its finishing call left to settle (workflows).
+settle_deferred(K, now, log, tonumber(A.limit))
 flush_events(log, now)
 local more = 0
-if #redis.call('ZRANGEBYSCORE', active, '-inf', now, 'LIMIT', 0, 1) > 0 then
+if #redis.call('ZRANGEBYSCORE', active, '-inf', now, 'LIMIT', 0, 1) > 0
+    or redis.call('LLEN', K.releasing) > 0 then
   more = 1
 end
 return { requeued, died, more }

@@ -242,6 +242,12 @@ class QueueKeys:
         return self.stem + "graph:"
 
     @property
+    def releasing(self) -> str:
+        """LIST of ``<how> <id>``: finished parents whose children a later claim or
+        reap goes on settling (a parent with more children than one call settles)."""
+        return self.stem + "releasing"
+
+    @property
     def groups(self) -> str:
         """ZSET of the fair groups with ready jobs; score = round-robin turn (meta ``gseq``)."""
         return self.stem + "groups"

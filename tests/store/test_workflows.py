@@ -360,15 +360,33 @@ def test_fan_in_of_ten_thousand_parents_releases_the_child_once(rr: Any) -> None
 
 
 @pytest.mark.slow
-def test_fan_out_of_ten_thousand_children_in_one_completion(rr: Any) -> None:
+def test_fan_out_of_ten_thousand_children_is_settled_in_bounded_calls(rr: Any) -> None:
     q = leaseq.Queue("fanout", redis=rr)
     root = q.enqueue("root")
-    q.enqueue_many(list(range(10_000)), depends_on=[root])
+    kids = q.enqueue_many(list(range(10_000)), depends_on=[root])
     assert q.stats().waiting == 10_000
     q.complete(claim_one(q))
+    # The completion settles 1,000 children itself (a call never blocks the
+    # server longer than a claim_many(1000)); the next claims and reaps go on.
     stats = q.stats()
-    assert stats.waiting == 0 and stats.pending == 10_000
+    assert (stats.waiting, stats.pending) == (9_000, 1_000)
+    assert rr.llen(q.keys.releasing) == 1
+    assert q.reap() == (0, 0)
+    stats = q.stats()
+    assert (stats.waiting, stats.pending) == (0, 10_000)
+    assert rr.llen(q.keys.releasing) == 0 and not rr.exists(q.keys.graph(root))
     assert job(q, root).children == 10_000
+    released = [e.job_id for e in q.events() if e.from_state is State.WAITING]
+    assert sorted(released) == sorted(kids)  # each exactly once
+    # Claims settle what a completion left, too: a failed parent's 10,000 children.
+    q2 = leaseq.Queue("fanout-2", redis=rr)
+    other = q2.enqueue("other", max_attempts=1)
+    q2.enqueue_many(list(range(10_000)), depends_on=[other])
+    q2.fail(claim_one(q2), "boom")
+    assert q2.stats().cancelled == 1_000
+    for _ in range(9):
+        assert q2.claim() is None  # each claim settles up to 1,000 more
+    assert q2.stats().waiting == 0 and q2.stats().cancelled == 10_000
 
 
 @pytest.mark.slow

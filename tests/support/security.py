@@ -15,7 +15,7 @@ COMMANDS = [
     "hget", "hmget", "hgetall", "hset", "hsetnx", "hdel", "hincrby",
     "zadd", "zrem", "zpopmin", "zrange", "zrangebyscore", "zcard", "zcount",
     "rpush", "llen", "blpop",
-    "sadd", "srem", "smembers", "pttl", "persist",
+    "sadd", "srem", "smembers", "spop", "lpop", "pttl", "persist",
     "xadd", "xrevrange", "xread",
     "scan", "ping", "hello", "config|get",
 ]  # fmt: skip

@@ -1,0 +1,137 @@
+-- settle_children(K, work, now, log, budget): settle the children of finished
+-- parents, at most budget children in all; work is a list of { parent id, how }
+-- (how: 'succeeded', 'dead', 'cancelled' or 'deleted'), taken breadth first.
+-- A parent's waiting children are in SET K.graph_prefix .. <id>; each is popped
+-- (SPOP) once, so it is settled once whatever runs twice, in id order within
+-- the popped part. A waiting child counts the parent done when how =
+-- 'succeeded' or its on_parent_failure = 'run' (then the parent joins its
+-- failed_parents); at no parent left it moves to pending (priority, FIFO, fair
+-- group) or, with a delay (field delay, ms, from now), to scheduled. Otherwise
+-- it is cancelled, naming the parent in last_error, kept until purged (ZSET
+-- K.cancelled at 10^15 + now), its own parents unpinned, and its waiting
+-- children join the work. What the budget leaves goes on LIST K.releasing as
+-- '<how> <id>' for settle_deferred (claim and reap go on with it), so no call
+-- settles more than budget children (docs/workflows.md, "Costs").
+-- Every write of a batch is batched: one HSET per child, then one ZREM, ZADD,
+-- HINCRBY seq, RPUSH and XADD (done) for the batch. Returns the budget left.
+--!include lib/call_chunked.lua
+--!include lib/log_event.lua
+--!include lib/push_pending.lua
+--!include lib/signal_done.lua
+--!include lib/to_count.lua
+--!include lib/unpin_parent.lua
+--!include lib/wake_if_first.lua
+local function settle_children(K, work, now, log, budget)
+  local gone, ready, due, dropped = {}, {}, {}, {}
+  local first_due = nil
+  local i = 1
+  while i <= #work do
+    local pid, how = work[i][1], work[i][2]
+    i = i + 1
+    local graph = K.graph_prefix .. pid
+    if budget <= 0 then
+      if redis.call('EXISTS', graph) == 1 then redis.call('RPUSH', K.releasing, how .. ' ' .. pid) end
+    else
+      local kids = redis.call('SPOP', graph, budget)
+      budget = budget - #kids
+      if redis.call('EXISTS', graph) == 1 then redis.call('RPUSH', K.releasing, how .. ' ' .. pid) end
+      -- In id order within the popped part, whatever order the SET keeps: children
+      -- released together enter pending (FIFO) and the stream in a predictable order.
+      table.sort(kids)
+      local n_cut = 0
+      for _, kid in ipairs(kids) do
+        local job = K.job_prefix .. kid
+        local k = redis.pcall('HMGET', job, 'state', 'on_parent_failure', 'delay', 'priority',
+          'failed_parents', 'parents_left', 'group', 'depends_on')
+        if not k['err'] and k[1] == 'waiting' then
+          local failed = k[5]
+          if how ~= 'succeeded' then failed = failed and (failed .. ' ' .. pid) or pid end
+          if how == 'succeeded' or k[2] == 'run' then
+            local left = (to_count(k[6]) or 1) - 1
+            local row = { 'parents_left', left }
+            if failed then
+              row[3] = 'failed_parents'
+              row[4] = failed
+            end
+            if left > 0 then
+              -- still waiting for its other parents
+            elseif to_count(k[3]) and to_count(k[3]) > 0 then
+              local at = now + to_count(k[3])
+              row[#row + 1] = 'state'
+              row[#row + 1] = 'scheduled'
+              row[#row + 1] = 'run_at'
+              row[#row + 1] = at
+              due[#due + 1] = at
+              due[#due + 1] = kid
+              gone[#gone + 1] = kid
+              if not first_due or at < first_due then first_due = at end
+              redis.call('HDEL', job, 'delay')
+              log_event(log, 'waiting', 'scheduled', kid, 0)
+            elseif k[7] then
+              -- A fair group's job: its group's ZSET and the rotation too.
+              push_pending(K.pending, K, job, kid, to_count(k[4]) or 0)
+              gone[#gone + 1] = kid
+              log_event(log, 'waiting', 'pending', kid, 0)
+            else
+              row[#row + 1] = 'state'
+              row[#row + 1] = 'pending'
+              ready[#ready + 1] = { to_count(k[4]) or 0, kid }
+              gone[#gone + 1] = kid
+              log_event(log, 'waiting', 'pending', kid, 0)
+            end
+            redis.call('HSET', job, (table.unpack or unpack)(row))
+          else
+            local why = how == 'deleted' and ' was deleted' or (' is ' .. how)
+            redis.call('HSET', job, 'state', 'cancelled', 'finished_at', now,
+              'last_error', 'parent ' .. pid .. why, 'failed_parents', failed)
+            redis.call('HDEL', job, 'delay')
+            gone[#gone + 1] = kid
+            dropped[#dropped + 1] = 1000000000000000 + now
+            dropped[#dropped + 1] = kid
+            log_event(log, 'waiting', 'cancelled', kid, 0)
+            if k[8] then
+              for parent in string.gmatch(k[8], '%S+') do unpin_parent(K, parent, kid, now) end
+            end
+            work[#work + 1] = { kid, 'cancelled' }
+            n_cut = n_cut + 1
+          end
+        end
+      end
+      -- Told by retry (leaseq retry): retrying this parent does not bring them back.
+      if n_cut > 0 and how ~= 'deleted' then
+        redis.pcall('HINCRBY', K.job_prefix .. pid, 'cancelled_children', n_cut)
+      end
+    end
+  end
+  call_chunked('ZREM', K.waiting, gone, 1000)
+  if #ready > 0 then
+    -- One HINCRBY reserves the FIFO sequence numbers of the batch (push_pending's rules).
+    local last = redis.call('HINCRBY', K.meta, 'seq', #ready)
+    if (last - #ready > 4294967296 and redis.call('ZCARD', K.pending) == 0)
+        or last >= 8589934592 then
+      redis.call('HSET', K.meta, 'seq', #ready)
+      last = #ready
+    end
+    local members, seq = {}, last - #ready
+    for _, r in ipairs(ready) do
+      seq = seq + 1
+      members[#members + 1] = r[1] * 8589934592 + seq
+      members[#members + 1] = r[2]
+    end
+    call_chunked('ZADD', K.pending, members, 1000)
+    local room = math.min(#ready, 64 - redis.call('LLEN', K.wake))
+    for _ = 1, room do redis.call('RPUSH', K.wake, '1') end
+  end
+  if #due > 0 then
+    call_chunked('ZADD', K.scheduled, due, 1000)
+    wake_if_first(K.scheduled, K.wake, first_due)
+  end
+  if #dropped > 0 then
+    call_chunked('ZADD', K.cancelled, dropped, 1000)
+    redis.call('HINCRBY', K.meta, 'cancelled', #dropped / 2)
+    local ids = {}
+    for d = 2, #dropped, 2 do ids[#ids + 1] = dropped[d] end
+    signal_done(K.done, table.concat(ids, ' '))
+  end
+  return budget
+end
