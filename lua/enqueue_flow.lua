@@ -24,11 +24,13 @@
 --          every row, so that a replayed call (the same flow id) is answered, not refused
 -- ARGV[7]  dedup, 1: a step whose id exists is left alone (enqueue's rule); 0: it is refused
 --          whole (enqueue_flow's rule), unless the first step's row carries this flow id (a replay)
--- ARGV[8..] steps, ten values per step: id (string), payload (encoded bytes), max_attempts (integer
---           >= 1), delay_ms (integer ms >= 0), priority (integer 0..1000000), group ('' = none),
---           kind ('' = none), timeout_ms (integer ms; 0 = none), on_parent_failure ('cancel' or
---           'run'), parents (ids separated by single spaces, each an existing job or an earlier
---           step of this call; '' = none)
+-- ARGV[8]  profiles, how many option sets the tail opens with (integer >= 1)
+-- ARGV[9..] first the profiles, seven values each: max_attempts (integer >= 1), delay_ms (integer
+--           ms >= 0), priority (integer 0..1000000), group ('' = none), kind ('' = none), timeout_ms
+--           (integer ms; 0 = none), on_parent_failure ('cancel' or 'run'); then the steps, four
+--           values each: id (string), payload (encoded bytes), profile (its number, from 1),
+--           parents (ids separated by single spaces, each an existing job or an earlier step of
+--           this call; '' = none)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the new rows and their parents' rows (job_prefix);
 --          leaseq:{<queue>}:graph:<id>  SET  a parent's waiting children (graph_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
@@ -50,13 +52,22 @@
 --!include lib/wake_if_first.lua
 
 local job_prefix, meta = A.job_prefix, K.meta
-local W = 10
-local n = (#ARGV - TAIL.args + 1) / W
-local function arg(i, k) return ARGV[TAIL.args + (i - 1) * W + k] end
+-- The profiles, read once: each step names one.
+local P = tonumber(A.profiles)
+local profile = {}
+for p = 1, P do
+  local b = TAIL.args + (p - 1) * 7
+  profile[p] = { max_attempts = ARGV[b], delay_ms = tonumber(ARGV[b + 1]),
+                 priority = tonumber(ARGV[b + 2]), group = ARGV[b + 3], kind = ARGV[b + 4],
+                 timeout = ARGV[b + 5], policy = ARGV[b + 6] }
+end
+local W, STEPS = 4, TAIL.args + P * 7
+local n = (#ARGV - STEPS + 1) / W
+local function arg(i, k) return ARGV[STEPS + (i - 1) * W + k] end -- step i's value k
 
 -- First pass, nothing written: which steps are new, and does every parent
 -- of a new step exist (an earlier step of this call, or a readable row)?
-local out, fresh, made, known = {}, {}, {}, {}
+local out, fresh, made, known, incall = {}, {}, {}, {}, {}
 for i = 1, n do
   local id = arg(i, 0)
   if redis.call('EXISTS', job_prefix .. id) == 1 or made[id] then
@@ -70,8 +81,12 @@ for i = 1, n do
     end
     out[i] = 0
   else
-    for parent in string.gmatch(arg(i, 9), '%S+') do
-      if not made[parent] and not known[parent] then
+    for parent in string.gmatch(arg(i, 3), '%S+') do
+      if made[parent] then
+        -- A parent made by this call takes its pins in its own HSET (field
+        -- children): a fan-in costs no extra call per parent.
+        incall[parent] = (incall[parent] or 0) + 1
+      elseif not known[parent] then
         local state = redis.pcall('HGET', job_prefix .. parent, 'state')
         if type(state) == 'table' then return { 'DAMAGED', parent, 'not a hash' } end
         if not state then return { 'GONE', parent, i } end
@@ -91,98 +106,139 @@ local now = now_ms(meta)
 local log = event_log(K.events, nil, meta)
 local incarnation = reserve_incarnations(meta, created, now)
 local unpack_ = table.unpack or unpack
-local waiting, cancelled, pins, edges, order = {}, {}, {}, {}, {}
-local scheduled_first = nil
+local waiting, cancelled, ready, grouped, due = {}, {}, {}, {}, {}
+local pins, edges, order = {}, {}, {}
+local first_due = nil
+local row = { 'state', 'pending', 'attempts', 0, 'max_attempts', '', 'payload', '',
+              'enqueued_at', now, 'incarnation', '' }
 for _, i in ipairs(fresh) do
-  local id, job = arg(i, 0), job_prefix .. arg(i, 0)
-  local delay_ms, parents, policy = tonumber(arg(i, 3)), arg(i, 9), arg(i, 8)
-  local left, failed = 0, {}
+  local b = STEPS + (i - 1) * W
+  local id, parents, pr = ARGV[b], ARGV[b + 3], profile[tonumber(ARGV[b + 2])]
+  local policy, delay_ms, priority, group = pr.policy, pr.delay_ms, pr.priority, pr.group
+  local left, failed = 0, nil
   for parent in string.gmatch(parents, '%S+') do
     local state = made[parent] or known[parent]
     if state == 'dead' or state == 'cancelled' then
+      failed = failed or {}
       failed[#failed + 1] = parent
     elseif state ~= 'succeeded' then
       left = left + 1
     end
   end
   incarnation = incarnation + 1
-  local row = { 'state', 'pending', 'attempts', 0, 'max_attempts', arg(i, 2),
-                'payload', arg(i, 1), 'enqueued_at', now,
-                'incarnation', string.format('%d', incarnation) } -- 16 digits: see reserve_incarnations
-  local function put(field, value) row[#row + 1] = field row[#row + 1] = value end
-  if tonumber(arg(i, 4)) > 0 then put('priority', arg(i, 4)) end
-  if arg(i, 5) ~= '' then put('group', arg(i, 5)) end
-  if arg(i, 6) ~= '' then put('kind', arg(i, 6)) end
-  if tonumber(arg(i, 7)) > 0 then put('timeout', arg(i, 7)) end
-  if A.traceparent ~= '' then put('traceparent', A.traceparent) end
-  if A.flow ~= '' then put('flow', A.flow) end
+  -- One table serves every row (written up to n): no allocation per step.
+  row[6], row[8] = pr.max_attempts, ARGV[b + 1]
+  row[12] = string.format('%d', incarnation) -- 16 digits: see reserve_incarnations
+  local n = 12
+  if priority > 0 then row[n + 1], row[n + 2], n = 'priority', priority, n + 2 end
+  if group ~= '' then row[n + 1], row[n + 2], n = 'group', group, n + 2 end
+  if pr.kind ~= '' then row[n + 1], row[n + 2], n = 'kind', pr.kind, n + 2 end
+  if pr.timeout ~= '0' then row[n + 1], row[n + 2], n = 'timeout', pr.timeout, n + 2 end
+  if A.traceparent ~= '' then row[n + 1], row[n + 2], n = 'traceparent', A.traceparent, n + 2 end
+  if A.flow ~= '' then row[n + 1], row[n + 2], n = 'flow', A.flow, n + 2 end
+  if incall[id] then row[n + 1], row[n + 2], n = 'children', incall[id], n + 2 end
   if parents ~= '' then
-    put('depends_on', parents)
-    put('on_parent_failure', policy)
-    if #failed > 0 then put('failed_parents', table.concat(failed, ' ')) end
+    row[n + 1], row[n + 2], row[n + 3], row[n + 4], n =
+      'depends_on', parents, 'parents_left', left, n + 4
+    -- 'cancel' is the default: left out, the row stays small (docs/keys-and-rows.md).
+    if policy ~= 'cancel' then row[n + 1], row[n + 2], n = 'on_parent_failure', policy, n + 2 end
+    if failed then row[n + 1], row[n + 2], n = 'failed_parents', table.concat(failed, ' '), n + 2 end
   end
   local state
-  if #failed > 0 and policy ~= 'run' then
-    -- A parent already failed: the policy applies at once. Nothing pins or waits.
+  if failed and policy ~= 'run' then
+    -- A parent already failed: the policy applies at once. Nothing pins or waits:
+    -- the pins counted for it on a parent made here are taken back below.
     state = 'cancelled'
-    row[2] = state
-    put('finished_at', now)
-    put('last_error', 'parent ' .. failed[1] .. ' is ' .. (made[failed[1]] or known[failed[1]]))
-    put('parents_left', left)
+    row[n + 1], row[n + 2], n = 'finished_at', now, n + 2
+    row[n + 1] = 'last_error'
+    row[n + 2] = 'parent ' .. failed[1] .. ' is ' .. (made[failed[1]] or known[failed[1]])
+    n = n + 2
     cancelled[#cancelled + 1] = 1000000000000000 + now
     cancelled[#cancelled + 1] = id
+    for parent in string.gmatch(parents, '%S+') do
+      if incall[parent] then
+        if redis.call('HINCRBY', job_prefix .. parent, 'children', -1) <= 0 then
+          redis.call('HDEL', job_prefix .. parent, 'children')
+        end
+      end
+    end
   else
     if left > 0 then
       state = 'waiting'
-      put('parents_left', left)
-      if delay_ms > 0 then put('delay', delay_ms) end
+      if delay_ms > 0 then row[n + 1], row[n + 2], n = 'delay', delay_ms, n + 2 end
       waiting[#waiting + 1] = now
       waiting[#waiting + 1] = id
     elseif delay_ms > 0 then
       state = 'scheduled'
-      put('run_at', now + delay_ms)
-      if parents ~= '' then put('parents_left', 0) end
+      row[n + 1], row[n + 2], n = 'run_at', now + delay_ms, n + 2
+      due[#due + 1] = now + delay_ms
+      due[#due + 1] = id
+      if not first_due or now + delay_ms < first_due then first_due = now + delay_ms end
     else
       state = 'pending'
-      if parents ~= '' then put('parents_left', 0) end
+      local list = group ~= '' and grouped or ready
+      list[#list + 1] = { priority, id }
     end
-    row[2] = state
-    -- Every parent is pinned while this job is unfinished; those that have
-    -- not finished also list it among the children waiting for them.
+    -- Every parent is pinned while this job is unfinished (those made here
+    -- already are, above); those that have not finished also list it among
+    -- the children waiting for them.
     for parent in string.gmatch(parents, '%S+') do
-      if not pins[parent] then
-        pins[parent] = 0
-        order[#order + 1] = parent
+      if not incall[parent] then
+        if not pins[parent] then
+          pins[parent] = 0
+          order[#order + 1] = parent
+        end
+        pins[parent] = pins[parent] + 1
       end
-      pins[parent] = pins[parent] + 1
       if state_kind(made[parent] or known[parent]) == 'unfinished' then
         local list = edges[parent]
         if not list then
           list = {}
           edges[parent] = list
+          if incall[parent] and not pins[parent] then
+            pins[parent] = 0
+            order[#order + 1] = parent
+          end
         end
         list[#list + 1] = id
       end
     end
   end
-  redis.call('HSET', job, unpack_(row))
+  row[2] = state
+  redis.call('HSET', job_prefix .. id, unpack_(row, 1, n))
   made[id] = state
   log_event(log, 'new', state, id, 0)
-  if state == 'pending' then
-    push_pending(K.pending, K, job, id, tonumber(arg(i, 4)))
-  elseif state == 'scheduled' then
-    redis.call('ZADD', K.scheduled, now + delay_ms, id)
-    if not scheduled_first or now + delay_ms < scheduled_first then scheduled_first = now + delay_ms end
-  end
 end
+
+-- Then the pins of parents that existed before, the edges, one ZADD per index.
 for _, parent in ipairs(order) do
-  pin_parent(K, parent, made[parent] or known[parent], pins[parent], now)
+  if pins[parent] > 0 then pin_parent(K, parent, known[parent], pins[parent], now) end
   if edges[parent] then call_chunked('SADD', K.graph_prefix .. parent, edges[parent], 1000) end
 end
+if #ready > 0 then
+  -- One HINCRBY reserves the FIFO sequence numbers of the call (push_pending's rules).
+  local last = redis.call('HINCRBY', meta, 'seq', #ready)
+  if (last - #ready > 4294967296 and redis.call('ZCARD', K.pending) == 0)
+      or last >= 8589934592 then
+    redis.call('HSET', meta, 'seq', #ready)
+    last = #ready
+  end
+  local members, seq = {}, last - #ready
+  for _, r in ipairs(ready) do
+    seq = seq + 1
+    members[#members + 1] = r[1] * 8589934592 + seq
+    members[#members + 1] = r[2]
+  end
+  call_chunked('ZADD', K.pending, members, 1000)
+  local room = math.min(#ready, 64 - redis.call('LLEN', K.wake))
+  for _ = 1, room do redis.call('RPUSH', K.wake, '1') end
+end
+for _, g in ipairs(grouped) do push_pending(K.pending, K, job_prefix .. g[2], g[2], g[1]) end
 call_chunked('ZADD', K.waiting, waiting, 1000)
+call_chunked('ZADD', K.scheduled, due, 1000)
 call_chunked('ZADD', K.cancelled, cancelled, 1000)
 if #cancelled > 0 then redis.call('HINCRBY', meta, 'cancelled', #cancelled / 2) end
-if scheduled_first then wake_if_first(K.scheduled, K.wake, scheduled_first) end
+if first_due then wake_if_first(K.scheduled, K.wake, first_due) end
 bump_counter(K, 'enqueued', created, now)
 flush_events(log, now)
 return out

@@ -33,5 +33,8 @@ local function job_finished(K, id, job, how, now, log, links)
   -- counts them (children > 0); a row damaged by hand is looked up anyway.
   if not (damaged or row[2]) then return false end
   settle_children(K, { { id, how } }, now, log, SETTLE_BUDGET)
+  -- A success releases or counts children, so its pins stay as read; a failure
+  -- may cancel some, and each cancelled child unpins it.
+  if how == 'succeeded' and not damaged then return (to_count(row[2]) or 0) > 0 end
   return (to_count(redis.pcall('HGET', job, 'children')) or 0) > 0
 end

@@ -33,8 +33,11 @@ local function settle_children(K, work, now, log, budget)
       if redis.call('EXISTS', graph) == 1 then redis.call('RPUSH', K.releasing, how .. ' ' .. pid) end
     else
       local kids = redis.call('SPOP', graph, budget)
+      -- SPOP gives min(budget, size): fewer than asked means the set is empty now.
+      if #kids == budget and redis.call('EXISTS', graph) == 1 then
+        redis.call('RPUSH', K.releasing, how .. ' ' .. pid)
+      end
       budget = budget - #kids
-      if redis.call('EXISTS', graph) == 1 then redis.call('RPUSH', K.releasing, how .. ' ' .. pid) end
       -- In id order within the popped part, whatever order the SET keeps: children
       -- released together enter pending (FIFO) and the stream in a predictable order.
       table.sort(kids)

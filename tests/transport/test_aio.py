@@ -162,6 +162,7 @@ EXCLUDED: dict[str, str] = {
         "refused by the one _ops generator both transports run, before any step: "
         "the module's other cases block on the frozen clock, so it is not in the suite"
     ),
+    "web.workflows.waiting_jobs_have_a_tab_and_a_job_links_its_parents_and_children": _WEB,
     "web.groups.queue_page_shows_limits_and_job_page_the_group": _WEB,
     "web.http.allowed_hosts_refuses_other_host_headers": _WEB,
     "web.http.job_page_shows_the_jobs_history_from_the_event_stream": _WEB,
