@@ -14,6 +14,7 @@ from leaseq.errors import (
     InvalidArgument,
     InvalidName,
     InvalidPayload,
+    InvalidTaskArgument,
     JobNotFound,
     JobStateError,
     LeaseCapReached,
@@ -26,6 +27,8 @@ from leaseq.errors import (
     ServerBusy,
     ServerFull,
     ServerUnavailable,
+    TaskFailed,
+    WaitTimeout,
 )
 from leaseq.handler import Dead, JobContext, Kinds, Retry, UnknownKind, current_job
 from leaseq.protocols import AsyncQueueLike, QueueLike
@@ -37,6 +40,7 @@ from leaseq.store.limits import Limits
 from leaseq.store.schedules import Schedule
 from leaseq.supervisor import Supervisor
 from leaseq.types import Backoff, Job, Lease, State, Stats
+from leaseq.work.tasks import Task
 from leaseq.worker import Worker
 
 __all__ = [
@@ -54,6 +58,7 @@ __all__ = [
     "InvalidArgument",
     "InvalidName",
     "InvalidPayload",
+    "InvalidTaskArgument",
     "Job",
     "JobContext",
     "JobNotFound",
@@ -80,6 +85,9 @@ __all__ = [
     "State",
     "Stats",
     "Supervisor",
+    "Task",
+    "TaskFailed",
+    "WaitTimeout",
     "Worker",
     "current_job",
 ]
