@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("leaseq.work", "leaseq.handler"),
     (
         "leaseq.queue",
+        "leaseq.queue_set",
         "leaseq.sharded",
         "leaseq.worker",
         "leaseq.supervisor",

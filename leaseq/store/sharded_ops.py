@@ -413,11 +413,23 @@ class ShardedOps:
     # -- workers: registered on shard 0, which every sharded queue has ------------
 
     def register_worker(
-        self, worker: str, *, ttl: float, concurrency: int = 0, done: int = 0, running: int = 0
+        self,
+        worker: str,
+        *,
+        ttl: float,
+        concurrency: int = 0,
+        done: int = 0,
+        running: int = 0,
+        serving: str | None = None,
     ) -> Op[None]:
         """As ``Queue.register_worker``, on shard 0 (one row per worker, not per shard)."""
         yield from self.shards[0].register_worker(
-            worker, ttl=ttl, concurrency=concurrency, done=done, running=running
+            worker,
+            ttl=ttl,
+            concurrency=concurrency,
+            done=done,
+            running=running,
+            serving=serving,
         )
 
     def unregister_worker(self, worker: str) -> Op[None]:
