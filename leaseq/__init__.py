@@ -33,6 +33,7 @@ from leaseq.errors import (
 from leaseq.handler import Dead, JobContext, Kinds, Retry, UnknownKind, current_job
 from leaseq.protocols import AsyncQueueLike, QueueLike
 from leaseq.queue import Queue
+from leaseq.queue_set import QueueSet
 from leaseq.sharded import ShardedQueue
 from leaseq.store.events import Event, EventSettings
 from leaseq.store.keys import QueueKeys
@@ -73,6 +74,7 @@ __all__ = [
     "PayloadTooLarge",
     "Queue",
     "QueueLike",
+    "QueueSet",
     "QueueKeys",
     "Retry",
     "UnknownKind",

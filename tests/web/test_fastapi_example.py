@@ -38,7 +38,9 @@ def example(redis_server: RedisServer, rr: Any, monkeypatch: pytest.MonkeyPatch)
 @pytest.fixture
 def worker(example: Any, rr: Any) -> Iterator[leaseq.Worker]:
     """What ``leaseq worker reports fastapi_app`` runs, in a thread."""
-    w = leaseq.Worker(leaseq.Queue("reports", redis=rr), example.reports.tasks, handle_signals=False)
+    w = leaseq.Worker(
+        leaseq.Queue("reports", redis=rr), example.reports.tasks, handle_signals=False
+    )
     thread = threading.Thread(target=w.run)
     thread.start()
     yield w
