@@ -31,13 +31,14 @@ from typing import Any
 
 from leaseq.errors import InvalidArgument
 from leaseq.store.ops import WAKE_SLICE
+from leaseq.store.routing import LeaseRouting
 from leaseq.store.steps import Op, Wake
-from leaseq.types import Lease, State
+from leaseq.types import Lease
 
 __all__ = ["QueueSetOps"]
 
 
-class QueueSetOps:
+class QueueSetOps(LeaseRouting):
     """The worker's operations over several queues' operations (``QueueOps`` or
     ``ShardedOps``), in ``names`` order; ``weights`` (one positive integer per
     queue) makes the order weighted, None strict. ``together``: every wake list
@@ -54,7 +55,8 @@ class QueueSetOps:
         self.names = tuple(names)
         self.weights = None if weights is None else tuple(weights)
         self.together = together
-        self._by_name = dict(zip(self.names, self.members, strict=True))
+        self._parts = self.members
+        self._index = {name: i for i, name in enumerate(self.names)}
         self._current = [0] * len(self.members)  # smooth weighted round robin
         self._cursor = itertools.count()
 
@@ -65,19 +67,11 @@ class QueueSetOps:
             return ",".join(self.names)
         return ",".join(f"{n}:{w}" for n, w in zip(self.names, self.weights, strict=True))
 
-    def _for(self, lease: Lease) -> Any:
-        member = self._by_name.get(lease.queue)
-        if member is None:
+    def _part_index(self, lease: Lease) -> int:
+        index = self._index.get(lease.queue)
+        if index is None:
             raise InvalidArgument(f"a lease of queue {lease.queue!r}, not one of {self.name}")
-        return member
-
-    def _groups(self, leases: Sequence[Lease]) -> dict[str, list[int]]:
-        """Positions of ``leases`` grouped by queue, each group in order."""
-        groups: dict[str, list[int]] = {}
-        for i, lease in enumerate(leases):
-            self._for(lease)
-            groups.setdefault(lease.queue, []).append(i)
-        return groups
+        return index
 
     # -- claiming ---------------------------------------------------------------
 
@@ -145,76 +139,6 @@ class QueueSetOps:
         key = keys[next(self._cursor) % len(keys)]
         got = yield Wake(key, min(timeout, WAKE_SLICE))
         return got
-
-    # -- leases: each on its own queue ---------------------------------------------
-
-    def extend(self, lease: Lease, ttl: float = 30.0) -> Op[Lease]:
-        """As ``Queue.extend``, on the lease's queue. Raises LeaseLost."""
-        renewed: Lease = yield from self._for(lease).extend(lease, ttl)
-        return renewed
-
-    def extend_many(
-        self, leases: Sequence[Lease], ttl: float = 30.0, started: Sequence[bool] | None = None
-    ) -> Op[list[Any]]:
-        """As ``Queue.extend_many``: one batch per queue, results in the given order."""
-        out: list[Any] = [None] * len(leases)
-        for name, positions in self._groups(leases).items():
-            flags = None if started is None else [started[i] for i in positions]
-            part = [leases[i] for i in positions]
-            results = yield from self._by_name[name].extend_many(part, ttl, flags)
-            for i, result in zip(positions, results, strict=True):
-                out[i] = result
-        return out
-
-    def complete(
-        self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None
-    ) -> Op[None]:
-        """As ``Queue.complete``, on the lease's queue. Raises LeaseLost."""
-        yield from self._for(lease).complete(lease, result, effects=effects)
-
-    def complete_many(
-        self, leases: Sequence[Lease], results: Sequence[Any] | None = None
-    ) -> Op[list[Any]]:
-        """Complete many leases, one batch per queue; return the refusals."""
-        if results is not None and len(results) != len(leases):
-            raise InvalidArgument(f"{len(results)} results for {len(leases)} leases")
-        lost: list[Any] = []
-        for name, positions in self._groups(leases).items():
-            part = None if results is None else [results[i] for i in positions]
-            lost += yield from self._by_name[name].complete_many(
-                [leases[i] for i in positions], part
-            )
-        return lost
-
-    def fail(
-        self, lease: Lease, error: object, retry_in: float | None = None, *, dead: bool = False
-    ) -> Op[State]:
-        """As ``Queue.fail``, on the lease's queue. Raises LeaseLost."""
-        state: State = yield from self._for(lease).fail(lease, error, retry_in, dead=dead)
-        return state
-
-    def release(self, lease: Lease) -> Op[None]:
-        """As ``Queue.release``, on the lease's queue."""
-        yield from self._for(lease).release(lease)
-
-    def once(self, lease: Lease, name: str) -> Op[bool]:
-        """As ``Queue.once``, on the lease's queue."""
-        first: bool = yield from self._for(lease).once(lease, name)
-        return first
-
-    def progress(self, lease: Lease, value: Any) -> Op[None]:
-        """As ``Queue.progress``, on the lease's queue."""
-        yield from self._for(lease).progress(lease, value)
-
-    # -- upkeep: every queue -----------------------------------------------------------
-
-    def reap(self) -> Op[tuple[int, int]]:
-        """Reap every queue: (returned to pending, dead-lettered), summed."""
-        requeued = died = 0
-        for member in self.members:
-            r, d = yield from member.reap()
-            requeued, died = requeued + r, died + d
-        return requeued, died
 
     def tick(self) -> Op[int]:
         """Run every queue's due schedules; how many jobs they enqueued."""
