@@ -210,3 +210,15 @@ def test_the_cli_worker_serves_a_module_of_tasks(cli: Cli, spec: str) -> None:
 def test_the_cli_worker_refuses_a_module_without_tasks(cli: Cli) -> None:
     code, _, err = cli("worker", "mail", "tests.support.handlers", "--burst")
     assert code != 0 and "defines no tasks" in err and "Traceback" not in err
+
+
+def test_tasks_on_a_sharded_queue(r: Any) -> None:
+    sharded = leaseq.ShardedQueue("wide", shards=3, redis=r, backoff=0.0)
+
+    @sharded.task(name="square")
+    def square(n: int) -> int:
+        return n * n
+
+    ids = [square.enqueue(i) for i in range(6)]
+    leaseq.Worker(sharded, sharded.tasks, handle_signals=False).run(burst=True)
+    assert [square.wait(i, timeout=5.0) for i in ids] == [0, 1, 4, 9, 16, 25]
