@@ -48,7 +48,7 @@ try:  # Django 6.0 and later
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import TaskError
     from django.tasks.exceptions import TaskResultDoesNotExist
-    from django.tasks.signals import task_enqueued
+    from django.tasks.signals import task_enqueued, task_finished, task_started
     from django.utils.json import normalize_json
 except ImportError:  # the django-tasks backport
     from django_tasks import (  # type: ignore[no-redef]
@@ -60,7 +60,11 @@ except ImportError:  # the django-tasks backport
     from django_tasks.backends.base import BaseTaskBackend  # type: ignore[no-redef]
     from django_tasks.base import Task, TaskError  # type: ignore[no-redef]
     from django_tasks.exceptions import TaskResultDoesNotExist  # type: ignore[no-redef]
-    from django_tasks.signals import task_enqueued  # type: ignore[no-redef]
+    from django_tasks.signals import (  # type: ignore[no-redef]
+        task_enqueued,
+        task_finished,
+        task_started,
+    )
     from django_tasks.utils import normalize_json  # type: ignore[no-redef]
 
 __all__ = ["PRIORITY_ZERO", "LeaseqBackend", "TaskRaised"]
@@ -217,30 +221,61 @@ class LeaseqBackend(BaseTaskBackend):  # type: ignore[misc]
         """The handler ``manage.py leaseq_worker`` runs: imports the task its job
         names, calls it (with a ``TaskContext`` when it takes one) and stores its
         JSON return value; a task that raised fails the job with ``TaskRaised``.
-        Database connections are closed around each task, as requests do."""
+        Sends Django's ``task_started`` and ``task_finished`` signals. Database
+        connections are closed around each task, as Django does around a request."""
 
         def run(lease: Lease) -> Any:
             try:
                 task = self._task(lease.kind, lease.id)
             except TaskResultDoesNotExist:
                 raise UnknownKind(lease.kind, []) from None
-            args = lease.payload.get("args", [])
-            kwargs = lease.payload.get("kwargs", {})
+            result = self._running(lease, task)
             close_old_connections()
+            task_started.send(type(self), task_result=result)
+            status, value = TaskResultStatus.FAILED, None
             try:
                 if task.takes_context:
-                    job = self.queue(lease.queue).get(lease.id)
-                    context = TaskContext(task_result=self.result(job) if job else None)
-                    value = task.call(context, *args, **kwargs)
+                    raw = task.call(TaskContext(task_result=result), *result.args, **result.kwargs)
                 else:
-                    value = task.call(*args, **kwargs)
-                return normalize_json(value)
+                    raw = task.call(*result.args, **result.kwargs)
+                value = normalize_json(raw)
+                status = TaskResultStatus.SUCCESSFUL
+                return value
             except Exception as exc:
-                raise TaskRaised(exc) from exc
+                raised = TaskRaised(exc)
+                result.errors.append(
+                    TaskError(exception_class_path=raised.path, traceback=str(raised))
+                )
+                if lease.attempt < lease.max_attempts:
+                    status = TaskResultStatus.READY  # it will be retried
+                raise raised from exc
             finally:
+                object.__setattr__(result, "status", status)
+                object.__setattr__(result, "_return_value", value)
+                object.__setattr__(result, "finished_at", _now())
+                task_finished.send(type(self), task_result=result)
                 close_old_connections()
 
         return run
+
+    def _running(self, lease: Lease, task: Task) -> TaskResult:
+        """The ``TaskResult`` of a job a worker starts, from its lease alone."""
+        payload = lease.payload if isinstance(lease.payload, dict) else {}
+        started = _now()
+        return TaskResult(
+            task=task,
+            id=lease.id,
+            status=TaskResultStatus.RUNNING,
+            enqueued_at=_time(lease.enqueued_at),
+            started_at=started,
+            finished_at=None,
+            last_attempted_at=started,
+            args=payload.get("args", []),
+            kwargs=payload.get("kwargs", {}),
+            backend=self.alias,
+            errors=[],
+            worker_ids=[lease.worker] * lease.attempt,
+        )
 
 
 def _now() -> dt.datetime:

@@ -16,10 +16,14 @@ from django.utils import timezone
 import leaseq
 
 try:
-    from django.tasks import TaskResultStatus, default_task_backend
+    from django.tasks import TaskResultStatus, default_task_backend, signals
     from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 except ImportError:
-    from django_tasks import TaskResultStatus, default_task_backend  # type: ignore[no-redef]
+    from django_tasks import (  # type: ignore[no-redef]
+        TaskResultStatus,
+        default_task_backend,
+        signals,
+    )
     from django_tasks.exceptions import (  # type: ignore[no-redef]
         InvalidTaskError as InvalidTask,
     )
@@ -53,8 +57,28 @@ def test_a_task_runs_through_leaseq_and_its_result_reads_back(tasks: Any) -> Non
 
 
 def test_a_failing_task_reports_its_error(tasks: Any) -> None:
-    result = tasks.explode.enqueue("no luck")
-    _work()
+    seen: list[tuple[str, str, Any]] = []
+
+    def record(signal: str) -> Any:
+        def receiver(sender: Any, task_result: Any, **kw: Any) -> None:
+            seen.append((signal, task_result.id, task_result.status))
+
+        return receiver
+
+    receivers = {name: record(name) for name in ("enqueued", "started", "finished")}
+    for name, receiver in receivers.items():
+        getattr(signals, f"task_{name}").connect(receiver)
+    try:
+        result = tasks.explode.enqueue("no luck")
+        _work()
+    finally:
+        for name, receiver in receivers.items():
+            getattr(signals, f"task_{name}").disconnect(receiver)
+    assert seen == [
+        ("enqueued", result.id, TaskResultStatus.READY),
+        ("started", result.id, TaskResultStatus.RUNNING),
+        ("finished", result.id, TaskResultStatus.FAILED),
+    ]
     result.refresh()
     assert result.status == TaskResultStatus.FAILED
     (error,) = result.errors
