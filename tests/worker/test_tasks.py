@@ -179,15 +179,25 @@ def test_tasks_on_the_asyncio_queue_and_worker(
     def length(point: Point) -> int:  # a plain task runs in the worker's threads
         return point.x + point.y
 
+    @live.task(name="fails", max_attempts=1)
+    async def fails() -> None:
+        raise ValueError("no")
+
     async def main() -> None:
         with pytest.raises(leaseq.InvalidTaskArgument, match="'word'"):
             await shout.enqueue(3, AT)
         assert (await live.stats()).pending == 0
         a = await shout.enqueue("hi", AT)
         b = await length.options(priority=5).enqueue(Point(x=2, y=3))
+        c = await fails.enqueue()
+        d = await length.options(delay=3600.0).enqueue({"x": 1, "y": 1})
         await leaseq.aio.Worker(live, live.tasks, concurrency=2).run(burst=True)
         assert await shout.wait(a, timeout=5.0) == "HI@2026"
         assert await length.wait(b, timeout=5.0) == 5
+        with pytest.raises(leaseq.TaskFailed, match="ValueError"):
+            await fails.wait(c, timeout=5.0)
+        with pytest.raises(leaseq.WaitTimeout):
+            await length.wait(d, timeout=0.05)
 
     loop.run_until_complete(main())
 
