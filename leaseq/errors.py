@@ -255,3 +255,4 @@ class InvalidTaskArgument(InvalidArgument, TypeError):
         super().__init__(f"task {task!r}: {where}{why}")
         self.task = task
         self.argument = argument
+        self.why = why

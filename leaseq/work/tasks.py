@@ -39,7 +39,7 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import msgspec
@@ -107,6 +107,35 @@ class Task(Generic[P, R]):
         anything is written, and what ``Queue.enqueue`` raises."""
         payload = self.payload(*args, **kwargs)
         return self.queue.enqueue(payload, kind=self.name, **self.job_options)
+
+    def enqueue_many(
+        self,
+        calls: Iterable[Sequence[Any] | Mapping[str, Any]],
+        *,
+        ids: Sequence[str] | None = None,
+    ) -> Any:
+        """Check every call, then enqueue them all in few script calls (as
+        ``Queue.enqueue_many``); return the job ids in order (``await`` them on an
+        asyncio queue). A call is a tuple (or list) of positional arguments or a
+        dict of keyword arguments. One call that does not fit raises
+        InvalidTaskArgument naming it and its argument, and nothing is written."""
+        payloads = []
+        for i, call in enumerate(calls):
+            try:
+                if isinstance(call, Mapping):
+                    payloads.append(self.payload(**call))
+                elif isinstance(call, list | tuple):
+                    payloads.append(self.payload(*call))
+                else:
+                    raise InvalidTaskArgument(
+                        self.name, None, f"not a tuple of arguments nor a dict: {call!r}"
+                    )
+            except InvalidTaskArgument as exc:
+                raise InvalidTaskArgument(self.name, exc.argument, f"call {i}: {exc.why}") from None
+        options = dict(self.job_options)
+        if options.pop("id", None) is not None:
+            raise InvalidArgument("id= names one job: give enqueue_many ids=[...] instead")
+        return self.queue.enqueue_many(payloads, ids=ids, kind=self.name, **options)
 
     def payload(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """The stored form of a call, after the check (see the module doc)."""

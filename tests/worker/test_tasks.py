@@ -232,3 +232,24 @@ def test_tasks_on_a_sharded_queue(r: Any) -> None:
     ids = [square.enqueue(i) for i in range(6)]
     leaseq.Worker(sharded, sharded.tasks, handle_signals=False).run(burst=True)
     assert [square.wait(i, timeout=5.0) for i in ids] == [0, 1, 4, 9, 16, 25]
+
+
+def test_ten_thousand_calls_in_one_enqueue_many(rr: Any) -> None:
+    q = leaseq.Queue("bulk", redis=rr, backoff=0.0)
+
+    @q.task(name="label")
+    def label(n: int, *, unit: str = "x") -> str:
+        return f"{n}{unit}"
+
+    bad: list[Any] = [(i,) for i in range(10_000)]
+    bad[7_000] = ("seven",)
+    with pytest.raises(leaseq.InvalidTaskArgument, match="call 7000") as info:
+        label.enqueue_many(bad)
+    assert info.value.argument == "n" and rr.dbsize() == 0  # one bad call: nothing written
+    with pytest.raises(leaseq.InvalidArgument, match="ids="):
+        label.options(id="one").enqueue_many([(1,)])
+    ids = label.enqueue_many([(i,) if i % 2 else {"n": i, "unit": "y"} for i in range(10_000)])
+    assert len(ids) == 10_000 and q.stats().pending == 10_000
+    leaseq.Worker(q, q.tasks, concurrency=8, handle_signals=False).run(burst=True)
+    assert [label.wait(i, timeout=5.0) for i in (ids[0], ids[1], ids[-1])] == ["0y", "1x", "9999x"]
+    assert q.stats().succeeded == 10_000
