@@ -85,7 +85,7 @@ class Task(Generic[P, R]):
         """The job options every ``enqueue`` of this task passes."""
         self.signature = inspect.signature(fn)
         self.is_async = inspect.iscoroutinefunction(fn)
-        functools.update_wrapper(self, fn)
+        functools.update_wrapper(self, fn, updated=())  # its name and doc, not its attributes
 
     def __repr__(self) -> str:
         return f"Task({self.name!r}, queue={getattr(self.queue, 'name', self.queue)!r})"
