@@ -14,6 +14,7 @@ from leaseq.errors import (
     InvalidArgument,
     InvalidName,
     InvalidPayload,
+    InvalidTaskArgument,
     JobNotFound,
     JobStateError,
     LeaseCapReached,
@@ -26,10 +27,13 @@ from leaseq.errors import (
     ServerBusy,
     ServerFull,
     ServerUnavailable,
+    TaskFailed,
+    WaitTimeout,
 )
 from leaseq.handler import Dead, JobContext, Kinds, Retry, UnknownKind, current_job
 from leaseq.protocols import AsyncQueueLike, QueueLike
 from leaseq.queue import Queue
+from leaseq.queue_set import QueueSet
 from leaseq.sharded import ShardedQueue
 from leaseq.store.events import Event, EventSettings
 from leaseq.store.keys import QueueKeys
@@ -37,6 +41,7 @@ from leaseq.store.limits import Limits
 from leaseq.store.schedules import Schedule
 from leaseq.supervisor import Supervisor
 from leaseq.types import Backoff, Job, Lease, State, Stats, Step
+from leaseq.work.tasks import Task
 from leaseq.worker import Worker
 
 __all__ = [
@@ -54,6 +59,7 @@ __all__ = [
     "InvalidArgument",
     "InvalidName",
     "InvalidPayload",
+    "InvalidTaskArgument",
     "Job",
     "JobContext",
     "JobNotFound",
@@ -68,6 +74,7 @@ __all__ = [
     "PayloadTooLarge",
     "Queue",
     "QueueLike",
+    "QueueSet",
     "QueueKeys",
     "Retry",
     "UnknownKind",
@@ -81,6 +88,9 @@ __all__ = [
     "Stats",
     "Step",
     "Supervisor",
+    "Task",
+    "TaskFailed",
+    "WaitTimeout",
     "Worker",
     "current_job",
 ]

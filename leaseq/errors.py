@@ -17,6 +17,7 @@ __all__ = [
     "InvalidArgument",
     "InvalidName",
     "InvalidPayload",
+    "InvalidTaskArgument",
     "JobNotFound",
     "JobStateError",
     "LeaseCapReached",
@@ -29,6 +30,8 @@ __all__ = [
     "ServerBusy",
     "ServerFull",
     "ServerUnavailable",
+    "TaskFailed",
+    "WaitTimeout",
 ]
 
 
@@ -215,3 +218,41 @@ class AuthError(LeaseqError, PermissionError):
     """Redis refused the credentials (WRONGPASS, NOAUTH, a password for a
     server without one) or the user's ACL lacks a command or key leaseq
     needs (NOPERM). Not transient: retrying will not help, so workers stop."""
+
+
+class TaskFailed(LeaseqError):
+    """A typed task's job ended without a result: dead-lettered or cancelled.
+
+    Raised by ``Task.wait``; ``state`` is the job's final state and
+    ``last_error`` its last failure text (None for a cancelled job)."""
+
+    def __init__(self, job_id: str, state: str, last_error: str | None) -> None:
+        first = (last_error or "").strip().splitlines()
+        why = f": {first[0]}" if first else ""
+        super().__init__(f"job {job_id!r} ended {state}{why}")
+        self.job_id = job_id
+        self.state = state
+        self.last_error = last_error
+
+
+class WaitTimeout(LeaseqError, TimeoutError):
+    """``Task.wait`` gave up: the job had not finished after ``timeout`` seconds.
+    The job is untouched and may still finish."""
+
+    def __init__(self, job_id: str, timeout: float) -> None:
+        super().__init__(f"job {job_id!r} did not finish within {timeout:g}s")
+        self.job_id = job_id
+        self.timeout = timeout
+
+
+class InvalidTaskArgument(InvalidArgument, TypeError):
+    """A typed task was called with arguments that do not fit its signature: a
+    missing or unknown argument, or a value that does not convert to its
+    annotation (or cannot be stored as JSON). Nothing was written."""
+
+    def __init__(self, task: str, argument: str | None, why: str) -> None:
+        where = f"argument {argument!r}: " if argument else ""
+        super().__init__(f"task {task!r}: {where}{why}")
+        self.task = task
+        self.argument = argument
+        self.why = why

@@ -160,7 +160,9 @@ def _set_current(ctx: JobContext | None) -> None:
 
 
 def load_handler(spec: str) -> Handler:
-    """Import ``module:function`` (dots allowed after the colon).
+    """Import ``module:function`` (dots allowed after the colon): a handler, a
+    dict of handlers by kind, or a queue (its typed tasks); or a bare ``module``:
+    the typed tasks it defines (``leaseq.work.tasks``).
 
     Raises InvalidArgument for a malformed spec, a missing module or attribute,
     or a non-callable; HandlerImportError (an InvalidArgument) when the user's
@@ -168,8 +170,10 @@ def load_handler(spec: str) -> Handler:
     exception at import), naming the error and its file:line in one line.
     """
     module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise InvalidArgument(f"handler must look like module:function, not {spec!r}")
+    if not module_name or (sep and not attr):
+        raise InvalidArgument(
+            f"handler must look like module:function (or a module of tasks), not {spec!r}"
+        )
     try:
         obj: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -185,6 +189,16 @@ def load_handler(spec: str) -> Handler:
         raise _import_failed(module_name, exc) from None
     except (Exception, SystemExit) as exc:  # the user's code ran and broke
         raise _import_failed(module_name, exc) from None
+    if not sep:  # a module: the typed tasks it defines
+        from leaseq.work.tasks import tasks_of_module
+
+        found = tasks_of_module(obj)
+        if not found:
+            raise InvalidArgument(
+                f"module {module_name!r} defines no tasks (@queue.task); "
+                "name a handler as module:function"
+            )
+        return Kinds(found)
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -192,6 +206,11 @@ def load_handler(spec: str) -> Handler:
             raise InvalidArgument(f"{module_name!r} has no attribute {attr!r}") from None
     if isinstance(obj, Mapping):
         return Kinds(obj)  # a dict of handlers by kind
+    tasks = getattr(obj, "tasks", None)
+    if not callable(obj) and isinstance(tasks, Mapping):  # a queue: its typed tasks
+        if not tasks:
+            raise InvalidArgument(f"{spec!r} is a queue with no tasks (@queue.task)")
+        return Kinds(tasks)
     if not callable(obj):
         raise InvalidArgument(f"{spec!r} is not callable (nor a dict of handlers by kind)")
     handler: Handler = obj

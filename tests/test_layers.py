@@ -28,13 +28,14 @@ LAYERS: list[tuple[str, ...]] = [
     ("leaseq.work", "leaseq.handler"),
     (
         "leaseq.queue",
+        "leaseq.queue_set",
         "leaseq.sharded",
         "leaseq.worker",
         "leaseq.supervisor",
         "leaseq.aio",
         "leaseq",  # the package's __init__: re-exports only
     ),
-    ("leaseq.web",),
+    ("leaseq.web", "leaseq.django"),
     ("leaseq.cli", "leaseq.__main__"),
 ]
 """Bottom to top. A module is in the layer of the longest prefix that names it."""

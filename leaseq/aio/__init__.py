@@ -5,5 +5,6 @@ awaited; only the transport differs."""
 from leaseq.aio.queue import Queue
 from leaseq.aio.sharded import ShardedQueue
 from leaseq.aio.worker import AsyncHandler, Worker
+from leaseq.queue_set import AsyncQueueSet as QueueSet
 
-__all__ = ["AsyncHandler", "Queue", "ShardedQueue", "Worker"]
+__all__ = ["AsyncHandler", "Queue", "QueueSet", "ShardedQueue", "Worker"]

@@ -23,7 +23,7 @@ import contextvars
 import inspect
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -32,6 +32,7 @@ from leaseq.handler import Handlers, JobContext, Kinds, _set_current, as_handler
 from leaseq.observe.observer import JobObserver, installed
 from leaseq.observe.tracing import JobTracer
 from leaseq.protocols import AsyncQueueLike
+from leaseq.queue_set import queue_set
 from leaseq.store import validate as v
 from leaseq.store.registry import refresh_every
 from leaseq.store.schedules import TICK_INTERVAL
@@ -88,13 +89,15 @@ class Worker:
     after N s" (retried or dead by the usual rules), its lease freed at once; a
     plain handler's thread cannot be cancelled: the attempt fails alike, what
     the thread returns is discarded, and its slot stays busy until it returns.
+    ``queue`` may be a list of queues with ``weights`` as for ``leaseq.Worker``.
     """
 
     def __init__(
         self,
-        queue: AsyncQueueLike,
+        queue: AsyncQueueLike | Sequence[AsyncQueueLike],
         handler: AsyncHandler | Handlers,
         *,
+        weights: Sequence[int] | None = None,
         concurrency: int = 4,
         ttl: float = 30.0,
         reap_interval: float | None = None,
@@ -104,12 +107,13 @@ class Worker:
         timeout: float | None = None,
     ) -> None:
         handler = as_handler(handler)  # a dict of handlers by kind: picked per job
+        served: AsyncQueueLike = queue_set(queue, weights, asynchronous=True)  # several: a QueueSet
         check_worker(handler, concurrency, ttl, grace, reap_interval)
         v.timeout_ms(timeout)
         self.timeout = None if timeout is None else float(timeout)
-        self._tracer = JobTracer.make(queue.name, queue.worker_id, trace_parent)
+        self._tracer = JobTracer.make(served.name, served.worker_id, trace_parent)
         """Spans for each job (``leaseq.observe.tracing``); None without opentelemetry."""
-        self.queue = queue
+        self.queue = served
         self.handler = handler
         self.concurrency = concurrency
         self.ttl = float(ttl)
@@ -118,12 +122,12 @@ class Worker:
         self.metrics = metrics if metrics is not None else installed()
         """Worker-local figures (``leaseq.observe.worker_metrics``); None records nothing."""
         if self.metrics is not None:
-            self.metrics.slots(queue.name, concurrency)
+            self.metrics.slots(served.name, concurrency)
         self.processed = 0
         """Jobs whose outcome this worker wrote (completed, failed or retried)."""
         self._async = _is_async(handler)
-        self._encode = result_encoder(queue)
-        self._outage = Outage(queue.name)
+        self._encode = result_encoder(served)
+        self._outage = Outage(served.name)
         self._tasks: set[asyncio.Task[None]] = set()
         self._stop = asyncio.Event()
         self._fatal: LeaseqError | None = None

@@ -45,6 +45,7 @@ from leaseq.errors import (
 from leaseq.handler import load_handler
 from leaseq.observe.tracing import TRACE_PARENT_MODES
 from leaseq.queue import Queue, connect
+from leaseq.queue_set import parse_queue_spec
 from leaseq.sharded import ShardedQueue, known_queues, sharded_names, stored_shards
 from leaseq.store import validate as _validate
 from leaseq.supervisor import Supervisor, report_stuck, watch_parent
@@ -240,7 +241,11 @@ def worker(
     log_level: str,
     trace_parent: str,
 ) -> None:
-    """Run HANDLER (module:function) on the jobs of QUEUE (every shard of a sharded one).
+    """Run HANDLER (module:function, or a module of tasks) on the jobs of QUEUE
+    (every shard of a sharded one).
+
+    QUEUE may name several queues: high,default,low serves them in strict
+    order (the first with a ready job); high:5,default:3,low:1 weights them.
 
     With --processes N, a supervisor runs N such workers as child processes,
     restarts one that dies, forwards SIGTERM/SIGINT and kills one whose
@@ -266,7 +271,9 @@ def worker(
         _validate.seconds_to_ms(
             kill_grace, "--kill-grace", minimum_ms=0, maximum=_validate.MAX_TIMEOUT
         )
-    target = c.producer(queue, shards)
+    names, weights = parse_queue_spec(queue)
+    targets = [c.producer(name, shards) for name in names]
+    target = targets[0]
     if processes is not None:
         extra = [] if prefetch is None else ["--prefetch", str(prefetch)]
         extra += ["--trace-parent", trace_parent]
@@ -288,12 +295,14 @@ def worker(
             extra_args=extra,
             cwd=os.getcwd(),
         )
-        _preflight(target)
+        for each in targets:
+            _preflight(each)
         sys.exit(sup.run())
     # Worker takes any queue with the Queue API; the QueueLike protocol will say so.
     w = Worker(
-        cast(Any, target),
+        cast(Any, target if len(targets) == 1 else targets),
         fn,
+        weights=None if len(targets) == 1 else weights,
         concurrency=concurrency,
         ttl=ttl,
         prefetch=prefetch,
@@ -304,7 +313,8 @@ def worker(
     )
     if status_fd is not None:
         watch_parent(w.stop)
-    _preflight(target)
+    for each in targets:
+        _preflight(each)
     kind = f" ({len(target.shards)} shards)" if isinstance(target, ShardedQueue) else ""
     logging.getLogger("leaseq.worker").info(
         "queue=%s job=- attempt=- serving %s%s from %s", queue, handler, kind, _redis.redact(c.url)

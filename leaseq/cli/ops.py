@@ -184,7 +184,8 @@ def workers(c: Any, queue: str | None, as_json: bool) -> None:
         doc = {name: [msgspec.to_builtins(w) for w in ws] for name, ws in found.items()}
         click.echo(json.dumps(doc, indent=2, sort_keys=True))
         return
-    rows = [(name, w) for name, ws in found.items() for w in ws]
+    # A worker of several queues is in each one's registry: one line, naming them all.
+    rows = list({w.id: (w.queue or name, w) for name, ws in found.items() for w in ws}.values())
     # Worker ids are host:pid:hex: no emoji codes (":1234:") nor markup in them.
     out = Console(highlight=False, soft_wrap=True, emoji=False, markup=False)
     if not rows:

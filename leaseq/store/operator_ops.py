@@ -219,12 +219,26 @@ class OperatorOps:
     # -- workers -----------------------------------------------------------------
 
     def register_worker(
-        self, worker: str, *, ttl: float, concurrency: int = 0, done: int = 0, running: int = 0
+        self,
+        worker: str,
+        *,
+        ttl: float,
+        concurrency: int = 0,
+        done: int = 0,
+        running: int = 0,
+        serving: str | None = None,
     ) -> Op[None]:
         """Write or refresh ``worker``'s row (host, pid, counts) for ``ttl`` seconds;
-        workers call it with their heartbeat (``leaseq.store.registry``)."""
+        workers call it with their heartbeat (``leaseq.store.registry``). ``serving``:
+        the queues a worker of several queues serves (its row's ``queue``)."""
         yield _reg.register(
-            self.core, worker, ttl=ttl, concurrency=concurrency, done=done, running=running
+            self.core,
+            worker,
+            ttl=ttl,
+            concurrency=concurrency,
+            done=done,
+            running=running,
+            serving=serving,
         )
 
     def unregister_worker(self, worker: str) -> Op[None]:

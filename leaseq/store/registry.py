@@ -70,9 +70,18 @@ class WorkerInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def register(
-    core: QueueCore, worker: str, *, ttl: float, concurrency: int, done: int, running: int
+    core: QueueCore,
+    worker: str,
+    *,
+    ttl: float,
+    concurrency: int,
+    done: int,
+    running: int,
+    serving: str | None = None,
 ) -> Call[None]:
-    """Write (or refresh) ``worker``'s row, to live ``ttl`` seconds."""
+    """Write (or refresh) ``worker``'s row, to live ``ttl`` seconds. ``serving``:
+    what its ``queue`` field says when the worker serves several queues
+    (``high,default,low``); None: this queue's name."""
     worker = check_job_id(worker, "worker id")
     ttl_ms = v.seconds_to_ms(ttl, "ttl", minimum_ms=1, maximum=86_400.0)
     return SCRIPTS["register"].call(
@@ -83,7 +92,7 @@ def register(
         ttl_ms=ttl_ms,
         host=socket.gethostname(),
         pid=os.getpid(),
-        queue=core.name,
+        queue=core.name if serving is None else serving,
         concurrency=v.integer(concurrency, "concurrency", 0, v.MAX_CONCURRENCY),
         done=v.integer(done, "done", 0, 2**62),
         running=v.integer(running, "running", 0, 2**62),

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from leaseq.errors import DamagedRow, InvalidArgument, LeaseLost
+from leaseq.errors import DamagedRow, InvalidArgument
 from leaseq.store import events as _ev
 from leaseq.store import history as _hist
 from leaseq.store import limits as _lim
@@ -26,6 +26,7 @@ from leaseq.store.leases import block_until
 from leaseq.store.ops import WAKE_SLICE, QueueOps
 from leaseq.store.produce import check_options, enqueue_traced
 from leaseq.store.reads import wait_names
+from leaseq.store.routing import LeaseRouting
 from leaseq.store.sharded_flow_ops import ShardedFlowOps
 from leaseq.store.steps import Call, Feed, Op
 from leaseq.types import Job, JobOptions, Lease, State, Stats
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["ShardedOps", "merge_stats"]
 
 
-class ShardedOps(ShardedFlowOps):
+class ShardedOps(ShardedFlowOps, LeaseRouting):
     """The operations of one logical queue over its shards' ``QueueOps``.
 
     A job's shard is ``crc32(id) % N`` (``keys.shard_of``), so every producer
@@ -46,14 +47,15 @@ class ShardedOps(ShardedFlowOps):
     """
 
     def __init__(self, shards: Sequence[QueueOps]) -> None:
-        self.shards = tuple(shards)
+        self.shards: tuple[QueueOps, ...] = tuple(shards)
+        self._parts = self.shards
         self._cursor = itertools.count()
 
     def shard_for(self, job_id: str) -> QueueOps:
         return self.shards[shard_of(check_job_id(job_id), len(self.shards))]
 
-    def _for(self, lease: Lease) -> QueueOps:
-        return self.shards[shard_of(lease.id, len(self.shards))]
+    def _part_index(self, lease: Lease) -> int:
+        return shard_of(lease.id, len(self.shards))
 
     def _rotation(self) -> list[QueueOps]:
         start = next(self._cursor) % len(self.shards)
@@ -166,56 +168,6 @@ class ShardedOps(ShardedFlowOps):
         """Wait up to ``min(timeout, WAKE_SLICE)`` on the next shard's wake list."""
         return (yield from self._rotation()[0].wait_for_wake(min(timeout, WAKE_SLICE)))
 
-    def extend(self, lease: Lease, ttl: float = 30.0) -> Op[Lease]:
-        """As ``Queue.extend``, on the lease's shard. Raises LeaseLost."""
-        return (yield from self._for(lease).extend(lease, ttl))
-
-    def extend_many(
-        self, leases: Sequence[Lease], ttl: float = 30.0, started: Sequence[bool] | None = None
-    ) -> Op[list[Lease | LeaseLost]]:
-        """As ``Queue.extend_many``: one batch per shard, results in the given order."""
-        out: list[Lease | LeaseLost | None] = [None] * len(leases)
-        for index, positions in self._by_shard(lease.id for lease in leases).items():
-            flags = None if started is None else [started[i] for i in positions]
-            part = [leases[i] for i in positions]
-            results = yield from self.shards[index].extend_many(part, ttl, flags)
-            for i, result in zip(positions, results, strict=True):
-                out[i] = result
-        return [r for r in out if r is not None]
-
-    def complete(
-        self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None
-    ) -> Op[None]:
-        """As ``Queue.complete``, on the lease's shard. ``effects`` keys must carry
-        that shard's tag (``self.shard_for(lease.id).keys.tag``). Raises LeaseLost."""
-        yield from self._for(lease).complete(lease, result, effects=effects)
-
-    def complete_many(
-        self, leases: Sequence[Lease], results: Sequence[Any] | None = None
-    ) -> Op[list[LeaseLost]]:
-        """Complete many leases, one batch per shard; return the refusals."""
-        if results is not None and len(results) != len(leases):
-            raise InvalidArgument(f"{len(results)} results for {len(leases)} leases")
-        lost: list[LeaseLost] = []
-        for index, members in self._by_shard(lease.id for lease in leases).items():
-            part = None if results is None else [results[i] for i in members]
-            lost += yield from self.shards[index].complete_many([leases[i] for i in members], part)
-        return lost
-
-    def fail(
-        self, lease: Lease, error: object, retry_in: float | None = None, *, dead: bool = False
-    ) -> Op[State]:
-        """As ``Queue.fail``, on the lease's shard. Raises LeaseLost."""
-        return (yield from self._for(lease).fail(lease, error, retry_in, dead=dead))
-
-    def release(self, lease: Lease) -> Op[None]:
-        """As ``Queue.release``, on the lease's shard."""
-        yield from self._for(lease).release(lease)
-
-    def once(self, lease: Lease, name: str) -> Op[bool]:
-        """As ``Queue.once``, on the lease's shard."""
-        return (yield from self._for(lease).once(lease, name))
-
     # -- maintenance and operators ---------------------------------------------
 
     def wait(self, job_id: str, timeout: float = 30.0) -> Op[Job | None]:
@@ -235,18 +187,6 @@ class ShardedOps(ShardedFlowOps):
             for i, job in zip(members, jobs, strict=True):
                 out[i] = job
         return out
-
-    def progress(self, lease: Lease, value: Any) -> Op[None]:
-        """Store the job's progress on its shard. Raises LeaseLost, InvalidPayload."""
-        yield from self._for(lease).progress(lease, value)
-
-    def reap(self) -> Op[tuple[int, int]]:
-        """Reap every shard: (returned to pending, dead-lettered), summed."""
-        requeued = died = 0
-        for shard in self.shards:
-            r, d = yield from shard.reap()
-            requeued, died = requeued + r, died + d
-        return requeued, died
 
     def get(self, job_id: str) -> Op[Job | None]:
         """The job row from its shard, typed, or None. Raises DamagedRow."""
@@ -416,11 +356,23 @@ class ShardedOps(ShardedFlowOps):
     # -- workers: registered on shard 0, which every sharded queue has ------------
 
     def register_worker(
-        self, worker: str, *, ttl: float, concurrency: int = 0, done: int = 0, running: int = 0
+        self,
+        worker: str,
+        *,
+        ttl: float,
+        concurrency: int = 0,
+        done: int = 0,
+        running: int = 0,
+        serving: str | None = None,
     ) -> Op[None]:
         """As ``Queue.register_worker``, on shard 0 (one row per worker, not per shard)."""
         yield from self.shards[0].register_worker(
-            worker, ttl=ttl, concurrency=concurrency, done=done, running=running
+            worker,
+            ttl=ttl,
+            concurrency=concurrency,
+            done=done,
+            running=running,
+            serving=serving,
         )
 
     def unregister_worker(self, worker: str) -> Op[None]:

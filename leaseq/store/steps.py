@@ -38,12 +38,15 @@ class Rows:
 
 @dataclass(frozen=True, slots=True)
 class Wake:
-    """Block up to ``timeout`` seconds on the wake list ``key``; the reply is True
-    if a token was taken. The driver keeps the wait under its client's read
-    timeout, so a quiet queue never looks like a dead server."""
+    """Block up to ``timeout`` seconds on the wake list ``key`` (and the lists in
+    ``more``: one BLPOP over them all, so they must share a server and, on a
+    cluster, a slot); the reply is True if a token was taken. The driver keeps
+    the wait under its client's read timeout, so a quiet queue never looks like
+    a dead server."""
 
     key: str
     timeout: float
+    more: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

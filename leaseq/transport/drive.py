@@ -91,10 +91,10 @@ def _invokes(step: Step) -> Generator[Invoke, Any, Any]:
         name, args = step.name, step.args
         return (yield Invoke(lambda c: getattr(c, name)(*args)))
     if isinstance(step, Wake):
-        key, timeout = step.key, step.timeout
+        wake_keys, timeout = [step.key, *step.more], step.timeout
         return (
             yield Invoke(
-                lambda c: c.blpop([key], timeout=_redis.wake_timeout(c, timeout)),
+                lambda c: c.blpop(wake_keys, timeout=_redis.wake_timeout(c, timeout)),
                 lambda got: got is not None,
             )
         )

@@ -225,6 +225,7 @@ class _Views:
         rows = [
             {
                 "queue": name,
+                "serves": w.queue,  # all the queues of a worker of several
                 "id": w.id,
                 "host": w.host,
                 "pid": w.pid,

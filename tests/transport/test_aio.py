@@ -129,6 +129,14 @@ _KINDS = (
 )
 
 
+_TASKS = (
+    "typed tasks await the queue they are declared on, so on this facade they "
+    "would hand back coroutines; most of these cases drive the threaded worker too. "
+    "tests/worker/test_tasks.py runs the aio twins (aio.Queue and aio.Worker) on a "
+    "real server"
+)
+
+
 EXCLUDED: dict[str, str] = {
     "store.admin.retry_all_dead_retries_each_job_once_while_they_keep_dying": _PARSE_HOOK,
     "store.fencing.many_concurrent_reapers_move_each_job_once": _THREADS,
@@ -190,6 +198,14 @@ EXCLUDED: dict[str, str] = {
     "web.http.read_only_refuses_every_post": _WEB,
     "web.http.run_a_scheduled_job_now": _WEB,
     "web.http.search_by_id_and_bounded_substring": _WEB,
+    "web.workers.workers_page_names_every_queue_a_worker_serves": _WEB,
+    "worker.tasks.a_call_is_stored_as_readable_json_named_by_kind": _TASKS,
+    "worker.tasks.a_job_whose_payload_no_longer_fits_fails_its_attempt": _TASKS,
+    "worker.tasks.arguments_that_do_not_fit_are_refused_and_nothing_is_written": _TASKS,
+    "worker.tasks.async_tasks_run_on_the_threaded_worker": _TASKS,
+    "worker.tasks.bad_task_declarations_are_refused": _TASKS,
+    "worker.tasks.typed_values_round_trip_through_the_worker": _TASKS,
+    "worker.tasks.wait_raises_for_a_failed_job_and_on_timeout": _TASKS,
 }
 
 

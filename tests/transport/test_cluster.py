@@ -289,3 +289,20 @@ def test_durable_on_cluster_waits_on_the_queues_own_node(cr: redis.cluster.Redis
         q.enqueue({"n": 1})  # this test cluster has no replicas
     assert info.value.acked == 0
     assert waits() == before + 1
+
+
+def test_a_worker_of_several_queues_on_a_cluster(cr: redis.cluster.RedisCluster) -> None:
+    # Queues in different slots: one BLPOP cannot watch every wake list, so the
+    # set watches them in turn (a CROSSSLOT error would end the worker).
+    high, low = (leaseq.Queue(name, redis=cr, backoff=0.0) for name in ("high", "low"))
+    assert key_slot(high.keys.wake.encode()) != key_slot(low.keys.wake.encode())
+    both = leaseq.QueueSet([high, low])
+    assert both.wait_for_wake(0.01) is False  # nothing enqueued yet
+    low.enqueue_many([{"i": i} for i in range(5)])
+    high.enqueue_many([{"i": i} for i in range(5)])
+    ran: list[str] = []
+    leaseq.Worker(
+        [high, low], lambda lease: ran.append(lease.queue), concurrency=1, handle_signals=False
+    ).run(burst=True)
+    assert ran == ["high"] * 5 + ["low"] * 5
+    assert assert_keys_in_their_queue_slot(cr) > 0

@@ -33,7 +33,7 @@ from tests.support import suite
 from tests.support.servers import wait_until
 from tests.transport import test_sharded
 
-NOT_OPERATIONS = {"from_url", "close", "queues", "shard_for", "name", "keys", "worker_id"}
+NOT_OPERATIONS = {"from_url", "close", "queues", "shard_for", "name", "keys", "worker_id", "task"}
 
 
 def public_operations(cls: type) -> dict[str, Any]:

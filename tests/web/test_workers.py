@@ -69,3 +69,15 @@ def test_overview_draws_the_history_charts_and_dead_letter_growth(q: leaseq.Queu
         assert 'data-series="dead" data-total="1"' in svg
     assert 'data-dead-hour="1" data-dead-day="1"' in html
     assert "<script" not in html.split("</head>")[1]  # drawn on the server, no script
+
+
+def test_workers_page_names_every_queue_a_worker_serves(q: leaseq.Queue, r: Any) -> None:
+    from leaseq.queue_set import QueueSet
+
+    other = leaseq.Queue("reports", redis=r)
+    for each in (q, other):
+        each.enqueue({"n": 1})
+    QueueSet([q, other], weights=[3, 1]).register_worker("multi", ttl=30.0)
+    html = client_for(r).get("/workers").text
+    rows = html.split('data-worker="multi"')[1:]
+    assert len(rows) == 2 and all("of emails:3,reports:1" in row.split("</tr>")[0] for row in rows)

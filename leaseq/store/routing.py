@@ -1,0 +1,106 @@
+"""Lease operations of a queue made of parts, written once: ``LeaseRouting``.
+
+A sharded queue (``ShardedOps``: its shards) and a worker's set of queues
+(``QueueSetOps``: its queues) each hold several ``QueueOps``-like parts. A
+lease belongs to exactly one part; these operations send it there, and send
+a batch as one call per part with the results back in the given order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from leaseq.errors import InvalidArgument, LeaseLost
+from leaseq.store.steps import Op
+from leaseq.types import Lease, State
+
+__all__ = ["LeaseRouting"]
+
+
+class LeaseRouting:
+    """Extend, complete, fail, release, once, progress and reap over ``_parts``;
+    ``_part_index(lease)`` says which part holds a lease."""
+
+    _parts: Sequence[Any]
+
+    def _part_index(self, lease: Lease) -> int:
+        raise NotImplementedError
+
+    def _for(self, lease: Lease) -> Any:
+        return self._parts[self._part_index(lease)]
+
+    def _lease_groups(self, leases: Sequence[Lease]) -> dict[int, list[int]]:
+        """Positions of ``leases`` grouped by part index, each group in order."""
+        groups: dict[int, list[int]] = {}
+        for i, lease in enumerate(leases):
+            groups.setdefault(self._part_index(lease), []).append(i)
+        return groups
+
+    def extend(self, lease: Lease, ttl: float = 30.0) -> Op[Lease]:
+        """As ``Queue.extend``, on the lease's shard (or queue). Raises LeaseLost."""
+        renewed: Lease = yield from self._for(lease).extend(lease, ttl)
+        return renewed
+
+    def extend_many(
+        self, leases: Sequence[Lease], ttl: float = 30.0, started: Sequence[bool] | None = None
+    ) -> Op[list[Lease | LeaseLost]]:
+        """As ``Queue.extend_many``: one batch per shard (or queue), results in the
+        given order."""
+        out: list[Lease | LeaseLost | None] = [None] * len(leases)
+        for index, positions in self._lease_groups(leases).items():
+            flags = None if started is None else [started[i] for i in positions]
+            part = [leases[i] for i in positions]
+            results = yield from self._parts[index].extend_many(part, ttl, flags)
+            for i, result in zip(positions, results, strict=True):
+                out[i] = result
+        return [r for r in out if r is not None]
+
+    def complete(
+        self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None
+    ) -> Op[None]:
+        """As ``Queue.complete``, on the lease's shard (or queue). ``effects`` keys
+        must carry its tag (``self.shard_for(lease.id).keys.tag`` for a shard).
+        Raises LeaseLost."""
+        yield from self._for(lease).complete(lease, result, effects=effects)
+
+    def complete_many(
+        self, leases: Sequence[Lease], results: Sequence[Any] | None = None
+    ) -> Op[list[LeaseLost]]:
+        """Complete many leases, one batch per shard (or queue); return the refusals."""
+        if results is not None and len(results) != len(leases):
+            raise InvalidArgument(f"{len(results)} results for {len(leases)} leases")
+        lost: list[LeaseLost] = []
+        for index, members in self._lease_groups(leases).items():
+            part = None if results is None else [results[i] for i in members]
+            lost += yield from self._parts[index].complete_many([leases[i] for i in members], part)
+        return lost
+
+    def fail(
+        self, lease: Lease, error: object, retry_in: float | None = None, *, dead: bool = False
+    ) -> Op[State]:
+        """As ``Queue.fail``, on the lease's shard (or queue). Raises LeaseLost."""
+        state: State = yield from self._for(lease).fail(lease, error, retry_in, dead=dead)
+        return state
+
+    def release(self, lease: Lease) -> Op[None]:
+        """As ``Queue.release``, on the lease's shard (or queue)."""
+        yield from self._for(lease).release(lease)
+
+    def once(self, lease: Lease, name: str) -> Op[bool]:
+        """As ``Queue.once``, on the lease's shard (or queue)."""
+        first: bool = yield from self._for(lease).once(lease, name)
+        return first
+
+    def progress(self, lease: Lease, value: Any) -> Op[None]:
+        """Store the job's progress on its shard (or queue). Raises LeaseLost,
+        InvalidPayload."""
+        yield from self._for(lease).progress(lease, value)
+
+    def reap(self) -> Op[tuple[int, int]]:
+        """Reap every shard (or queue): (returned to pending, dead-lettered), summed."""
+        requeued = died = 0
+        for part in self._parts:
+            r, d = yield from part.reap()
+            requeued, died = requeued + r, died + d
+        return requeued, died

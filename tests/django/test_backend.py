@@ -1,0 +1,121 @@
+"""Django's Tasks framework on leaseq (``leaseq.django.LeaseqBackend``), end to
+end on a real server: enqueue, ``manage.py leaseq_worker``, results read back,
+a failing task, a deferred one, priority, context, async tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+import leaseq
+
+try:
+    from django.tasks import TaskResultStatus, default_task_backend, signals
+    from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+except ImportError:
+    from django_tasks import (  # type: ignore[no-redef]
+        TaskResultStatus,
+        default_task_backend,
+        signals,
+    )
+    from django_tasks.exceptions import (  # type: ignore[no-redef]
+        InvalidTaskError as InvalidTask,
+    )
+    from django_tasks.exceptions import TaskResultDoesNotExist  # type: ignore[no-redef]
+
+
+def _work(*args: str) -> None:
+    call_command("leaseq_worker", "--burst", "--concurrency", "1", *args)
+
+
+def test_a_task_runs_through_leaseq_and_its_result_reads_back(tasks: Any) -> None:
+    backend = default_task_backend
+    assert (backend.supports_defer, backend.supports_async_task) == (True, True)
+    assert (backend.supports_get_result, backend.supports_priority) == (True, True)
+    result = tasks.add.enqueue(2, 3)
+    mail = tasks.send.enqueue("a@b.c", subject="hi")
+    assert result.status == TaskResultStatus.READY and not result.is_finished
+    job = backend.queue("default").get(result.id)
+    assert job is not None and job.kind == "tests.support.django_tasks.add"
+    assert job.payload == {"args": [2, 3], "kwargs": {}} and job.priority == 100
+    assert backend.queue("emails").get(mail.id) is not None  # queue_name is the queue
+    _work()
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL and result.return_value == 5
+    assert result.attempts == 1 and result.finished_at is not None
+    got = backend.get_result(mail.id)
+    assert got.return_value == {"to": "a@b.c", "subject": "hi"} and got.task.name == "send"
+    assert tasks.send.get_result(mail.id).id == mail.id
+    with pytest.raises(TaskResultDoesNotExist):
+        backend.get_result("no-such-id")
+
+
+def test_a_failing_task_reports_its_error(tasks: Any) -> None:
+    seen: list[tuple[str, str, Any]] = []
+
+    def record(signal: str) -> Any:
+        def receiver(sender: Any, task_result: Any, **kw: Any) -> None:
+            seen.append((signal, task_result.id, task_result.status))
+
+        return receiver
+
+    receivers = {name: record(name) for name in ("enqueued", "started", "finished")}
+    for name, receiver in receivers.items():
+        getattr(signals, f"task_{name}").connect(receiver)
+    try:
+        result = tasks.explode.enqueue("no luck")
+        _work()
+    finally:
+        for name, receiver in receivers.items():
+            getattr(signals, f"task_{name}").disconnect(receiver)
+    assert seen == [
+        ("enqueued", result.id, TaskResultStatus.READY),
+        ("started", result.id, TaskResultStatus.RUNNING),
+        ("finished", result.id, TaskResultStatus.FAILED),
+    ]
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    (error,) = result.errors
+    assert error.exception_class is ValueError and "no luck" in error.traceback
+    with pytest.raises(ValueError, match="failed"):
+        result.return_value  # noqa: B018
+
+
+def test_priority_and_a_deferred_task(tasks: Any) -> None:
+    backend = default_task_backend
+    later = tasks.add.using(run_after=timezone.now() + dt.timedelta(hours=1)).enqueue(1, 1)
+    low = tasks.add.using(priority=-50).enqueue(0, 1)
+    high = tasks.add.using(priority=50).enqueue(0, 2)
+    queue = backend.queue("default")
+    assert [queue.get(r.id).priority for r in (low, high)] == [150, 50]  # type: ignore[union-attr]
+    assert backend.get_result(high.id).task.priority == 50
+    _work()
+    assert tasks.ran == ["add:0+2", "add:0+1"]  # larger Django priority first
+    deferred = backend.get_result(later.id)
+    assert deferred.status == TaskResultStatus.READY
+    assert queue.get(later.id).state is leaseq.State.SCHEDULED  # type: ignore[union-attr]
+    queue.run_now(later.id)
+    _work()
+    assert backend.get_result(later.id).return_value == 2
+
+
+def test_context_async_tasks_and_aenqueue(tasks: Any) -> None:
+    ctx = tasks.which_attempt.enqueue("t")
+    loud = asyncio.run(tasks.shout.aenqueue("hey"))
+    _work("--queues", "default")
+    assert default_task_backend.get_result(ctx.id).return_value == ["t", 1, ctx.id]
+    assert default_task_backend.get_result(loud.id).return_value == "HEY"
+
+
+def test_bad_calls_write_nothing(tasks: Any) -> None:
+    with pytest.raises(InvalidTask):
+        tasks.add.using(queue_name="elsewhere").enqueue(1, 2)
+    with pytest.raises(TypeError):
+        tasks.add.enqueue(object(), 2)  # not JSON
+    assert default_task_backend.queue("default").stats().pending == 0

@@ -1,0 +1,41 @@
+"""Django tasks that tests/django enqueue through ``leaseq.django.LeaseqBackend``
+(imported once Django's settings are configured: ``@task`` checks its backend)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    from django.tasks import TaskContext, task
+except ImportError:
+    from django_tasks import TaskContext, task  # type: ignore[no-redef]
+
+ran: list[str] = []
+"""The tasks run in this process, in order."""
+
+
+@task()
+def add(a: int, b: int) -> int:
+    ran.append(f"add:{a}+{b}")
+    return a + b
+
+
+@task(queue_name="emails")
+def send(to: str, *, subject: str = "") -> dict[str, Any]:
+    ran.append(f"send:{to}")
+    return {"to": to, "subject": subject}
+
+
+@task()
+def explode(why: str) -> None:
+    raise ValueError(why)
+
+
+@task(takes_context=True)
+def which_attempt(context: TaskContext, tag: str) -> list[Any]:
+    return [tag, context.attempt, context.task_result.id]
+
+
+@task()
+async def shout(word: str) -> str:
+    return word.upper()

@@ -1,0 +1,255 @@
+"""Typed tasks: ``@q.task``, arguments checked at enqueue against the signature
+(nothing written when they do not fit), stored as readable JSON, converted back
+to the annotated types by both workers, and the typed result of ``wait``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import json
+from typing import Any
+
+import msgspec
+import pytest
+
+import leaseq
+import leaseq.aio
+from tests.support.cli import Cli
+
+
+class Point(msgspec.Struct, frozen=True):
+    x: int
+    y: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Box:
+    width: float
+    height: float
+
+
+class Receipt(msgspec.Struct, frozen=True):
+    sent_at: dt.datetime
+    to: str
+    corner: Point
+
+
+def _tasks(q: Any) -> Any:
+    @q.task(max_attempts=2)
+    def send_email(to: str, subject: str, *, html: bool = False) -> str:
+        return f"{to}:{subject}:{html}"
+
+    @q.task(name="receipt")
+    def receipt(at: dt.datetime, corner: Point, box: Box, to: str = "x") -> Receipt:
+        assert isinstance(at, dt.datetime) and isinstance(corner, Point)
+        assert isinstance(box, Box)
+        return Receipt(sent_at=at + dt.timedelta(hours=1), to=to, corner=corner)
+
+    @q.task(name="always_fails", max_attempts=1)
+    def always_fails(n: int) -> None:
+        raise ValueError(f"no {n}")
+
+    @q.task(name="spread")
+    def spread(first: int, /, *rest: int, **named: str) -> list[Any]:
+        return [first, list(rest), named]
+
+    return send_email, receipt, always_fails, spread
+
+
+AT = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+
+
+def test_a_call_is_stored_as_readable_json_named_by_kind(q: leaseq.Queue) -> None:
+    send_email, *_ = _tasks(q)
+    job_id = send_email.enqueue("a@b.c", "hi", html=True)
+    raw = q.redis.hget(q.keys.job(job_id), "payload")
+    assert json.loads(raw) == {"args": [], "kwargs": {"to": "a@b.c", "subject": "hi", "html": True}}
+    job = q.get(job_id)
+    assert job is not None and job.kind == send_email.name
+    assert send_email.name == f"{__name__}._tasks.<locals>.send_email"
+    assert job.max_attempts == 2  # the task's options
+    assert send_email("a", "b") == "a:b:False"  # a direct call just runs it
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "argument"),
+    [
+        (("a@b.c",), {}, "subject"),  # missing
+        (("a@b.c", "hi"), {"cc": "x"}, "cc"),  # unknown keyword
+        ((5, "hi"), {}, "to"),  # wrong type
+        (("a@b.c", "hi"), {"html": "yes"}, "html"),  # wrong type, keyword-only
+        (("a@b.c", "hi", True), {}, None),  # too many positional
+    ],
+)
+def test_arguments_that_do_not_fit_are_refused_and_nothing_is_written(
+    q: leaseq.Queue, args: tuple[Any, ...], kwargs: dict[str, Any], argument: str | None
+) -> None:
+    send_email, *_ = _tasks(q)
+    with pytest.raises(leaseq.InvalidTaskArgument) as info:
+        send_email.enqueue(*args, **kwargs)
+    assert isinstance(info.value, leaseq.InvalidArgument)
+    assert info.value.argument == argument and info.value.task == send_email.name
+    if argument is not None:
+        assert repr(argument) in str(info.value)
+    assert q.stats().pending == 0 and q.redis.dbsize() == 0
+
+
+def test_typed_values_round_trip_through_the_worker(q: leaseq.Queue) -> None:
+    _, receipt, _, spread = _tasks(q)
+    with pytest.raises(leaseq.InvalidTaskArgument, match="corner"):
+        receipt.enqueue(AT, {"x": 1}, Box(1.0, 2.0))  # y is missing
+    with pytest.raises(leaseq.InvalidTaskArgument, match="'at'"):
+        receipt.enqueue(object(), Point(x=1, y=2), Box(1.0, 2.0))  # cannot be stored
+    job_id = receipt.enqueue(AT, Point(x=1, y=2), {"width": 3, "height": 4.5}, to="me")
+    stored = q.get(job_id)
+    assert stored is not None
+    assert stored.payload["kwargs"]["at"] == "2026-01-02T03:04:05Z"
+    spread_id = spread.enqueue(1, 2, 3, color="red")
+    assert q.get(spread_id).payload == {"args": [1, 2, 3], "kwargs": {"color": "red"}}  # type: ignore[union-attr]
+    leaseq.Worker(q, q.tasks, concurrency=2, handle_signals=False).run(burst=True)
+    got = receipt.wait(job_id, timeout=5.0)
+    assert got == Receipt(sent_at=AT + dt.timedelta(hours=1), to="me", corner=Point(x=1, y=2))
+    assert spread.wait(spread_id, timeout=5.0) == [1, [2, 3], {"color": "red"}]
+
+
+def test_wait_raises_for_a_failed_job_and_on_timeout(q: leaseq.Queue) -> None:
+    send_email, _, always_fails, _ = _tasks(q)
+    failing = always_fails.enqueue(7)
+    later = send_email.options(delay=3600.0, id="welcome-a").enqueue("a@b.c", "hi")
+    assert later == "welcome-a"
+    assert send_email.options(id="welcome-a").enqueue("a@b.c", "other") == "welcome-a"  # dedup
+    assert q.stats().scheduled == 1
+    leaseq.Worker(q, q.tasks, handle_signals=False).run(burst=True)
+    with pytest.raises(leaseq.TaskFailed, match="no 7") as info:
+        always_fails.wait(failing, timeout=5.0)
+    assert info.value.state == "dead"
+    with pytest.raises(leaseq.WaitTimeout):
+        send_email.wait(later, timeout=0.05)
+    with pytest.raises(leaseq.InvalidArgument, match="kind"):
+        send_email.wait(failing, timeout=1.0)
+    with pytest.raises(leaseq.JobNotFound):
+        send_email.wait("never", timeout=1.0)
+
+
+def test_bad_task_declarations_are_refused(q: leaseq.Queue) -> None:
+    with pytest.raises(leaseq.InvalidArgument, match="unknown task option 'retries'"):
+        q.task(retries=3)
+    with pytest.raises(leaseq.InvalidName):
+        q.task(name="has space")(lambda: None)
+    q.task(name="taken")(_tasks)
+    with pytest.raises(leaseq.InvalidArgument, match="taken"):
+        q.task(name="taken")(test_bad_task_declarations_are_refused)
+    send_email, *_ = _tasks(q)
+    with pytest.raises(leaseq.InvalidArgument, match="unknown task option"):
+        send_email.options(kind="other")
+
+
+def test_a_job_whose_payload_no_longer_fits_fails_its_attempt(q: leaseq.Queue) -> None:
+    send_email, *_ = _tasks(q)
+    q.enqueue({"args": [5, "hi"], "kwargs": {}}, id="old", kind=send_email.name, max_attempts=1)
+    q.enqueue({"nope": 1}, id="junk", kind=send_email.name, max_attempts=1)
+    leaseq.Worker(q, q.tasks, handle_signals=False).run(burst=True)
+    old, junk = q.get("old"), q.get("junk")
+    assert old is not None and old.state is leaseq.State.DEAD and "'to'" in (old.last_error or "")
+    assert junk is not None and junk.state is leaseq.State.DEAD
+    assert "no call" in (junk.last_error or "")
+
+
+def test_async_tasks_run_on_the_threaded_worker(q: leaseq.Queue) -> None:
+    @q.task(name="double")
+    async def double(n: int) -> int:
+        await asyncio.sleep(0)
+        return n * 2
+
+    ids = [double.enqueue(i) for i in range(5)]
+    leaseq.Worker(q, q.tasks, concurrency=2, handle_signals=False).run(burst=True)
+    assert [double.wait(i, timeout=5.0) for i in ids] == [0, 2, 4, 6, 8]
+
+
+def test_tasks_on_the_asyncio_queue_and_worker(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    @live.task(name="shout")
+    async def shout(word: str, at: dt.datetime) -> str:
+        return f"{word.upper()}@{at.year}"
+
+    @live.task(name="length")
+    def length(point: Point) -> int:  # a plain task runs in the worker's threads
+        return point.x + point.y
+
+    @live.task(name="fails", max_attempts=1)
+    async def fails() -> None:
+        raise ValueError("no")
+
+    async def main() -> None:
+        with pytest.raises(leaseq.InvalidTaskArgument, match="'word'"):
+            await shout.enqueue(3, AT)
+        assert (await live.stats()).pending == 0
+        a = await shout.enqueue("hi", AT)
+        b = await length.options(priority=5).enqueue(Point(x=2, y=3))
+        c = await fails.enqueue()
+        d = await length.options(delay=3600.0).enqueue({"x": 1, "y": 1})
+        await leaseq.aio.Worker(live, live.tasks, concurrency=2).run(burst=True)
+        assert await shout.wait(a, timeout=5.0) == "HI@2026"
+        assert await length.wait(b, timeout=5.0) == 5
+        with pytest.raises(leaseq.TaskFailed, match="ValueError"):
+            await fails.wait(c, timeout=5.0)
+        with pytest.raises(leaseq.WaitTimeout):
+            await length.wait(d, timeout=0.05)
+
+    loop.run_until_complete(main())
+
+
+@pytest.mark.parametrize("spec", ["tests.support.tasks", "tests.support.tasks:queue"])
+def test_the_cli_worker_serves_a_module_of_tasks(cli: Cli, spec: str) -> None:
+    from tests.support import tasks
+
+    q = cli.queue()
+    send = q.task(name="send")(tasks.send.fn)
+    add = q.task(name="add")(tasks.add.fn)
+    a = send.enqueue(tasks.Address(to="a@b.c"), AT, html=True)
+    b = add.enqueue(2, 3)
+    code, _, err = cli("worker", "mail", spec, "--burst")
+    assert code == 0, err
+    assert send.wait(a, timeout=5.0) == "a@b.c@2026-01-02T03:04:05+00:00:True"
+    assert add.wait(b, timeout=5.0) == 5
+
+
+def test_the_cli_worker_refuses_a_module_without_tasks(cli: Cli) -> None:
+    code, _, err = cli("worker", "mail", "tests.support.handlers", "--burst")
+    assert code != 0 and "defines no tasks" in err and "Traceback" not in err
+
+
+def test_tasks_on_a_sharded_queue(r: Any) -> None:
+    sharded = leaseq.ShardedQueue("wide", shards=3, redis=r, backoff=0.0)
+
+    @sharded.task(name="square")
+    def square(n: int) -> int:
+        return n * n
+
+    ids = [square.enqueue(i) for i in range(6)]
+    leaseq.Worker(sharded, sharded.tasks, handle_signals=False).run(burst=True)
+    assert [square.wait(i, timeout=5.0) for i in ids] == [0, 1, 4, 9, 16, 25]
+
+
+def test_ten_thousand_calls_in_one_enqueue_many(rr: Any) -> None:
+    q = leaseq.Queue("bulk", redis=rr, backoff=0.0)
+
+    @q.task(name="label")
+    def label(n: int, *, unit: str = "x") -> str:
+        return f"{n}{unit}"
+
+    bad: list[Any] = [(i,) for i in range(10_000)]
+    bad[7_000] = ("seven",)
+    with pytest.raises(leaseq.InvalidTaskArgument, match="call 7000") as info:
+        label.enqueue_many(bad)
+    assert info.value.argument == "n" and rr.dbsize() == 0  # one bad call: nothing written
+    with pytest.raises(leaseq.InvalidArgument, match="ids="):
+        label.options(id="one").enqueue_many([(1,)])
+    ids = label.enqueue_many([(i,) if i % 2 else {"n": i, "unit": "y"} for i in range(10_000)])
+    assert len(ids) == 10_000 and q.stats().pending == 10_000
+    leaseq.Worker(q, q.tasks, concurrency=8, handle_signals=False).run(burst=True)
+    assert [label.wait(i, timeout=5.0) for i in (ids[0], ids[1], ids[-1])] == ["0y", "1x", "9999x"]
+    assert q.stats().succeeded == 10_000
