@@ -36,7 +36,7 @@ from leaseq.store.keys import QueueKeys
 from leaseq.store.limits import Limits
 from leaseq.store.schedules import Schedule
 from leaseq.supervisor import Supervisor
-from leaseq.types import Backoff, Job, Lease, State, Stats
+from leaseq.types import Backoff, Job, Lease, State, Stats, Unique
 from leaseq.worker import Worker
 
 __all__ = [
@@ -70,6 +70,7 @@ __all__ = [
     "QueueLike",
     "QueueKeys",
     "Retry",
+    "Unique",
     "UnknownKind",
     "Schedule",
     "ScriptError",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, TypedDict
 
@@ -23,6 +23,7 @@ __all__ = [
     "Lease",
     "State",
     "Stats",
+    "Unique",
 ]
 
 
@@ -109,6 +110,40 @@ class JobOptions(TypedDict, total=False):
     """What a handler dict dispatches on (``Lease.kind``); None: no kind."""
     timeout: float | None
     """Seconds a handler may run on the job; None: the worker's default."""
+    unique: Unique | None
+    """At most one unfinished job per key (``leaseq.Unique``); None: unique by id only."""
+
+
+class Unique(msgspec.Struct, frozen=True):
+    """The ``unique=`` option of ``enqueue``: at most one job per ``key``.
+
+    ``key``: a string (the job-id rules), or a function of the payload that
+    returns one (or None: that job has no key), which ``enqueue_many`` calls
+    per item. ``period``: None holds the key while its holder is unfinished
+    (waiting, pending, scheduled, active) and frees it as the holder finishes;
+    seconds > 0 hold it for that long from the holder's enqueue, whatever its
+    state (a throttle). ``replace``: a duplicate replaces the payload of a
+    holder that has not started, or, while the holder runs, becomes the key's
+    one successor queued behind it (keep-last). A duplicate creates nothing
+    and gets the holder's id. docs/states.md#uniqueness has the rules.
+    """
+
+    key: str | Callable[[Any], str | None]
+    period: float | None = None
+    replace: bool = False
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.key, str) or callable(self.key)):
+            raise InvalidArgument(f"Unique.key must be a string or a function, not {self.key!r}")
+        if self.period is not None and (
+            isinstance(self.period, bool)
+            or not isinstance(self.period, (int, float))
+            or not math.isfinite(self.period)
+            or self.period <= 0
+        ):
+            raise InvalidArgument(f"Unique.period must be None or seconds > 0, not {self.period!r}")
+        if not isinstance(self.replace, bool):
+            raise InvalidArgument(f"Unique.replace must be True or False, not {self.replace!r}")
 
 
 JOB_OPTIONS = frozenset(JobOptions.__optional_keys__)
@@ -189,6 +224,10 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     """The job's fair group (``enqueue(..., group=)``); None for an ungrouped job."""
     timeout: float | None = None
     """Seconds a handler may run on it (``enqueue(..., timeout=)``); None: no limit of its own."""
+    unique_key: str | None = None
+    """The uniqueness key the job was enqueued with (``leaseq.Unique``); None: none."""
+    after: str | None = None
+    """For a keep-last successor: the id of the running job it was queued behind."""
     traceparent: str | None = None
     """The W3C trace context of the span that enqueued the job, as stored
     (``leaseq.observe.tracing``); None when it was enqueued outside any span."""

@@ -9,6 +9,8 @@
 -- KEYS[5]  leaseq:{<queue>}:meta       HASH  counters, clock
 -- KEYS[6]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- KEYS[7]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
+-- KEYS[8]  leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/free_unique.lua)
+-- KEYS[9]  leaseq:{<queue>}:wake         LIST  wake-up tokens (lib/free_unique.lua)
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  keep_ms, how long to keep the row (integer ms; 0 = delete now, -1 = until purged)
 -- derives: nothing
@@ -18,6 +20,7 @@
 --!include lib/allow_oom.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
+--!include lib/free_unique.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/retain_rows.lua
@@ -39,6 +42,7 @@ redis.call('ZREM', scheduled, id)
 redis.call('HSET', job, 'state', 'cancelled', 'finished_at', now)
 redis.call('HDEL', job, 'run_at')
 redis.call('HINCRBY', meta, 'cancelled', 1)
+free_unique(K, job, id, now)
 signal_done(K.done, id)
 local log = event_log(K.events, K.done, meta)
 log_event(log, state, 'cancelled', id, redis.call('HGET', job, 'attempts'))

@@ -12,7 +12,9 @@
 -- KEYS[8]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[9]  leaseq:{<queue>}:group_active HASH  group -> leases active now
 -- KEYS[10]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
--- KEYS[11..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order;
+-- KEYS[11]  leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/free_unique.lua)
+-- KEYS[12]  leaseq:{<queue>}:scheduled    ZSET  ids waiting: a keep-last successor becomes due here (lib/free_unique.lua)
+-- KEYS[13..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order;
 --           then one key per effect, in effect order: an application key carrying the
 --           hash tag {<queue>} (checked by the caller), of the type its command needs
 -- ARGV[1]  keep_ms, how long to keep the succeeded row (integer ms; 0 = delete now, -1 = until purged)
@@ -40,6 +42,7 @@
 --!include lib/effect_refusal.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
+--!include lib/free_unique.lua
 --!include lib/group_done.lua
 --!include lib/lease_check.lua
 --!include lib/log_event.lua
@@ -94,6 +97,7 @@ for i = 1, n do
     -- applies both, a lost one (or a replay) applies neither.
     now = now or now_ms(meta)
     group_done(K, job, group) -- fair groups: before the row may be deleted
+    free_unique(K, job, id, now)
     for _, e in ipairs(effects) do apply_effect(e[1], e[2], e[3]) end
     redis.call('HSET', job, 'state', 'succeeded', 'finished_at', now)
     redis.call('HDEL', job, 'lease_until')

@@ -12,12 +12,15 @@
 -- KEYS[8]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[9]  leaseq:{<queue>}:done       STREAM  ids waiters look at (lib/signal_done.lua): a job deleted
 --          before it finished is signalled, so its waiters raise JobNotFound at once
+-- KEYS[10]  leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/free_unique.lua)
+-- KEYS[11]  leaseq:{<queue>}:wake         LIST  wake-up tokens (lib/free_unique.lua)
 -- ARGV[1]  id, the job id (string)
 -- derives: nothing
 -- returns: {'OK', state} with the state the job was in ('damaged' for a row without a known one)
 -- errors: {'GONE'} for an unknown id; {'STATE', 'active'} while a lease is held
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
+--!include lib/free_unique.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/signal_done.lua
@@ -32,6 +35,7 @@ if type(state) == 'table' or not state then state = 'damaged' end
 -- complete meet a missing row. Let it finish, or expire and be reaped.
 if state == 'active' then return { 'STATE', state } end
 local attempts = redis.pcall('HGET', job, 'attempts')
+free_unique(K, job, id, now_ms(K.meta, true))
 redis.call('DEL', job)
 for _, key in ipairs({ K.pending, K.scheduled, K.succeeded, K.dead, K.cancelled }) do
   redis.call('ZREM', key, id)

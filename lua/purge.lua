@@ -8,6 +8,9 @@
 -- KEYS[3]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[4]  leaseq:{<queue>}:done       STREAM  ids waiters look at (lib/signal_done.lua): purged pending
 --          or scheduled jobs are signalled, so their waiters raise JobNotFound at once
+-- KEYS[5]  leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/free_unique.lua)
+-- KEYS[6]  leaseq:{<queue>}:scheduled    ZSET  ids waiting: a keep-last successor becomes due here (lib/free_unique.lua)
+-- KEYS[7]  leaseq:{<queue>}:wake         LIST  wake-up tokens (lib/free_unique.lua)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  state, the state being purged (string; never 'active')
 -- ARGV[3]  limit, the most index entries to look at in this call (integer >= 1)
@@ -20,6 +23,7 @@
 -- errors: none; a job key that is not a hash is reported and left alone
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
+--!include lib/free_unique.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/signal_done.lua
@@ -36,6 +40,7 @@ end
 local page = redis.call('ZRANGEBYSCORE', index, after, upto, 'WITHSCORES', 'LIMIT', skip, limit)
 local deleted, damaged, gone = 0, {}, {}
 local log = event_log(K.events, nil, K.meta)
+local now = now_ms(K.meta, true)
 for i = 1, #page, 2 do
   local id, score = page[i], page[i + 1]
   local job = job_prefix .. id
@@ -53,6 +58,7 @@ for i = 1, #page, 2 do
     -- Only delete a row that really is in this state; an index entry that
     -- drifted is just dropped, so a purge never takes a job it did not mean to.
     if got[1] == state then
+      free_unique(K, job, id, now)
       redis.call('DEL', job)
       deleted = deleted + 1
       log_event(log, state, 'deleted', id, got[2])

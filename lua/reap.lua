@@ -13,6 +13,8 @@
 -- KEYS[9]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[10]  leaseq:{<queue>}:group_active HASH  group -> leases active now
 -- KEYS[11]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[12]  leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/free_unique.lua)
+-- KEYS[13]  leaseq:{<queue>}:scheduled    ZSET  ids waiting: a keep-last successor becomes due here (lib/free_unique.lua)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  limit, the most index entries to look at (integer >= 1)
 -- ARGV[3]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are

@@ -251,6 +251,17 @@ class QueueKeys:
         group_concurrency (a hash, not a set: no extra commands for an ACL user)."""
         return self.stem + "group_held"
 
+    @property
+    def unique(self) -> str:
+        """HASH uniqueness key -> ``<holder id>``, or ``<holder id> <window end ms>``
+        for a throttle window (``leaseq.Unique``; lua/lib/unique_holder.lua)."""
+        return self.stem + "unique"
+
+    @property
+    def unique_windows(self) -> str:
+        """ZSET of uniqueness keys with a throttle window; score = its end, ms epoch."""
+        return self.stem + "unique_windows"
+
     def index(self, state: str) -> str:
         """The index ZSET of a state (every state has exactly one)."""
         return self.stem + state

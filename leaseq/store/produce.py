@@ -12,17 +12,49 @@ from leaseq.observe.tracing import Send, check_traceparent
 from leaseq.store import validate as v
 from leaseq.store.groups import check_group
 from leaseq.store.keys import check_job_id, new_job_ids
-from leaseq.store.replies import as_ints
+from leaseq.store.replies import as_text
 from leaseq.store.scripts import SCRIPTS
 from leaseq.store.settings import QueueSettings
 from leaseq.store.steps import Call, Op
-from leaseq.types import JOB_OPTIONS, JobOptions
+from leaseq.types import JOB_OPTIONS, JobOptions, Unique
 
-__all__ = ["ENQUEUE_CHUNK", "EnqueueCalls", "check_options", "enqueue_traced"]
+__all__ = [
+    "ENQUEUE_CHUNK",
+    "EnqueueCalls",
+    "Enqueued",
+    "check_options",
+    "enqueue_traced",
+    "unique_keys",
+]
+
+Enqueued = list[int | str]
+"""An enqueue call's reply, one value per job: 1 created, 0 the id existed, or
+the id of the job holding the job's uniqueness key (then nothing was created)."""
 
 ENQUEUE_CHUNK = 1000
 """Jobs per enqueue script call: big enough to amortise the round trip,
 small enough that one call never blocks the server for long."""
+
+
+def _enqueued(reply: list[Any]) -> Enqueued:
+    return [x if isinstance(x, int) else as_text(x) for x in reply]
+
+
+def unique_keys(unique: object, payloads: Sequence[Any]) -> tuple[list[str], int, int]:
+    """The uniqueness ARGV of ``payloads``: one key per job ('{}' for none; an
+    empty list when ``unique`` is None), the window in ms (0 = none), replace 0/1.
+    Raises InvalidArgument or InvalidName before anything is written."""
+    if unique is None:
+        return [], 0, 0
+    if not isinstance(unique, Unique):
+        raise InvalidArgument(f"unique must be a leaseq.Unique, not {unique!r}")
+    key = unique.key
+    keys = []
+    for payload in payloads:
+        value = key if isinstance(key, str) else key(payload)
+        keys.append("{}" if value is None else check_job_id(value, "unique key"))
+    period = 0 if unique.period is None else max(1, round(unique.period * 1000))
+    return keys, period, int(unique.replace)
 
 
 def check_options(options: JobOptions, caller: str) -> None:
@@ -44,7 +76,7 @@ class EnqueueCalls(QueueSettings):
         traceparent: str = "",
         *,
         caller: str = "enqueue",
-    ) -> tuple[list[str], list[Call[list[int]]]]:
+    ) -> tuple[list[str], list[Call[Enqueued]]]:
         """The ids and the script calls (chunks of ENQUEUE_CHUNK) that enqueue ``payloads``.
 
         ``options`` are the job options every item gets (``leaseq.JobOptions``;
@@ -74,26 +106,44 @@ class EnqueueCalls(QueueSettings):
             "timeout_ms": v.timeout_ms(options.get("timeout")),
             "traceparent": traceparent and check_traceparent(traceparent),
         }
+        ukeys, head["unique_period_ms"], head["unique_replace"] = unique_keys(
+            options.get("unique"), payloads
+        )
         fresh = iter(new_job_ids(sum(1 for i in ids if i is None) if ids else len(payloads)))
         job_ids = [
             next(fresh) if ids is None or ids[i] is None else check_job_id(ids[i])
             for i in range(len(payloads))
         ]
         encode = self.codec.encode
-        calls: list[Call[list[int]]] = []
+        calls: list[Call[Enqueued]] = []
         script, keys = SCRIPTS["enqueue"], self.keys
         for start in range(0, len(payloads), ENQUEUE_CHUNK):
             jobs: list[str | bytes | int] = []
-            for i in range(start, min(start + ENQUEUE_CHUNK, len(payloads))):
+            end = min(start + ENQUEUE_CHUNK, len(payloads))
+            for i in range(start, end):
                 jobs += (job_ids[i], encode(payloads[i]))
-            calls.append(script.call(keys, as_ints, arg_tail=jobs, **head))
+            unique = " ".join(ukeys[start:end])
+            calls.append(script.call(keys, _enqueued, arg_tail=jobs, unique=unique, **head))
         return job_ids, calls
 
 
+def _run(ids: list[str], calls: list[Call[Enqueued]]) -> Op[list[str]]:
+    """Run the calls; a job not created for its uniqueness key gets its holder's id."""
+    at = 0
+    for call in calls:
+        replies = yield call
+        for k, reply in enumerate(replies):
+            if isinstance(reply, str):
+                ids[at + k] = reply
+        at += len(replies)
+    return ids
+
+
 def enqueue_traced(
-    queue: str, batch: bool, build: Callable[[str], tuple[list[str], list[Call[list[int]]]]]
+    queue: str, batch: bool, build: Callable[[str], tuple[list[str], list[Call[Enqueued]]]]
 ) -> Op[list[str]]:
-    """Run the enqueue calls ``build(traceparent)`` makes; return the ids.
+    """Run the enqueue calls ``build(traceparent)`` makes; return the ids (a job
+    deduplicated by its uniqueness key: its holder's id).
 
     Inside a valid current span (opentelemetry installed) the calls run under
     a PRODUCER span whose traceparent every row stores (``leaseq.observe.tracing``);
@@ -102,16 +152,12 @@ def enqueue_traced(
     send = Send.start(queue)
     if send is None:
         ids, calls = build("")
-        for call in calls:
-            _ = yield call  # the replies (created flags) are not needed
-        return ids
+        return (yield from _run(ids, calls))
     error: BaseException | None = None
     try:
         ids, calls = build(send.traceparent)
         send.sent(ids, batch)
-        for call in calls:
-            _ = yield call
-        return ids
+        return (yield from _run(ids, calls))
     except BaseException as exc:
         error = exc
         raise

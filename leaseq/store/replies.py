@@ -140,6 +140,8 @@ class _Row(msgspec.Struct, kw_only=True):
     """ms, at most a day (``_validate.MAX_TIMEOUT``): set by hand below 0 or past
     that it is damaged, as claim.lua reads it (no limit), not a negative time."""
     traceparent: str | None = None
+    unique_key: str | None = None
+    after: str | None = None
     progress: str | None = None  # JSON text, decoded apart (like result): never set here
 
 
@@ -242,6 +244,8 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
         kind=r.kind,
         timeout=None if not r.timeout else r.timeout / 1000.0,
         traceparent=r.traceparent,
+        unique_key=r.unique_key,
+        after=r.after,
         progress=progress,
     )
 

@@ -24,7 +24,7 @@ from leaseq.store import validate as v
 from leaseq.store.keys import check_job_id, new_job_ids, shard_of
 from leaseq.store.leases import block_until
 from leaseq.store.ops import WAKE_SLICE, QueueOps
-from leaseq.store.produce import check_options, enqueue_traced
+from leaseq.store.produce import Enqueued, check_options, enqueue_traced
 from leaseq.store.reads import wait_names
 from leaseq.store.steps import Call, Feed, Op
 from leaseq.types import Job, JobOptions, Lease, State, Stats
@@ -71,6 +71,7 @@ class ShardedOps:
         self, payload: Any, *, id: str | None = None, **options: Unpack[JobOptions]
     ) -> Op[str]:
         """Add one job to its id's shard; ``id`` defaults to a fresh random id. Returns the id."""
+        _no_unique(options)
         job_id = new_job_ids(1)[0] if id is None else id
         return (yield from self.shard_for(job_id).enqueue(payload, id=job_id, **options))
 
@@ -88,12 +89,13 @@ class ShardedOps:
         leave earlier shards written (re-running with the same ids is safe).
         """
         check_options(options, "enqueue_many")
+        _no_unique(options)
         items = list(payloads)
         if ids is not None and len(ids) != len(items):
             raise InvalidArgument(f"{len(ids)} ids for {len(items)} payloads")
         job_ids = new_job_ids(len(items)) if ids is None else [check_job_id(i) for i in ids]
 
-        def build(tp: str) -> tuple[list[str], list[Call[list[int]]]]:
+        def build(tp: str) -> tuple[list[str], list[Call[Enqueued]]]:
             # Validate and encode every call of every shard before any runs.
             calls = [
                 call
@@ -512,3 +514,10 @@ def merge_stats(name: str, parts: Sequence[Stats]) -> Stats:
         groups_ready=sum(p.groups_ready for p in parts),
         groups_held=sum(p.groups_held for p in parts),
     )
+
+
+def _no_unique(options: JobOptions) -> None:
+    """A sharded queue spreads jobs by id, so a uniqueness key would hold per shard
+    only: refused, before anything is written."""
+    if options.get("unique") is not None:
+        raise InvalidArgument("unique= needs one hash tag: use a plain Queue, not a ShardedQueue")
