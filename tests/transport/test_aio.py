@@ -47,6 +47,7 @@ from tests.store import (
     test_schedules,
     test_scripts,
     test_states,
+    test_unique,
     test_validation,
     test_waits,
 )
@@ -83,6 +84,7 @@ SUITE_MODULES = (
     test_events,
     test_tracing,
     test_states,
+    test_unique,
 )
 
 
