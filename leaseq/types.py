@@ -47,15 +47,17 @@ class State(str, enum.Enum):
     inside ``claim`` or ``run_now`` (-> pending), or ``cancel``."""
     ACTIVE = "active"
     """Under a lease. Left by ``complete`` (-> succeeded), ``fail`` (-> scheduled,
-    pending or dead), ``release`` (-> pending) and ``reap`` once the lease expired
-    (-> pending, or dead when no attempts remain)."""
+    pending or dead), ``release`` (-> pending), ``reap`` once the lease expired
+    (-> pending, or dead when no attempts remain) and ``cancel`` (-> cancelled:
+    the running attempt's lease is lost)."""
     SUCCEEDED = "succeeded"
     """Done. Terminal; the row is deleted after ``keep_succeeded`` or by ``purge``."""
     DEAD = "dead"
     """Dead-lettered: out of attempts, failed for good, or damaged. Kept until
     ``retry_dead`` (-> pending) or ``purge``; never trimmed silently."""
     CANCELLED = "cancelled"
-    """Cancelled before it ran. Terminal; kept like succeeded rows."""
+    """Cancelled by ``cancel``, before it ran or while it ran. Terminal; kept like
+    succeeded rows."""
 
     def __str__(self) -> str:
         return self.value
@@ -75,7 +77,9 @@ TRANSITIONS: Mapping[State, frozenset[State]] = MappingProxyType(
     {
         State.PENDING: frozenset({State.ACTIVE, State.CANCELLED, State.DEAD}),
         State.SCHEDULED: frozenset({State.PENDING, State.CANCELLED}),
-        State.ACTIVE: frozenset({State.SUCCEEDED, State.SCHEDULED, State.PENDING, State.DEAD}),
+        State.ACTIVE: frozenset(
+            {State.SUCCEEDED, State.SCHEDULED, State.PENDING, State.DEAD, State.CANCELLED}
+        ),
         State.SUCCEEDED: frozenset(),
         State.DEAD: frozenset({State.PENDING}),
         State.CANCELLED: frozenset(),

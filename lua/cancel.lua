@@ -1,5 +1,5 @@
--- cancel.lua: cancel a job that has not started: it will never run.
--- transition: pending | scheduled -> cancelled (the row then lives keep_ms)
+-- cancel.lua: cancel a job: it will never run (again); a running attempt loses its lease.
+-- transition: pending | scheduled | active -> cancelled (the row then lives keep_ms)
 -- clock: server TIME (never behind the queue's meta clock), for finished_at and retention
 -- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
@@ -10,21 +10,32 @@
 -- KEYS[6]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- KEYS[7]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[8]  leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/free_unique.lua)
--- KEYS[9]  leaseq:{<queue>}:wake         LIST  wake-up tokens (lib/free_unique.lua)
+-- KEYS[9]  leaseq:{<queue>}:wake         LIST  wake-up tokens (lib/free_unique.lua; a freed limit slot)
+-- KEYS[10]  leaseq:{<queue>}:active       ZSET  ids under lease, score = lease_until ms epoch
+-- KEYS[11]  leaseq:{<queue>}:limits       HASH  global limits (group_concurrency)
+-- KEYS[12]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[13]  leaseq:{<queue>}:group_active HASH  group -> leases active now
+-- KEYS[14]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  keep_ms, how long to keep the row (integer ms; 0 = delete now, -1 = until purged)
--- derives: nothing
+-- ARGV[3]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
+--          the ZSET group_prefix .. <name>
+-- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: {'OK', 1} when cancelled now, {'OK', 0} when it already was
+--          (an active job's lease is then lost: its complete, fail and extend raise LeaseLost,
+--          and its worker learns it at its next heartbeat; last_error says so)
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is past cancelling;
 --         {'DAMAGED', '<key>', 'not a hash'} when the job key holds another type
 --!include lib/allow_oom.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/free_unique.lua
+--!include lib/group_done.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/retain_rows.lua
 --!include lib/signal_done.lua
+--!include lib/state_kind.lua
 --!include lib/trim_finished.lua
 
 local job, pending, scheduled, cancelled, meta = K.job, K.pending, K.scheduled, K.cancelled, K.meta
@@ -34,13 +45,26 @@ local state = redis.pcall('HGET', job, 'state')
 if type(state) == 'table' and state['err'] then return { 'DAMAGED', '<key>', 'not a hash' } end
 if not state then return { 'GONE' } end
 if state == 'cancelled' then return { 'OK', 0 } end
-if state ~= 'pending' and state ~= 'scheduled' then return { 'STATE', state } end
+if state_kind(state) ~= 'unfinished' then return { 'STATE', state } end
 
 local now = now_ms(meta)
 redis.call('ZREM', pending, id)
 redis.call('ZREM', scheduled, id)
 redis.call('HSET', job, 'state', 'cancelled', 'finished_at', now)
 redis.call('HDEL', job, 'run_at')
+if state == 'active' then
+  -- Fencing does the rest: the row is no longer active, so the running
+  -- attempt's complete, fail and extend are refused (LeaseLost, state cancelled).
+  redis.call('ZREM', K.active, id)
+  redis.call('HDEL', job, 'lease_until', 'prefetched')
+  redis.call('HSET', job, 'last_error',
+             'cancelled while running (attempt ' .. (redis.call('HGET', job, 'attempts') or '?') .. ')')
+  group_done(K, job, nil)
+  -- A slot freed under a concurrency limit: wake a claimer it held back.
+  if redis.call('HDEL', meta, 'limit_held') == 1 and redis.call('LLEN', K.wake) < 64 then
+    redis.call('RPUSH', K.wake, '1')
+  end
+end
 redis.call('HINCRBY', meta, 'cancelled', 1)
 free_unique(K, job, id, now)
 signal_done(K.done, id)

@@ -77,8 +77,11 @@ class OperatorOps:
         return stats
 
     def cancel(self, job_id: str) -> Op[bool]:
-        """Cancel a pending or scheduled job: True if cancelled now, False if it already
-        was. Raises JobNotFound, or JobStateError once it has started."""
+        """Cancel a pending, scheduled or active job: True if cancelled now, False if it
+        already was. An active job's running attempt loses its lease at once (its
+        complete, fail and extend raise LeaseLost; its worker learns at its next
+        heartbeat and cancels an async handler). Raises JobNotFound, or
+        JobStateError once it has finished."""
         done: bool = yield self.core.cancel(job_id)
         return done
 

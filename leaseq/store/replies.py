@@ -95,7 +95,7 @@ def admin_error(op: str, job_id: str, reply: Sequence[Any]) -> Exception:
         return JobNotFound(job_id)
     if code == "STATE":
         wanted = {
-            "cancel": "only pending or scheduled jobs can be cancelled",
+            "cancel": "only unfinished jobs can be cancelled",
             "delete": "an active job holds a lease: let it finish or expire first",
             "run_now": "only a scheduled job can be run now",
         }.get(op, "only dead jobs can be retried")

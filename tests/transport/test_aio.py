@@ -31,6 +31,7 @@ from tests.observe import test_tracing
 from tests.store import (
     test_admin,
     test_bad_input,
+    test_cancel,
     test_clock,
     test_damage,
     test_discovery,
@@ -71,6 +72,7 @@ SUITE_MODULES = (
     test_invariants,
     test_worker,
     test_admin,
+    test_cancel,
     test_limits,
     test_pause,
     test_schedules,

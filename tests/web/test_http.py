@@ -234,7 +234,7 @@ def test_actions_on_many_ids_report_refusals(seeded: leaseq.Queue, r: Any) -> No
     token = csrf_of(c)
     data = {"csrf": token, "action": "cancel", "id": ["m001", "m002", "m000"], "confirmed": "yes"}
     html = c.post("/queues/emails/actions", data=data).text
-    assert "cancelled 2 of 3 jobs" in html and "only pending or scheduled" in html
+    assert "cancelled 2 of 3 jobs" in html and "only unfinished jobs" in html
 
 
 @pytest.mark.parametrize("kind", ["basic", "bearer"])
