@@ -191,6 +191,7 @@ class QueueAPI:
     stats = Operation(QueueOps.stats)
     cancel = Operation(QueueOps.cancel)
     retry_dead = Operation(QueueOps.retry_dead)
+    update = Operation(QueueOps.update)
     retry_all_dead = Operation(QueueOps.retry_all_dead)
     purge = Operation(QueueOps.purge)
     reset_clock = Operation(QueueOps.reset_clock)

@@ -496,6 +496,10 @@ def show(c: _Ctx, queue: str, job_id: str, as_json: bool) -> None:
         table.add_row("timeout", f"{job.timeout:g} s")
     if job.traceparent:
         table.add_row("traceparent", job.traceparent)
+    if job.unique_key is not None:
+        table.add_row("unique_key", job.unique_key)
+    if job.after is not None:
+        table.add_row("after", f"{job.after} (queued behind it: runs once it finishes)")
     if job.progress is not None:
         table.add_row("progress", json.dumps(job.progress))
     for name in ("enqueued_at", "run_at", "claimed_at", "lease_until", "finished_at"):
@@ -579,11 +583,21 @@ def ls_(c: _Ctx, queue: str, state: str, offset: int, limit: int, as_json: bool)
 @click.argument("job_id", metavar="[ID]", required=False)
 @click.option("--all-dead", is_flag=True, help="Retry every dead job of the queue.")
 @click.option("--attempts", type=int, default=None, help="More tries to allow (default: queue's).")
+@click.option("--payload", default=None, help="A new payload (JSON) for the job: edit, then retry.")
 @pass_ctx
-def retry(c: _Ctx, queue: str, job_id: str | None, all_dead: bool, attempts: int | None) -> None:
+def retry(
+    c: _Ctx,
+    queue: str,
+    job_id: str | None,
+    all_dead: bool,
+    attempts: int | None,
+    payload: str | None,
+) -> None:
     """Make a dead job (or every dead job) pending again."""
     if (job_id is None) == (not all_dead):
         raise click.UsageError("give either a job ID or --all-dead")
+    if payload is not None and all_dead:
+        raise click.UsageError("--payload goes with one job ID, not --all-dead")
     if all_dead:
         done = c.target(queue).retry_all_dead(attempts=attempts)
         more = attempts if attempts is not None else c.queue(queue)._core.max_attempts
@@ -599,7 +613,10 @@ def retry(c: _Ctx, queue: str, job_id: str | None, all_dead: bool, attempts: int
         return
     assert job_id is not None
     part, job = c.holder(queue, job_id)
-    limit = part.retry_dead(job_id, attempts=attempts)
+    if payload is not None:
+        limit = part.retry_dead(job_id, attempts=attempts, payload=_json(payload, "--payload"))
+    else:
+        limit = part.retry_dead(job_id, attempts=attempts)
     why = (
         f"--attempts {attempts}"
         if attempts is not None
@@ -648,7 +665,7 @@ def demo(c: _Ctx, jobs: int) -> None:
     run_demo(c.explicit_url or f"memory://demo-{uuid.uuid4().hex[:8]}", jobs, c.prefix, out)
 
 
-_register_ops(cli)  # pause, resume, cancel, delete, drop, web: leaseq/cli/ops.py
+_register_ops(cli)  # pause, resume, cancel, update, delete, drop, web: leaseq/cli/ops.py
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:

@@ -85,12 +85,25 @@ class OperatorOps:
         done: bool = yield self.core.cancel(job_id)
         return done
 
-    def retry_dead(self, job_id: str, *, attempts: int | None = None) -> Op[int]:
+    def retry_dead(
+        self, job_id: str, *, attempts: int | None = None, payload: Any = _admin.KEEP
+    ) -> Op[int]:
         """Make a dead job pending again with ``attempts`` more tries (default: the
         queue's max_attempts). ``attempts`` in the row is kept, ``max_attempts``
-        raised; returns the new max_attempts. Raises JobNotFound, JobStateError."""
-        bound: int = yield self.core.retry(job_id, attempts)
+        raised; returns the new max_attempts. ``payload``: a new payload, checked
+        as ``enqueue`` checks one, written in the same call (edit and retry; the
+        old one goes to the event stream). Raises JobNotFound, JobStateError,
+        InvalidPayload, PayloadTooLarge."""
+        bound: int = yield self.core.retry(job_id, attempts, payload)
         return bound
+
+    def update(self, job_id: str, *, payload: Any) -> Op[None]:
+        """Replace the payload of a job that has not started (waiting, pending or
+        scheduled); the old one goes to the event stream entry of the change.
+        Checked as ``enqueue`` checks a payload, before anything is written.
+        Raises JobNotFound, JobStateError (active or finished), InvalidPayload,
+        PayloadTooLarge."""
+        yield self.core.update(job_id, payload)
 
     def retry_all_dead(
         self, *, attempts: int | None = None, damaged: list[DamagedRow] | None = None

@@ -98,6 +98,8 @@ def admin_error(op: str, job_id: str, reply: Sequence[Any]) -> Exception:
             "cancel": "only unfinished jobs can be cancelled",
             "delete": "an active job holds a lease: let it finish or expire first",
             "run_now": "only a scheduled job can be run now",
+            "update": "only a job that has not started (waiting, pending, scheduled) "
+            "can be updated; retry_dead(id, payload=...) edits a dead one",
         }.get(op, "only dead jobs can be retried")
         return JobStateError(job_id, as_text(reply[1]), wanted)
     if code == "DAMAGED":

@@ -21,6 +21,7 @@ from leaseq.store import limits as _lim
 from leaseq.store import registry as _reg
 from leaseq.store import schedules as _sch
 from leaseq.store import validate as v
+from leaseq.store.admin import KEEP
 from leaseq.store.keys import check_job_id, new_job_ids, shard_of
 from leaseq.store.leases import block_until
 from leaseq.store.ops import WAKE_SLICE, QueueOps
@@ -290,9 +291,16 @@ class ShardedOps:
         """As ``Queue.cancel``, on the job's shard."""
         return (yield from self.shard_for(job_id).cancel(job_id))
 
-    def retry_dead(self, job_id: str, *, attempts: int | None = None) -> Op[int]:
+    def retry_dead(
+        self, job_id: str, *, attempts: int | None = None, payload: Any = KEEP
+    ) -> Op[int]:
         """As ``Queue.retry_dead``, on the job's shard."""
-        return (yield from self.shard_for(job_id).retry_dead(job_id, attempts=attempts))
+        shard = self.shard_for(job_id)
+        return (yield from shard.retry_dead(job_id, attempts=attempts, payload=payload))
+
+    def update(self, job_id: str, *, payload: Any) -> Op[None]:
+        """As ``Queue.update``, on the job's shard."""
+        yield from self.shard_for(job_id).update(job_id, payload=payload)
 
     def retry_all_dead(
         self, *, attempts: int | None = None, damaged: list[DamagedRow] | None = None
