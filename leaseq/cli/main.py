@@ -49,7 +49,7 @@ from leaseq.sharded import ShardedQueue, known_queues, sharded_names, stored_sha
 from leaseq.store import validate as _validate
 from leaseq.supervisor import Supervisor, report_stuck, watch_parent
 from leaseq.transport import client as _redis
-from leaseq.types import Job, State
+from leaseq.types import Job, State, Unique
 from leaseq.worker import Worker
 
 __all__ = ["cli", "main"]
@@ -324,6 +324,13 @@ def worker(
 @click.option("--max-attempts", type=int, default=None)
 @click.option("--kind", default=None, help="The jobs' kind (a worker's handler dict picks by it).")
 @click.option("--timeout", type=float, default=None, help="Seconds a handler may run on each.")
+@click.option("--group", default=None, help="The jobs' fair group (claims rotate between groups).")
+@click.option(
+    "--unique",
+    default=None,
+    metavar="KEY",
+    help="Uniqueness key: while a job holding KEY is unfinished, no other is made.",
+)
 @click.option(
     "--shards",
     type=int,
@@ -342,9 +349,12 @@ def enqueue(
     max_attempts: int | None,
     kind: str | None,
     timeout: float | None,
+    group: str | None,
+    unique: str | None,
     shards: int | None,
 ) -> None:
-    """Add one job (PAYLOAD, JSON text) or many (--file, JSON lines)."""
+    """Add one job (PAYLOAD, JSON text) or many (--file, JSON lines). With
+    --unique, a job whose KEY is held prints the holder's id."""
     if (payload is None) == (path is None):
         raise click.UsageError("give either a JSON PAYLOAD or --file PATH")
     q = c.producer(queue, shards)
@@ -354,7 +364,10 @@ def enqueue(
         "max_attempts": max_attempts,
         "kind": kind,
         "timeout": timeout,
+        "group": group,
     }
+    if unique is not None:
+        opts["unique"] = Unique(unique)
     if payload is not None:
         out.print(q.enqueue(_json(payload, "payload"), id=job_id, **opts))
         return

@@ -20,6 +20,7 @@ from leaseq.errors import InvalidArgument
 from leaseq.observe.humanize import utc
 from leaseq.queue import Queue
 from leaseq.store.schedules import Schedule
+from leaseq.types import Unique
 
 __all__ = ["register"]
 
@@ -67,6 +68,18 @@ def _rule(s: Schedule) -> str:
 @click.option("--tz", default=None, metavar="TZ", help="Time zone of --cron (default UTC).")
 @click.option("--every", default=None, type=float, metavar="SECONDS", help="Fixed interval.")
 @click.option("--max-attempts", default=None, type=int, help="Attempts of each job it makes.")
+@click.option(
+    "--kind", default=None, help="Kind of each job (a worker's handler dict picks by it)."
+)
+@click.option("--group", default=None, help="Fair group of each job it makes.")
+@click.option("--priority", default=0, type=int, help="0..1000000, lower first.")
+@click.option("--timeout", default=None, type=float, help="Seconds a handler may run on each.")
+@click.option(
+    "--unique",
+    default=None,
+    metavar="KEY",
+    help="Skip a due time while the previous job holding KEY is unfinished.",
+)
 def schedule(
     queue: str,
     name: str,
@@ -75,14 +88,32 @@ def schedule(
     tz: str | None,
     every: float | None,
     max_attempts: int | None,
+    kind: str | None,
+    group: str | None,
+    priority: int,
+    timeout: float | None,
+    unique: str | None,
 ) -> None:
-    """Create or change the schedule NAME of QUEUE (PAYLOAD is JSON)."""
+    """Create or change the schedule NAME of QUEUE (PAYLOAD is JSON); each job it
+    makes gets the job options given (as ``leaseq enqueue`` takes them)."""
     try:
         data = json.loads(payload)
     except ValueError as exc:
         raise InvalidArgument(f"PAYLOAD is not JSON: {exc}") from None
     q = _queue(queue)
-    s = q.schedule(name, data, cron=cron, tz=tz, every=every, max_attempts=max_attempts)
+    s = q.schedule(
+        name,
+        data,
+        cron=cron,
+        tz=tz,
+        every=every,
+        max_attempts=max_attempts,
+        kind=kind,
+        group=group,
+        priority=priority,
+        timeout=timeout,
+        unique=None if unique is None else Unique(unique),
+    )
     now = q.stats().server_time
     out.print(f"scheduled {name} on {queue}: {_rule(s)}; next due {_at(s.next_due, now)}")
 
@@ -108,6 +139,7 @@ def schedules(queue: str | None, as_json: bool) -> None:
     columns = [
         Column("queue", keep="middle", least=8),
         Column("name", keep="middle", least=8),
+        Column("kind", keep="middle", least=4),
         Column("rule"),
         Column("next due"),
         Column("last fired"),
@@ -116,7 +148,9 @@ def schedules(queue: str | None, as_json: bool) -> None:
     cells = []
     for s in rows:
         nxt = s.error or "-" if s.next_due is None else _at(s.next_due, now)
-        cells.append([s.queue, s.name, _rule(s), nxt, _at(s.last_fired, now), str(s.fired)])
+        cells.append(
+            [s.queue, s.name, s.kind or "-", _rule(s), nxt, _at(s.last_fired, now), str(s.fired)]
+        )
     table = fit(grid("leaseq schedules (server clock, UTC)"), columns, cells, width)
     out.print(table, width=width)
 

@@ -7,7 +7,7 @@ keeps the worker registry and reads the history and the event stream.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from leaseq.errors import DamagedRow
 from leaseq.store import admin as _admin
@@ -22,7 +22,10 @@ from leaseq.store.keys import QueueKeys, check_job_id
 from leaseq.store.replies import as_text
 from leaseq.store.settings import parse_state
 from leaseq.store.steps import Command, Feed, Op, Rows
-from leaseq.types import Job, State, Stats
+from leaseq.types import Job, JobOptions, State, Stats
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["OperatorOps"]
 
@@ -141,22 +144,18 @@ class OperatorOps:
         cron: str | None = None,
         tz: str | None = None,
         every: float | None = None,
-        max_attempts: int | None = None,
-        priority: int = 0,
+        **options: Unpack[JobOptions],
     ) -> Op[_sch.Schedule]:
         """Create or change (upsert) the schedule ``name``: one job with ``payload`` per
         due time, by ``cron`` (in zone ``tz``, default UTC) or ``every`` seconds.
-        Raises InvalidArgument (also for a bad cron or zone) before writing."""
+        ``options`` are those of ``enqueue`` for each job it makes (``kind``,
+        ``group``, ``priority``, ``max_attempts``, ``timeout``; ``unique=Unique(key)``
+        skips a due time while the previous job holding the key is unfinished;
+        not ``delay``). Raises InvalidArgument (also for a bad cron or zone) before
+        writing."""
         return (
             yield from _sch.schedule(
-                self.core,
-                name,
-                payload,
-                cron=cron,
-                tz=tz,
-                every=every,
-                max_attempts=max_attempts,
-                priority=priority,
+                self.core, name, payload, cron=cron, tz=tz, every=every, **options
             )
         )
 

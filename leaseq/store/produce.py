@@ -68,6 +68,24 @@ def check_options(options: JobOptions, caller: str) -> None:
 class EnqueueCalls(QueueSettings):
     """The enqueue calls of a queue."""
 
+    def option_args(self, options: JobOptions, caller: str) -> dict[str, Any]:
+        """The job options as stored (script ARGV by name: max_attempts, delay_ms,
+        priority, group, kind, timeout_ms), each checked; the one check of them
+        for enqueue and schedules alike. ``unique`` is checked by ``unique_keys``."""
+        check_options(options, caller)
+        max_attempts = options.get("max_attempts")
+        group, kind = options.get("group"), options.get("kind")
+        return {
+            "max_attempts": self.max_attempts
+            if max_attempts is None
+            else v.integer(max_attempts, "max_attempts", 1, v.MAX_ATTEMPTS),
+            "delay_ms": v.delay_ms(options.get("delay")),
+            "priority": v.integer(options.get("priority", 0), "priority", 0, v.MAX_PRIORITY),
+            "group": "" if group is None else check_group(group),
+            "kind": "" if kind is None else check_job_id(kind, "kind"),
+            "timeout_ms": v.timeout_ms(options.get("timeout")),
+        }
+
     def enqueue_calls(
         self,
         payloads: Sequence[Any],
@@ -87,25 +105,10 @@ class EnqueueCalls(QueueSettings):
         ``traceparent``: the W3C trace context stored in every row ('' = none;
         ``leaseq.observe.tracing``).
         """
-        check_options(options, caller)
         if ids is not None and len(ids) != len(payloads):
             raise InvalidArgument(f"{len(ids)} ids for {len(payloads)} payloads")
-        max_attempts = options.get("max_attempts")
-        group, kind = options.get("group"), options.get("kind")
-        attempts = (
-            self.max_attempts
-            if max_attempts is None
-            else v.integer(max_attempts, "max_attempts", 1, v.MAX_ATTEMPTS)
-        )
-        head: dict[str, Any] = {  # the ARGV of every chunk, by name
-            "max_attempts": attempts,
-            "delay_ms": v.delay_ms(options.get("delay")),
-            "priority": v.integer(options.get("priority", 0), "priority", 0, v.MAX_PRIORITY),
-            "group": "" if group is None else check_group(group),
-            "kind": "" if kind is None else check_job_id(kind, "kind"),
-            "timeout_ms": v.timeout_ms(options.get("timeout")),
-            "traceparent": traceparent and check_traceparent(traceparent),
-        }
+        head = self.option_args(options, caller)  # the ARGV of every chunk, by name
+        head["traceparent"] = traceparent and check_traceparent(traceparent)
         ukeys, head["unique_period_ms"], head["unique_replace"] = unique_keys(
             options.get("unique"), payloads
         )

@@ -346,8 +346,7 @@ class ShardedOps:
         cron: str | None = None,
         tz: str | None = None,
         every: float | None = None,
-        max_attempts: int | None = None,
-        priority: int = 0,
+        **options: Unpack[JobOptions],
     ) -> Op[_sch.Schedule]:
         """Not on a sharded queue: raises InvalidArgument (see ``Queue.schedule``)."""
         raise self._plain_only("schedule()")

@@ -96,3 +96,30 @@ def test_schedules_lists_one_whose_definition_will_not_read(
     code, out, err = cli("schedules", "mail")
     assert code == 0, err
     assert "hourly" in out and "broken" in out and "unreadable" in out
+
+
+def test_schedule_takes_every_job_option_and_schedules_shows_the_kind(cli: Cli) -> None:
+    code, out, err = cli(
+        "schedule", "mail", "digest", "{}", "--every", "60", "--kind", "send_digest",
+        "--group", "tenant-7", "--priority", "3", "--max-attempts", "2", "--timeout", "9",
+        "--unique", "digest",
+    )  # fmt: skip
+    assert code == 0, err
+    (s,) = cli.queue().schedules()
+    assert (s.kind, s.group, s.priority, s.max_attempts, s.timeout, s.unique_key) == (
+        "send_digest", "tenant-7", 3, 2, 9.0, "digest",
+    )  # fmt: skip
+    code, out, _ = cli("schedules", "mail")
+    assert code == 0 and "send_digest" in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    _one_line_error(*cli("schedule", "mail", "x", "{}", "--every", "1", "--kind", "a b"), "kind")
+
+
+def test_enqueue_with_a_group_and_a_unique_key(cli: Cli) -> None:
+    code, first, _ = cli("enqueue", "mail", "{}", "--group", "tenant-7", "--unique", "k")
+    assert code == 0
+    code, again, _ = cli("enqueue", "mail", '{"n": 2}', "--unique", "k")
+    assert code == 0 and again.strip() == first.strip()  # the holder's id
+    job = cli.queue().get(first.strip())
+    assert job is not None and job.group == "tenant-7" and job.unique_key == "k"
+    _one_line_error(*cli("enqueue", "mail", "{}", "--unique", "a b"), "unique key")

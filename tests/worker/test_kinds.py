@@ -116,3 +116,25 @@ def test_aio_worker_dispatches_sync_and_async_kinds(
     assert m is not None and m.result == "sent" and rr is not None and rr.result == "small"
     assert x is not None and x.state is leaseq.State.DEAD
     assert x.last_error is not None and x.last_error.startswith("UnknownKind: no handler")
+
+
+def test_a_scheduled_kind_runs_on_a_handler_dict_worker(rr: Any) -> None:
+    """Each due time of a schedule with kind= reaches its handler; none dies as
+    "the job has no kind" (the worker ticks the schedule itself). Real server."""
+    import threading
+
+    from tests.support.servers import wait_until
+
+    q = leaseq.Queue("jobs", redis=rr)
+    calls: list[str] = []
+    q.schedule("mails", {"to": "a@b.c"}, every=0.2, kind="send_email")
+    w = leaseq.Worker(q, _served(calls), concurrency=1, ttl=5.0, handle_signals=False)
+    t = threading.Thread(target=w.run)
+    t.start()
+    try:
+        wait_until(lambda: q.stats().succeeded >= 2, 15, what="two scheduled jobs done")
+    finally:
+        w.stop()
+        t.join(10.0)
+    assert q.stats().dead == 0
+    assert calls and all(c.startswith("mail:schedule:mails:") for c in calls)
