@@ -33,7 +33,7 @@ from leaseq.queue import Queue
 from leaseq.sharded import ShardedQueue
 from leaseq.store.events import Event, EventSettings
 from leaseq.store.keys import QueueKeys
-from leaseq.store.limits import Limits
+from leaseq.store.limits import GroupLimits, Limits
 from leaseq.store.schedules import Schedule
 from leaseq.supervisor import Supervisor
 from leaseq.types import Backoff, Job, Lease, State, Stats, Unique
@@ -63,6 +63,7 @@ __all__ = [
     "LeaseLost",
     "LeaseqError",
     "LeaseqWarning",
+    "GroupLimits",
     "Limits",
     "NotReplicated",
     "PayloadTooLarge",

@@ -205,6 +205,7 @@ class QueueAPI:
     schedules = Operation(QueueOps.schedules)
     tick = Operation(QueueOps.tick)
     set_limits = Operation(QueueOps.set_limits)
+    set_group_limits = Operation(QueueOps.set_group_limits)
     limits = Operation(QueueOps.limits)
     register_worker = Operation(QueueOps.register_worker)
     unregister_worker = Operation(QueueOps.unregister_worker)

@@ -176,6 +176,15 @@ def unschedule(queue: str, name: str) -> None:
     default=None,
     help="Most active leases per fair group.",
 )
+@click.option("--group-rate", type=click.IntRange(0), default=None, help="Most claims per group.")
+@click.option("--group-per", type=float, default=None, metavar="SECONDS", help="Its span.")
+@click.option(
+    "--group",
+    "group_name",
+    default=None,
+    metavar="NAME",
+    help="Set --concurrency, --rate, --per for this one fair group (its own limits).",
+)
 @click.option("--clear", is_flag=True, help="Remove every limit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the limits as JSON.")
 def limits(
@@ -184,17 +193,41 @@ def limits(
     rate: int | None,
     per: float | None,
     group_concurrency: int | None,
+    group_rate: int | None,
+    group_per: float | None,
+    group_name: str | None,
     clear: bool,
     as_json: bool,
 ) -> None:
-    """Show or change the global limits of QUEUE (0 removes one limit)."""
+    """Show or change the limits of QUEUE (0 removes one limit). Per fair group:
+    --group-concurrency, --group-rate/--group-per; one group's own limits:
+    --group NAME with --concurrency, --rate, --per."""
     q = _queue(queue)
-    given = (concurrency, rate, per, group_concurrency)
+    given = (concurrency, rate, per, group_concurrency, group_rate, group_per)
     if clear and any(x is not None for x in given):
         raise InvalidArgument("--clear takes no other limit")
     changes: dict[str, Any] = {}
+    if group_name is not None:
+        if clear or group_concurrency is not None or group_rate is not None or group_per:
+            raise InvalidArgument("--group NAME takes --concurrency, --rate and --per only")
+        if concurrency is not None:
+            changes["concurrency"] = concurrency or None
+        if rate is not None:
+            changes["rate"] = rate or None
+            if rate and per is not None:
+                changes["per"] = per
+        elif per is not None:
+            raise InvalidArgument("--per goes with --rate")
+        got = q.set_group_limits(group_name, **changes) if changes else q.limits()
+        _print_limits(queue, got, as_json)
+        return
     if clear:
-        changes = {"concurrency": None, "rate": None, "group_concurrency": None}
+        changes = {
+            "concurrency": None,
+            "rate": None,
+            "group_concurrency": None,
+            "group_rate": None,
+        }
     if concurrency is not None:
         changes["concurrency"] = concurrency or None
     if group_concurrency is not None:
@@ -205,7 +238,17 @@ def limits(
             changes["per"] = per
     elif per is not None:
         raise InvalidArgument("--per goes with --rate")
+    if group_rate is not None:
+        changes["group_rate"] = group_rate or None
+        if group_rate and group_per is not None:
+            changes["group_per"] = group_per
+    elif group_per is not None:
+        raise InvalidArgument("--group-per goes with --group-rate")
     got = q.set_limits(**changes) if changes else q.limits()
+    _print_limits(queue, got, as_json)
+
+
+def _print_limits(queue: str, got: Any, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(msgspec.to_builtins(got), indent=2, sort_keys=True))
         return
@@ -221,7 +264,18 @@ def limits(
         else f"{got.group_concurrency} (busiest group {got.busiest_group} active, "
         f"{got.groups_held} groups held)"
     )
-    out.print(f"{queue}: concurrency {conc}; rate {rated}; group concurrency {grouped}")
+    group_rated = "none" if got.group_rate is None else f"{got.group_rate} per {got.group_per:g} s"
+    out.print(
+        f"{queue}: concurrency {conc}; rate {rated}; group concurrency {grouped}; "
+        f"group rate {group_rated}"
+    )
+    for name, own in got.groups.items():
+        parts = []
+        if own.concurrency is not None:
+            parts.append(f"concurrency {own.concurrency}")
+        if own.rate is not None:
+            parts.append(f"rate {own.rate} per {own.per:g} s")
+        out.print(f"  group {name}: {', '.join(parts)}")
 
 
 def register(group: click.Group) -> None:

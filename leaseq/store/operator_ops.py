@@ -180,13 +180,34 @@ class OperatorOps:
         rate: int | _lim.Unset | None = _lim.UNSET,
         per: float | _lim.Unset | None = _lim.UNSET,
         group_concurrency: int | _lim.Unset | None = _lim.UNSET,
+        group_rate: int | _lim.Unset | None = _lim.UNSET,
+        group_per: float | _lim.Unset | None = _lim.UNSET,
     ) -> Op[_lim.Limits]:
         """Change the queue's global limits, kept in Redis and enforced by every claim:
-        at most ``concurrency`` active leases, at most ``rate`` claims per ``per`` s.
+        at most ``concurrency`` active leases, at most ``rate`` claims per ``per`` s;
+        per fair group, at most ``group_concurrency`` active leases and at most
+        ``group_rate`` claims per ``group_per`` s (a sliding window on the server
+        clock; a group at its rate sits out while the other groups go on).
         None removes a limit; one not given stays. Returns the limits now in force."""
         limits: _lim.Limits = yield _lim.set_limits(
-            self.core, concurrency, rate, per, group_concurrency
+            self.core, concurrency, rate, per, group_concurrency, group_rate, group_per
         )
+        return limits
+
+    def set_group_limits(
+        self,
+        group: str,
+        *,
+        concurrency: int | _lim.Unset | None = _lim.UNSET,
+        rate: int | _lim.Unset | None = _lim.UNSET,
+        per: float | _lim.Unset | None = _lim.UNSET,
+    ) -> Op[_lim.Limits]:
+        """Limits of one fair group's own (one heavy tenant), over the queue's
+        ``group_concurrency`` and ``group_rate``: at most ``concurrency`` active
+        leases and ``rate`` claims per ``per`` s for ``group``. None removes one (the
+        queue's applies again); one not given stays. Returns the limits now in force
+        (``Limits.groups`` lists the groups with limits of their own)."""
+        limits: _lim.Limits = yield _lim.set_group_limits(self.core, group, concurrency, rate, per)
         return limits
 
     def limits(self) -> Op[_lim.Limits]:

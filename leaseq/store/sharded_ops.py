@@ -374,9 +374,23 @@ class ShardedOps:
         rate: int | _lim.Unset | None = _lim.UNSET,
         per: float | _lim.Unset | None = _lim.UNSET,
         group_concurrency: int | _lim.Unset | None = _lim.UNSET,
+        group_rate: int | _lim.Unset | None = _lim.UNSET,
+        group_per: float | _lim.Unset | None = _lim.UNSET,
     ) -> Op[_lim.Limits]:
         """Not on a sharded queue: raises InvalidArgument."""
         raise self._plain_only("set_limits()")
+        yield
+
+    def set_group_limits(
+        self,
+        group: str,
+        *,
+        concurrency: int | _lim.Unset | None = _lim.UNSET,
+        rate: int | _lim.Unset | None = _lim.UNSET,
+        per: float | _lim.Unset | None = _lim.UNSET,
+    ) -> Op[_lim.Limits]:
+        """Not on a sharded queue: raises InvalidArgument."""
+        raise self._plain_only("set_group_limits()")
         yield
 
     def limits(self) -> Op[_lim.Limits]:

@@ -12,7 +12,7 @@
 --     (keep-last behind an active holder: state scheduled at PARKED until free_unique
 --     makes it due); a string = not created, the holder's id is the reply. With
 --     replace, a holder that has not started (waiting, pending, scheduled) gets the
---     payload (its delay restarted when A.delay_ms > 0 and it is scheduled) and the
+--     payload (its delay restarted when A.delay_ms > 0 and it waits for its first run) and the
 --     old one goes to the event stream (log_edit).
 --   row(i, base, nb): put job i's unique_key after base[nb] (or clear it); return the
 --     payload to store (a later duplicate of the same call may have replaced it).
@@ -55,7 +55,7 @@ local function unique_holder(K, A, now, job_prefix)
     if held then
       local holder, ends = string.match(held, '^(%S+) ?(%d*)$')
       local hjob = job_prefix .. (holder or '')
-      local row = redis.pcall('HMGET', hjob, 'state', 'unique_key', 'attempts', 'payload')
+      local row = redis.pcall('HMGET', hjob, 'state', 'unique_key', 'attempts', 'payload', 'after')
       if row['err'] then row = {} end
       local state = row[1]
       local live = row[2] == key and state ~= nil and state_kind(state) == 'unfinished'
@@ -63,8 +63,9 @@ local function unique_holder(K, A, now, job_prefix)
         if replace and live and state ~= 'active' then
           redis.call('HSET', hjob, 'payload', body)
           log_edit(K, 'replaced', holder, state, row[3], row[4], now)
-          if state == 'scheduled' and delay_ms > 0
-              and tonumber(redis.call('ZSCORE', K.scheduled, holder) or PARKED) < PARKED then
+          -- Debounce: a delayed holder that never ran starts its delay again (not
+          -- a retry's backoff, nor a successor parked behind a running job).
+          if state == 'scheduled' and delay_ms > 0 and row[3] == '0' and not row[5] then
             redis.call('ZADD', K.scheduled, 'XX', now + delay_ms, holder)
             redis.call('HSET', hjob, 'run_at', now + delay_ms)
           end

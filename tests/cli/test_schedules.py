@@ -123,3 +123,21 @@ def test_enqueue_with_a_group_and_a_unique_key(cli: Cli) -> None:
     job = cli.queue().get(first.strip())
     assert job is not None and job.group == "tenant-7" and job.unique_key == "k"
     _one_line_error(*cli("enqueue", "mail", "{}", "--unique", "a b"), "unique key")
+
+
+def test_group_rates_and_one_groups_own_limits(cli: Cli) -> None:
+    code, out, err = cli("limits", "mail", "--group-rate", "10", "--group-per", "60")
+    assert code == 0, err
+    assert "group rate 10 per 60 s" in " ".join(out.split())
+    code, out, err = cli(
+        "limits", "mail", "--group", "tenant-42", "--concurrency", "4", "--rate", "100"
+    )
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "group tenant-42: concurrency 4, rate 100 per 1 s" in text
+    got = cli.queue().limits()
+    assert got.group_rate == 10 and got.groups["tenant-42"].concurrency == 4
+    _one_line_error(*cli("limits", "mail", "--group", "x", "--group-rate", "1"), "--group NAME")
+    _one_line_error(*cli("limits", "mail", "--group-per", "5"), "--group-per")
+    code, out, _ = cli("limits", "mail", "--json")
+    assert json.loads(out)["groups"]["tenant-42"]["rate"] == 100
