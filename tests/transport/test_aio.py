@@ -193,6 +193,8 @@ EXCLUDED: dict[str, str] = {
     "web.http.read_only_refuses_every_post": _WEB,
     "web.http.run_a_scheduled_job_now": _WEB,
     "web.http.search_by_id_and_bounded_substring": _WEB,
+    "web.http.edit_and_retry_a_dead_job_shows_the_diff_first": _WEB,
+    "web.http.a_running_job_can_be_cancelled_and_group_rates_are_shown": _WEB,
 }
 
 
