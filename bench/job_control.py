@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import statistics
 import sys
 import time
@@ -130,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cancels", type=int, default=20)
     args = parser.parse_args(argv)
+    logging.getLogger("leaseq").setLevel(logging.ERROR)  # one line per cancel otherwise
     n, g = args.jobs, args.groups
     with Server() as server:
         r = server.client()

@@ -463,15 +463,22 @@ class Worker:
                 ctx.lease = await self.queue.extend(ctx.lease, self.ttl)
                 backoff.reset()
             except LeaseLost as exc:
-                log_job(
-                    self.queue.name,
-                    logging.WARNING,
-                    ctx.lease,
-                    "heartbeat found the lease lost (%s); cancelling its handler",
-                    exc,
-                )
                 if exc.state == "cancelled":
                     ctx.cancelled.set()
+                    log_job(
+                        self.queue.name,
+                        logging.INFO,
+                        ctx.lease,
+                        "the job was cancelled while running; cancelling its handler",
+                    )
+                else:
+                    log_job(
+                        self.queue.name,
+                        logging.WARNING,
+                        ctx.lease,
+                        "heartbeat found the lease lost (%s); cancelling its handler",
+                        exc,
+                    )
                 ctx.lost.set()
                 job.cancel()
                 return

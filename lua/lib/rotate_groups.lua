@@ -7,8 +7,8 @@
 -- active count in HASH K.group_active) leaves the rotation for HASH K.group_held
 -- until group_done lets it back. A group at its rate (HASH K.limits group_rate per
 -- group_per_ms, or its own 'rate:<name>' per 'per_ms:<name>'; its claim times in the ZSET
--- K.group_claims_prefix .. <name>, a sliding window on the server clock that expires
--- with it) leaves the rotation for ZSET K.group_rate_held, scored by when it may claim
+-- K.group_claims_prefix .. <name>, a sliding window on the server clock, trimmed only
+-- once it holds rate entries, that expires one window after its last claim) leaves the rotation for ZSET K.group_rate_held, scored by when it may claim
 -- again; each call first lets back the groups whose time has come (at most 100).
 -- A group's own 'concurrency:<name>' overrides group_concurrency. Overrides are read
 -- per turn only while meta-like field 'group_overrides' in K.limits says any exist.
@@ -82,8 +82,14 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now)
       local claims, free_at = nil, nil
       if grate and gper and gper > 0 then
         claims = K.group_claims_prefix .. group
-        redis.call('ZREMRANGEBYSCORE', claims, '-inf', now - gper)
+        -- Fewer entries than the rate: under it whatever their age. Only a group
+        -- near its rate pays for the trim (so the log never holds much more
+        -- than rate entries, and a group well below its rate costs a ZCARD).
         local over = redis.call('ZCARD', claims) - grate
+        if over >= 0 then
+          redis.call('ZREMRANGEBYSCORE', claims, '-inf', now - gper)
+          over = redis.call('ZCARD', claims) - grate
+        end
         if over >= 0 then
           local t = redis.call('ZRANGE', claims, over, over, 'WITHSCORES')
           free_at = (#t > 0 and tonumber(t[2]) or now) + gper

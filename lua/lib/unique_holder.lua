@@ -51,6 +51,14 @@ local function unique_holder(K, A, now, job_prefix)
       if replace then bodies[j] = body end
       return ids[j]
     end
+    -- A free key (the common case) is taken with one HSETNX; a held one is read.
+    local value = id
+    if period > 0 then value = id .. ' ' .. string.format('%d', now + period) end
+    if redis.call('HSETNX', K.unique, key, value) == 1 then
+      hold(i, id, key, body)
+      if period > 0 then redis.call('ZADD', K.unique_windows, now + period, key) end
+      return nil
+    end
     local held = redis.call('HGET', K.unique, key)
     if held then
       local holder, ends = string.match(held, '^(%S+) ?(%d*)$')
@@ -78,13 +86,10 @@ local function unique_holder(K, A, now, job_prefix)
         return holder
       end
     end
+    -- The entry names a holder that no longer holds: take the key over.
     hold(i, id, key, body)
-    if period > 0 then
-      redis.call('HSET', K.unique, key, id .. ' ' .. string.format('%d', now + period))
-      redis.call('ZADD', K.unique_windows, now + period, key)
-    else
-      redis.call('HSET', K.unique, key, id)
-    end
+    redis.call('HSET', K.unique, key, value)
+    if period > 0 then redis.call('ZADD', K.unique_windows, now + period, key) end
     return nil
   end
 
