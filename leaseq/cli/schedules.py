@@ -212,12 +212,7 @@ def limits(
             raise InvalidArgument("--group NAME takes --concurrency, --rate and --per only")
         if concurrency is not None:
             changes["concurrency"] = concurrency or None
-        if rate is not None:
-            changes["rate"] = rate or None
-            if rate and per is not None:
-                changes["per"] = per
-        elif per is not None:
-            raise InvalidArgument("--per goes with --rate")
+        _rate_changes(changes, rate, per, "rate", "per")
         got = q.set_group_limits(group_name, **changes) if changes else q.limits()
         _print_limits(queue, got, as_json)
         return
@@ -232,20 +227,23 @@ def limits(
         changes["concurrency"] = concurrency or None
     if group_concurrency is not None:
         changes["group_concurrency"] = group_concurrency or None
-    if rate is not None:
-        changes["rate"] = rate or None
-        if rate and per is not None:
-            changes["per"] = per
-    elif per is not None:
-        raise InvalidArgument("--per goes with --rate")
-    if group_rate is not None:
-        changes["group_rate"] = group_rate or None
-        if group_rate and group_per is not None:
-            changes["group_per"] = group_per
-    elif group_per is not None:
-        raise InvalidArgument("--group-per goes with --group-rate")
+    _rate_changes(changes, rate, per, "rate", "per")
+    _rate_changes(changes, group_rate, group_per, "group_rate", "group_per")
     got = q.set_limits(**changes) if changes else q.limits()
     _print_limits(queue, got, as_json)
+
+
+def _rate_changes(
+    changes: dict[str, Any], rate: int | None, per: float | None, rate_name: str, per_name: str
+) -> None:
+    """Add one rate's options to ``changes`` (``--rate 0`` removes it)."""
+    if rate is not None:
+        changes[rate_name] = rate or None
+        if rate and per is not None:
+            changes[per_name] = per
+    elif per is not None:
+        flag = "--" + per_name.replace("_", "-")
+        raise InvalidArgument(f"{flag} goes with --{rate_name.replace('_', '-')}")
 
 
 def _print_limits(queue: str, got: Any, as_json: bool) -> None:
@@ -270,12 +268,7 @@ def _print_limits(queue: str, got: Any, as_json: bool) -> None:
         f"group rate {group_rated}"
     )
     for name, own in got.groups.items():
-        parts = []
-        if own.concurrency is not None:
-            parts.append(f"concurrency {own.concurrency}")
-        if own.rate is not None:
-            parts.append(f"rate {own.rate} per {own.per:g} s")
-        out.print(f"  group {name}: {', '.join(parts)}")
+        out.print(f"  group {name}: {own.describe()}")
 
 
 def register(group: click.Group) -> None:

@@ -55,6 +55,15 @@ class GroupLimits(msgspec.Struct, frozen=True, kw_only=True):
     """Most claims of this group in any span of ``per`` seconds (instead of ``group_rate``)."""
     per: float | None = None
 
+    def describe(self) -> str:
+        """``concurrency 5, rate 50 per 1 s``: what a person reads."""
+        parts = []
+        if self.concurrency is not None:
+            parts.append(f"concurrency {self.concurrency}")
+        if self.rate is not None and self.per is not None:
+            parts.append(f"rate {self.rate} per {self.per:g} s")
+        return ", ".join(parts) or "none"
+
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
     """A queue's global limits (None: no such limit) and how close it is to them."""

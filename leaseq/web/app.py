@@ -650,12 +650,7 @@ def _group_limits_text(limits: Any) -> str:
     if limits.group_rate is not None:
         parts.append(f"group rate {limits.group_rate} per {limits.group_per:g} s")
     for name, own in limits.groups.items():
-        bits = []
-        if own.concurrency is not None:
-            bits.append(f"concurrency {own.concurrency}")
-        if own.rate is not None:
-            bits.append(f"rate {own.rate} per {own.per:g} s")
-        parts.append(f"group {name}: {', '.join(bits)}")
+        parts.append(f"group {name}: {own.describe()}")
     return " · ".join(parts)
 
 
