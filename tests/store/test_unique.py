@@ -270,3 +270,31 @@ def test_concurrent_producers_of_one_key_make_exactly_one_holder(rr: Any) -> Non
     assert _rows(queue) == len(stored)
     assert queue.stats().pending + queue.stats().active <= 1
     assert holders >= 1
+
+
+def test_concurrent_async_producers_of_one_key_make_exactly_one_holder(rr: Any) -> None:
+    """The same race through leaseq.aio: 8 producers, each on its own
+    connection, enqueue one key at once; one job is made and all 8 get its id."""
+    import asyncio
+
+    import redis.asyncio as aioredis
+
+    import leaseq.aio
+
+    port = rr.connection_pool.connection_kwargs["port"]
+
+    async def race() -> list[str]:
+        clients = [aioredis.Redis(port=port) for _ in range(8)]
+        queues = [leaseq.aio.Queue("race", redis=c) for c in clients]
+        got = await asyncio.gather(
+            *(aq.enqueue({"by": n}, unique=leaseq.Unique("one")) for n, aq in enumerate(queues))
+        )
+        for c in clients:
+            await c.aclose()
+        return list(got)
+
+    for _ in range(20):
+        rr.flushall()
+        ids = asyncio.run(race())
+        assert len(set(ids)) == 1
+        assert _rows(leaseq.Queue("race", redis=rr)) == 1

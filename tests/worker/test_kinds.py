@@ -138,3 +138,32 @@ def test_a_scheduled_kind_runs_on_a_handler_dict_worker(rr: Any) -> None:
         t.join(10.0)
     assert q.stats().dead == 0
     assert calls and all(c.startswith("mail:schedule:mails:") for c in calls)
+
+
+def test_a_scheduled_kind_runs_on_a_handler_dict_aio_worker(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    """The aio twin: the aio Worker ticks the schedule and dispatches by kind."""
+    from tests.support.backends import run
+
+    seen: list[str] = []
+
+    async def mail(lease: leaseq.Lease) -> str:
+        seen.append(lease.id)
+        return "sent"
+
+    async def scenario() -> None:
+        await live.schedule("mails", {}, every=0.2, kind="send_email")
+        worker = leaseq.aio.Worker(live, {"send_email": mail}, concurrency=1, ttl=5.0)
+        task = asyncio.ensure_future(worker.run())
+        for _ in range(1500):
+            if (await live.stats()).succeeded >= 2:
+                break
+            await asyncio.sleep(0.01)
+        worker.stop()
+        await asyncio.wait_for(task, 10.0)
+
+    run(loop, scenario())
+    stats = run(loop, live.stats())
+    assert stats.succeeded >= 2 and stats.dead == 0
+    assert seen and all(i.startswith("schedule:mails:") for i in seen)
