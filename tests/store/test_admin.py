@@ -76,8 +76,10 @@ def test_drop_deletes_every_key_of_the_queue(q: leaseq.Queue, r: Any) -> None:
     q.enqueue({"n": 9}, id="s", delay=600)
     done = claim_one(q)
     q.complete(done)
+    q.enqueue({"n": 10}, unique=leaseq.Unique("k", period=600.0))  # a key and its window
+    r.zadd(q.keys.group_rate_held, {"g": 1})
     q.pause()
-    assert q.drop() == 6
+    assert q.drop() == 7
     assert [k for k in r.keys("*") if b"{emails}" in k] == []
     assert leaseq.Queue.queues(r) == ["other"]
     assert other.get("k") is not None
