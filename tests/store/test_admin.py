@@ -310,3 +310,22 @@ def test_every_operator_call_runs_as_the_least_privilege_acl_user(
     with pytest.raises(leaseq.JobStateError):
         q.drop()
     assert q.drop(force=True) == 2
+
+
+def test_job_control_runs_as_the_least_privilege_acl_user(acl_server: Any) -> None:
+    # Uniqueness (free, held, replaced, parked, freed), cancelling a running job,
+    # update and edit-and-retry keep to the documented command list.
+    url = f"redis://leaseq:{PASSWORD}@127.0.0.1:{acl_server.port}/0"
+    q = leaseq.Queue.from_url(url, "emails")
+    keep = leaseq.Unique("k", replace=True)
+    first = q.enqueue({"v": 1}, unique=keep)
+    assert q.enqueue({"v": 2}, unique=keep) == first
+    lease = claim_one(q, ttl=30.0)
+    parked = q.enqueue({"v": 3}, unique=keep)
+    q.enqueue({}, unique=leaseq.Unique("w", period=60.0))
+    assert q.cancel(lease.id) is True
+    q.update(parked, payload={"v": 4})
+    nxt = claim_one(q, ttl=30.0)
+    q.fail(nxt, "bad", dead=True)
+    q.retry_dead(nxt.id, payload={"v": 5})
+    assert q.drop(force=True) >= 3
