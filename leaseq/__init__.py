@@ -37,10 +37,10 @@ from leaseq.queue_set import QueueSet
 from leaseq.sharded import ShardedQueue
 from leaseq.store.events import Event, EventSettings
 from leaseq.store.keys import QueueKeys
-from leaseq.store.limits import Limits
+from leaseq.store.limits import GroupLimits, Limits
 from leaseq.store.schedules import Schedule
 from leaseq.supervisor import Supervisor
-from leaseq.types import Backoff, Job, Lease, State, Stats, Step
+from leaseq.types import Backoff, Job, Lease, State, Stats, Step, Unique
 from leaseq.work.tasks import Task
 from leaseq.worker import Worker
 
@@ -69,6 +69,7 @@ __all__ = [
     "LeaseLost",
     "LeaseqError",
     "LeaseqWarning",
+    "GroupLimits",
     "Limits",
     "NotReplicated",
     "PayloadTooLarge",
@@ -77,6 +78,7 @@ __all__ = [
     "QueueSet",
     "QueueKeys",
     "Retry",
+    "Unique",
     "UnknownKind",
     "Schedule",
     "ScriptError",

@@ -2,13 +2,15 @@
 
 A handler is ``def handler(lease: leaseq.Lease) -> result``. While it runs,
 ``leaseq.current_job()`` returns its :class:`JobContext`, whose ``lost``
-event is set when a heartbeat finds the lease gone (reaped, or taken over):
-from then on the handler's outcome is discarded, so a long handler should
-check ``ctx.lost`` (or call ``ctx.raise_if_lost()``) between steps.
+event is set when a heartbeat finds the lease gone (reaped, taken over, or
+the job cancelled -- then ``cancelled`` is set too): from then on the
+handler's outcome is discarded, so a long handler should check ``ctx.lost``
+(or call ``ctx.raise_if_lost()``) between steps.
 """
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import threading
 import traceback
@@ -127,6 +129,10 @@ class JobContext:
     lost: threading.Event = field(default_factory=threading.Event)
     """Set by the worker when an extend raised LeaseLost or shutdown released
     the job; the handler's outcome will not be written."""
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    """Set (with ``lost``) when a heartbeat finds the job cancelled (``Queue.cancel``
+    of a running job): stop work. An ``async def`` handler of ``aio.Worker`` is
+    cancelled as well; a thread cannot be stopped, so a plain handler should check."""
 
     report: Callable[[Lease, Any], Any] | None = None
     """How ``progress`` reaches the queue (set by the worker)."""
@@ -145,11 +151,16 @@ class JobContext:
 
 
 _local = threading.local()
+_task_ctx: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar(
+    "leaseq_job", default=None
+)
+"""The job of an ``async def`` handler run by ``aio.Worker`` (one task per job)."""
 
 
 def current_job() -> JobContext:
-    """The JobContext of the handler running in this thread. Raises LookupError outside one."""
-    ctx: JobContext | None = getattr(_local, "ctx", None)
+    """The JobContext of the handler running in this thread (or, for an ``async def``
+    handler of ``aio.Worker``, in this task). Raises LookupError outside one."""
+    ctx: JobContext | None = getattr(_local, "ctx", None) or _task_ctx.get()
     if ctx is None:
         raise LookupError("no leaseq job is running in this thread")
     return ctx
@@ -157,6 +168,11 @@ def current_job() -> JobContext:
 
 def _set_current(ctx: JobContext | None) -> None:
     _local.ctx = ctx
+
+
+def _set_current_task(ctx: JobContext) -> None:
+    """Make ``ctx`` the current job of the running asyncio task (its own context)."""
+    _task_ctx.set(ctx)
 
 
 def load_handler(spec: str) -> Handler:

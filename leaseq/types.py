@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Literal, TypedDict
 
@@ -25,6 +25,7 @@ __all__ = [
     "State",
     "Stats",
     "Step",
+    "Unique",
 ]
 
 
@@ -55,16 +56,18 @@ class State(str, enum.Enum):
     inside ``claim`` or ``run_now`` (-> pending), or ``cancel``."""
     ACTIVE = "active"
     """Under a lease. Left by ``complete`` (-> succeeded), ``fail`` (-> scheduled,
-    pending or dead), ``release`` (-> pending) and ``reap`` once the lease expired
-    (-> pending, or dead when no attempts remain)."""
+    pending or dead), ``release`` (-> pending), ``reap`` once the lease expired
+    (-> pending, or dead when no attempts remain) and ``cancel`` (-> cancelled:
+    the running attempt's lease is lost)."""
     SUCCEEDED = "succeeded"
     """Done. Terminal; the row is deleted after ``keep_succeeded`` or by ``purge``."""
     DEAD = "dead"
     """Dead-lettered: out of attempts, failed for good, or damaged. Kept until
     ``retry_dead`` (-> pending) or ``purge``; never trimmed silently."""
     CANCELLED = "cancelled"
-    """Cancelled before it ran (by ``cancel``, or by a failed parent). Terminal;
-    kept like succeeded rows (a workflow's cancelled children: until purged)."""
+    """Cancelled by ``cancel`` (before it ran or while it ran), or by a failed
+    parent. Terminal; kept like succeeded rows (a workflow's cancelled children:
+    until purged)."""
 
     def __str__(self) -> str:
         return self.value
@@ -85,7 +88,9 @@ TRANSITIONS: Mapping[State, frozenset[State]] = MappingProxyType(
         State.WAITING: frozenset({State.PENDING, State.SCHEDULED, State.CANCELLED}),
         State.PENDING: frozenset({State.ACTIVE, State.CANCELLED, State.DEAD}),
         State.SCHEDULED: frozenset({State.PENDING, State.CANCELLED}),
-        State.ACTIVE: frozenset({State.SUCCEEDED, State.SCHEDULED, State.PENDING, State.DEAD}),
+        State.ACTIVE: frozenset(
+            {State.SUCCEEDED, State.SCHEDULED, State.PENDING, State.DEAD, State.CANCELLED}
+        ),
         State.SUCCEEDED: frozenset(),
         State.DEAD: frozenset({State.PENDING}),
         State.CANCELLED: frozenset(),
@@ -128,6 +133,40 @@ class JobOptions(TypedDict, total=False):
     """What a parent ending dead, cancelled or deleted does to this job:
     ``"cancel"`` (the default: cancelled too, and so are its own waiting
     children that say ``"cancel"``) or ``"run"`` (that parent counts as done)."""
+    unique: Unique | None
+    """At most one unfinished job per key (``leaseq.Unique``); None: unique by id only."""
+
+
+class Unique(msgspec.Struct, frozen=True):
+    """The ``unique=`` option of ``enqueue``: at most one job per ``key``.
+
+    ``key``: a string (the job-id rules), or a function of the payload that
+    returns one (or None: that job has no key), which ``enqueue_many`` calls
+    per item. ``period``: None holds the key while its holder is unfinished
+    (waiting, pending, scheduled, active) and frees it as the holder finishes;
+    seconds > 0 hold it for that long from the holder's enqueue, whatever its
+    state (a throttle). ``replace``: a duplicate replaces the payload of a
+    holder that has not started, or, while the holder runs, becomes the key's
+    one successor queued behind it (keep-last). A duplicate creates nothing
+    and gets the holder's id. docs/states.md#uniqueness has the rules.
+    """
+
+    key: str | Callable[[Any], str | None]
+    period: float | None = None
+    replace: bool = False
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.key, str) or callable(self.key)):
+            raise InvalidArgument(f"Unique.key must be a string or a function, not {self.key!r}")
+        if self.period is not None and (
+            isinstance(self.period, bool)
+            or not isinstance(self.period, (int, float))
+            or not math.isfinite(self.period)
+            or self.period <= 0
+        ):
+            raise InvalidArgument(f"Unique.period must be None or seconds > 0, not {self.period!r}")
+        if not isinstance(self.replace, bool):
+            raise InvalidArgument(f"Unique.replace must be True or False, not {self.replace!r}")
 
 
 ParentFailure = Literal["cancel", "run"]
@@ -214,6 +253,10 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     """The job's fair group (``enqueue(..., group=)``); None for an ungrouped job."""
     timeout: float | None = None
     """Seconds a handler may run on it (``enqueue(..., timeout=)``); None: no limit of its own."""
+    unique_key: str | None = None
+    """The uniqueness key the job was enqueued with (``leaseq.Unique``); None: none."""
+    after: str | None = None
+    """For a keep-last successor: the id of the running job it was queued behind."""
     traceparent: str | None = None
     """The W3C trace context of the span that enqueued the job, as stored
     (``leaseq.observe.tracing``); None when it was enqueued outside any span."""

@@ -492,6 +492,7 @@ class Worker:
                     self._report_lost()
                     if now >= self._next_beat_at:
                         self._heartbeat(now)
+                        unwritten += self._timeouts.cancelled(self._tasks, now)
                     if now >= next_reap:
                         next_reap = now + self.reap_interval
                         self._reap()

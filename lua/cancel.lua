@@ -1,5 +1,5 @@
--- cancel.lua: cancel a job that has not started: it will never run.
--- transition: waiting | pending | scheduled -> cancelled (the row then lives keep_ms)
+-- cancel.lua: cancel a job: it will never run (again); a running attempt loses its lease.
+-- transition: waiting | pending | scheduled | active -> cancelled (the row then lives keep_ms)
 -- clock: server TIME (never behind the queue's meta clock), for finished_at and retention
 -- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
@@ -11,10 +11,14 @@
 -- KEYS[7]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[8]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents, score = enqueued_at ms epoch
 -- KEYS[9]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent's retention: lib/unpin_parent.lua)
--- KEYS[10]  leaseq:{<queue>}:wake       LIST  wake-up tokens (children released: lib/job_finished.lua)
--- KEYS[11]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
--- KEYS[12]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
--- KEYS[13]  leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
+-- KEYS[10] leaseq:{<queue>}:wake         LIST  wake-up tokens (children released; lib/free_unique.lua; a freed limit slot)
+-- KEYS[11] leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[12] leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[13] leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
+-- KEYS[14] leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/free_unique.lua)
+-- KEYS[15] leaseq:{<queue>}:active       ZSET  ids under lease, score = lease_until ms epoch
+-- KEYS[16] leaseq:{<queue>}:limits       HASH  global limits (group_concurrency)
+-- KEYS[17] leaseq:{<queue>}:group_active HASH  group -> leases active now
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  keep_ms, how long to keep the row (integer ms; 0 = delete now, -1 = until purged)
 -- ARGV[3]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for parents and children
@@ -26,11 +30,15 @@
 --          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: {'OK', 1} when cancelled now, {'OK', 0} when it already was
+--          (an active job's lease is then lost: its complete, fail and extend raise LeaseLost,
+--          and its worker learns it at its next heartbeat; last_error says so)
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is past cancelling;
 --         {'DAMAGED', '<key>', 'not a hash'} when the job key holds another type
 --!include lib/allow_oom.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
+--!include lib/free_unique.lua
+--!include lib/group_done.lua
 --!include lib/job_finished.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
@@ -46,8 +54,7 @@ local state = redis.pcall('HGET', job, 'state')
 if type(state) == 'table' and state['err'] then return { 'DAMAGED', '<key>', 'not a hash' } end
 if not state then return { 'GONE' } end
 if state == 'cancelled' then return { 'OK', 0 } end
--- Not started: every unfinished state but active (a held lease).
-if state == 'active' or state_kind(state) ~= 'unfinished' then return { 'STATE', state } end
+if state_kind(state) ~= 'unfinished' then return { 'STATE', state } end
 
 local now = now_ms(meta)
 redis.call('ZREM', pending, id)
@@ -55,7 +62,21 @@ redis.call('ZREM', scheduled, id)
 redis.call('ZREM', K.waiting, id)
 redis.call('HSET', job, 'state', 'cancelled', 'finished_at', now)
 redis.call('HDEL', job, 'run_at', 'delay')
+if state == 'active' then
+  -- Fencing does the rest: the row is no longer active, so the running
+  -- attempt's complete, fail and extend are refused (LeaseLost, state cancelled).
+  redis.call('ZREM', K.active, id)
+  redis.call('HDEL', job, 'lease_until', 'prefetched')
+  redis.call('HSET', job, 'last_error',
+             'cancelled while running (attempt ' .. (redis.call('HGET', job, 'attempts') or '?') .. ')')
+  group_done(K, job, nil)
+  -- A slot freed under a concurrency limit: wake a claimer it held back.
+  if redis.call('HDEL', meta, 'limit_held') == 1 and redis.call('LLEN', K.wake) < 64 then
+    redis.call('RPUSH', K.wake, '1')
+  end
+end
 redis.call('HINCRBY', meta, 'cancelled', 1)
+free_unique(K, job, id, now)
 signal_done(K.done, id)
 local log = event_log(K.events, K.done, meta)
 log_event(log, state, 'cancelled', id, redis.call('HGET', job, 'attempts'))

@@ -13,14 +13,17 @@
 -- KEYS[8]  leaseq:{<queue>}:claims     ZSET  claim times of the rate span, score = ms epoch
 -- KEYS[9]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- KEYS[10] leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
--- KEYS[11]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
--- KEYS[12]  leaseq:{<queue>}:group_active HASH  group -> leases active now
--- KEYS[13]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
--- KEYS[14]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents (a dead-lettered parent settles
+-- KEYS[11] leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[12] leaseq:{<queue>}:group_active HASH  group -> leases active now
+-- KEYS[13] leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[14] leaseq:{<queue>}:waiting    ZSET  ids waiting for parents (a dead-lettered parent settles
 --           its children: lib/job_finished.lua)
--- KEYS[15]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent's retention: lib/unpin_parent.lua)
--- KEYS[16]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids (children cancelled with a dead parent)
--- KEYS[17]  leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
+-- KEYS[15] leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent's retention: lib/unpin_parent.lua)
+-- KEYS[16] leaseq:{<queue>}:cancelled  ZSET  cancelled ids (children cancelled with a dead parent)
+-- KEYS[17] leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
+-- KEYS[18] leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/free_unique.lua)
+-- KEYS[19] leaseq:{<queue>}:group_rate_held  ZSET  groups held back at their rate, score = ms epoch
+--           they may claim again (lib/rotate_groups.lua)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  count, how many jobs to lease at most (integer >= 1; more than 1000 lease 1000)
 -- ARGV[3]  lease_ms, the lease length (integer ms >= 1)
@@ -34,10 +37,13 @@
 --          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
 -- ARGV[9]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
 --          for it are the SET graph_prefix .. <id>
+-- ARGV[10] group_claims_prefix, 'leaseq:{<queue>}:group_claims:' (string): a fair group's claim
+--          times in its rate window are the ZSET group_claims_prefix .. <name> (expires with it)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the rows it leases, promotes, reaps, and their
 --          parents and children (job_prefix);
 --          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
+--          leaseq:{<queue>}:group_claims:<name>  ZSET  a group's recent claims (group_claims_prefix);
 --          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
 -- returns: flat array: now_ms, wait_ms (when nothing was leased: ms until the next scheduled job is due
 --          or the earliest lease ends; -1 if none, if jobs were leased, or while the queue is
@@ -193,7 +199,7 @@ end
 -- Fair groups first (rotation between the groups with ready jobs and the
 -- ungrouped jobs as one more turn), then the ungrouped path as before.
 budget = rotate_groups(pending, K, count, budget, lease_one,
-  function() return got end)
+  function() return got end, now)
 while got < count and budget > 0 do
   local popped = redis.call('ZPOPMIN', pending, math.min(count - got, budget))
   if #popped == 0 then break end
@@ -242,7 +248,7 @@ end
 -- claim reaps it). Enqueues wake it sooner through the wake list. Only a
 -- claim that got nothing sleeps, so only then is it worth working out.
 local wait_ms = -1
-for _, index in ipairs(got == 0 and { scheduled, active } or {}) do
+for _, index in ipairs(got == 0 and { scheduled, active, K.group_rate_held } or {}) do
   local head = redis.call('ZRANGE', index, 0, 0, 'WITHSCORES')
   if #head > 0 then
     local ms = math.max(0, tonumber(head[2]) - now)

@@ -11,13 +11,14 @@
 -- KEYS[7]  leaseq:{<queue>}:limits       HASH  global limits (group_concurrency)
 -- KEYS[8]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[9]  leaseq:{<queue>}:group_active HASH  group -> leases active now
--- KEYS[10]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
--- KEYS[11]  leaseq:{<queue>}:pending    ZSET  ids ready to claim (children released: lib/job_finished.lua)
--- KEYS[12]  leaseq:{<queue>}:scheduled  ZSET  ids waiting for a time (children released with a delay)
--- KEYS[13]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents, score = enqueued_at ms epoch
--- KEYS[14]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids (a pinned parent's retention: lib/unpin_parent.lua)
--- KEYS[15]  leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
--- KEYS[16..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order;
+-- KEYS[10] leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[11] leaseq:{<queue>}:pending    ZSET  ids ready to claim (children released: lib/job_finished.lua)
+-- KEYS[12] leaseq:{<queue>}:scheduled  ZSET  ids waiting for a time (children released with a delay)
+-- KEYS[13] leaseq:{<queue>}:waiting    ZSET  ids waiting for parents, score = enqueued_at ms epoch
+-- KEYS[14] leaseq:{<queue>}:cancelled  ZSET  cancelled ids (a pinned parent's retention: lib/unpin_parent.lua)
+-- KEYS[15] leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
+-- KEYS[16] leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/free_unique.lua)
+-- KEYS[17..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order;
 --           then one key per effect, in effect order: an application key carrying the
 --           hash tag {<queue>} (checked by the caller), of the type its command needs
 -- ARGV[1]  keep_ms, how long to keep the succeeded row (integer ms; 0 = delete now, -1 = until purged)
@@ -49,6 +50,7 @@
 --!include lib/effect_refusal.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
+--!include lib/free_unique.lua
 --!include lib/group_done.lua
 --!include lib/job_finished.lua
 --!include lib/lease_check.lua
@@ -104,6 +106,7 @@ for i = 1, n do
     -- applies both, a lost one (or a replay) applies neither.
     now = now or now_ms(meta)
     group_done(K, job, group) -- fair groups: before the row may be deleted
+    free_unique(K, job, id, now)
     for _, e in ipairs(effects) do apply_effect(e[1], e[2], e[3]) end
     redis.call('HSET', job, 'state', 'succeeded', 'finished_at', now)
     redis.call('HDEL', job, 'lease_until')

@@ -13,11 +13,12 @@
 -- KEYS[8]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[9]  leaseq:{<queue>}:done       STREAM  ids waiters look at (lib/signal_done.lua): a job deleted
 --          before it finished is signalled, so its waiters raise JobNotFound at once
--- KEYS[10]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents, score = enqueued_at ms epoch
--- KEYS[11]  leaseq:{<queue>}:wake       LIST  wake-up tokens (children released: lib/job_finished.lua)
--- KEYS[12]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
--- KEYS[13]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
--- KEYS[14]  leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
+-- KEYS[10] leaseq:{<queue>}:waiting    ZSET  ids waiting for parents, score = enqueued_at ms epoch
+-- KEYS[11] leaseq:{<queue>}:wake       LIST  wake-up tokens (children released: lib/job_finished.lua)
+-- KEYS[12] leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[13] leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[14] leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
+-- KEYS[15] leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/free_unique.lua)
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for parents and children
 -- ARGV[3]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
@@ -31,6 +32,7 @@
 -- errors: {'GONE'} for an unknown id; {'STATE', 'active'} while a lease is held
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
+--!include lib/free_unique.lua
 --!include lib/job_finished.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
@@ -55,6 +57,7 @@ if state_kind(state) ~= 'finished' then
   now = now_ms(K.meta)
   job_finished(K, id, job, 'deleted', now, log)
 end
+free_unique(K, job, id, now or now_ms(K.meta, true))
 redis.call('DEL', job)
 for _, key in ipairs({ K.pending, K.scheduled, K.waiting, K.succeeded, K.dead, K.cancelled }) do
   redis.call('ZREM', key, id)

@@ -12,11 +12,14 @@
 -- KEYS[8]  leaseq:{<queue>}:wake       LIST  wake-up tokens
 -- KEYS[9]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- KEYS[10] leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
--- KEYS[11]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
--- KEYS[12]  leaseq:{<queue>}:group_active HASH  group -> leases active now
--- KEYS[13]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
--- KEYS[14]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents
--- KEYS[15]  leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
+-- KEYS[11] leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[12] leaseq:{<queue>}:group_active HASH  group -> leases active now
+-- KEYS[13] leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[14] leaseq:{<queue>}:waiting    ZSET  ids waiting for parents
+-- KEYS[15] leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
+-- KEYS[16] leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id
+-- KEYS[17] leaseq:{<queue>}:unique_windows  ZSET  throttle windows by end
+-- KEYS[18] leaseq:{<queue>}:group_rate_held  ZSET  groups held back at their rate
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  limit, the most jobs to delete in this call (integer >= 1)
 -- ARGV[3]  force, 1 deletes leased (active) jobs too, 0 refuses while any exist
@@ -87,8 +90,9 @@ if remaining == 0 then
   local names = redis.call('ZRANGE', K.groups, 0, -1)
   local held = redis.call('HGETALL', K.group_held)
   for i = 1, #held, 2 do names[#names + 1] = held[i] end
+  for _, g in ipairs(redis.call('ZRANGE', K.group_rate_held, 0, -1)) do names[#names + 1] = g end
   for _, g in ipairs(names) do redis.call('DEL', K.group_prefix .. g) end
   redis.call('DEL', meta, wake, K.groups, K.group_held, K.group_active,
-    K.done, K.events, K.releasing)
+    K.done, K.events, K.releasing, K.unique, K.unique_windows, K.group_rate_held)
 end
 return { 'OK', deleted, remaining }

@@ -9,6 +9,8 @@
 -- KEYS[5]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[6]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[7]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[8]  leaseq:{<queue>}:unique       HASH  uniqueness key -> '<holder id>' or '<holder id> <window end ms>'
+-- KEYS[9]  leaseq:{<queue>}:unique_windows  ZSET  uniqueness keys with a throttle window, score = its end ms
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  max_attempts, of every job in the call (integer >= 1)
 -- ARGV[3]  delay_ms, of every job in the call (integer ms >= 0, 0 = claimable now)
@@ -23,12 +25,19 @@
 --          the ZSET group_prefix .. <name>
 -- ARGV[10]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
 --          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
--- ARGV[11..] jobs, two values per job: id (string, chosen by the client so that a
+-- ARGV[11]  unique, the uniqueness keys of the jobs, one per job in job order, joined by single
+--           spaces ('' = none in this call; '{}' = this job has none; keys follow the job-id rules)
+-- ARGV[12]  unique_period_ms, the throttle window (integer ms >= 0; 0 = the key is held while
+--           its holder is unfinished)
+-- ARGV[13]  unique_replace, 1 = a duplicate replaces the holder's payload (keep-last), 0 = not
+-- ARGV[14..] jobs, two values per job: id (string, chosen by the client so that a
 --           replayed call finds its own rows), payload (bytes, encoded and size-checked)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, each with a queue-unique incarnation (job_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
 --          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
--- returns: one integer per job: 1 if created, 0 if the id existed
+-- returns: one value per job: 1 if created, 0 if the id existed, or the holder's id (string)
+--          when a job holding its uniqueness key exists (lib/unique_holder.lua: then nothing is
+--          created; with unique_replace the holder's payload is replaced, or a successor parked)
 -- errors: none of its own (input was validated by the caller)
 --!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
@@ -37,6 +46,7 @@
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/reserve_incarnations.lua
+--!include lib/unique_holder.lua
 --!include lib/wake_if_first.lua
 
 local pending, scheduled, meta, wake = K.pending, K.scheduled, K.meta, K.wake
@@ -52,19 +62,32 @@ local unpack_ = table.unpack or unpack
 
 -- Dedup first: an id whose row exists, whatever its state (even succeeded
 -- or dead), changes nothing. That is also what makes a replayed call safe.
-local out, fresh = {}, {}
+-- Then uniqueness: a job whose key has a holder is not created (the holder's
+-- id is its reply), or replaces the holder's payload, or is parked behind an
+-- active holder (lib/unique_holder.lua).
+local out, fresh, parked = {}, {}, {}
+local uniq = A.unique ~= '' and unique_holder(K, A, now, job_prefix) or nil
 for i = 1, n do
   local id = ARGV[TAIL.args - 2 + i * 2]
   local job = job_prefix .. id
-  if redis.call('EXISTS', job) == 0 and not fresh[id] then
-    fresh[id] = i
-    fresh[#fresh + 1] = i
-    out[i] = 1
-  else
+  if redis.call('EXISTS', job) == 1 or fresh[id] then
     out[i] = 0
+  else
+    local verdict = uniq and uniq.take(i, id, ARGV[TAIL.args - 1 + i * 2]) or nil
+    if verdict == nil then
+      fresh[id] = i
+      fresh[#fresh + 1] = i
+      out[i] = 1
+    elseif verdict == true then
+      parked[#parked + 1] = i
+      fresh[id] = i
+      out[i] = 1
+    else
+      out[i] = verdict
+    end
   end
 end
-local created = #fresh
+local created = #fresh + #parked
 if created == 0 then return out end
 local log = event_log(K.events, nil, meta)
 
@@ -123,14 +146,17 @@ else
 end
 
 local to = delay_ms > 0 and 'scheduled' or 'pending'
+local nb = #base
 for _, i in ipairs(fresh) do
   log_event(log, 'new', to, ARGV[TAIL.args - 2 + i * 2], 0)
   base[8] = ARGV[TAIL.args - 1 + i * 2]
   incarnation = incarnation + 1
   base[12] = string.format('%d', incarnation) -- 16 digits: see reserve_incarnations
+  if uniq then base[8] = uniq.row(i, base, nb) end
   redis.call('HSET', job_prefix .. ARGV[TAIL.args - 2 + i * 2], unpack_(base))
 end
-if group and delay_ms == 0 then
+if uniq then incarnation = uniq.park(parked, base, nb, incarnation, log) end
+if group and delay_ms == 0 and #members > 0 then
   -- Fair groups (see push_pending): the group's ZSET under the scores, pending
   -- at 2^53 + score, and the group into the rotation unless it is held.
   call_chunked('ZADD', K.group_prefix .. group, members, 1000)

@@ -11,15 +11,16 @@
 -- KEYS[7]  leaseq:{<queue>}:wake       LIST  wake-up tokens
 -- KEYS[8]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- KEYS[9]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
--- KEYS[10]  leaseq:{<queue>}:limits       HASH  global limits (group_concurrency)
--- KEYS[11]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
--- KEYS[12]  leaseq:{<queue>}:group_active HASH  group -> leases active now
--- KEYS[13]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
--- KEYS[14]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents (a dead job settles its
+-- KEYS[10] leaseq:{<queue>}:limits       HASH  global limits (group_concurrency)
+-- KEYS[11] leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[12] leaseq:{<queue>}:group_active HASH  group -> leases active now
+-- KEYS[13] leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[14] leaseq:{<queue>}:waiting    ZSET  ids waiting for parents (a dead job settles its
 --           children: lib/job_finished.lua)
--- KEYS[15]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent's retention: lib/unpin_parent.lua)
--- KEYS[16]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids (children cancelled with a dead parent)
--- KEYS[17]  leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
+-- KEYS[15] leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent's retention: lib/unpin_parent.lua)
+-- KEYS[16] leaseq:{<queue>}:cancelled  ZSET  cancelled ids (children cancelled with a dead parent)
+-- KEYS[17] leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
+-- KEYS[18] leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/free_unique.lua)
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
@@ -31,7 +32,7 @@
 -- ARGV[8]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
 --          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
 -- ARGV[9]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for parents and children
--- ARGV[10]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
+-- ARGV[10] graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
 --          for it are the SET graph_prefix .. <id>
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job's parents and children (job_prefix);
 --          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);

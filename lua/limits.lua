@@ -10,11 +10,14 @@
 -- KEYS[6]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[7]  leaseq:{<queue>}:group_active HASH  group -> leases active now
 -- KEYS[8]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[9]  leaseq:{<queue>}:group_rate_held  ZSET  groups held back at their rate (lib/rotate_groups.lua)
 -- ARGV[1]  action, 'get' or 'set'
 -- ARGV[2]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
 --          the ZSET group_prefix .. <name>
--- ARGV[3..] fields, for 'set': field, value pairs (concurrency, rate, per_ms, group_concurrency:
---           decimal integers; '' removes the field)
+-- ARGV[3..] fields, for 'set': field, value pairs (concurrency, rate, per_ms, group_concurrency,
+--           group_rate, group_per_ms, and a group's own concurrency:<name>, rate:<name>,
+--           per_ms:<name>: decimal integers; '' removes the field). The field group_overrides
+--           is kept here: how many fields of a group's own there are (claim reads them only then).
 -- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: flat array: now_ms, active leases, claims in the last per_ms (0 without a rate),
 --          groups with ready jobs in the rotation, groups with active leases, groups held
@@ -37,6 +40,21 @@ if A.action == 'set' then
   end
   -- HGET, not HEXISTS: the least-privilege ACL list of docs/reliability.md has no HEXISTS.
   if not redis.call('HGET', limits, 'rate') then redis.call('DEL', claims) end
+  local fields, own = redis.call('HGETALL', limits), 0
+  for i = 1, #fields, 2 do
+    if string.find(fields[i], ':', 1, true) then own = own + 1 end
+  end
+  if own > 0 then redis.call('HSET', limits, 'group_overrides', own)
+  else redis.call('HDEL', limits, 'group_overrides') end
+  -- Rates changed: every group held at its rate rejoins the rotation (at the
+  -- back); the next claim holds it again if it is still at its rate.
+  for _, group in ipairs(redis.call('ZRANGE', K.group_rate_held, 0, -1)) do
+    if redis.call('ZCARD', K.group_prefix .. group) > 0 then
+      redis.call('ZADD', K.groups, 'NX', redis.call('HINCRBY', meta, 'gseq', 1), group)
+      redis.call('HSET', meta, 'limit_held', 1)
+    end
+  end
+  redis.call('DEL', K.group_rate_held)
   -- Fair groups: a group_concurrency raised or removed lets the held groups
   -- that are now below it back into the rotation (at the back).
   local cap = to_count(redis.call('HGET', limits, 'group_concurrency'))
@@ -47,7 +65,8 @@ if A.action == 'set' then
   table.sort(held)
   for _, group in ipairs(held) do
     local n = tonumber(redis.call('HGET', K.group_active, group) or '0') or 0
-    if not cap or n < cap then
+    local own_cap = to_count(redis.call('HGET', limits, 'concurrency:' .. group)) or cap
+    if not own_cap or n < own_cap then
       redis.call('HDEL', K.group_held, group)
       if redis.call('ZCARD', K.group_prefix .. group) > 0 then
         redis.call('ZADD', K.groups, 'NX', redis.call('HINCRBY', meta, 'gseq', 1), group)

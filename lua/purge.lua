@@ -14,10 +14,11 @@
 -- KEYS[7]  leaseq:{<queue>}:scheduled  ZSET  ids waiting for a time (children released with a delay)
 -- KEYS[8]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent's retention: lib/unpin_parent.lua)
 -- KEYS[9]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids (children cancelled with a purged parent)
--- KEYS[10]  leaseq:{<queue>}:wake       LIST  wake-up tokens (children released)
--- KEYS[11]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
--- KEYS[12]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
--- KEYS[13]  leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
+-- KEYS[10] leaseq:{<queue>}:wake       LIST  wake-up tokens (children released)
+-- KEYS[11] leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[12] leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[13] leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
+-- KEYS[14] leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/free_unique.lua)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  state, the state being purged (string; never 'active')
 -- ARGV[3]  limit, the most index entries to look at in this call (integer >= 1)
@@ -36,6 +37,7 @@
 -- errors: none; a job key that is not a hash is reported and left alone
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
+--!include lib/free_unique.lua
 --!include lib/job_finished.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
@@ -54,9 +56,11 @@ end
 local page = redis.call('ZRANGEBYSCORE', index, after, upto, 'WITHSCORES', 'LIMIT', skip, limit)
 local deleted, damaged, gone = 0, {}, {}
 local log = event_log(K.events, nil, K.meta)
--- Unfinished jobs settle their workflows as they go (job_finished), which reads the clock.
+-- Unfinished jobs settle their workflows as they go (job_finished), which reads
+-- the clock (moving its floor); otherwise it is only read, for the stream and
+-- the uniqueness windows.
 local unfinished = state_kind(state) == 'unfinished'
-local now = unfinished and now_ms(K.meta) or nil
+local now = now_ms(K.meta, not unfinished)
 for i = 1, #page, 2 do
   local id, score = page[i], page[i + 1]
   local job = job_prefix .. id
@@ -75,6 +79,7 @@ for i = 1, #page, 2 do
     -- drifted is just dropped, so a purge never takes a job it did not mean to.
     if got[1] == state then
       if unfinished then job_finished(K, id, job, 'deleted', now, log) end
+      free_unique(K, job, id, now)
       redis.call('DEL', job)
       deleted = deleted + 1
       log_event(log, state, 'deleted', id, got[2])

@@ -11,14 +11,15 @@
 -- KEYS[7]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[8]  leaseq:{<queue>}:limits       HASH  global limits (group_concurrency)
 -- KEYS[9]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
--- KEYS[10]  leaseq:{<queue>}:group_active HASH  group -> leases active now
--- KEYS[11]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
--- KEYS[12]  leaseq:{<queue>}:scheduled  ZSET  ids waiting for a time (children released with a delay)
--- KEYS[13]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents (a dead job settles its
+-- KEYS[10] leaseq:{<queue>}:group_active HASH  group -> leases active now
+-- KEYS[11] leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[12] leaseq:{<queue>}:scheduled  ZSET  ids waiting for a time (children released with a delay)
+-- KEYS[13] leaseq:{<queue>}:waiting    ZSET  ids waiting for parents (a dead job settles its
 --           children: lib/job_finished.lua)
--- KEYS[14]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent's retention: lib/unpin_parent.lua)
--- KEYS[15]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids (children cancelled with a dead parent)
--- KEYS[16]  leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
+-- KEYS[14] leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent's retention: lib/unpin_parent.lua)
+-- KEYS[15] leaseq:{<queue>}:cancelled  ZSET  cancelled ids (children cancelled with a dead parent)
+-- KEYS[16] leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
+-- KEYS[17] leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/free_unique.lua)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  limit, the most index entries to look at (integer >= 1)
 -- ARGV[3]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are

@@ -11,12 +11,14 @@
 -- KEYS[7]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[8]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
 -- KEYS[9]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent pinned again: lib/pin_parent.lua)
--- KEYS[10]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids (likewise)
+-- KEYS[10] leaseq:{<queue>}:cancelled  ZSET  cancelled ids (likewise)
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  extra, attempts to grant on top of those already used (integer >= 1)
 -- ARGV[3]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
 --          the ZSET group_prefix .. <name>
 -- ARGV[4]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for the job's parents
+-- ARGV[5]  payload, a new payload for the job (bytes, encoded and size-checked by the caller;
+--          '' = keep its own); the old one goes to the event stream (lib/log_edit.lua)
 -- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
 --          leaseq:{<queue>}:job:<id>  HASH  the job's parents, pinned again (job_prefix)
 -- returns: {'OK', new max_attempts}
@@ -25,11 +27,19 @@
 --         (field '<key>' when the job key is not a hash)
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
+--!include lib/log_edit.lua
 --!include lib/now_ms.lua
 --!include lib/retry_row.lua
 
 local job, dead, pending, meta, wake = K.job, K.dead, K.pending, K.meta, K.wake
 local log = event_log(K.events, nil, meta)
+local old = A.payload ~= '' and redis.pcall('HMGET', job, 'payload', 'attempts') or nil
 local reply = retry_row(job, dead, pending, K, A.id, tonumber(A.extra), nil, log)
 if log.n > 0 then flush_events(log, now_ms(meta, true)) end
+if old and reply[1] == 'OK' then
+  -- Edit and retry: the payload is replaced in the same call, the old one kept
+  -- in the event stream so the edit can be traced and undone.
+  redis.call('HSET', job, 'payload', A.payload)
+  log_edit(K, 'updated', A.id, 'dead', old[2], old[1], now_ms(meta, true))
+end
 return reply

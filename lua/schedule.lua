@@ -16,6 +16,11 @@
 --          client from the definition and the clock read by schedules.lua)
 -- ARGV[9]  stamp, the stamp read (version:last_fired, '' if it did not exist): the compare in compare-and-set
 -- ARGV[10] created_at, to store for a new schedule (integer ms epoch, the clock read)
+-- ARGV[11]  kind, of each job it makes ('' = none)
+-- ARGV[12]  group, of each job it makes (a fair group's name; '' = none)
+-- ARGV[13]  timeout_ms, of each job it makes (integer ms; 0 = none)
+-- ARGV[14]  unique, the uniqueness key of each job it makes ('' = none): a due time is
+--           skipped while the key's holder is unfinished (tick.lua)
 -- derives: nothing
 -- returns: {'OK', next due (ms epoch), version} or {'STALE'} when the stamp differs
 --          (changed or fired since the read: read again and retry)
@@ -45,5 +50,10 @@ redis.call('HSET', key, 'payload', A.payload, 'cron', A.cron, 'tz', A.tz,
   'next_due', next_due, 'version', version, 'updated_at', now,
   'created_at', row[4] or A.created_at, 'fired', row[5] or 0)
 if row[2] then redis.call('HSET', key, 'last_fired', row[2]) end
+-- The other job options, stored only when given (as in a job row).
+if A.kind ~= '' then redis.call('HSET', key, 'kind', A.kind) end
+if A.group ~= '' then redis.call('HSET', key, 'group', A.group) end
+if A.timeout_ms ~= '0' then redis.call('HSET', key, 'timeout_ms', A.timeout_ms) end
+if A.unique ~= '' then redis.call('HSET', key, 'unique', A.unique) end
 redis.call('ZADD', index, next_due, A.name)
 return { 'OK', next_due, version }

@@ -9,6 +9,7 @@
 -- KEYS[5]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[6]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[7]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[8]  leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/unique_held.lua)
 -- ARGV[1]  schedule_prefix, the schedule key prefix 'leaseq:{<queue>}:schedule:' (string)
 -- ARGV[2]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[3]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
@@ -23,6 +24,8 @@
 --          leaseq:{<queue>}:job:<id>  HASH  the jobs it makes (job_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
 --          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
+--          A schedule with a uniqueness key (field unique) skips a due time while the key's
+--          holder is unfinished (counted in its field skipped), and its job holds the key.
 -- returns: {jobs created, schedules moved on}
 -- errors: none; a schedule changed, removed or fired since the read is left alone
 --!include lib/bump_counter.lua
@@ -32,6 +35,7 @@
 --!include lib/now_ms.lua
 --!include lib/push_pending.lua
 --!include lib/reserve_incarnations.lua
+--!include lib/unique_held.lua
 
 local index, pending, meta, wake = K.schedules, K.pending, K.meta, K.wake
 local schedule_prefix, job_prefix = A.schedule_prefix, A.job_prefix
@@ -44,7 +48,7 @@ for i = TAIL.args, #ARGV, 4 do
   local row = {}
   if redis.call('TYPE', key).ok == 'hash' then
     row = redis.call('HMGET', key, 'version', 'last_fired', 'next_due',
-      'payload', 'max_attempts', 'priority')
+      'payload', 'max_attempts', 'priority', 'kind', 'group', 'timeout_ms', 'unique')
   end
   -- Compare and set: only the definition and due time this client read,
   -- and only once that due time has come on the server's clock. A second
@@ -66,7 +70,10 @@ for i = TAIL.args, #ARGV, 4 do
       local job = job_prefix .. id
       -- The job id is a function of the schedule and the due time: even
       -- with the schedule state lost, one due time never makes two jobs.
-      if redis.call('EXISTS', job) == 0 and row[4] then
+      local ukey = row[10]
+      if ukey and redis.call('EXISTS', job) == 0 and unique_held(K, job_prefix, ukey, now) then
+        redis.call('HINCRBY', key, 'skipped', 1)
+      elseif redis.call('EXISTS', job) == 0 and row[4] then
         local priority = tonumber(row[6] or '') or 0
         -- A row number like enqueue's, so a lease of an earlier row under this
         -- id can never act on this one (docs/keys-and-rows.md, "Incarnations").
@@ -75,6 +82,13 @@ for i = TAIL.args, #ARGV, 4 do
           'payload', row[4], 'enqueued_at', now, 'schedule', name, 'due_at', due,
           'incarnation', string.format('%d', incarnation))
         if priority > 0 then redis.call('HSET', job, 'priority', priority) end
+        if row[7] then redis.call('HSET', job, 'kind', row[7]) end
+        if row[8] then redis.call('HSET', job, 'group', row[8]) end -- before push_pending
+        if tonumber(row[9] or '') then redis.call('HSET', job, 'timeout', row[9]) end
+        if ukey then
+          redis.call('HSET', job, 'unique_key', ukey)
+          redis.call('HSET', K.unique, ukey, id)
+        end
         push_pending(pending, K, job, id, priority)
         log_event(log, 'new', 'pending', id, 0)
         bump_counter(K, 'enqueued', 1, now)

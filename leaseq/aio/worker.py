@@ -28,7 +28,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from leaseq.errors import AlreadyFinished, LeaseLost, LeaseqError, ServerUnavailable
-from leaseq.handler import Handlers, JobContext, Kinds, _set_current, as_handler
+from leaseq.handler import (
+    Handlers,
+    JobContext,
+    Kinds,
+    _set_current,
+    _set_current_task,
+    as_handler,
+)
 from leaseq.observe.observer import JobObserver, installed
 from leaseq.observe.tracing import JobTracer
 from leaseq.protocols import AsyncQueueLike
@@ -298,6 +305,7 @@ class Worker:
 
     async def _call(self, ctx: JobContext) -> Any:
         handler = self.handler
+        _set_current_task(ctx)  # this task's own context: current_job() in async handlers
         if isinstance(handler, Kinds):  # async or not, per kind
             handler = handler.pick(ctx.lease)  # UnknownKind: a failure, by decide()
             if _is_async(handler):
@@ -459,13 +467,22 @@ class Worker:
                 ctx.lease = await self.queue.extend(ctx.lease, self.ttl)
                 backoff.reset()
             except LeaseLost as exc:
-                log_job(
-                    self.queue.name,
-                    logging.WARNING,
-                    ctx.lease,
-                    "heartbeat found the lease lost (%s); cancelling its handler",
-                    exc,
-                )
+                if exc.state == "cancelled":
+                    ctx.cancelled.set()
+                    log_job(
+                        self.queue.name,
+                        logging.INFO,
+                        ctx.lease,
+                        "the job was cancelled while running; cancelling its handler",
+                    )
+                else:
+                    log_job(
+                        self.queue.name,
+                        logging.WARNING,
+                        ctx.lease,
+                        "heartbeat found the lease lost (%s); cancelling its handler",
+                        exc,
+                    )
                 ctx.lost.set()
                 job.cancel()
                 return

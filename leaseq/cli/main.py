@@ -50,7 +50,7 @@ from leaseq.sharded import ShardedQueue, known_queues, sharded_names, stored_sha
 from leaseq.store import validate as _validate
 from leaseq.supervisor import Supervisor, report_stuck, watch_parent
 from leaseq.transport import client as _redis
-from leaseq.types import Job, State
+from leaseq.types import Job, State, Unique
 from leaseq.worker import Worker
 
 __all__ = ["cli", "main"]
@@ -334,6 +334,13 @@ def worker(
 @click.option("--max-attempts", type=int, default=None)
 @click.option("--kind", default=None, help="The jobs' kind (a worker's handler dict picks by it).")
 @click.option("--timeout", type=float, default=None, help="Seconds a handler may run on each.")
+@click.option("--group", default=None, help="The jobs' fair group (claims rotate between groups).")
+@click.option(
+    "--unique",
+    default=None,
+    metavar="KEY",
+    help="Uniqueness key: while a job holding KEY is unfinished, no other is made.",
+)
 @click.option(
     "--shards",
     type=int,
@@ -352,9 +359,12 @@ def enqueue(
     max_attempts: int | None,
     kind: str | None,
     timeout: float | None,
+    group: str | None,
+    unique: str | None,
     shards: int | None,
 ) -> None:
-    """Add one job (PAYLOAD, JSON text) or many (--file, JSON lines)."""
+    """Add one job (PAYLOAD, JSON text) or many (--file, JSON lines). With
+    --unique, a job whose KEY is held prints the holder's id."""
     if (payload is None) == (path is None):
         raise click.UsageError("give either a JSON PAYLOAD or --file PATH")
     q = c.producer(queue, shards)
@@ -364,7 +374,10 @@ def enqueue(
         "max_attempts": max_attempts,
         "kind": kind,
         "timeout": timeout,
+        "group": group,
     }
+    if unique is not None:
+        opts["unique"] = Unique(unique)
     if payload is not None:
         out.print(q.enqueue(_json(payload, "payload"), id=job_id, **opts))
         return
@@ -511,6 +524,10 @@ def show(c: _Ctx, queue: str, job_id: str, as_json: bool) -> None:
         table.add_row("timeout", f"{job.timeout:g} s")
     if job.traceparent:
         table.add_row("traceparent", job.traceparent)
+    if job.unique_key is not None:
+        table.add_row("unique_key", job.unique_key)
+    if job.after is not None:
+        table.add_row("after", f"{job.after} (queued behind it: runs once it finishes)")
     if job.progress is not None:
         table.add_row("progress", json.dumps(job.progress))
     if job.flow:
@@ -634,11 +651,21 @@ def ls_(c: _Ctx, queue: str, state: str, offset: int, limit: int, as_json: bool)
 @click.argument("job_id", metavar="[ID]", required=False)
 @click.option("--all-dead", is_flag=True, help="Retry every dead job of the queue.")
 @click.option("--attempts", type=int, default=None, help="More tries to allow (default: queue's).")
+@click.option("--payload", default=None, help="A new payload (JSON) for the job: edit, then retry.")
 @pass_ctx
-def retry(c: _Ctx, queue: str, job_id: str | None, all_dead: bool, attempts: int | None) -> None:
+def retry(
+    c: _Ctx,
+    queue: str,
+    job_id: str | None,
+    all_dead: bool,
+    attempts: int | None,
+    payload: str | None,
+) -> None:
     """Make a dead job (or every dead job) pending again."""
     if (job_id is None) == (not all_dead):
         raise click.UsageError("give either a job ID or --all-dead")
+    if payload is not None and all_dead:
+        raise click.UsageError("--payload goes with one job ID, not --all-dead")
     if all_dead:
         done = c.target(queue).retry_all_dead(attempts=attempts)
         more = attempts if attempts is not None else c.queue(queue)._core.max_attempts
@@ -654,7 +681,10 @@ def retry(c: _Ctx, queue: str, job_id: str | None, all_dead: bool, attempts: int
         return
     assert job_id is not None
     part, job = c.holder(queue, job_id)
-    limit = part.retry_dead(job_id, attempts=attempts)
+    if payload is not None:
+        limit = part.retry_dead(job_id, attempts=attempts, payload=_json(payload, "--payload"))
+    else:
+        limit = part.retry_dead(job_id, attempts=attempts)
     if job.cancelled_children:
         out.print(
             f"note: the {job.cancelled_children} waiting child job(s) that {job_id} cancelled "
@@ -708,7 +738,7 @@ def demo(c: _Ctx, jobs: int) -> None:
     run_demo(c.explicit_url or f"memory://demo-{uuid.uuid4().hex[:8]}", jobs, c.prefix, out)
 
 
-_register_ops(cli)  # pause, resume, cancel, delete, drop, web: leaseq/cli/ops.py
+_register_ops(cli)  # pause, resume, cancel, update, delete, drop, web: leaseq/cli/ops.py
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:

@@ -1,4 +1,4 @@
-"""Operator commands of the ``leaseq`` CLI: pause, resume, cancel, delete, drop, web,
+"""Operator commands of the ``leaseq`` CLI: pause, resume, cancel, update, delete, drop, web,
 workers.
 
 They are registered on the main click group by ``register`` (one line in
@@ -57,10 +57,35 @@ def resume(c: Any, queue: str) -> None:
 @click.argument("job_id", metavar="ID")
 @click.pass_obj
 def cancel(c: Any, queue: str, job_id: str) -> None:
-    """Cancel a waiting, pending or scheduled job: it will never run."""
-    part, _ = c.holder(queue, job_id)
+    """Cancel a job that has not finished: it will never run (again). A waiting job
+    never runs; a running job's lease is lost at once; its worker stops it at its
+    next heartbeat."""
+    part, job = c.holder(queue, job_id)
     now = part.cancel(job_id)
-    click.echo(f"job {job_id} {'cancelled' if now else 'was already cancelled'}")
+    if not now:
+        click.echo(f"job {job_id} was already cancelled")
+    elif job.state.value == "active":
+        click.echo(
+            f"job {job_id} cancelled while running (attempt {job.attempts}): its worker "
+            "stops it at its next heartbeat"
+        )
+    else:
+        click.echo(f"job {job_id} cancelled")
+
+
+@click.command()
+@click.argument("queue")
+@click.argument("job_id", metavar="ID")
+@click.argument("payload")
+@click.pass_obj
+def update(c: Any, queue: str, job_id: str, payload: str) -> None:
+    """Replace the PAYLOAD (JSON) of a job that has not started. The old payload
+    is kept in the event stream entry of the change (leaseq events)."""
+    from leaseq.cli.main import _json
+
+    part, _ = c.holder(queue, job_id)
+    part.update(job_id, payload=_json(payload, "PAYLOAD"))
+    click.echo(f"job {job_id} updated (the old payload is in the event stream)")
 
 
 @click.command()
@@ -370,7 +395,7 @@ def _add_log_options(command: click.Command) -> None:
 
 def register(group: click.Group) -> None:
     """Add the operator commands to the ``leaseq`` group (and ``stats --watch``)."""
-    for command in (pause, resume, cancel, delete, drop, web, workers):
+    for command in (pause, resume, cancel, update, delete, drop, web, workers):
         group.add_command(command)
     if "stats" in group.commands:
         _add_watch(group.commands["stats"])

@@ -20,6 +20,7 @@ from leaseq.errors import InvalidArgument
 from leaseq.observe.humanize import utc
 from leaseq.queue import Queue
 from leaseq.store.schedules import Schedule
+from leaseq.types import Unique
 
 __all__ = ["register"]
 
@@ -67,6 +68,18 @@ def _rule(s: Schedule) -> str:
 @click.option("--tz", default=None, metavar="TZ", help="Time zone of --cron (default UTC).")
 @click.option("--every", default=None, type=float, metavar="SECONDS", help="Fixed interval.")
 @click.option("--max-attempts", default=None, type=int, help="Attempts of each job it makes.")
+@click.option(
+    "--kind", default=None, help="Kind of each job (a worker's handler dict picks by it)."
+)
+@click.option("--group", default=None, help="Fair group of each job it makes.")
+@click.option("--priority", default=0, type=int, help="0..1000000, lower first.")
+@click.option("--timeout", default=None, type=float, help="Seconds a handler may run on each.")
+@click.option(
+    "--unique",
+    default=None,
+    metavar="KEY",
+    help="Skip a due time while the previous job holding KEY is unfinished.",
+)
 def schedule(
     queue: str,
     name: str,
@@ -75,14 +88,32 @@ def schedule(
     tz: str | None,
     every: float | None,
     max_attempts: int | None,
+    kind: str | None,
+    group: str | None,
+    priority: int,
+    timeout: float | None,
+    unique: str | None,
 ) -> None:
-    """Create or change the schedule NAME of QUEUE (PAYLOAD is JSON)."""
+    """Create or change the schedule NAME of QUEUE (PAYLOAD is JSON); each job it
+    makes gets the job options given (as ``leaseq enqueue`` takes them)."""
     try:
         data = json.loads(payload)
     except ValueError as exc:
         raise InvalidArgument(f"PAYLOAD is not JSON: {exc}") from None
     q = _queue(queue)
-    s = q.schedule(name, data, cron=cron, tz=tz, every=every, max_attempts=max_attempts)
+    s = q.schedule(
+        name,
+        data,
+        cron=cron,
+        tz=tz,
+        every=every,
+        max_attempts=max_attempts,
+        kind=kind,
+        group=group,
+        priority=priority,
+        timeout=timeout,
+        unique=None if unique is None else Unique(unique),
+    )
     now = q.stats().server_time
     out.print(f"scheduled {name} on {queue}: {_rule(s)}; next due {_at(s.next_due, now)}")
 
@@ -108,6 +139,7 @@ def schedules(queue: str | None, as_json: bool) -> None:
     columns = [
         Column("queue", keep="middle", least=8),
         Column("name", keep="middle", least=8),
+        Column("kind", keep="middle", least=4),
         Column("rule"),
         Column("next due"),
         Column("last fired"),
@@ -116,7 +148,9 @@ def schedules(queue: str | None, as_json: bool) -> None:
     cells = []
     for s in rows:
         nxt = s.error or "-" if s.next_due is None else _at(s.next_due, now)
-        cells.append([s.queue, s.name, _rule(s), nxt, _at(s.last_fired, now), str(s.fired)])
+        cells.append(
+            [s.queue, s.name, s.kind or "-", _rule(s), nxt, _at(s.last_fired, now), str(s.fired)]
+        )
     table = fit(grid("leaseq schedules (server clock, UTC)"), columns, cells, width)
     out.print(table, width=width)
 
@@ -142,6 +176,15 @@ def unschedule(queue: str, name: str) -> None:
     default=None,
     help="Most active leases per fair group.",
 )
+@click.option("--group-rate", type=click.IntRange(0), default=None, help="Most claims per group.")
+@click.option("--group-per", type=float, default=None, metavar="SECONDS", help="Its span.")
+@click.option(
+    "--group",
+    "group_name",
+    default=None,
+    metavar="NAME",
+    help="Set --concurrency, --rate, --per for this one fair group (its own limits).",
+)
 @click.option("--clear", is_flag=True, help="Remove every limit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the limits as JSON.")
 def limits(
@@ -150,28 +193,60 @@ def limits(
     rate: int | None,
     per: float | None,
     group_concurrency: int | None,
+    group_rate: int | None,
+    group_per: float | None,
+    group_name: str | None,
     clear: bool,
     as_json: bool,
 ) -> None:
-    """Show or change the global limits of QUEUE (0 removes one limit)."""
+    """Show or change the limits of QUEUE (0 removes one limit). Per fair group:
+    --group-concurrency, --group-rate/--group-per; one group's own limits:
+    --group NAME with --concurrency, --rate, --per."""
     q = _queue(queue)
-    given = (concurrency, rate, per, group_concurrency)
+    given = (concurrency, rate, per, group_concurrency, group_rate, group_per)
     if clear and any(x is not None for x in given):
         raise InvalidArgument("--clear takes no other limit")
     changes: dict[str, Any] = {}
+    if group_name is not None:
+        if clear or group_concurrency is not None or group_rate is not None or group_per:
+            raise InvalidArgument("--group NAME takes --concurrency, --rate and --per only")
+        if concurrency is not None:
+            changes["concurrency"] = concurrency or None
+        _rate_changes(changes, rate, per, "rate", "per")
+        got = q.set_group_limits(group_name, **changes) if changes else q.limits()
+        _print_limits(queue, got, as_json)
+        return
     if clear:
-        changes = {"concurrency": None, "rate": None, "group_concurrency": None}
+        changes = {
+            "concurrency": None,
+            "rate": None,
+            "group_concurrency": None,
+            "group_rate": None,
+        }
     if concurrency is not None:
         changes["concurrency"] = concurrency or None
     if group_concurrency is not None:
         changes["group_concurrency"] = group_concurrency or None
-    if rate is not None:
-        changes["rate"] = rate or None
-        if rate and per is not None:
-            changes["per"] = per
-    elif per is not None:
-        raise InvalidArgument("--per goes with --rate")
+    _rate_changes(changes, rate, per, "rate", "per")
+    _rate_changes(changes, group_rate, group_per, "group_rate", "group_per")
     got = q.set_limits(**changes) if changes else q.limits()
+    _print_limits(queue, got, as_json)
+
+
+def _rate_changes(
+    changes: dict[str, Any], rate: int | None, per: float | None, rate_name: str, per_name: str
+) -> None:
+    """Add one rate's options to ``changes`` (``--rate 0`` removes it)."""
+    if rate is not None:
+        changes[rate_name] = rate or None
+        if rate and per is not None:
+            changes[per_name] = per
+    elif per is not None:
+        flag = "--" + per_name.replace("_", "-")
+        raise InvalidArgument(f"{flag} goes with --{rate_name.replace('_', '-')}")
+
+
+def _print_limits(queue: str, got: Any, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(msgspec.to_builtins(got), indent=2, sort_keys=True))
         return
@@ -187,7 +262,13 @@ def limits(
         else f"{got.group_concurrency} (busiest group {got.busiest_group} active, "
         f"{got.groups_held} groups held)"
     )
-    out.print(f"{queue}: concurrency {conc}; rate {rated}; group concurrency {grouped}")
+    group_rated = "none" if got.group_rate is None else f"{got.group_rate} per {got.group_per:g} s"
+    out.print(
+        f"{queue}: concurrency {conc}; rate {rated}; group concurrency {grouped}; "
+        f"group rate {group_rated}"
+    )
+    for name, own in got.groups.items():
+        out.print(f"  group {name}: {own.describe()}")
 
 
 def register(group: click.Group) -> None:

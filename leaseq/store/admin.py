@@ -33,6 +33,9 @@ from leaseq.store.settings import QueueSettings, parse_state
 from leaseq.store.steps import Call
 from leaseq.types import State
 
+KEEP: Any = object()
+"""``retry(..., payload=KEEP)``: the job keeps its own payload."""
+
 __all__ = [
     "PURGE_LIMIT",
     "START",
@@ -88,8 +91,10 @@ class AdminCalls(QueueSettings):
 
         return SCRIPTS["cancel"].call(k, parse, at={"id": job_id}, id=job_id, keep_ms=self.keep_ms)
 
-    def retry(self, job_id: str, attempts: int | None) -> Call[int]:
+    def retry(self, job_id: str, attempts: int | None, payload: Any = KEEP) -> Call[int]:
+        """Retry a dead job; with ``payload``, replace its payload in the same call."""
         job_id = check_job_id(job_id)
+        body = b"" if payload is KEEP else self.codec.encode(payload)
         extra = (
             self.max_attempts
             if attempts is None
@@ -102,7 +107,21 @@ class AdminCalls(QueueSettings):
                 raise admin_error("retry", job_id, reply)
             return int(reply[1])
 
-        return SCRIPTS["retry"].call(k, parse, at={"id": job_id}, id=job_id, extra=extra)
+        return SCRIPTS["retry"].call(
+            k, parse, at={"id": job_id}, id=job_id, extra=extra, payload=body
+        )
+
+    def update(self, job_id: str, payload: Any) -> Call[None]:
+        """Replace the payload of a job that has not started (encoded and size-checked
+        here, before the call)."""
+        job_id = check_job_id(job_id)
+        body = self.codec.encode(payload)
+
+        def parse(reply: list[Any]) -> None:
+            if as_text(reply[0]) != "OK":
+                raise admin_error("update", job_id, reply)
+
+        return SCRIPTS["update"].call(self.keys, parse, at={"id": job_id}, id=job_id, payload=body)
 
     def purge(
         self, state: State | str, cursor: Cursor = START, limit: int = PURGE_LIMIT

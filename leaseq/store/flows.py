@@ -70,8 +70,8 @@ def check_policy(value: object) -> str:
 class FlowCalls(QueueSettings):
     """The calls that enqueue jobs with parents (mixed into ``QueueCore``)."""
 
-    def _job_head(self, options: JobOptions) -> dict[str, Any]:  # EnqueueCalls gives it
-        raise NotImplementedError
+    def option_args(self, options: JobOptions, caller: str) -> dict[str, Any]:
+        raise NotImplementedError  # EnqueueCalls gives it: the one check of job options
 
     def dependent_calls(
         self,
@@ -81,7 +81,7 @@ class FlowCalls(QueueSettings):
         policy: str,
         parents: Sequence[str],
         traceparent: str,
-    ) -> list[Call[list[int]]]:
+    ) -> list[Call[list[int | str]]]:
         """The calls of an enqueue whose jobs all have ``parents`` (checked by the
         caller): one call per CHUNK jobs; an id that exists is left alone."""
         profile = _profile(head, policy)
@@ -96,7 +96,7 @@ class FlowCalls(QueueSettings):
 
     def flow_calls(
         self, steps: Sequence[Step], traceparent: str = "", flow: str | None = None
-    ) -> tuple[list[str], list[Call[list[int]]]]:
+    ) -> tuple[list[str], list[Call[list[int | str]]]]:
         """The ids and the one script call that enqueue a workflow (``enqueue_flow``);
         ``flow``: its name, stored in every row (None: a fresh one).
 
@@ -155,7 +155,9 @@ class FlowCalls(QueueSettings):
                     "kind": step.kind,
                     "timeout": step.timeout,
                 }
-                head = _profile(self._job_head(options), check_policy(step.on_parent_failure))
+                head = _profile(
+                    self.option_args(options, "enqueue_flow"), check_policy(step.on_parent_failure)
+                )
                 heads[given] = head
             number = profiles.setdefault(head, len(profiles) + 1)
             body += (job_ids[n], encode(step.payload), number, " ".join(parents))
@@ -173,7 +175,7 @@ class FlowCalls(QueueSettings):
         flow: str,
         *,
         dedup: bool,
-    ) -> Call[list[int]]:
+    ) -> Call[list[int | str]]:
         return SCRIPTS["enqueue_flow"].call(
             self.keys,
             _flow_reply,
@@ -198,7 +200,7 @@ def _profile(head: dict[str, Any], policy: str) -> Head:
     )
 
 
-def _flow_reply(reply: list[Any]) -> list[int]:
+def _flow_reply(reply: list[Any]) -> list[int | str]:
     """enqueue_flow.lua's answer: created flags, or the refusal as an exception."""
     if reply and isinstance(reply[0], (bytes, str)):
         code = as_text(reply[0])
@@ -212,4 +214,4 @@ def _flow_reply(reply: list[Any]) -> list[int]:
             why = as_text(reply[2])
             raise DamagedRow(as_text(reply[1]), "<key>" if "hash" in why else "state", None, why)
         raise ScriptError(f"enqueue_flow: unexpected reply {reply!r}")
-    return [int(x) for x in reply]
+    return [int(x) for x in reply]  # 1 created, 0 left alone (an id, or a replay)

@@ -273,6 +273,30 @@ class QueueKeys:
         group_concurrency (a hash, not a set: no extra commands for an ACL user)."""
         return self.stem + "group_held"
 
+    @property
+    def unique(self) -> str:
+        """HASH uniqueness key -> ``<holder id>``, or ``<holder id> <window end ms>``
+        for a throttle window (``leaseq.Unique``; lua/lib/unique_holder.lua)."""
+        return self.stem + "unique"
+
+    @property
+    def unique_windows(self) -> str:
+        """ZSET of uniqueness keys with a throttle window; score = its end, ms epoch."""
+        return self.stem + "unique_windows"
+
+    @property
+    def group_claims_prefix(self) -> str:
+        """What scripts prepend to a group's name to get its ZSET of recent claim
+        times (the per-group rate window; score = claim time, ms epoch; it expires
+        one window after its last claim), ``{prefix}:{<queue>}:group_claims:``."""
+        return self.stem + "group_claims:"
+
+    @property
+    def group_rate_held(self) -> str:
+        """ZSET of groups held out of the rotation at their rate; score = when they
+        may claim again, ms epoch."""
+        return self.stem + "group_rate_held"
+
     def index(self, state: str) -> str:
         """The index ZSET of a state (every state has exactly one)."""
         return self.stem + state

@@ -16,11 +16,20 @@ import msgspec
 from leaseq.errors import InvalidArgument
 from leaseq.store import validate as v
 from leaseq.store.core import QueueCore
+from leaseq.store.groups import check_group
 from leaseq.store.replies import as_text
 from leaseq.store.scripts import SCRIPTS
 from leaseq.store.steps import Call
 
-__all__ = ["UNSET", "Limits", "Unset", "read_limits", "set_limits"]
+__all__ = [
+    "UNSET",
+    "GroupLimits",
+    "Limits",
+    "Unset",
+    "read_limits",
+    "set_group_limits",
+    "set_limits",
+]
 
 MAX_LIMIT = 1_000_000
 """Largest concurrency or rate (the rate span holds up to that many claim times)."""
@@ -35,6 +44,25 @@ class Unset(enum.Enum):
 
 
 UNSET = Unset.UNSET
+
+
+class GroupLimits(msgspec.Struct, frozen=True, kw_only=True):
+    """One fair group's own limits (``set_group_limits``), over the queue's per-group ones."""
+
+    concurrency: int | None = None
+    """Most active leases of this group (instead of ``group_concurrency``)."""
+    rate: int | None = None
+    """Most claims of this group in any span of ``per`` seconds (instead of ``group_rate``)."""
+    per: float | None = None
+
+    def describe(self) -> str:
+        """``concurrency 5, rate 50 per 1 s``: what a person reads."""
+        parts = []
+        if self.concurrency is not None:
+            parts.append(f"concurrency {self.concurrency}")
+        if self.rate is not None and self.per is not None:
+            parts.append(f"rate {self.rate} per {self.per:g} s")
+        return ", ".join(parts) or "none"
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
@@ -60,6 +88,13 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     """Groups with ready jobs held out of the rotation at ``group_concurrency``."""
     busiest_group: int = 0
     """The most leases active in any one group (compare with ``group_concurrency``)."""
+    group_rate: int | None = None
+    """Most claims per fair group in any span of ``group_per`` seconds (server clock,
+    sliding); a group at its rate sits out while the others go on."""
+    group_per: float | None = None
+    """The per-group rate's span, seconds."""
+    groups: dict[str, GroupLimits] = msgspec.field(default_factory=dict)
+    """Groups with limits of their own (``set_group_limits``), by name."""
 
 
 def _parse(reply: list[Any]) -> Limits:
@@ -73,6 +108,20 @@ def _parse(reply: list[Any]) -> Limits:
 
     per_ms = num("per_ms")
     rate = num("rate")
+    group_per_ms, group_rate = num("group_per_ms"), num("group_rate")
+    own: dict[str, dict[str, int | None]] = {}
+    for field in h:
+        what, sep, name = field.partition(":")
+        if sep and what in ("concurrency", "rate", "per_ms"):
+            own.setdefault(name, {})[what] = num(field)
+    groups = {
+        name: GroupLimits(
+            concurrency=o.get("concurrency"),
+            rate=o.get("rate") if o.get("per_ms") else None,
+            per=(o.get("per_ms") or 0) / 1000 if o.get("per_ms") and o.get("rate") else None,
+        )
+        for name, o in sorted(own.items())
+    }
     return Limits(
         concurrency=num("concurrency"),
         rate=rate if per_ms else None,
@@ -84,6 +133,9 @@ def _parse(reply: list[Any]) -> Limits:
         groups_active=int(reply[4]),
         groups_held=int(reply[5]),
         busiest_group=int(reply[6]),
+        group_rate=group_rate if group_per_ms else None,
+        group_per=group_per_ms / 1000 if group_per_ms and group_rate else None,
+        groups=groups,
     )
 
 
@@ -102,29 +154,65 @@ def set_limits(
     rate: int | Unset | None = UNSET,
     per: float | Unset | None = UNSET,
     group_concurrency: int | Unset | None = UNSET,
+    group_rate: int | Unset | None = UNSET,
+    group_per: float | Unset | None = UNSET,
 ) -> Call[Limits]:
     """Change the limits given (None removes one; one not given stays as it is).
 
-    ``rate`` without ``per`` counts per second; ``rate=None`` also drops ``per``.
+    ``rate`` without ``per`` counts per second; ``rate=None`` also drops ``per``;
+    ``group_rate`` and ``group_per`` likewise, per fair group.
     Raises InvalidArgument before writing anything.
     """
     args: list[str | int] = []
     if concurrency is not UNSET:
         args += ["concurrency", _count(concurrency, "concurrency")]
-    if per is not UNSET and rate is UNSET:
-        raise InvalidArgument("per= goes with rate= (give both)")
-    if rate is not UNSET:
-        if rate is None:
-            if per not in (UNSET, None):
-                raise InvalidArgument("per= without a rate: give rate= too, or per=None")
-            args += ["rate", "", "per_ms", ""]
-        else:
-            span = 1.0 if per is UNSET or per is None else per
-            per_ms = v.seconds_to_ms(span, "per", minimum_ms=1, maximum=MAX_PER)
-            args += ["rate", _count(rate, "rate"), "per_ms", per_ms]
+    args += _rate(rate, per, "rate", "per", "rate", "per_ms")
     if group_concurrency is not UNSET:
         args += ["group_concurrency", _count(group_concurrency, "group_concurrency")]
+    args += _rate(group_rate, group_per, "group_rate", "group_per", "group_rate", "group_per_ms")
     return _call(core, "set", args)
+
+
+def set_group_limits(
+    core: QueueCore,
+    group: str,
+    concurrency: int | Unset | None = UNSET,
+    rate: int | Unset | None = UNSET,
+    per: float | Unset | None = UNSET,
+) -> Call[Limits]:
+    """Give the fair group ``group`` limits of its own, over the queue's per-group
+    ones (None removes one: the queue's applies again). Raises InvalidName or
+    InvalidArgument before writing anything."""
+    name = check_group(group)
+    args: list[str | int] = []
+    if concurrency is not UNSET:
+        args += ["concurrency:" + name, _count(concurrency, "concurrency")]
+    args += _rate(rate, per, "rate", "per", "rate:" + name, "per_ms:" + name)
+    return _call(core, "set", args)
+
+
+def _rate(
+    rate: int | Unset | None,
+    per: float | Unset | None,
+    rate_arg: str,
+    per_arg: str,
+    rate_field: str,
+    per_field: str,
+) -> list[str | int]:
+    """The fields of one sliding-window rate (``rate`` claims per ``per`` s)."""
+    if per is not UNSET and rate is UNSET:
+        raise InvalidArgument(f"{per_arg}= goes with {rate_arg}= (give both)")
+    if rate is UNSET:
+        return []
+    if rate is None:
+        if per not in (UNSET, None):
+            raise InvalidArgument(
+                f"{per_arg}= without a rate: give {rate_arg}= too, or {per_arg}=None"
+            )
+        return [rate_field, "", per_field, ""]
+    span = 1.0 if per is UNSET or per is None else per
+    per_ms = v.seconds_to_ms(span, per_arg, minimum_ms=1, maximum=MAX_PER)
+    return [rate_field, _count(rate, rate_arg), per_field, per_ms]
 
 
 def _count(value: object, name: str) -> str | int:

@@ -7,7 +7,7 @@ keeps the worker registry and reads the history and the event stream.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from leaseq.errors import DamagedRow
 from leaseq.store import admin as _admin
@@ -22,7 +22,10 @@ from leaseq.store.keys import QueueKeys, check_job_id
 from leaseq.store.replies import as_text
 from leaseq.store.settings import parse_state
 from leaseq.store.steps import Command, Feed, Op, Rows
-from leaseq.types import Job, State, Stats
+from leaseq.types import Job, JobOptions, State, Stats
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["OperatorOps"]
 
@@ -77,17 +80,34 @@ class OperatorOps:
         return stats
 
     def cancel(self, job_id: str) -> Op[bool]:
-        """Cancel a waiting, pending or scheduled job: True if cancelled now, False if it already
-        was. Raises JobNotFound, or JobStateError once it has started."""
+        """Cancel a waiting, pending, scheduled or active job: True if cancelled now,
+        False if it already was. An active job's running attempt loses its lease at
+        once (its complete, fail and extend raise LeaseLost; its worker learns at its
+        next heartbeat and cancels an async handler). A job's waiting children follow
+        their ``on_parent_failure``. Raises JobNotFound, or JobStateError once it has
+        finished."""
         done: bool = yield self.core.cancel(job_id)
         return done
 
-    def retry_dead(self, job_id: str, *, attempts: int | None = None) -> Op[int]:
+    def retry_dead(
+        self, job_id: str, *, attempts: int | None = None, payload: Any = _admin.KEEP
+    ) -> Op[int]:
         """Make a dead job pending again with ``attempts`` more tries (default: the
         queue's max_attempts). ``attempts`` in the row is kept, ``max_attempts``
-        raised; returns the new max_attempts. Raises JobNotFound, JobStateError."""
-        bound: int = yield self.core.retry(job_id, attempts)
+        raised; returns the new max_attempts. ``payload``: a new payload, checked
+        as ``enqueue`` checks one, written in the same call (edit and retry; the
+        old one goes to the event stream). Raises JobNotFound, JobStateError,
+        InvalidPayload, PayloadTooLarge."""
+        bound: int = yield self.core.retry(job_id, attempts, payload)
         return bound
+
+    def update(self, job_id: str, *, payload: Any) -> Op[None]:
+        """Replace the payload of a job that has not started (waiting, pending or
+        scheduled); the old one goes to the event stream entry of the change.
+        Checked as ``enqueue`` checks a payload, before anything is written.
+        Raises JobNotFound, JobStateError (active or finished), InvalidPayload,
+        PayloadTooLarge."""
+        yield self.core.update(job_id, payload)
 
     def retry_all_dead(
         self, *, attempts: int | None = None, damaged: list[DamagedRow] | None = None
@@ -125,22 +145,18 @@ class OperatorOps:
         cron: str | None = None,
         tz: str | None = None,
         every: float | None = None,
-        max_attempts: int | None = None,
-        priority: int = 0,
+        **options: Unpack[JobOptions],
     ) -> Op[_sch.Schedule]:
         """Create or change (upsert) the schedule ``name``: one job with ``payload`` per
         due time, by ``cron`` (in zone ``tz``, default UTC) or ``every`` seconds.
-        Raises InvalidArgument (also for a bad cron or zone) before writing."""
+        ``options`` are those of ``enqueue`` for each job it makes (``kind``,
+        ``group``, ``priority``, ``max_attempts``, ``timeout``; ``unique=Unique(key)``
+        skips a due time while the previous job holding the key is unfinished;
+        not ``delay``). Raises InvalidArgument (also for a bad cron or zone) before
+        writing."""
         return (
             yield from _sch.schedule(
-                self.core,
-                name,
-                payload,
-                cron=cron,
-                tz=tz,
-                every=every,
-                max_attempts=max_attempts,
-                priority=priority,
+                self.core, name, payload, cron=cron, tz=tz, every=every, **options
             )
         )
 
@@ -165,13 +181,34 @@ class OperatorOps:
         rate: int | _lim.Unset | None = _lim.UNSET,
         per: float | _lim.Unset | None = _lim.UNSET,
         group_concurrency: int | _lim.Unset | None = _lim.UNSET,
+        group_rate: int | _lim.Unset | None = _lim.UNSET,
+        group_per: float | _lim.Unset | None = _lim.UNSET,
     ) -> Op[_lim.Limits]:
         """Change the queue's global limits, kept in Redis and enforced by every claim:
-        at most ``concurrency`` active leases, at most ``rate`` claims per ``per`` s.
+        at most ``concurrency`` active leases, at most ``rate`` claims per ``per`` s;
+        per fair group, at most ``group_concurrency`` active leases and at most
+        ``group_rate`` claims per ``group_per`` s (a sliding window on the server
+        clock; a group at its rate sits out while the other groups go on).
         None removes a limit; one not given stays. Returns the limits now in force."""
         limits: _lim.Limits = yield _lim.set_limits(
-            self.core, concurrency, rate, per, group_concurrency
+            self.core, concurrency, rate, per, group_concurrency, group_rate, group_per
         )
+        return limits
+
+    def set_group_limits(
+        self,
+        group: str,
+        *,
+        concurrency: int | _lim.Unset | None = _lim.UNSET,
+        rate: int | _lim.Unset | None = _lim.UNSET,
+        per: float | _lim.Unset | None = _lim.UNSET,
+    ) -> Op[_lim.Limits]:
+        """Limits of one fair group's own (one heavy tenant), over the queue's
+        ``group_concurrency`` and ``group_rate``: at most ``concurrency`` active
+        leases and ``rate`` claims per ``per`` s for ``group``. None removes one (the
+        queue's applies again); one not given stays. Returns the limits now in force
+        (``Limits.groups`` lists the groups with limits of their own)."""
+        limits: _lim.Limits = yield _lim.set_group_limits(self.core, group, concurrency, rate, per)
         return limits
 
     def limits(self) -> Op[_lim.Limits]:

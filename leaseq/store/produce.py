@@ -11,21 +11,49 @@ from leaseq.store import validate as v
 from leaseq.store.flows import FlowCalls, check_parents, check_policy
 from leaseq.store.groups import check_group
 from leaseq.store.keys import check_job_id, new_job_ids
+from leaseq.store.replies import as_text
 from leaseq.store.scripts import SCRIPTS
 from leaseq.store.settings import QueueSettings
 from leaseq.store.steps import Call, Op
-from leaseq.types import JOB_OPTIONS, JobOptions
+from leaseq.types import JOB_OPTIONS, JobOptions, Unique
 
 __all__ = [
     "ENQUEUE_CHUNK",
     "EnqueueCalls",
+    "Enqueued",
     "check_options",
     "enqueue_traced",
+    "unique_keys",
 ]
+
+Enqueued = list[int | str]
+"""An enqueue call's reply, one value per job: 1 created, 0 the id existed, or
+the id of the job holding the job's uniqueness key (then nothing was created)."""
 
 ENQUEUE_CHUNK = 1000
 """Jobs per enqueue script call: big enough to amortise the round trip,
 small enough that one call never blocks the server for long."""
+
+
+def _enqueued(reply: list[Any]) -> Enqueued:
+    return [x if isinstance(x, int) else as_text(x) for x in reply]
+
+
+def unique_keys(unique: object, payloads: Sequence[Any]) -> tuple[list[str], int, int]:
+    """The uniqueness ARGV of ``payloads``: one key per job ('{}' for none; an
+    empty list when ``unique`` is None), the window in ms (0 = none), replace 0/1.
+    Raises InvalidArgument or InvalidName before anything is written."""
+    if unique is None:
+        return [], 0, 0
+    if not isinstance(unique, Unique):
+        raise InvalidArgument(f"unique must be a leaseq.Unique, not {unique!r}")
+    key = unique.key
+    keys = []
+    for payload in payloads:
+        value = key if isinstance(key, str) else key(payload)
+        keys.append("{}" if value is None else check_job_id(value, "unique key"))
+    period = 0 if unique.period is None else max(1, round(unique.period * 1000))
+    return keys, period, int(unique.replace)
 
 
 def check_options(options: JobOptions, caller: str) -> None:
@@ -39,57 +67,11 @@ def check_options(options: JobOptions, caller: str) -> None:
 class EnqueueCalls(FlowCalls, QueueSettings):
     """The enqueue calls of a queue."""
 
-    def enqueue_calls(
-        self,
-        payloads: Sequence[Any],
-        ids: Sequence[str | None] | None,
-        options: JobOptions,
-        traceparent: str = "",
-        *,
-        caller: str = "enqueue",
-    ) -> tuple[list[str], list[Call[list[int]]]]:
-        """The ids and the script calls (chunks of ENQUEUE_CHUNK) that enqueue ``payloads``.
-
-        ``options`` are the job options every item gets (``leaseq.JobOptions``;
-        an unknown one is a TypeError naming ``caller``, as Python would say it).
-        Everything is validated and encoded here, before any call is made:
-        one bad item raises and nothing is written. A missing id is made
-        by the client (``new_job_ids``) so a replayed call is deduplicated.
-        ``traceparent``: the W3C trace context stored in every row ('' = none;
-        ``leaseq.observe.tracing``).
-        """
+    def option_args(self, options: JobOptions, caller: str) -> dict[str, Any]:
+        """The job options as stored (script ARGV by name: max_attempts, delay_ms,
+        priority, group, kind, timeout_ms), each checked; the one check of them
+        for enqueue and schedules alike. ``unique`` is checked by ``unique_keys``."""
         check_options(options, caller)
-        if ids is not None and len(ids) != len(payloads):
-            raise InvalidArgument(f"{len(ids)} ids for {len(payloads)} payloads")
-        head = self._job_head(options)
-        traceparent = traceparent and check_traceparent(traceparent)
-        fresh = iter(new_job_ids(sum(1 for i in ids if i is None) if ids else len(payloads)))
-        job_ids = [
-            next(fresh) if ids is None or ids[i] is None else check_job_id(ids[i])
-            for i in range(len(payloads))
-        ]
-        parents = check_parents(options.get("depends_on"), job_ids)
-        policy = check_policy(options.get("on_parent_failure", "cancel"))
-        encode = self.codec.encode
-        calls: list[Call[list[int]]] = []
-        keys = self.keys
-        if parents is None:
-            script = SCRIPTS["enqueue"]
-            for start in range(0, len(payloads), ENQUEUE_CHUNK):
-                jobs: list[str | bytes | int] = []
-                for i in range(start, min(start + ENQUEUE_CHUNK, len(payloads))):
-                    jobs += (job_ids[i], encode(payloads[i]))
-                calls.append(
-                    script.call(keys, _created, arg_tail=jobs, traceparent=traceparent, **head)
-                )
-            return job_ids, calls
-        # With parents: the dependency script (leaseq.store.flows).
-        encoded = [encode(p) for p in payloads]
-        calls += self.dependent_calls(job_ids, encoded, head, policy, parents, traceparent)
-        return job_ids, calls
-
-    def _job_head(self, options: JobOptions) -> dict[str, Any]:
-        """The job options every job of a call gets, checked and in script units."""
         max_attempts = options.get("max_attempts")
         group, kind = options.get("group"), options.get("kind")
         return {
@@ -103,15 +85,80 @@ class EnqueueCalls(FlowCalls, QueueSettings):
             "timeout_ms": v.timeout_ms(options.get("timeout")),
         }
 
+    def enqueue_calls(
+        self,
+        payloads: Sequence[Any],
+        ids: Sequence[str | None] | None,
+        options: JobOptions,
+        traceparent: str = "",
+        *,
+        caller: str = "enqueue",
+    ) -> tuple[list[str], list[Call[Enqueued]]]:
+        """The ids and the script calls (chunks of ENQUEUE_CHUNK) that enqueue ``payloads``.
 
-def _created(reply: list[Any]) -> list[int]:
-    return [int(x) for x in reply]
+        ``options`` are the job options every item gets (``leaseq.JobOptions``;
+        an unknown one is a TypeError naming ``caller``, as Python would say it).
+        Everything is validated and encoded here, before any call is made:
+        one bad item raises and nothing is written. A missing id is made
+        by the client (``new_job_ids``) so a replayed call is deduplicated.
+        ``traceparent``: the W3C trace context stored in every row ('' = none;
+        ``leaseq.observe.tracing``).
+        """
+        if ids is not None and len(ids) != len(payloads):
+            raise InvalidArgument(f"{len(ids)} ids for {len(payloads)} payloads")
+        head = self.option_args(options, caller)  # the ARGV of every chunk, by name
+        traceparent = traceparent and check_traceparent(traceparent)
+        head["traceparent"] = traceparent
+        ukeys, head["unique_period_ms"], head["unique_replace"] = unique_keys(
+            options.get("unique"), payloads
+        )
+        fresh = iter(new_job_ids(sum(1 for i in ids if i is None) if ids else len(payloads)))
+        job_ids = [
+            next(fresh) if ids is None or ids[i] is None else check_job_id(ids[i])
+            for i in range(len(payloads))
+        ]
+        parents = check_parents(options.get("depends_on"), job_ids)
+        policy = check_policy(options.get("on_parent_failure", "cancel"))
+        encode = self.codec.encode
+        calls: list[Call[Enqueued]] = []
+        if parents is None:
+            script, keys = SCRIPTS["enqueue"], self.keys
+            for start in range(0, len(payloads), ENQUEUE_CHUNK):
+                jobs: list[str | bytes | int] = []
+                end = min(start + ENQUEUE_CHUNK, len(payloads))
+                for i in range(start, end):
+                    jobs += (job_ids[i], encode(payloads[i]))
+                unique = " ".join(ukeys[start:end])
+                calls.append(script.call(keys, _enqueued, arg_tail=jobs, unique=unique, **head))
+            return job_ids, calls
+        if ukeys:
+            raise InvalidArgument(
+                "unique= and depends_on= cannot be combined yet: enqueue the job with "
+                "depends_on= under an id of your own instead (ids deduplicate)"
+            )
+        # With parents: the dependency script (leaseq.store.flows).
+        encoded = [encode(p) for p in payloads]
+        calls += self.dependent_calls(job_ids, encoded, head, policy, parents, traceparent)
+        return job_ids, calls
+
+
+def _run(ids: list[str], calls: list[Call[Enqueued]]) -> Op[list[str]]:
+    """Run the calls; a job not created for its uniqueness key gets its holder's id."""
+    at = 0
+    for call in calls:
+        replies = yield call
+        for k, reply in enumerate(replies):
+            if isinstance(reply, str):
+                ids[at + k] = reply
+        at += len(replies)
+    return ids
 
 
 def enqueue_traced(
-    queue: str, batch: bool, build: Callable[[str], tuple[list[str], list[Call[list[int]]]]]
+    queue: str, batch: bool, build: Callable[[str], tuple[list[str], list[Call[Enqueued]]]]
 ) -> Op[list[str]]:
-    """Run the enqueue calls ``build(traceparent)`` makes; return the ids.
+    """Run the enqueue calls ``build(traceparent)`` makes; return the ids (a job
+    deduplicated by its uniqueness key: its holder's id).
 
     Inside a valid current span (opentelemetry installed) the calls run under
     a PRODUCER span whose traceparent every row stores (``leaseq.observe.tracing``);
@@ -120,16 +167,12 @@ def enqueue_traced(
     send = Send.start(queue)
     if send is None:
         ids, calls = build("")
-        for call in calls:
-            _ = yield call  # the replies (created flags) are not needed
-        return ids
+        return (yield from _run(ids, calls))
     error: BaseException | None = None
     try:
         ids, calls = build(send.traceparent)
         send.sent(ids, batch)
-        for call in calls:
-            _ = yield call
-        return ids
+        return (yield from _run(ids, calls))
     except BaseException as exc:
         error = exc
         raise

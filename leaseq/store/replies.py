@@ -95,9 +95,11 @@ def admin_error(op: str, job_id: str, reply: Sequence[Any]) -> Exception:
         return JobNotFound(job_id)
     if code == "STATE":
         wanted = {
-            "cancel": "only waiting, pending or scheduled jobs can be cancelled",
+            "cancel": "only unfinished jobs can be cancelled",
             "delete": "an active job holds a lease: let it finish or expire first",
             "run_now": "only a scheduled job can be run now",
+            "update": "only a job that has not started (waiting, pending, scheduled) "
+            "can be updated; retry_dead(id, payload=...) edits a dead one",
         }.get(op, "only dead jobs can be retried")
         return JobStateError(job_id, as_text(reply[1]), wanted)
     if code == "DAMAGED":
@@ -140,6 +142,8 @@ class _Row(msgspec.Struct, kw_only=True):
     """ms, at most a day (``_validate.MAX_TIMEOUT``): set by hand below 0 or past
     that it is damaged, as claim.lua reads it (no limit), not a negative time."""
     traceparent: str | None = None
+    unique_key: str | None = None
+    after: str | None = None
     progress: str | None = None  # JSON text, decoded apart (like result): never set here
     depends_on: str | None = None  # parent ids separated by spaces (docs/workflows.md)
     parents_left: int = 0
@@ -249,6 +253,8 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
         kind=r.kind,
         timeout=None if not r.timeout else r.timeout / 1000.0,
         traceparent=r.traceparent,
+        unique_key=r.unique_key,
+        after=r.after,
         progress=progress,
         depends_on=tuple(r.depends_on.split()) if r.depends_on else (),
         parents_left=r.parents_left,

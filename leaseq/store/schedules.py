@@ -22,17 +22,21 @@ from __future__ import annotations
 import math
 from collections.abc import Generator, Sequence
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
 from leaseq.errors import InvalidArgument, ScriptError
 from leaseq.store import validate as v
 from leaseq.store.core import QueueCore
-from leaseq.store.keys import check_queue_name
+from leaseq.store.keys import check_job_id, check_queue_name
 from leaseq.store.replies import as_text
 from leaseq.store.scripts import SCRIPTS
 from leaseq.store.steps import Call
+from leaseq.types import JobOptions, Unique
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["Schedule", "next_due", "schedule", "schedules", "tick", "unschedule"]
 
@@ -77,6 +81,16 @@ class Schedule(msgspec.Struct, frozen=True, kw_only=True):
     priority: int
     created_at: float | None
     error: str | None = None
+    kind: str | None = None
+    """The kind of each job it makes (a worker's handler dict picks by it)."""
+    group: str | None = None
+    """The fair group of each job it makes."""
+    timeout: float | None = None
+    """Seconds a handler may run on each job it makes."""
+    unique_key: str | None = None
+    """Each job holds this uniqueness key; a due time is skipped while it is held."""
+    skipped: int = 0
+    """Due times skipped because the previous job holding ``unique_key`` was unfinished."""
 
 
 # -- the arithmetic --------------------------------------------------------------
@@ -206,7 +220,17 @@ def _as_schedule(core: QueueCore, name: str, fields: dict[str, str | bytes]) -> 
         priority=_int(fields, "priority") or 0,
         created_at=_sec(_int(fields, "created_at")),
         error=error,
+        kind=_text(fields, "kind"),
+        group=_text(fields, "group"),
+        timeout=_sec(_int(fields, "timeout_ms")),
+        unique_key=_text(fields, "unique"),
+        skipped=_int(fields, "skipped") or 0,
     )
+
+
+def _text(fields: dict[str, str | bytes], name: str) -> str | None:
+    raw = fields.get(name)
+    return None if raw is None else as_text(raw) or None
 
 
 # -- the operations (generators of Calls) -------------------------------------------------
@@ -220,11 +244,24 @@ def schedule(
     cron: str | None = None,
     tz: str | None = None,
     every: float | None = None,
-    max_attempts: int | None = None,
-    priority: int = 0,
+    **options: Unpack[JobOptions],
 ) -> Steps[Schedule]:
-    """Create or change schedule ``name`` (see ``Queue.schedule``)."""
+    """Create or change schedule ``name`` (see ``Queue.schedule``); ``options`` are
+    the job options of each job it makes, checked as ``enqueue`` checks them."""
     check_queue_name(name, "schedule name")
+    job = core.option_args(options, "schedule")
+    if job["delay_ms"]:
+        raise InvalidArgument("a schedule's jobs run at their due time: delay= does not apply")
+    unique, ukey = options.get("unique"), ""
+    if unique is not None:
+        if not isinstance(unique, Unique) or not isinstance(unique.key, str):
+            raise InvalidArgument(f"a schedule's unique= is a leaseq.Unique(key), not {unique!r}")
+        if unique.period is not None or unique.replace:
+            raise InvalidArgument(
+                "a schedule's unique= takes a key only: it skips a due time while the "
+                "key's holder is unfinished (period= and replace= do not apply)"
+            )
+        ukey = check_job_id(unique.key, "unique key")
     if (cron is None) == (every is None):
         raise InvalidArgument("give exactly one of cron= and every=")
     every_ms = 0
@@ -238,12 +275,6 @@ def schedule(
         if tz is not None and (not isinstance(tz, str) or not tz):
             raise InvalidArgument(f"tz must be an IANA time zone name, not {tz!r}")
         _check_cron(cron, tz)
-    attempts = (
-        core.max_attempts
-        if max_attempts is None
-        else v.integer(max_attempts, "max_attempts", 1, v.MAX_ATTEMPTS)
-    )
-    prio = v.integer(priority, "priority", 0, v.MAX_PRIORITY)
     encoded = core.codec.encode(payload)
     k = core.keys
     for _ in range(_UPSERT_TRIES):
@@ -261,8 +292,12 @@ def schedule(
             cron=cron or "",
             tz=tz or "",
             every_ms=every_ms,
-            max_attempts=attempts,
-            priority=prio,
+            max_attempts=job["max_attempts"],
+            priority=job["priority"],
+            kind=job["kind"],
+            group=job["group"],
+            timeout_ms=job["timeout_ms"],
+            unique=ukey,
             next_due=due,
             stamp=_stamp(fields),
             created_at=created or now,

@@ -21,10 +21,11 @@ from leaseq.store import limits as _lim
 from leaseq.store import registry as _reg
 from leaseq.store import schedules as _sch
 from leaseq.store import validate as v
+from leaseq.store.admin import KEEP
 from leaseq.store.keys import check_job_id, shard_of
 from leaseq.store.leases import block_until
 from leaseq.store.ops import WAKE_SLICE, QueueOps
-from leaseq.store.produce import check_options, enqueue_traced
+from leaseq.store.produce import Enqueued, check_options, enqueue_traced
 from leaseq.store.reads import wait_names
 from leaseq.store.routing import LeaseRouting
 from leaseq.store.sharded_flow_ops import ShardedFlowOps
@@ -74,6 +75,7 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
         self, payload: Any, *, id: str | None = None, **options: Unpack[JobOptions]
     ) -> Op[str]:
         """Add one job to its id's shard; ``id`` defaults to a fresh random id. Returns the id."""
+        _no_unique(options)
         (job_id,) = self._place([id], options)
         return (yield from self.shard_for(job_id).enqueue(payload, id=job_id, **options))
 
@@ -91,6 +93,7 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
         leave earlier shards written (re-running with the same ids is safe).
         """
         check_options(options, "enqueue_many")
+        _no_unique(options)
         items = list(payloads)
         if ids is not None and len(ids) != len(items):
             raise InvalidArgument(f"{len(ids)} ids for {len(items)} payloads")
@@ -98,7 +101,7 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
             [None] * len(items) if ids is None else [check_job_id(i) for i in ids], options
         )
 
-        def build(tp: str) -> tuple[list[str], list[Call[list[int]]]]:
+        def build(tp: str) -> tuple[list[str], list[Call[Enqueued]]]:
             # Validate and encode every call of every shard before any runs.
             calls = [
                 call
@@ -231,9 +234,16 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
         """As ``Queue.cancel``, on the job's shard."""
         return (yield from self.shard_for(job_id).cancel(job_id))
 
-    def retry_dead(self, job_id: str, *, attempts: int | None = None) -> Op[int]:
+    def retry_dead(
+        self, job_id: str, *, attempts: int | None = None, payload: Any = KEEP
+    ) -> Op[int]:
         """As ``Queue.retry_dead``, on the job's shard."""
-        return (yield from self.shard_for(job_id).retry_dead(job_id, attempts=attempts))
+        shard = self.shard_for(job_id)
+        return (yield from shard.retry_dead(job_id, attempts=attempts, payload=payload))
+
+    def update(self, job_id: str, *, payload: Any) -> Op[None]:
+        """As ``Queue.update``, on the job's shard."""
+        yield from self.shard_for(job_id).update(job_id, payload=payload)
 
     def retry_all_dead(
         self, *, attempts: int | None = None, damaged: list[DamagedRow] | None = None
@@ -279,8 +289,7 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
         cron: str | None = None,
         tz: str | None = None,
         every: float | None = None,
-        max_attempts: int | None = None,
-        priority: int = 0,
+        **options: Unpack[JobOptions],
     ) -> Op[_sch.Schedule]:
         """Not on a sharded queue: raises InvalidArgument (see ``Queue.schedule``)."""
         raise self._plain_only("schedule()")
@@ -308,9 +317,23 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
         rate: int | _lim.Unset | None = _lim.UNSET,
         per: float | _lim.Unset | None = _lim.UNSET,
         group_concurrency: int | _lim.Unset | None = _lim.UNSET,
+        group_rate: int | _lim.Unset | None = _lim.UNSET,
+        group_per: float | _lim.Unset | None = _lim.UNSET,
     ) -> Op[_lim.Limits]:
         """Not on a sharded queue: raises InvalidArgument."""
         raise self._plain_only("set_limits()")
+        yield
+
+    def set_group_limits(
+        self,
+        group: str,
+        *,
+        concurrency: int | _lim.Unset | None = _lim.UNSET,
+        rate: int | _lim.Unset | None = _lim.UNSET,
+        per: float | _lim.Unset | None = _lim.UNSET,
+    ) -> Op[_lim.Limits]:
+        """Not on a sharded queue: raises InvalidArgument."""
+        raise self._plain_only("set_group_limits()")
         yield
 
     def limits(self) -> Op[_lim.Limits]:
@@ -468,3 +491,10 @@ def merge_stats(name: str, parts: Sequence[Stats]) -> Stats:
         groups_ready=sum(p.groups_ready for p in parts),
         groups_held=sum(p.groups_held for p in parts),
     )
+
+
+def _no_unique(options: JobOptions) -> None:
+    """A sharded queue spreads jobs by id, so a uniqueness key would hold per shard
+    only: refused, before anything is written."""
+    if options.get("unique") is not None:
+        raise InvalidArgument("unique= needs one hash tag: use a plain Queue, not a ShardedQueue")

@@ -246,6 +246,13 @@ class Source:
     def delete(self, target: Target, job_id: str) -> str:
         return self.holder(target, job_id).delete(job_id)
 
+    def limits(self, target: Target) -> Any:
+        """A plain queue's limits (None for a sharded one, which has none)."""
+        if isinstance(target, ShardedQueue):
+            return None
+        with _redis.translate_errors():
+            return target.limits()
+
     def retry(self, target: Target, job_id: str) -> int:
         return self.holder(target, job_id).retry_dead(job_id)
 

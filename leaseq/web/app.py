@@ -12,6 +12,7 @@ destroy or change many jobs.
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import math
@@ -261,11 +262,15 @@ class _Views:
         jobs = target.ls(state, offset=offset, limit=size, damaged=damaged)
         now = stats.server_time
         here = f"{_base(request)}/queues/{_quote(name)}?state={state}&page={page}&size={size}"
+        row = _queue_row(stats, now)
+        groups = _group_limits_text(self.source.limits(target))
+        if groups:
+            row["limits"] = " · ".join(x for x in (row["limits"], groups) if x)
         return self.render(
             request,
             "queue.html",
             here=here,
-            q=_queue_row(stats, now),
+            q=row,
             state=state,
             jobs=[_job_row(j, now) for j in jobs],
             damaged=[{"id": getattr(d, "job_id", ""), "text": str(d)} for d in damaged],
@@ -426,6 +431,9 @@ class _Views:
         verb = form.get("action", "")
         state = form.get("state", "")
         back = _safe_next(form.get("next", ""), request)
+        edited, diff = None, None
+        if verb == "edit_retry":
+            edited, diff = self._edit(target, ids, form.get("payload", ""))
         ask = self._question(target, verb, state, ids)
         if ask and form.get("confirmed") != "yes":
             hidden = [(k, v) for k, v in form.items() if k not in ("csrf", "confirmed", "id")]
@@ -438,8 +446,9 @@ class _Views:
                 verb=verb,
                 hidden=hidden,
                 back=back,
+                diff=diff,
             )
-        message = self._do(target, verb, state, ids)
+        message = self._do(target, verb, state, ids, edited)
         log.info("queue=%s action=%s: %s", name, verb, message)
         response = RedirectResponse(back, status_code=303)
         base = _base(request)
@@ -467,14 +476,42 @@ class _Views:
         if verb == "delete":
             return f"Delete {jobs} of {name} ({_ids(ids)})? This cannot be undone."
         if verb == "cancel":
-            return f"Cancel {jobs} of {name} ({_ids(ids)})? They will never run."
+            return (
+                f"Cancel {jobs} of {name} ({_ids(ids)})? They will never run; a running one "
+                "loses its lease at once and its worker stops it at its next heartbeat."
+            )
+        if verb == "edit_retry":
+            return (
+                f"Retry job {_ids(ids)} of {name} with the edited payload? It becomes pending "
+                "again; the old payload is kept in the event stream."
+            )
         if verb in ("retry", "run_now") and count > 1:
             return f"Retry {jobs} of {name} ({_ids(ids)})?"
         return ""
 
-    def _do(self, target: Target, verb: str, state: str, ids: list[str]) -> str:
+    def _edit(self, target: Target, ids: list[str], text: str) -> tuple[Any, list[str]]:
+        """The edited payload of an "edit and retry" (parsed from the form's JSON) and
+        the diff to confirm, lines of the old and new pretty JSON. Raises
+        InvalidArgument for anything but one id and JSON text."""
+        if len(ids) != 1:
+            raise InvalidArgument("edit and retry takes exactly one job")
+        try:
+            edited = json.loads(text)
+        except ValueError as exc:
+            raise InvalidArgument(f"the edited payload is not JSON: {exc}") from None
+        _, job, problem = self.source.row(target, ids[0])
+        if job is None:
+            raise InvalidArgument(problem or f"no job {ids[0]!r}")
+        old, new = _pretty(job.payload).splitlines(), _pretty(edited).splitlines()
+        diff = list(difflib.unified_diff(old, new, "payload now", "edited payload", lineterm=""))
+        return edited, diff or ["(no change)"]
+
+    def _do(self, target: Target, verb: str, state: str, ids: list[str], edited: Any = None) -> str:
         src = self.source
         name = target.name
+        if verb == "edit_retry":
+            src.holder(target, ids[0]).retry_dead(ids[0], payload=edited)
+            return f"retried job {ids[0]} of {name} with the edited payload"
         if verb in ("pause", "resume"):
             changed = src.pause(target, verb == "pause")
             done = "paused" if verb == "pause" else "resumed"
@@ -604,6 +641,18 @@ def _limits_text(s: Stats) -> str:
             f"group concurrency {s.group_concurrency_limit}: {s.groups_ready} groups ready, "
             f"{s.groups_held} held at the limit"
         )
+    return " · ".join(parts)
+
+
+def _group_limits_text(limits: Any) -> str:
+    """The per-group rate and the groups with limits of their own ('' if none)."""
+    if limits is None:
+        return ""
+    parts = []
+    if limits.group_rate is not None:
+        parts.append(f"group rate {limits.group_rate} per {limits.group_per:g} s")
+    for name, own in limits.groups.items():
+        parts.append(f"group {name}: {own.describe()}")
     return " · ".join(parts)
 
 

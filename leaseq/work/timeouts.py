@@ -88,14 +88,19 @@ class Timeouts:
             self.stuck.discard(task)
             self.cond.notify_all()  # the claimer may use the slot again
         late = time.monotonic() - task.timeout_at
-        log_job(
-            self.queue,
-            logging.WARNING,
-            task,
-            "handler returned %.1fs after its timeout of %gs: outcome discarded",
-            late,
-            task.limit or 0.0,
-        )
+        if task.ctx.cancelled.is_set():
+            log_job(
+                self.queue, logging.WARNING, task, "cancelled handler returned %.1fs later", late
+            )
+        else:
+            log_job(
+                self.queue,
+                logging.WARNING,
+                task,
+                "handler returned %.1fs after its timeout of %gs: outcome discarded",
+                late,
+                task.limit or 0.0,
+            )
         if was_stuck:
             self.report()
         return False
@@ -124,6 +129,32 @@ class Timeouts:
                 "handler passed its timeout of %gs: failing the attempt; its thread "
                 "cannot be killed and keeps its slot until it returns",
                 task.limit or 0.0,
+            )
+        return due
+
+    def cancelled(self, tasks: Mapping[Any, Task], now: float) -> list[Task]:
+        """The running tasks a heartbeat found cancelled (``ctx.cancelled``), handled
+        as a timeout that passed now: what the handler does later is discarded, and
+        a thread still running once the task is forgotten counts as stuck, so
+        ``--processes`` stops its child as it stops one stuck past a timeout.
+        Returns them for the writer, which discards them (the lease is lost)."""
+        with self.cond:
+            due = [
+                t
+                for t in tasks.values()
+                if t.ctx.cancelled.is_set() and t.started and not t.returned and not t.timed_out
+            ]
+            for task in due:
+                task.timed_out = True
+                task.timeout_at = now
+                task.outcome = decide(HandlerTimeout(0.0))
+        for task in due:
+            log_job(
+                self.queue,
+                logging.WARNING,
+                task,
+                "job cancelled while its handler runs: outcome discarded; its thread "
+                "cannot be killed and keeps its slot until it returns",
             )
         return due
 

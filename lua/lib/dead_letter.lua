@@ -6,6 +6,7 @@
 -- children in workflows are settled in the same call (job_finished: K holds the
 -- keys it needs).
 --!include lib/bump_counter.lua
+--!include lib/free_unique.lua
 --!include lib/job_finished.lua
 --!include lib/log_event.lua
 --!include lib/signal_done.lua
@@ -13,6 +14,7 @@ local function dead_letter(job, dead, K, log, id, now, err, from, attempt)
   redis.call('HSET', job, 'state', 'dead', 'finished_at', now, 'last_error', err)
   redis.call('HDEL', job, 'lease_until', 'run_at')
   redis.call('ZADD', dead, now, id)
+  free_unique(K, job, id, now)
   bump_counter(K, 'dead', 1, now)
   signal_done(log.done, id)
   log_event(log, from, 'dead', id, attempt)

@@ -1,6 +1,6 @@
 -- group_done(K, job, group): a lease of a grouped row ends (complete, fail, release, reap):
 -- one fewer active in its group (HASH K.group_active), and a group held at
--- group_concurrency (HASH K.limits) with ready jobs (ZSET K.group_prefix .. <name>)
+-- its cap (HASH K.limits: 'concurrency:<name>', else group_concurrency) with ready jobs (ZSET K.group_prefix .. <name>)
 -- rejoins the rotation (ZSET K.groups) once it is below the limit again, with a
 -- wake-up token on K.wake for blocked claimers. A row without a group changes
 -- nothing. Call it before the
@@ -22,7 +22,8 @@ local function group_done(K, job, group)
   end
   if group_held_empty then return end
   if not redis.call('HGET', K.group_held, group) then return end
-  local cap = tonumber(redis.call('HGET', K.limits, 'group_concurrency') or '')
+  local own = redis.call('HMGET', K.limits, 'concurrency:' .. group, 'group_concurrency')
+  local cap = tonumber(own[1] or '') or tonumber(own[2] or '') -- the group's own cap first
   if cap and left >= cap then return end -- a limit lowered below what is active
   redis.call('HDEL', K.group_held, group)
   if redis.call('ZCARD', K.group_prefix .. group) > 0 then

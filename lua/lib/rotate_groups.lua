@@ -1,11 +1,18 @@
--- rotate_groups(pending, K, count, budget, lease_one, got): fair groups' part of a
+-- rotate_groups(pending, K, count, budget, lease_one, got, now): fair groups' part of a
 -- claim. Each turn takes the group at the head of ZSET K.groups (lowest round-robin
 -- number), pops its best job from ZSET K.group_prefix .. <name> (priority, then FIFO), removes the
 -- id from pending and leases it with lease_one(id); the group goes to the back (a fresh meta
 -- gseq) or leaves the rotation once empty. The ungrouped jobs take one turn too, as if they
 -- were one more group (their place: meta gturn). A group at group_concurrency (HASH K.limits;
 -- active count in HASH K.group_active) leaves the rotation for HASH K.group_held
--- until group_done lets it back. Stops at count leases (got() says how many so far), when
+-- until group_done lets it back. A group at its rate (HASH K.limits group_rate per
+-- group_per_ms, or its own 'rate:<name>' per 'per_ms:<name>'; its claim times in the ZSET
+-- K.group_claims_prefix .. <name>, a sliding window on the server clock, trimmed only
+-- once it holds rate entries, that expires one window after its last claim) leaves the rotation for ZSET K.group_rate_held, scored by when it may claim
+-- again; each call first lets back the groups whose time has come (at most 100).
+-- A group's own 'concurrency:<name>' overrides group_concurrency. Overrides are read
+-- per turn only while meta-like field 'group_overrides' in K.limits says any exist.
+-- Stops at count leases (got() says how many so far), when
 -- budget turns run out, or when no group has ready jobs.
 -- Each turn is O(log n) in jobs and groups. Returns the budget left.
 --
@@ -20,10 +27,23 @@
 --!include lib/call_chunked.lua
 --!include lib/to_count.lua
 local GROUPED = 9007199254740992 -- pending scores from 2^53 up are grouped ids (push_pending)
-local function rotate_groups(pending, K, count, budget, lease_one, got)
+local function rotate_groups(pending, K, count, budget, lease_one, got, now)
   local meta, groups = K.meta, K.groups
+  local l = redis.call('HMGET', K.limits, 'group_concurrency', 'group_rate', 'group_per_ms',
+    'group_overrides')
+  local cap, rate, per = to_count(l[1]), to_count(l[2]), to_count(l[3]) -- lib/to_count.lua
+  local overrides = (to_count(l[4]) or 0) > 0
+  if rate or overrides then
+    -- Rate-held groups whose window has moved on rejoin the rotation (at the back).
+    local due = redis.call('ZRANGEBYSCORE', K.group_rate_held, '-inf', now, 'LIMIT', 0, 100)
+    for _, group in ipairs(due) do
+      redis.call('ZREM', K.group_rate_held, group)
+      if redis.call('ZCARD', K.group_prefix .. group) > 0 then
+        redis.call('ZADD', groups, 'NX', redis.call('HINCRBY', meta, 'gseq', 1), group)
+      end
+    end
+  end
   if redis.call('ZCARD', groups) == 0 then return budget end
-  local cap = to_count(redis.call('HGET', K.limits, 'group_concurrency')) -- lib/to_count.lua
   local seqs = redis.call('HMGET', meta, 'gturn', 'gseq')
   local turn, seq = tonumber(seqs[1] or '0') or 0, tonumber(seqs[2] or '0') or 0
   local seq_at_start = seq
@@ -52,14 +72,44 @@ local function rotate_groups(pending, K, count, budget, lease_one, got)
       end
       budget = budget - 1
       local ready = K.group_prefix .. group
-      if cap and (tonumber(redis.call('HGET', K.group_active, group) or '0') or 0) >= cap then
+      local gcap, grate, gper = cap, rate, per
+      if overrides then
+        local o = redis.call('HMGET', K.limits, 'concurrency:' .. group, 'rate:' .. group,
+          'per_ms:' .. group)
+        gcap = to_count(o[1]) or cap
+        if to_count(o[2]) and to_count(o[3]) then grate, gper = to_count(o[2]), to_count(o[3]) end
+      end
+      local claims, free_at = nil, nil
+      if grate and gper and gper > 0 then
+        claims = K.group_claims_prefix .. group
+        -- Fewer entries than the rate: under it whatever their age. Only a group
+        -- near its rate pays for the trim (so the log never holds much more
+        -- than rate entries, and a group well below its rate costs a ZCARD).
+        local over = redis.call('ZCARD', claims) - grate
+        if over >= 0 then
+          redis.call('ZREMRANGEBYSCORE', claims, '-inf', now - gper)
+          over = redis.call('ZCARD', claims) - grate
+        end
+        if over >= 0 then
+          local t = redis.call('ZRANGE', claims, over, over, 'WITHSCORES')
+          free_at = (#t > 0 and tonumber(t[2]) or now) + gper
+        end
+      end
+      if gcap and (tonumber(redis.call('HGET', K.group_active, group) or '0') or 0) >= gcap then
         out[#out + 1] = group
         redis.call('HSET', K.group_held, group, 1)
+      elseif free_at then
+        -- At its rate: out of the rotation until its window frees a slot.
+        out[#out + 1] = group
+        redis.call('ZADD', K.group_rate_held, free_at, group)
       else
         local p = redis.call('ZPOPMIN', ready)
         if #p > 0 then
           taken[#taken + 1] = p[1]
-          lease_one(p[1])
+          if lease_one(p[1]) and claims then
+            redis.call('ZADD', claims, now, now .. ':' .. p[1])
+            redis.call('PEXPIRE', claims, gper)
+          end
         end
         if redis.call('ZCARD', ready) == 0 then
           out[#out + 1] = group

@@ -207,3 +207,41 @@ def test_web_without_the_extra_says_how_to_install(
     code, _, err = memory_cli("web")
     assert code == 1
     assert err.count("\n") == 1 and "pip install 'leaseq[web]'" in err
+
+
+def test_cancel_a_running_job(memory_cli: Cli) -> None:
+    q = memory_cli.queue()
+    q.enqueue({"n": 1}, id="a")
+    lease = q.claim(ttl=30.0)
+    assert lease is not None
+    code, out, _ = memory_cli("cancel", "mail", "a")
+    assert code == 0 and "job a cancelled while running (attempt 1)" in " ".join(out.split())
+    with pytest.raises(leaseq.LeaseLost):
+        q.complete(lease)
+    code, out, _ = memory_cli("cancel", "mail", "a")
+    assert code == 0 and "already cancelled" in out
+
+
+def test_update_then_edit_and_retry(memory_cli: Cli) -> None:
+    q = memory_cli.queue()
+    q.enqueue({"to": "typo"}, id="a")
+    code, out, _ = memory_cli("update", "mail", "a", '{"to": "fixed"}')
+    assert code == 0 and "job a updated" in out
+    assert q.get("a").payload == {"to": "fixed"}  # type: ignore[union-attr]
+    _one_line_error(*memory_cli("update", "mail", "a", "{nope"), "bad JSON in PAYLOAD")
+    lease = q.claim()
+    assert lease is not None
+    _one_line_error(*memory_cli("update", "mail", "a", "{}"), "is active")
+    q.fail(lease, "boom", dead=True)
+    code, out, _ = memory_cli("retry", "mail", "a", "--payload", '{"to": "again"}')
+    assert code == 0 and "job a is pending again" in out
+    job = q.get("a")
+    assert job is not None and job.payload == {"to": "again"} and job.state == "pending"
+    _one_line_error(*memory_cli("retry", "mail", "--all-dead", "--payload", "{}"), "--payload")
+
+
+def test_show_prints_the_unique_key(memory_cli: Cli) -> None:
+    q = memory_cli.queue()
+    q.enqueue({}, id="a", unique=leaseq.Unique("sync-user-42"))
+    code, out, _ = memory_cli("show", "mail", "a")
+    assert code == 0 and "unique_key" in out and "sync-user-42" in out

@@ -96,3 +96,48 @@ def test_schedules_lists_one_whose_definition_will_not_read(
     code, out, err = cli("schedules", "mail")
     assert code == 0, err
     assert "hourly" in out and "broken" in out and "unreadable" in out
+
+
+def test_schedule_takes_every_job_option_and_schedules_shows_the_kind(cli: Cli) -> None:
+    code, out, err = cli(
+        "schedule", "mail", "digest", "{}", "--every", "60", "--kind", "send_digest",
+        "--group", "tenant-7", "--priority", "3", "--max-attempts", "2", "--timeout", "9",
+        "--unique", "digest",
+    )  # fmt: skip
+    assert code == 0, err
+    (s,) = cli.queue().schedules()
+    assert (s.kind, s.group, s.priority, s.max_attempts, s.timeout, s.unique_key) == (
+        "send_digest", "tenant-7", 3, 2, 9.0, "digest",
+    )  # fmt: skip
+    code, out, _ = cli("schedules", "mail")
+    assert code == 0 and "send_digest" in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    _one_line_error(*cli("schedule", "mail", "x", "{}", "--every", "1", "--kind", "a b"), "kind")
+
+
+def test_enqueue_with_a_group_and_a_unique_key(cli: Cli) -> None:
+    code, first, _ = cli("enqueue", "mail", "{}", "--group", "tenant-7", "--unique", "k")
+    assert code == 0
+    code, again, _ = cli("enqueue", "mail", '{"n": 2}', "--unique", "k")
+    assert code == 0 and again.strip() == first.strip()  # the holder's id
+    job = cli.queue().get(first.strip())
+    assert job is not None and job.group == "tenant-7" and job.unique_key == "k"
+    _one_line_error(*cli("enqueue", "mail", "{}", "--unique", "a b"), "unique key")
+
+
+def test_group_rates_and_one_groups_own_limits(cli: Cli) -> None:
+    code, out, err = cli("limits", "mail", "--group-rate", "10", "--group-per", "60")
+    assert code == 0, err
+    assert "group rate 10 per 60 s" in " ".join(out.split())
+    code, out, err = cli(
+        "limits", "mail", "--group", "tenant-42", "--concurrency", "4", "--rate", "100"
+    )
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "group tenant-42: concurrency 4, rate 100 per 1 s" in text
+    got = cli.queue().limits()
+    assert got.group_rate == 10 and got.groups["tenant-42"].concurrency == 4
+    _one_line_error(*cli("limits", "mail", "--group", "x", "--group-rate", "1"), "--group NAME")
+    _one_line_error(*cli("limits", "mail", "--group-per", "5"), "--group-per")
+    code, out, _ = cli("limits", "mail", "--json")
+    assert json.loads(out)["groups"]["tenant-42"]["rate"] == 100

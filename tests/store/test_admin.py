@@ -76,8 +76,10 @@ def test_drop_deletes_every_key_of_the_queue(q: leaseq.Queue, r: Any) -> None:
     q.enqueue({"n": 9}, id="s", delay=600)
     done = claim_one(q)
     q.complete(done)
+    q.enqueue({"n": 10}, unique=leaseq.Unique("k", period=600.0))  # a key and its window
+    r.zadd(q.keys.group_rate_held, {"g": 1})
     q.pause()
-    assert q.drop() == 6
+    assert q.drop() == 7
     assert [k for k in r.keys("*") if b"{emails}" in k] == []
     assert leaseq.Queue.queues(r) == ["other"]
     assert other.get("k") is not None
@@ -308,3 +310,22 @@ def test_every_operator_call_runs_as_the_least_privilege_acl_user(
     with pytest.raises(leaseq.JobStateError):
         q.drop()
     assert q.drop(force=True) == 2
+
+
+def test_job_control_runs_as_the_least_privilege_acl_user(acl_server: Any) -> None:
+    # Uniqueness (free, held, replaced, parked, freed), cancelling a running job,
+    # update and edit-and-retry keep to the documented command list.
+    url = f"redis://leaseq:{PASSWORD}@127.0.0.1:{acl_server.port}/0"
+    q = leaseq.Queue.from_url(url, "emails")
+    keep = leaseq.Unique("k", replace=True)
+    first = q.enqueue({"v": 1}, unique=keep)
+    assert q.enqueue({"v": 2}, unique=keep) == first
+    lease = claim_one(q, ttl=30.0)
+    parked = q.enqueue({"v": 3}, unique=keep)
+    q.enqueue({}, unique=leaseq.Unique("w", period=60.0))
+    assert q.cancel(lease.id) is True
+    q.update(parked, payload={"v": 4})
+    nxt = claim_one(q, ttl=30.0)
+    q.fail(nxt, "bad", dead=True)
+    q.retry_dead(nxt.id, payload={"v": 5})
+    assert q.drop(force=True) >= 3

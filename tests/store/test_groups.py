@@ -154,6 +154,75 @@ def test_a_forced_drop_takes_the_group_bookkeeping_with_it(q: Any, r: Any) -> No
     assert q.claim(ttl=30.0) is not None  # not held by counts of deleted leases
 
 
+def _groups_of(q: Any, leases: list[leaseq.Lease]) -> list[str | None]:
+    return [group_of(q, lease) for lease in leases]
+
+
+def test_a_group_at_its_rate_sits_out_while_the_other_flows(q: Any, r: Any, clock: Clock) -> None:
+    per = 60.0 if clock.fake else 0.5
+    q.set_group_limits("busy", rate=2, per=per)
+    q.enqueue_many([{"i": i} for i in range(10)], group="busy")
+    q.enqueue_many([{"i": i} for i in range(10)], group="calm")
+    first = q.claim_many(6, ttl=3600.0)
+    assert Counter(_groups_of(q, first)) == {"busy": 2, "calm": 4}
+    rest = q.claim_many(20, ttl=3600.0)  # "busy" is held; "calm" goes on to its end
+    assert Counter(_groups_of(q, rest)) == {"calm": 6}
+    assert q.claim(ttl=3600.0) is None
+    assert r.zscore(q.keys.group_rate_held, "busy") is not None
+    clock.advance(per)
+    again = q.claim_many(20, ttl=3600.0)
+    assert Counter(_groups_of(q, again)) == {"busy": 2}  # a fresh window: two more
+
+
+def test_group_rate_applies_to_every_group(q: Any, r: Any, clock: Clock) -> None:
+    per = 60.0 if clock.fake else 0.5
+    got = q.set_limits(group_rate=1, group_per=per)
+    assert (got.group_rate, got.group_per) == (1, per)
+    for g in ("a", "b", "c"):
+        q.enqueue_many([{"i": i} for i in range(3)], group=g)
+    q.enqueue_many([{"i": i} for i in range(3)])  # ungrouped jobs are not rate-held
+    leases = q.claim_many(20, ttl=30.0)
+    assert Counter(_groups_of(q, leases)) == {"a": 1, "b": 1, "c": 1, None: 3}
+    # The claims left in each group's window expire with it: nothing to clean up.
+    assert 0 < r.pttl(q.keys.group_claims_prefix + "a") <= per * 1000
+    # A heavy tenant may get more than the rest; removing the rate frees everyone.
+    q.set_group_limits("a", rate=5, per=per)
+    assert Counter(_groups_of(q, q.claim_many(20, ttl=30.0))) == {"a": 2}
+    limits = q.set_limits(group_rate=None)
+    assert limits.group_rate is None and limits.groups["a"].rate == 5
+    assert Counter(_groups_of(q, q.claim_many(20, ttl=30.0))) == {"b": 2, "c": 2}
+
+
+def test_a_groups_own_concurrency_overrides_the_queues(q: Any, r: Any) -> None:
+    q.set_limits(group_concurrency=1)
+    q.set_group_limits("heavy", concurrency=3)
+    q.enqueue_many([{"i": i} for i in range(5)], group="heavy")
+    q.enqueue_many([{"i": i} for i in range(5)], group="light")
+    leases = q.claim_many(20, ttl=30.0)
+    assert Counter(_groups_of(q, leases)) == {"heavy": 3, "light": 1}
+    got = q.limits()
+    assert got.groups == {"heavy": leaseq.GroupLimits(concurrency=3)}
+    heavy = next(x for x in leases if group_of(q, x) == "heavy")
+    q.complete(heavy)  # below its own cap again: back in the rotation
+    assert _groups_of(q, q.claim_many(20, ttl=30.0)) == ["heavy"]
+    q.set_group_limits("heavy", concurrency=None)
+    assert q.limits().groups == {}
+
+
+def test_bad_group_limits_write_nothing(q: Any, r: Any) -> None:
+    for call in (
+        lambda: q.set_group_limits("has space", rate=1),
+        lambda: q.set_group_limits("a", rate=0),
+        lambda: q.set_group_limits("a", per=5.0),
+        lambda: q.set_group_limits("a", concurrency=-1),
+        lambda: q.set_limits(group_rate=1, group_per=0.0),
+        lambda: q.set_limits(group_per=1.0),
+    ):
+        with pytest.raises(leaseq.LeaseqError):
+            call()
+    assert r.keys("*") == []
+
+
 def test_the_least_privilege_acl_user_runs_fair_groups(acl_server: Any) -> None:
     # The command list of docs/reliability.md must still suffice with groups on.
     url = f"redis://leaseq:{PASSWORD}@127.0.0.1:{acl_server.port}/0"
@@ -168,4 +237,7 @@ def test_the_least_privilege_acl_user_runs_fair_groups(acl_server: Any) -> None:
     q.release(leases[1])
     assert len(q.claim_many(10, ttl=30.0)) >= 1
     q.set_limits(group_concurrency=None)
+    q.set_group_limits("b", concurrency=1)
+    q.enqueue_many(["x", "y"], group="b")
+    assert [group_of(q, x) for x in q.claim_many(10, ttl=30.0)].count("b") == 1
     q.drop(force=True)

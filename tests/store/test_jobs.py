@@ -380,12 +380,11 @@ def test_cancel(q: leaseq.Queue) -> None:
     assert row(q, now_id)["state"] == "cancelled"
     assert index(q, "pending") == {} and index(q, "scheduled") == {}
     assert q.stats().cancelled == 2
-    running = q.enqueue("running")
-    claim_one(q)
+    done = q.enqueue("done")
+    q.complete(claim_one(q))
     with pytest.raises(leaseq.JobStateError) as info:
-        q.cancel(running)
-    assert info.value.state == "active"
-    assert row(q, running)["state"] == "active"
+        q.cancel(done)  # finished: past cancelling
+    assert info.value.state == "succeeded"
     with pytest.raises(leaseq.JobNotFound) as missing:
         q.cancel("unknown")
     assert isinstance(missing.value, LookupError)

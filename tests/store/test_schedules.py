@@ -71,6 +71,74 @@ def test_after_downtime_it_fires_once_for_all_it_missed(q: Any, r: Any, clock: C
     assert steps == pytest.approx(round(steps))
 
 
+def test_a_schedule_carries_every_job_option(q: Any, r: Any, clock: Clock) -> None:
+    made = q.schedule(
+        "report",
+        {"n": 1},
+        every=period(clock),
+        kind="report",
+        group="tenant-7",
+        priority=5,
+        max_attempts=3,
+        timeout=20.0,
+    )
+    assert (made.kind, made.group, made.timeout, made.priority) == ("report", "tenant-7", 20.0, 5)
+    assert made.max_attempts == 3
+    assert made.next_due is not None
+    clock.past(made.next_due)
+    assert q.tick() == 1
+    (job_id,) = jobs_of(q, "report")
+    job = q.get(job_id)
+    assert job is not None
+    assert (job.kind, job.group, job.priority, job.max_attempts, job.timeout) == (
+        "report",
+        "tenant-7",
+        5,
+        3,
+        20.0,
+    )
+    lease = q.claim(ttl=5.0)
+    assert lease is not None and lease.kind == "report" and lease.timeout == 20.0
+    assert q.limits().busiest_group == 1  # claimed through its fair group
+
+
+def test_a_unique_schedule_skips_while_its_previous_job_runs(q: Any, r: Any, clock: Clock) -> None:
+    every = period(clock)
+    made = q.schedule("sync", {}, every=every, unique=leaseq.Unique("sync"))
+    assert made.unique_key == "sync" and made.next_due is not None
+    clock.past(made.next_due)
+    assert q.tick() == 1
+    lease = q.claim(ttl=60.0)
+    assert lease is not None
+    nxt = q.schedules()[0].next_due
+    clock.past(nxt)
+    assert q.tick() == 0  # the previous run is still active: this due time is skipped
+    assert q.schedules()[0].skipped == 1 and len(jobs_of(q, "sync")) == 1
+    q.complete(lease)
+    clock.past(q.schedules()[0].next_due)
+    assert q.tick() == 1
+    # An enqueue with the same key meets the schedule's job as its holder.
+    assert q.enqueue({}, unique=leaseq.Unique("sync")) == jobs_of(q, "sync")[-1]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"delay": 5.0},
+        {"kind": "has space"},
+        {"group": ""},
+        {"timeout": -1.0},
+        {"unique": leaseq.Unique("k", period=5.0)},
+        {"unique": leaseq.Unique(lambda p: "k")},
+        {"colour": "red"},
+    ],
+)
+def test_bad_job_options_of_a_schedule_write_nothing(q: Any, r: Any, options: Any) -> None:
+    with pytest.raises((leaseq.LeaseqError, TypeError)):
+        q.schedule("s", {}, every=60.0, **options)
+    assert all_keys(r) == []
+
+
 def test_a_replayed_or_stale_tick_makes_nothing(q: Any, r: Any, clock: Clock) -> None:
     made = q.schedule("beat", {}, every=period(clock))
     assert made.next_due is not None

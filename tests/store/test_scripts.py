@@ -250,6 +250,7 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
         "reap": core.reap(),
         "cancel": core.cancel("ID"),
         "retry": core.retry("ID", None),
+        "update": core.update("ID", {}),
         "retry_all": core.retry_page(None, "op"),
         "purge": core.purge("dead"),
         "reset_clock": core.reset_clock(),

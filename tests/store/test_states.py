@@ -77,10 +77,12 @@ def test_every_move_the_scripts_make_is_declared_and_every_declared_one_is_made(
     q: leaseq.Queue, r: Any, clock: Clock
 ) -> None:
     # One of each transition: claim, complete, fail (retry now, later, dead),
-    # release, reap, cancel (pending and scheduled), promotion, run_now, retry_dead,
+    # release, reap, cancel (pending, scheduled, active), promotion, run_now, retry_dead,
     # and a row that can never run, dead-lettered by claim.
     q.cancel(q.enqueue("cancel me"))
     q.cancel(q.enqueue("cancel me later", delay=60.0))
+    q.enqueue("cancel me running")
+    q.cancel(claim_one(q).id)
     q.run_now(q.enqueue("run now", delay=60.0))
     q.enqueue_many(["b", "c", "d", "e"])
     q.complete(claim_one(q))

@@ -86,3 +86,12 @@ def note_pid(lease: leaseq.Lease) -> int:
     """Return this worker process's pid (which child of a supervisor ran the job)."""
     time.sleep(float(lease.payload.get("s", 0.0)) if isinstance(lease.payload, dict) else 0.0)
     return os.getpid()
+
+
+def until_cancelled(lease: leaseq.Lease) -> str:
+    """Wait (up to payload['s'] s) for current_job().cancelled; note what was seen
+    in the file payload['flag']; return a result that must be discarded."""
+    ctx = leaseq.current_job()
+    seen = ctx.cancelled.wait(float(lease.payload.get("s", 10.0)))
+    Path(lease.payload["flag"]).write_text("cancelled" if seen else "ran out")
+    return "stale result"

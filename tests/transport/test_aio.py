@@ -31,9 +31,11 @@ from tests.observe import test_tracing
 from tests.store import (
     test_admin,
     test_bad_input,
+    test_cancel,
     test_clock,
     test_damage,
     test_discovery,
+    test_edits,
     test_effects,
     test_events,
     test_fencing,
@@ -47,6 +49,7 @@ from tests.store import (
     test_schedules,
     test_scripts,
     test_states,
+    test_unique,
     test_validation,
     test_waits,
     test_workflows,
@@ -62,6 +65,7 @@ SUITE_MODULES = (
     test_jobs,
     test_fencing,
     test_damage,
+    test_edits,
     test_effects,
     test_bad_input,
     test_clock,
@@ -71,6 +75,7 @@ SUITE_MODULES = (
     test_invariants,
     test_worker,
     test_admin,
+    test_cancel,
     test_limits,
     test_pause,
     test_schedules,
@@ -84,6 +89,7 @@ SUITE_MODULES = (
     test_events,
     test_tracing,
     test_states,
+    test_unique,
     test_workflows,
 )
 
@@ -206,6 +212,8 @@ EXCLUDED: dict[str, str] = {
     "worker.tasks.bad_task_declarations_are_refused": _TASKS,
     "worker.tasks.typed_values_round_trip_through_the_worker": _TASKS,
     "worker.tasks.wait_raises_for_a_failed_job_and_on_timeout": _TASKS,
+    "web.http.edit_and_retry_a_dead_job_shows_the_diff_first": _WEB,
+    "web.http.a_running_job_can_be_cancelled_and_group_rates_are_shown": _WEB,
 }
 
 

@@ -234,7 +234,7 @@ def test_actions_on_many_ids_report_refusals(seeded: leaseq.Queue, r: Any) -> No
     token = csrf_of(c)
     data = {"csrf": token, "action": "cancel", "id": ["m001", "m002", "m000"], "confirmed": "yes"}
     html = c.post("/queues/emails/actions", data=data).text
-    assert "cancelled 2 of 3 jobs" in html and "only waiting, pending or scheduled" in html
+    assert "cancelled 2 of 3 jobs" in html and "only unfinished jobs" in html
 
 
 @pytest.mark.parametrize("kind", ["basic", "bearer"])
@@ -511,3 +511,61 @@ def test_a_job_link_opens_that_job_whatever_its_id(r: Any, job_id: str) -> None:
     assert f"<h1>{job_id}" in opened.text.replace("&amp;", "&").replace("&#39;", "'") or (
         job_id.replace("&", "&amp;") in opened.text
     )
+
+
+def test_edit_and_retry_a_dead_job_shows_the_diff_first(seeded: leaseq.Queue, r: Any) -> None:
+    page = client_for(r).get("/queues/emails/jobs/m000").text
+    assert "Edit and retry" not in page  # read-only: no form
+    c = client_for(r, allow_actions=True)
+    page = c.get("/queues/emails/jobs/m000").text
+    assert "data-edit" in page and "u0@example.org" in page
+    token = csrf_of(c)
+    form = {
+        "csrf": token,
+        "action": "edit_retry",
+        "id": "m000",
+        "next": "/queues/emails/jobs/m000",
+        "payload": '{"to": "fixed@example.org"}',
+    }
+    ask = c.post("/queues/emails/actions", data=form)
+    assert (
+        ask.status_code == 200 and "Retry job m000 of emails with the edited payload?" in ask.text
+    )
+    assert 'class="del">-  &#34;to&#34;: &#34;u0@example.org&#34;' in ask.text
+    assert 'class="ins">+  &#34;to&#34;: &#34;fixed@example.org&#34;' in ask.text
+    job = seeded.get("m000")
+    assert job is not None and job.state is leaseq.State.DEAD  # nothing written yet
+    done = c.post("/queues/emails/actions", data={**form, "confirmed": "yes"})
+    assert "retried job m000 of emails with the edited payload" in done.text
+    job = seeded.get("m000")
+    assert job is not None and job.state is leaseq.State.PENDING
+    assert job.payload == {"to": "fixed@example.org"}
+    # Bad JSON, a job that is not dead, or no CSRF token: refused, nothing written.
+    bad = c.post("/queues/emails/actions", data={**form, "payload": "{nope", "confirmed": "yes"})
+    assert bad.status_code == 400 and "not JSON" in bad.text
+    again = c.post("/queues/emails/actions", data={**form, "confirmed": "yes"})
+    assert "retried 0" in again.text or "only dead jobs" in again.text
+    forged = c.post("/queues/emails/actions", data={**form, "csrf": "x", "confirmed": "yes"})
+    assert forged.status_code == 403
+    assert seeded.get("m000").payload == {"to": "fixed@example.org"}  # type: ignore[union-attr]
+
+
+def test_a_running_job_can_be_cancelled_and_group_rates_are_shown(
+    seeded: leaseq.Queue, r: Any
+) -> None:
+    seeded.set_limits(group_rate=10, group_per=2.0)
+    seeded.set_group_limits("tenant-42", rate=50, per=1.0)
+    lease = seeded.claim(ttl=60.0)
+    assert lease is not None
+    c = client_for(r, allow_actions=True)
+    queue = c.get("/queues/emails?state=active").text
+    assert "group rate 10 per 2 s" in queue and "group tenant-42: rate 50 per 1 s" in queue
+    page = c.get(f"/queues/emails/jobs/{lease.id}").text
+    assert 'data-action="cancel"' in page
+    token = csrf_of(c)
+    form = {"csrf": token, "action": "cancel", "id": lease.id}
+    ask = c.post("/queues/emails/actions", data=form)
+    assert "a running one loses its lease at once" in ask.text
+    c.post("/queues/emails/actions", data={**form, "confirmed": "yes"})
+    job = seeded.get(lease.id)
+    assert job is not None and job.state is leaseq.State.CANCELLED

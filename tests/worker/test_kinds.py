@@ -116,3 +116,54 @@ def test_aio_worker_dispatches_sync_and_async_kinds(
     assert m is not None and m.result == "sent" and rr is not None and rr.result == "small"
     assert x is not None and x.state is leaseq.State.DEAD
     assert x.last_error is not None and x.last_error.startswith("UnknownKind: no handler")
+
+
+def test_a_scheduled_kind_runs_on_a_handler_dict_worker(rr: Any) -> None:
+    """Each due time of a schedule with kind= reaches its handler; none dies as
+    "the job has no kind" (the worker ticks the schedule itself). Real server."""
+    import threading
+
+    from tests.support.servers import wait_until
+
+    q = leaseq.Queue("jobs", redis=rr)
+    calls: list[str] = []
+    q.schedule("mails", {"to": "a@b.c"}, every=0.2, kind="send_email")
+    w = leaseq.Worker(q, _served(calls), concurrency=1, ttl=5.0, handle_signals=False)
+    t = threading.Thread(target=w.run)
+    t.start()
+    try:
+        wait_until(lambda: q.stats().succeeded >= 2, 15, what="two scheduled jobs done")
+    finally:
+        w.stop()
+        t.join(10.0)
+    assert q.stats().dead == 0
+    assert calls and all(c.startswith("mail:schedule:mails:") for c in calls)
+
+
+def test_a_scheduled_kind_runs_on_a_handler_dict_aio_worker(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    """The aio twin: the aio Worker ticks the schedule and dispatches by kind."""
+    from tests.support.backends import run
+
+    seen: list[str] = []
+
+    async def mail(lease: leaseq.Lease) -> str:
+        seen.append(lease.id)
+        return "sent"
+
+    async def scenario() -> None:
+        await live.schedule("mails", {}, every=0.2, kind="send_email")
+        worker = leaseq.aio.Worker(live, {"send_email": mail}, concurrency=1, ttl=5.0)
+        task = asyncio.ensure_future(worker.run())
+        for _ in range(1500):
+            if (await live.stats()).succeeded >= 2:
+                break
+            await asyncio.sleep(0.01)
+        worker.stop()
+        await asyncio.wait_for(task, 10.0)
+
+    run(loop, scenario())
+    stats = run(loop, live.stats())
+    assert stats.succeeded >= 2 and stats.dead == 0
+    assert seen and all(i.startswith("schedule:mails:") for i in seen)
