@@ -47,6 +47,7 @@
 --!include lib/now_ms.lua
 --!include lib/pin_parent.lua
 --!include lib/push_pending.lua
+--!include lib/push_ready.lua
 --!include lib/reserve_incarnations.lua
 --!include lib/state_kind.lua
 --!include lib/wake_if_first.lua
@@ -215,24 +216,7 @@ for _, parent in ipairs(order) do
   if pins[parent] > 0 then pin_parent(K, parent, known[parent], pins[parent], now) end
   if edges[parent] then call_chunked('SADD', K.graph_prefix .. parent, edges[parent], 1000) end
 end
-if #ready > 0 then
-  -- One HINCRBY reserves the FIFO sequence numbers of the call (push_pending's rules).
-  local last = redis.call('HINCRBY', meta, 'seq', #ready)
-  if (last - #ready > 4294967296 and redis.call('ZCARD', K.pending) == 0)
-      or last >= 8589934592 then
-    redis.call('HSET', meta, 'seq', #ready)
-    last = #ready
-  end
-  local members, seq = {}, last - #ready
-  for _, r in ipairs(ready) do
-    seq = seq + 1
-    members[#members + 1] = r[1] * 8589934592 + seq
-    members[#members + 1] = r[2]
-  end
-  call_chunked('ZADD', K.pending, members, 1000)
-  local room = math.min(#ready, 64 - redis.call('LLEN', K.wake))
-  for _ = 1, room do redis.call('RPUSH', K.wake, '1') end
-end
+push_ready(K, ready) -- one HINCRBY of seq, one ZADD per 1000
 for _, g in ipairs(grouped) do push_pending(K.pending, K, job_prefix .. g[2], g[2], g[1]) end
 call_chunked('ZADD', K.waiting, waiting, 1000)
 call_chunked('ZADD', K.scheduled, due, 1000)

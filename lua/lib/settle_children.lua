@@ -17,6 +17,7 @@
 --!include lib/call_chunked.lua
 --!include lib/log_event.lua
 --!include lib/push_pending.lua
+--!include lib/push_ready.lua
 --!include lib/signal_done.lua
 --!include lib/to_count.lua
 --!include lib/unpin_parent.lua
@@ -107,24 +108,7 @@ local function settle_children(K, work, now, log, budget)
     end
   end
   call_chunked('ZREM', K.waiting, gone, 1000)
-  if #ready > 0 then
-    -- One HINCRBY reserves the FIFO sequence numbers of the batch (push_pending's rules).
-    local last = redis.call('HINCRBY', K.meta, 'seq', #ready)
-    if (last - #ready > 4294967296 and redis.call('ZCARD', K.pending) == 0)
-        or last >= 8589934592 then
-      redis.call('HSET', K.meta, 'seq', #ready)
-      last = #ready
-    end
-    local members, seq = {}, last - #ready
-    for _, r in ipairs(ready) do
-      seq = seq + 1
-      members[#members + 1] = r[1] * 8589934592 + seq
-      members[#members + 1] = r[2]
-    end
-    call_chunked('ZADD', K.pending, members, 1000)
-    local room = math.min(#ready, 64 - redis.call('LLEN', K.wake))
-    for _ = 1, room do redis.call('RPUSH', K.wake, '1') end
-  end
+  push_ready(K, ready) -- one HINCRBY of seq, one ZADD per 1000
   if #due > 0 then
     call_chunked('ZADD', K.scheduled, due, 1000)
     wake_if_first(K.scheduled, K.wake, first_due)
