@@ -101,12 +101,15 @@ class Sentinels:
         password = DATA_PASSWORD if self.auth else None
         return redis.Redis(port=server.port, password=password, socket_timeout=5)
 
-    def primary_port(self) -> int | None:
-        """The primary's port as the first Sentinel reports it now."""
+    def primary_port(self, i: int = 0) -> int | None:
+        """The primary's port as Sentinel ``i`` reports it now."""
+        client = self.sentinel(i)
         try:
-            addr = self.sentinel().sentinel_get_master_addr_by_name(SERVICE)
+            addr = client.sentinel_get_master_addr_by_name(SERVICE)
         except redis.RedisError:
             return None
+        finally:
+            client.close()
         return int(addr[1]) if addr else None
 
     # -- waiting -----------------------------------------------------------------
@@ -141,11 +144,13 @@ class Sentinels:
         return bool(info.get("master_link_status") == "up")
 
     def wait_promoted(self, old_port: int, timeout: float = 30.0) -> int:
-        """Until the Sentinels name a primary other than ``old_port`` and that
-        server says it is a primary; its port."""
+        """Until every Sentinel names the same primary other than ``old_port``
+        and that server says it is a primary; its port. (A client that asks a
+        Sentinel that has not heard yet is sent to the old address.)"""
 
         def promoted() -> int | None:
-            port = self.primary_port()
+            ports = {self.primary_port(i) for i in range(3)}
+            port = ports.pop() if len(ports) == 1 else None
             if port is None or port == old_port:
                 return None
             server = next(s for s in self.nodes if s.port == port)
@@ -156,6 +161,39 @@ class Sentinels:
             return port if role == "master" else None
 
         return int(wait_until(promoted, timeout, every=0.02, what="a new primary"))
+
+    def wait_replica_of(
+        self, server: RedisServer, primary_port: int, timeout: float = 30.0
+    ) -> None:
+        """Until ``server`` replicates ``primary_port`` with its link up (after a
+        ``SENTINEL FAILOVER``, Sentinel demotes the old primary at its next INFO,
+        up to ~10 s later)."""
+
+        def synced() -> bool:
+            try:
+                info = self.node(server).info("replication")
+            except redis.RedisError:
+                return False
+            return bool(
+                info.get("role") == "slave"
+                and int(info.get("master_port", 0)) == primary_port
+                and info.get("master_link_status") == "up"
+            )
+
+        wait_until(synced, timeout, every=0.05, what="the old primary to replicate the new one")
+
+    def rejoin(self, server: RedisServer, primary_port: int) -> None:
+        """Start a killed node again as the replica of ``primary_port``, as an
+        operator brings a failed primary back (it comes back empty: no
+        persistence). Never as a primary: an empty primary on the old address
+        would take the writes of any client that still asks a stale Sentinel."""
+        if "--replicaof" not in server.args:
+            server.args += ["--replicaof", "127.0.0.1", str(primary_port)]
+        server.start()
+        if self.auth:
+            client = redis.Redis(port=server.port)
+            client.config_set("requirepass", DATA_PASSWORD)
+            client.close()
 
     def server(self, port: int) -> RedisServer:
         return next(s for s in self.nodes if s.port == port)
