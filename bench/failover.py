@@ -38,6 +38,7 @@ the first claim served by the new primary; and the rate of plain and
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 import threading
 import time
@@ -261,7 +262,7 @@ def run(
     try:
         q.reap()
         report = check(q, backlog, producer.acked, Path(logs), fault_at, promoted_at)
-        steps_back = sum(1 for a, b in zip(clock, clock[1:], strict=False) if b < a)
+        steps_back = sum(1 for a, b in itertools.pairwise(clock) if b < a)
         report.update(
             round=fault,
             workers=workers,

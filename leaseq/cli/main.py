@@ -24,6 +24,7 @@ from rich.table import Table
 from leaseq.cli import events as cli_events
 from leaseq.cli import schedules as cli_schedules
 from leaseq.cli import terminal as _terminal
+from leaseq.cli.doctor import doctor as _doctor
 from leaseq.cli.ops import FORWARD
 from leaseq.cli.ops import register as _register_ops
 from leaseq.cli.terminal import RedactingFormatter as _RedactingFormatter
@@ -649,6 +650,7 @@ def demo(c: _Ctx, jobs: int) -> None:
 
 
 _register_ops(cli)  # pause, resume, cancel, delete, drop, web: leaseq/cli/ops.py
+cli.add_command(_doctor)  # leaseq/cli/doctor.py
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
