@@ -182,6 +182,7 @@ def run(
     ttl: float = 1.0,
     rate_jobs: int = 200,
     timeout: float = 90.0,
+    min_replicas: int = 0,
     logs: str,
 ) -> dict[str, Any]:
     """One round, ``fault`` ``kill`` or ``failover``; the report (see the module docstring).
@@ -190,7 +191,10 @@ def run(
 
     if fault not in ("kill", "failover"):
         raise ValueError(f"fault must be 'kill' or 'failover', not {fault!r}")
-    ha = Sentinels(auth=True)
+    # min-replicas-to-write N: a primary with fewer live replicas refuses writes
+    # (NOREPLICAS), so one cut off by a failover stops taking what it would lose.
+    extra = ("--min-replicas-to-write", str(min_replicas), "--min-replicas-max-lag", "2")
+    ha = Sentinels(*(extra if min_replicas else ()), auth=True)
     procs: list[subprocess.Popen[bytes]] = []
     producer: Producer | None = None
     try:
@@ -265,6 +269,7 @@ def run(
         steps_back = sum(1 for a, b in itertools.pairwise(clock) if b < a)
         report.update(
             round=fault,
+            min_replicas_to_write=min_replicas,
             workers=workers,
             faults=1,
             refused_enqueues=dict(producer.refused),
@@ -385,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ttl", type=float, default=1.0, help="lease length, seconds")
     p.add_argument("--rate-jobs", type=int, default=1000, help="enqueues per rate sample")
     p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--min-replicas", type=int, default=0, help="min-replicas-to-write, 0: off")
     args = p.parse_args(argv)
     if args.cmd == "worker":
         work(args.url, args.queue, args.ttl, args.log)
@@ -403,6 +409,7 @@ def main(argv: list[str] | None = None) -> int:
                 ttl=args.ttl,
                 rate_jobs=args.rate_jobs,
                 timeout=args.timeout,
+                min_replicas=args.min_replicas,
                 logs=logs,
             )
         for key, value in report.items():

@@ -7,19 +7,22 @@ same way and refuse the same bad ones.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
+import redis.exceptions as rex
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+from redis.asyncio.sentinel import SentinelConnectionPool as AsyncSentinelPool
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from redis.sentinel import MasterNotFoundError, Sentinel
+from redis.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool
 
-from leaseq.errors import AuthError, InvalidArgument
+from leaseq.errors import AuthError, InvalidArgument, LeaseqError
 from leaseq.transport import client as _redis
 from leaseq.transport.memory import async_memory_client, memory_client
 from leaseq.transport.urls import SENTINEL_SCHEMES, sentinel_target
 
-__all__ = ["connect"]
+__all__ = ["connect", "recheck_primary", "recheck_primary_async"]
 
 
 def connect(url: str, *, asyncio: bool = False) -> Any:
@@ -128,3 +131,30 @@ def _no_primary(
     return MasterNotFoundError(
         f"no Redis Sentinel names a primary for {service!r}: {'; '.join(said)}"
     )
+
+
+def recheck_primary(client: Any) -> None:
+    """After a call on ``client`` failed as unavailable or busy: if it is a
+    Sentinel-managed primary's client, ask Sentinel where the primary is now.
+    If it moved, redis-py closes the idle connections to the old one and drops
+    the busy ones as they come back, so the next call reaches the new one.
+
+    redis-py only asks Sentinel when it opens a connection, and drops one by
+    itself only on READONLY; a pooled connection to an old primary that
+    answers NOREPLICAS (``min-replicas-to-write``) or MASTERDOWN instead
+    would be used again and again until Sentinel demoted that server, ~10 s
+    later. An unreachable Sentinel changes nothing here: the call's own error
+    is what the caller sees and backs off on.
+    """
+    pool = getattr(client, "connection_pool", None)
+    if isinstance(pool, SentinelConnectionPool) and pool.is_master:
+        with contextlib.suppress(rex.RedisError, LeaseqError):
+            pool.get_master_address()  # type: ignore[no-untyped-call]
+
+
+async def recheck_primary_async(client: Any) -> None:
+    """:func:`recheck_primary` for a ``redis.asyncio`` client."""
+    pool = getattr(client, "connection_pool", None)
+    if isinstance(pool, AsyncSentinelPool) and pool.is_master:
+        with contextlib.suppress(rex.RedisError, LeaseqError):
+            await pool.get_master_address()  # type: ignore[no-untyped-call]

@@ -269,3 +269,21 @@ def test_aio_queue_finds_the_new_primary_after_failover(fresh: Sentinels) -> Non
             return ids
 
     assert len(asyncio.run(scenario())) == 2
+
+
+def test_a_refusing_old_primary_sends_the_queue_to_sentinel_at_once(fresh: Sentinels) -> None:
+    """The old primary, still up and not yet demoted (Sentinel does that at its
+    next INFO, ~10 s on), refuses writes with NOREPLICAS (min-replicas-to-write):
+    the queue asks Sentinel again after that error and reaches the new primary
+    long before the demotion, instead of retrying the old one until then."""
+    q = leaseq.Queue.from_url(fresh.url(), "s-norep")
+    q.enqueue({"n": 0})
+    old = fresh.primary.port
+    fresh.sentinel().execute_command("SENTINEL", "FAILOVER", SERVICE)
+    new = fresh.wait_promoted(old)
+    demoted = fresh.node(fresh.primary)
+    demoted.config_set("min-replicas-to-write", 1)  # its replica is gone: it refuses writes
+    job = _until_served(lambda: q.enqueue({"n": 1}), timeout=5.0)
+    assert demoted.info("replication")["role"] == "master", "demoted already: proves nothing"
+    assert fresh.node(fresh.server(new)).exists(q.keys.job(job))
+    q.close()
