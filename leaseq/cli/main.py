@@ -164,7 +164,8 @@ out = Console(highlight=False, soft_wrap=True)
     "--url",
     default=None,
     metavar="URL",
-    help=f"Redis URL (else $LEASEQ_URL, else {DEFAULT_URL}); memory:// is an in-process store.",
+    help=f"Redis URL (else $LEASEQ_URL, else {DEFAULT_URL}); memory:// is an in-process "
+    "store; redis+sentinel://HOST,HOST/SERVICE/DB finds the primary through Sentinel.",
 )
 @click.option("--prefix", default="leaseq", show_default=True, help="Key prefix of the queues.")
 @click.version_option(package_name="leaseq")
