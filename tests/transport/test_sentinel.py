@@ -1,9 +1,10 @@
 """Sentinel URLs: ``redis+sentinel://`` in every entry point, against a real
 primary, replica and three ``redis-server --sentinel`` processes, with the
 data nodes' password and the Sentinels' own kept apart; and a queue that finds
-the new primary by itself after a failover (a SIGKILLed primary, and a
-``SENTINEL FAILOVER`` that leaves the old one up as a replica answering
-READONLY).
+the new primary by itself after a failover (a SIGKILLed primary; an old
+primary left up after ``SENTINEL FAILOVER`` that refuses writes). Workers
+through a whole failover, the old primary demoted to a replica answering
+READONLY among it: tests/worker/test_failover.py.
 """
 
 from __future__ import annotations
@@ -208,42 +209,19 @@ def _until_served(call: Any, timeout: float = 30.0, retry_lost: bool = False) ->
     return result[0]
 
 
-@pytest.mark.parametrize("how", ["sigkill", "sentinel-failover"])
-def test_a_queue_finds_the_new_primary_after_failover(fresh: Sentinels, how: str) -> None:
+def test_a_queue_finds_the_new_primary_after_the_old_is_killed(fresh: Sentinels) -> None:
     q = leaseq.Queue.from_url(fresh.url(), "s-fail", backoff=0.0)
     # durable=1: on the replica before it is acknowledged, so it survives the kill
     before = leaseq.Queue("s-fail", redis=q.redis, durable=1).enqueue({"n": 1})
     old = fresh.primary.port
-    if how == "sigkill":
-        fresh.primary.kill()
-    else:
-        fresh.sentinel().execute_command("SENTINEL", "FAILOVER", SERVICE)
-    new = fresh.wait_promoted(old)
-    assert new == fresh.replica.port
-    if how == "sigkill":
-        after = _until_served(lambda: q.enqueue({"n": 2}))
-    else:
-        # Until Sentinel turns the old primary into a replica, both say they are
-        # primaries and a pooled connection may still write to the old one, to
-        # be lost when it resyncs: what a plain enqueue risks in a failover.
-        # durable=1 says so (NotReplicated: the old one has no replica now), so
-        # the same id is sent again until a replica acknowledges it.
-        durable = leaseq.Queue("s-fail", redis=q.redis, durable=1)
-        after = _until_served(lambda: durable.enqueue({"n": 2}, id="after"), retry_lost=True)
-    if how == "sentinel-failover":
-        # The old primary lives on as a replica: the queue's pooled connections
-        # to it met READONLY and were dropped, not used again.
-        wait_until(
-            lambda: fresh.node(fresh.primary).info("replication").get("role") == "slave",
-            30,
-            what="the old primary to turn replica",
-        )
-        q.enqueue({"n": 3})
+    fresh.primary.kill()
+    assert fresh.wait_promoted(old) == fresh.replica.port
+    after = _until_served(lambda: q.enqueue({"n": 2}))
     ids = set()
     while (lease := q.claim(ttl=5.0)) is not None:
         ids.add(lease.id)
         q.complete(lease)
-    assert {before, after} <= ids
+    assert ids == {before, after}
     q.close()
 
 
@@ -251,7 +229,7 @@ def test_aio_queue_finds_the_new_primary_after_failover(fresh: Sentinels) -> Non
     async def scenario() -> set[str]:
         async with leaseq.aio.Queue.from_url(fresh.url(), "s-afail") as q:
             first = await leaseq.aio.Queue("s-afail", redis=q.redis, durable=1).enqueue({"n": 1})
-            fresh.sentinel().execute_command("SENTINEL", "FAILOVER", SERVICE)
+            fresh.primary.kill()
             fresh.wait_promoted(fresh.primary.port)
             give_up = asyncio.get_running_loop().time() + 30
             while True:
