@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import subprocess
 import sys
 import threading
 import time
@@ -53,6 +54,8 @@ from tests.support.sentinel import SERVICE, Sentinels
 
 QUEUE = "failover"
 PROBE = "failover-probe"
+CLI_QUEUE = "failover-cli"
+"""The queue of the run's real ``leaseq worker`` process (``cli_handler``)."""
 MAX_ATTEMPTS = 50
 TRANSIENT = (leaseq.ServerUnavailable, leaseq.ServerBusy, leaseq.NotReplicated)
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,6 +101,27 @@ def work(url: str, queue: str, ttl: float, log_path: str) -> None:
                 if error_kind(exc) != "transient" or time.monotonic() > give_up:
                     break
                 time.sleep(backoff.next())
+
+
+def cli_handler(lease: leaseq.Lease) -> None:
+    """The handler of the run's ``leaseq worker`` process: a little work."""
+    time.sleep(0.002)
+
+
+def leaseq_worker(url: str, ttl: float, log: Path) -> subprocess.Popen[bytes]:
+    """A real ``leaseq worker`` (``leaseq.Worker``: prefetch, heartbeats, its
+    outage backoff) on ``CLI_QUEUE``, through the same Sentinel URL."""
+    cmd = [sys.executable, "-m", "leaseq.cli", "--url", url, "worker", CLI_QUEUE]
+    cmd += ["bench.failover:cli_handler", "--concurrency", "2", "--ttl", str(ttl)]
+    with log.open("wb") as err:
+        return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+
+
+def outage_lines(log: Path) -> int:
+    """The worker's log lines that start an outage (one WARNING per outage;
+    retries are logged at DEBUG, so a tight loop would not show here, but a
+    worker that lost and regained Redis over and over would)."""
+    return sum(1 for line in log.read_text().splitlines() if "retrying in" in line)
 
 
 # -- the driver --------------------------------------------------------------------
@@ -187,8 +211,6 @@ def run(
 ) -> dict[str, Any]:
     """One round, ``fault`` ``kill`` or ``failover``; the report (see the module docstring).
     ``logs``: a directory for the workers' logs."""
-    import subprocess
-
     if fault not in ("kill", "failover"):
         raise ValueError(f"fault must be 'kill' or 'failover', not {fault!r}")
     # min-replicas-to-write N: a primary with fewer live replicas refuses writes
@@ -210,6 +232,10 @@ def run(
         backlog = durable.enqueue_many([{"i": -i} for i in range(jobs)])
         probe = leaseq.Queue(PROBE, redis=q.redis, durable=1)
         probe.enqueue_many([{"probe": i} for i in range(200)])
+        cli_queue = leaseq.Queue(CLI_QUEUE, redis=q.redis, durable=1)
+        cli_ids = cli_queue.enqueue_many([{"i": i} for i in range(jobs // 3)])
+        cli_log = Path(logs) / "leaseq-worker.err"
+        procs.append(leaseq_worker(url, ttl, cli_log))
         for i in range(workers):
             log = str(Path(logs) / f"worker-{i}.log")
             cmd = [sys.executable, "-m", "bench.failover", "worker", "--url", url]
@@ -220,8 +246,14 @@ def run(
         clock: list[float] = []
         effects = effects_key(QUEUE)
         started = time.monotonic()
-        # The fault comes once workers are completing jobs, and the producer has run a while.
-        while time.monotonic() - started < produce / 2 or q.redis.hlen(effects) < jobs // 4:
+        # The fault comes once workers are completing jobs (the leaseq worker
+        # too: its CLI exits if Redis is down as it starts), and the producer has
+        # run a while.
+        while (
+            time.monotonic() - started < produce / 2
+            or q.redis.hlen(effects) < jobs // 4
+            or cli_queue.stats().succeeded == 0
+        ):
             clock.append(q.stats().server_time)
             if time.monotonic() - started > timeout:
                 raise AssertionError("the workers completed too few jobs before the fault")
@@ -250,13 +282,17 @@ def run(
         producer.halt.set()
         producer.join()
         prober.join(timeout)
+        cli_ids += [_until_acked(cli_queue, i, timeout) for i in range(50)]
         while True:
             s = _tick(q, clock)
-            if s is not None and s.pending + s.scheduled + s.active == 0:
+            cli = _tick(cli_queue, [])
+            if s is not None and cli is not None and _idle(s) and _idle(cli):
                 break
             if time.monotonic() - started > timeout:
                 break
         drained_at = time.monotonic()
+        cli_alive = procs[0].poll() is None
+        failovers = ha.switches()
     finally:
         for proc in procs:
             proc.kill()
@@ -270,8 +306,16 @@ def run(
         report.update(
             round=fault,
             min_replicas_to_write=min_replicas,
+            leaseq_worker_alive=cli_alive,
+            leaseq_worker_unfinished=sum(
+                1
+                for job_id in cli_ids
+                if (job := cli_queue.get(job_id)) is None or job.state is not leaseq.State.SUCCEEDED
+            ),
+            leaseq_worker_outages=outage_lines(cli_log),
             workers=workers,
             faults=1,
+            failovers=failovers,
             refused_enqueues=dict(producer.refused),
             clock_steps_back=steps_back,
             first_claim_on_new_primary_s=round_or_none(first[0] - fault_at if first else None),
@@ -283,6 +327,22 @@ def run(
         return report
     finally:
         ha.stop()
+
+
+def _idle(s: leaseq.Stats) -> bool:
+    return s.pending + s.scheduled + s.active == 0
+
+
+def _until_acked(q: leaseq.Queue, i: int, timeout: float) -> str:
+    """Enqueue job ``late-<i>`` (the same id each time) until the server acknowledges it."""
+    give_up = time.monotonic() + timeout
+    while True:
+        try:
+            return q.enqueue({"late": i}, id=f"late-{i}")
+        except TRANSIENT:
+            if time.monotonic() > give_up:
+                raise
+            time.sleep(0.05)
 
 
 def round_or_none(value: float | None) -> float | None:
@@ -371,6 +431,8 @@ def ok(report: dict[str, Any]) -> bool:
         and report["active_after_run"] == 0
         and report["clock_steps_back"] == 0
         and report["first_claim_on_new_primary_s"] is not None
+        and report["leaseq_worker_alive"]
+        and report["leaseq_worker_unfinished"] == 0
     )
 
 

@@ -28,13 +28,18 @@ SENTINEL_PASSWORD = "sentinel-pw-Kx4"
 class Sentinels:
     """A primary, a replica and three Sentinels watching them as ``SERVICE``.
 
+    ``down_after_ms``: how long a node may not answer before Sentinel calls it
+    down. Not shorter than 1 s: on a loaded two-core machine a primary busy
+    forking for a replica's full sync went quiet for 400 ms, and Sentinel
+    failed it over a second time, with a split-brain window of its own.
+
     ``auth``: the data nodes and the Sentinels each get their own password
     (``DATA_PASSWORD``, ``SENTINEL_PASSWORD``), so a client proves it sends
     each to the right place. ``extra``: more redis-server options for the
     primary and the replica (persistence, say).
     """
 
-    def __init__(self, *extra: str, auth: bool = True, down_after_ms: int = 400) -> None:
+    def __init__(self, *extra: str, auth: bool = True, down_after_ms: int = 1000) -> None:
         self.auth = auth
         # requirepass is set once each server is up (RedisServer pings without one).
         data_auth = ("--masterauth", DATA_PASSWORD) if auth else ()
@@ -61,6 +66,7 @@ class Sentinels:
             conf = os.path.join(self.dir, f"sentinel-{port}.conf")
             lines = [
                 f"port {port}",
+                f"logfile {os.path.join(self.dir, f'sentinel-{port}.log')}",
                 "bind 127.0.0.1",
                 f"dir {self.dir}",
                 f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} 2",
@@ -181,6 +187,16 @@ class Sentinels:
             )
 
         wait_until(synced, timeout, every=0.05, what="the old primary to replicate the new one")
+
+    def switches(self) -> int:
+        """How many times Sentinel 0 has switched the service to a new primary
+        (its log's ``+switch-master`` lines): one per failover it saw."""
+        log = os.path.join(self.dir, f"sentinel-{self.ports[0]}.log")
+        try:
+            with open(log) as f:
+                return sum("+switch-master" in line for line in f)
+        except OSError:
+            return 0
 
     def rejoin(self, server: RedisServer, primary_port: int) -> None:
         """Start a killed node again as the replica of ``primary_port``, as an

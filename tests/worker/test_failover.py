@@ -6,7 +6,8 @@ producer enqueueing plain and ``durable=1``; then the primary is SIGKILLed
 
 What must hold: no acknowledged ``durable=1`` enqueue is lost, no effect is
 applied twice, nothing is left unfinished or active, the queue's clock
-never steps back, and the workers reach the new primary by themselves.
+never steps back, and the workers reach the new primary by themselves — a
+real ``leaseq worker`` process among them, with its outage backoff.
 Plain enqueues lost and jobs run again are what asynchronous replication
 costs: reported (docs/reliability.md has the figures), not failed.
 """
@@ -31,10 +32,13 @@ def test_failover_loses_no_durable_enqueue_and_applies_no_effect_twice(
     )
     print(report)
     assert report["acked_durable"] > 0 and report["acked_plain"] > 0, report
+    assert report["failovers"] >= 1, report
     assert report["handler_runs"] >= report["jobs"] - report["lost_plain"], report
     assert report["lost_durable"] == 0, report
     assert report["effects_double"] == 0 and report["effects_missing"] == 0, report
     assert report["unfinished"] == {} and report["active_after_run"] == 0, report
     assert report["clock_steps_back"] == 0, report
     assert report["first_claim_on_new_primary_s"] is not None, report
+    # A real `leaseq worker` on the same URL rode the failover out: alive, all done.
+    assert report["leaseq_worker_alive"] and report["leaseq_worker_unfinished"] == 0, report
     assert failover.ok(report)
