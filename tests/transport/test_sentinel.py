@@ -13,6 +13,7 @@ import asyncio
 import json
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,8 +21,9 @@ import pytest
 import leaseq
 from leaseq.transport.urls import sentinel_target
 from tests.support import LEASEQ, ROOT
+from tests.support.security import self_signed
 from tests.support.sentinel import DATA_PASSWORD, SENTINEL_PASSWORD, SERVICE, Sentinels
-from tests.support.servers import wait_until
+from tests.support.servers import RedisServer, free_port, server_exe, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -265,3 +267,43 @@ def test_a_refusing_old_primary_sends_the_queue_to_sentinel_at_once(fresh: Senti
     assert demoted.info("replication")["role"] == "master", "demoted already: proves nothing"
     assert fresh.node(fresh.server(new)).exists(q.keys.job(job))
     q.close()
+
+
+def test_tls_rediss_sentinel_url_speaks_tls_to_sentinel_and_primary(tmp_path: Path) -> None:
+    """``rediss+sentinel://``: a Sentinel and a primary that listen on TLS only
+    (the primary's plain port is the fixture's); the CA comes as ssl_ca_certs."""
+    cert, key = self_signed(tmp_path)
+    tls = (
+        "--tls-cert-file",
+        str(cert),
+        "--tls-key-file",
+        str(key),
+        "--tls-ca-cert-file",
+        str(cert),
+    )
+    data_port, sentinel_port = free_port(), free_port()
+    primary = RedisServer("--tls-port", str(data_port), *tls, "--tls-auth-clients", "no")
+    conf = tmp_path / "sentinel.conf"
+    conf.write_text(
+        f"port 0\ntls-port {sentinel_port}\nbind 127.0.0.1\ntls-auth-clients no\n"
+        f"tls-cert-file {cert}\ntls-key-file {key}\ntls-ca-cert-file {cert}\n"
+        f"tls-replication yes\nsentinel monitor {SERVICE} 127.0.0.1 {data_port} 1\n"
+    )
+    sentinel = subprocess.Popen(
+        [server_exe(), str(conf), "--sentinel"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"rediss+sentinel://127.0.0.1:{sentinel_port}/{SERVICE}/0?ssl_ca_certs={cert}"
+        with leaseq.Queue.from_url(url, "s-tls") as q:
+            job = _until_served(lambda: q.enqueue({"n": 1}))  # once the Sentinel listens
+            lease = q.claim(ttl=5.0)
+            assert lease is not None and lease.id == job
+        plain = f"redis+sentinel://127.0.0.1:{sentinel_port}/{SERVICE}/0"
+        with pytest.raises(leaseq.ServerUnavailable):
+            leaseq.Queue.from_url(plain, "s-tls").stats()  # a TLS Sentinel, spoken to in clear
+    finally:
+        sentinel.kill()
+        sentinel.wait()
+        primary.stop()
