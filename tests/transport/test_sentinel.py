@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import leaseq
+from leaseq.observe.redact import redact
 from leaseq.transport.urls import sentinel_target
 from tests.support import LEASEQ, ROOT
 from tests.support.security import self_signed
@@ -79,6 +80,8 @@ def test_url_names_sentinels_service_db_and_two_sets_of_credentials() -> None:
     }
     plain = sentinel_target("redis+sentinel://h1/svc")
     assert plain.redis_kwargs == {"db": 0} and plain.sentinel_kwargs == {}
+    shown = redact("redis+sentinel://app:pw-one@h1/svc?sentinel_password=pw-two&x=1")
+    assert "pw-one" not in shown and "pw-two" not in shown and "x=1" in shown
 
 
 @pytest.mark.parametrize(
