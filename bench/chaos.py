@@ -28,6 +28,10 @@ Two kinds of worker process (``--runner``):
 - ``leaseq``: the real ``leaseq worker`` CLI (``leaseq.Worker``: prefetch,
   heartbeats, batched completions) running ``bench.chaos:leaseq_handler``;
   once mode only, since its handler's effect goes through ``once``.
+
+``python -m bench.chaos failover [...]`` runs the failover mode instead: a
+Sentinel-managed primary SIGKILLed or failed over under load
+(``bench/failover.py``, which has its options).
 """
 
 from __future__ import annotations
@@ -415,6 +419,11 @@ def ok(report: dict[str, Any]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["failover"]:
+        from bench import failover
+
+        return failover.main(argv[1:])
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd")
     w = sub.add_parser("worker", help="(internal) one worker process")

@@ -43,7 +43,8 @@ A = TypeVar("A", bound="AsyncQueueAPI")
 
 
 def connect(url: str) -> Any:
-    """A redis-py client for ``url`` (``redis://``, ``rediss://``, ``unix://``, ``memory://``)."""
+    """A redis-py client for ``url`` (``redis://``, ``rediss://``, ``unix://``, ``memory://``,
+    ``redis+sentinel://``, ``rediss+sentinel://``: docs/high-availability.md)."""
     return _connect.connect(url)
 
 

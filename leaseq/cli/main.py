@@ -24,6 +24,7 @@ from rich.table import Table
 from leaseq.cli import events as cli_events
 from leaseq.cli import schedules as cli_schedules
 from leaseq.cli import terminal as _terminal
+from leaseq.cli.doctor import doctor as _doctor
 from leaseq.cli.ops import FORWARD
 from leaseq.cli.ops import register as _register_ops
 from leaseq.cli.terminal import RedactingFormatter as _RedactingFormatter
@@ -164,7 +165,8 @@ out = Console(highlight=False, soft_wrap=True)
     "--url",
     default=None,
     metavar="URL",
-    help=f"Redis URL (else $LEASEQ_URL, else {DEFAULT_URL}); memory:// is an in-process store.",
+    help=f"Redis URL (else $LEASEQ_URL, else {DEFAULT_URL}); memory:// is an in-process "
+    "store; redis+sentinel://HOST,HOST/SERVICE/DB finds the primary through Sentinel.",
 )
 @click.option("--prefix", default="leaseq", show_default=True, help="Key prefix of the queues.")
 @click.version_option(package_name="leaseq")
@@ -739,6 +741,7 @@ def demo(c: _Ctx, jobs: int) -> None:
 
 
 _register_ops(cli)  # pause, resume, cancel, update, delete, drop, web: leaseq/cli/ops.py
+cli.add_command(_doctor)  # leaseq/cli/doctor.py
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:

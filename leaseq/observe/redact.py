@@ -16,7 +16,10 @@ __all__ = ["redact", "remember_secrets", "userinfo"]
 # Everything between "scheme://" and the last "@" of the same word is
 # userinfo: greedy, so a password with "@", "/" or ":" in it is covered whole.
 _USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)\S*@")
-_QUERY_SECRET = re.compile(r"(?i)\b(password|passwd|pwd|pass|auth|token|secret)=[^&\s'\"),;]*")
+_SECRET_NAMES = ("password", "passwd", "pwd", "pass", "auth", "token", "secret")
+_QUERY_SECRET = re.compile(
+    r"(?i)\b((?:sentinel_)?(?:" + "|".join(_SECRET_NAMES) + r"))=[^&\s'\"),;]*"
+)
 _secrets: set[str] = set()
 _secrets_lock = threading.Lock()
 MIN_SECRET = 3
@@ -48,7 +51,7 @@ def remember_secrets(url: str) -> None:
         found += [user, user.partition(":")[2]]
     query = urllib.parse.urlsplit(url).query if "?" in url else ""
     for key, value in urllib.parse.parse_qsl(query, keep_blank_values=True):
-        if key.lower() in ("password", "passwd", "pwd", "pass", "auth", "token", "secret"):
+        if key.lower().removeprefix("sentinel_") in _SECRET_NAMES:
             found.append(value)
     with _secrets_lock:
         for secret in found:

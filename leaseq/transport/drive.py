@@ -27,11 +27,12 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import redis.exceptions as rex
 
-from leaseq.errors import LeaseqError
+from leaseq.errors import LeaseqError, ServerUnavailable
 from leaseq.store.core import QueueCore
 from leaseq.store.replies import stream_entries
 from leaseq.store.steps import Call, Command, Feed, Listen, Op, Rows, Scan, Step, Wake, one
 from leaseq.transport import client as _redis
+from leaseq.transport.connect import recheck_primary, recheck_primary_async
 
 __all__ = [
     "AsyncDriver",
@@ -265,9 +266,13 @@ class SyncDriver(_Checked):
 
     def _drive(self, op: Op[R]) -> R:
         pump: Pump[R] = Pump(op, self)
-        while not pump.done:
-            with pump.invoking() as step:
-                pump.reply = step.finish(step.start(self.redis))
+        try:
+            while not pump.done:
+                with pump.invoking() as step:
+                    pump.reply = step.finish(step.start(self.redis))
+        except ServerUnavailable:
+            recheck_primary(self.redis)  # a failover: the next call finds the new primary
+            raise
         result: R = pump.result
         return result
 
@@ -283,14 +288,18 @@ class AsyncDriver(_Checked):
 
     async def _drive(self, op: Op[R]) -> R:
         pump: Pump[R] = Pump(op, self)
-        while not pump.done:
-            with pump.invoking() as step:
-                raw = step.start(self.redis)
-                if inspect.isawaitable(raw):
-                    raw = await raw
-                elif hasattr(raw, "__aiter__"):  # scan_iter
-                    raw = [item async for item in raw]
-                pump.reply = step.finish(raw)
+        try:
+            while not pump.done:
+                with pump.invoking() as step:
+                    raw = step.start(self.redis)
+                    if inspect.isawaitable(raw):
+                        raw = await raw
+                    elif hasattr(raw, "__aiter__"):  # scan_iter
+                        raw = [item async for item in raw]
+                    pump.reply = step.finish(raw)
+        except ServerUnavailable:
+            await recheck_primary_async(self.redis)  # a failover: see SyncDriver
+            raise
         result: R = pump.result
         return result
 

@@ -9,8 +9,6 @@ list, or a TLS port with a self-signed certificate made here with ``openssl``.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +19,7 @@ import redis
 
 import leaseq
 from leaseq.transport.client import redact
-from tests.support.security import PASSWORD, _leaks
+from tests.support.security import PASSWORD, _leaks, self_signed
 from tests.support.servers import RedisServer, free_port
 
 
@@ -89,15 +87,7 @@ def test_acl_user_reloads_scripts_after_script_flush(acl_server: RedisServer) ->
 
 @pytest.fixture
 def tls_server(tmp_path: Path) -> Iterator[tuple[RedisServer, int, Path]]:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-         "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    cert, key = self_signed(tmp_path)
     tls_port = free_port()
     server = RedisServer(
         "--tls-port", str(tls_port), "--tls-cert-file", str(cert), "--tls-key-file", str(key),
