@@ -36,7 +36,7 @@ from leaseq.store.keys import QueueKeys
 from leaseq.store.limits import Limits
 from leaseq.store.schedules import Schedule
 from leaseq.supervisor import Supervisor
-from leaseq.types import Backoff, Job, Lease, State, Stats
+from leaseq.types import Backoff, Failure, Job, Lease, State, Stats
 from leaseq.worker import Worker
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "Backoff",
     "DamagedKey",
     "DamagedRow",
+    "Failure",
     "Dead",
     "Event",
     "EventSettings",

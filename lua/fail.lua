@@ -25,6 +25,7 @@
 --          the ZSET group_prefix .. <name>
 -- ARGV[8]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
 --          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
+-- ARGV[9]  traceback, the handler's traceback for the traceback field ('' removes it)
 -- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
 --          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
 -- returns: {'OK', new state} -- 'scheduled', 'pending' or 'dead'
@@ -37,6 +38,7 @@
 --!include lib/group_done.lua
 --!include lib/lease_check.lua
 --!include lib/log_event.lua
+--!include lib/note_failure.lua
 --!include lib/now_ms.lua
 --!include lib/push_pending.lua
 --!include lib/to_count.lua
@@ -60,11 +62,11 @@ if redis.call('HDEL', meta, 'limit_held') == 1 then redis.call('RPUSH', wake, '1
 local row = redis.call('HMGET', job, 'attempts', 'max_attempts', 'priority')
 local attempts, max_attempts = to_count(row[1]), to_count(row[2])
 if A.dead_now == '1' or not max_attempts or attempts >= max_attempts then
-  dead_letter(job, dead, K, log, id, now, err, 'active', token)
+  dead_letter(job, dead, K, log, id, now, err, 'active', token, A.traceback)
   flush_events(log, now)
   return { 'OK', 'dead' }
 end
-redis.call('HSET', job, 'last_error', err)
+note_failure(job, now, token, retry_ms > 0 and 'scheduled' or 'pending', err, A.traceback)
 redis.call('HDEL', job, 'lease_until')
 if retry_ms > 0 then
   redis.call('HSET', job, 'state', 'scheduled', 'run_at', now + retry_ms)

@@ -200,10 +200,18 @@ class ShardedOps:
         return lost
 
     def fail(
-        self, lease: Lease, error: object, retry_in: float | None = None, *, dead: bool = False
+        self,
+        lease: Lease,
+        error: object,
+        retry_in: float | None = None,
+        *,
+        dead: bool = False,
+        traceback: str | None = None,
     ) -> Op[State]:
         """As ``Queue.fail``, on the lease's shard. Raises LeaseLost."""
-        return (yield from self._for(lease).fail(lease, error, retry_in, dead=dead))
+        return (
+            yield from self._for(lease).fail(lease, error, retry_in, dead=dead, traceback=traceback)
+        )
 
     def release(self, lease: Lease) -> Op[None]:
         """As ``Queue.release``, on the lease's shard."""

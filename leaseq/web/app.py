@@ -33,6 +33,7 @@ from starlette.staticfiles import StaticFiles
 from leaseq.errors import DamagedKey, InvalidArgument, LeaseqError, ServerUnavailable
 from leaseq.observe.humanize import span, utc
 from leaseq.queue import connect
+from leaseq.store.events import job_history
 from leaseq.store.keys import check_job_id
 from leaseq.transport import client as _redis
 from leaseq.types import TRANSITIONS, Job, State, Stats
@@ -306,19 +307,28 @@ class _Views:
             trail = self.source.trail(target, job_id)
         except LeaseqError:  # the row went meanwhile, or the stream will not read
             trail = None
-        history = (
-            []
-            if trail is None
-            else [
-                {
-                    "at": _fmt_time(e.at, now),
-                    "from": "new" if e.from_state is None else e.from_state.value,
-                    "to": "deleted" if e.to_state is None else e.to_state.value,
-                    "attempt": e.attempt,
-                }
-                for e in trail.events
-            ]
-        )
+        events = job_history(job, [] if trail is None else trail.events)
+        history = [
+            {
+                "at": _fmt_time(e.at, now),
+                "from": "new" if e.from_state is None else e.from_state.value,
+                "to": "deleted" if e.to_state is None else e.to_state.value,
+                "attempt": e.attempt,
+                "source": "stream" if e.stream_id else "row",
+            }
+            for e in events
+        ]
+        failures = [
+            {
+                "attempt": f.attempt,
+                "claimed": _fmt_time(f.claimed_at, now),
+                "failed": _fmt_time(f.failed_at, now),
+                "to": f.to,
+                "worker": f.worker or "",
+                "error": f.error,
+            }
+            for f in (job.failures if job else ())
+        ]
         payload = _pretty(job.payload) if job else raw.get("payload", "")
         result = _pretty(job.result) if job and job.result is not None else raw.get("result")
         return self.render(
@@ -335,6 +345,8 @@ class _Views:
             result=result,
             trail=trail,
             history=history,
+            failures=failures,
+            traceback=job.traceback if job else None,
         )
 
     async def search(self, request: Request) -> Response:
@@ -631,7 +643,7 @@ def _job_row(job: Job, now: float) -> dict[str, Any]:
         "max_attempts": job.max_attempts,
         "priority": job.priority,
         "worker": job.worker or "",
-        "error": error.splitlines()[-1] if error else "",
+        "error": error.splitlines()[0] if error else "",
         "last_error": job.last_error or "",
         "payload": _preview(job.payload),
         "result": _preview(job.result),

@@ -86,3 +86,12 @@ def note_pid(lease: leaseq.Lease) -> int:
     """Return this worker process's pid (which child of a supervisor ran the job)."""
     time.sleep(float(lease.payload.get("s", 0.0)) if isinstance(lease.payload, dict) else 0.0)
     return os.getpid()
+
+
+def _send(to: str) -> None:
+    raise RuntimeError(f"SMTP 550: no such user {to}\nthe server said goodbye")
+
+
+def smtp_bounce(lease: leaseq.Lease) -> None:
+    """Fails two frames deep with a two-line message, as a real mail handler would."""
+    _send(str(lease.payload.get("to", "nobody@bounce.test")))
