@@ -20,6 +20,7 @@ import msgspec
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
+from rich.text import Text
 
 from leaseq.cli import events as cli_events
 from leaseq.cli import schedules as cli_schedules
@@ -324,6 +325,7 @@ def worker(
 @click.option("--max-attempts", type=int, default=None)
 @click.option("--kind", default=None, help="The jobs' kind (a worker's handler dict picks by it).")
 @click.option("--timeout", type=float, default=None, help="Seconds a handler may run on each.")
+@click.option("--group", default=None, help="The jobs' fair group (round-robin between groups).")
 @click.option(
     "--shards",
     type=int,
@@ -342,6 +344,7 @@ def enqueue(
     max_attempts: int | None,
     kind: str | None,
     timeout: float | None,
+    group: str | None,
     shards: int | None,
 ) -> None:
     """Add one job (PAYLOAD, JSON text) or many (--file, JSON lines)."""
@@ -355,6 +358,8 @@ def enqueue(
         "kind": kind,
         "timeout": timeout,
     }
+    if group is not None:
+        opts["group"] = group
     if payload is not None:
         out.print(q.enqueue(_json(payload, "payload"), id=job_id, **opts))
         return
@@ -509,6 +514,16 @@ def show(c: _Ctx, queue: str, job_id: str, as_json: bool) -> None:
     for name, value in job.once.items():
         table.add_row(f"once:{name}", f"at attempt {value}")
     out.print(table)
+    if job.failures:
+        fails = _terminal.grid("failed attempts (newest 10)")
+        for header in ("attempt", "failed", "then", "worker", "error"):
+            fails.add_column(header, overflow="fold")
+        for f in job.failures:
+            fails.add_row(str(f.attempt), _when(f.failed_at, now), f.to, f.worker or "", f.error)
+        out.print(fails)
+    if job.traceback:
+        out.print("[bold]traceback[/bold] (of the last failure)")
+        out.print(Text(job.traceback))
     out.print("[bold]payload[/bold]")
     out.print(_pretty(job.payload))
     if job.result is not None:
@@ -529,7 +544,7 @@ def wait_(c: _Ctx, queue: str, job_id: str, timeout: float) -> None:
     if job is None:
         click.echo(json.dumps({"id": job_id, "state": None, "finished": False}))
         sys.exit(2)
-    click.echo(json.dumps(msgspec.to_builtins(job), default=repr))
+    click.echo(json.dumps(_terminal.job_doc(job), default=repr))
     if job.state is not State.SUCCEEDED:
         sys.exit(1)
 
@@ -553,18 +568,34 @@ def ls_(c: _Ctx, queue: str, state: str, offset: int, limit: int, as_json: bool)
             click.echo(f"leaseq: warning: damaged row: {exc}", err=True)
         return
     # Fits the terminal: one line a job, headers whole; a long id keeps its
-    # start and end (order-2026-…-0042), the text cells their start.
+    # start and end (order-2026-…-0042), the text cells their start. Where
+    # jobs failed, the error message gets the room; a column that is the same
+    # nothing on every row (priority 0, no worker, no error) is left out.
     width = _terminal.terminal_width()
+    failed = any(j.last_error for j in jobs)
     columns = [
-        _terminal.Column("id", keep="middle", share=0.45, least=12),
+        _terminal.Column("id", keep="middle", share=0.45, least=20),
         _terminal.Column("attempts", keep=None),
         _terminal.Column("priority", keep=None),
+        _terminal.Column("group", keep="end", least=6),
         _terminal.Column("worker", keep="middle"),
-        _terminal.Column("last_error", least=10),
+        _terminal.Column("error", least=10, share=0.3 if failed else 0.0, first=True),
         _terminal.Column("payload", least=7),
     ]
+    rows = [_row(j) for j in jobs]
+    blank = {"priority": "0", "group": "", "worker": "", "error": ""}
+    drop = set() if state in ("active", "pending") else {"worker"}  # on `show`; room for the error
+    keep = [
+        i
+        for i, col in enumerate(columns)
+        if col.header not in drop
+        and (col.header not in blank or any(r[i] != blank[col.header] for r in rows))
+    ]
     table = _terminal.fit(
-        _terminal.grid(f"{queue}: {state} ({total})"), columns, [_row(j) for j in jobs], width
+        _terminal.grid(f"{queue}: {state} ({total})"),
+        [columns[i] for i in keep],
+        [[r[i] for i in keep] for r in rows],
+        width,
     )
     out.print(table, width=width)
     for exc in damaged:  # an operator should see these, not lose the page to them
