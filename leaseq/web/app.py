@@ -473,6 +473,8 @@ class _Views:
         if verb == "purge":
             st = _state(state)
             n = getattr(self.source.stats(target), st)
+            if not n:
+                return ""  # nothing to ask about: the purge deletes nothing and says so
             return f"Delete all {n:,} {st} jobs of {name}? This cannot be undone."
         if verb == "delete":
             return f"Delete {jobs} of {name} ({_ids(ids)})? This cannot be undone."
