@@ -50,6 +50,7 @@ from leaseq.sharded import ShardedQueue, known_queues, sharded_names, stored_sha
 from leaseq.store import validate as _validate
 from leaseq.supervisor import Supervisor, report_stuck, watch_parent
 from leaseq.transport import client as _redis
+from leaseq.transport.drive import drive_many
 from leaseq.types import Job, State
 from leaseq.worker import Worker
 
@@ -423,16 +424,23 @@ def stats(c: _Ctx, queue: str | None, as_json: bool) -> None:
     else:
         # A ShardedQueue shows up as one hash tag per shard ({emails#0}, ...):
         # report it once, its shards summed.
+        # Every queue's stats in a few pipelined round trips, not one per queue.
         shards = known_queues(c.redis, c.prefix)
+        targets: list[Queue | ShardedQueue] = [
+            ShardedQueue(n, shards=k, redis=c.redis, prefix=c.prefix) if k else c.queue(n)
+            for n, k in sorted(shards.items())
+        ]
         snaps = []
-        for n, k in sorted(shards.items()):
-            target = ShardedQueue(n, shards=k, redis=c.redis, prefix=c.prefix) if k else c.queue(n)
-            try:
-                snaps.append(target.stats())
-            except (DamagedKey, ScriptError) as exc:
+        found = drive_many(c.redis, [(t, t._ops.stats()) for t in targets])
+        for target, got in zip(targets, found, strict=True):
+            if isinstance(got, (DamagedKey, ScriptError)):
                 # One queue's keys edited by hand: say so, and list the others.
-                broken.append(n)
-                click.echo(f"leaseq: {n}: {_redis.redact(str(exc))}", err=True)
+                broken.append(target.name)
+                click.echo(f"leaseq: {target.name}: {_redis.redact(str(got))}", err=True)
+            elif isinstance(got, Exception):
+                raise got
+            else:
+                snaps.append(got)
     if as_json:
         doc = {}
         for s in snaps:

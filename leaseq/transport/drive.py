@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
@@ -42,6 +42,7 @@ __all__ = [
     "SyncDriver",
     "async_feed",
     "async_op",
+    "drive_many",
     "lower",
     "sync_feed",
     "sync_op",
@@ -274,6 +275,69 @@ class SyncDriver(_Checked):
     def _run(self, call: Call[R]) -> R:
         """Run one script call (and what it implies: NOSCRIPT reload, WAIT)."""
         return self._drive(one(call))
+
+
+def drive_many(client: Any, work: Sequence[tuple[_Checked, Op[Any]]]) -> list[Any]:
+    """Run many operations (each with the queue that drives it) on ``client``
+    together: each round sends the next client call of every unfinished one in
+    one pipeline, so N queues' stats cost a few round trips, not N. Per
+    operation, in order: its result, or the leaseq error it raised."""
+    results: list[Any] = [None] * len(work)
+    live: list[tuple[int, Pump[Any]]] = []
+    for i, (driver, op) in enumerate(work):
+        try:
+            live.append((i, Pump(op, driver)))
+        except LeaseqError as exc:
+            results[i] = exc
+    while live:
+        pipe = client.pipeline(transaction=False)
+        if getattr(client, _PLAIN, False):
+            setattr(pipe, _PLAIN, True)
+        queued: list[tuple[int, Pump[Any]]] = []
+        for i, pump in live:
+            try:
+                if _run_local(pump, pipe):
+                    queued.append((i, pump))
+            except LeaseqError as exc:
+                results[i] = exc
+        if queued:
+            with _redis.translate_errors():
+                replies = pipe.execute(raise_on_error=False)
+            for (i, pump), reply in zip(queued, replies, strict=True):
+                try:
+                    _settle(pump, reply)
+                except LeaseqError as exc:
+                    results[i] = exc
+        if getattr(pipe, _PLAIN, False):
+            setattr(client, _PLAIN, True)
+        for i, pump in live:
+            if pump.done and results[i] is None:
+                results[i] = pump.result
+        live = [(i, p) for i, p in live if not p.done and not isinstance(results[i], LeaseqError)]
+    return results
+
+
+def _run_local(pump: Pump[Any], pipe: Any) -> bool:
+    """Advance ``pump`` through the steps that need no server (True once a call is
+    queued on ``pipe``; False when the operation is done)."""
+    while not pump.done:
+        try:
+            raw = pump.step.start(pipe)
+        except Exception as exc:  # raised before reaching the server: the op's to see
+            _settle(pump, exc)
+            continue
+        if raw is pipe:
+            return True
+        _settle(pump, raw)
+    return False
+
+
+def _settle(pump: Pump[Any], reply: Any) -> None:
+    """Hand ``reply`` (or the error a pipeline put in its place) to ``pump``."""
+    with pump.invoking() as step:
+        if isinstance(reply, BaseException):
+            raise reply
+        pump.reply = step.finish(reply)
 
 
 class AsyncDriver(_Checked):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,10 @@ from leaseq.sharded import ShardedQueue, known_queues
 from leaseq.store.events import Event, parse_entry
 from leaseq.store.history import History
 from leaseq.store.registry import WorkerInfo
+from leaseq.store.sharded_ops import merge_stats
+from leaseq.store.steps import Op
 from leaseq.transport import client as _redis
+from leaseq.transport.drive import drive_many
 from leaseq.types import Job, State, Stats
 
 __all__ = ["SCAN_LIMIT", "Found", "Source"]
@@ -80,6 +83,7 @@ class Source:
         self._lock = threading.Lock()
         self._names: dict[str, int] = {}
         self._scanned_at = float("-inf")
+        self._targets: dict[tuple[str, int], Target] = {}
 
     # -- finding queues ---------------------------------------------------------
 
@@ -91,29 +95,42 @@ class Source:
                 self._scanned_at = time.monotonic()
             return dict(self._names)
 
-    def queue(self, name: str) -> Target:
-        """The queue named ``name``; InvalidArgument when there is none."""
-        shards = self.names().get(name)
+    def queue(self, name: str, known: dict[str, int] | None = None) -> Target:
+        """The queue named ``name``; InvalidArgument when there is none. ``known``:
+        a ``names()`` already read (a loop over thousands of queues reads it once)."""
+        shards = (known if known is not None else self.names()).get(name)
         if shards is None:
             shards = self.names(fresh=True).get(name)
         if shards is None:
             raise InvalidArgument(f"no queue named {name!r} under prefix {self.prefix!r}")
-        if shards:
-            return ShardedQueue(name, shards=shards, redis=self.redis, prefix=self.prefix)
-        return Queue(name, redis=self.redis, prefix=self.prefix)
+        # Kept: a queue object is cheap to use but not to make 5,000 times a page.
+        target = self._targets.get((name, shards))
+        if target is None:
+            if shards:
+                target = ShardedQueue(name, shards=shards, redis=self.redis, prefix=self.prefix)
+            else:
+                target = Queue(name, redis=self.redis, prefix=self.prefix)
+            self._targets[(name, shards)] = target
+        return target
+
+    def each_queue(
+        self, op: Callable[[Target], Op[Any]], only: Iterable[str] | None = None
+    ) -> dict[str, Any]:
+        """``{queue: the result of its operation op}`` (``stats``, ``history``,
+        ``workers``...) for every queue (or those in ``only``), all pipelined
+        together (a few round trips however many queues); a failure is in the
+        dict as its error."""
+        known = self.names()
+        targets = []
+        for name in sorted(known if only is None else set(only) & set(known)):
+            targets.append(self.queue(name, known))
+        found = drive_many(self.redis, [(t, op(t)) for t in targets])
+        return {t.name: result for t, result in zip(targets, found, strict=True)}
 
     def stats(self, target: Target) -> Stats:
         """The queue's stats; a sharded queue is paused when any shard is."""
-        if isinstance(target, ShardedQueue):
-            parts = target.shard_stats()
-            merged = target.stats()
-            paused = [p.paused_at for p in parts if p.paused]
-            if not paused:
-                return merged
-            return msgspec.structs.replace(
-                merged, paused=True, paused_at=min(t for t in paused if t is not None)
-            )
-        return target.stats()
+        got: Stats = target._drive(_stats_op(target))
+        return got
 
     def overview(self) -> list[Stats]:
         return self.overview_checked()[0]
@@ -121,38 +138,29 @@ class Source:
     def overview_checked(self) -> tuple[list[Stats], dict[str, str]]:
         """Every queue's stats, and ``{queue: why not}`` for those whose keys were
         damaged by hand (a key of the wrong type, a counter that is not a number):
-        one such queue must not take the page, or /metrics, away from the rest."""
+        one such queue must not take the page, or /metrics, away from the rest.
+        A sharded queue is paused when any shard is."""
         out, broken = [], {}
-        for name in sorted(self.names()):
-            try:
-                out.append(self.stats(self.queue(name)))
-            except InvalidArgument:
-                continue  # dropped since the last scan
-            except DAMAGED as exc:
-                broken[name] = _redis.redact(str(exc))
+        for name, got in self.each_queue(_stats_op).items():
+            if isinstance(got, DAMAGED):
+                broken[name] = _redis.redact(str(got))
+            elif isinstance(got, Exception):
+                raise got
+            else:
+                out.append(got)
         return out, broken
 
-    def histories(self) -> list[History]:
-        """Every queue's history buckets (one script call per queue, no writes);
-        a queue whose buckets were damaged by hand is left out."""
-        out = []
-        for name in sorted(self.names()):
-            try:
-                out.append(self.queue(name).history())
-            except (InvalidArgument, *DAMAGED):
-                continue
-        return out
+    def histories(self, only: Iterable[str] | None = None) -> list[History]:
+        """Every queue's (or those in ``only``) history buckets (no writes); a
+        queue whose buckets were damaged by hand is left out."""
+        found = self.each_queue(lambda t: t._ops.history(), only)
+        return [h for h in found.values() if isinstance(h, History)]
 
-    def workers(self) -> dict[str, list[WorkerInfo]]:
-        """``{queue: its live workers}`` for every queue (one script call each);
-        a queue whose registry was damaged by hand is left out."""
-        out: dict[str, list[WorkerInfo]] = {}
-        for name in sorted(self.names()):
-            try:
-                out[name] = self.queue(name).workers()
-            except (InvalidArgument, *DAMAGED):
-                continue
-        return out
+    def workers(self, only: Iterable[str] | None = None) -> dict[str, list[WorkerInfo]]:
+        """``{queue: its live workers}`` for every queue (or those in ``only``); a
+        queue whose registry was damaged by hand is left out."""
+        found = self.each_queue(lambda t: t._ops.workers(), only)
+        return {n: ws for n, ws in found.items() if isinstance(ws, list)}
 
     # -- reading jobs -------------------------------------------------------------
 
@@ -265,6 +273,21 @@ class Source:
             except (JobNotFound, JobStateError, DamagedRow, InvalidArgument) as exc:
                 refused.append(str(exc))
         return ok, refused
+
+
+def _stats_op(target: Target) -> Op[Stats]:
+    """A queue's stats; a sharded queue's summed, and paused when any shard is."""
+    if not isinstance(target, ShardedQueue):
+        got: Stats = yield from target._ops.stats()
+        return got
+    parts: list[Stats] = yield from target._ops.shard_stats()
+    merged = merge_stats(target.name, parts)
+    paused = [p.paused_at for p in parts if p.paused]
+    if not paused:
+        return merged
+    return msgspec.structs.replace(
+        merged, paused=True, paused_at=min(t for t in paused if t is not None)
+    )
 
 
 def _text(value: Any) -> str:

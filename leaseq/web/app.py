@@ -52,6 +52,23 @@ STATES = [s.value for s in State]
 CANCELLABLE = [s.value for s in State if State.CANCELLED in TRANSITIONS[s]]
 """The states whose jobs get a Cancel button (those ``cancel`` moves to cancelled)."""
 TIME_FIELDS = ("enqueued_at", "run_at", "claimed_at", "lease_until", "finished_at")
+OVERVIEW_SORTS: dict[str, tuple[str, Any]] = {
+    "name": ("name", lambda s: s.queue),
+    "dead": ("most dead", lambda s: (-s.dead, s.queue)),
+    "oldest": ("oldest pending", lambda s: (-(s.oldest_pending_age or -1.0), s.queue)),
+    "pending": ("most pending", lambda s: (-s.pending, s.queue)),
+    "active": ("most active", lambda s: (-s.active, s.queue)),
+}
+"""How the overview can order the queues: key -> (label, sort key of a Stats)."""
+NAV = (
+    ("/", "Queues"),
+    ("/workers", "Workers"),
+    ("/schedules", "Schedules"),
+    ("/limits", "Limits & groups"),
+    ("/events", "Events"),
+    ("/server", "Server"),
+)
+"""The navigation bar of every page: path under the app's root, label."""
 log = logging.getLogger("leaseq.web")
 
 
@@ -155,6 +172,8 @@ class _Views:
             refresh_ms=self.refresh_ms,
             request_path=request.url.path,
             states=STATES,
+            nav=NAV,
+            section=_section(request.url.path[len(base) :]),
         )
         page = self.env.get_template(template)
         if partial in page.blocks:
@@ -200,13 +219,40 @@ class _Views:
     def _overview(self, request: Request) -> Response:
         stats, broken = self.source.overview_checked()
         now = self._now(stats)
-        online = self.source.workers()
-        rows = [_queue_row(s, now) | {"workers": len(online.get(s.queue, []))} for s in stats]
-        minutes, tens = charts.sum_histories(self.source.histories())
+        params = request.query_params
+        needle = params.get("filter", "").strip()
+        sort = params.get("sort", "name")
+        sort = sort if sort in OVERVIEW_SORTS else "name"
+        chosen = [s for s in stats if needle in s.queue] if needle else stats
+        chosen = sorted(chosen, key=OVERVIEW_SORTS[sort][1])
+        size = _int(params.get("size"), PAGE_SIZE)
+        size = size if size in PAGE_SIZES else PAGE_SIZE
+        pages = max(1, math.ceil(len(chosen) / size))
+        page = min(max(1, _int(params.get("page"), 1)), pages)
+        shown = chosen[(page - 1) * size : page * size]
+        # Workers and charts: of every queue while they fit on one page, else of
+        # the queues shown (the page says so): 5,000 queues' histories are
+        # seconds of reading, their counts are not.
+        paged = len(stats) > size
+        only = [s.queue for s in shown] if paged else None
+        online = self.source.workers(only)
+        rows = [_queue_row(s, now) | {"workers": len(online.get(s.queue, []))} for s in shown]
+        totals = {st: sum(getattr(s, st) for s in chosen) for st in STATES}
+        minutes, tens = charts.sum_histories(self.source.histories(only))
         return self.render(
             request,
             "overview.html",
             rows=rows,
+            queues=len(stats),
+            matching=len(chosen),
+            totals=totals,
+            filter=needle,
+            sort=sort,
+            sorts={k: label for k, (label, _) in OVERVIEW_SORTS.items()},
+            page=page,
+            pages=pages,
+            size=size,
+            paged=paged,
             broken=broken,
             now=_fmt_time(now, now),
             workers_online=sum(len(ws) for ws in online.values()),
@@ -536,6 +582,14 @@ async def _threaded(fn: Any, *args: Any) -> Response:
 
 
 # -- formatting ------------------------------------------------------------------------
+
+
+def _section(path: str) -> str:
+    """The navigation entry a path belongs to (a queue and its jobs: Queues)."""
+    for href, _ in NAV[1:]:
+        if path == href or path.startswith(href + "/"):
+            return href
+    return "/"
 
 
 def _base(request: Request) -> str:
