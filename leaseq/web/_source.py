@@ -39,6 +39,12 @@ from leaseq.types import Job, State, Stats
 __all__ = ["SCAN_LIMIT", "Found", "Source"]
 
 SCAN_LIMIT = 10_000
+ACTIVE_READ = 500
+"""Active rows per queue the workers page reads to show what each worker runs."""
+GROUPS_SHOWN = 200
+"""Fair groups the limits page lists per queue (the busiest first)."""
+EVENTS_READ = 500
+"""Newest event-stream entries the events page reads per shard (10 transitions each at most)."""
 HISTORY_ENTRIES = 2_000
 """Event-stream entries a job page reads, newest first (10 transitions each at most)."""
 """Most rows one substring search reads (it says how many of how many)."""
@@ -161,6 +167,85 @@ class Source:
         queue whose registry was damaged by hand is left out."""
         found = self.each_queue(lambda t: t._ops.workers(), only)
         return {n: ws for n, ws in found.items() if isinstance(ws, list)}
+
+    def current_jobs(self, names: Iterable[str], limit: int = ACTIVE_READ) -> dict[str, list[Job]]:
+        """``{worker id: the active jobs it holds}`` over the queues ``names``: the
+        first ``limit`` active rows of each (read by rank through the index)."""
+        held: dict[str, list[Job]] = {}
+        known = self.names()
+        for name in names:
+            if name not in known:
+                continue
+            try:
+                jobs = self.queue(name, known).ls("active", limit=limit, damaged=[])
+            except DAMAGED:
+                continue
+            for job in jobs:
+                held.setdefault(job.worker or "", []).append(job)
+        return held
+
+    def groups(self, target: Target, limit: int = GROUPS_SHOWN) -> list[dict[str, Any]]:
+        """A queue's fair groups (every shard's): per group its ready jobs, its
+        active leases and whether it is held at ``group_concurrency``; the
+        ``limit`` groups with the most work first."""
+        found: dict[str, dict[str, Any]] = {}
+        for part in self.parts(target):
+            k = part.keys
+            with _redis.translate_errors():
+                ready = self.redis.zrange(k.groups, 0, limit - 1)
+                active = self.redis.hgetall(k.group_active)
+                held = self.redis.hgetall(k.group_held)
+                names = (
+                    {_text(n) for n in ready}
+                    | {_text(n) for n in active}
+                    | {_text(n) for n in held}
+                )
+                names_list = sorted(names)[: limit * 2]
+                pipe = self.redis.pipeline(transaction=False)
+                for n in names_list:
+                    pipe.zcard(k.group(n))
+                sizes = pipe.execute(raise_on_error=False) if names_list else []
+            act = {_text(n): _int(v) for n, v in active.items()}
+            hold = {_text(n) for n in held}
+            for n, size in zip(names_list, sizes, strict=True):
+                g = found.setdefault(n, {"name": n, "ready": 0, "active": 0, "held": False})
+                g["ready"] += size if isinstance(size, int) else 0
+                g["active"] += act.get(n, 0)
+                g["held"] = g["held"] or n in hold
+        ordered = sorted(found.values(), key=lambda g: (-(g["ready"] + g["active"]), g["name"]))
+        return ordered[:limit]
+
+    def newest_events(
+        self, target: Target, limit: int, job_id: str = "", state: str = ""
+    ) -> list[Event]:
+        """The newest ``limit`` transitions of a queue (every shard's, merged by
+        time), optionally only of one job or into one state; a bounded read of
+        the newest ``EVENTS_READ`` stream entries per shard."""
+        out: list[Event] = []
+        for part in self.parts(target):
+            with _redis.translate_errors():
+                if self.redis.type(part.keys.events) not in (b"stream", "stream"):
+                    continue
+                entries = self.redis.xrevrange(part.keys.events, "+", "-", count=EVENTS_READ)
+            for entry_id, fields in entries:
+                try:
+                    events = parse_entry(_text(entry_id), fields)
+                except (ValueError, KeyError, TypeError):
+                    continue
+                for e in events:
+                    if job_id and e.job_id != job_id:
+                        continue
+                    if state and (e.to_state.value if e.to_state else "deleted") != state:
+                        continue
+                    out.append(e)
+        out.sort(key=lambda e: (e.at, e.stream_id, e.index), reverse=True)
+        return out[:limit]
+
+    def server(self) -> dict[str, Any]:
+        """What the server says about itself (INFO), for the server page."""
+        with _redis.translate_errors():
+            info: dict[str, Any] = dict(self.redis.info())
+        return info
 
     # -- reading jobs -------------------------------------------------------------
 
@@ -288,6 +373,13 @@ def _stats_op(target: Target) -> Op[Stats]:
     return msgspec.structs.replace(
         merged, paused=True, paused_at=min(t for t in paused if t is not None)
     )
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _text(value: Any) -> str:

@@ -69,6 +69,15 @@ NAV = (
     ("/server", "Server"),
 )
 """The navigation bar of every page: path under the app's root, label."""
+EVENTS_SHOWN = 200
+"""Transitions the events page lists (newest first)."""
+QUEUE_PICKER = 500
+"""Most queues offered in the events page's drop-down (more: type the name)."""
+EVICTING = (
+    "allkeys-lru allkeys-lfu allkeys-random volatile-lru volatile-lfu volatile-random volatile-ttl"
+)
+"""maxmemory-policy values under which Redis may delete keys: job rows among them
+(the volatile ones only keys with a TTL, which leaseq's finished rows can have)."""
 log = logging.getLogger("leaseq.web")
 
 
@@ -121,6 +130,10 @@ def create_app(
         Route("/", views.overview, name="overview"),
         Route("/search", views.search, name="search"),
         Route("/workers", views.workers, name="workers"),
+        Route("/schedules", views.schedules, name="schedules"),
+        Route("/limits", views.limits, name="limits"),
+        Route("/events", views.events, name="events"),
+        Route("/server", views.server, name="server"),
         Route("/metrics", views.metrics, name="metrics"),
         Route("/queues/{name}", views.queue, name="queue"),
         Route("/queues/{name}/jobs/{job_id:path}", views.job, name="job"),
@@ -269,6 +282,7 @@ class _Views:
     def _workers(self, request: Request) -> Response:
         online = self.source.workers()
         now = self._now([])
+        held = self.source.current_jobs([name for name, ws in online.items() if ws])
         rows = [
             {
                 "queue": name,
@@ -281,11 +295,104 @@ class _Views:
                 "started": _fmt_time(w.started, now),
                 "seen": _fmt_time(w.seen, now),
                 "expires": _fmt_time(w.expires, now),
+                "jobs": [_current(j, now) for j in held.get(w.id, []) if j.queue == name],
             }
             for name, ws in online.items()
             for w in ws
         ]
         return self.render(request, "workers.html", rows=rows, now=_fmt_time(now, now))
+
+    async def schedules(self, request: Request) -> Response:
+        return await _threaded(self._schedules, request)
+
+    def _schedules(self, request: Request) -> Response:
+        found = self.source.each_queue(lambda t: t._ops.schedules())
+        now = self._now([])
+        rows = [
+            {
+                "queue": name,
+                "name": s.name,
+                "rule": f"cron {s.cron}" + (f" ({s.tz})" if s.tz else "")
+                if s.cron
+                else f"every {span(s.every or 0)}",
+                "kind": _kind_of(s.payload),
+                "next": _fmt_time(s.next_due, now),
+                "last": _fmt_time(s.last_fired, now),
+                "fired": s.fired,
+                "error": s.error or "",
+                "payload": _preview(s.payload),
+            }
+            for name, got in found.items()
+            if isinstance(got, list)
+            for s in got
+        ]
+        rows.sort(key=lambda r: (r["next"]["raw"] == "", r["next"]["raw"].zfill(20), r["queue"]))
+        return self.render(request, "schedules.html", rows=rows, now=_fmt_time(now, now))
+
+    async def limits(self, request: Request) -> Response:
+        return await _threaded(self._limits, request)
+
+    def _limits(self, request: Request) -> Response:
+        found = self.source.each_queue(lambda t: t._ops.limits())
+        rows = []
+        for name, lim in found.items():
+            if isinstance(lim, Exception):
+                continue
+            limited = (lim.concurrency, lim.rate, lim.group_concurrency) != (None, None, None)
+            if limited or lim.groups_ready or lim.groups_active or lim.groups_held:
+                rows.append({"queue": name, "limits": lim})
+        chosen = request.query_params.get("queue", "")
+        groups = self.source.groups(self.source.queue(chosen)) if chosen else []
+        return self.render(request, "limits.html", rows=rows, chosen=chosen, groups=groups)
+
+    async def events(self, request: Request) -> Response:
+        return await _threaded(self._events, request)
+
+    def _events(self, request: Request) -> Response:
+        params = request.query_params
+        names = sorted(self.source.names())
+        chosen = params.get("queue", "") or (names[0] if names else "")
+        job_id = params.get("job", "").strip()
+        state = params.get("state", "")
+        state = state if state in STATES or state == "deleted" else ""
+        events: list[Any] = []
+        enabled = True
+        if chosen:
+            target = self.source.queue(chosen)
+            events = self.source.newest_events(target, EVENTS_SHOWN, job_id, state)
+            enabled = all(p.event_settings().enabled for p in self.source.parts(target))
+        now = self._now([])
+        rows = [
+            {
+                "at": _fmt_time(e.at, now),
+                "from": "new" if e.from_state is None else e.from_state.value,
+                "to": "deleted" if e.to_state is None else e.to_state.value,
+                "attempt": e.attempt,
+                "job": e.job_id,
+            }
+            for e in events
+        ]
+        return self.render(
+            request,
+            "events.html",
+            names=names if len(names) <= QUEUE_PICKER else [],
+            chosen=chosen,
+            job=job_id,
+            state=state,
+            rows=rows,
+            enabled=enabled,
+            limit=EVENTS_SHOWN,
+        )
+
+    async def server(self, request: Request) -> Response:
+        return await _threaded(self._server, request)
+
+    def _server(self, request: Request) -> Response:
+        try:
+            facts, refused = _server_facts(self.source.server()), ""
+        except (LeaseqError, ValueError, TypeError) as exc:  # INFO forbidden (ACL), or odd
+            facts, refused = None, _redis.redact(str(exc))
+        return self.render(request, "server.html", facts=facts, refused=refused)
 
     async def queue(self, request: Request) -> Response:
         return await _threaded(self._queue, request)
@@ -314,6 +421,8 @@ class _Views:
             q=_queue_row(stats, now),
             state=state,
             jobs=[_job_row(j, now) for j in jobs],
+            has_kind=any(j.kind for j in jobs),
+            has_group=any(j.group for j in jobs),
             damaged=[{"id": getattr(d, "job_id", ""), "text": str(d)} for d in damaged],
             page=page,
             pages=pages,
@@ -690,6 +799,87 @@ def _pretty(value: Any) -> str:
         return repr(value)
 
 
+def _progress(value: Any) -> dict[str, Any] | None:
+    """A handler's progress report as a bar: a fraction 0..1, a percentage, or
+    ``{"done": d, "total": t}`` / ``{"percent": p}``; None when it is none of these
+    (the value is shown as JSON instead)."""
+    pct: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        pct = value * 100 if 0 <= value <= 1 else value
+    elif isinstance(value, dict):
+        done, total = value.get("done"), value.get("total")
+        if isinstance(done, (int, float)) and isinstance(total, (int, float)) and total > 0:
+            pct = done / total * 100
+        elif isinstance(value.get("percent"), (int, float)):
+            pct = float(value["percent"])
+    if pct is None or not math.isfinite(pct):
+        return None
+    pct = max(0.0, min(100.0, pct))
+    return {"pct": round(pct, 1), "text": f"{pct:.0f}%"}
+
+
+def _current(job: Job, now: float) -> dict[str, Any]:
+    """An active job as the workers page shows it under its worker."""
+    return {
+        "id": job.id,
+        "queue": job.queue,
+        "kind": job.kind or "",
+        "age": _fmt_time(job.claimed_at, now),
+        "progress": _progress(job.progress),
+        "progress_json": "" if job.progress is None else _preview(job.progress, 80),
+    }
+
+
+def _kind_of(payload: Any) -> str:
+    """A schedule's job kind, when its payload names one."""
+    return str(payload.get("kind", "")) if isinstance(payload, dict) else ""
+
+
+def _server_facts(info: dict[str, Any]) -> dict[str, Any]:
+    """The server page's facts from INFO, with the eviction warning."""
+    used = int(info.get("used_memory", 0) or 0)
+    limit = int(info.get("maxmemory", 0) or 0)
+    policy = str(info.get("maxmemory_policy", "unknown"))
+    aof = str(info.get("aof_enabled", "0")) == "1"
+    last_save = info.get("rdb_last_save_time")
+    return {
+        "version": info.get("redis_version", "?"),
+        "mode": info.get("redis_mode", "standalone"),
+        "uptime": span(float(info.get("uptime_in_seconds", 0) or 0)),
+        "used": _bytes(used),
+        "peak": _bytes(int(info.get("used_memory_peak", 0) or 0)),
+        "limit": _bytes(limit) if limit else "no limit (maxmemory 0)",
+        "used_pct": round(used / limit * 100, 1) if limit else None,
+        "policy": policy,
+        "evicts": policy in EVICTING.split(),
+        "clients": info.get("connected_clients", "?"),
+        "blocked": info.get("blocked_clients", 0),
+        "ops": info.get("instantaneous_ops_per_sec", "?"),
+        "aof": aof,
+        "rdb_changes": info.get("rdb_changes_since_last_save", "?"),
+        "rdb_last_save": _fmt_time(float(last_save), float(last_save))["iso"]
+        if last_save
+        else "never",
+        "rdb_status": info.get("rdb_last_bgsave_status", "?"),
+        "role": info.get("role", "?"),
+        "replicas": info.get("connected_slaves", 0),
+        "key_count": sum(
+            int(v.get("keys", 0))
+            for k, v in info.items()
+            if k.startswith("db") and isinstance(v, dict)
+        ),
+    }
+
+
+def _bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
 def _job_row(job: Job, now: float) -> dict[str, Any]:
     error = (job.last_error or "").strip()
     return {
@@ -701,6 +891,10 @@ def _job_row(job: Job, now: float) -> dict[str, Any]:
         "worker": job.worker or "",
         "error": error.splitlines()[0] if error else "",
         "last_error": job.last_error or "",
+        "kind": job.kind or "",
+        "group": job.group or "",
+        "progress": _progress(job.progress),
+        "progress_json": "" if job.progress is None else _preview(job.progress, 80),
         "payload": _preview(job.payload),
         "result": _preview(job.result),
         "times": {
