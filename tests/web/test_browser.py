@@ -367,9 +367,9 @@ def test_every_page_at_desktop_and_phone_size_passes_axe(browser: Any, client: A
                     page.wait_for_load_state("load")
                     assert page.locator("nav.main a").count() == 6, name
                     png = shot(page, f"{name}-{size}")
-                    if size == "desktop" and name in README_SHOTS:
-                        if os.environ.get("LEASEQ_UPDATE_SCREENSHOT"):
-                            shutil.copy(png, ROOT / "docs" / "img" / README_SHOTS[name])
+                    update = os.environ.get("LEASEQ_UPDATE_SCREENSHOT")
+                    if update and size == "desktop" and name in README_SHOTS:
+                        shutil.copy(png, ROOT / "docs" / "img" / README_SHOTS[name])
                     found = axe.run(page).response["violations"]
                     problems += [
                         f"{name} at {size}: {v['id']} ({v['impact']}): {v['help']} "
