@@ -12,11 +12,12 @@ destroy or change many jobs.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -38,6 +39,7 @@ from leaseq.store.keys import check_job_id
 from leaseq.transport import client as _redis
 from leaseq.types import TRANSITIONS, Job, State, Stats
 from leaseq.web import charts
+from leaseq.web._live import Hub
 from leaseq.web._security import CSRF_COOKIE, TOKEN_COOKIE, Gate, csrf_ok, csrf_token, parse_auth
 from leaseq.web._source import SCAN_LIMIT, Source, Target
 
@@ -69,6 +71,8 @@ NAV = (
     ("/server", "Server"),
 )
 """The navigation bar of every page: path under the app's root, label."""
+LIVE_PING = 15.0
+"""Seconds between keep-alive comments on a quiet /live stream."""
 EVENTS_SHOWN = 200
 """Transitions the events page lists (newest first)."""
 QUEUE_PICKER = 500
@@ -134,6 +138,7 @@ def create_app(
         Route("/limits", views.limits, name="limits"),
         Route("/events", views.events, name="events"),
         Route("/server", views.server, name="server"),
+        Route("/live", views.live, name="live"),
         Route("/metrics", views.metrics, name="metrics"),
         Route("/queues/{name}", views.queue, name="queue"),
         Route("/queues/{name}/jobs/{job_id:path}", views.job, name="job"),
@@ -164,6 +169,7 @@ class _Views:
         self.allow = allow
         self.title = title
         self.refresh_ms = max(250, round(refresh * 1000))
+        self.hub = Hub(source)
 
     # -- helpers ----------------------------------------------------------------
 
@@ -188,6 +194,7 @@ class _Views:
             nav=NAV,
             section=_section(request.url.path[len(base) :]),
         )
+        context.setdefault("live_queue", "")
         page = self.env.get_template(template)
         if partial in page.blocks:
             # The live part only, for leaseq.js to swap in (no full reload).
@@ -377,6 +384,7 @@ class _Views:
             "events.html",
             names=names if len(names) <= QUEUE_PICKER else [],
             chosen=chosen,
+            live_queue=chosen,
             job=job_id,
             state=state,
             rows=rows,
@@ -418,6 +426,7 @@ class _Views:
             request,
             "queue.html",
             here=here,
+            live_queue=name,
             q=_queue_row(stats, now),
             state=state,
             jobs=[_job_row(j, now) for j in jobs],
@@ -491,6 +500,7 @@ class _Views:
             "job.html",
             here=f"{_base(request)}/queues/{_quote(name)}/jobs/{_quote(job_id)}",
             name=name,
+            live_queue=name,
             job_id=job_id,
             job=_job_row(job, now) if job else None,
             job_state=raw.get("state", ""),
@@ -561,6 +571,44 @@ class _Views:
         for name, why in broken.items():
             log.warning("queue=%s left out of /metrics: %s", name, why)
         return Response(render(stats), media_type=CONTENT_TYPE)
+
+    async def live(self, request: Request) -> Response:
+        """Server-Sent Events for one page: ``hello`` once, then ``moved`` (the
+        queues with new transitions, as JSON) each time the event stream moves;
+        ``poll`` (and the end) when the page's queue records no events."""
+        from starlette.concurrency import run_in_threadpool
+
+        queue = request.query_params.get("queue", "")
+        if queue:
+            target = await run_in_threadpool(self.source.queue, queue)
+            parts = self.source.parts(target)
+            on = await run_in_threadpool(lambda: all(p.event_settings().enabled for p in parts))
+            if not on:
+                return Response(
+                    "event: poll\ndata: events are off\n\n", media_type="text/event-stream"
+                )
+        token, inbox = self.hub.subscribe(queue)
+
+        async def events() -> AsyncIterator[str]:
+            try:
+                yield "retry: 3000\nevent: hello\ndata: push\n\n"
+                while True:
+                    try:
+                        moved = await asyncio.wait_for(inbox.get(), timeout=LIVE_PING)
+                    except asyncio.TimeoutError:
+                        if await request.is_disconnected():
+                            return
+                        yield ": ping\n\n"
+                        continue
+                    yield f"event: moved\ndata: {json.dumps(sorted(moved))}\n\n"
+            finally:
+                self.hub.unsubscribe(token)
+
+        return StreamingResponse(
+            events(),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+        )
 
     # -- actions -------------------------------------------------------------------
 

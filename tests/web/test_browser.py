@@ -60,7 +60,8 @@ class Served:
         from leaseq.web import create_app
 
         self.port = free_port()
-        app = create_app(client, refresh=0.5, **options)
+        options.setdefault("refresh", 0.5)
+        app = create_app(client, **options)
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
@@ -351,6 +352,7 @@ def seed_everything(client: Any) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_every_page_at_desktop_and_phone_size_passes_axe(browser: Any, client: Any) -> None:
     from axe_playwright_python.sync_playwright import Axe
 
@@ -421,3 +423,45 @@ README_SHOTS = {
     "workers": "workers.png",
 }
 """The desktop screenshots the README shows (replaced with LEASEQ_UPDATE_SCREENSHOT=1)."""
+
+
+@pytest.mark.slow
+def test_live_updates_arrive_by_push_from_the_event_stream(browser: Any, client: Any) -> None:
+    emails, _ = seed(client)
+    served = Served(client, refresh=60.0)  # a poll would take a minute: only a push is quick
+    pages = [browser.new_page(viewport={"width": 1280, "height": 720}) for _ in range(3)]
+    try:
+        for page in pages:
+            page.goto(served.url + "/queues/emails?state=pending")
+            page.wait_for_function("() => document.body.dataset.live === 'push'", timeout=10_000)
+        page = pages[0]
+        marker = page.evaluate("() => (window.__marker = 7)")
+        lease = emails.claim(ttl=60.0)  # a job changes state: pending -> active
+        assert lease is not None
+        page.wait_for_function(
+            "() => document.querySelector('nav.tabs a.st-active .count')"
+            ".textContent.trim() === '2'",
+            timeout=10_000,
+        )
+        assert page.evaluate("() => window.__marker") == marker  # no reload
+        assert page.locator(f'tr[data-job="{lease.id}"]').count() == 0
+        # Three tabs, one blocking reader in the dashboard process.
+        live = [t for t in threading.enumerate() if t.name == "leaseq-live"]
+        assert len(live) == 1
+        # The events page follows the stream the same way.
+        page.goto(served.url + "/events?queue=emails")
+        page.wait_for_function("() => document.body.dataset.live === 'push'", timeout=10_000)
+        emails.complete(lease)
+        page.wait_for_function(
+            "() => document.querySelector('table[data-events] td.mono')"
+            ".textContent.includes('succeeded')",
+            timeout=10_000,
+        )
+        # A queue whose events are off: the page polls instead.
+        emails.set_events(False)
+        page.goto(served.url + "/queues/emails")
+        page.wait_for_function("() => document.body.dataset.live === 'poll'", timeout=10_000)
+    finally:
+        for page in pages:
+            page.close()
+        served.stop()
