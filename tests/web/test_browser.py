@@ -298,6 +298,15 @@ def test_overview_draws_history_charts_and_lists_workers(browser: Any, client: A
         # 133 enqueued (130 emails, 3 reports) and 4 dead-lettered in the seed, this hour.
         hour = page.locator('svg#chart-hour polyline[data-series="enqueued"]')
         assert hour.get_attribute("data-total") == "133"
+        # Each series in its own panel with a round scale; a tooltip per bucket.
+        assert hour.get_attribute("data-peak") == "200"
+        dead = page.locator('svg#chart-hour polyline[data-series="dead"]')
+        assert dead.get_attribute("data-peak") == "5"
+        tips = page.evaluate(
+            "() => Array.from(document.querySelectorAll('svg#chart-hour rect.bucket title'))"
+            ".map(t => t.textContent)"
+        )
+        assert len(tips) >= 60 and "enqueued 133" in tips[-1] and "UTC" in tips[-1], tips[-1]
         assert "+4 in the last hour" in page.locator(".dead-growth").inner_text()
         assert "1 worker online" in page.locator(".workers-online").inner_text()
         shot(page, "overview-history")
