@@ -90,6 +90,7 @@ class Source:
         self._names: dict[str, int] = {}
         self._scanned_at = float("-inf")
         self._targets: dict[tuple[str, int], Target] = {}
+        self._stats_calls: dict[str, Any] = {}
 
     # -- finding queues ---------------------------------------------------------
 
@@ -147,7 +148,8 @@ class Source:
         one such queue must not take the page, or /metrics, away from the rest.
         A sharded queue is paused when any shard is."""
         out, broken = [], {}
-        for name, got in self.each_queue(_stats_op).items():
+        calls = self._stats_calls
+        for name, got in self.each_queue(lambda t: _stats_op(t, calls)).items():
             if isinstance(got, DAMAGED):
                 broken[name] = _redis.redact(str(got))
             elif isinstance(got, Exception):
@@ -360,10 +362,18 @@ class Source:
         return ok, refused
 
 
-def _stats_op(target: Target) -> Op[Stats]:
-    """A queue's stats; a sharded queue's summed, and paused when any shard is."""
+def _stats_op(target: Target, calls: dict[str, Any] | None = None) -> Op[Stats]:
+    """A queue's stats; a sharded queue's summed, and paused when any shard is.
+    ``calls``: a plain queue's stats script call kept by name (a frozen Call,
+    the same every time, as ``QueueOps.stats`` makes it), so a page of 5,000
+    queues does not build 5,000 calls again."""
     if not isinstance(target, ShardedQueue):
-        got: Stats = yield from target._ops.stats()
+        call = None if calls is None else calls.get(target.name)
+        if call is None:
+            call = target._ops.core.stats(10.0)
+            if calls is not None:
+                calls[target.name] = call
+        got: Stats = yield call
         return got
     parts: list[Stats] = yield from target._ops.shard_stats()
     merged = merge_stats(target.name, parts)
