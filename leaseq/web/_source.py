@@ -243,6 +243,15 @@ class Source:
         out.sort(key=lambda e: (e.at, e.stream_id, e.index), reverse=True)
         return out[:limit]
 
+    def fire(self, target: Target, schedule: str) -> str:
+        """Enqueue one job of the schedule ``schedule`` now, as its next due time
+        would (payload, max_attempts, priority), leaving its timetable as it is;
+        the new job's id. InvalidArgument when the queue has no such schedule."""
+        for s in target.schedules():
+            if s.name == schedule:
+                return target.enqueue(s.payload, max_attempts=s.max_attempts, priority=s.priority)
+        raise InvalidArgument(f"no schedule named {schedule!r} on {target.name}")
+
     def server(self) -> dict[str, Any]:
         """What the server says about itself (INFO), for the server page."""
         with _redis.translate_errors():

@@ -334,7 +334,13 @@ class _Views:
             for s in got
         ]
         rows.sort(key=lambda r: (r["next"]["raw"] == "", r["next"]["raw"].zfill(20), r["queue"]))
-        return self.render(request, "schedules.html", rows=rows, now=_fmt_time(now, now))
+        return self.render(
+            request,
+            "schedules.html",
+            rows=rows,
+            now=_fmt_time(now, now),
+            here=f"{_base(request)}/schedules",
+        )
 
     async def limits(self, request: Request) -> Response:
         return await _threaded(self._limits, request)
@@ -699,6 +705,10 @@ class _Views:
         if verb == "purge":
             st = _state(state)
             return f"purged {target.purge(st):,} {st} jobs of {name}"
+        if verb == "fire":  # ids: the schedule's name
+            if len(ids) != 1:
+                raise InvalidArgument("name one schedule to run now")
+            return f"schedule {ids[0]} of {name}: enqueued job {src.fire(target, ids[0])} now"
         acts = {
             "retry": (lambda i: src.retry(target, i), "retried"),
             "cancel": (lambda i: src.cancel(target, i), "cancelled"),

@@ -156,3 +156,22 @@ def test_server_page_warns_when_the_policy_can_evict_job_rows(rr: Any) -> None:
         assert "data-eviction-warning" in html and "allkeys-lru" in html
     finally:
         rr.config_set("maxmemory-policy", old)
+
+
+def test_a_schedule_runs_now_from_its_page_when_actions_are_allowed(
+    q: leaseq.Queue, r: Any
+) -> None:
+    q.schedule("nightly-report", {"kind": "report"}, cron="0 3 * * *", max_attempts=7)
+    assert 'data-action="fire"' not in client_for(r).get("/schedules").text  # read-only
+    c = client_for(r, allow_actions=True)
+    assert 'data-action="fire"' in c.get("/schedules").text
+    token = c.cookies.get("leaseq_csrf")
+    form = {"csrf": token, "action": "fire", "id": "nightly-report", "next": "/schedules"}
+    page = c.post("/queues/emails/actions", data=form)
+    assert page.status_code == 200 and "enqueued job" in page.text
+    (job,) = q.ls("pending")
+    assert job.payload == {"kind": "report"} and job.max_attempts == 7
+    (s,) = q.schedules()
+    assert s.fired == 0  # its timetable is left alone
+    form["id"] = "nope"
+    assert "no schedule named" in c.post("/queues/emails/actions", data=form).text
