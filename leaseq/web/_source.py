@@ -217,12 +217,28 @@ class Source:
         ordered = sorted(found.values(), key=lambda g: (-(g["ready"] + g["active"]), g["name"]))
         return ordered[:limit]
 
+    def kinds(self, target: Target, ids: Iterable[str]) -> dict[str, str]:
+        """``{job id: its kind}`` ('' for none, or a row that is gone), one
+        pipelined ``HGET`` per job."""
+        wanted = sorted(set(ids))
+        with _redis.translate_errors():
+            pipe = self.redis.pipeline(transaction=False)
+            for job_id in wanted:
+                part = target.shard_for(job_id) if isinstance(target, ShardedQueue) else target
+                pipe.hget(part.keys.job(job_id), "kind")
+            got = pipe.execute(raise_on_error=False) if wanted else []
+        return {
+            i: _text(k) if isinstance(k, (bytes, str)) else ""
+            for i, k in zip(wanted, got, strict=True)
+        }
+
     def newest_events(
-        self, target: Target, limit: int, job_id: str = "", state: str = ""
+        self, target: Target, limit: int, job_id: str = "", state: str = "", kind: str = ""
     ) -> list[Event]:
         """The newest ``limit`` transitions of a queue (every shard's, merged by
-        time), optionally only of one job or into one state; a bounded read of
-        the newest ``EVENTS_READ`` stream entries per shard."""
+        time), optionally only of one job, into one state, or of jobs of one
+        kind (read from their rows); a bounded read of the newest
+        ``EVENTS_READ`` stream entries per shard."""
         out: list[Event] = []
         for part in self.parts(target):
             with _redis.translate_errors():
@@ -241,6 +257,9 @@ class Source:
                         continue
                     out.append(e)
         out.sort(key=lambda e: (e.at, e.stream_id, e.index), reverse=True)
+        if kind:
+            of = self.kinds(target, (e.job_id for e in out))
+            out = [e for e in out if of.get(e.job_id) == kind]
         return out[:limit]
 
     def fire(self, target: Target, schedule: str) -> str:

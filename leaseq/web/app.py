@@ -368,12 +368,15 @@ class _Views:
         job_id = params.get("job", "").strip()
         state = params.get("state", "")
         state = state if state in STATES or state == "deleted" else ""
+        kind = params.get("kind", "").strip()
         events: list[Any] = []
+        kinds: dict[str, str] = {}
         enabled = True
         if chosen:
             target = self.source.queue(chosen)
-            events = self.source.newest_events(target, EVENTS_SHOWN, job_id, state)
+            events = self.source.newest_events(target, EVENTS_SHOWN, job_id, state, kind)
             enabled = all(p.event_settings().enabled for p in self.source.parts(target))
+            kinds = self.source.kinds(target, (e.job_id for e in events))
         now = self._now([])
         rows = [
             {
@@ -382,6 +385,7 @@ class _Views:
                 "to": "deleted" if e.to_state is None else e.to_state.value,
                 "attempt": e.attempt,
                 "job": e.job_id,
+                "kind": kinds.get(e.job_id, ""),
             }
             for e in events
         ]
@@ -393,6 +397,7 @@ class _Views:
             live_queue=chosen,
             job=job_id,
             state=state,
+            kind=kind,
             rows=rows,
             enabled=enabled,
             limit=EVENTS_SHOWN,

@@ -138,6 +138,9 @@ def test_events_page_lists_newest_first_and_filters(q: leaseq.Queue, r: Any) -> 
     assert re.findall(r'jobs/(\w+)">', html) == [ids[3]]
     html = c.get("/events?queue=emails&state=succeeded").text
     assert re.findall(r'jobs/(\w+)">', html) == [lease.id]
+    resize = q.enqueue({"n": 99}, kind="resize")
+    html = c.get("/events?queue=emails&kind=resize").text
+    assert re.findall(r'jobs/(\w+)">', html) == [resize] and ">resize</td>" in html
     q.set_events(False)
     assert "Events are off for emails" in c.get("/events?queue=emails").text
 
