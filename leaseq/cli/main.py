@@ -46,11 +46,10 @@ from leaseq.errors import (
 from leaseq.handler import load_handler
 from leaseq.observe.tracing import TRACE_PARENT_MODES
 from leaseq.queue import Queue, connect
-from leaseq.sharded import ShardedQueue, known_queues, sharded_names, stored_shards
+from leaseq.sharded import ShardedQueue, known_queues, sharded_names, stats_many, stored_shards
 from leaseq.store import validate as _validate
 from leaseq.supervisor import Supervisor, report_stuck, watch_parent
 from leaseq.transport import client as _redis
-from leaseq.transport.drive import drive_many
 from leaseq.types import Job, State
 from leaseq.worker import Worker
 
@@ -431,7 +430,7 @@ def stats(c: _Ctx, queue: str | None, as_json: bool) -> None:
             for n, k in sorted(shards.items())
         ]
         snaps = []
-        found = drive_many(c.redis, [(t, t._ops.stats()) for t in targets])
+        found = stats_many(c.redis, targets)
         for target, got in zip(targets, found, strict=True):
             if isinstance(got, (DamagedKey, ScriptError)):
                 # One queue's keys edited by hand: say so, and list the others.

@@ -26,7 +26,7 @@ from leaseq.errors import (
     ScriptError,
 )
 from leaseq.queue import Queue
-from leaseq.sharded import ShardedQueue, known_queues
+from leaseq.sharded import ShardedQueue, known_queues, stats_many
 from leaseq.store.events import Event, parse_entry
 from leaseq.store.history import History
 from leaseq.store.registry import WorkerInfo
@@ -148,8 +148,16 @@ class Source:
         one such queue must not take the page, or /metrics, away from the rest.
         A sharded queue is paused when any shard is."""
         out, broken = [], {}
-        calls = self._stats_calls
-        for name, got in self.each_queue(lambda t: _stats_op(t, calls)).items():
+        known = self.names()
+        targets = [self.queue(name, known) for name in sorted(known)]
+        plain = [t for t in targets if not isinstance(t, ShardedQueue)]
+        got_plain = stats_many(self.redis, plain, self._stats_calls)
+        found = dict(zip([t.name for t in plain], got_plain, strict=True))
+        sharded = [t.name for t in targets if isinstance(t, ShardedQueue)]
+        if sharded:
+            found.update(self.each_queue(_stats_op, sharded))
+        for name in sorted(found):
+            got = found[name]
             if isinstance(got, DAMAGED):
                 broken[name] = _redis.redact(str(got))
             elif isinstance(got, Exception):
@@ -390,18 +398,10 @@ class Source:
         return ok, refused
 
 
-def _stats_op(target: Target, calls: dict[str, Any] | None = None) -> Op[Stats]:
-    """A queue's stats; a sharded queue's summed, and paused when any shard is.
-    ``calls``: a plain queue's stats script call kept by name (a frozen Call,
-    the same every time, as ``QueueOps.stats`` makes it), so a page of 5,000
-    queues does not build 5,000 calls again."""
+def _stats_op(target: Target) -> Op[Stats]:
+    """A queue's stats; a sharded queue's summed, and paused when any shard is."""
     if not isinstance(target, ShardedQueue):
-        call = None if calls is None else calls.get(target.name)
-        if call is None:
-            call = target._ops.core.stats(10.0)
-            if calls is not None:
-                calls[target.name] = call
-        got: Stats = yield call
+        got: Stats = yield from target._ops.stats()
         return got
     parts: list[Stats] = yield from target._ops.shard_stats()
     merged = merge_stats(target.name, parts)
