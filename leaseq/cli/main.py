@@ -44,6 +44,7 @@ from leaseq.errors import (
     ScriptError,
 )
 from leaseq.handler import load_handler
+from leaseq.observe.humanize import utc
 from leaseq.observe.tracing import TRACE_PARENT_MODES
 from leaseq.queue import Queue, connect
 from leaseq.sharded import ShardedQueue, known_queues, sharded_names, stats_many, stored_shards
@@ -522,11 +523,13 @@ def show(c: _Ctx, queue: str, job_id: str, as_json: bool) -> None:
         table.add_row(f"once:{name}", f"at attempt {value}")
     out.print(table)
     if job.failures:
-        fails = _terminal.grid("failed attempts (newest 10)")
+        fails = _terminal.grid("failed attempts (newest 10; UTC, server clock)")
         for header in ("attempt", "failed", "then", "worker", "error"):
-            fails.add_column(header, overflow="fold")
+            fails.add_column(header, overflow="fold", no_wrap=header != "error")
         for f in job.failures:
-            fails.add_row(str(f.attempt), _when(f.failed_at, now), f.to, f.worker or "", f.error)
+            stamp = utc(f.failed_at)
+            when = stamp.strftime("%m-%d %H:%M:%S") if stamp else "?"
+            fails.add_row(str(f.attempt), when, f.to, f.worker or "", f.error)
         out.print(fails)
     if job.traceback:
         out.print("[bold]traceback[/bold] (of the last failure)")
