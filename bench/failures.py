@@ -20,12 +20,12 @@ Prints rates, ratios and bytes; never run by the tests.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 import statistics
 import sys
 
 import leaseq
+from bench import on_off
 from bench.server import Server
 from bench.timing import interleaved, rate
 from leaseq.store import scripts
@@ -45,24 +45,9 @@ TRACEBACK = (
 )
 
 
-def _without_log() -> dict[str, scripts.Script]:
-    out = {}
-    for name, s in scripts.SCRIPTS.items():
-        plain = _NOTE.sub(lambda _: _STUB, s.plain)
-        source = _NOTE.sub(lambda _: _STUB, s.source)
-        out[name] = dataclasses.replace(
-            s, source=source, sha=scripts._sha(source), plain=plain, plain_sha=scripts._sha(plain)
-        )
-    return out
-
-
 ON = dict(scripts.SCRIPTS)
-OFF = _without_log()
-
-
-def _use(table: dict[str, scripts.Script]) -> None:
-    scripts.SCRIPTS.clear()
-    scripts.SCRIPTS.update(table)
+OFF = on_off.scripts_with(_NOTE, _STUB)
+_use = on_off.use
 
 
 def main(argv: list[str] | None = None) -> int:
