@@ -28,31 +28,9 @@ _STUB = (
 )
 
 
-def _without_history() -> dict[str, scripts.Script]:
-    out = {}
-    for name, s in scripts.SCRIPTS.items():
-        plain = _BUMP.sub(lambda _: _STUB, s.plain)
-        source = _BUMP.sub(lambda _: _STUB, s.source)
-        out[name] = scripts.Script(
-            name,
-            source,
-            scripts._sha(source),
-            s.keys,
-            s.variadic_keys,
-            s.flags,
-            plain,
-            scripts._sha(plain),
-        )
-    return out
-
-
 ON = dict(scripts.SCRIPTS)
-OFF = _without_history()
-
-
-def _use(table: dict[str, scripts.Script]) -> None:
-    scripts.SCRIPTS.clear()
-    scripts.SCRIPTS.update(table)
+OFF = on_off.scripts_with(_BUMP, _STUB)
+_use = on_off.use
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,11 +10,14 @@ the feature on or off differs: ``prepare(on)``.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import leaseq
 from bench.timing import Case, rate
+from leaseq.store import scripts
 
 FIGURES = (
     "enqueue_many",
@@ -75,3 +78,22 @@ def report(got: Mapping[str, float]) -> None:
 
 def _noop(lease: Any) -> None:
     return None
+
+
+def scripts_with(function: re.Pattern[str], stub: str) -> dict[str, scripts.Script]:
+    """Every script with the Lua function that ``function`` matches replaced by
+    ``stub`` (the feature turned off), ready for ``use``."""
+    out = {}
+    for name, s in scripts.SCRIPTS.items():
+        plain = function.sub(lambda _: stub, s.plain)
+        source = function.sub(lambda _: stub, s.source)
+        out[name] = dataclasses.replace(
+            s, source=source, sha=scripts._sha(source), plain=plain, plain_sha=scripts._sha(plain)
+        )
+    return out
+
+
+def use(table: Mapping[str, scripts.Script]) -> None:
+    """Make ``table`` the scripts every queue runs from now on."""
+    scripts.SCRIPTS.clear()
+    scripts.SCRIPTS.update(table)

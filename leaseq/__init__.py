@@ -40,7 +40,7 @@ from leaseq.store.keys import QueueKeys
 from leaseq.store.limits import GroupLimits, Limits
 from leaseq.store.schedules import Schedule
 from leaseq.supervisor import Supervisor
-from leaseq.types import Backoff, Job, Lease, State, Stats, Step, Unique
+from leaseq.types import Backoff, Failure, Job, Lease, State, Stats, Step, Unique
 from leaseq.work.tasks import Task
 from leaseq.worker import Worker
 
@@ -51,6 +51,7 @@ __all__ = [
     "Backoff",
     "DamagedKey",
     "DamagedRow",
+    "Failure",
     "Dead",
     "Event",
     "EventSettings",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import importlib
+import os
 import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -38,9 +39,12 @@ Handler = Callable[[Lease], Any]
 Handlers = Handler | Mapping[str, Handler]
 """What a worker runs: one handler for every job, or a dict of handlers by job kind."""
 
-TRACEBACK_FRAMES = 8
-"""Innermost frames kept in last_error: where it broke, not how we got there."""
 ERROR_CHARS = 4000
+"""Longest ``last_error`` a worker writes (``Type: message``)."""
+TRACEBACK_CHARS = 8000
+"""Longest ``traceback`` a worker writes: past it the outermost frames go, and
+the innermost (where it broke) stay."""
+_OWN_FILES = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 class Retry(LeaseqError):
@@ -256,9 +260,38 @@ def _where(exc: BaseException) -> tuple[str | None, int | None]:
 
 
 def describe_error(exc: BaseException) -> str:
-    """``Type: message`` and the innermost frames of the traceback, for last_error."""
-    head = f"{type(exc).__qualname__}: {exc}"
-    frames = traceback.extract_tb(exc.__traceback__)[-TRACEBACK_FRAMES:]
-    tail = "".join(traceback.format_list(frames)).rstrip()
-    text = f"{head}\n{tail}" if tail else head
+    """``Type: message`` for ``last_error``: the exception's type and its whole
+    message, first line first (no source line, no frames: those go in
+    :func:`format_traceback`). Bounded to ``ERROR_CHARS``."""
+    message = str(exc)
+    text = f"{type(exc).__qualname__}: {message}" if message else type(exc).__qualname__
     return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 15] + " ...[truncated]"
+
+
+def format_traceback(exc: BaseException) -> str:
+    """The traceback of ``exc`` (with its causes) as Python prints it, minus
+    leaseq's own frames (the worker loop that called the handler), bounded to
+    ``TRACEBACK_CHARS`` by dropping the outermost lines first. '' when no frame
+    is left (an exception raised by leaseq itself, say UnknownKind)."""
+    te = traceback.TracebackException.from_exception(exc)
+    seen: set[int] = set()
+    stack: traceback.TracebackException | None = te
+    while stack is not None and id(stack) not in seen:
+        seen.add(id(stack))
+        stack.stack = traceback.StackSummary.from_list(
+            [f for f in stack.stack if not os.path.abspath(f.filename).startswith(_OWN_FILES)]
+        )
+        stack = stack.__cause__ or stack.__context__
+    if not te.stack:
+        return ""
+    text = "".join(te.format()).rstrip()
+    if len(text) <= TRACEBACK_CHARS:
+        return text
+    lines, kept = text.splitlines(), 0
+    tail: list[str] = []
+    for line in reversed(lines):
+        kept += len(line) + 1
+        if kept > TRACEBACK_CHARS - 40:
+            break
+        tail.append(line)
+    return "...[outer frames cut]\n" + "\n".join(reversed(tail))

@@ -58,7 +58,13 @@ class QueueLike(Protocol):
         self, leases: Sequence[Lease], results: Sequence[Any] | None = None
     ) -> list[LeaseLost]: ...
     def fail(
-        self, lease: Lease, error: object, retry_in: float | None = None, *, dead: bool = False
+        self,
+        lease: Lease,
+        error: object,
+        retry_in: float | None = None,
+        *,
+        dead: bool = False,
+        traceback: str | None = None,
     ) -> State: ...
     def release(self, lease: Lease) -> None: ...
     def reap(self) -> tuple[int, int]: ...
@@ -95,7 +101,13 @@ class AsyncQueueLike(Protocol):
         self, leases: Sequence[Lease], results: Sequence[Any] | None = None
     ) -> list[LeaseLost]: ...
     async def fail(
-        self, lease: Lease, error: object, retry_in: float | None = None, *, dead: bool = False
+        self,
+        lease: Lease,
+        error: object,
+        retry_in: float | None = None,
+        *,
+        dead: bool = False,
+        traceback: str | None = None,
     ) -> State: ...
     async def release(self, lease: Lease) -> None: ...
     async def reap(self) -> tuple[int, int]: ...

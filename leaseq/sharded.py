@@ -24,7 +24,7 @@ See docs/scaling.md.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from leaseq.errors import InvalidArgument
 from leaseq.queue import Queue, SyncQueueAPI
@@ -33,7 +33,7 @@ from leaseq.store.ops import WAKE_SLICE
 from leaseq.store.sharded_ops import ShardedOps, merge_stats
 from leaseq.store.steps import Command, Op
 from leaseq.transport import client as _redis
-from leaseq.transport.drive import Operation
+from leaseq.transport.drive import Operation, call_many, drive_many
 
 __all__ = [
     "WAKE_SLICE",
@@ -42,6 +42,7 @@ __all__ = [
     "merge_stats",
     "known_queues",
     "sharded_names",
+    "stats_many",
     "stored_shards",
 ]
 
@@ -149,6 +150,36 @@ def stored_shards(redis: Any, prefix: str, name: str) -> int | None:
     with _redis.translate_errors():
         raw = redis.hget(QueueKeys(prefix, name).sharding, "shards")
     return None if raw is None else int(raw)
+
+
+def stats_many(
+    redis: Any, targets: Iterable[Queue | ShardedQueue], calls: dict[str, Any] | None = None
+) -> list[Any]:
+    """Many queues' ``stats()`` in a few pipelined round trips (a plain queue's
+    stats is one script call: they all go in one pipeline; a sharded queue's
+    operations are run together), not one round trip per queue. Per queue, in
+    order: its Stats, or the leaseq error it met (a key damaged by hand).
+    ``calls``: a plain queue's stats call kept by name between uses (the call
+    is the same every time), for a caller that reads the same queues often."""
+    targets = list(targets)
+    out: list[Any] = [None] * len(targets)
+    plain = [i for i, t in enumerate(targets) if not isinstance(t, ShardedQueue)]
+    built = []
+    for i in plain:
+        t = targets[i]
+        call = None if calls is None else calls.get(t.name)
+        if call is None:
+            call = cast(Queue, t)._ops.core.stats(10.0)  # as QueueOps.stats makes it
+            if calls is not None:
+                calls[t.name] = call
+        built.append(call)
+    for i, got in zip(plain, call_many(redis, built), strict=True):
+        out[i] = got
+    sharded = [i for i, t in enumerate(targets) if isinstance(t, ShardedQueue)]
+    ops = [(targets[i], targets[i]._ops.stats()) for i in sharded]
+    for i, got in zip(sharded, drive_many(redis, ops), strict=True):
+        out[i] = got
+    return out
 
 
 def known_queues(redis: Any, prefix: str = "leaseq") -> dict[str, int]:

@@ -18,6 +18,7 @@ __all__ = [
     "JOB_OPTIONS",
     "TRANSITIONS",
     "Backoff",
+    "Failure",
     "Job",
     "JobOptions",
     "Lease",
@@ -219,6 +220,22 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True):
         return self.attempt >= self.max_attempts
 
 
+class Failure(msgspec.Struct, frozen=True, kw_only=True):
+    """One failed attempt of a job, from the row's bounded attempt log (field
+    ``failures``, the newest 10): what an operator reads attempt by attempt."""
+
+    attempt: int
+    claimed_at: float | None
+    """When that attempt was claimed, epoch seconds (None: not known)."""
+    failed_at: float
+    """When it failed (or its lease was found expired), epoch seconds."""
+    to: str
+    """Where the job went: ``scheduled`` / ``pending`` (retried) or ``dead``."""
+    worker: str | None
+    error: str
+    """The first 300 characters of that attempt's ``last_error``."""
+
+
 class Job(msgspec.Struct, frozen=True, kw_only=True):
     """Every field of a job row, typed. Times are epoch seconds, server clock."""
 
@@ -277,6 +294,11 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     ``retry_dead`` of this job does not bring them back."""
     flow: str | None = None
     """The name of the ``enqueue_flow`` call that created the job, if any."""
+    traceback: str | None = None
+    """The last failure's traceback, minus leaseq's own frames (None: none, or
+    the last failure was an expired lease or an explicit ``fail``)."""
+    failures: tuple[Failure, ...] = ()
+    """The job's failed attempts, oldest first: the newest 10 are kept."""
 
 
 class Backoff(msgspec.Struct, frozen=True, kw_only=True):

@@ -34,6 +34,7 @@
 -- ARGV[9]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for parents and children
 -- ARGV[10] graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
 --          for it are the SET graph_prefix .. <id>
+-- ARGV[11] traceback, the handler's traceback for the traceback field ('' removes it)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job's parents and children (job_prefix);
 --          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
@@ -48,6 +49,7 @@
 --!include lib/group_done.lua
 --!include lib/lease_check.lua
 --!include lib/log_event.lua
+--!include lib/note_failure.lua
 --!include lib/now_ms.lua
 --!include lib/push_pending.lua
 --!include lib/to_count.lua
@@ -71,11 +73,11 @@ if redis.call('HDEL', meta, 'limit_held') == 1 then redis.call('RPUSH', wake, '1
 local row = redis.call('HMGET', job, 'attempts', 'max_attempts', 'priority')
 local attempts, max_attempts = to_count(row[1]), to_count(row[2])
 if A.dead_now == '1' or not max_attempts or attempts >= max_attempts then
-  dead_letter(job, dead, K, log, id, now, err, 'active', token)
+  dead_letter(job, dead, K, log, id, now, err, 'active', token, A.traceback)
   flush_events(log, now)
   return { 'OK', 'dead' }
 end
-redis.call('HSET', job, 'last_error', err)
+note_failure(job, now, token, retry_ms > 0 and 'scheduled' or 'pending', err, A.traceback)
 redis.call('HDEL', job, 'lease_until')
 if retry_ms > 0 then
   redis.call('HSET', job, 'state', 'scheduled', 'run_at', now + retry_ms)

@@ -438,7 +438,11 @@ class Worker:
                 else:
                     dead = outcome.kind == "dead"
                     state = await self.queue.fail(
-                        ctx.lease, outcome.error, outcome.retry_in, dead=dead
+                        ctx.lease,
+                        outcome.error,
+                        outcome.retry_in,
+                        dead=dead,
+                        traceback=outcome.traceback or None,
                     )
                     log_written(self.queue.name, ctx.lease, outcome, state.value)
                 self.processed += 1

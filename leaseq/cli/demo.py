@@ -53,7 +53,8 @@ def run_demo(url: str, jobs: int, prefix: str, out: Console) -> None:
     victim = _run_memory(q, out) if memory else _run_processes(q, url, prefix, out)
     _until(lambda: q.stats().succeeded >= len(ids), 60.0, "every job to succeed")
     out.print(f"5. every job succeeded; job {victim} did so at attempt 2")
-    out.rule(f"job {victim} as `redis-cli HGETALL {q.keys.job(victim)}` shows it")
+    out.rule(f"job {victim}, as redis-cli shows it")
+    out.print(f"$ redis-cli HGETALL {_quote(q.keys.job(victim))}", markup=False, soft_wrap=True)
     with _redis.translate_errors():
         raw = r.hgetall(q.keys.job(victim))
     for i, (k, v) in enumerate(sorted(raw.items()), 0):

@@ -7,6 +7,8 @@ prints it whole), ``--follow`` tails until Ctrl-C, which exits 0.
 
 from __future__ import annotations
 
+import collections
+import itertools
 import math
 import time
 from datetime import datetime, timezone
@@ -65,7 +67,13 @@ def _settings(queue: str, got: EventSettings) -> str:
     "--since", default=None, metavar="ID", help="After this stream id; 0 = oldest, $ = new."
 )
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events until Ctrl-C.")
-@click.option("--limit", type=click.IntRange(1), default=None, help="Print at most N events.")
+@click.option(
+    "--limit",
+    type=click.IntRange(1),
+    default=None,
+    help="Print the newest N events (with --since or --follow: the first N).",
+)
+@click.option("--job", "job_id", default=None, metavar="ID", help="Only this job's events.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per event.")
 @click.option("--on", "switch", flag_value="on", default=None, help="Record this queue's events.")
 @click.option("--off", "switch", flag_value="off", help="Stop recording them (the stream stays).")
@@ -76,18 +84,20 @@ def events(
     since: str | None,
     follow: bool,
     limit: int | None,
+    job_id: str | None,
     as_json: bool,
     switch: str | None,
     maxlen: int | None,
     settings: bool,
 ) -> None:
-    """Print QUEUE's job transitions, oldest first (--follow: then new ones)."""
+    """Print QUEUE's job transitions, oldest first (--follow: then new ones);
+    --limit N prints the newest N, like tail."""
     c = _ctx()
     q = Queue(queue, redis=c.redis, prefix=c.prefix)
     if switch is not None or maxlen is not None or settings:
-        if follow or since is not None or limit is not None:
+        if follow or since is not None or limit is not None or job_id is not None:
             raise InvalidArgument(
-                "--on/--off/--maxlen/--settings take no --since, --follow or --limit"
+                "--on/--off/--maxlen/--settings take no --since, --follow, --limit or --job"
             )
         if switch is None and maxlen is None:
             got = q.event_settings()
@@ -101,15 +111,42 @@ def events(
     start: str | Event = since if since is not None else ("$" if follow else "0")
     try:
         if not follow:
-            for event in q.events(start, limit=limit):
+            tail = limit is not None and since is None
+            if tail and job_id is None:
+                start = _before_newest(c.redis, q.keys.events, limit or 1)
+            found: Any = q.events(start, limit=None if tail or job_id else limit)
+            if job_id is not None:
+                found = (e for e in found if e.job_id == job_id)
+            if tail:
+                found = collections.deque(found, maxlen=limit)
+            elif job_id is not None and limit is not None:
+                found = itertools.islice(found, limit)
+            for event in found:
                 click.echo(_encode.encode(event).decode() if as_json else line(event))
             return
-        _follow(q, start, limit, as_json)
+        _follow(q, start, limit, as_json, job_id)
     except KeyboardInterrupt:
         return  # Ctrl-C is the way out of --follow, not an error
 
 
-def _follow(q: Queue, start: str | Event, limit: int | None, as_json: bool) -> None:
+def _before_newest(redis: Any, key: str, n: int) -> str:
+    """The stream id to read after so that the newest ``n`` events are read (an
+    entry holds 1 to 10 of them, so at most ``n`` entries): '0' for all."""
+    newest = redis.xrevrange(key, "+", "-", count=n)
+    if len(newest) < n:
+        return "0"
+    oldest = newest[-1][0]
+    oldest = oldest.decode() if isinstance(oldest, bytes) else str(oldest)
+    before = redis.xrevrange(key, f"({oldest}", "-", count=1)
+    if not before:
+        return "0"
+    found = before[0][0]
+    return found.decode() if isinstance(found, bytes) else str(found)
+
+
+def _follow(
+    q: Queue, start: str | Event, limit: int | None, as_json: bool, job_id: str | None
+) -> None:
     """Tail until Ctrl-C (or ``limit`` events). Only Ctrl-C ends it: a server
     restart is named on stderr and the tail resumes after the last event printed
     (a wrong URL or password still fails at once: the first read is not retried)."""
@@ -117,11 +154,15 @@ def _follow(q: Queue, start: str | Event, limit: int | None, as_json: bool) -> N
     left = limit
     while True:
         try:
-            for event in q.events(start, block=math.inf, limit=left):
-                click.echo(_encode.encode(event).decode() if as_json else line(event))
+            for event in q.events(start, block=math.inf, limit=None if job_id else left):
                 start = event
+                if job_id is not None and event.job_id != job_id:
+                    continue
+                click.echo(_encode.encode(event).decode() if as_json else line(event))
                 if left is not None:
                     left -= 1
+                    if left == 0:
+                        return
             return  # limit reached
         except ServerUnavailable as exc:
             if left == 0:

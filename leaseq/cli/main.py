@@ -20,6 +20,7 @@ import msgspec
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
+from rich.text import Text
 
 from leaseq.cli import events as cli_events
 from leaseq.cli import schedules as cli_schedules
@@ -44,10 +45,11 @@ from leaseq.errors import (
     ScriptError,
 )
 from leaseq.handler import load_handler
+from leaseq.observe.humanize import utc
 from leaseq.observe.tracing import TRACE_PARENT_MODES
 from leaseq.queue import Queue, connect
 from leaseq.queue_set import parse_queue_spec
-from leaseq.sharded import ShardedQueue, known_queues, sharded_names, stored_shards
+from leaseq.sharded import ShardedQueue, known_queues, sharded_names, stats_many, stored_shards
 from leaseq.store import validate as _validate
 from leaseq.supervisor import Supervisor, report_stuck, watch_parent
 from leaseq.transport import client as _redis
@@ -443,16 +445,23 @@ def stats(c: _Ctx, queue: str | None, as_json: bool) -> None:
     else:
         # A ShardedQueue shows up as one hash tag per shard ({emails#0}, ...):
         # report it once, its shards summed.
+        # Every queue's stats in a few pipelined round trips, not one per queue.
         shards = known_queues(c.redis, c.prefix)
+        targets: list[Queue | ShardedQueue] = [
+            ShardedQueue(n, shards=k, redis=c.redis, prefix=c.prefix) if k else c.queue(n)
+            for n, k in sorted(shards.items())
+        ]
         snaps = []
-        for n, k in sorted(shards.items()):
-            target = ShardedQueue(n, shards=k, redis=c.redis, prefix=c.prefix) if k else c.queue(n)
-            try:
-                snaps.append(target.stats())
-            except (DamagedKey, ScriptError) as exc:
+        found = stats_many(c.redis, targets)
+        for target, got in zip(targets, found, strict=True):
+            if isinstance(got, (DamagedKey, ScriptError)):
                 # One queue's keys edited by hand: say so, and list the others.
-                broken.append(n)
-                click.echo(f"leaseq: {n}: {_redis.redact(str(exc))}", err=True)
+                broken.append(target.name)
+                click.echo(f"leaseq: {target.name}: {_redis.redact(str(got))}", err=True)
+            elif isinstance(got, Exception):
+                raise got
+            else:
+                snaps.append(got)
     if as_json:
         doc = {}
         for s in snaps:
@@ -546,6 +555,18 @@ def show(c: _Ctx, queue: str, job_id: str, as_json: bool) -> None:
     for name, value in job.once.items():
         table.add_row(f"once:{name}", f"at attempt {value}")
     out.print(table)
+    if job.failures:
+        fails = _terminal.grid("failed attempts (newest 10; UTC, server clock)")
+        for header in ("attempt", "failed", "then", "worker", "error"):
+            fails.add_column(header, overflow="fold", no_wrap=header != "error")
+        for f in job.failures:
+            stamp = utc(f.failed_at)
+            when = stamp.strftime("%m-%d %H:%M:%S") if stamp else "?"
+            fails.add_row(str(f.attempt), when, f.to, f.worker or "", f.error)
+        out.print(fails)
+    if job.traceback:
+        out.print("[bold]traceback[/bold] (of the last failure)")
+        out.print(Text(job.traceback))
     out.print("[bold]payload[/bold]")
     out.print(_pretty(job.payload))
     if job.result is not None:
@@ -603,7 +624,7 @@ def wait_(c: _Ctx, queue: str, job_id: str, timeout: float) -> None:
     if job is None:
         click.echo(json.dumps({"id": job_id, "state": None, "finished": False}))
         sys.exit(2)
-    click.echo(json.dumps(msgspec.to_builtins(job), default=repr))
+    click.echo(json.dumps(_terminal.job_doc(job), default=repr))
     if job.state is not State.SUCCEEDED:
         sys.exit(1)
 
@@ -627,18 +648,34 @@ def ls_(c: _Ctx, queue: str, state: str, offset: int, limit: int, as_json: bool)
             click.echo(f"leaseq: warning: damaged row: {exc}", err=True)
         return
     # Fits the terminal: one line a job, headers whole; a long id keeps its
-    # start and end (order-2026-…-0042), the text cells their start.
+    # start and end (order-2026-…-0042), the text cells their start. Where
+    # jobs failed, the error message gets the room; a column that is the same
+    # nothing on every row (priority 0, no worker, no error) is left out.
     width = _terminal.terminal_width()
+    failed = any(j.last_error for j in jobs)
     columns = [
-        _terminal.Column("id", keep="middle", share=0.45, least=12),
+        _terminal.Column("id", keep="middle", share=0.45, least=20),
         _terminal.Column("attempts", keep=None),
         _terminal.Column("priority", keep=None),
+        _terminal.Column("group", keep="end", least=6),
         _terminal.Column("worker", keep="middle"),
-        _terminal.Column("last_error", least=10),
+        _terminal.Column("error", least=10, share=0.3 if failed else 0.0, first=True),
         _terminal.Column("payload", least=7),
     ]
+    rows = [_row(j) for j in jobs]
+    blank = {"priority": "0", "group": "", "worker": "", "error": ""}
+    drop = set() if state in ("active", "pending") else {"worker"}  # on `show`; room for the error
+    keep = [
+        i
+        for i, col in enumerate(columns)
+        if col.header not in drop
+        and (col.header not in blank or any(r[i] != blank[col.header] for r in rows))
+    ]
     table = _terminal.fit(
-        _terminal.grid(f"{queue}: {state} ({total})"), columns, [_row(j) for j in jobs], width
+        _terminal.grid(f"{queue}: {state} ({total})"),
+        [columns[i] for i in keep],
+        [[r[i] for i in keep] for r in rows],
+        width,
     )
     out.print(table, width=width)
     for exc in damaged:  # an operator should see these, not lose the page to them

@@ -40,7 +40,7 @@ def pause(c: Any, queue: str) -> None:
     """Stop QUEUE handing out jobs (enqueue still works; leases in flight finish)."""
     changed = [part.pause() for part in _parts(c.target(queue))]
     word = "paused" if any(changed) else "was already paused"
-    click.echo(f"{queue} {word}: workers lease nothing until  leaseq resume {queue}")
+    click.echo(f"{queue} {word}: workers lease nothing until `leaseq resume {queue}`")
 
 
 @click.command()

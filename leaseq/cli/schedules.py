@@ -140,9 +140,9 @@ def schedules(queue: str | None, as_json: bool) -> None:
         Column("queue", keep="middle", least=8),
         Column("name", keep="middle", least=8),
         Column("kind", keep="middle", least=4),
-        Column("rule"),
-        Column("next due"),
-        Column("last fired"),
+        Column("rule", least=18),
+        Column("next due", keep=None),
+        Column("last fired", least=10),
         Column("fired", keep=None, justify="right"),
     ]
     cells = []

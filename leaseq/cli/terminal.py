@@ -76,11 +76,18 @@ def job_doc(job: Job) -> dict[str, Any]:
     ``<name>_utc`` (ISO 8601, UTC; null too for a time no date can hold)."""
     doc: dict[str, Any] = msgspec.to_builtins(job)
     for name in TIME_FIELDS:
-        t = getattr(job, name)
-        doc[name] = None if t is None else round(t * 1000)
-        stamp = None if t is None else utc(t)
-        doc[f"{name}_utc"] = None if stamp is None else stamp.isoformat(timespec="milliseconds")
+        _stamp(doc, name, getattr(job, name))
+    for failure, entry in zip(job.failures, doc.get("failures", []), strict=False):
+        _stamp(entry, "claimed_at", failure.claimed_at)
+        _stamp(entry, "failed_at", failure.failed_at)
     return doc
+
+
+def _stamp(doc: dict[str, Any], name: str, t: float | None) -> None:
+    """``doc[name]`` as stored (integer ms epoch) and ``doc[name + "_utc"]`` (ISO)."""
+    doc[name] = None if t is None else round(t * 1000)
+    stamp = None if t is None else utc(t)
+    doc[f"{name}_utc"] = None if stamp is None else stamp.isoformat(timespec="milliseconds")
 
 
 def row(job: Job) -> list[str]:
@@ -92,6 +99,7 @@ def row(job: Job) -> list[str]:
         job.id,
         f"{job.attempts}/{job.max_attempts}",
         str(job.priority),
+        job.group or "",
         job.worker or "",
         error,
         payload,
@@ -146,6 +154,8 @@ class Column:
     justify: Literal["left", "right"] = "left"
     share: float = 0.0
     least: int = 6
+    first: bool = False
+    """Takes the room left over before the other columns grow (the error of a dead list)."""
 
 
 def grid(title: str | None = None, caption: str | None = None) -> Table:
@@ -195,6 +205,11 @@ def _allot(columns: Sequence[Column], natural: list[int], room: int) -> list[int
         floor = max(cell_len(c.header), c.least, int(c.share * left))
         widths[i] = min(natural[i], floor)
     spare = left - sum(widths[i] for i in flex)
+    for i in flex:
+        if columns[i].first and spare > 0:
+            more = min(spare, natural[i] - widths[i])
+            widths[i] += more
+            spare -= more
     growing = [i for i in flex if widths[i] < natural[i]]
     while spare > 0 and growing:
         for i in list(growing):

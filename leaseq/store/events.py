@@ -38,12 +38,13 @@ from leaseq.store.core import QueueCore
 from leaseq.store.replies import as_text, loose_text, stream_entries
 from leaseq.store.scripts import SCRIPTS
 from leaseq.store.steps import Call, Command, Listen, Op
-from leaseq.types import State
+from leaseq.types import Job, State
 
 __all__ = [
     "DEFAULT_MAXLEN",
     "Event",
     "EventSettings",
+    "job_history",
     "parse_entry",
     "read_settings",
     "set_settings",
@@ -211,6 +212,61 @@ def _call(core: QueueCore, action: str, enabled: str = "", maxlen: str = "") -> 
     return SCRIPTS["events"].call(
         core.keys, _parse_settings, action=action, enabled=enabled, maxlen=maxlen
     )
+
+
+def row_events(job: Job) -> list[Event]:
+    """A job's transitions as its own row records them, however busy the queue
+    was since: the enqueue (``enqueued_at``), each failed attempt's claim and
+    failure (the ``failures`` log, newest 10), the current attempt's claim
+    (``claimed_at``) and its end (``finished_at``). ``stream_id`` is '' for all:
+    they come from the row, which lives exactly as long as the job. Oldest first."""
+    out: list[Event] = []
+
+    def add(at: float | None, src: State | None, dst: State | None, attempt: int) -> None:
+        if at is not None:
+            ev = Event(
+                stream_id="", index=len(out), job_id=job.id, attempt=attempt,
+                from_state=src, to_state=dst, at=at,
+            )  # fmt: skip
+            out.append(ev)
+
+    first = State.PENDING
+    if job.attempts == 0 and not job.failures and job.state is not State.CANCELLED:
+        first = job.state
+    add(job.enqueued_at, None, first, 0)
+    for f in job.failures:
+        add(f.claimed_at, State.PENDING, State.ACTIVE, f.attempt)
+        add(f.failed_at, State.ACTIVE, _state_or_none(f.to), f.attempt)
+    last_failed = job.failures[-1].attempt if job.failures else 0
+    if job.attempts > last_failed and job.claimed_at is not None:
+        add(job.claimed_at, State.PENDING, State.ACTIVE, job.attempts)
+    ended = job.state in (State.SUCCEEDED, State.CANCELLED) or (
+        job.state is State.DEAD and last_failed < job.attempts
+    )
+    if ended:
+        src = State.ACTIVE if job.attempts > last_failed and job.claimed_at else State.PENDING
+        add(job.finished_at, src, job.state, job.attempts)
+    out.sort(key=lambda e: (e.at, e.index))
+    return out
+
+
+def job_history(job: Job | None, stream: list[Event]) -> list[Event]:
+    """The row's transitions (:func:`row_events`) merged with those the event
+    stream still holds for the job (operator moves, promotions, exact times):
+    a stream event replaces the row's event of the same target state and
+    attempt. Oldest first."""
+    from_stream = {(e.to_state, e.attempt) for e in stream}
+    own = [] if job is None else row_events(job)
+    merged = [e for e in own if (e.to_state, e.attempt) not in from_stream] + list(stream)
+    merged.sort(key=lambda e: e.at)
+    return merged
+
+
+def _state_or_none(text: str) -> State | None:
+    try:
+        return State(text)
+    except ValueError:
+        return None
 
 
 def read_settings(core: QueueCore) -> Call[EventSettings]:

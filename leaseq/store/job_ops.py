@@ -194,12 +194,21 @@ class JobOps:
         return lost
 
     def fail(
-        self, lease: Lease, error: object, retry_in: float | None = None, *, dead: bool = False
+        self,
+        lease: Lease,
+        error: object,
+        retry_in: float | None = None,
+        *,
+        dead: bool = False,
+        traceback: str | None = None,
     ) -> Op[State]:
         """Record a failure. Retry after ``retry_in`` s (default: the queue's backoff)
         while attempts remain, else dead-letter; ``dead=True`` dead-letters at once.
-        Returns the job's new state. Raises LeaseLost."""
-        state: State = yield self.core.fail(lease, error, retry_in, dead)
+        ``error`` is the ``last_error`` text (``Type: message``), ``traceback`` the
+        row's ``traceback`` field (None clears it); the row keeps a bounded log of
+        its failed attempts (``Job.failures``). Returns the job's new state.
+        Raises LeaseLost."""
+        state: State = yield self.core.fail(lease, error, retry_in, dead, traceback)
         return state
 
     def release(self, lease: Lease) -> Op[None]:

@@ -50,6 +50,8 @@ SWEEP_LIMIT = 100
 REAP_LIMIT = 1000
 ERROR_LIMIT = 8192
 """Longest last_error kept, in characters."""
+TRACEBACK_LIMIT = 16384
+"""Longest traceback kept, in characters."""
 PROGRESS_BYTES = 4096
 """Longest progress value kept, as JSON text: a small report, not a result channel."""
 
@@ -263,7 +265,14 @@ class LeaseCalls(QueueSettings):
             n=len(leases),
         )
 
-    def fail(self, lease: Lease, error: object, retry_in: float | None, dead: bool) -> Call[State]:
+    def fail(
+        self,
+        lease: Lease,
+        error: object,
+        retry_in: float | None,
+        dead: bool,
+        traceback: str | None = None,
+    ) -> Call[State]:
         k = self.keys
         retry_ms = self.retry_delay_ms(lease, retry_in)
 
@@ -282,6 +291,7 @@ class LeaseCalls(QueueSettings):
             error=v.text(error, "error", ERROR_LIMIT),
             retry_ms=retry_ms,
             dead_now=1 if dead else 0,
+            traceback="" if traceback is None else v.text(traceback, "traceback", TRACEBACK_LIMIT),
         )
 
     def release(self, lease: Lease) -> Call[None]:

@@ -33,6 +33,7 @@ class ReadCalls(QueueSettings):
             totals = {
                 as_text(r[i]): _counter(self.keys.meta, r[i], r[i + 1])
                 for i in range(19, len(r) - 1, 2)
+                if as_text(r[i]) != "events"  # the stream's switch ('off'), not a counter
             }
             limit = [None if int(x) < 0 else int(x) for x in r[11:15]]
             for hidden in ("seq", "clock", "limit_held", "incarnation", "shards", "gseq", "gturn"):

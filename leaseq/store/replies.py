@@ -24,13 +24,14 @@ from leaseq.errors import (
     ScriptError,
 )
 from leaseq.store.payloads import Codec
-from leaseq.types import TRANSITIONS, Job, State
+from leaseq.types import TRANSITIONS, Failure, Job, State
 
 __all__ = [
     "admin_error",
     "as_ints",
     "as_text",
     "loose_text",
+    "parse_failures",
     "parse_job",
     "parse_page",
     "refusal",
@@ -152,6 +153,8 @@ class _Row(msgspec.Struct, kw_only=True):
     children: int = 0
     cancelled_children: int = 0
     flow: str | None = None
+    traceback: str | None = None
+    failures: str | None = None
 
 
 _LEFT_BY_FAIL = frozenset(s.value for s in TRANSITIONS[State.ACTIVE] - {State.SUCCEEDED})
@@ -263,7 +266,31 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
         children=r.children,
         cancelled_children=r.cancelled_children,
         flow=r.flow,
+        traceback=r.traceback,
+        failures=parse_failures(r.failures),
     )
+
+
+def parse_failures(text: str | None) -> tuple[Failure, ...]:
+    """The row's attempt log (lua/lib/note_failure.lua) as Failures, oldest
+    first; a line edited out of shape is skipped, never an error."""
+    out: list[Failure] = []
+    for line in (text or "").split("\n"):
+        parts = line.split(" ", 5)
+        if len(parts) < 5 or not parts[0].isdigit() or not parts[2].isdigit():
+            continue
+        claimed = int(parts[1]) if parts[1].isdigit() else None
+        out.append(
+            Failure(
+                attempt=int(parts[0]),
+                claimed_at=None if claimed is None else claimed / 1000.0,
+                failed_at=int(parts[2]) / 1000.0,
+                to=parts[3],
+                worker=None if parts[4] == "-" else parts[4],
+                error=parts[5] if len(parts) > 5 else "",
+            )
+        )
+    return tuple(out)
 
 
 def stream_entries(reply: Any) -> list[tuple[str, Any]]:

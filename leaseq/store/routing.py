@@ -77,10 +77,18 @@ class LeaseRouting:
         return lost
 
     def fail(
-        self, lease: Lease, error: object, retry_in: float | None = None, *, dead: bool = False
+        self,
+        lease: Lease,
+        error: object,
+        retry_in: float | None = None,
+        *,
+        dead: bool = False,
+        traceback: str | None = None,
     ) -> Op[State]:
         """As ``Queue.fail``, on the lease's shard (or queue). Raises LeaseLost."""
-        state: State = yield from self._for(lease).fail(lease, error, retry_in, dead=dead)
+        state: State = yield from self._for(lease).fail(
+            lease, error, retry_in, dead=dead, traceback=traceback
+        )
         return state
 
     def release(self, lease: Lease) -> Op[None]:

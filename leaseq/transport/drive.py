@@ -21,13 +21,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import redis.exceptions as rex
 
-from leaseq.errors import LeaseqError, ServerUnavailable
+from leaseq.errors import LeaseqError, ScriptError, ServerUnavailable
 from leaseq.store.core import QueueCore
 from leaseq.store.replies import stream_entries
 from leaseq.store.steps import Call, Command, Feed, Listen, Op, Rows, Scan, Step, Wake, one
@@ -43,6 +43,8 @@ __all__ = [
     "SyncDriver",
     "async_feed",
     "async_op",
+    "call_many",
+    "drive_many",
     "lower",
     "sync_feed",
     "sync_op",
@@ -279,6 +281,113 @@ class SyncDriver(_Checked):
     def _run(self, call: Call[R]) -> R:
         """Run one script call (and what it implies: NOSCRIPT reload, WAIT)."""
         return self._drive(one(call))
+
+
+def drive_many(client: Any, work: Sequence[tuple[_Checked, Op[Any]]]) -> list[Any]:
+    """Run many operations (each with the queue that drives it) on ``client``
+    together: each round sends the next client call of every unfinished one in
+    one pipeline, so N queues' stats cost a few round trips, not N. Per
+    operation, in order: its result, or the leaseq error it raised."""
+    results: list[Any] = [None] * len(work)
+    live: list[tuple[int, Pump[Any]]] = []
+    for i, (driver, op) in enumerate(work):
+        try:
+            live.append((i, Pump(op, driver)))
+        except LeaseqError as exc:
+            results[i] = exc
+    while live:
+        pipe = client.pipeline(transaction=False)
+        if getattr(client, _PLAIN, False):
+            setattr(pipe, _PLAIN, True)
+        queued: list[tuple[int, Pump[Any]]] = []
+        for i, pump in live:
+            try:
+                if _run_local(pump, pipe):
+                    queued.append((i, pump))
+            except LeaseqError as exc:
+                results[i] = exc
+        if queued:
+            with _redis.translate_errors():
+                replies = pipe.execute(raise_on_error=False)
+            for (i, pump), reply in zip(queued, replies, strict=True):
+                try:
+                    _settle(pump, reply)
+                except LeaseqError as exc:
+                    results[i] = exc
+        if getattr(pipe, _PLAIN, False):
+            setattr(client, _PLAIN, True)
+        for i, pump in live:
+            if pump.done and results[i] is None:
+                results[i] = pump.result
+        live = [(i, p) for i, p in live if not p.done and not isinstance(results[i], LeaseqError)]
+    return results
+
+
+def call_many(client: Any, calls: Sequence[Call[Any]]) -> list[Any]:
+    """Run many script calls in one pipeline (a read of many queues): the fast
+    path of ``drive_many`` for operations that are one ``Call`` each and need
+    no per-queue first check or ``WAIT`` (stats). NOSCRIPT loads the scripts
+    and sends those calls again; a server without ``#!lua`` gets the plain
+    twins. Per call, in order: its parsed reply, or the leaseq error it met."""
+    results: list[Any] = [None] * len(calls)
+    todo = list(range(len(calls)))
+    # Send; on NOSCRIPT load and send again; on a server without '#!lua' the
+    # plain twins, loaded in turn: at most four rounds.
+    for _ in range(4):
+        if not todo:
+            break
+        plain = bool(getattr(client, _PLAIN, False))
+        pipe = client.pipeline(transaction=False)
+        for i in todo:
+            c = calls[i]
+            sha = c.script.plain_sha if plain else c.script.sha
+            pipe.evalsha(sha, len(c.keys), *c.keys, *c.args)
+        with _redis.translate_errors():
+            replies = pipe.execute(raise_on_error=False)
+        again: list[int] = []
+        for i, reply in zip(todo, replies, strict=True):
+            script = calls[i].script
+            if isinstance(reply, rex.NoScriptError):
+                with _redis.translate_errors(script.name):
+                    client.script_load(script.plain if plain else script.source)
+                again.append(i)
+            elif isinstance(reply, rex.ResponseError) and "near '#'" in str(reply) and not plain:
+                setattr(client, _PLAIN, True)  # Redis before 7, fakeredis
+                again.append(i)
+            elif isinstance(reply, Exception):
+                results[i] = _redis.translate(reply, script.name) or reply
+            else:
+                try:
+                    results[i] = calls[i].parse(reply)
+                except LeaseqError as exc:
+                    results[i] = exc
+        todo = again
+    for i in todo:
+        results[i] = ScriptError(f"{calls[i].script.name}: the server would not run it")
+    return results
+
+
+def _run_local(pump: Pump[Any], pipe: Any) -> bool:
+    """Advance ``pump`` through the steps that need no server (True once a call is
+    queued on ``pipe``; False when the operation is done)."""
+    while not pump.done:
+        try:
+            raw = pump.step.start(pipe)
+        except Exception as exc:  # raised before reaching the server: the op's to see
+            _settle(pump, exc)
+            continue
+        if raw is pipe:
+            return True
+        _settle(pump, raw)
+    return False
+
+
+def _settle(pump: Pump[Any], reply: Any) -> None:
+    """Hand ``reply`` (or the error a pipeline put in its place) to ``pump``."""
+    with pump.invoking() as step:
+        if isinstance(reply, BaseException):
+            raise reply
+        pump.reply = step.finish(reply)
 
 
 class AsyncDriver(_Checked):

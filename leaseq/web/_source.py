@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,16 +26,25 @@ from leaseq.errors import (
     ScriptError,
 )
 from leaseq.queue import Queue
-from leaseq.sharded import ShardedQueue, known_queues
+from leaseq.sharded import ShardedQueue, known_queues, stats_many
 from leaseq.store.events import Event, parse_entry
 from leaseq.store.history import History
 from leaseq.store.registry import WorkerInfo
+from leaseq.store.sharded_ops import merge_stats
+from leaseq.store.steps import Op
 from leaseq.transport import client as _redis
+from leaseq.transport.drive import drive_many
 from leaseq.types import Job, State, Stats
 
 __all__ = ["SCAN_LIMIT", "Found", "Source"]
 
 SCAN_LIMIT = 10_000
+ACTIVE_READ = 500
+"""Active rows per queue the workers page reads to show what each worker runs."""
+GROUPS_SHOWN = 200
+"""Fair groups the limits page lists per queue (the busiest first)."""
+EVENTS_READ = 500
+"""Newest event-stream entries the events page reads per shard (10 transitions each at most)."""
 HISTORY_ENTRIES = 2_000
 """Event-stream entries a job page reads, newest first (10 transitions each at most)."""
 """Most rows one substring search reads (it says how many of how many)."""
@@ -80,6 +89,8 @@ class Source:
         self._lock = threading.Lock()
         self._names: dict[str, int] = {}
         self._scanned_at = float("-inf")
+        self._targets: dict[tuple[str, int], Target] = {}
+        self._stats_calls: dict[str, Any] = {}
 
     # -- finding queues ---------------------------------------------------------
 
@@ -91,29 +102,42 @@ class Source:
                 self._scanned_at = time.monotonic()
             return dict(self._names)
 
-    def queue(self, name: str) -> Target:
-        """The queue named ``name``; InvalidArgument when there is none."""
-        shards = self.names().get(name)
+    def queue(self, name: str, known: dict[str, int] | None = None) -> Target:
+        """The queue named ``name``; InvalidArgument when there is none. ``known``:
+        a ``names()`` already read (a loop over thousands of queues reads it once)."""
+        shards = (known if known is not None else self.names()).get(name)
         if shards is None:
             shards = self.names(fresh=True).get(name)
         if shards is None:
             raise InvalidArgument(f"no queue named {name!r} under prefix {self.prefix!r}")
-        if shards:
-            return ShardedQueue(name, shards=shards, redis=self.redis, prefix=self.prefix)
-        return Queue(name, redis=self.redis, prefix=self.prefix)
+        # Kept: a queue object is cheap to use but not to make 5,000 times a page.
+        target = self._targets.get((name, shards))
+        if target is None:
+            if shards:
+                target = ShardedQueue(name, shards=shards, redis=self.redis, prefix=self.prefix)
+            else:
+                target = Queue(name, redis=self.redis, prefix=self.prefix)
+            self._targets[(name, shards)] = target
+        return target
+
+    def each_queue(
+        self, op: Callable[[Target], Op[Any]], only: Iterable[str] | None = None
+    ) -> dict[str, Any]:
+        """``{queue: the result of its operation op}`` (``stats``, ``history``,
+        ``workers``...) for every queue (or those in ``only``), all pipelined
+        together (a few round trips however many queues); a failure is in the
+        dict as its error."""
+        known = self.names()
+        targets = []
+        for name in sorted(known if only is None else set(only) & set(known)):
+            targets.append(self.queue(name, known))
+        found = drive_many(self.redis, [(t, op(t)) for t in targets])
+        return {t.name: result for t, result in zip(targets, found, strict=True)}
 
     def stats(self, target: Target) -> Stats:
         """The queue's stats; a sharded queue is paused when any shard is."""
-        if isinstance(target, ShardedQueue):
-            parts = target.shard_stats()
-            merged = target.stats()
-            paused = [p.paused_at for p in parts if p.paused]
-            if not paused:
-                return merged
-            return msgspec.structs.replace(
-                merged, paused=True, paused_at=min(t for t in paused if t is not None)
-            )
-        return target.stats()
+        got: Stats = target._drive(_stats_op(target))
+        return got
 
     def overview(self) -> list[Stats]:
         return self.overview_checked()[0]
@@ -121,38 +145,145 @@ class Source:
     def overview_checked(self) -> tuple[list[Stats], dict[str, str]]:
         """Every queue's stats, and ``{queue: why not}`` for those whose keys were
         damaged by hand (a key of the wrong type, a counter that is not a number):
-        one such queue must not take the page, or /metrics, away from the rest."""
+        one such queue must not take the page, or /metrics, away from the rest.
+        A sharded queue is paused when any shard is."""
         out, broken = [], {}
-        for name in sorted(self.names()):
-            try:
-                out.append(self.stats(self.queue(name)))
-            except InvalidArgument:
-                continue  # dropped since the last scan
-            except DAMAGED as exc:
-                broken[name] = _redis.redact(str(exc))
+        known = self.names()
+        targets = [self.queue(name, known) for name in sorted(known)]
+        plain = [t for t in targets if not isinstance(t, ShardedQueue)]
+        got_plain = stats_many(self.redis, plain, self._stats_calls)
+        found = dict(zip([t.name for t in plain], got_plain, strict=True))
+        sharded = [t.name for t in targets if isinstance(t, ShardedQueue)]
+        if sharded:
+            found.update(self.each_queue(_stats_op, sharded))
+        for name in sorted(found):
+            got = found[name]
+            if isinstance(got, DAMAGED):
+                broken[name] = _redis.redact(str(got))
+            elif isinstance(got, Exception):
+                raise got
+            else:
+                out.append(got)
         return out, broken
 
-    def histories(self) -> list[History]:
-        """Every queue's history buckets (one script call per queue, no writes);
-        a queue whose buckets were damaged by hand is left out."""
-        out = []
-        for name in sorted(self.names()):
-            try:
-                out.append(self.queue(name).history())
-            except (InvalidArgument, *DAMAGED):
-                continue
-        return out
+    def histories(self, only: Iterable[str] | None = None) -> list[History]:
+        """Every queue's (or those in ``only``) history buckets (no writes); a
+        queue whose buckets were damaged by hand is left out."""
+        found = self.each_queue(lambda t: t._ops.history(), only)
+        return [h for h in found.values() if isinstance(h, History)]
 
-    def workers(self) -> dict[str, list[WorkerInfo]]:
-        """``{queue: its live workers}`` for every queue (one script call each);
-        a queue whose registry was damaged by hand is left out."""
-        out: dict[str, list[WorkerInfo]] = {}
-        for name in sorted(self.names()):
-            try:
-                out[name] = self.queue(name).workers()
-            except (InvalidArgument, *DAMAGED):
+    def workers(self, only: Iterable[str] | None = None) -> dict[str, list[WorkerInfo]]:
+        """``{queue: its live workers}`` for every queue (or those in ``only``); a
+        queue whose registry was damaged by hand is left out."""
+        found = self.each_queue(lambda t: t._ops.workers(), only)
+        return {n: ws for n, ws in found.items() if isinstance(ws, list)}
+
+    def current_jobs(self, names: Iterable[str], limit: int = ACTIVE_READ) -> dict[str, list[Job]]:
+        """``{worker id: the active jobs it holds}`` over the queues ``names``: the
+        first ``limit`` active rows of each (read by rank through the index)."""
+        held: dict[str, list[Job]] = {}
+        known = self.names()
+        for name in names:
+            if name not in known:
                 continue
-        return out
+            try:
+                jobs = self.queue(name, known).ls("active", limit=limit, damaged=[])
+            except DAMAGED:
+                continue
+            for job in jobs:
+                held.setdefault(job.worker or "", []).append(job)
+        return held
+
+    def groups(self, target: Target, limit: int = GROUPS_SHOWN) -> list[dict[str, Any]]:
+        """A queue's fair groups (every shard's): per group its ready jobs, its
+        active leases and whether it is held at ``group_concurrency``; the
+        ``limit`` groups with the most work first."""
+        found: dict[str, dict[str, Any]] = {}
+        for part in self.parts(target):
+            k = part.keys
+            with _redis.translate_errors():
+                ready = self.redis.zrange(k.groups, 0, limit - 1)
+                active = self.redis.hgetall(k.group_active)
+                held = self.redis.hgetall(k.group_held)
+                names = (
+                    {_text(n) for n in ready}
+                    | {_text(n) for n in active}
+                    | {_text(n) for n in held}
+                )
+                names_list = sorted(names)[: limit * 2]
+                pipe = self.redis.pipeline(transaction=False)
+                for n in names_list:
+                    pipe.zcard(k.group(n))
+                sizes = pipe.execute(raise_on_error=False) if names_list else []
+            act = {_text(n): _int(v) for n, v in active.items()}
+            hold = {_text(n) for n in held}
+            for n, size in zip(names_list, sizes, strict=True):
+                g = found.setdefault(n, {"name": n, "ready": 0, "active": 0, "held": False})
+                g["ready"] += size if isinstance(size, int) else 0
+                g["active"] += act.get(n, 0)
+                g["held"] = g["held"] or n in hold
+        ordered = sorted(found.values(), key=lambda g: (-(g["ready"] + g["active"]), g["name"]))
+        return ordered[:limit]
+
+    def kinds(self, target: Target, ids: Iterable[str]) -> dict[str, str]:
+        """``{job id: its kind}`` ('' for none, or a row that is gone), one
+        pipelined ``HGET`` per job."""
+        wanted = sorted(set(ids))
+        with _redis.translate_errors():
+            pipe = self.redis.pipeline(transaction=False)
+            for job_id in wanted:
+                part = target.shard_for(job_id) if isinstance(target, ShardedQueue) else target
+                pipe.hget(part.keys.job(job_id), "kind")
+            got = pipe.execute(raise_on_error=False) if wanted else []
+        return {
+            i: _text(k) if isinstance(k, (bytes, str)) else ""
+            for i, k in zip(wanted, got, strict=True)
+        }
+
+    def newest_events(
+        self, target: Target, limit: int, job_id: str = "", state: str = "", kind: str = ""
+    ) -> list[Event]:
+        """The newest ``limit`` transitions of a queue (every shard's, merged by
+        time), optionally only of one job, into one state, or of jobs of one
+        kind (read from their rows); a bounded read of the newest
+        ``EVENTS_READ`` stream entries per shard."""
+        out: list[Event] = []
+        for part in self.parts(target):
+            with _redis.translate_errors():
+                if self.redis.type(part.keys.events) not in (b"stream", "stream"):
+                    continue
+                entries = self.redis.xrevrange(part.keys.events, "+", "-", count=EVENTS_READ)
+            for entry_id, fields in entries:
+                try:
+                    events = parse_entry(_text(entry_id), fields)
+                except (ValueError, KeyError, TypeError):
+                    continue
+                for e in events:
+                    if job_id and e.job_id != job_id:
+                        continue
+                    if state and (e.to_state.value if e.to_state else "deleted") != state:
+                        continue
+                    out.append(e)
+        out.sort(key=lambda e: (e.at, e.stream_id, e.index), reverse=True)
+        if kind:
+            of = self.kinds(target, (e.job_id for e in out))
+            out = [e for e in out if of.get(e.job_id) == kind]
+        return out[:limit]
+
+    def fire(self, target: Target, schedule: str) -> str:
+        """Enqueue one job of the schedule ``schedule`` now, as its next due time
+        would (payload, max_attempts, priority), leaving its timetable as it is;
+        the new job's id. InvalidArgument when the queue has no such schedule."""
+        for s in target.schedules():
+            if s.name == schedule:
+                return target.enqueue(s.payload, max_attempts=s.max_attempts, priority=s.priority)
+        raise InvalidArgument(f"no schedule named {schedule!r} on {target.name}")
+
+    def server(self) -> dict[str, Any]:
+        """What the server says about itself (INFO), for the server page."""
+        with _redis.translate_errors():
+            info: dict[str, Any] = dict(self.redis.info())
+        return info
 
     # -- reading jobs -------------------------------------------------------------
 
@@ -272,6 +403,28 @@ class Source:
             except (JobNotFound, JobStateError, DamagedRow, InvalidArgument) as exc:
                 refused.append(str(exc))
         return ok, refused
+
+
+def _stats_op(target: Target) -> Op[Stats]:
+    """A queue's stats; a sharded queue's summed, and paused when any shard is."""
+    if not isinstance(target, ShardedQueue):
+        got: Stats = yield from target._ops.stats()
+        return got
+    parts: list[Stats] = yield from target._ops.shard_stats()
+    merged = merge_stats(target.name, parts)
+    paused = [p.paused_at for p in parts if p.paused]
+    if not paused:
+        return merged
+    return msgspec.structs.replace(
+        merged, paused=True, paused_at=min(t for t in paused if t is not None)
+    )
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _text(value: Any) -> str:

@@ -12,12 +12,13 @@ destroy or change many jobs.
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import json
 import logging
 import math
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +28,19 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from leaseq.errors import DamagedKey, InvalidArgument, LeaseqError, ServerUnavailable
 from leaseq.observe.humanize import span, utc
 from leaseq.queue import connect
+from leaseq.store.events import job_history
 from leaseq.store.keys import check_job_id
 from leaseq.transport import client as _redis
 from leaseq.types import TRANSITIONS, Job, State, Stats
 from leaseq.web import charts
+from leaseq.web._live import Hub
 from leaseq.web._security import CSRF_COOKIE, TOKEN_COOKIE, Gate, csrf_ok, csrf_token, parse_auth
 from leaseq.web._source import SCAN_LIMIT, Source, Target
 
@@ -52,6 +55,34 @@ STATES = [s.value for s in State]
 CANCELLABLE = [s.value for s in State if State.CANCELLED in TRANSITIONS[s]]
 """The states whose jobs get a Cancel button (those ``cancel`` moves to cancelled)."""
 TIME_FIELDS = ("enqueued_at", "run_at", "claimed_at", "lease_until", "finished_at")
+OVERVIEW_SORTS: dict[str, tuple[str, Any]] = {
+    "name": ("name", lambda s: s.queue),
+    "dead": ("most dead", lambda s: (-s.dead, s.queue)),
+    "oldest": ("oldest pending", lambda s: (-(s.oldest_pending_age or -1.0), s.queue)),
+    "pending": ("most pending", lambda s: (-s.pending, s.queue)),
+    "active": ("most active", lambda s: (-s.active, s.queue)),
+}
+"""How the overview can order the queues: key -> (label, sort key of a Stats)."""
+NAV = (
+    ("/", "Queues"),
+    ("/workers", "Workers"),
+    ("/schedules", "Schedules"),
+    ("/limits", "Limits & groups"),
+    ("/events", "Events"),
+    ("/server", "Server"),
+)
+"""The navigation bar of every page: path under the app's root, label."""
+LIVE_PING = 15.0
+"""Seconds between keep-alive comments on a quiet /live stream."""
+EVENTS_SHOWN = 200
+"""Transitions the events page lists (newest first)."""
+QUEUE_PICKER = 500
+"""Most queues offered in the events page's drop-down (more: type the name)."""
+EVICTING = (
+    "allkeys-lru allkeys-lfu allkeys-random volatile-lru volatile-lfu volatile-random volatile-ttl"
+)
+"""maxmemory-policy values under which Redis may delete keys: job rows among them
+(the volatile ones only keys with a TTL, which leaseq's finished rows can have)."""
 log = logging.getLogger("leaseq.web")
 
 
@@ -104,6 +135,11 @@ def create_app(
         Route("/", views.overview, name="overview"),
         Route("/search", views.search, name="search"),
         Route("/workers", views.workers, name="workers"),
+        Route("/schedules", views.schedules, name="schedules"),
+        Route("/limits", views.limits, name="limits"),
+        Route("/events", views.events, name="events"),
+        Route("/server", views.server, name="server"),
+        Route("/live", views.live, name="live"),
         Route("/metrics", views.metrics, name="metrics"),
         Route("/queues/{name}", views.queue, name="queue"),
         Route("/queues/{name}/jobs/{job_id:path}", views.job, name="job"),
@@ -134,6 +170,7 @@ class _Views:
         self.allow = allow
         self.title = title
         self.refresh_ms = max(250, round(refresh * 1000))
+        self.hub = Hub(source)
 
     # -- helpers ----------------------------------------------------------------
 
@@ -155,7 +192,10 @@ class _Views:
             refresh_ms=self.refresh_ms,
             request_path=request.url.path,
             states=STATES,
+            nav=NAV,
+            section=_section(request.url.path[len(base) :]),
         )
+        context.setdefault("live_queue", "")
         page = self.env.get_template(template)
         if partial in page.blocks:
             # The live part only, for leaseq.js to swap in (no full reload).
@@ -200,13 +240,40 @@ class _Views:
     def _overview(self, request: Request) -> Response:
         stats, broken = self.source.overview_checked()
         now = self._now(stats)
-        online = self.source.workers()
-        rows = [_queue_row(s, now) | {"workers": len(online.get(s.queue, []))} for s in stats]
-        minutes, tens = charts.sum_histories(self.source.histories())
+        params = request.query_params
+        needle = params.get("filter", "").strip()
+        sort = params.get("sort", "name")
+        sort = sort if sort in OVERVIEW_SORTS else "name"
+        chosen = [s for s in stats if needle in s.queue] if needle else stats
+        chosen = sorted(chosen, key=OVERVIEW_SORTS[sort][1])
+        size = _int(params.get("size"), PAGE_SIZE)
+        size = size if size in PAGE_SIZES else PAGE_SIZE
+        pages = max(1, math.ceil(len(chosen) / size))
+        page = min(max(1, _int(params.get("page"), 1)), pages)
+        shown = chosen[(page - 1) * size : page * size]
+        # Workers and charts: of every queue while they fit on one page, else of
+        # the queues shown (the page says so): 5,000 queues' histories are
+        # seconds of reading, their counts are not.
+        paged = len(stats) > size
+        only = [s.queue for s in shown] if paged else None
+        online = self.source.workers(only)
+        rows = [_queue_row(s, now) | {"workers": len(online.get(s.queue, []))} for s in shown]
+        totals = {st: sum(getattr(s, st) for s in chosen) for st in STATES}
+        minutes, tens = charts.sum_histories(self.source.histories(only))
         return self.render(
             request,
             "overview.html",
             rows=rows,
+            queues=len(stats),
+            matching=len(chosen),
+            totals=totals,
+            filter=needle,
+            sort=sort,
+            sorts={k: label for k, (label, _) in OVERVIEW_SORTS.items()},
+            page=page,
+            pages=pages,
+            size=size,
+            paged=paged,
             broken=broken,
             now=_fmt_time(now, now),
             workers_online=sum(len(ws) for ws in online.values()),
@@ -223,6 +290,7 @@ class _Views:
     def _workers(self, request: Request) -> Response:
         online = self.source.workers()
         now = self._now([])
+        held = self.source.current_jobs([name for name, ws in online.items() if ws])
         rows = [
             {
                 "queue": name,
@@ -236,11 +304,116 @@ class _Views:
                 "started": _fmt_time(w.started, now),
                 "seen": _fmt_time(w.seen, now),
                 "expires": _fmt_time(w.expires, now),
+                "jobs": [_current(j, now) for j in held.get(w.id, []) if j.queue == name],
             }
             for name, ws in online.items()
             for w in ws
         ]
         return self.render(request, "workers.html", rows=rows, now=_fmt_time(now, now))
+
+    async def schedules(self, request: Request) -> Response:
+        return await _threaded(self._schedules, request)
+
+    def _schedules(self, request: Request) -> Response:
+        found = self.source.each_queue(lambda t: t._ops.schedules())
+        now = self._now([])
+        rows = [
+            {
+                "queue": name,
+                "name": s.name,
+                "rule": f"cron {s.cron}" + (f" ({s.tz})" if s.tz else "")
+                if s.cron
+                else f"every {span(s.every or 0)}",
+                "kind": _kind_of(s.payload),
+                "next": _fmt_time(s.next_due, now),
+                "last": _fmt_time(s.last_fired, now),
+                "fired": s.fired,
+                "error": s.error or "",
+                "payload": _preview(s.payload),
+            }
+            for name, got in found.items()
+            if isinstance(got, list)
+            for s in got
+        ]
+        rows.sort(key=lambda r: (r["next"]["raw"] == "", r["next"]["raw"].zfill(20), r["queue"]))
+        return self.render(
+            request,
+            "schedules.html",
+            rows=rows,
+            now=_fmt_time(now, now),
+            here=f"{_base(request)}/schedules",
+        )
+
+    async def limits(self, request: Request) -> Response:
+        return await _threaded(self._limits, request)
+
+    def _limits(self, request: Request) -> Response:
+        found = self.source.each_queue(lambda t: t._ops.limits())
+        rows = []
+        for name, lim in found.items():
+            if isinstance(lim, Exception):
+                continue
+            limited = (lim.concurrency, lim.rate, lim.group_concurrency) != (None, None, None)
+            if limited or lim.groups_ready or lim.groups_active or lim.groups_held:
+                rows.append({"queue": name, "limits": lim})
+        chosen = request.query_params.get("queue", "")
+        groups = self.source.groups(self.source.queue(chosen)) if chosen else []
+        return self.render(request, "limits.html", rows=rows, chosen=chosen, groups=groups)
+
+    async def events(self, request: Request) -> Response:
+        return await _threaded(self._events, request)
+
+    def _events(self, request: Request) -> Response:
+        params = request.query_params
+        names = sorted(self.source.names())
+        chosen = params.get("queue", "") or (names[0] if names else "")
+        job_id = params.get("job", "").strip()
+        state = params.get("state", "")
+        state = state if state in STATES or state == "deleted" else ""
+        kind = params.get("kind", "").strip()
+        events: list[Any] = []
+        kinds: dict[str, str] = {}
+        enabled = True
+        if chosen:
+            target = self.source.queue(chosen)
+            events = self.source.newest_events(target, EVENTS_SHOWN, job_id, state, kind)
+            enabled = all(p.event_settings().enabled for p in self.source.parts(target))
+            kinds = self.source.kinds(target, (e.job_id for e in events))
+        now = self._now([])
+        rows = [
+            {
+                "at": _fmt_time(e.at, now),
+                "from": "new" if e.from_state is None else e.from_state.value,
+                "to": "deleted" if e.to_state is None else e.to_state.value,
+                "attempt": e.attempt,
+                "job": e.job_id,
+                "kind": kinds.get(e.job_id, ""),
+            }
+            for e in events
+        ]
+        return self.render(
+            request,
+            "events.html",
+            names=names if len(names) <= QUEUE_PICKER else [],
+            chosen=chosen,
+            live_queue=chosen,
+            job=job_id,
+            state=state,
+            kind=kind,
+            rows=rows,
+            enabled=enabled,
+            limit=EVENTS_SHOWN,
+        )
+
+    async def server(self, request: Request) -> Response:
+        return await _threaded(self._server, request)
+
+    def _server(self, request: Request) -> Response:
+        try:
+            facts, refused = _server_facts(self.source.server()), ""
+        except (LeaseqError, ValueError, TypeError) as exc:  # INFO forbidden (ACL), or odd
+            facts, refused = None, _redis.redact(str(exc))
+        return self.render(request, "server.html", facts=facts, refused=refused)
 
     async def queue(self, request: Request) -> Response:
         return await _threaded(self._queue, request)
@@ -270,9 +443,12 @@ class _Views:
             request,
             "queue.html",
             here=here,
+            live_queue=name,
             q=row,
             state=state,
             jobs=[_job_row(j, now) for j in jobs],
+            has_kind=any(j.kind for j in jobs),
+            has_group=any(j.group for j in jobs),
             damaged=[{"id": getattr(d, "job_id", ""), "text": str(d)} for d in damaged],
             page=page,
             pages=pages,
@@ -312,19 +488,28 @@ class _Views:
             trail = self.source.trail(target, job_id)
         except LeaseqError:  # the row went meanwhile, or the stream will not read
             trail = None
-        history = (
-            []
-            if trail is None
-            else [
-                {
-                    "at": _fmt_time(e.at, now),
-                    "from": "new" if e.from_state is None else e.from_state.value,
-                    "to": "deleted" if e.to_state is None else e.to_state.value,
-                    "attempt": e.attempt,
-                }
-                for e in trail.events
-            ]
-        )
+        events = job_history(job, [] if trail is None else trail.events)
+        history = [
+            {
+                "at": _fmt_time(e.at, now),
+                "from": "new" if e.from_state is None else e.from_state.value,
+                "to": "deleted" if e.to_state is None else e.to_state.value,
+                "attempt": e.attempt,
+                "source": "stream" if e.stream_id else "row",
+            }
+            for e in events
+        ]
+        failures = [
+            {
+                "attempt": f.attempt,
+                "claimed": _fmt_time(f.claimed_at, now),
+                "failed": _fmt_time(f.failed_at, now),
+                "to": f.to,
+                "worker": f.worker or "",
+                "error": f.error,
+            }
+            for f in (job.failures if job else ())
+        ]
         payload = _pretty(job.payload) if job else raw.get("payload", "")
         result = _pretty(job.result) if job and job.result is not None else raw.get("result")
         return self.render(
@@ -333,6 +518,7 @@ class _Views:
             graph=_graph(target, job) if job else None,
             here=f"{_base(request)}/queues/{_quote(name)}/jobs/{_quote(job_id)}",
             name=name,
+            live_queue=name,
             job_id=job_id,
             job=_job_row(job, now) if job else None,
             job_state=raw.get("state", ""),
@@ -342,6 +528,8 @@ class _Views:
             result=result,
             trail=trail,
             history=history,
+            failures=failures,
+            traceback=job.traceback if job else None,
         )
 
     async def search(self, request: Request) -> Response:
@@ -401,6 +589,44 @@ class _Views:
         for name, why in broken.items():
             log.warning("queue=%s left out of /metrics: %s", name, why)
         return Response(render(stats), media_type=CONTENT_TYPE)
+
+    async def live(self, request: Request) -> Response:
+        """Server-Sent Events for one page: ``hello`` once, then ``moved`` (the
+        queues with new transitions, as JSON) each time the event stream moves;
+        ``poll`` (and the end) when the page's queue records no events."""
+        from starlette.concurrency import run_in_threadpool
+
+        queue = request.query_params.get("queue", "")
+        if queue:
+            target = await run_in_threadpool(self.source.queue, queue)
+            parts = self.source.parts(target)
+            on = await run_in_threadpool(lambda: all(p.event_settings().enabled for p in parts))
+            if not on:
+                return Response(
+                    "event: poll\ndata: events are off\n\n", media_type="text/event-stream"
+                )
+        token, inbox = self.hub.subscribe(queue)
+
+        async def events() -> AsyncIterator[str]:
+            try:
+                yield "retry: 3000\nevent: hello\ndata: push\n\n"
+                while True:
+                    try:
+                        moved = await asyncio.wait_for(inbox.get(), timeout=LIVE_PING)
+                    except asyncio.TimeoutError:
+                        if await request.is_disconnected():
+                            return
+                        yield ": ping\n\n"
+                        continue
+                    yield f"event: moved\ndata: {json.dumps(sorted(moved))}\n\n"
+            finally:
+                self.hub.unsubscribe(token)
+
+        return StreamingResponse(
+            events(),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+        )
 
     # -- actions -------------------------------------------------------------------
 
@@ -472,6 +698,8 @@ class _Views:
         if verb == "purge":
             st = _state(state)
             n = getattr(self.source.stats(target), st)
+            if not n:
+                return ""  # nothing to ask about: the purge deletes nothing and says so
             return f"Delete all {n:,} {st} jobs of {name}? This cannot be undone."
         if verb == "delete":
             return f"Delete {jobs} of {name} ({_ids(ids)})? This cannot be undone."
@@ -521,6 +749,10 @@ class _Views:
         if verb == "purge":
             st = _state(state)
             return f"purged {target.purge(st):,} {st} jobs of {name}"
+        if verb == "fire":  # ids: the schedule's name
+            if len(ids) != 1:
+                raise InvalidArgument("name one schedule to run now")
+            return f"schedule {ids[0]} of {name}: enqueued job {src.fire(target, ids[0])} now"
         acts = {
             "retry": (lambda i: src.retry(target, i), "retried"),
             "cancel": (lambda i: src.cancel(target, i), "cancelled"),
@@ -561,6 +793,14 @@ async def _threaded(fn: Any, *args: Any) -> Response:
 
 
 # -- formatting ------------------------------------------------------------------------
+
+
+def _section(path: str) -> str:
+    """The navigation entry a path belongs to (a queue and its jobs: Queues)."""
+    for href, _ in NAV[1:]:
+        if path == href or path.startswith(href + "/"):
+            return href
+    return "/"
 
 
 def _base(request: Request) -> str:
@@ -673,6 +913,87 @@ def _pretty(value: Any) -> str:
         return repr(value)
 
 
+def _progress(value: Any) -> dict[str, Any] | None:
+    """A handler's progress report as a bar: a fraction 0..1, a percentage, or
+    ``{"done": d, "total": t}`` / ``{"percent": p}``; None when it is none of these
+    (the value is shown as JSON instead)."""
+    pct: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        pct = value * 100 if 0 <= value <= 1 else value
+    elif isinstance(value, dict):
+        done, total = value.get("done"), value.get("total")
+        if isinstance(done, (int, float)) and isinstance(total, (int, float)) and total > 0:
+            pct = done / total * 100
+        elif isinstance(value.get("percent"), (int, float)):
+            pct = float(value["percent"])
+    if pct is None or not math.isfinite(pct):
+        return None
+    pct = max(0.0, min(100.0, pct))
+    return {"pct": round(pct, 1), "text": f"{pct:.0f}%"}
+
+
+def _current(job: Job, now: float) -> dict[str, Any]:
+    """An active job as the workers page shows it under its worker."""
+    return {
+        "id": job.id,
+        "queue": job.queue,
+        "kind": job.kind or "",
+        "age": _fmt_time(job.claimed_at, now),
+        "progress": _progress(job.progress),
+        "progress_json": "" if job.progress is None else _preview(job.progress, 80),
+    }
+
+
+def _kind_of(payload: Any) -> str:
+    """A schedule's job kind, when its payload names one."""
+    return str(payload.get("kind", "")) if isinstance(payload, dict) else ""
+
+
+def _server_facts(info: dict[str, Any]) -> dict[str, Any]:
+    """The server page's facts from INFO, with the eviction warning."""
+    used = int(info.get("used_memory", 0) or 0)
+    limit = int(info.get("maxmemory", 0) or 0)
+    policy = str(info.get("maxmemory_policy", "unknown"))
+    aof = str(info.get("aof_enabled", "0")) == "1"
+    last_save = info.get("rdb_last_save_time")
+    return {
+        "version": info.get("redis_version", "?"),
+        "mode": info.get("redis_mode", "standalone"),
+        "uptime": span(float(info.get("uptime_in_seconds", 0) or 0)),
+        "used": _bytes(used),
+        "peak": _bytes(int(info.get("used_memory_peak", 0) or 0)),
+        "limit": _bytes(limit) if limit else "no limit (maxmemory 0)",
+        "used_pct": round(used / limit * 100, 1) if limit else None,
+        "policy": policy,
+        "evicts": policy in EVICTING.split(),
+        "clients": info.get("connected_clients", "?"),
+        "blocked": info.get("blocked_clients", 0),
+        "ops": info.get("instantaneous_ops_per_sec", "?"),
+        "aof": aof,
+        "rdb_changes": info.get("rdb_changes_since_last_save", "?"),
+        "rdb_last_save": _fmt_time(float(last_save), float(last_save))["iso"]
+        if last_save
+        else "never",
+        "rdb_status": info.get("rdb_last_bgsave_status", "?"),
+        "role": info.get("role", "?"),
+        "replicas": info.get("connected_slaves", 0),
+        "key_count": sum(
+            int(v.get("keys", 0))
+            for k, v in info.items()
+            if k.startswith("db") and isinstance(v, dict)
+        ),
+    }
+
+
+def _bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
 def _job_row(job: Job, now: float) -> dict[str, Any]:
     error = (job.last_error or "").strip()
     return {
@@ -683,8 +1004,12 @@ def _job_row(job: Job, now: float) -> dict[str, Any]:
         "priority": job.priority,
         "parents_left": job.parents_left,
         "worker": job.worker or "",
-        "error": error.splitlines()[-1] if error else "",
+        "error": error.splitlines()[0] if error else "",
         "last_error": job.last_error or "",
+        "kind": job.kind or "",
+        "group": job.group or "",
+        "progress": _progress(job.progress),
+        "progress_json": "" if job.progress is None else _preview(job.progress, 80),
         "payload": _preview(job.payload),
         "result": _preview(job.result),
         "times": {

@@ -16,14 +16,16 @@ from leaseq.store.history import Bucket, History, merge
 __all__ = ["SERIES", "chart", "sum_histories"]
 
 SERIES = (
-    ("enqueued", "#4a7bd0", "enqueued"),
-    ("succeeded", "#2e9d57", "succeeded"),
-    ("failed", "#e08a1e", "failed"),
-    ("dead", "#c93a3a", "dead-lettered"),
+    ("enqueued", "#2454c5", "enqueued"),
+    ("succeeded", "#2e7d32", "succeeded"),
+    ("failed", "#b54708", "failed"),
+    ("dead", "#b42318", "dead-lettered"),
 )
-"""(field, colour, label) of each line drawn."""
+"""(field, colour, label) of each line drawn: colours dark enough for text on white."""
 
-WIDTH, HEIGHT, LEFT, BOTTOM, TOP = 560, 150, 44, 18, 8
+WIDTH, LEFT, RIGHT, TOP, PANEL, GAP, AXIS = 480, 84, 62, 4, 40, 8, 22
+"""The chart's geometry in viewBox units: one panel (a small multiple) per
+series, each with its own scale, so no line hides another; the time axis below."""
 
 
 def sum_histories(parts: Sequence[History]) -> tuple[list[Bucket], list[Bucket]]:
@@ -35,47 +37,96 @@ def sum_histories(parts: Sequence[History]) -> tuple[list[Bucket], list[Bucket]]
     return total.minutes, total.tens
 
 
+def nice_top(peak: int) -> int:
+    """The smallest 1, 2 or 5 times a power of ten that is at least ``peak`` (>= 1)."""
+    top = 1
+    while True:
+        for step in (1, 2, 5):
+            if top * step >= peak:
+                return top * step
+        top *= 10
+
+
 def chart(buckets: Sequence[Bucket], title: str, chart_id: str) -> str:
-    """An SVG line chart of ``SERIES`` over ``buckets`` (jobs per bucket)."""
+    """An SVG of ``SERIES`` over ``buckets`` (jobs per bucket): a panel per series
+    with its own axis (0, half and a round maximum, labelled with the unit),
+    a shared time axis (UTC) with a tick every sixth of the span, and a
+    tooltip (``<title>``) per bucket giving its time and every count."""
     n = max(1, len(buckets))
-    peak = max([b.get(f) for b in buckets for f, _, _ in SERIES] + [1])
-    inner_w, inner_h = WIDTH - LEFT - 4, HEIGHT - BOTTOM - TOP
+    inner_w = WIDTH - LEFT - RIGHT
+    height = TOP + len(SERIES) * (PANEL + GAP) + AXIS
+    unit = "/min" if not buckets or buckets[0].seconds <= 60 else f"/{_span(buckets)}"
 
     def x(i: int) -> float:
-        return LEFT + (inner_w * i / max(1, n - 1))
-
-    def y(v: int) -> float:
-        return TOP + inner_h - inner_h * v / peak
+        return LEFT + inner_w * i / max(1, n - 1)
 
     parts = [
         f'<svg id="{escape(chart_id)}" class="chart" data-chart="{escape(chart_id)}" '
-        f'viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img" '
+        f'viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" '
         f'aria-label="{escape(title)}" xmlns="http://www.w3.org/2000/svg">',
         f"<title>{escape(title)}</title>",
-        f'<line x1="{LEFT}" y1="{TOP + inner_h}" x2="{WIDTH - 4}" y2="{TOP + inner_h}" '
-        'stroke="#999" stroke-width="1"/>',
-        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + inner_h}" '
-        'stroke="#999" stroke-width="1"/>',
-        f'<text x="{LEFT - 4}" y="{TOP + 8}" text-anchor="end" font-size="10" '
-        f'fill="#666">{peak:,}</text>',
-        f'<text x="{LEFT - 4}" y="{TOP + inner_h}" text-anchor="end" font-size="10" '
-        'fill="#666">0</text>',
     ]
-    if buckets:
-        for i in (0, n // 2, n - 1):
+    bottom = TOP + len(SERIES) * (PANEL + GAP) - GAP
+    if buckets:  # time ticks and their grid lines, through every panel
+        for k in range(7):
+            i = round((n - 1) * k / 6)
             label = datetime.fromtimestamp(buckets[i].start, tz=timezone.utc).strftime("%H:%M")
-            anchor = "start" if i == 0 else "end" if i == n - 1 else "middle"
+            anchor = "start" if k == 0 else "end" if k == 6 else "middle"
             parts.append(
-                f'<text x="{x(i):.1f}" y="{HEIGHT - 4}" text-anchor="{anchor}" font-size="10" '
-                f'fill="#666">{label}</text>'
+                f'<line x1="{x(i):.1f}" y1="{TOP}" x2="{x(i):.1f}" y2="{bottom + 3}" '
+                'stroke="#e2e5eb" stroke-width="1"/>'
+                f'<text x="{x(i):.1f}" y="{bottom + 14}" text-anchor="{anchor}" font-size="10" '
+                f'fill="#454c5c">{label}</text>'
             )
-    for field, colour, label in SERIES:
-        points = " ".join(f"{x(i):.1f},{y(b.get(field)):.1f}" for i, b in enumerate(buckets))
-        total = sum(b.get(field) for b in buckets)
         parts.append(
-            f'<polyline data-series="{field}" data-total="{total}" points="{points}" '
-            f'fill="none" stroke="{colour}" stroke-width="1.6"><title>{escape(label)}: '
-            f"{total:,}</title></polyline>"
+            f'<text x="{LEFT + inner_w + 4}" y="{bottom + 14}" font-size="9.5" '
+            'fill="#454c5c">UTC</text>'
+        )
+    for row, (field, colour, label) in enumerate(SERIES):
+        top = TOP + row * (PANEL + GAP)
+        values = [b.get(field) for b in buckets]
+        peak = nice_top(max([*values, 1]))
+        total = sum(values)
+
+        def y(v: int, top: int = top, peak: int = peak) -> float:
+            return top + PANEL - PANEL * v / peak
+
+        parts.append(
+            f'<line x1="{LEFT}" y1="{top + PANEL}" x2="{LEFT + inner_w}" y2="{top + PANEL}" '
+            'stroke="#8a91a0" stroke-width="1"/>'
+            f'<line x1="{LEFT}" y1="{top + PANEL / 2}" x2="{LEFT + inner_w}" '
+            f'y2="{top + PANEL / 2}" stroke="#eef0f4" stroke-width="1"/>'
+            f'<text x="4" y="{top + 11}" font-size="11" font-weight="600" fill="{colour}">'
+            f"{escape(label)}</text>"
+            f'<text x="4" y="{top + 24}" font-size="9.5" fill="#454c5c">{total:,} in all</text>'
+            f'<text x="{LEFT + inner_w + 4}" y="{top + 8}" font-size="9.5" '
+            f'fill="#454c5c">{peak:,}{unit}</text>'
+            f'<text x="{LEFT + inner_w + 4}" y="{top + PANEL / 2 + 3}" font-size="9.5" '
+            f'fill="#454c5c">{peak / 2:,g}</text>'
+            f'<text x="{LEFT + inner_w + 4}" y="{top + PANEL}" font-size="9.5" '
+            'fill="#454c5c">0</text>'
+        )
+        points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
+        parts.append(
+            f'<polyline data-series="{field}" data-total="{total}" data-peak="{peak}" '
+            f'points="{points}" fill="none" stroke="{colour}" stroke-width="1.8" '
+            f'stroke-linejoin="round"><title>{escape(label)}: {total:,}</title></polyline>'
+        )
+    half = inner_w / max(1, n - 1) / 2
+    for i, b in enumerate(buckets):  # one hover target per bucket, across the panels
+        when = datetime.fromtimestamp(b.start, tz=timezone.utc).strftime("%H:%M")
+        counts = ", ".join(f"{label} {b.get(f):,}" for f, _, label in SERIES)
+        left = max(LEFT, x(i) - half)
+        width = min(LEFT + inner_w, x(i) + half) - left
+        parts.append(
+            f'<rect class="bucket" data-bucket="{i}" x="{left:.1f}" y="{TOP}" '
+            f'width="{max(width, 0.5):.1f}" height="{bottom - TOP}" fill="transparent">'
+            f"<title>{when} UTC ({_span([b])}): {counts}</title></rect>"
         )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _span(buckets: Sequence[Bucket]) -> str:
+    seconds = buckets[0].seconds if buckets else 60
+    return f"{seconds / 60:g} min" if seconds < 3600 else f"{seconds / 3600:g} h"

@@ -42,7 +42,7 @@ from leaseq.errors import (
     PayloadTooLarge,
     ServerUnavailable,
 )
-from leaseq.handler import Dead, JobContext, Retry, UnknownKind, describe_error
+from leaseq.handler import Dead, JobContext, Retry, UnknownKind, describe_error, format_traceback
 from leaseq.store import validate as v
 from leaseq.types import Lease
 
@@ -76,6 +76,9 @@ class Outcome:
     retry_in: float | None = None
     error: str = ""
     label: str = ""
+    traceback: str = ""
+    """The handler's traceback without leaseq's frames ('' for none): the row's
+    ``traceback`` field."""
 
 
 RELEASE = Outcome("release", label="release")
@@ -114,8 +117,9 @@ def decide(
       with ``last_error`` "timed out after n s", retried or dead-lettered by the
       usual rules;
     - anything else (any ``BaseException``: a handler's ``SystemExit`` is its
-      own failure, not the worker's) fails the job with type, message and the
-      innermost frames; cancellation of an async handler reads "cancelled".
+      own failure, not the worker's) fails the job with ``Type: message`` in
+      ``last_error`` and the traceback (minus leaseq's frames) apart;
+      cancellation of an async handler reads "cancelled".
     """
     if raised is None:
         if result is not None and encode is not None:
@@ -140,7 +144,9 @@ def decide(
         return Outcome("retry", error=str(raised), label="kind")
     if isinstance(raised, asyncio.CancelledError):
         return Outcome("retry", error="CancelledError: the handler was cancelled", label="error")
-    return Outcome("retry", error=describe_error(raised), label="error")
+    return Outcome(
+        "retry", error=describe_error(raised), label="error", traceback=format_traceback(raised)
+    )
 
 
 def _unstorable(result: Any, encode: Encode) -> str:
@@ -399,7 +405,11 @@ class OutcomeWriter:
             return
         try:
             state = self.queue.fail(
-                task.lease, outcome.error, outcome.retry_in, dead=outcome.kind == "dead"
+                task.lease,
+                outcome.error,
+                outcome.retry_in,
+                dead=outcome.kind == "dead",
+                traceback=outcome.traceback or None,
             )
         except LeaseLost as exc:
             self.counts["lost"] += 1

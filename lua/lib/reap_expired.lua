@@ -12,6 +12,7 @@
 --!include lib/group_done.lua
 --!include lib/job_finished.lua
 --!include lib/log_event.lua
+--!include lib/note_failure.lua
 --!include lib/push_pending.lua
 --!include lib/read_row.lua
 --!include lib/state_kind.lua
@@ -77,7 +78,7 @@ local function reap_expired(active, pending, dead, K, job_prefix, now, limit, lo
           .. attempts .. ' of ' .. max_attempts .. ')', 'active', attempts)
         died = died + 1
       else
-        redis.call('HSET', job, 'last_error', err)
+        note_failure(job, now, attempts, 'pending', err)
         redis.call('HDEL', job, 'lease_until', 'prefetched')
         push_pending(pending, K, job, id, to_count(row[5]) or 0)
         log_event(log, 'active', 'pending', id, attempts)

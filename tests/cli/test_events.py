@@ -35,7 +35,7 @@ def test_cli_prints_one_line_per_transition_in_80_columns(cli: Cli) -> None:
     assert "-         -> pending" in lines[0] and lines[0].endswith("short")
     assert lines[1].endswith("~")
     assert "pending   -> active     #1" in lines[2]
-    code, out, _ = cli("events", "mail", "--json", "--limit", "2")
+    code, out, _ = cli("events", "mail", "--json", "--since", "0", "--limit", "2")
     docs = [leaseq.store.events.msgspec.json.decode(li) for li in out.splitlines()]
     assert [d["job_id"][:5] for d in docs] == ["short", "a-ver"]
     assert docs[0]["from_state"] is None and docs[0]["to_state"] == "pending"
@@ -46,6 +46,26 @@ def test_cli_prints_one_line_per_transition_in_80_columns(cli: Cli) -> None:
     assert "events off" in out and "4 entries now" in out and max(map(len, out.splitlines())) <= 80
     code, out, err = cli("events", "mail", "--off", "--follow")
     assert code != 0 and err.count("\n") == 1
+
+
+def test_limit_prints_the_newest_and_job_filters(cli: Cli) -> None:
+    q = cli.queue()
+    q.enqueue_many(list(range(35)), ids=[f"j{i:02d}" for i in range(35)])  # 4 entries
+    q.complete(claim_one(q))  # j00: pending -> active -> succeeded
+    code, out, _ = cli("events", "mail", "--limit", "3")
+    assert code == 0
+    assert [li.split()[-1] for li in out.splitlines()] == ["j34", "j00", "j00"]
+    assert "active    -> succeeded" in out.splitlines()[-1]
+    code, out, _ = cli("events", "mail", "--limit", "12")
+    assert [li.split()[-1] for li in out.splitlines()][:2] == ["j25", "j26"]
+    code, out, _ = cli("events", "mail", "--job", "j00")
+    assert [li.split()[2:5] for li in out.splitlines()] == [
+        ["-", "->", "pending"],
+        ["pending", "->", "active"],
+        ["active", "->", "succeeded"],
+    ]
+    code, out, _ = cli("events", "mail", "--job", "j00", "--limit", "1")
+    assert len(out.splitlines()) == 1 and "succeeded" in out
 
 
 def test_line_fits_any_id(r: Any) -> None:

@@ -50,8 +50,9 @@ def test_ls_with_long_ids_fits_one_line_a_job(
         (line,) = [line for line in lines if job_id[:8] in line and job_id[-9:] in line]
         assert (job_id in line) == (columns == 160), line
     header = next(line for line in lines if line.startswith("id "))
-    for word in ("id", "attempts", "priority", "worker", "last_error", "payload"):
+    for word in ("id", "attempts", "worker", "error", "payload"):
         assert word in header.split()
+    assert "priority" not in header.split()  # 0 on every row: no column for it
     code, out, _ = cli("ls", "mail", "--state", "pending", "--json")  # never shortened
     assert sorted(job["id"] for job in json.loads(out)) == LONG
 
@@ -70,9 +71,52 @@ def test_stats_schedules_with_long_names_fit(
         assert code == 0
         lines = _lines(out)
         assert max(len(line) for line in lines) <= 80, out
-        rows = [line for line in lines if line.startswith(("a", "queue-", "mail"))]
+        rows = [line for line in lines if line.startswith(("a", "queue", "mail"))][-3:]
         assert len(rows) == 3, out  # one line each: never wrapped
-        assert any(r.startswith("queue-") and "…" in r and "-end" in r for r in rows), out
+        assert any(r.startswith("queue") and "…" in r and "-end" in r for r in rows), out
+        if args == ("schedules",):  # the rule and the due time are whole
+            assert all("every 60 s" in r and re.search(r"\(in \d+s\)", r) for r in rows), out
+
+
+def test_dead_list_at_80_columns_shows_the_error_message(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    q = cli.queue()
+    ids = q.enqueue_many([{"to": f"gone{i}@bounce.test"} for i in range(3)], max_attempts=1)
+    for lease in q.claim_many(3, ttl=60.0, worker="host-1:4242:ab12cd"):
+        q.fail(
+            lease,
+            f"RuntimeError: SMTP 550: no such user {lease.payload['to']}",
+            traceback='Traceback (most recent call last):\n  File "mail.py", line 3, in send\n'
+            "    raise RuntimeError(...)\nRuntimeError: SMTP 550",
+        )
+    code, out, _ = cli("ls", "mail", "--state", "dead")
+    assert code == 0 and max(len(line) for line in _lines(out)) <= 80, out
+    for job_id in ids:
+        job = q.get(job_id)
+        assert job is not None
+        (line,) = [li for li in _lines(out) if job_id in li]
+        assert "RuntimeError: SMTP 550: no such user" in line, out
+    code, out, _ = cli("show", "mail", ids[0])
+    assert code == 0 and "failed attempts" in out and "traceback" in out
+    assert 'File "mail.py", line 3, in send' in out
+    code, out, _ = cli("show", "mail", ids[0], "--json")
+    shown = json.loads(out)
+    code, out, _ = cli("wait", "mail", ids[0], "--timeout", "1")
+    assert json.loads(out) == shown  # one JSON shape for a row: ms as stored, plus _utc
+    (failure,) = shown["failures"]
+    assert failure["attempt"] == 1 and failure["to"] == "dead"
+    assert isinstance(failure["failed_at"], int) and failure["failed_at_utc"].endswith("+00:00")
+
+
+def test_enqueue_takes_a_group(cli: Cli) -> None:
+    code, out, err = cli("enqueue", "mail", "{}", "--id", "g1", "--group", "tenant-7")
+    assert code == 0, err
+    job = cli.queue().get("g1")
+    assert job is not None and job.group == "tenant-7"
+    code, out, _ = cli("ls", "mail")
+    assert "group" in out and "tenant-7" in out
 
 
 def test_show_json_has_every_field(cli: Cli) -> None:
@@ -129,7 +173,7 @@ def test_tables_fit_80_columns(redis_server: Any) -> None:
         print(done.stdout)
         words = ("wait", "pend", "sched", "run", "done", "dead", "canc", "exp", "oldest")
         if args[0] == "ls":
-            words = ("id", "attempts", "priority", "worker", "last_error", "payload")
+            words = ("id", "attempts", "payload")
         header = next(line for line in lines if line.lstrip("┃ ").startswith(("queue", "id ")))
         for word in words:
             assert re.search(rf"(^|[\s┃]){re.escape(word)}([\s┃]|$)", header), (word, header)

@@ -391,3 +391,10 @@ def test_drop_deletes_the_stream_with_the_queue(q: leaseq.Queue, r: Any) -> None
     q.enqueue("again", id="again")  # a new queue of the name: events on, default bound
     assert seen(q) == [("again", 0, None, P)]
     assert q.event_settings().maxlen == leaseq.store.events.DEFAULT_MAXLEN
+
+
+def test_stats_read_while_events_are_off(q: leaseq.Queue) -> None:
+    q.enqueue({})
+    q.set_events(False)
+    stats = q.stats()
+    assert stats.pending == 1 and "events" not in stats.totals

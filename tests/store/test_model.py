@@ -479,9 +479,13 @@ class LeaseqModel(RuleBasedStateMachine):
     @rule(index=st.integers(0, 1000))
     def cancel(self, index: int) -> None:
         job = self.jobs[sorted(self.jobs)[index % len(self.jobs)]]
-        if job.state in ("waiting", "pending", "scheduled"):
+        if job.state in ("waiting", "pending", "scheduled", "active"):
+            # An active job loses its lease at once (its group slot first).
+            was_active = job.state == "active"
             assert self.q.cancel(job.id) is True
-            job.state, job.run_at = "cancelled", None
+            job.state, job.run_at, job.lease_until = "cancelled", None, None
+            if was_active:
+                self.lease_ends(job)
             self.settle(job, "cancelled")
         elif job.state == "cancelled":
             assert self.q.cancel(job.id) is False

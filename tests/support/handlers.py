@@ -95,3 +95,12 @@ def until_cancelled(lease: leaseq.Lease) -> str:
     seen = ctx.cancelled.wait(float(lease.payload.get("s", 10.0)))
     Path(lease.payload["flag"]).write_text("cancelled" if seen else "ran out")
     return "stale result"
+
+
+def _send(to: str) -> None:
+    raise RuntimeError(f"SMTP 550: no such user {to}\nthe server said goodbye")
+
+
+def smtp_bounce(lease: leaseq.Lease) -> None:
+    """Fails two frames deep with a two-line message, as a real mail handler would."""
+    _send(str(lease.payload.get("to", "nobody@bounce.test")))

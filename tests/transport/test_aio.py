@@ -56,7 +56,7 @@ from tests.store import (
 )
 from tests.support import suite
 from tests.support.backends import Clock, async_client, run
-from tests.worker import test_kinds, test_refunds, test_registry, test_worker
+from tests.worker import test_errors, test_kinds, test_refunds, test_registry, test_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,6 +89,7 @@ SUITE_MODULES = (
     test_events,
     test_tracing,
     test_states,
+    test_errors,
     test_unique,
     test_workflows,
 )
@@ -179,7 +180,14 @@ EXCLUDED: dict[str, str] = {
     "web.workflows.waiting_jobs_have_a_tab_and_a_job_links_its_parents_and_children": _WEB,
     "web.groups.queue_page_shows_limits_and_job_page_the_group": _WEB,
     "web.http.allowed_hosts_refuses_other_host_headers": _WEB,
-    "web.http.job_page_shows_the_jobs_history_from_the_event_stream": _WEB,
+    "web.http.job_page_shows_the_jobs_history_from_row_and_stream": _WEB,
+    "web.pages.every_page_has_the_navigation_bar_marking_where_you_are": _WEB,
+    "web.pages.workers_page_shows_each_workers_current_jobs": _WEB,
+    "web.pages.queue_list_has_kind_group_and_progress_columns": _WEB,
+    "web.pages.schedules_page_lists_every_queues_schedules": _WEB,
+    "web.pages.limits_page_shows_limits_and_per_group_counts": _WEB,
+    "web.pages.events_page_lists_newest_first_and_filters": _WEB,
+    "web.pages.a_schedule_runs_now_from_its_page_when_actions_are_allowed": _WEB,
     "web.workers.overview_counts_workers_online_per_queue": _WEB,
     "web.workers.overview_draws_the_history_charts_and_dead_letter_growth": _WEB,
     "web.workers.workers_page_lists_each_worker_and_drops_the_dead": _WEB,

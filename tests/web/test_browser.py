@@ -4,10 +4,13 @@ Playwright, against `leaseq web`'s app served by uvicorn on a real redis-server.
 It checks what an operator does: the overview lists the queues with their
 counts and refreshes them by itself, a state's list pages through the index,
 a job page shows its fields, and actions work only when allowed and update
-the list. Screenshots go to a temporary folder ($LEASEQ_SHOTS, else a new one; its path
-is printed); with LEASEQ_UPDATE_SCREENSHOT=1 the overview also replaces
-docs/img/dashboard.png, the README's picture (never by default, so a test
-run leaves the work tree as it was).
+the list; every page at a laptop's and a phone's size passes axe-core (no
+serious or critical violation), fits the screen, and the navigation and an
+action are reachable by keyboard. Screenshots go to a temporary folder
+($LEASEQ_SHOTS, else a new one; its path is printed); with
+LEASEQ_UPDATE_SCREENSHOT=1 the overview, a dead job and the workers page also
+replace the README's pictures in docs/img/ (never by default, so a test run
+leaves the work tree as it was).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import pytest
 import redis
 
 import leaseq
+from tests.support import handlers
 from tests.support.servers import RedisServer, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,7 +60,8 @@ class Served:
         from leaseq.web import create_app
 
         self.port = free_port()
-        app = create_app(client, refresh=0.5, **options)
+        options.setdefault("refresh", 0.5)
+        app = create_app(client, **options)
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
@@ -137,11 +142,6 @@ def test_read_only_dashboard_overview_paging_and_job_page(browser: Any, client: 
         assert page.locator('tr[data-queue="reports"] .badge.paused').is_visible()
         assert page.locator('tr[data-queue="emails"] .badge.paused').count() == 0
         assert "read-only" in page.locator(".mode").inner_text()
-        page.set_viewport_size({"width": 1280, "height": 320})
-        readme = shot(page, "overview")
-        page.set_viewport_size({"width": 1280, "height": 640})
-        if os.environ.get("LEASEQ_UPDATE_SCREENSHOT"):  # the README's picture, on request only
-            shutil.copy(readme, ROOT / "docs" / "img" / "dashboard.png")
 
         # Counts refresh by themselves, without a reload.
         marker = page.evaluate("() => (window.__marker = 1)")
@@ -175,7 +175,7 @@ def test_read_only_dashboard_overview_paging_and_job_page(browser: Any, client: 
         # A job page shows every field, times readable and as stored.
         page.click("td.id a >> nth=0")
         assert page.locator("h1").inner_text() == "mail-0000"
-        assert page.locator(".badge.st-dead").inner_text() == "dead"
+        assert page.locator(".qhead .badge.st-dead").inner_text() == "dead"
         assert page.locator(".attempts").inner_text() == "attempt 1 of 3"
         enqueued = page.locator('tr[data-field="enqueued_at"]')
         assert re.fullmatch(r"\d{13}", enqueued.locator("td").nth(0).inner_text())
@@ -298,6 +298,15 @@ def test_overview_draws_history_charts_and_lists_workers(browser: Any, client: A
         # 133 enqueued (130 emails, 3 reports) and 4 dead-lettered in the seed, this hour.
         hour = page.locator('svg#chart-hour polyline[data-series="enqueued"]')
         assert hour.get_attribute("data-total") == "133"
+        # Each series in its own panel with a round scale; a tooltip per bucket.
+        assert hour.get_attribute("data-peak") == "200"
+        dead = page.locator('svg#chart-hour polyline[data-series="dead"]')
+        assert dead.get_attribute("data-peak") == "5"
+        tips = page.evaluate(
+            "() => Array.from(document.querySelectorAll('svg#chart-hour rect.bucket title'))"
+            ".map(t => t.textContent)"
+        )
+        assert len(tips) >= 60 and "enqueued 133" in tips[-1] and "UTC" in tips[-1], tips[-1]
         assert "+4 in the last hour" in page.locator(".dead-growth").inner_text()
         assert "1 worker online" in page.locator(".workers-online").inner_text()
         shot(page, "overview-history")
@@ -315,4 +324,153 @@ def test_overview_draws_history_charts_and_lists_workers(browser: Any, client: A
         shot(page, "workers")
     finally:
         page.close()
+        served.stop()
+
+
+SIZES = {"desktop": (1280, 900), "phone": (390, 844)}
+"""The two viewports every page is looked at in: a laptop and a phone."""
+
+
+def seed_everything(client: Any) -> dict[str, str]:
+    """Queues that give every page something to show; the paths to visit."""
+    emails, _ = seed(client)
+    dead = leaseq.Queue("shop", redis=client, backoff=0.0)
+    bounce = dead.enqueue({"to": "gone0@bounce.test"}, id="order-0001", max_attempts=2)
+    leaseq.Worker(dead, handlers.smtp_bounce, handle_signals=False).run(burst=True)
+    dead.schedule("nightly-report", {"kind": "report"}, cron="0 3 * * *", tz="Europe/Berlin")
+    thumbs = leaseq.Queue("thumbs", redis=client)
+    thumbs.set_limits(concurrency=8, group_concurrency=1)
+    thumbs.enqueue_many([{"n": n} for n in range(6)], kind="resize", group="tenant-7")
+    thumbs.enqueue_many([{"n": n} for n in range(2)], kind="resize", group="tenant-9")
+    running = thumbs.claim_many(2, ttl=600.0, worker="img-1:99:c0ffee")
+    for lease, done in zip(running, (0.4, 0.85), strict=True):
+        thumbs.progress(lease, done)
+    thumbs.register_worker("img-1:99:c0ffee", ttl=600.0, concurrency=4, running=2, done=17)
+    emails.register_worker("web-1:4242:a1b2c3", ttl=600.0, concurrency=8, done=5, running=1)
+    return {
+        "overview": "/",
+        "queue-dead": "/queues/shop?state=dead",
+        "queue-active": "/queues/thumbs?state=active",
+        "job-dead": f"/queues/shop/jobs/{bounce}",
+        "workers": "/workers",
+        "schedules": "/schedules",
+        "limits": "/limits?queue=thumbs",
+        "events": "/events?queue=shop",
+        "server": "/server",
+        "search": "/search?q=bounce",
+    }
+
+
+@pytest.mark.slow
+def test_every_page_at_desktop_and_phone_size_passes_axe(browser: Any, client: Any) -> None:
+    from axe_playwright_python.sync_playwright import Axe
+
+    pages = seed_everything(client)
+    served = Served(client, title="redis://127.0.0.1/0", allow_actions=True)
+    axe = Axe()
+    problems: list[str] = []
+    try:
+        for size, (width, height) in SIZES.items():
+            page = browser.new_page(viewport={"width": width, "height": height})
+            try:
+                for name, path in pages.items():
+                    page.goto(served.url + path)
+                    page.wait_for_load_state("load")
+                    assert page.locator("nav.main a").count() == 6, name
+                    png = shot(page, f"{name}-{size}")
+                    update = os.environ.get("LEASEQ_UPDATE_SCREENSHOT")
+                    if update and size == "desktop" and name in README_SHOTS:
+                        shutil.copy(png, ROOT / "docs" / "img" / README_SHOTS[name])
+                    found = axe.run(page).response["violations"]
+                    problems += [
+                        f"{name} at {size}: {v['id']} ({v['impact']}): {v['help']} "
+                        f"at {[n['target'] for n in v['nodes']][:3]}"
+                        for v in found
+                        if v["impact"] in ("serious", "critical")
+                    ]
+                    # Nothing wider than the screen but what scrolls in its own box.
+                    wide = page.evaluate("() => document.documentElement.scrollWidth")
+                    assert wide <= width + 1, f"{name} at {size} is {wide} px wide"
+            finally:
+                page.close()
+        assert not problems, "\n".join(problems)
+
+        # Every action is reachable by keyboard: Tab to the navigation and along it.
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        try:
+            page.goto(served.url + "/")
+            for _ in range(6):
+                page.keyboard.press("Tab")
+                if page.evaluate("() => document.activeElement.textContent") == "Workers":
+                    break
+            page.keyboard.press("Enter")
+            page.wait_for_url("**/workers")
+            assert page.locator("h1").inner_text() == "Workers"
+            page.goto(served.url + "/queues/shop?state=dead")
+            for _ in range(40):  # tab to the bulk checkbox of the dead job, tick it, retry it
+                page.keyboard.press("Tab")
+                if page.evaluate("() => document.activeElement.value") == "order-0001":
+                    break
+            page.keyboard.press("Space")
+            assert page.is_checked('input[name="id"][value="order-0001"]')
+            page.keyboard.press("Shift+Tab")  # back onto the bulk buttons, before the table
+            while page.evaluate("() => document.activeElement.dataset.action") != "retry":
+                page.keyboard.press("Shift+Tab")
+            page.keyboard.press("Enter")
+            page.wait_for_selector(".flash")
+            assert "retried 1 of 1 job" in page.locator(".flash").inner_text()
+        finally:
+            page.close()
+    finally:
+        served.stop()
+    print(f"screenshots in {SHOTS}")
+
+
+README_SHOTS = {
+    "overview": "overview.png",
+    "job-dead": "dead-job.png",
+    "workers": "workers.png",
+}
+"""The desktop screenshots the README shows (replaced with LEASEQ_UPDATE_SCREENSHOT=1)."""
+
+
+@pytest.mark.slow
+def test_live_updates_arrive_by_push_from_the_event_stream(browser: Any, client: Any) -> None:
+    emails, _ = seed(client)
+    served = Served(client, refresh=60.0)  # a poll would take a minute: only a push is quick
+    pages = [browser.new_page(viewport={"width": 1280, "height": 720}) for _ in range(3)]
+    try:
+        for page in pages:
+            page.goto(served.url + "/queues/emails?state=pending")
+            page.wait_for_function("() => document.body.dataset.live === 'push'", timeout=10_000)
+        page = pages[0]
+        marker = page.evaluate("() => (window.__marker = 7)")
+        lease = emails.claim(ttl=60.0)  # a job changes state: pending -> active
+        assert lease is not None
+        page.wait_for_function(
+            "() => document.querySelector('nav.tabs a.st-active .count')"
+            ".textContent.trim() === '2'",
+            timeout=10_000,
+        )
+        assert page.evaluate("() => window.__marker") == marker  # no reload
+        assert page.locator(f'tr[data-job="{lease.id}"]').count() == 0
+        # Three tabs, one blocking reader in the dashboard process.
+        live = [t for t in threading.enumerate() if t.name == "leaseq-live"]
+        assert len(live) == 1
+        # The events page follows the stream the same way.
+        page.goto(served.url + "/events?queue=emails")
+        page.wait_for_function("() => document.body.dataset.live === 'push'", timeout=10_000)
+        emails.complete(lease)
+        page.wait_for_function(
+            "() => document.querySelector('table[data-events] td.mono')"
+            ".textContent.includes('succeeded')",
+            timeout=10_000,
+        )
+        # A queue whose events are off: the page polls instead.
+        emails.set_events(False)
+        page.goto(served.url + "/queues/emails")
+        page.wait_for_function("() => document.body.dataset.live === 'poll'", timeout=10_000)
+    finally:
+        for page in pages:
+            page.close()
         served.stop()

@@ -109,29 +109,65 @@ def test_job_page_shows_every_field(seeded: leaseq.Queue, r: Any) -> None:
     assert c.get("/queues/emails/jobs/nope").status_code == 404
 
 
-def test_job_page_shows_the_jobs_history_from_the_event_stream(q: leaseq.Queue, r: Any) -> None:
+HISTORY_ROW = re.compile(
+    r'<td class="mono">(\w+) → (\w+)</td><td class="num">(\d+)</td><td class="sub">(\w+)</td>'
+)
+
+
+def test_job_page_shows_the_jobs_history_from_row_and_stream(q: leaseq.Queue, r: Any) -> None:
     job_id = q.enqueue({"n": 1}, max_attempts=2)
     q.enqueue_many(range(30))  # other jobs' transitions around it
     lease = q.claim_many(40)[0]
     assert lease.id == job_id
-    q.fail(lease, "first try")
+    q.fail(lease, "ValueError: first try", traceback="Traceback ...\nValueError: first try")
     c = client_for(r)
     html = c.get(f"/queues/emails/jobs/{job_id}").text
-    rows = re.findall(r'<td class="mono">(\w+) → (\w+)</td><td>(\d+)</td>', html)
-    assert rows[:3] == [
-        ("new", "pending", "0"),
-        ("pending", "active", "1"),
-        ("active", "scheduled", "1"),  # retried after its backoff
+    assert HISTORY_ROW.findall(html)[:3] == [
+        ("new", "pending", "0", "stream"),
+        ("pending", "active", "1", "stream"),
+        ("active", "scheduled", "1", "stream"),  # retried after its backoff
     ]
-    assert "from the newest" in html and "event-stream entries" in html
+    assert "event-stream entries" in html
+    assert "data-traceback" in html and "Traceback ...\nValueError: first try" in html
+    assert "data-failures" in html and "ValueError: first try</td>" in html
     q.set_events(False)
     other = q.enqueue({"n": 2})
     html = c.get(f"/queues/emails/jobs/{other}").text
-    assert "events are off for this queue" in html and "data-history" not in html
+    assert HISTORY_ROW.findall(html) == [("new", "pending", "0", "row")]
     r.delete(q.keys.events)
     r.set(q.keys.events, "damaged by hand")
     page = c.get(f"/queues/emails/jobs/{job_id}")
-    assert page.status_code == 200 and "data-history" not in page.text
+    assert page.status_code == 200 and "the event stream could not be read" in page.text
+    assert [m[:3] for m in HISTORY_ROW.findall(page.text)] == [
+        ("new", "pending", "0"),
+        ("pending", "active", "1"),
+        ("active", "scheduled", "1"),
+    ]
+
+
+def test_a_jobs_whole_history_outlives_20000_events_of_other_jobs(rr: Any) -> None:
+    q = leaseq.Queue("emails", redis=rr, backoff=0.0, keep_succeeded_count=None)
+    q.set_events(maxlen=1000)  # a busy queue's stream holds only its newest part
+    first = q.enqueue({"first": True}, max_attempts=3)
+    lease = q.claim(ttl=30.0, worker="w1")
+    assert lease is not None
+    q.fail(lease, "OSError: connection reset")
+    lease = q.claim(ttl=30.0, worker="w2")
+    assert lease is not None and lease.id == first
+    q.complete(lease, "ok")
+    for start in range(0, 10_000, 2_000):  # 10,000 jobs enqueued, claimed, completed
+        q.enqueue_many(range(start, start + 2_000))
+        for _ in range(2):
+            q.complete_many(leases := q.claim_many(1000, ttl=30.0), [None] * len(leases))
+    assert sum(1 for _ in q.events(limit=None)) < 20_000  # the stream forgot most
+    html = client_for(rr).get(f"/queues/emails/jobs/{first}").text
+    assert [m[:3] for m in HISTORY_ROW.findall(html)] == [
+        ("new", "pending", "0"),
+        ("pending", "active", "1"),
+        ("active", "pending", "1"),
+        ("pending", "active", "2"),
+        ("active", "succeeded", "2"),
+    ]
 
 
 def test_job_page_of_a_damaged_row_shows_what_is_stored(seeded: leaseq.Queue, r: Any) -> None:

@@ -47,8 +47,9 @@ def test_exception_fails_with_type_message_and_traceback(q: leaseq.Queue) -> Non
     job = _job(q, job_id)
     assert job.state is leaseq.State.DEAD
     assert job.last_error is not None
-    assert job.last_error.startswith(f"ValueError: boom on {job_id}\n")
-    assert "handlers.py" in job.last_error and "in boom" in job.last_error
+    assert job.last_error == f"ValueError: boom on {job_id}"
+    assert job.traceback is not None and "handlers.py" in job.traceback
+    assert "in boom" in job.traceback
 
 
 def test_exception_with_attempts_left_schedules_a_retry(q: leaseq.Queue) -> None:

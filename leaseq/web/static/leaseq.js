@@ -1,11 +1,24 @@
 // leaseq dashboard: refresh the live parts of a page without a full reload,
 // and select-all for the job lists. Plain JS, no build step, no network but
 // this app's own pages.
+//
+// Live by push: the page subscribes to /live (Server-Sent Events); each time
+// the event stream of its queues moves, it fetches its live part once. One
+// blocking read in the dashboard process serves every tab. Without
+// EventSource, when /live says "poll" (the queue's events are off) or while
+// the connection is down, it polls every data-refresh ms as before; while
+// pushed, it still polls now and then (every 15 refreshes) as a safety net.
 (function () {
   "use strict";
   var every = parseInt(document.body.getAttribute("data-refresh"), 10) || 2000;
+  var base = document.body.getAttribute("data-base") || "";
+  var queue = document.body.getAttribute("data-queue") || "";
   var status = document.querySelector("[data-live-status]");
   var failures = 0;
+  var pushed = false;
+  var timer = null;
+  var inflight = false;
+  var again = false;
 
   function busy() {
     // Never swap the list under an operator's hands: a ticked box, a focused
@@ -19,13 +32,16 @@
   }
 
   function refresh() {
+    timer = null;
     var parts = document.querySelectorAll("[data-live][id]");
     if (!parts.length) return schedule();
+    if (inflight) { again = true; return; }
     if (busy()) {
       // Counted, so a test (or a curious operator) can see the hold work.
       document.body.dataset.liveHeld = String((parseInt(document.body.dataset.liveHeld, 10) || 0) + 1);
-      return schedule();
+      return schedule(true);  // a change is waiting: look again soon, pushed or not
     }
+    inflight = true;
     var jobs = Array.prototype.map.call(parts, function (part) {
       var url = new URL(window.location.href);
       url.searchParams.set("partial", part.id);
@@ -38,15 +54,52 @@
     });
     Promise.all(jobs).then(function () {
       failures = 0;
-      if (status) { status.textContent = "live · updated " + new Date().toLocaleTimeString(); status.className = ""; }
+      document.body.dataset.liveUpdates = String((parseInt(document.body.dataset.liveUpdates, 10) || 0) + 1);
+      if (status) {
+        status.textContent = (pushed ? "live (push)" : "live (polling)") + " · updated " + new Date().toLocaleTimeString();
+        status.className = "";
+      }
     }, function (err) {
       failures += 1;
       if (status) { status.textContent = "not updating: " + err.message; status.className = "stale"; }
-    }).then(schedule);
+    }).then(function () {
+      inflight = false;
+      if (again) { again = false; return refresh(); }
+      schedule();
+    });
   }
 
-  function schedule() {
-    window.setTimeout(refresh, every * Math.min(1 + failures, 10));
+  function schedule(held) {
+    if (timer) window.clearTimeout(timer);
+    var wait = pushed && !held ? every * 15 : every * Math.min(1 + failures, 10);
+    timer = window.setTimeout(refresh, wait);
+  }
+
+  function now() {
+    if (timer) window.clearTimeout(timer);
+    timer = window.setTimeout(refresh, 50);  // a burst of pushes makes one fetch
+  }
+
+  function subscribe() {
+    if (!window.EventSource) return;
+    var url = base + "/live" + (queue ? "?queue=" + encodeURIComponent(queue) : "");
+    var source = new EventSource(url);
+    source.addEventListener("hello", function () {
+      pushed = true;
+      document.body.dataset.live = "push";
+      schedule();
+    });
+    source.addEventListener("moved", now);
+    source.addEventListener("poll", function () {
+      source.close();
+      pushed = false;
+      document.body.dataset.live = "poll";
+      schedule();
+    });
+    source.onerror = function () {
+      // EventSource reconnects by itself; meanwhile, poll.
+      if (pushed) { pushed = false; document.body.dataset.live = "poll"; schedule(); }
+    };
   }
 
   document.addEventListener("change", function (e) {
@@ -56,5 +109,8 @@
     form.querySelectorAll("input[name=id]").forEach(function (box) { box.checked = all.checked; });
   });
 
-  if (document.querySelector("[data-live][id]")) schedule();
+  if (document.querySelector("[data-live][id]")) {
+    schedule();
+    subscribe();
+  }
 })();
