@@ -143,14 +143,13 @@ def schedules(queue: str | None, as_json: bool) -> None:
         Column("rule", least=18),
         Column("next due", keep=None),
         Column("last fired", least=10),
-        Column("fired", keep=None, justify="right"),
     ]
+    # How many times each fired is in --json and on the dashboard's schedules
+    # page: at 80 columns the kind and the rule need the room more.
     cells = []
     for s in rows:
         nxt = s.error or "-" if s.next_due is None else _at(s.next_due, now)
-        cells.append(
-            [s.queue, s.name, s.kind or "-", _rule(s), nxt, _at(s.last_fired, now), str(s.fired)]
-        )
+        cells.append([s.queue, s.name, s.kind or "-", _rule(s), nxt, _at(s.last_fired, now)])
     table = fit(grid("leaseq schedules (server clock, UTC)"), columns, cells, width)
     out.print(table, width=width)
 
