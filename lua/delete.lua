@@ -29,7 +29,8 @@
 --          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: {'OK', state} with the state the job was in ('damaged' for a row without a known one)
--- errors: {'GONE'} for an unknown id; {'STATE', 'active'} while a lease is held
+-- errors: {'GONE'} for an unknown id; {'STATE', 'active'} while a lease is held;
+--         {'PINNED', n} for a finished job that n unfinished children still depend on
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/free_unique.lua
@@ -49,6 +50,15 @@ if type(state) == 'table' or not state then state = 'damaged' end
 if state == 'active' then return { 'STATE', state } end
 local attempts = redis.pcall('HGET', job, 'attempts')
 if not state_kind(state) then state = 'damaged' end
+-- A finished row that unfinished children still need (pinned), or whose
+-- children are still being settled, stays: deleting it would let its id be
+-- used again while they refer to it (docs/workflows.md).
+if state_kind(state) == 'finished' then
+  local pins = tonumber(redis.pcall('HGET', job, 'children')) or 0
+  if pins > 0 or redis.call('EXISTS', K.graph_prefix .. id) == 1 then
+    return { 'PINNED', pins }
+  end
+end
 local log = event_log(K.events, nil, K.meta)
 local now = nil
 if state_kind(state) ~= 'finished' then

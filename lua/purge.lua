@@ -67,7 +67,7 @@ for i = 1, #page, 2 do
   if score ~= after then
     after, skip = score, 0
   end
-  local got = redis.pcall('HMGET', job, 'state', 'attempts')
+  local got = redis.pcall('HMGET', job, 'state', 'attempts', 'children')
   if got['err'] then
     -- Not a hash (overwritten by hand): not leaseq's to delete. Step over it.
     skip = skip + 1
@@ -77,15 +77,22 @@ for i = 1, #page, 2 do
   else
     -- Only delete a row that really is in this state; an index entry that
     -- drifted is just dropped, so a purge never takes a job it did not mean to.
-    if got[1] == state then
+    if got[1] == state and not unfinished and ((tonumber(got[3]) or 0) > 0
+        or redis.call('EXISTS', K.graph_prefix .. id) == 1) then
+      -- A finished row unfinished children still need stays (see delete.lua),
+      -- stepped over like a damaged one, and purged once they finish.
+      skip = skip + 1
+    elseif got[1] == state then
       if unfinished then job_finished(K, id, job, 'deleted', now, log) end
       free_unique(K, job, id, now)
       redis.call('DEL', job)
       deleted = deleted + 1
       log_event(log, state, 'deleted', id, got[2])
       gone[#gone + 1] = id
+      redis.call('ZREM', index, id)
+    else
+      redis.call('ZREM', index, id)
     end
-    redis.call('ZREM', index, id)
   end
 end
 if log.n > 0 then flush_events(log, now or now_ms(K.meta, true)) end

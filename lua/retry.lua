@@ -19,10 +19,12 @@
 -- ARGV[4]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for the job's parents
 -- ARGV[5]  payload, a new payload for the job (bytes, encoded and size-checked by the caller;
 --          '' = keep its own); the old one goes to the event stream (lib/log_edit.lua)
+-- ARGV[6]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a dead job whose children are
+--          still being settled (this SET) is not retried yet
 -- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
 --          leaseq:{<queue>}:job:<id>  HASH  the job's parents, pinned again (job_prefix)
 -- returns: {'OK', new max_attempts}
--- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is not dead (both drop
+-- errors: {'SETTLING'} while the job's children are still being settled; {'GONE'} for an unknown id; {'STATE', state} when the job is not dead (both drop
 --         a stale dead-set entry); {'DAMAGED', field, value} when state or attempts is damaged
 --         (field '<key>' when the job key is not a hash)
 --!include lib/event_log.lua

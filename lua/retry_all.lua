@@ -21,6 +21,8 @@
 -- ARGV[7]  skip, entries at the cursor's score this run stepped over (integer >= 0)
 -- ARGV[8]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
 --          the ZSET group_prefix .. <name>
+-- ARGV[9]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a dead job whose children are
+--          still being settled (this SET) is stepped over
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the dead rows and their parents (job_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: flat array: retried, more (1 if the page was full), upto, the next cursor's score
@@ -55,7 +57,7 @@ for i = 1, #page, 2 do
   end
   if reply[1] == 'OK' then
     retried = retried + 1
-  elseif reply[1] == 'DAMAGED' or reply[1] == 'SKIP' then
+  elseif reply[1] == 'DAMAGED' or reply[1] == 'SKIP' or reply[1] == 'SETTLING' then
     skip = skip + 1
     if reply[1] == 'DAMAGED' then
       damaged[#damaged + 1] = id

@@ -30,6 +30,9 @@ MAX_PARENTS = 100_000
 """Most parents one job may name (a fan-in)."""
 CHUNK = 1000
 """Jobs per call of an ``enqueue_many`` with parents (as for plain enqueues)."""
+MAX_EDGES = 20_000
+"""Most parent-child edges one call of an ``enqueue_many`` with parents writes
+(200 children of 10,000 parents each: one child a call)."""
 
 Head = tuple[Any, ...]
 """A step's checked options in the script's profile order: max_attempts,
@@ -87,9 +90,12 @@ class FlowCalls(QueueSettings):
         profile = _profile(head, policy)
         joined = " ".join(parents)
         calls = []
-        for start in range(0, len(job_ids), CHUNK):
+        # A call writes about one edge per parent per job: bound the edges, not
+        # only the jobs, so no call holds the server for long (MAX_EDGES).
+        chunk = max(1, min(CHUNK, MAX_EDGES // max(1, len(parents))))
+        for start in range(0, len(job_ids), chunk):
             tail: list[str | bytes | int] = [*profile]
-            for i in range(start, min(start + CHUNK, len(job_ids))):
+            for i in range(start, min(start + chunk, len(job_ids))):
                 tail += (job_ids[i], payloads[i], 1, joined)
             calls.append(self._flow_call(tail, 1, traceparent, "", dedup=True))
         return calls

@@ -105,6 +105,17 @@ def admin_error(op: str, job_id: str, reply: Sequence[Any]) -> Exception:
         return JobStateError(job_id, as_text(reply[1]), wanted)
     if code == "DAMAGED":
         return DamagedRow(job_id, as_text(reply[1]), as_text(reply[2]))
+    if code == "PINNED":  # delete.lua: a finished job children still depend on
+        return JobStateError(
+            job_id,
+            "finished",
+            f"{int(reply[1])} unfinished child job(s) still depend on it: delete it once "
+            "they finish (docs/workflows.md)",
+        )
+    if code == "SETTLING":  # retry.lua: a dead job whose children are being settled
+        return JobStateError(
+            job_id, "dead", "its children are still being settled: retry it in a moment"
+        )
     if code == "ACTIVE":  # drop.lua: the queue still has leases in flight
         return JobStateError(
             job_id,

@@ -252,6 +252,11 @@ def schedule(
     job = core.option_args(options, "schedule")
     if job["delay_ms"]:
         raise InvalidArgument("a schedule's jobs run at their due time: delay= does not apply")
+    if options.get("depends_on") or "on_parent_failure" in options:
+        raise InvalidArgument(
+            "a schedule's jobs have no parents: depends_on= and on_parent_failure= do not "
+            "apply (make the scheduled job enqueue its children, docs/workflows.md)"
+        )
     unique, ukey = options.get("unique"), ""
     if unique is not None:
         if not isinstance(unique, Unique) or not isinstance(unique.key, str):

@@ -4,6 +4,7 @@ and reading a Sentinel URL into the parts a Sentinel client is made of."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import urllib.parse
 from typing import Any
@@ -18,6 +19,10 @@ SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 Sentinels and to the data nodes alike."""
 SENTINEL_PORT = 26379
 _SENTINEL_AUTH = ("sentinel_username", "sentinel_password")
+
+
+_SECONDS = frozenset({"socket_timeout", "socket_connect_timeout", "health_check_interval"})
+"""URL options redis-py reads as seconds."""
 
 
 def check_url(url: object) -> str:
@@ -46,6 +51,21 @@ def check_url(url: object) -> str:
             f"bad Redis URL {shown!r}: its user or password holds '/', '?' or '#'; "
             "percent-encode them (%2F, %3F, %23)"
         )
+    for name, values in urllib.parse.parse_qs(urllib.parse.urlsplit(url).query).items():
+        # redis-py reads these as floats and only fails at the first call (or
+        # never: nan): a timeout must be a finite number of seconds > 0.
+        if name in _SECONDS:
+            for value in values:
+                try:
+                    seconds = float(value)
+                except ValueError:
+                    seconds = math.nan
+                least = 0.0 if name == "health_check_interval" else None  # 0: no checks
+                if not math.isfinite(seconds) or seconds < 0 or (least is None and seconds == 0):
+                    raise InvalidArgument(
+                        f"bad Redis URL {shown!r}: {name} must be a finite number of "
+                        f"seconds > 0, not {value!r}"
+                    )
     if scheme in SENTINEL_SCHEMES:
         sentinel_target(url)
     elif scheme != "unix":

@@ -32,7 +32,9 @@ local function job_finished(K, id, job, how, now, log, links)
   -- A parent's SET exists only while it has children waiting, and then its row
   -- counts them (children > 0); a row damaged by hand is looked up anyway.
   if not (damaged or row[2]) then return false end
-  settle_children(K, { { id, how } }, now, log, SETTLE_BUDGET)
+  -- A deleted parent settles every child now: its id may be used again at
+  -- once, and a later settlement must never reach the new row's children.
+  settle_children(K, { { id, how } }, now, log, how == 'deleted' and 2147483647 or SETTLE_BUDGET)
   -- A success releases or counts children, so its pins stay as read; a failure
   -- may cancel some, and each cancelled child unpins it.
   if how == 'succeeded' and not damaged then return (to_count(row[2]) or 0) > 0 end

@@ -4,7 +4,8 @@
 -- (it died again since) answers {'SKIP'} and stays dead. A retry is noted
 -- in log (an event_log) as dead -> pending. Returns {'OK', max_attempts}, {'GONE'} or
 -- {'STATE', state} (both drop the stale dead-set entry), {'SKIP'}, or
--- {'DAMAGED', field, value} (the entry stays, so the row stays findable).
+-- {'DAMAGED', field, value} (the entry stays, so the row stays findable), or
+-- {'SETTLING'} while its children are still being settled (K.graph_prefix .. id).
 -- A job with parents (field depends_on) pins them again while it is unfinished
 -- (pin_parent: K needs job_prefix, succeeded and cancelled), so a rerun can still
 -- read their results; a parent whose row is gone stays gone.
@@ -27,6 +28,9 @@ local function retry_row(job, dead, pending, K, id, extra, op, log)
     return { 'STATE', row[1] }
   end
   if op and row[4] == op then return { 'SKIP' } end
+  -- Its children are still being settled as a dead job's (the releasing list): a
+  -- retry now would let its next finish settle the rest as its own. Soon done.
+  if redis.call('EXISTS', K.graph_prefix .. id) == 1 then return { 'SETTLING' } end
   local attempts = to_count(row[2])
   if not attempts then return { 'DAMAGED', 'attempts', row[2] or '' } end
   -- attempts is the fencing token and never goes down: a zombie from an old

@@ -33,7 +33,11 @@ local function settle_children(K, work, now, log, budget)
     if budget <= 0 then
       if redis.call('EXISTS', graph) == 1 then redis.call('RPUSH', K.releasing, how .. ' ' .. pid) end
     else
-      local kids = redis.call('SPOP', graph, budget)
+      -- pcall: a set overwritten by hand with another type must not fail the
+      -- call after the parent's own transition was written; its children then
+      -- wait until an operator repairs or deletes them.
+      local kids = redis.pcall('SPOP', graph, budget)
+      if kids['err'] then kids = {} end
       -- SPOP gives min(budget, size): fewer than asked means the set is empty now.
       if #kids == budget and redis.call('EXISTS', graph) == 1 then
         redis.call('RPUSH', K.releasing, how .. ' ' .. pid)
@@ -50,8 +54,20 @@ local function settle_children(K, work, now, log, budget)
         if not k['err'] and k[1] == 'waiting' then
           local failed = k[5]
           if how ~= 'succeeded' then failed = failed and (failed .. ' ' .. pid) or pid end
-          if how == 'succeeded' or k[2] == 'run' then
-            local left = (to_count(k[6]) or 1) - 1
+          local left = to_count(k[6])
+          if not left then
+            -- parents_left damaged by hand: never release on a guess. Cancel it,
+            -- saying why, so it neither runs early nor waits for ever.
+            local why = 'damaged row: parents_left=' .. (k[6] or '(none)')
+            redis.call('HSET', job, 'state', 'cancelled', 'finished_at', now, 'last_error', why)
+            redis.call('HDEL', job, 'delay', 'parents_left') -- last_error keeps what it held
+            gone[#gone + 1] = kid
+            dropped[#dropped + 1] = 1000000000000000 + now
+            dropped[#dropped + 1] = kid
+            log_event(log, 'waiting', 'cancelled', kid, 0)
+            work[#work + 1] = { kid, 'cancelled' }
+          elseif how == 'succeeded' or k[2] == 'run' then
+            left = left - 1
             local row = { 'parents_left', left }
             if failed then
               row[3] = 'failed_parents'
@@ -94,7 +110,12 @@ local function settle_children(K, work, now, log, budget)
             dropped[#dropped + 1] = kid
             log_event(log, 'waiting', 'cancelled', kid, 0)
             if k[8] then
-              for parent in string.gmatch(k[8], '%S+') do unpin_parent(K, parent, kid, now) end
+              -- Each unpin counts against the budget: a child of many parents
+              -- costs as much as many children.
+              for parent in string.gmatch(k[8], '%S+') do
+                unpin_parent(K, parent, kid, now)
+                budget = budget - 1
+              end
             end
             work[#work + 1] = { kid, 'cancelled' }
             n_cut = n_cut + 1

@@ -1,21 +1,18 @@
 -- unpin_parent(K, parent, child, now): child, one of parent's children, finished
 -- (or was deleted): one fewer pin on parent's row (field children), and child
--- leaves the SET K.graph_prefix .. parent of the children waiting for it (while
--- the parent has not finished: a finished parent's set was popped already). When the
+-- leaves the SET K.graph_prefix .. parent of the children waiting for it. When the
 -- last pin goes, a finished row that was pinned at its finish or later (field
 -- keep: the retention it was due, ms; 0 = delete now, -1 = until purged) gets
 -- that retention now: deleted, or expiring keep ms from now (index score
 -- now + keep in K.succeeded or K.cancelled). A parent row that is gone or not
 -- a hash is left alone.
---!include lib/state_kind.lua
 local function unpin_parent(K, parent, child, now)
+  -- Out of the parent's set too (even a finished parent's: the children it
+  -- has not settled yet wait there), so a child deleted and made again under
+  -- the same id is never settled by its old parent.
+  redis.pcall('SREM', K.graph_prefix .. parent, child)
   local job = K.job_prefix .. parent
   local row = redis.pcall('HMGET', job, 'state', 'children', 'keep')
-  -- Only a parent that has not finished still lists the child as waiting (a
-  -- finished one popped its set); a row gone or damaged may have left one.
-  if row['err'] or not row[1] or state_kind(row[1]) ~= 'finished' then
-    redis.call('SREM', K.graph_prefix .. parent, child)
-  end
   if row['err'] or not row[1] then return end
   local left = tonumber(row[2])
   if not left then return end

@@ -405,3 +405,94 @@ def test_a_flow_of_ten_thousand_steps_in_one_call(rr: Any) -> None:
     with pytest.raises(leaseq.JobNotFound):
         q.enqueue_flow([*steps[:-1], Step("fin", id="fin", depends_on=["missing"])])
     assert rr.dbsize() == 0
+
+
+# -- ids used again, damage, retries: what an operator can do mid-workflow ----------
+
+
+def test_a_finished_parent_children_still_need_cannot_be_deleted_or_purged(
+    q: leaseq.Queue,
+) -> None:
+    q.enqueue("p", id="p")
+    q.enqueue("c", id="c", depends_on=["p"])
+    q.complete(claim_one(q), result=1)
+    with pytest.raises(leaseq.JobStateError, match="still depend on it"):
+        q.delete("p")
+    assert q.purge("succeeded") == 0 and job(q, "p").result == 1
+    q.complete(claim_one(q))  # c finishes: p is free to go
+    assert q.purge("succeeded") == 2 and q.get("p") is None
+
+
+def test_a_deleted_parent_settles_every_child_at_once_so_its_id_can_be_reused(
+    q: leaseq.Queue,
+) -> None:
+    q.enqueue("p", id="P", delay=60.0)
+    q.enqueue_many([{}] * 1_500, depends_on=["P"])
+    q.delete("P")  # more than one call's budget, all settled now
+    assert q.stats().waiting == 0 and q.stats().cancelled == 1_500
+    q.enqueue("p again", id="P")
+    q.enqueue("n", id="N", depends_on=["P"])
+    q.reap()
+    assert job(q, "N").state is State.WAITING  # waits for the new P, untouched by the old
+    q.complete(claim_one(q))
+    assert job(q, "N").state is State.PENDING
+
+
+def test_a_child_made_again_under_its_id_is_not_settled_by_its_old_parent(
+    q: leaseq.Queue,
+) -> None:
+    q.enqueue("p", id="P")
+    q.enqueue_many([{}] * 1_100, ids=[f"k{i:04d}" for i in range(1_100)], depends_on=["P"])
+    q.enqueue("other", id="Q", delay=60.0)
+    q.complete(claim_one(q))  # settles 1,000 now; 100 wait on the releasing list
+    late = next(k for k in (f"k{i:04d}" for i in range(1_100)) if job(q, k).state is State.WAITING)
+    q.delete(late)
+    q.enqueue("again", id=late, depends_on=["Q"])
+    q.reap()  # settles P's last children
+    assert job(q, late).state is State.WAITING and job(q, late).depends_on == ("Q",)
+    assert q.stats().waiting == 1
+
+
+def test_a_dead_parent_is_retried_only_once_its_children_are_settled(q: leaseq.Queue) -> None:
+    q.enqueue("p", id="P", max_attempts=1)
+    q.enqueue_many([{}] * 1_200, depends_on=["P"])
+    q.fail(claim_one(q), "boom")
+    with pytest.raises(leaseq.JobStateError, match="still being settled"):
+        q.retry_dead("P")
+    q.reap()
+    assert q.stats().waiting == 0 and q.stats().cancelled == 1_200  # all by the policy
+    q.retry_dead("P")
+    q.complete(claim_one(q))
+    assert q.stats().cancelled == 1_200 and q.stats().pending == 0
+
+
+def test_damage_by_hand_never_releases_early_nor_half_writes(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue("a", id="A")
+    q.enqueue("b", id="B", delay=60.0)
+    q.enqueue("c", id="C", depends_on=["A", "B"])
+    r.hset(q.keys.job("C"), "parents_left", "abc")
+    q.complete(claim_one(q))  # A finishes; C must not run on a guess
+    row = job(q, "C")
+    assert row.state is State.CANCELLED and row.last_error == "damaged row: parents_left=abc"
+    # A parent's set overwritten by hand: its completion still writes whole.
+    q.enqueue("p", id="P")
+    q.enqueue("k", id="K", depends_on=["P"])
+    r.delete(q.keys.graph("P"))
+    r.set(q.keys.graph("P"), "junk")
+    q.complete(claim_one(q))
+    assert job(q, "P").state is State.SUCCEEDED and q.stats().active == 0
+    assert job(q, "K").state is State.WAITING  # its edge is gone: an operator's to settle
+
+
+def test_options_that_do_not_apply_are_refused(q: leaseq.Queue) -> None:
+    q.enqueue("p", id="p")
+    with pytest.raises(leaseq.InvalidArgument, match="no parents"):
+        q.schedule("nightly", {}, every=60.0, depends_on=["p"])
+    with pytest.raises(leaseq.InvalidArgument, match="cannot be combined"):
+        q.enqueue("x", depends_on=["p"], unique=leaseq.Unique("k"))
+
+
+def test_a_batch_of_children_of_many_parents_is_cut_by_edges(q: leaseq.Queue) -> None:
+    parents = [f"p{i}" for i in range(10_000)]
+    _, calls = q._core.enqueue_calls([{}] * 200, None, {"depends_on": parents})
+    assert len(calls) == 100  # 2 children a call: 20,000 edges at most
