@@ -88,10 +88,15 @@ for i = 1, n do
         -- children): a fan-in costs no extra call per parent.
         incall[parent] = (incall[parent] or 0) + 1
       elseif not known[parent] then
-        local state = redis.pcall('HGET', job_prefix .. parent, 'state')
-        if type(state) == 'table' then return { 'DAMAGED', parent, 'not a hash' } end
+        local got = redis.pcall('HMGET', job_prefix .. parent, 'state', 'children')
+        if got['err'] then return { 'DAMAGED', parent, 'not a hash' } end
+        local state = got[1]
         if not state then return { 'GONE', parent, i } end
         if not state_kind(state) then return { 'DAMAGED', parent, 'state ' .. state } end
+        -- Its pin count is added to after the rows are written: check it now.
+        if got[2] and not string.match(got[2], '^%d+$') then
+          return { 'DAMAGED', parent, 'children ' .. got[2] }
+        end
         known[parent] = state
       end
     end

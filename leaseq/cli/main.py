@@ -574,14 +574,22 @@ def show(c: _Ctx, queue: str, job_id: str, as_json: bool) -> None:
         out.print(_pretty(job.result))
 
 
+def _state_of(target: Any, job_id: str) -> str:
+    """A related job's state for ``show``: 'gone', or 'damaged' for a row that will not read."""
+    try:
+        row = target.get(job_id)
+    except (DamagedRow, DamagedKey):
+        return "damaged"
+    return row.state.value if row else "gone"
+
+
 def _graph_rows(c: _Ctx, queue: str, job: Any, table: Table) -> None:
     """A job's parents and children with their states (docs/workflows.md)."""
     if job.depends_on:
         target = c.target(queue)
         states = []
         for parent in job.depends_on[:20]:
-            row = target.get(parent)
-            states.append(f"{parent} ({row.state.value if row else 'gone'})")
+            states.append(f"{parent} ({_state_of(target, parent)})")
         more = len(job.depends_on) - 20
         table.add_row(
             "parents",
@@ -600,9 +608,7 @@ def _graph_rows(c: _Ctx, queue: str, job: Any, table: Table) -> None:
     kids = c.target(queue).children(job.id) if not job.state.finished else []
     if kids:
         target = c.target(queue)
-        shown = [
-            f"{k} ({row.state.value if (row := target.get(k)) else 'gone'})" for k in kids[:20]
-        ]
+        shown = [f"{k} ({_state_of(target, k)})" for k in kids[:20]]
         more = len(kids) - 20
         table.add_row("children", ", ".join(shown) + (f", and {more} more" if more > 0 else ""))
     if job.children:

@@ -78,7 +78,7 @@ class FlowOps:
         return (yield from self.results(list(lease.depends_on)))
 
     def children(self, job_id: str) -> Op[list[str]]:
-        """The ids of the children still waiting for ``job_id`` to finish (sorted);
-        empty once it has finished (its children were released or cancelled then)."""
+        """The ids of the children still waiting for ``job_id`` to settle them (sorted):
+        before it finishes, and after, until its last ones are settled (over 1,000)."""
         members = yield Command("smembers", (self.keys.graph(check_job_id(job_id)),))
         return sorted(as_text(m) for m in members)

@@ -1044,8 +1044,12 @@ def _graph(target: Any, job: Job) -> dict[str, Any] | None:
     def linked(ids: Sequence[str]) -> list[dict[str, str]]:
         rows = []
         for i in ids[:_GRAPH_SHOWN]:
-            found = target.get(i)
-            rows.append({"id": i, "state": found.state.value if found else "gone"})
+            try:
+                found = target.get(i)
+                state = found.state.value if found else "gone"
+            except LeaseqError:  # a relative damaged by hand: the page still shows
+                state = "damaged"
+            rows.append({"id": i, "state": state})
         return rows
 
     return {

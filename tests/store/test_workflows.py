@@ -496,3 +496,15 @@ def test_a_batch_of_children_of_many_parents_is_cut_by_edges(q: leaseq.Queue) ->
     parents = [f"p{i}" for i in range(10_000)]
     _, calls = q._core.enqueue_calls([{}] * 200, None, {"depends_on": parents})
     assert len(calls) == 100  # 2 children a call: 20,000 edges at most
+
+
+def test_a_parent_with_a_damaged_pin_count_is_refused_before_anything_is_written(
+    q: leaseq.Queue, r: Any
+) -> None:
+    q.enqueue("p", id="P")
+    q.enqueue("c", id="C", depends_on=["P"])
+    r.hset(q.keys.job("P"), "children", "abc")
+    before = sorted(r.keys("*"))
+    with pytest.raises(leaseq.DamagedRow):
+        q.enqueue("d", id="D", depends_on=["P"])
+    assert sorted(r.keys("*")) == before
