@@ -40,6 +40,7 @@
 --!include lib/now_ms.lua
 --!include lib/reap_expired.lua
 --!include lib/settle_deferred.lua
+--!include lib/sweep_waiting.lua
 
 local active, pending, dead, meta, wake = K.active, K.pending, K.dead, K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script drain the queue
@@ -47,8 +48,10 @@ local now = now_ms(meta)
 local log = event_log(K.events, K.done, meta)
 local requeued, died = reap_expired(active, pending, dead, K, A.job_prefix, now,
   tonumber(A.limit), log)
--- Children of a big parent that its finishing call left to settle (workflows).
+-- Children of a big parent that its finishing call left to settle (workflows),
+-- and waiting jobs whose parent went without finishing (deleted or damaged by hand).
 settle_deferred(K, now, log, tonumber(A.limit))
+sweep_waiting(K, now, log, 100)
 flush_events(log, now)
 local more = 0
 if #redis.call('ZRANGEBYSCORE', active, '-inf', now, 'LIMIT', 0, 1) > 0

@@ -36,7 +36,16 @@ class ReadCalls(QueueSettings):
                 if as_text(r[i]) != "events"  # the stream's switch ('off'), not a counter
             }
             limit = [None if int(x) < 0 else int(x) for x in r[11:15]]
-            for hidden in ("seq", "clock", "limit_held", "incarnation", "shards", "gseq", "gturn"):
+            for hidden in (
+                "seq",
+                "clock",
+                "limit_held",
+                "incarnation",
+                "shards",
+                "gseq",
+                "gturn",
+                "wsweep",
+            ):
                 totals.pop(hidden, None)
             paused_ms = totals.pop("paused", None)  # the flag of pause.lua, not a counter
             return Stats(

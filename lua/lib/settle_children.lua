@@ -1,6 +1,8 @@
 -- settle_children(K, work, now, log, budget): settle the children of finished
 -- parents, at most budget children in all; work is a list of { parent id, how }
--- (how: 'succeeded', 'dead', 'cancelled' or 'deleted'), taken breadth first.
+-- (how: 'succeeded', 'dead', 'cancelled', 'deleted' or 'damaged'), taken breadth
+-- first; an item { parent id, how, kids } settles just those children (already
+-- out of the parent's set: sweep_waiting).
 -- A parent's waiting children are in SET K.graph_prefix .. <id>; each is popped
 -- (SPOP) once, so it is settled once whatever runs twice, in id order within
 -- the popped part. A waiting child counts the parent done when how =
@@ -30,17 +32,20 @@ local function settle_children(K, work, now, log, budget)
     local pid, how = work[i][1], work[i][2]
     i = i + 1
     local graph = K.graph_prefix .. pid
-    if budget <= 0 then
+    if budget <= 0 and not work[i - 1][3] then
       if redis.call('EXISTS', graph) == 1 then redis.call('RPUSH', K.releasing, how .. ' ' .. pid) end
     else
       -- pcall: a set overwritten by hand with another type must not fail the
       -- call after the parent's own transition was written; its children then
       -- wait until an operator repairs or deletes them.
-      local kids = redis.pcall('SPOP', graph, budget)
-      if kids['err'] then kids = {} end
-      -- SPOP gives min(budget, size): fewer than asked means the set is empty now.
-      if #kids == budget and redis.call('EXISTS', graph) == 1 then
-        redis.call('RPUSH', K.releasing, how .. ' ' .. pid)
+      local kids = work[i - 1][3] -- children given (sweep_waiting): taken from the set already
+      if not kids then
+        kids = redis.pcall('SPOP', graph, budget)
+        if kids['err'] then kids = {} end
+        -- SPOP gives min(budget, size): fewer than asked means the set is empty now.
+        if #kids == budget and redis.call('EXISTS', graph) == 1 then
+          redis.call('RPUSH', K.releasing, how .. ' ' .. pid)
+        end
       end
       budget = budget - #kids
       -- In id order within the popped part, whatever order the SET keeps: children

@@ -508,3 +508,25 @@ def test_a_parent_with_a_damaged_pin_count_is_refused_before_anything_is_written
     with pytest.raises(leaseq.DamagedRow):
         q.enqueue("d", id="D", depends_on=["P"])
     assert sorted(r.keys("*")) == before
+
+
+def test_a_parent_deleted_or_damaged_by_hand_never_strands_its_children(
+    q: leaseq.Queue, r: Any
+) -> None:
+    q.enqueue("a", id="A", delay=60.0)
+    q.enqueue("b", id="B", delay=60.0)
+    q.enqueue("w", id="W", delay=60.0)
+    q.enqueue("wait", id="WAITING", depends_on=["W"])  # a parent that is itself waiting
+    q.enqueue("c", id="C", depends_on=["A"])
+    q.enqueue("d", id="D", depends_on=["B"], on_parent_failure="run")
+    q.enqueue("e", id="E", depends_on=["WAITING"])
+    r.delete(q.keys.job("A"))  # by hand, not through leaseq
+    r.delete(q.keys.job("WAITING"))
+    r.set(q.keys.job("WAITING"), "junk")
+    r.hset(q.keys.job("B"), "state", "bogus")
+    q.reap()  # the waiting sweep
+    assert (job(q, "C").state, job(q, "C").last_error) == (State.CANCELLED, "parent A was deleted")
+    assert job(q, "D").state is State.PENDING and job(q, "D").failed_parents == ("B",)
+    assert job(q, "E").last_error == "parent WAITING is damaged"
+    q.reap()
+    assert q.stats().waiting == 0
