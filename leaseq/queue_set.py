@@ -115,9 +115,14 @@ def queue_set(queue: Any, weights: Sequence[int] | None, asynchronous: bool) -> 
 
 def parse_queue_spec(spec: str) -> tuple[list[str], list[int] | None]:
     """``high,default,low`` -> names, None; ``high:5,default:3,low:1`` -> names,
-    weights. Raises InvalidArgument (weights on some names only, a bad weight)."""
+    weights. Raises InvalidArgument (weights on some names only, a bad weight).
+    One queue alone takes no weight, so ``emails:2`` is the queue named so (queue
+    names may hold ':'); among several, write such a name with its weight,
+    ``emails:2:1,other:1``."""
     names: list[str] = []
     weights: list[int | None] = []
+    if "," not in spec:
+        return [spec.strip()], None
     for part in spec.split(","):
         name, sep, weight = part.strip().rpartition(":") if ":" in part else (part, "", "")
         if sep and not weight.isdigit():  # a queue name may hold ':' itself

@@ -159,6 +159,9 @@ def test_queue_specs() -> None:
     assert parse_queue_spec("high,default,low") == (["high", "default", "low"], None)
     assert parse_queue_spec("high:5,default:3,low:1") == (["high", "default", "low"], [5, 3, 1])
     assert parse_queue_spec("app:mail,low") == (["app:mail", "low"], None)
+    # One queue takes no weight: a name ending in :<digits> is the name.
+    assert parse_queue_spec("emails:2") == (["emails:2"], None)
+    assert parse_queue_spec("emails:2:1,low:1") == (["emails:2", "low"], [1, 1])
     with pytest.raises(leaseq.InvalidArgument, match="every queue a weight or none"):
         parse_queue_spec("high:5,low")
 
