@@ -74,7 +74,13 @@ class FlowOps:
     def parent_results(self, lease: Lease | Job) -> Op[list[Any]]:
         """The results of a job's parents, in its ``depends_on`` order (see ``results``).
         While a job is unfinished its parents' rows are kept (pinned), so each
-        parent that succeeded has its result here."""
+        parent that succeeded has its result here. InvalidArgument for a job of
+        another queue (its parents are in its own queue)."""
+        if lease.queue != self.core.name:
+            raise InvalidArgument(
+                f"job {lease.id!r} is of queue {lease.queue!r}, not {self.core.name!r}: "
+                "read its parents' results on its own queue"
+            )
         return (yield from self.results(list(lease.depends_on)))
 
     def children(self, job_id: str) -> Op[list[str]]:
