@@ -17,15 +17,16 @@
 -- Every write of a batch is batched: one HSET per child, then one ZREM, ZADD,
 -- HINCRBY seq, RPUSH and XADD (done) for the batch. Returns the budget left.
 --!include lib/call_chunked.lua
+--!include lib/cancel_child.lua
 --!include lib/log_event.lua
 --!include lib/push_pending.lua
 --!include lib/push_ready.lua
 --!include lib/signal_done.lua
 --!include lib/to_count.lua
---!include lib/unpin_parent.lua
 --!include lib/wake_if_first.lua
 local function settle_children(K, work, now, log, budget)
   local gone, ready, due, dropped = {}, {}, {}, {}
+  local batch = { gone = gone, dropped = dropped, work = work } -- what cancel_child adds to
   local first_due = nil
   local i = 1
   while i <= #work do
@@ -62,15 +63,11 @@ local function settle_children(K, work, now, log, budget)
           local left = to_count(k[6])
           if not left then
             -- parents_left damaged by hand: never release on a guess. Cancel it,
-            -- saying why, so it neither runs early nor waits for ever.
-            local why = 'damaged row: parents_left=' .. (k[6] or '(none)')
-            redis.call('HSET', job, 'state', 'cancelled', 'finished_at', now, 'last_error', why)
-            redis.call('HDEL', job, 'delay', 'parents_left') -- last_error keeps what it held
-            gone[#gone + 1] = kid
-            dropped[#dropped + 1] = 1000000000000000 + now
-            dropped[#dropped + 1] = kid
-            log_event(log, 'waiting', 'cancelled', kid, 0)
-            work[#work + 1] = { kid, 'cancelled' }
+            -- saying why, so it neither runs early nor waits for ever (the field
+            -- goes: last_error keeps what it held).
+            budget = budget - cancel_child(K, batch, kid, k,
+              'damaged row: parents_left=' .. (k[6] or '(none)'), now, log)
+            redis.call('HDEL', job, 'parents_left')
           elseif how == 'succeeded' or k[2] == 'run' then
             left = left - 1
             local row = { 'parents_left', left }
@@ -80,7 +77,7 @@ local function settle_children(K, work, now, log, budget)
             end
             if left > 0 then
               -- still waiting for its other parents
-            elseif to_count(k[3]) and to_count(k[3]) > 0 then
+            elseif (to_count(k[3]) or 0) > 0 then
               local at = now + to_count(k[3])
               row[#row + 1] = 'state'
               row[#row + 1] = 'scheduled'
@@ -107,22 +104,8 @@ local function settle_children(K, work, now, log, budget)
             redis.call('HSET', job, (table.unpack or unpack)(row))
           else
             local why = how == 'deleted' and ' was deleted' or (' is ' .. how)
-            redis.call('HSET', job, 'state', 'cancelled', 'finished_at', now,
-              'last_error', 'parent ' .. pid .. why, 'failed_parents', failed)
-            redis.call('HDEL', job, 'delay')
-            gone[#gone + 1] = kid
-            dropped[#dropped + 1] = 1000000000000000 + now
-            dropped[#dropped + 1] = kid
-            log_event(log, 'waiting', 'cancelled', kid, 0)
-            if k[8] then
-              -- Each unpin counts against the budget: a child of many parents
-              -- costs as much as many children.
-              for parent in string.gmatch(k[8], '%S+') do
-                unpin_parent(K, parent, kid, now)
-                budget = budget - 1
-              end
-            end
-            work[#work + 1] = { kid, 'cancelled' }
+            budget = budget - cancel_child(K, batch, kid, k, 'parent ' .. pid .. why, now, log)
+            redis.call('HSET', job, 'failed_parents', failed)
             n_cut = n_cut + 1
           end
         end

@@ -474,6 +474,7 @@ def test_damage_by_hand_never_releases_early_nor_half_writes(q: leaseq.Queue, r:
     q.complete(claim_one(q))  # A finishes; C must not run on a guess
     row = job(q, "C")
     assert row.state is State.CANCELLED and row.last_error == "damaged row: parents_left=abc"
+    assert (job(q, "A").children, job(q, "B").children) == (0, 0)  # it pins nothing now
     # A parent's set overwritten by hand: its completion still writes whole.
     q.enqueue("p", id="P")
     q.enqueue("k", id="K", depends_on=["P"])
