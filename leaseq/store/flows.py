@@ -22,7 +22,14 @@ from leaseq.store.settings import QueueSettings
 from leaseq.store.steps import Call
 from leaseq.types import JobOptions, Step
 
-__all__ = ["MAX_FLOW_STEPS", "MAX_PARENTS", "FlowCalls", "check_parents", "check_policy"]
+__all__ = [
+    "MAX_FLOW_STEPS",
+    "MAX_PARENTS",
+    "FlowCalls",
+    "check_parents",
+    "check_policy",
+    "check_steps",
+]
 
 MAX_FLOW_STEPS = 100_000
 """Most steps one ``enqueue_flow`` call takes: one script call, all or nothing."""
@@ -61,6 +68,21 @@ def check_parents(depends_on: object, children: Sequence[str]) -> list[str] | No
     if mine:
         raise InvalidArgument(f"job {min(mine)!r} cannot depend on itself")
     return parents or None
+
+
+def check_steps(steps: object) -> list[Step]:
+    """``enqueue_flow``'s steps as a list: a sequence of at most MAX_FLOW_STEPS
+    ``leaseq.Step`` (InvalidArgument naming the first that is not)."""
+    if isinstance(steps, (str, bytes)) or not isinstance(steps, Sequence):
+        raise InvalidArgument(f"enqueue_flow takes a list of leaseq.Step, not {steps!r}")
+    if len(steps) > MAX_FLOW_STEPS:
+        raise InvalidArgument(
+            f"enqueue_flow takes at most {MAX_FLOW_STEPS} steps, not {len(steps)}"
+        )
+    for n, step in enumerate(steps):
+        if not isinstance(step, Step):
+            raise InvalidArgument(f"step {n} is {type(step).__name__}, not a leaseq.Step")
+    return list(steps)
 
 
 def check_policy(value: object) -> str:
@@ -111,15 +133,7 @@ class FlowCalls(QueueSettings):
         the script refuses the whole call, writing nothing, when a parent does
         not exist or a step's id is taken (``JobNotFound``, ``InvalidArgument``).
         """
-        if isinstance(steps, (str, bytes)) or not isinstance(steps, Sequence):
-            raise InvalidArgument(f"enqueue_flow takes a list of leaseq.Step, not {steps!r}")
-        if len(steps) > MAX_FLOW_STEPS:
-            raise InvalidArgument(
-                f"enqueue_flow takes at most {MAX_FLOW_STEPS} steps, not {len(steps)}"
-            )
-        for n, step in enumerate(steps):
-            if not isinstance(step, Step):
-                raise InvalidArgument(f"step {n} is {type(step).__name__}, not a leaseq.Step")
+        steps = check_steps(steps)
         if not steps:
             return [], []
         fresh = iter(new_job_ids(sum(1 for step in steps if step.id is None)))

@@ -18,6 +18,7 @@ import msgspec
 
 from leaseq.errors import InvalidArgument
 from leaseq.store.flow_ops import check_flow_name
+from leaseq.store.flows import check_steps
 from leaseq.store.keys import check_job_id, new_job_ids, shard_of
 from leaseq.store.ops import QueueOps
 from leaseq.store.steps import Op
@@ -70,12 +71,7 @@ class ShardedFlowOps:
     def enqueue_flow(self, steps: Sequence[Step], *, flow: str | None = None) -> Op[list[str]]:
         """As ``Queue.enqueue_flow``, on one shard: that of the steps' given ids and
         outside parents, else of ``flow`` (InvalidArgument when they span shards)."""
-        if isinstance(steps, (str, bytes)) or not isinstance(steps, Sequence):
-            raise InvalidArgument(f"enqueue_flow takes a list of leaseq.Step, not {steps!r}")
-        steps = list(steps)
-        for n, step in enumerate(steps):
-            if not isinstance(step, Step):
-                raise InvalidArgument(f"step {n} is {type(step).__name__}, not a leaseq.Step")
+        steps = check_steps(steps)
         name = None if flow is None else check_flow_name(flow)
         own = {s.id for s in steps if s.id is not None}
         outside = [p for s in steps for p in s.depends_on if p not in own]
