@@ -15,7 +15,8 @@
 local function sweep_waiting(K, now, log, limit)
   local from = tonumber(redis.call('HGET', K.meta, 'wsweep')) or 0
   local ids = redis.call('ZRANGE', K.waiting, from, from + limit - 1)
-  redis.call('HSET', K.meta, 'wsweep', #ids < limit and 0 or from + #ids)
+  local nxt = #ids < limit and 0 or from + #ids
+  if nxt ~= from then redis.call('HSET', K.meta, 'wsweep', nxt) end -- nothing waiting: no write
   local work = {}
   for _, id in ipairs(ids) do
     local row = redis.pcall('HMGET', K.job_prefix .. id, 'state', 'depends_on')
