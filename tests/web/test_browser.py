@@ -436,6 +436,13 @@ README_SHOTS = {
 
 @pytest.mark.slow
 def test_live_updates_arrive_by_push_from_the_event_stream(browser: Any, client: Any) -> None:
+    # Readers of the dashboards of earlier tests end once their pages are gone;
+    # wait for that, so the count below is this dashboard's alone.
+    wait_until(
+        lambda: not [t for t in threading.enumerate() if t.name == "leaseq-live"],
+        30,
+        what="earlier dashboards' live readers to stop",
+    )
     emails, _ = seed(client)
     served = Served(client, refresh=60.0)  # a poll would take a minute: only a push is quick
     pages = [browser.new_page(viewport={"width": 1280, "height": 720}) for _ in range(3)]
