@@ -183,10 +183,11 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True):
     ``attempt`` is the fencing token: ``complete``, ``extend``, ``fail``,
     ``release`` and ``once`` succeed only while the row is still active at
     this very attempt of this very row. ``incarnation`` names the row: each
-    row an enqueue creates gets a number never used before in its queue, so
-    a lease of an earlier row under the same id (gone, then enqueued again,
-    attempts back at 0) never acts on the new one. 0 is the incarnation of a
-    row written before leaseq numbered rows. Times are epoch seconds on the
+    row an enqueue creates under an id its caller chose gets a number never
+    used before in its queue, so a lease of an earlier row under the same id
+    (gone, then enqueued again, attempts back at 0) never acts on the new one.
+    A row under an id leaseq made (never reused) stores no number: its
+    ``enqueued_at`` in ms is its incarnation. Times are epoch seconds on the
     Redis server's clock.
     """
 
@@ -256,7 +257,7 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     result: Any = None
     once: dict[str, int] = msgspec.field(default_factory=dict)
     incarnation: int = 0
-    """The row's incarnation (see ``Lease``); 0 for a row older than the field."""
+    """The row's incarnation as its leases carry it (see ``Lease``)."""
     prefetched: int | None = None
     """The token of a lease handed out as a prefetch whose start the worker had
     not yet reported; it means something only while equal to ``attempts``."""

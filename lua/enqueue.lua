@@ -30,7 +30,10 @@
 -- ARGV[12]  unique_period_ms, the throttle window (integer ms >= 0; 0 = the key is held while
 --           its holder is unfinished)
 -- ARGV[13]  unique_replace, 1 = a duplicate replaces the holder's payload (keep-last), 0 = not
--- ARGV[14..] jobs, two values per job: id (string, chosen by the client so that a
+-- ARGV[14]  numbered, 1 = every row gets an `incarnation` (the call holds ids the caller chose,
+--           or uniqueness keys), 0 = none does: every id was made by leaseq, and such a row's
+--           number is its enqueued_at (lib/row_number.lua)
+-- ARGV[15..] jobs, two values per job: id (string, chosen by the client so that a
 --           replayed call finds its own rows), payload (bytes, encoded and size-checked)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, each with a queue-unique incarnation (job_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
@@ -95,9 +98,16 @@ local log = event_log(K.events, nil, meta)
 -- never reused in this queue, so a lease of an earlier row under the same id
 -- (deleted, expired, purged, then enqueued again with attempts back at 0)
 -- can never match the new row, even when its attempt number does.
-local incarnation = reserve_incarnations(meta, created, now)
+-- Rows under ids leaseq made need no number of their own (lib/row_number.lua):
+-- that saves the row ~40 bytes and this call a write.
+local numbered = A.numbered ~= '0' or uniq ~= nil
+local incarnation = numbered and reserve_incarnations(meta, created, now) or 0
 local base = { 'state', 'pending', 'attempts', 0, 'max_attempts', max_attempts,
-               'payload', '', 'enqueued_at', now, 'incarnation', 0 }
+               'payload', '', 'enqueued_at', now }
+if numbered then
+  base[11] = 'incarnation'
+  base[12] = 0
+end
 if priority > 0 then
   base[#base + 1] = 'priority'
   base[#base + 1] = priority
@@ -150,8 +160,10 @@ local nb = #base
 for _, i in ipairs(fresh) do
   log_event(log, 'new', to, ARGV[TAIL.args - 2 + i * 2], 0)
   base[8] = ARGV[TAIL.args - 1 + i * 2]
-  incarnation = incarnation + 1
-  base[12] = string.format('%d', incarnation) -- 16 digits: see reserve_incarnations
+  if numbered then
+    incarnation = incarnation + 1
+    base[12] = string.format('%d', incarnation) -- 16 digits: see reserve_incarnations
+  end
   if uniq then base[8] = uniq.row(i, base, nb) end
   redis.call('HSET', job_prefix .. ARGV[TAIL.args - 2 + i * 2], unpack_(base))
 end

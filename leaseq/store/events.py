@@ -7,7 +7,7 @@ transitions in the same call and writes them, at most 10 to an entry, to the STR
 ``{prefix}:{<queue>}:events`` (``lua/lib/event_log.lua``, ``log_event.lua``,
 ``flush_events.lua``)::
 
-    XADD leaseq:{emails}:events MAXLEN ~ 100000 * at 1700000000123 n 3
+    XADD leaseq:{emails}:events MAXLEN ~ 10000 * at 1700000000123 n 3
          pending>active "a1:1 b7:1"  scheduled>pending "c2:0"
 
 ``at`` is the script's server-clock time (ms epoch), ``n`` the number of
@@ -50,8 +50,10 @@ __all__ = [
     "set_settings",
 ]
 
-DEFAULT_MAXLEN = 100_000
-"""Entries kept (approximately: ``MAXLEN ~``) when a queue sets no bound. One
+DEFAULT_MAXLEN = 10_000
+"""Entries kept (approximately: ``MAXLEN ~``) when a queue sets no bound
+(BullMQ's default too): a window of the recent past, whose memory does not
+grow with the queue (docs/events.md, "Trimming"). One
 entry is one script call: one transition for a single enqueue, complete or
 fail, up to 1,000 for a batch (enqueue_many, claim_many, complete_many, a
 purge or retry-all page)."""

@@ -129,7 +129,16 @@ class EnqueueCalls(FlowCalls, QueueSettings):
                 for i in range(start, end):
                     jobs += (job_ids[i], encode(payloads[i]))
                 unique = " ".join(ukeys[start:end])
-                calls.append(script.call(keys, _enqueued, arg_tail=jobs, unique=unique, **head))
+                # A row under an id this client made needs no incarnation of its own
+                # (lua/lib/row_number.lua): only a chunk with a chosen id or a
+                # uniqueness key numbers its rows.
+                chosen = ids is not None and any(ids[i] is not None for i in range(start, end))
+                numbered = int(chosen or bool(ukeys))
+                calls.append(
+                    script.call(
+                        keys, _enqueued, arg_tail=jobs, unique=unique, numbered=numbered, **head
+                    )
+                )
             return job_ids, calls
         if ukeys:
             raise InvalidArgument(

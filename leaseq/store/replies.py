@@ -131,6 +131,15 @@ edited by hand to 10^30 is damaged (DamagedRow names the field), not a crash
 of whoever formats it."""
 
 
+def row_number(incarnation: int | None, enqueued_at: int | None) -> int:
+    """The number that names a row, as its leases carry it: the ``incarnation``
+    field, or for a row under an id leaseq made (which stores none), its
+    ``enqueued_at`` (lua/lib/row_number.lua)."""
+    if incarnation is not None:
+        return incarnation
+    return 0 if enqueued_at is None else int(enqueued_at)
+
+
 class _Row(msgspec.Struct, kw_only=True):
     state: State
     attempts: int
@@ -139,7 +148,7 @@ class _Row(msgspec.Struct, kw_only=True):
     priority: int = 0
     enqueued_at: Ms | None = None
     run_at: Ms | None = None
-    incarnation: int = 0
+    incarnation: int | None = None
     claimed_at: Ms | None = None
     lease_until: Ms | None = None
     finished_at: Ms | None = None
@@ -260,7 +269,7 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
         last_error=r.last_error,
         result=result,
         once=once,
-        incarnation=r.incarnation,
+        incarnation=row_number(r.incarnation, r.enqueued_at),
         prefetched=r.prefetched,
         refunds=r.refunds,
         group=r.group,

@@ -5,15 +5,20 @@
 -- themselves at a fixed time (the bucket's start plus its retention; PEXPIRE,
 -- not PEXPIREAT, so the least-privilege ACL of docs/reliability.md suffices).
 -- K.history_prefix comes from leaseq.store.keys (the queue's hash tag, so the
--- buckets live in its slot). Constant work: 5 commands per call.
+-- buckets live in its slot). n >= 1. Constant work: 3 commands per call, 5 when
+-- the call is the first of its field in a bucket: only then is the expiry set
+-- (whichever field makes a bucket sets it; later bumps find it set), which
+-- keeps the history off the cost of every job.
 local function bump_counter(K, field, n, now)
   redis.call('HINCRBY', K.meta, field, n)
   local minute = math.floor(now / 60000)
   local m = K.history_prefix .. 'm:' .. minute
-  redis.call('HINCRBY', m, field, n)
-  redis.call('PEXPIRE', m, (minute + 61) * 60000 - now)
+  if redis.call('HINCRBY', m, field, n) == n then
+    redis.call('PEXPIRE', m, (minute + 61) * 60000 - now)
+  end
   local ten = math.floor(now / 600000)
   local t = K.history_prefix .. 't:' .. ten
-  redis.call('HINCRBY', t, field, n)
-  redis.call('PEXPIRE', t, (ten + 145) * 600000 - now)
+  if redis.call('HINCRBY', t, field, n) == n then
+    redis.call('PEXPIRE', t, (ten + 145) * 600000 - now)
+  end
 end

@@ -2,7 +2,7 @@
 -- log_event() and, once, to flush_events(). events is the queue's event STREAM
 -- ('leaseq:{<queue>}:events'), done its done STREAM (signal_done); meta is read
 -- once (HMGET) for the per-queue switch: field 'events' = 'off' records nothing,
--- field 'events_maxlen' = the approximate bound in entries (default 100000).
+-- field 'events_maxlen' = the approximate bound in entries (default 10000).
 -- The bound is read strictly (decimal digits, 1 .. 100000000, as set_events
 -- writes it): anything an operator put there by hand ('1.5', '1e20', 'nan', ' 7')
 -- is the default, never an XADD argument that would fail the call after its
@@ -11,7 +11,7 @@
 -- by from-state then to-state, so that noting a transition builds no field name).
 local function event_log(events, done, meta)
   local s = redis.call('HMGET', meta, 'events', 'events_maxlen')
-  local maxlen = 100000
+  local maxlen = 10000
   local stored = s[2]
   if stored and #stored <= 9 and string.find(stored, '^%d+$') then
     local n = tonumber(stored)

@@ -3,9 +3,9 @@
 -- at <now, ms epoch> n <count> then one field per from>to group whose value is its
 -- 'id:attempt' list joined by single spaces, groups in order of first appearance.
 -- Why 10: MAXLEN bounds entries, not transitions, so an entry holding a whole
--- 1,000-job batch would let the default 100,000 entries hold 100 million
--- transitions (~4 GB); at 10 an entry the stream holds between maxlen and
--- 10 x maxlen transitions (~4 to ~42 MB by default) whatever the batch sizes,
+-- 1,000-job batch would let the default 10,000 entries hold 10 million
+-- transitions (~400 MB); at 10 an entry the stream holds between maxlen and
+-- 10 x maxlen transitions (~0.4 to ~4 MB by default) whatever the batch sizes,
 -- for one XADD per 10 jobs. Nothing is written when the log is empty or the
 -- queue's events are off, or when the stream key holds another type.
 local EVENTS_PER_ENTRY = 10

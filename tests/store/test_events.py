@@ -194,6 +194,20 @@ def test_the_bound_holds(q: leaseq.Queue, r: Any) -> None:
     assert q.set_events(maxlen=10).entries <= 10 + 100
 
 
+def test_the_default_bound_keeps_a_window_not_a_record_per_job(rr: Any) -> None:
+    # Single enqueues write one entry each: past the default bound the stream
+    # stops growing, so its memory does not grow with the queue.
+    from leaseq.transport.drive import call_many
+
+    q = leaseq.Queue("window", redis=rr)
+    bound = leaseq.store.events.DEFAULT_MAXLEN
+    assert q.event_settings().maxlen == bound == 10_000
+    calls = [c for i in range(bound + 2_500) for c in q._core.enqueue_calls([i], [None], {})[1]]
+    assert all(reply == [1] for reply in call_many(rr, calls))
+    assert q.stats().pending == bound + 2_500
+    assert bound <= rr.xlen(q.keys.events) <= bound + 100  # MAXLEN ~: whole nodes
+
+
 def test_since_resumes_without_loss_or_duplicates(q: leaseq.Queue) -> None:
     q.enqueue_many(range(25))
     for lease in q.claim_many(10):

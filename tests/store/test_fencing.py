@@ -10,6 +10,8 @@ the old row, also token 1, must not touch it.
 
 from __future__ import annotations
 
+import dataclasses
+
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -347,8 +349,8 @@ def test_a_stale_lease_cannot_touch_the_new_row_at_all(r: Any, clock: Clock) -> 
     assert snapshot(r) == before
 
 
-def test_every_row_gets_a_new_incarnation(q: leaseq.Queue) -> None:
-    ids = q.enqueue_many(["a", "b", "c"])
+def test_every_row_under_a_chosen_id_gets_a_new_incarnation(q: leaseq.Queue, r: Any) -> None:
+    ids = q.enqueue_many(["a", "b", "c"], ids=["a", "b", "c"])
     q.enqueue("d", id="d")
     q.enqueue("d-again", id="d")  # deduplicated: no new row, no new number
     seen = [q.get(i).incarnation for i in [*ids, "d"]]  # type: ignore[union-attr]
@@ -357,9 +359,53 @@ def test_every_row_gets_a_new_incarnation(q: leaseq.Queue) -> None:
     first = seen[0]
     assert seen == [first, first + 1, first + 2, first + 3]
     assert abs(first // 1000 - q.stats().server_time * 1000) < 60_000
+    assert [row(q, i)["incarnation"] for i in "abcd"] == [str(n) for n in seen]
     leases = q.claim_many(4)
     assert sorted(lease.incarnation for lease in leases) == seen
     assert "incarnation" not in q.stats().totals
+
+
+def test_a_row_under_an_id_leaseq_made_is_named_by_its_enqueued_at(
+    q: leaseq.Queue, r: Any
+) -> None:
+    # Its id is never reused (80 random bits), so the row stores no number
+    # of its own: leases carry its enqueued_at, which is never rewritten.
+    made = q.enqueue("x")
+    assert "incarnation" not in row(q, made)
+    number = int(row(q, made)["enqueued_at"])
+    assert q.get(made).incarnation == number  # type: ignore[union-attr]
+    lease = claim_one(q)
+    assert lease.incarnation == number
+    q.complete(q.extend(lease, ttl=30.0), "ok")
+    # A mixed batch (one chosen id) numbers all of its rows.
+    mixed = q.enqueue_many(["y", "z"], ids=[None, "chosen"])
+    assert all("incarnation" in row(q, i) for i in mixed)
+
+
+def test_a_replayed_enqueue_of_a_made_id_is_a_new_row_to_old_leases(r: Any, clock: Clock) -> None:
+    # The one way a made id comes back: a replay of the call that made it
+    # (a retry after a lost reply) arriving after the row is gone. The new
+    # row's enqueued_at is later, so the stalled lease of the first row
+    # cannot act on it, although its attempt matches.
+    q = leaseq.Queue("replay", redis=r, keep_succeeded=0)
+    made = q.enqueue("first")
+    stale = claim_one(q, ttl=clock.lease(1.0))
+    clock.past(stale.deadline)
+    assert q.reap() == (1, 0)
+    q.complete(claim_one(q))  # token 2; the row goes
+    assert r.exists(q.keys.job(made)) == 0
+    clock.advance(0.002)  # a replay comes later than the call it repeats
+    calls = q._core.enqueue_calls(["first"], [None], {})[1]  # the same call, replayed
+    call = calls[0]
+    args = [*call.args[:-2], made, call.args[-1]]  # the replay carries the id the lost call made
+    assert q._run(dataclasses.replace(call, args=args)) == [1]
+    current = claim_one(q)
+    assert (current.id, current.attempt, stale.attempt) == (made, 1, 1)
+    assert current.incarnation > stale.incarnation
+    with pytest.raises(leaseq.LeaseLost) as lost:
+        q.complete(stale, "from the old job")
+    assert not isinstance(lost.value, leaseq.AlreadyFinished)
+    q.complete(current, "ok")
 
 
 def test_a_row_written_before_incarnations_still_works(q: leaseq.Queue, r: Any) -> None:
@@ -377,12 +423,12 @@ def test_a_row_written_before_incarnations_still_works(q: leaseq.Queue, r: Any) 
     )
     r.zadd(q.keys.pending, {"old": 1})
     lease = claim_one(q)
-    assert (lease.id, lease.incarnation) == ("old", 0)
+    assert (lease.id, lease.incarnation) == ("old", 1)  # its enqueued_at
     assert q.once(lease, "m") is True
     lease = q.extend(lease, ttl=30.0)
     q.complete(lease, "done")
     assert row(q, "old")["state"] == "succeeded"
-    assert q.get("old").incarnation == 0  # type: ignore[union-attr]
+    assert q.get("old").incarnation == 1  # type: ignore[union-attr]
     # A replay is told it won, as before.
     with pytest.raises(leaseq.AlreadyFinished):
         q.complete(lease)

@@ -73,6 +73,13 @@ def test_buckets_expire_by_themselves(q: leaseq.Queue, r: Any) -> None:
     ttls = sorted(r.pttl(k) / 1000 for k in keys)
     assert 60 * 60 < ttls[0] <= 61 * 60  # the minute: kept an hour and a bit
     assert 24 * 3600 < ttls[1] <= 24 * 3600 + 20 * 60  # the ten minutes: a day and a bit
+    # Only the bump that makes a field sets the expiry; later bumps of it, and
+    # other fields, leave the bucket's fixed end as it was.
+    q.enqueue({"n": 2})
+    q.complete(claim_one(q))
+    assert {k for k in r.keys(q.keys.history_prefix + "*")} == set(keys)
+    again = sorted(r.pttl(k) / 1000 for k in keys)
+    assert all(0 < b <= a for a, b in zip(ttls, again))
 
 
 def test_a_queue_with_no_history_reads_zeros(q: leaseq.Queue, r: Any) -> None:
