@@ -114,22 +114,22 @@ class Script:
             for i, name in enumerate(shape.keys):
                 if name.param is not None:
                     key_list[i] = getattr(keys, name.member)(at[name.param])
-        elif any(name.param for name in shape.keys):
+        elif "" in key_list:  # a parameter's place, left empty by _fixed_keys
             raise TypeError(f"{self.name}: the key parameters are missing (at=...)")
         if key_tail:
             if not shape.key_tail:
                 raise TypeError(f"{self.name} takes no variadic KEYS")
             key_list += key_tail
-        if len(args) != len(shape.args) or any(a not in args for a in shape.args):
-            prefixes = _prefixes(keys, self.name)
-            args = {**prefixes, **args}
+        if len(args) != len(shape.args):
+            args = {**_prefixes(keys, self.name), **args}
+        try:
+            arg_list: list[str | bytes | int] = [args[name] for name in shape.args]
+        except KeyError:
+            arg_list = []
+        if len(arg_list) != len(args):  # a name missing, or one the header does not declare
             unknown = set(args) - set(shape.args)
             missing = [a for a in shape.args if a not in args]
-            if unknown or missing:
-                raise TypeError(
-                    f"{self.name}: ARGV names missing {missing}, unknown {sorted(unknown)}"
-                )
-        arg_list: list[str | bytes | int] = [args[name] for name in shape.args]
+            raise TypeError(f"{self.name}: ARGV names missing {missing}, unknown {sorted(unknown)}")
         if arg_tail:
             if not shape.arg_tail:
                 raise TypeError(f"{self.name} takes no variadic ARGV")

@@ -18,7 +18,6 @@ one, with the operation's signature and docstring.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator, Sequence
@@ -140,18 +139,23 @@ _PLAIN = "_leaseq_plain_scripts"
 fakeredis): from then on it gets the scripts' plain twins (see ``scripts``)."""
 
 
-def _evalsha(call: Call[Any], plain: bool) -> Generator[Invoke, Any, Any]:
-    """EVALSHA of ``call``'s script (its plain twin if ``plain``), loading it on NOSCRIPT."""
+def _evalsha(call: Call[Any], plain: bool | None) -> Generator[Invoke, Any, Any]:
+    """EVALSHA of ``call``'s script (its plain twin if ``plain``; None: as the
+    client was marked, read in the same step), loading it on NOSCRIPT."""
     keys, args, script = call.keys, call.args, call.script
-    sha, source = (script.plain_sha, script.plain) if plain else (script.sha, script.source)
+
+    def twin(c: Any) -> bool:
+        return bool(getattr(c, _PLAIN, False)) if plain is None else plain
 
     def evalsha(c: Any) -> Any:
-        return c.evalsha(sha, len(keys), *keys, *args)
+        return c.evalsha(script.plain_sha if twin(c) else script.sha, len(keys), *keys, *args)
 
     try:
         return (yield Invoke(evalsha, script=script.name))
     except NoScript:
-        yield Invoke(lambda c: c.script_load(source), script=script.name)
+        yield Invoke(
+            lambda c: c.script_load(script.plain if twin(c) else script.source), script=script.name
+        )
         return (yield Invoke(evalsha, script=script.name))
 
 
@@ -172,13 +176,13 @@ def _call(call: Call[R], driver: _Checked) -> Generator[Invoke, Any, R]:
         except BaseException:
             driver._checked = False  # look again at the next call
             raise
-    plain = yield Invoke(lambda c: bool(getattr(c, _PLAIN, False)))
     try:
-        reply = yield from _evalsha(call, plain)
+        # The twin is chosen inside the EVALSHA step: no step of its own on
+        # every call (single enqueues pay each step's Python).
+        reply = yield from _evalsha(call, None)
     except NoShebang:
-        if plain:
-            raise
-        # The server compiled nothing, so it ran nothing: send the plain twin.
+        # Only the shebang source fails so: the server compiled nothing, so it
+        # ran nothing; mark the client and send the plain twin.
         yield Invoke(lambda c: setattr(c, _PLAIN, True))
         reply = yield from _evalsha(call, True)
     result = call.parse(reply)
@@ -224,32 +228,30 @@ class Pump(Generic[R]):
         self.done = False
         self.result: Any = None
         self.step: Invoke = Invoke(lambda c: None)
-        self.reply: Any = None
         self.send(None)
 
     def send(self, reply: Any) -> None:
         self._advance(lambda: self._gen.send(reply))
 
-    @contextlib.contextmanager
-    def invoking(self) -> Iterator[Invoke]:
-        """Around one client call of ``step``: the block sets ``reply``; on leaving,
-        the reply — or the call's error, as a leaseq error — goes to the operation."""
-        step = self.step
-        self.reply = None
-        try:
-            with _redis.translate_errors(step.script):
-                try:
-                    yield step
-                except rex.NoScriptError:
-                    raise NoScript(step.script) from None
-                except rex.ResponseError as exc:
-                    if "near '#'" in str(exc):  # Redis before 7, fakeredis
-                        raise NoShebang(step.script) from None
-                    raise
-        except LeaseqError as exc:
-            self.throw(exc)
+    def fail(self, exc: Exception) -> None:
+        """The client call of ``step`` raised ``exc``: hand it to the operation as
+        a leaseq error (``translate``); anything else is a bug and propagates.
+        (A plain method, not a context manager around each call: the single
+        enqueue pays every microsecond of this path.)"""
+        script = self.step.script
+        error: LeaseqError | None
+        if isinstance(exc, LeaseqError):
+            error = exc
+        elif isinstance(exc, rex.NoScriptError):
+            error = NoScript(script)
+        elif isinstance(exc, rex.ResponseError) and "near '#'" in str(exc):
+            error = NoShebang(script)  # Redis before 7, fakeredis
         else:
-            self.send(self.reply)
+            error = _redis.translate(exc, script)
+            if error is None:
+                raise exc
+        error.__suppress_context__ = True
+        self.throw(error)
 
     def throw(self, error: LeaseqError) -> None:
         self._advance(lambda: self._gen.throw(error))
@@ -270,8 +272,13 @@ class SyncDriver(_Checked):
         pump: Pump[R] = Pump(op, self)
         try:
             while not pump.done:
-                with pump.invoking() as step:
-                    pump.reply = step.finish(step.start(self.redis))
+                step = pump.step
+                try:
+                    reply = step.finish(step.start(self.redis))
+                except Exception as exc:
+                    pump.fail(exc)
+                else:
+                    pump.send(reply)
         except ServerUnavailable:
             recheck_primary(self.redis)  # a failover: the next call finds the new primary
             raise
@@ -384,10 +391,17 @@ def _run_local(pump: Pump[Any], pipe: Any) -> bool:
 
 def _settle(pump: Pump[Any], reply: Any) -> None:
     """Hand ``reply`` (or the error a pipeline put in its place) to ``pump``."""
-    with pump.invoking() as step:
-        if isinstance(reply, BaseException):
-            raise reply
-        pump.reply = step.finish(reply)
+    if isinstance(reply, Exception):
+        pump.fail(reply)
+        return
+    if isinstance(reply, BaseException):
+        raise reply
+    try:
+        done = pump.step.finish(reply)
+    except Exception as exc:
+        pump.fail(exc)
+    else:
+        pump.send(done)
 
 
 class AsyncDriver(_Checked):
@@ -399,13 +413,18 @@ class AsyncDriver(_Checked):
         pump: Pump[R] = Pump(op, self)
         try:
             while not pump.done:
-                with pump.invoking() as step:
+                step = pump.step
+                try:
                     raw = step.start(self.redis)
                     if inspect.isawaitable(raw):
                         raw = await raw
                     elif hasattr(raw, "__aiter__"):  # scan_iter
                         raw = [item async for item in raw]
-                    pump.reply = step.finish(raw)
+                    reply = step.finish(raw)
+                except Exception as exc:
+                    pump.fail(exc)
+                else:
+                    pump.send(reply)
         except ServerUnavailable:
             await recheck_primary_async(self.redis)  # a failover: see SyncDriver
             raise

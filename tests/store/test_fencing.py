@@ -11,7 +11,6 @@ the old row, also token 1, must not touch it.
 from __future__ import annotations
 
 import dataclasses
-
 import threading
 from collections.abc import Callable
 from typing import Any

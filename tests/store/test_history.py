@@ -79,7 +79,7 @@ def test_buckets_expire_by_themselves(q: leaseq.Queue, r: Any) -> None:
     q.complete(claim_one(q))
     assert {k for k in r.keys(q.keys.history_prefix + "*")} == set(keys)
     again = sorted(r.pttl(k) / 1000 for k in keys)
-    assert all(0 < b <= a for a, b in zip(ttls, again))
+    assert all(0 < b <= a for a, b in zip(ttls, again, strict=True))
 
 
 def test_a_queue_with_no_history_reads_zeros(q: leaseq.Queue, r: Any) -> None:

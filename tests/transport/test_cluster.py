@@ -52,7 +52,7 @@ _NOT_CHECKED = (
 NOT_ON_CLUSTER: dict[str, str] = {
     "store.fencing.a_stale_lease_cannot_complete_a_new_row_under_the_same_id": _NOT_CHECKED,
     "store.fencing.a_stale_lease_cannot_touch_the_new_row_at_all": _NOT_CHECKED,
-    "store.fencing.every_row_gets_a_new_incarnation": _NOT_CHECKED,
+    "store.fencing.every_row_under_a_chosen_id_gets_a_new_incarnation": _NOT_CHECKED,
     "store.fencing.a_row_written_before_incarnations_still_works": _NOT_CHECKED,
     "store.fencing.a_lease_of_an_old_row_is_refused_by_a_numbered_row": _NOT_CHECKED,
     "store.fencing.a_lease_from_before_a_drop_cannot_act_on_the_queue_made_again": _NOT_CHECKED,
