@@ -364,9 +364,7 @@ def test_every_row_under_a_chosen_id_gets_a_new_incarnation(q: leaseq.Queue, r: 
     assert "incarnation" not in q.stats().totals
 
 
-def test_a_row_under_an_id_leaseq_made_is_named_by_its_enqueued_at(
-    q: leaseq.Queue, r: Any
-) -> None:
+def test_a_row_under_an_id_leaseq_made_is_named_by_its_enqueued_at(q: leaseq.Queue, r: Any) -> None:
     # Its id is never reused (80 random bits), so the row stores no number
     # of its own: leases carry its enqueued_at, which is never rewritten.
     made = q.enqueue("x")
