@@ -149,9 +149,13 @@ local function lease_one(id)
     if state == 'pending' and attempts and max_attempts and row[4]
         and attempts < max_attempts then
       attempts = attempts + 1
-      redis.call('HSET', job, 'state', 'active', 'attempts', attempts,
-        'lease_until', deadline, 'claimed_at', now, 'worker', worker)
-      if got >= started then redis.call('HSET', job, 'prefetched', attempts) end
+      if got >= started then -- one HSET either way: this runs once per leased job
+        redis.call('HSET', job, 'state', 'active', 'attempts', attempts,
+          'lease_until', deadline, 'claimed_at', now, 'worker', worker, 'prefetched', attempts)
+      else
+        redis.call('HSET', job, 'state', 'active', 'attempts', attempts,
+          'lease_until', deadline, 'claimed_at', now, 'worker', worker)
+      end
       -- Fair groups: the row's group counts one more lease (group_done undoes it).
       if row[7] then redis.call('HINCRBY', K.group_active, row[7], 1) end
       leased[#leased + 1] = deadline

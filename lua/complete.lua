@@ -89,7 +89,7 @@ for i = 1, n do
     effects[k] = { ARGV[ea], KEYS[ek], args }
     ea, ek = ea + 2 + argc, ek + 1
   end
-  local refused, group, links = lease_check(job, token, incarnation)
+  local refused, group, links, unique = lease_check(job, token, incarnation)
   if not refused then
     for k, e in ipairs(effects) do
       local why = effect_refusal(e[1], e[2], e[3])
@@ -106,7 +106,7 @@ for i = 1, n do
     -- applies both, a lost one (or a replay) applies neither.
     now = now or now_ms(meta)
     group_done(K, job, group) -- fair groups: before the row may be deleted
-    free_unique(K, job, id, now)
+    free_unique(K, job, id, now, unique)
     for _, e in ipairs(effects) do apply_effect(e[1], e[2], e[3]) end
     redis.call('HSET', job, 'state', 'succeeded', 'finished_at', now)
     redis.call('HDEL', job, 'lease_until')

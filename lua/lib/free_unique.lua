@@ -1,4 +1,4 @@
--- free_unique(K, job, id, now): job id is finishing (succeeded, dead, cancelled,
+-- free_unique(K, job, id, now, fields): job id is finishing (succeeded, dead, cancelled,
 -- deleted, purged): free the uniqueness key its row holds (field unique_key), so
 -- the next enqueue with that key creates a job. K.unique is the queue's HASH
 -- 'leaseq:{<queue>}:unique' (key -> '<holder id>' or '<holder id> <window end ms>');
@@ -7,8 +7,10 @@
 -- parked behind this job (row field unique_next: a keep-last duplicate enqueued
 -- while this job ran) becomes due now in K.scheduled, with a wake-up token on
 -- K.wake (capped at 64, as push_pending does). Call it while the row still exists.
-local function free_unique(K, job, id, now)
-  local row = redis.pcall('HMGET', job, 'unique_key', 'unique_next')
+-- fields: the row's { unique_key, unique_next } when the caller read them already
+-- (lease_check does), else nil: they are read here.
+local function free_unique(K, job, id, now, fields)
+  local row = fields or redis.pcall('HMGET', job, 'unique_key', 'unique_next')
   if row['err'] or not row[1] then return end
   local held = redis.call('HGET', K.unique, row[1])
   if held then
