@@ -86,8 +86,8 @@ local lease_ms = tonumber(A.lease_ms)
 local worker = A.worker
 local limit = tonumber(A.sweep)
 local started = tonumber(A.started) or count
-local now = now_ms(meta)
 local log = event_log(K.events, K.done, meta)
+local now = now_ms(meta, false, log.clock)
 
 if limit > 0 then
   promote_due(scheduled, pending, K, job_prefix, now, limit, log)

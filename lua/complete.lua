@@ -104,7 +104,7 @@ for i = 1, n do
   else
     -- The effects and the completion are one script: a lease that holds
     -- applies both, a lost one (or a replay) applies neither.
-    now = now or now_ms(meta)
+    now = now or now_ms(meta, false, log.clock)
     group_done(K, job, group) -- fair groups: before the row may be deleted
     free_unique(K, job, id, now, unique)
     for _, e in ipairs(effects) do apply_effect(e[1], e[2], e[3]) end

@@ -60,7 +60,8 @@ local kind = A.kind
 local timeout_ms = tonumber(A.timeout_ms)
 local traceparent = A.traceparent
 local n = (#ARGV - TAIL.args + 1) / 2
-local now = now_ms(meta)
+local log = event_log(K.events, nil, meta)
+local now = now_ms(meta, false, log.clock)
 local unpack_ = table.unpack or unpack
 
 -- Dedup first: an id whose row exists, whatever its state (even succeeded
@@ -92,7 +93,6 @@ for i = 1, n do
 end
 local created = #fresh + #parked
 if created == 0 then return out end
-local log = event_log(K.events, nil, meta)
 
 -- One HINCRBY numbers the rows of the whole call: a row's incarnation is
 -- never reused in this queue, so a lease of an earlier row under the same id

@@ -63,8 +63,8 @@ local retry_ms = tonumber(A.retry_ms)
 local refused, group = lease_check(job, token, A.incarnation)
 if refused then return refused end
 
-local now = now_ms(meta)
 local log = event_log(K.events, K.done, meta)
+local now = now_ms(meta, false, log.clock)
 redis.call('ZREM', active, id)
 group_done(K, job, group)
 bump_counter(K, 'failed', 1, now)

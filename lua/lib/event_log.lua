@@ -7,10 +7,12 @@
 -- writes it): anything an operator put there by hand ('1.5', '1e20', 'nan', ' 7')
 -- is the default, never an XADD argument that would fail the call after its
 -- other writes.
--- Returns the table { key, done, off, maxlen, fields, lists, by, n } (by: the lists
--- by from-state then to-state, so that noting a transition builds no field name).
+-- Returns the table { key, done, off, maxlen, fields, lists, by, n, clock } (by: the
+-- lists by from-state then to-state, so that noting a transition builds no field
+-- name; clock: meta's clock floor as read in the same HMGET, false if unset, for
+-- now_ms(meta, peek, log.clock): one read of meta per call, not two).
 local function event_log(events, done, meta)
-  local s = redis.call('HMGET', meta, 'events', 'events_maxlen')
+  local s = redis.call('HMGET', meta, 'events', 'events_maxlen', 'clock')
   local maxlen = 10000
   local stored = s[2]
   if stored and #stored <= 9 and string.find(stored, '^%d+$') then
@@ -18,5 +20,5 @@ local function event_log(events, done, meta)
     if n >= 1 and n <= 100000000 then maxlen = n end
   end
   return { key = events, done = done, off = s[1] == 'off', maxlen = maxlen,
-           fields = {}, lists = {}, by = {}, n = 0 }
+           fields = {}, lists = {}, by = {}, n = 0, clock = s[3] }
 end

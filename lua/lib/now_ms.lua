@@ -10,11 +10,13 @@
 -- corrected: an unbounded floor would hold the queue's time still (no lease
 -- expires, no delay elapses) until real time caught up, hours maybe.
 -- peek = true reads without moving the floor (stats must not write, nor
--- create the meta key of a queue that does not exist).
-local function now_ms(meta, peek)
+-- create the meta key of a queue that does not exist). stored: the floor field
+-- as the caller already read it in this call (false = unset; nil = read it here).
+local function now_ms(meta, peek, stored)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local floor = tonumber(redis.call('HGET', meta, 'clock')) or 0
+  if stored == nil then stored = redis.call('HGET', meta, 'clock') end
+  local floor = tonumber(stored) or 0
   if floor >= now and floor - now <= 10000 then
     return floor
   end
