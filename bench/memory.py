@@ -42,6 +42,10 @@ def per_job(r: Any, n: int, fill: Callable[[], object]) -> float:
     return (used(r) - before) / n
 
 
+def shown(parts: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.1f}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]))
+
+
 def split(r: Any, q: leaseq.Queue, n: int) -> dict[str, float]:
     """Bytes per job by key (MEMORY USAGE), for the queue's keys as they are."""
     rows = [k for k in r.scan_iter(match=q.keys.job("*"), count=1000)]
@@ -95,8 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             q.complete(q.claim())  # type: ignore[arg-type]
             total = per_job(r, n, fill)
             parts = split(r, q, n)
-            shown = ", ".join(f"{k} {v:.1f}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]))
-            print(f"pending, {how:<12} {total:6.1f}  ({shown}; Redis's tables "
+            print(f"pending, {how:<12} {total:6.1f}  ({shown(parts)}; Redis's tables "
                   f"{total - sum(parts.values()):.1f})")  # fmt: skip
             if how == "enqueue_many":
                 base = used(r) - total * n
@@ -104,10 +107,10 @@ def main(argv: list[str] | None = None) -> int:
                     q.complete_many(leases)
                 done = (used(r) - base) / n
                 parts = split(r, q, n)
-                shown = ", ".join(f"{k} {v:.1f}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]))
-                print(f"finished (keep_succeeded_count default) {done:6.1f}  ({shown})")
+                print(f"finished (keep_succeeded_count default) {done:6.1f}  ({shown(parts)})")
         for id_len in (20, 8):
-            print(f"floor: contract fields only + one ZADD, {id_len}-char ids  {floor(r, n, id_len):6.1f}")
+            size = floor(r, n, id_len)
+            print(f"floor: contract fields only + one ZADD, {id_len}-char ids  {size:6.1f}")
     return 0
 
 
