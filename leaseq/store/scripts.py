@@ -109,19 +109,20 @@ class Script:
         (``job_prefix``, ``group_prefix``, ...). A missing or unknown name is a
         TypeError: a bug in the caller, caught by the first test that runs it."""
         shape = self.shape
-        key_list = list(_fixed_keys(keys, self.name))
+        fixed, prefixes = _for_queue(keys, self.name)
+        key_list = list(fixed)
         if at is not None:
             for i, name in enumerate(shape.keys):
                 if name.param is not None:
                     key_list[i] = getattr(keys, name.member)(at[name.param])
-        elif "" in key_list:  # a parameter's place, left empty by _fixed_keys
+        elif "" in key_list:  # a parameter's place, left empty by _for_queue
             raise TypeError(f"{self.name}: the key parameters are missing (at=...)")
         if key_tail:
             if not shape.key_tail:
                 raise TypeError(f"{self.name} takes no variadic KEYS")
             key_list += key_tail
         if len(args) != len(shape.args):
-            args = {**_prefixes(keys, self.name), **args}
+            args = {**prefixes, **args}
         try:
             arg_list: list[str | bytes | int] = [args[name] for name in shape.args]
         except KeyError:
@@ -148,17 +149,12 @@ class Call(Generic[R_co]):
 
 
 @functools.lru_cache(maxsize=4096)
-def _fixed_keys(keys: QueueKeys, name: str) -> tuple[str, ...]:
-    """The fixed KEYS of script ``name`` for one queue ('' where a parameter goes)."""
-    return tuple(
-        "" if k.param is not None else getattr(keys, k.member) for k in SCRIPTS[name].shape.keys
-    )
-
-
-@functools.lru_cache(maxsize=4096)
-def _prefixes(keys: QueueKeys, name: str) -> dict[str, str]:
-    """The ``*_prefix`` ARGV of script ``name`` that ``keys`` builds."""
-    return {a: getattr(keys, a) for a in SCRIPTS[name].shape.args if a.endswith("_prefix")}
+def _for_queue(keys: QueueKeys, name: str) -> tuple[tuple[str, ...], dict[str, str]]:
+    """What script ``name`` takes from one queue's ``keys``: its fixed KEYS ('' where
+    a parameter goes), and the ``*_prefix`` ARGV. One cache lookup per call."""
+    shape = SCRIPTS[name].shape
+    fixed = tuple("" if k.param is not None else getattr(keys, k.member) for k in shape.keys)
+    return fixed, {a: getattr(keys, a) for a in shape.args if a.endswith("_prefix")}
 
 
 def shape(header: str, name: str) -> Shape:
