@@ -129,7 +129,7 @@ for i = 1, n do
 end
 local done = #done_ids
 if done > 0 then
-  signal_done(K.done, table.concat(done_ids, ' '))
+  signal_done(K.done, done_ids)
   flush_events(log, now)
 end
 if done > 0 then

@@ -97,7 +97,7 @@ for i = 1, #page, 2 do
 end
 if log.n > 0 then flush_events(log, now or now_ms(K.meta, true)) end
 if #gone > 0 and unfinished then
-  signal_done(K.done, table.concat(gone, ' '))
+  signal_done(K.done, gone)
 end
 local out = { deleted, #page == 2 * limit and 1 or 0, upto, after, skip }
 for i = 1, #damaged do out[#out + 1] = damaged[i] end

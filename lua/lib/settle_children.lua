@@ -127,7 +127,7 @@ local function settle_children(K, work, now, log, budget)
     redis.call('HINCRBY', K.meta, 'cancelled', #dropped / 2)
     local ids = {}
     for d = 2, #dropped, 2 do ids[#ids + 1] = dropped[d] end
-    signal_done(K.done, table.concat(ids, ' '))
+    signal_done(K.done, ids)
   end
   return budget
 end

@@ -126,6 +126,24 @@ def test_wait_wakes_when_the_job_finishes(q: leaseq.Queue) -> None:
     assert time.monotonic() - started < 5.0  # woken by the signal, not the timeout
 
 
+def test_a_big_batch_signals_in_entries_of_at_most_a_hundred_ids(q: leaseq.Queue, r: Any) -> None:
+    # The done stream is bounded in entries: an entry per batch would let a
+    # busy worker's complete_many fill it with millions of ids.
+    ids = q.enqueue_many([{"i": i} for i in range(1_000)])
+    got: list[Any] = []
+    waiter = threading.Thread(target=lambda: got.append(q.wait_many(ids, timeout=20.0)))
+    waiter.start()
+    leases = q.claim_many(1_000)
+    assert q.complete_many(leases) == []
+    waiter.join(15.0)
+    assert not waiter.is_alive() and all(j.state is leaseq.State.SUCCEEDED for j in got[0])
+    entries = r.xrange(q.keys.done)
+    signalled = [i for _, fields in entries for i in fields[b"ids"].decode().split()]
+    assert sorted(signalled) == sorted(ids)
+    assert all(len(fields[b"ids"].split()) <= 100 for _, fields in entries)
+    assert len(entries) == 10
+
+
 @pytest.mark.parametrize("how", ["delete", "purge"])
 def test_a_job_deleted_while_waited_for_raises_at_once(q: leaseq.Queue, how: str) -> None:
     # delete and purge signal the done stream: the waiter reads the row, finds
