@@ -46,7 +46,6 @@
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/pin_parent.lua
---!include lib/push_pending.lua
 --!include lib/push_ready.lua
 --!include lib/reserve_incarnations.lua
 --!include lib/state_kind.lua
@@ -112,7 +111,7 @@ local now = now_ms(meta)
 local log = event_log(K.events, nil, meta)
 local incarnation = reserve_incarnations(meta, created, now)
 local unpack_ = table.unpack or unpack
-local waiting, cancelled, ready, grouped, due = {}, {}, {}, {}, {}
+local waiting, cancelled, ready, due = {}, {}, {}, {}
 local pins, edges, order = {}, {}, {}
 local first_due = nil
 local row = { 'state', 'pending', 'attempts', 0, 'max_attempts', '', 'payload', '',
@@ -182,8 +181,7 @@ for _, i in ipairs(fresh) do
       if not first_due or now + delay_ms < first_due then first_due = now + delay_ms end
     else
       state = 'pending'
-      local list = group ~= '' and grouped or ready
-      list[#list + 1] = { priority, id }
+      ready[#ready + 1] = { priority, id, group ~= '' and group or nil }
     end
     -- Every parent is pinned while this job is unfinished (those made here
     -- already are, above); those that have not finished also list it among
@@ -221,8 +219,7 @@ for _, parent in ipairs(order) do
   if pins[parent] > 0 then pin_parent(K, parent, known[parent], pins[parent], now) end
   if edges[parent] then call_chunked('SADD', K.graph_prefix .. parent, edges[parent], 1000) end
 end
-push_ready(K, ready) -- one HINCRBY of seq, one ZADD per 1000
-for _, g in ipairs(grouped) do push_pending(K.pending, K, job_prefix .. g[2], g[2], g[1]) end
+push_ready(K, ready) -- one HINCRBY of seq, one ZADD per 1000 (and per group)
 call_chunked('ZADD', K.waiting, waiting, 1000)
 call_chunked('ZADD', K.scheduled, due, 1000)
 call_chunked('ZADD', K.cancelled, cancelled, 1000)

@@ -1,8 +1,12 @@
--- push_ready(K, ready): make many ungrouped jobs claimable at once; ready is a
--- list of { priority, id } in the order they became ready, their rows already
--- saying 'pending'. push_pending's scores and rules for the FIFO sequence (meta
--- field seq), reserved with one HINCRBY for the batch, one ZADD per 1000 into
--- ZSET K.pending, and a wake-up token per job on LIST K.wake (64 at most).
+-- push_ready(K, ready): make many jobs claimable at once; ready is a list of
+-- { priority, id, group or nil } in the order they became ready, their rows
+-- already saying 'pending'. push_pending's scores and rules for the FIFO
+-- sequence (meta field seq), reserved with one HINCRBY for the batch, one ZADD
+-- per 1000 into ZSET K.pending, and a wake-up token per job on LIST K.wake (64
+-- at most, one RPUSH). A fair group's jobs go as push_pending puts them (their
+-- group's ZSET K.group_prefix .. <name> under the score, pending at 2^53 + score,
+-- the group into the rotation K.groups unless held in K.group_held), with one
+-- ZADD and one rotation check per group, not per job.
 --!include lib/call_chunked.lua
 local function push_ready(K, ready)
   if #ready == 0 then return end
@@ -12,13 +16,35 @@ local function push_ready(K, ready)
     redis.call('HSET', K.meta, 'seq', #ready)
     last = #ready
   end
-  local members, seq = {}, last - #ready
+  local members, seq, groups, order = {}, last - #ready, {}, {}
   for _, r in ipairs(ready) do
     seq = seq + 1
-    members[#members + 1] = r[1] * 8589934592 + seq
+    local score, group = r[1] * 8589934592 + seq, r[3]
+    if group then
+      local list = groups[group]
+      if not list then
+        list = {}
+        groups[group] = list
+        order[#order + 1] = group
+      end
+      list[#list + 1] = score
+      list[#list + 1] = r[2]
+      score = 9007199254740992 + score
+    end
+    members[#members + 1] = score
     members[#members + 1] = r[2]
+  end
+  for _, group in ipairs(order) do
+    call_chunked('ZADD', K.group_prefix .. group, groups[group], 1000)
+    if not redis.call('HGET', K.group_held, group) then
+      redis.call('ZADD', K.groups, 'NX', redis.call('HINCRBY', K.meta, 'gseq', 1), group)
+    end
   end
   call_chunked('ZADD', K.pending, members, 1000)
   local room = math.min(#ready, 64 - redis.call('LLEN', K.wake))
-  for _ = 1, room do redis.call('RPUSH', K.wake, '1') end
+  if room > 0 then
+    local tokens = {}
+    for t = 1, room do tokens[t] = '1' end
+    redis.call('RPUSH', K.wake, (table.unpack or unpack)(tokens))
+  end
 end

@@ -19,7 +19,6 @@
 --!include lib/call_chunked.lua
 --!include lib/cancel_child.lua
 --!include lib/log_event.lua
---!include lib/push_pending.lua
 --!include lib/push_ready.lua
 --!include lib/signal_done.lua
 --!include lib/to_count.lua
@@ -89,15 +88,11 @@ local function settle_children(K, work, now, log, budget)
               if not first_due or at < first_due then first_due = at end
               redis.call('HDEL', job, 'delay')
               log_event(log, 'waiting', 'scheduled', kid, 0)
-            elseif k[7] then
-              -- A fair group's job: its group's ZSET and the rotation too.
-              push_pending(K.pending, K, job, kid, to_count(k[4]) or 0)
-              gone[#gone + 1] = kid
-              log_event(log, 'waiting', 'pending', kid, 0)
             else
+              -- A fair group's job (k[7]) also goes to its group's ZSET and the rotation.
               row[#row + 1] = 'state'
               row[#row + 1] = 'pending'
-              ready[#ready + 1] = { to_count(k[4]) or 0, kid }
+              ready[#ready + 1] = { to_count(k[4]) or 0, kid, k[7] or nil }
               gone[#gone + 1] = kid
               log_event(log, 'waiting', 'pending', kid, 0)
             end

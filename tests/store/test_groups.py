@@ -75,6 +75,37 @@ def test_group_concurrency_caps_active_leases_per_group(q: Any, r: Any) -> None:
     assert len(q.claim_many(100, ttl=30.0)) == 15
 
 
+def test_grouped_children_join_their_groups_when_released(q: Any, r: Any) -> None:
+    # A child of a finished parent is ready at enqueue; the others when their
+    # parent succeeds. Either way each joins its group's ZSET and the rotation
+    # (one ZADD and one rotation check per group), and a held group stays out.
+    q.set_limits(group_concurrency=1)
+    q.enqueue("p", id="p")
+    q.enqueue("done", id="done")
+    q.complete(q.claim(ttl=30.0))  # p
+    q.complete(q.claim(ttl=30.0))  # done
+    at_once = q.enqueue("now", group="a", depends_on=["p"])
+    assert q.get(at_once).state == "pending" and r.zcard(q.keys.group("a")) == 1
+    held = q.claim(ttl=30.0)  # group a is now at its limit: held
+    assert held is not None and held.id == at_once and q.limits().groups_active == 1
+    q.enqueue("q", id="q")
+    parent = q.claim(ttl=30.0)
+    assert parent is not None and parent.id == "q"
+    kids = q.enqueue_many(list(range(6)), group="a", depends_on=["q"])
+    kids += q.enqueue_many(list(range(6)), group="b", depends_on=["q"])
+    assert q.stats().waiting == 12
+    q.complete(parent)  # releases all twelve
+    assert q.stats().pending == 12 and q.stats().waiting == 0
+    assert r.zcard(q.keys.group("a")) == 6 and r.zcard(q.keys.group("b")) == 6
+    # a is held (one active): only b's jobs flow until its slot is given back.
+    first = q.claim_many(10, ttl=30.0)
+    assert [group_of(q, lease) for lease in first] == ["b"]
+    q.complete(held)
+    again = q.claim_many(10, ttl=30.0)
+    assert sorted(group_of(q, lease) for lease in again) == ["a"]
+    assert {lease.id for lease in again} <= set(kids[:6])
+
+
 def test_a_group_limit_lowered_below_what_is_active(q: Any, r: Any) -> None:
     q.enqueue_many(list(range(6)), group="a")
     held = q.claim_many(3, ttl=30.0)
