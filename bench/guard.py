@@ -1,0 +1,367 @@
+"""The guard: leaseq here, leaseq at a previous revision, and huey, side by side.
+
+``python -m bench.guard [--rev REV] [--quick]`` starts one throwaway
+redis-server and, round after round (the order rotated each round, so a noisy
+neighbour hits every side alike), measures in a fresh process per side:
+
+- **drain**: one worker process with its defaults (``leaseq worker Q
+  peer_tasks:handler --burst``; ``huey_consumer peer_tasks.huey -w 1``) running
+  N jobs that each do one Redis ``INCR`` (bench/peer_tasks.py); jobs/s from the
+  first completion to the last, timed from outside by polling the counter;
+- **enqueue**: N single enqueues from one client, unpipelined, jobs/s, and
+  the same client's bare ``LPUSH`` on the same connection, taking turns with
+  it in blocks of 500: the round-trip floor, and enqueue wall / ``LPUSH`` wall;
+- **enqueue_many**: N jobs in batches of 1,000, jobs/s (leaseq only);
+- **Redis bytes per job**: the ``used_memory`` delta over the N pending jobs
+  enqueued one by one, over N enqueued in batches (leaseq only), and once the
+  drain is done (``keep_succeeded_count`` at its default), per job.
+
+The revision side runs that revision's own code: ``git archive`` of REV into a
+temp dir, and the measuring process and its worker with that tree first on
+PYTHONPATH (the measuring code is this file, the same for every side). REV
+defaults to the newest git tag reachable from HEAD (the previous release), and
+with no tag to ``HEAD~1`` (on main, where each issue lands as one merge, that
+is main before the last merge). ``--at REV`` measures a revision instead of the
+working tree (``bench.ab`` is that without huey).
+
+It prints a markdown table: each side's median, the ratios this/rev and
+this/huey (taken round by round, median and range), and the targets with
+met / not met, under a line naming the machine and the date. Absolute rates
+do not travel between machines: read the ratios. Never run by the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import redis
+
+ROOT_BENCH = Path(__file__).resolve().parent
+QUEUE = "guard"
+FLOOR = "guard:floor"
+BATCH = 1_000
+BLOCK = 500
+"""Single enqueues and ``LPUSH``es take turns in blocks of this many."""
+
+
+class Figure(NamedTuple):
+    key: str
+    label: str
+    digits: int = 0
+    vs_huey: bool = True
+    """False where huey's figure is about nothing (it keeps no finished job)."""
+
+
+FIGURES = (
+    Figure("drain", "drain, 1 worker, an INCR a job (jobs/s)"),
+    Figure("enqueue", "enqueue, 1 client, one call each (jobs/s)"),
+    Figure("lpush", "bare LPUSH, same connection (calls/s)"),
+    Figure("enqueue_per_lpush", "enqueue wall / LPUSH wall", 2),
+    Figure("enqueue_many", "enqueue_many, batches of 1,000 (jobs/s)"),
+    Figure("bytes_single", "Redis bytes / pending job, one by one"),
+    Figure("bytes_batch", "Redis bytes / pending job, in batches"),
+    Figure("bytes_finished", "Redis bytes / finished job, default keep", vs_huey=False),
+)
+
+
+class Target(NamedTuple):
+    text: str
+    met: Callable[[float, float | None], bool | None]
+    """(this side's median, this/huey median or None) -> met, or None: unknown."""
+
+
+TARGETS = {
+    "drain": Target(">= 4x huey", lambda _, vs_huey: None if vs_huey is None else vs_huey >= 4),
+    "enqueue_per_lpush": Target("<= 1.2", lambda this, _: this <= 1.2),
+    "enqueue_many": Target(">= 200,000/s", lambda this, _: this >= 200_000),
+    "bytes_single": Target("<= 226", lambda this, _: this <= 226),
+    "bytes_batch": Target("<= 226", lambda this, _: this <= 226),
+}
+
+
+# --- the measuring process (one per side and round; stdlib and redis only) ---
+
+
+def used(r: Any) -> int:
+    return int(r.info("memory")["used_memory"])
+
+
+def singles(
+    r: Any, jobs: int, one: Callable[[int], object], push: Callable[[], object]
+) -> dict[str, float]:
+    """``jobs`` calls of ``one(i)`` and as many of ``push()``, in alternate blocks."""
+    t_one = t_push = 0.0
+    for start in range(0, jobs, BLOCK):
+        stop = min(jobs, start + BLOCK)
+        t0 = time.perf_counter()
+        for i in range(start, stop):
+            one(i)
+        t1 = time.perf_counter()
+        for _ in range(start, stop):
+            push()
+        t_one += t1 - t0
+        t_push += time.perf_counter() - t1
+    r.delete(FLOOR)
+    return {"enqueue": jobs / t_one, "lpush": jobs / t_push, "enqueue_per_lpush": t_one / t_push}
+
+
+def drain(r: Any, jobs: int, command: list[str], counter: str, exits: bool) -> float:
+    """Start ``command`` on ``jobs`` queued jobs whose handlers INCR ``counter``;
+    jobs/s from the first completion to the last. ``exits``: the command
+    returns by itself when done (waited for, so that its last writes land);
+    otherwise it is stopped."""
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err)
+        first: tuple[float, int] | None = None
+        give_up = time.monotonic() + 600
+        try:
+            while True:
+                done = int(r.get(counter) or 0)
+                now = time.perf_counter()
+                if done and first is None:
+                    first = (now, done)
+                if done >= jobs:
+                    break
+                if time.monotonic() > give_up or proc.poll() is not None:
+                    err.seek(0)
+                    tail = err.read()[-1500:].decode(errors="replace")
+                    raise RuntimeError(f"{command}: {done} of {jobs} jobs done\n{tail}")
+                time.sleep(0.01)
+            if exits:
+                proc.wait(60)
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+    assert first is not None
+    return (jobs - first[1]) / max(now - first[0], 1e-9)
+
+
+def measure(kind: str, url: str, jobs: int, tasks: str) -> dict[str, float]:
+    """One side's figures, run in a fresh process whose cwd is the side's tree."""
+    os.environ["BENCH_REDIS_URL"] = url  # read by the tasks module at import
+    peer = importlib.import_module(tasks)
+    r = redis.Redis.from_url(url)
+    return (_huey if kind == "huey" else _leaseq)(r, url, jobs, peer)
+
+
+def _leaseq(r: Any, url: str, jobs: int, peer: Any) -> dict[str, float]:
+    import leaseq
+
+    where = Path(leaseq.__file__).resolve()
+    if Path.cwd().resolve() not in where.parents:
+        raise RuntimeError(f"leaseq imported from {where}, not from {Path.cwd()}")
+    q = leaseq.Queue(QUEUE, redis=r)
+    warm = leaseq.Queue(f"{QUEUE}-warm", redis=r)  # scripts loaded, connection open
+    r.flushall()
+    warm.enqueue({"i": -1})
+    base = used(r)
+    out = singles(r, jobs, lambda i: q.enqueue({"i": i}), lambda: r.lpush(FLOOR, b"x"))
+    out["bytes_single"] = (used(r) - base) / jobs
+
+    r.flushall()
+    warm.enqueue({"i": -1})
+    payloads = [{"i": i} for i in range(jobs)]
+    base = used(r)
+    start = time.perf_counter()
+    for i in range(0, jobs, BATCH):
+        q.enqueue_many(payloads[i : i + BATCH])
+    out["enqueue_many"] = jobs / (time.perf_counter() - start)
+    out["bytes_batch"] = (used(r) - base) / jobs
+    worker = [sys.executable, "-m", "leaseq.cli", "--url", url, "worker", QUEUE]
+    worker += [f"{peer.__name__}:handler", "--burst"]
+    out["drain"] = drain(r, jobs, worker, peer.COUNTER, exits=True)
+    out["bytes_finished"] = (used(r) - base) / jobs
+    return out
+
+
+def _huey(r: Any, url: str, jobs: int, peer: Any) -> dict[str, float]:
+    huey = peer.huey
+    r.flushall()
+    peer.incr()  # connection open, script loaded
+    huey.flush()
+    base = used(r)
+    out = singles(r, jobs, lambda i: peer.incr(), lambda: huey.storage.conn.lpush(FLOOR, b"x"))
+    out["bytes_single"] = (used(r) - base) / jobs
+    consumer = [sys.executable, "-m", "huey.bin.huey_consumer", f"{peer.__name__}.huey", "-w", "1"]
+    out["drain"] = drain(r, jobs, consumer, peer.COUNTER, exits=False)
+    out["bytes_finished"] = (used(r) - base) / jobs
+    return out
+
+
+# --- the run: sides, rounds, the table ---
+
+
+def default_rev() -> str:
+    from bench.revisions import newest_tag
+
+    return newest_tag() or "HEAD~1"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.guard",
+        description="leaseq here vs a previous revision vs huey: drain, enqueue, memory.",
+    )
+    parser.add_argument(
+        "--rev", help="the revision to compare with (default: the newest tag, else HEAD~1)"
+    )
+    parser.add_argument("--at", help="measure this revision instead of the working tree")
+    parser.add_argument("--no-rev", action="store_true", help="leave the revision side out")
+    parser.add_argument("--no-huey", action="store_true", help="leave huey out")
+    parser.add_argument("--jobs", type=int, help="jobs per figure (default 20,000; --quick 5,000)")
+    parser.add_argument("--rounds", type=int, help="rounds (default 5; --quick 3)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run of about a minute")
+    args = parser.parse_args(argv)
+    if args.jobs is None:
+        args.jobs = 5_000 if args.quick else 20_000
+    if args.rounds is None:
+        args.rounds = 3 if args.quick else 5
+    if args.jobs < BATCH or args.rounds < 1:
+        parser.error(f"--jobs takes {BATCH:,} or more, --rounds 1 or more")
+    if args.no_rev and args.rev:
+        parser.error("--rev and --no-rev: pick one")
+    return args
+
+
+class Side(NamedTuple):
+    title: str
+    kind: str  # "leaseq" or "huey"
+    tree: Path
+
+
+def sides_of(args: argparse.Namespace, scratch: Any) -> tuple[dict[str, Side], list[str]]:
+    """The sides to measure (this, rev, huey; exported trees under ``scratch``)
+    and a line naming each."""
+    from bench.revisions import ROOT, describe, git
+
+    if args.at:
+        at = describe(args.at)
+        sides = {"this": Side(f"at {at.split()[0]}", "leaseq", scratch.export(args.at, "at"))}
+        notes = [f"at: {at}"]
+    else:
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+        sides = {"this": Side("this tree", "leaseq", ROOT)}
+        notes = [f"this tree: {describe('HEAD')}{' + uncommitted changes' if dirty else ''}"]
+    if not args.no_rev:
+        rev = args.rev or default_rev()
+        was = describe(rev)
+        sides["rev"] = Side(f"rev {was.split()[0]}", "leaseq", scratch.export(rev, "rev"))
+        notes.append(f"rev: {rev} = {was}")
+    if not args.no_huey:
+        import huey
+
+        sides["huey"] = Side("huey", "huey", ROOT)
+        notes.append(f"huey {huey.__version__}, its consumer with -w 1")
+    return sides, notes
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from bench.revisions import Scratch, run_in
+    from bench.server import Server, machine
+
+    if not args.no_huey and importlib.util.find_spec("huey") is None:
+        raise SystemExit("bench.guard needs huey (pip install -e '.[bench]') or --no-huey")
+    started = time.monotonic()
+    with Scratch("leaseq-guard-") as scratch, Server() as server:
+        tasks = scratch.module("guard_peer_tasks", (ROOT_BENCH / "peer_tasks.py").read_text())
+        sides, notes = sides_of(args, scratch)
+        load = os.getloadavg()[0]
+
+        def run(side: Side, jobs: int) -> dict[str, float]:
+            args_ = [side.kind, server.url, jobs, tasks]
+            return dict(run_in(side.tree, __file__, "measure", args_, scratch.modules))
+
+        for side in sides.values():  # a warm-up: scripts cached, files read
+            run(side, BATCH)
+        names = list(sides)
+        got: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+        for k in range(args.rounds):
+            for name in names[k % len(names) :] + names[: k % len(names)]:
+                got[name].append(run(sides[name], args.jobs))
+            drains = "  ".join(f"{n} {got[n][-1]['drain']:,.0f}" for n in names)
+            print(f"guard: round {k + 1}/{args.rounds} done (drain jobs/s: {drains})",
+                  file=sys.stderr, flush=True)  # fmt: skip
+        box = machine(server.client())
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    command = " ".join(["python -m bench.guard", *(sys.argv[1:] if argv is None else argv)])
+    print(f"leaseq guard, {when}: `{command}`")
+    print(f"machine: {box}; load average {load:.1f} at start, {os.getloadavg()[0]:.1f} at end")
+    print("; ".join(notes))
+    print(
+        f"{args.jobs:,} jobs a figure, median of {args.rounds} rounds (order rotated each "
+        f"round); ratios taken round by round: median [min, max]; "
+        f"{time.monotonic() - started:.0f} s\n"
+    )
+    print(table(sides, got))
+    return 0
+
+
+def table(sides: dict[str, Side], got: dict[str, list[dict[str, float]]]) -> str:
+    """The markdown table: medians per side, ratios to this side, targets."""
+    others = [n for n in ("rev", "huey") if n in sides]
+    head = ["figure", *(sides[n].title for n in sides), *(f"this/{n}" for n in others)]
+    rows = [[*head, "target", "met"], ["---"] + ["---:"] * (len(head) - 1) + ["---", "---"]]
+    met_count = total = 0
+    for fig in FIGURES:
+        medians = {n: _median(got[n], fig.key) for n in sides}
+        if medians["this"] is None:
+            continue
+        ratios = {
+            n: _ratios(got["this"], got[n], fig.key) if n != "huey" or fig.vs_huey else []
+            for n in others
+        }
+        row = [fig.label, *(_number(medians[n], fig.digits) for n in sides)]
+        row += [_ratio_text(ratios[n]) for n in others]
+        target = TARGETS.get(fig.key)
+        met = None
+        if target is not None:
+            vs_huey = ratios.get("huey")
+            met = target.met(medians["this"], statistics.median(vs_huey) if vs_huey else None)
+            total += 1
+            met_count += bool(met)
+        row += [target.text if target else "", {True: "met", False: "**not met**"}.get(met, "")]
+        rows.append(row)
+    lines = ["| " + " | ".join(row) + " |" for row in rows]
+    lines.append(f"\ntargets met: {met_count} of {total}")
+    return "\n".join(lines)
+
+
+def _median(rounds: list[dict[str, float]], key: str) -> float | None:
+    values = [r[key] for r in rounds if key in r]
+    return statistics.median(values) if values else None
+
+
+def _ratios(this: list[dict[str, float]], other: list[dict[str, float]], key: str) -> list[float]:
+    return [a[key] / b[key] for a, b in zip(this, other, strict=True) if key in a and b.get(key)]
+
+
+def _number(value: float | None, digits: int) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def _ratio_text(ratios: list[float]) -> str:
+    if not ratios:
+        return "—"
+    return f"{statistics.median(ratios):.2f} [{min(ratios):.2f}, {max(ratios):.2f}]"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
