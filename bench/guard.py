@@ -8,10 +8,13 @@ neighbour hits every side alike), measures in a fresh process per side:
   peer_tasks:handler --burst``; ``huey_consumer peer_tasks.huey -w 1``) running
   N jobs that each do one Redis ``INCR`` (bench/peer_tasks.py); jobs/s from the
   first completion to the last, timed from outside by polling the counter;
-- **enqueue**: N single enqueues from one client, unpipelined, jobs/s, and
-  the same client's bare ``LPUSH`` on the same connection, taking turns with
-  it in blocks of 500: the round-trip floor, and enqueue wall / ``LPUSH`` wall;
-- **enqueue_many**: N jobs in batches of 1,000, jobs/s (leaseq only);
+- **enqueue**: N single enqueues from one client, unpipelined, and the same
+  client's bare ``LPUSH`` on the same connection (the round-trip floor),
+  taking turns in blocks of 500: jobs/s of the median block, and the median
+  block's enqueue wall / ``LPUSH`` wall (a neighbour's burst spoils a block,
+  not the figure);
+- **enqueue_many**: N jobs in calls of 1,000, jobs/s of the median call
+  (leaseq only);
 - **Redis bytes per job**: the ``used_memory`` delta over the N pending jobs
   enqueued one by one, over N enqueued in batches (leaseq only), and once the
   drain is done (``keep_succeeded_count`` at its default), per job.
@@ -101,20 +104,25 @@ def used(r: Any) -> int:
 def singles(
     r: Any, jobs: int, one: Callable[[int], object], push: Callable[[], object]
 ) -> dict[str, float]:
-    """``jobs`` calls of ``one(i)`` and as many of ``push()``, in alternate blocks."""
-    t_one = t_push = 0.0
+    """``jobs`` calls of ``one(i)`` and as many of ``push()``, in alternate blocks;
+    rates from the median block (a neighbour's burst spoils a block, not the figure)."""
+    t_one: list[float] = []
+    t_push: list[float] = []
     for start in range(0, jobs, BLOCK):
-        stop = min(jobs, start + BLOCK)
         t0 = time.perf_counter()
-        for i in range(start, stop):
+        for i in range(start, start + BLOCK):
             one(i)
         t1 = time.perf_counter()
-        for _ in range(start, stop):
+        for _ in range(BLOCK):
             push()
-        t_one += t1 - t0
-        t_push += time.perf_counter() - t1
+        t_one.append(t1 - t0)
+        t_push.append(time.perf_counter() - t1)
     r.delete(FLOOR)
-    return {"enqueue": jobs / t_one, "lpush": jobs / t_push, "enqueue_per_lpush": t_one / t_push}
+    return {
+        "enqueue": BLOCK / statistics.median(t_one),
+        "lpush": BLOCK / statistics.median(t_push),
+        "enqueue_per_lpush": statistics.median([a / b for a, b in zip(t_one, t_push, strict=True)]),
+    }
 
 
 def drain(r: Any, jobs: int, command: list[str], counter: str, exits: bool) -> float:
@@ -179,10 +187,12 @@ def _leaseq(r: Any, url: str, jobs: int, peer: Any) -> dict[str, float]:
     warm.enqueue({"i": -1})
     payloads = [{"i": i} for i in range(jobs)]
     base = used(r)
-    start = time.perf_counter()
+    calls = []
     for i in range(0, jobs, BATCH):
+        start = time.perf_counter()
         q.enqueue_many(payloads[i : i + BATCH])
-    out["enqueue_many"] = jobs / (time.perf_counter() - start)
+        calls.append(time.perf_counter() - start)
+    out["enqueue_many"] = BATCH / statistics.median(calls)
     out["bytes_batch"] = (used(r) - base) / jobs
     worker = [sys.executable, "-m", "leaseq.cli", "--url", url, "worker", QUEUE]
     worker += [f"{peer.__name__}:handler", "--burst"]
@@ -225,7 +235,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--at", help="measure this revision instead of the working tree")
     parser.add_argument("--no-rev", action="store_true", help="leave the revision side out")
     parser.add_argument("--no-huey", action="store_true", help="leave huey out")
-    parser.add_argument("--jobs", type=int, help="jobs per figure (default 20,000; --quick 5,000)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        help="jobs a figure, a multiple of 1,000 (default 20,000; --quick 5,000)",
+    )
     parser.add_argument("--rounds", type=int, help="rounds (default 5; --quick 3)")
     parser.add_argument("--quick", action="store_true", help="a smoke run of about a minute")
     args = parser.parse_args(argv)
@@ -233,8 +247,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.jobs = 5_000 if args.quick else 20_000
     if args.rounds is None:
         args.rounds = 3 if args.quick else 5
-    if args.jobs < BATCH or args.rounds < 1:
-        parser.error(f"--jobs takes {BATCH:,} or more, --rounds 1 or more")
+    if args.jobs < BATCH or args.jobs % BATCH or args.rounds < 1:
+        parser.error(f"--jobs takes a multiple of {BATCH:,}, --rounds 1 or more")
     if args.no_rev and args.rev:
         parser.error("--rev and --no-rev: pick one")
     return args
@@ -274,7 +288,7 @@ def sides_of(args: argparse.Namespace, scratch: Any) -> tuple[dict[str, Side], l
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from bench.revisions import Scratch, run_in
+    from bench.revisions import Scratch
     from bench.server import Server, machine
 
     if not args.no_huey and importlib.util.find_spec("huey") is None:
@@ -287,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def run(side: Side, jobs: int) -> dict[str, float]:
             args_ = [side.kind, server.url, jobs, tasks]
-            return dict(run_in(side.tree, __file__, "measure", args_, scratch.modules))
+            return dict(scratch.run(side.tree, __file__, "measure", args_))
 
         for side in sides.values():  # a warm-up: scripts cached, files read
             run(side, BATCH)

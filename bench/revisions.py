@@ -3,7 +3,7 @@
 ``Scratch`` is a temp dir that holds exported revisions (``git archive``: a
 plain copy of the tree, nothing registered in the repository, so an
 interrupted run leaves nothing behind but the temp dir) and any helper module
-the measuring code needs. ``run_in`` runs one function of a bench file in a
+the measuring code needs; its ``run`` runs one function of a bench file in a
 fresh interpreter whose ``leaseq`` is the given tree's, and returns what the
 function returns (JSON). Used by bench/ab.py and bench/guard.py.
 """
@@ -33,8 +33,10 @@ def git(*args: str) -> str:
 
 
 def describe(rev: str) -> str:
-    """``<short hash> <subject>`` of a revision (raises if git does not know it)."""
-    return git("log", "-1", "--format=%h %s", f"{rev}^{{commit}}", "--")
+    """``<short hash> <subject>`` of a revision, cut at 80 characters (raises if
+    git does not know the revision)."""
+    line = git("log", "-1", "--format=%h %s", f"{rev}^{{commit}}", "--")
+    return line if len(line) <= 80 else line[:79] + "…"
 
 
 def newest_tag() -> str | None:
@@ -43,6 +45,14 @@ def newest_tag() -> str | None:
         return git("describe", "--tags", "--abbrev=0", "HEAD") or None
     except subprocess.CalledProcessError:
         return None
+
+
+_RUN = (
+    "import json, sys; "
+    "import importlib.util as u; s = u.spec_from_file_location('bench_child', sys.argv[1]); "
+    "m = u.module_from_spec(s); s.loader.exec_module(m); "
+    "print(json.dumps(getattr(m, sys.argv[2])(*json.loads(sys.argv[3]))))"
+)
 
 
 class Scratch:
@@ -78,30 +88,24 @@ class Scratch:
     ) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
 
+    def env(self, tree: Path) -> dict[str, str]:
+        """The environment of a process whose ``leaseq`` is ``tree``'s: the tree
+        first on PYTHONPATH, ahead of the installed package, then the helper
+        modules; bytecode cached under the scratch dir for every tree alike
+        (none written into a checkout). Start it with ``cwd=tree`` too: ``-c``
+        and ``-m`` put the cwd first."""
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPATH"] = os.pathsep.join([str(tree), str(self.modules)])
+        env["PYTHONPYCACHEPREFIX"] = str(self.path / "pycache")
+        return env
 
-def tree_env(tree: Path, *extra: Path | str) -> dict[str, str]:
-    """The environment of a process whose ``leaseq`` is ``tree``'s: the tree first
-    on PYTHONPATH (then ``extra``), ahead of the installed package. Start the
-    process with ``cwd=tree`` too: ``-c`` and ``-m`` put the cwd first."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), *map(str, extra)])}
-
-
-_RUN = (
-    "import json, sys; "
-    "import importlib.util as u; s = u.spec_from_file_location('bench_child', sys.argv[1]); "
-    "m = u.module_from_spec(s); s.loader.exec_module(m); "
-    "print(json.dumps(getattr(m, sys.argv[2])(*json.loads(sys.argv[3]))))"
-)
-
-
-def run_in(tree: Path, file: str, function: str, args: list[Any], *extra: Path | str) -> Any:
-    """``function(*args)`` from the bench ``file`` (loaded by path, so the measuring
-    code is this checkout's for every tree) in a fresh interpreter whose leaseq
-    is ``tree``'s; its JSON result. Raises with the child's stderr tail on failure."""
-    command = [sys.executable, "-c", _RUN, file, function, json.dumps(args)]
-    done = subprocess.run(
-        command, env=tree_env(tree, *extra), cwd=tree, capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"{function} in {tree} failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    def run(self, tree: Path, file: str, function: str, args: list[Any]) -> Any:
+        """``function(*args)`` from the bench ``file`` (loaded by path, so the
+        measuring code is this checkout's for every tree) in a fresh interpreter
+        whose leaseq is ``tree``'s; its JSON result. Raises with the child's
+        stderr tail on failure."""
+        command = [sys.executable, "-c", _RUN, file, function, json.dumps(args)]
+        done = subprocess.run(command, env=self.env(tree), cwd=tree, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{function} in {tree} failed:\n{done.stderr[-2000:]}")
+        return json.loads(done.stdout.strip().splitlines()[-1])

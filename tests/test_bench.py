@@ -19,7 +19,7 @@ def test_the_guard_parses_its_options_and_judges_the_targets() -> None:
     assert (default.jobs, default.rounds, default.rev, default.no_huey) == (20_000, 5, None, False)
     quick = guard.parse_args(["--quick", "--rev", "v1.0"])
     assert (quick.jobs, quick.rounds, quick.rev) == (5_000, 3, "v1.0")
-    for bad in (["--rev", "x", "--no-rev"], ["--jobs", "10"], ["--rounds", "0"]):
+    for bad in (["--rev", "x", "--no-rev"], ["--jobs", "1500"], ["--rounds", "0"]):
         with pytest.raises(SystemExit):
             guard.parse_args(bad)
 
