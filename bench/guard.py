@@ -22,10 +22,10 @@ neighbour hits every side alike), measures in a fresh process per side:
 The revision side runs that revision's own code: ``git archive`` of REV into a
 temp dir, and the measuring process and its worker with that tree first on
 PYTHONPATH (the measuring code is this file, the same for every side). REV
-defaults to the newest git tag reachable from HEAD (the previous release), and
-with no tag to ``HEAD~1`` (on main, where each issue lands as one merge, that
-is main before the last merge). ``--at REV`` measures a revision instead of the
-working tree (``bench.ab`` is that without huey).
+defaults to the newest git tag reachable from HEAD (the previous release: tag
+each release, ``git tag v0.2.0``), and with no tag to ``HEAD~1``; at the end of
+an issue pass ``--rev`` the commit it started from. ``--at REV`` measures a
+revision instead of the working tree (``bench.ab`` is that without huey).
 
 It prints a markdown table: each side's median, the ratios this/rev and
 this/huey (taken round by round, median and range), and the targets with
@@ -316,11 +316,12 @@ def main(argv: list[str] | None = None) -> int:
         box = machine(server.client())
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     command = " ".join(["python -m bench.guard", *(sys.argv[1:] if argv is None else argv)])
-    print(f"leaseq guard, {when}: `{command}`")
-    print(f"machine: {box}; load average {load:.1f} at start, {os.getloadavg()[0]:.1f} at end")
-    print("; ".join(notes))
+    print(f"**leaseq guard**, {when}: `{command}`\n")
+    print(f"- machine: {box}; load average {load:.1f} at start, {os.getloadavg()[0]:.1f} at end")
+    for note in notes:
+        print(f"- {note}")
     print(
-        f"{args.jobs:,} jobs a figure, median of {args.rounds} rounds (order rotated each "
+        f"- {args.jobs:,} jobs a figure, median of {args.rounds} rounds (order rotated each "
         f"round); ratios taken round by round: median [min, max]; "
         f"{time.monotonic() - started:.0f} s\n"
     )
