@@ -27,9 +27,10 @@ each release, ``git tag v0.2.0``), and with no tag to ``HEAD~1``; at the end of
 an issue pass ``--rev`` the commit it started from. ``--at REV`` measures a
 revision instead of the working tree (``bench.ab`` is that without huey).
 
-It prints a markdown table: each side's median, the ratios this/rev and
-this/huey (taken round by round, median and range), and the targets with
-met / not met, under a line naming the machine and the date. Absolute rates
+It prints, in markdown, the date, the machine (cores, load, server and client
+versions) and each side's revision, then a table: each side's median, the
+ratios this/rev and this/huey (taken round by round, median and range), and
+the targets with met / not met. Absolute rates
 do not travel between machines: read the ratios. Never run by the tests.
 """
 

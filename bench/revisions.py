@@ -33,9 +33,11 @@ def git(*args: str) -> str:
 
 
 def describe(rev: str) -> str:
-    """``<short hash> <subject>`` of a revision, cut at 80 characters (raises if
-    git does not know the revision)."""
-    line = git("log", "-1", "--format=%h %s", f"{rev}^{{commit}}", "--")
+    """``<short hash> <subject>`` of a revision, cut at 80 characters."""
+    try:
+        line = git("log", "-1", "--format=%h %s", f"{rev}^{{commit}}", "--")
+    except subprocess.CalledProcessError:
+        raise SystemExit(f"bench: git knows no revision {rev!r}") from None
     return line if len(line) <= 80 else line[:79] + "…"
 
 
