@@ -1,8 +1,11 @@
 """The guard: leaseq here, leaseq at a previous revision, and huey, side by side.
 
-``python -m bench.guard [--rev REV] [--quick]`` starts one throwaway
-redis-server and, round after round (the order rotated each round, so a noisy
-neighbour hits every side alike), measures in a fresh process per side:
+``python -m bench.guard [--rev REV] [--quick]`` measures, round after round,
+each side in a fresh process on a throwaway redis-server of its own. In a
+round every side's process runs at once, and they take turns step by step (a
+token passed on a fourth server: a block of 500 enqueues, one enqueue_many
+call, one drain), so a noisy neighbour on this shared machine hits every side
+alike; the ring's start and direction change each round. The figures:
 
 - **drain**: one worker process with its defaults (``leaseq worker Q
   peer_tasks:handler --burst``; ``huey_consumer peer_tasks.huey -w 1``) running
@@ -37,6 +40,7 @@ do not travel between machines: read the ratios. Never run by the tests.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib
 import importlib.util
@@ -46,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -58,6 +62,8 @@ FLOOR = "guard:floor"
 BATCH = 1_000
 BLOCK = 500
 """Single enqueues and ``LPUSH``es take turns in blocks of this many."""
+TURN_TIMEOUT = 600
+"""Seconds a side waits for its turn before it gives up."""
 
 
 class Figure(NamedTuple):
@@ -102,23 +108,44 @@ def used(r: Any) -> int:
     return int(r.info("memory")["used_memory"])
 
 
+class Turns:
+    """Lock-step with the other sides of a round: each step waits for this
+    side's token on the coordinating server and then passes it on, so the sides
+    take turns step by step (a block of 500 enqueues is ~50 ms) and a
+    neighbour's load hits them alike. Every side takes the same steps."""
+
+    def __init__(self, url: str | None, me: str, following: str) -> None:
+        self.r = redis.Redis.from_url(url) if url else None
+        self.mine, self.next = f"guard:turn:{me}", f"guard:turn:{following}"
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        if self.r is None:
+            yield
+            return
+        if self.r.blpop([self.mine], timeout=TURN_TIMEOUT) is None:
+            raise RuntimeError(f"no turn in {TURN_TIMEOUT} s: another side failed or hangs")
+        yield
+        self.r.rpush(self.next, 1)
+
+
 def singles(
-    r: Any, jobs: int, one: Callable[[int], object], push: Callable[[], object]
+    r: Any, jobs: int, one: Callable[[int], object], push: Callable[[], object], turn: Turns
 ) -> dict[str, float]:
-    """``jobs`` calls of ``one(i)`` and as many of ``push()``, in alternate blocks;
-    rates from the median block (a neighbour's burst spoils a block, not the figure)."""
+    """``jobs`` calls of ``one(i)`` and as many of ``push()``, in alternate blocks
+    (a turn each); rates from the median block (a burst spoils a block, not the figure)."""
     t_one: list[float] = []
     t_push: list[float] = []
     for start in range(0, jobs, BLOCK):
-        t0 = time.perf_counter()
-        for i in range(start, start + BLOCK):
-            one(i)
-        t1 = time.perf_counter()
-        for _ in range(BLOCK):
-            push()
-        t_one.append(t1 - t0)
-        t_push.append(time.perf_counter() - t1)
-    r.delete(FLOOR)
+        with turn():
+            t0 = time.perf_counter()
+            for i in range(start, start + BLOCK):
+                one(i)
+            t1 = time.perf_counter()
+            for _ in range(BLOCK):
+                push()
+            t_one.append(t1 - t0)
+            t_push.append(time.perf_counter() - t1)
     return {
         "enqueue": BLOCK / statistics.median(t_one),
         "lpush": BLOCK / statistics.median(t_push),
@@ -162,15 +189,26 @@ def drain(r: Any, jobs: int, command: list[str], counter: str, exits: bool) -> f
     return (jobs - first[1]) / max(now - first[0], 1e-9)
 
 
-def measure(kind: str, url: str, jobs: int, tasks: str) -> dict[str, float]:
-    """One side's figures, run in a fresh process whose cwd is the side's tree."""
+def measure(
+    kind: str,
+    url: str,
+    jobs: int,
+    tasks: str,
+    coord: str | None = None,
+    me: str = "",
+    to: str = "",
+) -> dict[str, float]:
+    """One side's figures on its own server ``url``, run in a fresh process whose
+    cwd is the side's tree; with ``coord``, in turns with the other sides (the
+    token comes to ``me`` and goes on to ``to``). Every kind takes the same
+    steps: set up, the single blocks, set up again, the batch calls, the drain."""
     os.environ["BENCH_REDIS_URL"] = url  # read by the tasks module at import
     peer = importlib.import_module(tasks)
     r = redis.Redis.from_url(url)
-    return (_huey if kind == "huey" else _leaseq)(r, url, jobs, peer)
+    return (_huey if kind == "huey" else _leaseq)(r, url, jobs, peer, Turns(coord, me, to))
 
 
-def _leaseq(r: Any, url: str, jobs: int, peer: Any) -> dict[str, float]:
+def _leaseq(r: Any, url: str, jobs: int, peer: Any, turn: Turns) -> dict[str, float]:
     import leaseq
 
     where = Path(leaseq.__file__).resolve()
@@ -178,41 +216,53 @@ def _leaseq(r: Any, url: str, jobs: int, peer: Any) -> dict[str, float]:
         raise RuntimeError(f"leaseq imported from {where}, not from {Path.cwd()}")
     q = leaseq.Queue(QUEUE, redis=r)
     warm = leaseq.Queue(f"{QUEUE}-warm", redis=r)  # scripts loaded, connection open
-    r.flushall()
-    warm.enqueue({"i": -1})
-    base = used(r)
-    out = singles(r, jobs, lambda i: q.enqueue({"i": i}), lambda: r.lpush(FLOOR, b"x"))
-    out["bytes_single"] = (used(r) - base) / jobs
-
-    r.flushall()
-    warm.enqueue({"i": -1})
     payloads = [{"i": i} for i in range(jobs)]
-    base = used(r)
+    with turn():
+        r.flushall()
+        warm.enqueue({"i": -1})
+        base = used(r)
+    out = singles(r, jobs, lambda i: q.enqueue({"i": i}), lambda: r.lpush(FLOOR, b"x"), turn)
+    with turn():
+        r.delete(FLOOR)
+        out["bytes_single"] = (used(r) - base) / jobs
+        r.flushall()
+        warm.enqueue({"i": -1})
+        base = used(r)
     calls = []
     for i in range(0, jobs, BATCH):
-        start = time.perf_counter()
-        q.enqueue_many(payloads[i : i + BATCH])
-        calls.append(time.perf_counter() - start)
+        with turn():
+            start = time.perf_counter()
+            q.enqueue_many(payloads[i : i + BATCH])
+            calls.append(time.perf_counter() - start)
     out["enqueue_many"] = BATCH / statistics.median(calls)
-    out["bytes_batch"] = (used(r) - base) / jobs
-    worker = [sys.executable, "-m", "leaseq.cli", "--url", url, "worker", QUEUE]
-    worker += [f"{peer.__name__}:handler", "--burst"]
-    out["drain"] = drain(r, jobs, worker, peer.COUNTER, exits=True)
-    out["bytes_finished"] = (used(r) - base) / jobs
+    with turn():
+        out["bytes_batch"] = (used(r) - base) / jobs
+        worker = [sys.executable, "-m", "leaseq.cli", "--url", url, "worker", QUEUE]
+        worker += [f"{peer.__name__}:handler", "--burst"]
+        out["drain"] = drain(r, jobs, worker, peer.COUNTER, exits=True)
+        out["bytes_finished"] = (used(r) - base) / jobs
     return out
 
 
-def _huey(r: Any, url: str, jobs: int, peer: Any) -> dict[str, float]:
+def _huey(r: Any, url: str, jobs: int, peer: Any, turn: Turns) -> dict[str, float]:
     huey = peer.huey
-    r.flushall()
-    peer.incr()  # connection open, script loaded
-    huey.flush()
-    base = used(r)
-    out = singles(r, jobs, lambda i: peer.incr(), lambda: huey.storage.conn.lpush(FLOOR, b"x"))
-    out["bytes_single"] = (used(r) - base) / jobs
-    consumer = [sys.executable, "-m", "huey.bin.huey_consumer", f"{peer.__name__}.huey", "-w", "1"]
-    out["drain"] = drain(r, jobs, consumer, peer.COUNTER, exits=False)
-    out["bytes_finished"] = (used(r) - base) / jobs
+    with turn():
+        r.flushall()
+        peer.incr()  # connection open, script loaded
+        huey.flush()
+        base = used(r)
+    push = huey.storage.conn.lpush
+    out = singles(r, jobs, lambda i: peer.incr(), lambda: push(FLOOR, b"x"), turn)
+    with turn():
+        r.delete(FLOOR)
+        out["bytes_single"] = (used(r) - base) / jobs
+    for _ in range(0, jobs, BATCH):
+        with turn():
+            pass  # huey has no batch enqueue; the turns keep the sides in step
+    with turn():
+        consumer = [sys.executable, "-m", "huey.bin.huey_consumer", f"{peer.__name__}.huey"]
+        out["drain"] = drain(r, jobs, [*consumer, "-w", "1"], peer.COUNTER, exits=False)
+        out["bytes_finished"] = (used(r) - base) / jobs
     return out
 
 
@@ -289,32 +339,51 @@ def sides_of(args: argparse.Namespace, scratch: Any) -> tuple[dict[str, Side], l
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from bench.revisions import Scratch
+    from bench.revisions import Scratch, gather
     from bench.server import Server, machine
 
     if not args.no_huey and importlib.util.find_spec("huey") is None:
         raise SystemExit("bench.guard needs huey (pip install -e '.[bench]') or --no-huey")
     started = time.monotonic()
-    with Scratch("leaseq-guard-") as scratch, Server() as server:
+    with Scratch("leaseq-guard-") as scratch, contextlib.ExitStack() as stack:
         tasks = scratch.module("guard_peer_tasks", (ROOT_BENCH / "peer_tasks.py").read_text())
         sides, notes = sides_of(args, scratch)
+        coord_server = stack.enter_context(Server())  # holds only the turn tokens
+        coord = coord_server.client()
+        servers = {name: stack.enter_context(Server()) for name in sides}
         load = os.getloadavg()[0]
 
-        def run(side: Side, jobs: int) -> dict[str, float]:
-            args_ = [side.kind, server.url, jobs, tasks]
-            return dict(scratch.run(side.tree, __file__, "measure", args_))
+        def one_round(order: list[str], jobs: int) -> dict[str, dict[str, float]]:
+            """Every side at once, each on its own server, in turns (``Turns``)."""
+            coord.flushall()
+            children = []
+            for i, name in enumerate(order):
+                to = order[(i + 1) % len(order)]
+                margs = [
+                    sides[name].kind,
+                    servers[name].url,
+                    jobs,
+                    tasks,
+                    coord_server.url,
+                    name,
+                    to,
+                ]
+                children.append(scratch.start(sides[name].tree, __file__, "measure", margs))
+            coord.rpush(f"guard:turn:{order[0]}", 1)
+            return dict(zip(order, gather(children), strict=True))
 
-        for side in sides.values():  # a warm-up: scripts cached, files read
-            run(side, BATCH)
         names = list(sides)
+        one_round(names, BATCH)  # a warm-up: scripts cached, bytecode written
         got: dict[str, list[dict[str, float]]] = {name: [] for name in names}
         for k in range(args.rounds):
-            for name in names[k % len(names) :] + names[: k % len(names)]:
-                got[name].append(run(sides[name], args.jobs))
+            order = names[k % len(names) :] + names[: k % len(names)]
+            results = one_round(order[::-1] if k % 2 else order, args.jobs)
+            for name in names:
+                got[name].append(results[name])
             drains = "  ".join(f"{n} {got[n][-1]['drain']:,.0f}" for n in names)
             print(f"guard: round {k + 1}/{args.rounds} done (drain jobs/s: {drains})",
                   file=sys.stderr, flush=True)  # fmt: skip
-        box = machine(server.client())
+        box = machine(coord)
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     command = " ".join(["python -m bench.guard", *(sys.argv[1:] if argv is None else argv)])
     print(f"**leaseq guard**, {when}: `{command}`\n")
@@ -322,8 +391,9 @@ def main(argv: list[str] | None = None) -> int:
     for note in notes:
         print(f"- {note}")
     print(
-        f"- {args.jobs:,} jobs a figure, median of {args.rounds} rounds (order rotated each "
-        f"round); ratios taken round by round: median [min, max]; "
+        f"- {args.jobs:,} jobs a figure, median of {args.rounds} rounds; in each, every side "
+        f"at once on its own redis-server, taking turns step by step; ratios taken round "
+        f"by round: median [min, max]; "
         f"{time.monotonic() - started:.0f} s\n"
     )
     print(table(sides, got))

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -64,6 +65,7 @@ class Scratch:
         self.path = Path(tempfile.mkdtemp(prefix=prefix))
         self.modules = self.path / "modules"
         self.modules.mkdir()
+        self.started = 0
 
     def export(self, rev: str, name: str) -> Path:
         """Revision ``rev`` of this repository as a plain tree under the scratch dir."""
@@ -101,13 +103,55 @@ class Scratch:
         env["PYTHONPYCACHEPREFIX"] = str(self.path / "pycache")
         return env
 
-    def run(self, tree: Path, file: str, function: str, args: list[Any]) -> Any:
-        """``function(*args)`` from the bench ``file`` (loaded by path, so the
-        measuring code is this checkout's for every tree) in a fresh interpreter
-        whose leaseq is ``tree``'s; its JSON result. Raises with the child's
-        stderr tail on failure."""
+    def start(self, tree: Path, file: str, function: str, args: list[Any]) -> Child:
+        """Start ``function(*args)`` from the bench ``file`` (loaded by path, so
+        the measuring code is this checkout's for every tree) in a fresh
+        interpreter whose leaseq is ``tree``'s; ``gather`` collects it."""
         command = [sys.executable, "-c", _RUN, file, function, json.dumps(args)]
-        done = subprocess.run(command, env=self.env(tree), cwd=tree, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"{function} in {tree} failed:\n{done.stderr[-2000:]}")
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        self.started += 1
+        return Child(command, self.env(tree), tree, self.path / f"child-{self.started}")
+
+    def run(self, tree: Path, file: str, function: str, args: list[Any]) -> Any:
+        """``start`` and wait: the function's JSON result."""
+        return gather([self.start(tree, file, function, args)])[0]
+
+
+class Child:
+    """A started measuring process; its output goes to files, not pipes
+    (several run at once, and none may block on a full pipe)."""
+
+    def __init__(self, command: list[str], env: dict[str, str], cwd: Path, log: Path) -> None:
+        self.where = cwd
+        self.out, self.err = log.with_suffix(".out"), log.with_suffix(".err")
+        with self.out.open("wb") as out, self.err.open("wb") as err:
+            self.proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=out, stderr=err)
+
+    def failure(self) -> str:
+        tail = self.err.read_bytes()[-2000:].decode(errors="replace")
+        return f"measuring in {self.where} failed:\n{tail}"
+
+    def result(self) -> Any:
+        return json.loads(self.out.read_text().strip().splitlines()[-1])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def gather(children: list[Child]) -> list[Any]:
+    """Wait for every child; their JSON results in order. The first that fails
+    stops the others (they may be waiting for it) and raises with its stderr."""
+    try:
+        while any(c.proc.poll() is None for c in children):
+            for c in children:
+                if c.proc.poll() not in (None, 0):
+                    raise RuntimeError(c.failure())
+            time.sleep(0.05)
+        for c in children:
+            if c.proc.returncode != 0:
+                raise RuntimeError(c.failure())
+        return [c.result() for c in children]
+    finally:
+        for c in children:
+            c.close()
