@@ -115,7 +115,9 @@ class Turns:
     neighbour's load hits them alike. Every side takes the same steps."""
 
     def __init__(self, url: str | None, me: str, following: str) -> None:
-        self.r = redis.Redis.from_url(url) if url else None
+        # A turn may wait out the other sides' drains: longer than redis-py's
+        # default socket timeout.
+        self.r = redis.Redis.from_url(url, socket_timeout=TURN_TIMEOUT + 10) if url else None
         self.mine, self.next = f"guard:turn:{me}", f"guard:turn:{following}"
 
     @contextlib.contextmanager
