@@ -52,9 +52,12 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import redis
+
+if TYPE_CHECKING:  # the measuring process imports nothing from bench
+    from bench.revisions import Scratch
 
 ROOT_BENCH = Path(__file__).resolve().parent
 QUEUE = "guard"
@@ -313,7 +316,7 @@ class Side(NamedTuple):
     tree: Path
 
 
-def sides_of(args: argparse.Namespace, scratch: Any) -> tuple[dict[str, Side], list[str]]:
+def sides_of(args: argparse.Namespace, scratch: Scratch) -> tuple[dict[str, Side], list[str]]:
     """The sides to measure (this, rev, huey; exported trees under ``scratch``)
     and a line naming each."""
     from bench.revisions import ROOT, describe, git
@@ -360,17 +363,9 @@ def main(argv: list[str] | None = None) -> int:
             coord.flushall()
             children = []
             for i, name in enumerate(order):
-                to = order[(i + 1) % len(order)]
-                margs = [
-                    sides[name].kind,
-                    servers[name].url,
-                    jobs,
-                    tasks,
-                    coord_server.url,
-                    name,
-                    to,
-                ]
-                children.append(scratch.start(sides[name].tree, __file__, "measure", margs))
+                side, to = sides[name], order[(i + 1) % len(order)]
+                margs = [side.kind, servers[name].url, jobs, tasks, coord_server.url, name, to]
+                children.append(scratch.start(side.tree, __file__, "measure", margs))
             coord.rpush(f"guard:turn:{order[0]}", 1)
             return dict(zip(order, gather(children), strict=True))
 
