@@ -1,8 +1,10 @@
-"""The one job both sides of ``bench.vs_huey`` run: a Redis ``INCR`` per job.
+"""The one job every side of ``bench.guard`` runs: a Redis ``INCR`` per job.
 
-``BENCH_REDIS_URL`` names the server (set by bench/vs_huey.py for the worker
-processes it starts). ``handler`` is the leaseq handler, ``huey`` the huey
-instance whose consumer runs ``incr``. huey is a bench-only dependency.
+``BENCH_REDIS_URL`` names the server (set by bench/guard.py for the measuring
+process and the workers it starts; it imports this file under another name, so
+that a revision's own ``bench`` package cannot shadow it). ``handler`` is the
+leaseq handler, ``huey`` the huey instance whose consumer runs ``incr``. huey
+is a bench-only dependency.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 import redis
 
-COUNTER = "bench:done"  # bench.vs_huey polls it
+COUNTER = "bench:done"  # bench.guard polls it
 _client = redis.Redis.from_url(os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0"))
 
 
@@ -23,7 +25,7 @@ def handler(lease: Any) -> None:
 
 try:
     from huey import RedisHuey
-except ImportError:  # huey is optional: only bench.vs_huey needs it
+except ImportError:  # huey is optional: only bench.guard needs it
     huey: Any = None
 else:
     huey = RedisHuey("bench", url=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0"))

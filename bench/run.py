@@ -7,7 +7,6 @@ Prints a markdown table (medians of 3) and writes bench/out/inflight.png.
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 import time
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 import redis
 
 from bench import figures
-from bench.server import Server
+from bench.server import Server, machine
 
 OUT = Path(__file__).resolve().parent / "out"
 STEPS = ("ceiling", "enqueue", "bulk", "loop", "pair", "inflight", "memory", "drain")
@@ -39,8 +38,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench: {step} ...", file=sys.stderr, flush=True)
             results[step] = _measure(step, r, server, size)
             print(f"bench: {step} done in {time.monotonic() - t0:.1f} s", file=sys.stderr)
-        version = r.info("server")["redis_version"]
-    print(_header(version, args.quick))
+        box = machine(r)
+    print(_header(box, args.quick))
     print(table(results))
     if "inflight" in results:
         print()
@@ -80,14 +79,8 @@ def _measure(step: str, r: redis.Redis, server: Server, size: figures.Size) -> A
     return drain.measure(r, server, size)
 
 
-def _header(version: str, quick: bool) -> str:
-    import hiredis
-
-    return (
-        f"redis-server {version} on 127.0.0.1 (no persistence), Python "
-        f"{platform.python_version()}, redis-py {redis.__version__} + hiredis "
-        f"{hiredis.__version__}; medians of 3{' (--quick sizes)' if quick else ''}\n"
-    )
+def _header(box: str, quick: bool) -> str:
+    return f"{box}; medians of 3{' (--quick sizes)' if quick else ''}\n"
 
 
 def _n(x: float) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import platform
 import shutil
 import socket
 import subprocess
@@ -17,6 +19,21 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def machine(r: redis.Redis) -> str:
+    """One line naming what a figure was measured on: cores, server, client."""
+    try:
+        import hiredis
+
+        parser = f"hiredis {hiredis.__version__}"
+    except ImportError:
+        parser = "no hiredis"
+    return (
+        f"{os.cpu_count()} CPUs, redis-server {r.info('server')['redis_version']} on 127.0.0.1 "
+        f"(no persistence), Python {platform.python_version()}, redis-py {redis.__version__}, "
+        f"{parser}"
+    )
 
 
 class Server:
