@@ -109,7 +109,7 @@ for i = 1, n do
     free_unique(K, job, id, now, unique)
     for _, e in ipairs(effects) do apply_effect(e[1], e[2], e[3]) end
     redis.call('HSET', job, 'state', 'succeeded', 'finished_at', now)
-    redis.call('HDEL', job, 'lease_until')
+    redis.call('HDEL', job, 'lease_until', 'prefetched') -- the lease's fields go with it
     if result ~= '' then
       redis.call('HSET', job, 'result', result)
     end

@@ -78,7 +78,7 @@ if A.dead_now == '1' or not max_attempts or attempts >= max_attempts then
   return { 'OK', 'dead' }
 end
 note_failure(job, now, token, retry_ms > 0 and 'scheduled' or 'pending', err, A.traceback)
-redis.call('HDEL', job, 'lease_until')
+redis.call('HDEL', job, 'lease_until', 'prefetched')
 if retry_ms > 0 then
   redis.call('HSET', job, 'state', 'scheduled', 'run_at', now + retry_ms)
   redis.call('ZADD', scheduled, now + retry_ms, id)

@@ -44,7 +44,7 @@ if not to_count(max_attempts) then
   return { 'DAMAGED', 'max_attempts', max_attempts or '' }
 end
 redis.call('HSET', job, 'max_attempts', to_count(max_attempts) + 1)
-redis.call('HDEL', job, 'lease_until')
+redis.call('HDEL', job, 'lease_until', 'prefetched')
 redis.call('ZREM', active, id)
 group_done(K, job, group)
 redis.call('HINCRBY', meta, 'released', 1)

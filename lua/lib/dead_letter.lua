@@ -14,7 +14,7 @@
 local function dead_letter(job, dead, K, log, id, now, err, from, attempt, tb)
   note_failure(job, now, attempt, 'dead', err, tb)
   redis.call('HSET', job, 'state', 'dead', 'finished_at', now)
-  redis.call('HDEL', job, 'lease_until', 'run_at')
+  redis.call('HDEL', job, 'lease_until', 'run_at', 'prefetched')
   redis.call('ZADD', dead, now, id)
   free_unique(K, job, id, now)
   bump_counter(K, 'dead', 1, now)

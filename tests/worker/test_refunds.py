@@ -45,6 +45,21 @@ def test_an_expired_prefetched_lease_is_refunded(q: leaseq.Queue, r: Any, clock:
         assert r.hget(q.keys.job(job.id), "prefetched") is None
 
 
+def test_a_prefetch_mark_goes_with_the_lease_that_ends(q: leaseq.Queue, r: Any) -> None:
+    # A finished (or returned) row keeps no trace of how its last lease was
+    # taken: the mark is a lease's, and a kept row should not pay for it.
+    ids = q.enqueue_many([{"i": i} for i in range(4)], max_attempts=1)
+    leases, _ = q.claim_now(4, ttl=30.0, started=0)
+    assert all(r.hget(q.keys.job(i), "prefetched") == b"1" for i in ids)
+    first, second, third, fourth = leases
+    q.complete(first)
+    q.fail(second, "boom")  # its last attempt: dead
+    q.release(third)
+    q.complete_many([fourth])
+    assert [r.hget(q.keys.job(i), "prefetched") for i in ids] == [None] * 4
+    assert [str(_job(q, i).state) for i in ids] == ["succeeded", "dead", "pending", "succeeded"]
+
+
 def test_a_heartbeat_that_says_started_makes_a_crash_charge_the_attempt(
     q: leaseq.Queue, r: Any, clock: Clock
 ) -> None:
