@@ -431,6 +431,26 @@ def test_a_row_written_before_incarnations_still_works(q: leaseq.Queue, r: Any) 
         q.complete(lease)
 
 
+@pytest.mark.parametrize("damaged", ["abc", "", "1e20", "-5", "007", "1.5"])
+def test_a_row_with_a_hand_damaged_enqueued_at_can_still_be_finished(
+    q: leaseq.Queue, r: Any, damaged: str
+) -> None:
+    # A row under a made id is named by its enqueued_at; an operator's edit
+    # that leaves it unreadable must not make every lease of the row lost (the
+    # handler would run to max_attempts, and never finish). Claim and the lease
+    # check read such a row's number the same way: 0, fenced by attempts alone.
+    made = q.enqueue("x")
+    r.hset(q.keys.job(made), "enqueued_at", damaged)
+    lease = claim_one(q)
+    assert (lease.id, lease.incarnation) == (made, 0)
+    assert q.once(lease, "m") is True
+    lease = q.extend(lease, ttl=30.0)
+    q.complete(lease, "done")
+    assert row(q, made)["state"] == "succeeded"
+    with pytest.raises(leaseq.AlreadyFinished):
+        q.complete(lease)
+
+
 def test_a_lease_of_an_old_row_is_refused_by_a_numbered_row(q: leaseq.Queue) -> None:
     q.enqueue("x", id="job")
     lease = claim_one(q)
