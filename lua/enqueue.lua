@@ -99,8 +99,11 @@ if created == 0 then return out end
 -- (deleted, expired, purged, then enqueued again with attempts back at 0)
 -- can never match the new row, even when its attempt number does.
 -- Rows under ids leaseq made need no number of their own (lib/row_number.lua):
--- that saves the row ~40 bytes and this call a write.
-local numbered = A.numbered ~= '0' or uniq ~= nil
+-- that saves the row ~40 bytes and this call a write. But while the clock
+-- floor holds the queue's time still (after a failover onto a server whose
+-- clock is behind: the moment replies get lost and calls replayed), a replay
+-- of this call would write the same enqueued_at: then the rows are numbered.
+local numbered = A.numbered ~= '0' or uniq ~= nil or now_ms_held
 local incarnation = numbered and reserve_incarnations(meta, created, now) or 0
 local base = { 'state', 'pending', 'attempts', 0, 'max_attempts', max_attempts,
                'payload', '', 'enqueued_at', now }

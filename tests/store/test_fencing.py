@@ -20,7 +20,7 @@ import redis as redis_lib
 
 import leaseq
 from tests.support.backends import Clock
-from tests.support.store import claim_one, index, row, snapshot
+from tests.support.store import claim_one, index, row, server_ms, snapshot
 
 STALE_OPS: dict[str, Callable[[leaseq.Queue, leaseq.Lease], object]] = {
     "complete": lambda q, lease: q.complete(lease, result="stale"),
@@ -402,6 +402,35 @@ def test_a_replayed_enqueue_of_a_made_id_is_a_new_row_to_old_leases(r: Any, cloc
     with pytest.raises(leaseq.LeaseLost) as lost:
         q.complete(stale, "from the old job")
     assert not isinstance(lost.value, leaseq.AlreadyFinished)
+    q.complete(current, "ok")
+
+
+def test_a_replayed_enqueue_while_the_clock_floor_holds_is_a_new_row_to_old_leases(
+    r: Any, clock: Clock
+) -> None:
+    # After a failover onto a server whose clock is behind, the queue's time
+    # stands at its floor: every row made then has the same enqueued_at. That
+    # is also when replies get lost and calls replayed, so a replay of a made
+    # id's enqueue must still not hand a stale lease the new row.
+    q = leaseq.Queue("held", redis=r, keep_succeeded=0)
+    q.enqueue("warm")
+    r.hset(q.keys.meta, "clock", server_ms(r) + 5_000)  # the floor the old primary left
+    made = q.enqueue("first")
+    assert "incarnation" in row(q, made)  # numbered while the clock is held
+    stale = next(lease for lease in q.claim_many(2) if lease.id == made)
+    q.complete(stale)  # its reply lost in the failover; the row goes
+    assert r.exists(q.keys.job(made)) == 0
+    call = q._core.enqueue_calls(["first"], [None], {})[1][0]  # the same call, replayed
+    args = [*call.args[:-2], made, call.args[-1]]
+    assert q._run(dataclasses.replace(call, args=args)) == [1]
+    current = claim_one(q)
+    assert (current.id, current.attempt, stale.attempt) == (made, 1, 1)
+    assert current.enqueued_at == stale.enqueued_at  # the clock stood still
+    before = snapshot(r)
+    with pytest.raises(leaseq.LeaseLost) as lost:
+        q.complete(stale, "the replayed complete of the first row")
+    assert not isinstance(lost.value, leaseq.AlreadyFinished)
+    assert snapshot(r) == before
     q.complete(current, "ok")
 
 
