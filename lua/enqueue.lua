@@ -32,7 +32,8 @@
 -- ARGV[13]  unique_replace, 1 = a duplicate replaces the holder's payload (keep-last), 0 = not
 -- ARGV[14]  numbered, 1 = every row gets an `incarnation` (the call holds ids the caller chose,
 --           or uniqueness keys), 0 = none does: every id was made by leaseq, and such a row's
---           number is its enqueued_at (lib/row_number.lua)
+--           number is its enqueued_at (lib/row_number.lua); but while the clock floor holds
+--           the queue's time, every row is numbered
 -- ARGV[15..] jobs, two values per job: id (string, chosen by the client so that a
 --           replayed call finds its own rows), payload (bytes, encoded and size-checked)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, each with a queue-unique incarnation (job_prefix);
