@@ -154,8 +154,8 @@ def _note_trimmed(q: Queue, job_id: str) -> None:
         return
     got = q.event_settings()
     first_ms = int(got.first_id.split("-")[0]) if got.first_id else None
-    if first_ms is not None and first_ms <= job.enqueued_at * 1000:
-        return
+    if not got.enabled or (first_ms is not None and first_ms <= job.enqueued_at * 1000):
+        return  # off: --settings says so; or the window reaches the job
     click.echo(
         f"the event stream no longer holds job {job_id}'s earlier events (it keeps about "
         f"{got.maxlen:,} entries); its row keeps its own times: leaseq show {q.name} {job_id}",

@@ -172,3 +172,7 @@ def test_job_filter_says_when_the_window_no_longer_reaches_the_job(cli: Cli) -> 
     assert "leaseq show mail old" in err
     code, out, err = cli("events", "mail", "--job", "new")
     assert code == 0 and out.splitlines()[0].endswith("new") and err == ""
+    quiet = cli.queue("quiet")
+    quiet.set_events(False)
+    quiet.enqueue("x", id="unrecorded")  # no stream at all, and not for want of room
+    assert cli("events", "quiet", "--job", "unrecorded") == (0, "", "")
