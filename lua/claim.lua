@@ -167,8 +167,7 @@ local function lease_one(id)
       out[at + AT.attempts] = attempts
       -- The row's number as stored (up to 16 digits, past to_count's 15): the
       -- lease hands it back verbatim and lease_check compares it as text.
-      local number = row_number(row[6], row[5])
-      out[at + AT.incarnation] = string.match(number, '^%d+$') and number or '0'
+      out[at + AT.incarnation] = row_number(row[6], row[5])
       out[at + AT.max_attempts] = max_attempts
       out[at + AT.lease_until] = deadline
       out[at + AT.enqueued_at] = to_count(row[5]) or now -- a hand-edited time must not break the claim

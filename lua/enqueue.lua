@@ -32,7 +32,8 @@
 -- ARGV[13]  unique_replace, 1 = a duplicate replaces the holder's payload (keep-last), 0 = not
 -- ARGV[14]  numbered, 1 = every row gets an `incarnation` (the call holds ids the caller chose,
 --           or uniqueness keys), 0 = none does: every id was made by leaseq, and such a row's
---           number is its enqueued_at (lib/row_number.lua)
+--           number is its enqueued_at (lib/row_number.lua); but while the clock floor holds
+--           the queue's time, every row is numbered
 -- ARGV[15..] jobs, two values per job: id (string, chosen by the client so that a
 --           replayed call finds its own rows), payload (bytes, encoded and size-checked)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, each with a queue-unique incarnation (job_prefix);
@@ -99,8 +100,11 @@ if created == 0 then return out end
 -- (deleted, expired, purged, then enqueued again with attempts back at 0)
 -- can never match the new row, even when its attempt number does.
 -- Rows under ids leaseq made need no number of their own (lib/row_number.lua):
--- that saves the row ~40 bytes and this call a write.
-local numbered = A.numbered ~= '0' or uniq ~= nil
+-- that saves the row ~40 bytes and this call a write. But while the clock
+-- floor holds the queue's time still (after a failover onto a server whose
+-- clock is behind: the moment replies get lost and calls replayed), a replay
+-- of this call would write the same enqueued_at: then the rows are numbered.
+local numbered = A.numbered ~= '0' or uniq ~= nil or now_ms_held
 local incarnation = numbered and reserve_incarnations(meta, created, now) or 0
 local base = { 'state', 'pending', 'attempts', 0, 'max_attempts', max_attempts,
                'payload', '', 'enqueued_at', now }

@@ -11,13 +11,14 @@ import collections
 import itertools
 import math
 import time
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
 import click
 import msgspec
 
-from leaseq.errors import InvalidArgument, ServerUnavailable
+from leaseq.errors import InvalidArgument, LeaseqError, ServerUnavailable
 from leaseq.observe.redact import redact
 from leaseq.queue import Queue
 from leaseq.store.events import Event, EventSettings
@@ -115,18 +116,51 @@ def events(
             if tail and job_id is None:
                 start = _before_newest(c.redis, q.keys.events, limit or 1)
             found: Any = q.events(start, limit=None if tail or job_id else limit)
+            seen: list[Event] = []  # the job's enqueue, once the stream yields it
             if job_id is not None:
-                found = (e for e in found if e.job_id == job_id)
+                found = _of_job(found, job_id, seen)
             if tail:
                 found = collections.deque(found, maxlen=limit)
             elif job_id is not None and limit is not None:
                 found = itertools.islice(found, limit)
             for event in found:
                 click.echo(_encode.encode(event).decode() if as_json else line(event))
+            if job_id is not None and not seen:
+                _note_trimmed(q, job_id)
             return
         _follow(q, start, limit, as_json, job_id)
     except KeyboardInterrupt:
         return  # Ctrl-C is the way out of --follow, not an error
+
+
+def _of_job(found: Any, job_id: str, enqueues: list[Event]) -> Iterator[Event]:
+    """The events of ``job_id``; its enqueues (no from-state) also go to ``enqueues``."""
+    for event in found:
+        if event.job_id == job_id:
+            if event.from_state is None:
+                enqueues.append(event)
+            yield event
+
+
+def _note_trimmed(q: Queue, job_id: str) -> None:
+    """Say on stderr when the stream (a window of the recent past, trimmed to
+    about ``maxlen`` entries) no longer reaches back to the job's enqueue, so an
+    empty or short answer to ``--job`` is not mistaken for the job's history."""
+    try:
+        job = q.get(job_id)
+    except LeaseqError:  # a row damaged by hand: show says what is wrong
+        return
+    if job is None or job.enqueued_at is None:
+        return
+    got = q.event_settings()
+    first_ms = int(got.first_id.split("-")[0]) if got.first_id else None
+    if not got.enabled or (first_ms is not None and first_ms <= job.enqueued_at * 1000):
+        return  # off: --settings says so; or the window reaches the job
+    click.echo(
+        f"the event stream no longer holds job {job_id}'s earlier events (it keeps about "
+        f"{got.maxlen:,} entries); its row keeps its own times: leaseq show {q.name} {job_id}",
+        err=True,
+    )
 
 
 def _before_newest(redis: Any, key: str, n: int) -> str:

@@ -134,10 +134,10 @@ of whoever formats it."""
 def row_number(incarnation: int | None, enqueued_at: int | None) -> int:
     """The number that names a row, as its leases carry it: the ``incarnation``
     field, or for a row under an id leaseq made (which stores none), its
-    ``enqueued_at`` (lua/lib/row_number.lua)."""
-    if incarnation is not None:
-        return incarnation
-    return 0 if enqueued_at is None else int(enqueued_at)
+    ``enqueued_at`` (lua/lib/row_number.lua); 0 for one that is not a positive
+    number (edited by hand), as claim hands it out."""
+    number = incarnation if incarnation is not None else enqueued_at
+    return int(number) if number is not None and number > 0 else 0
 
 
 class _Row(msgspec.Struct, kw_only=True):

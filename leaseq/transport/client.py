@@ -107,7 +107,11 @@ def _code(exc: BaseException, text: str) -> str:
     if head in _BUSY_CODES or head in _AUTH_CODES or head == "OOM":
         return head
     found = _CODE.search(text)
-    return found.group(1) if found else ""
+    if found:
+        return found.group(1)
+    # Redis 7.0 refuses a command a script runs for a user without it as a
+    # plain ERR, with no NOPERM code: it is the same missing permission.
+    return "NOPERM" if "user executing the script can't run" in text else ""
 
 
 def auth_error(exc: BaseException) -> AuthError:

@@ -12,11 +12,16 @@
 -- peek = true reads without moving the floor (stats must not write, nor
 -- create the meta key of a queue that does not exist). stored: the floor field
 -- as the caller already read it in this call (false = unset; nil = read it here).
+-- now_ms_held: true after a call that found the floor ahead of the server's
+-- TIME (the queue's time stands still, so rows made now share one enqueued_at;
+-- enqueue then numbers them, lib/row_number.lua).
+local now_ms_held = false
 local function now_ms(meta, peek, stored)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   if stored == nil then stored = redis.call('HGET', meta, 'clock') end
   local floor = tonumber(stored) or 0
+  now_ms_held = floor > now and floor - now <= 10000
   if floor >= now and floor - now <= 10000 then
     return floor
   end

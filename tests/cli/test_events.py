@@ -155,3 +155,24 @@ def test_follow_with_a_wrong_password_fails_at_once() -> None:
     assert proc.returncode == 1 and out == ""
     assert "Traceback" not in err and "wrong-pw" not in err
     assert err.count("\n") == 1 and "password" in err
+
+
+def test_job_filter_says_when_the_window_no_longer_reaches_the_job(cli: Cli) -> None:
+    # The stream is a window of the recent past: once trimmed past a job's
+    # enqueue, --job must not pass an empty answer off as the job's history.
+    q = cli.queue()
+    q.set_events(True, maxlen=10)
+    q.enqueue("old", id="old")
+    for i in range(300):  # single calls, one entry each: MAXLEN ~ trims whole nodes
+        q.enqueue(i)
+    q.enqueue("new", id="new")
+    code, out, err = cli("events", "mail", "--job", "old")
+    assert code == 0 and out == ""
+    assert "no longer holds job old's earlier events" in err
+    assert "leaseq show mail old" in err
+    code, out, err = cli("events", "mail", "--job", "new")
+    assert code == 0 and out.splitlines()[0].endswith("new") and err == ""
+    quiet = cli.queue("quiet")
+    quiet.set_events(False)
+    quiet.enqueue("x", id="unrecorded")  # no stream at all, and not for want of room
+    assert cli("events", "quiet", "--job", "unrecorded") == (0, "", "")

@@ -20,7 +20,7 @@ import redis as redis_lib
 
 import leaseq
 from tests.support.backends import Clock
-from tests.support.store import claim_one, index, row, snapshot
+from tests.support.store import claim_one, index, row, server_ms, snapshot
 
 STALE_OPS: dict[str, Callable[[leaseq.Queue, leaseq.Lease], object]] = {
     "complete": lambda q, lease: q.complete(lease, result="stale"),
@@ -29,6 +29,7 @@ STALE_OPS: dict[str, Callable[[leaseq.Queue, leaseq.Lease], object]] = {
     "fail-dead": lambda q, lease: q.fail(lease, "stale", dead=True),
     "release": lambda q, lease: q.release(lease),
     "once": lambda q, lease: q.once(lease, "charge"),
+    "progress": lambda q, lease: q.progress(lease, {"done": 1}),
     "complete_many": lambda q, lease: _raise_first(q.complete_many([lease])),
     "extend_many": lambda q, lease: _raise_first(
         [r for r in q.extend_many([lease]) if isinstance(r, leaseq.LeaseLost)]
@@ -405,6 +406,36 @@ def test_a_replayed_enqueue_of_a_made_id_is_a_new_row_to_old_leases(r: Any, cloc
     q.complete(current, "ok")
 
 
+@pytest.mark.parametrize("op", sorted(STALE_OPS))
+def test_a_replayed_enqueue_while_the_clock_floor_holds_is_a_new_row_to_old_leases(
+    r: Any, clock: Clock, op: str
+) -> None:
+    # After a failover onto a server whose clock is behind, the queue's time
+    # stands at its floor: every row made then has the same enqueued_at. That
+    # is also when replies get lost and calls replayed, so a replay of a made
+    # id's enqueue must still not hand a stale lease the new row.
+    q = leaseq.Queue("held", redis=r, keep_succeeded=0)
+    q.enqueue("warm")
+    r.hset(q.keys.meta, "clock", server_ms(r) + 5_000)  # the floor the old primary left
+    made = q.enqueue("first")
+    assert "incarnation" in row(q, made)  # numbered while the clock is held
+    stale = next(lease for lease in q.claim_many(2) if lease.id == made)
+    q.complete(stale)  # its reply lost in the failover; the row goes
+    assert r.exists(q.keys.job(made)) == 0
+    call = q._core.enqueue_calls(["first"], [None], {})[1][0]  # the same call, replayed
+    args = [*call.args[:-2], made, call.args[-1]]
+    assert q._run(dataclasses.replace(call, args=args)) == [1]
+    current = claim_one(q)
+    assert (current.id, current.attempt, stale.attempt) == (made, 1, 1)
+    assert current.enqueued_at == stale.enqueued_at  # the clock stood still
+    before = snapshot(r)
+    with pytest.raises(leaseq.LeaseLost) as lost:
+        STALE_OPS[op](q, stale)  # a replay of the first row's last call, say
+    assert not isinstance(lost.value, leaseq.AlreadyFinished)
+    assert snapshot(r) == before
+    q.complete(current, "ok")
+
+
 def test_a_row_written_before_incarnations_still_works(q: leaseq.Queue, r: Any) -> None:
     # The row the previous version wrote: no incarnation field.
     r.hset(
@@ -427,6 +458,28 @@ def test_a_row_written_before_incarnations_still_works(q: leaseq.Queue, r: Any) 
     assert row(q, "old")["state"] == "succeeded"
     assert q.get("old").incarnation == 1  # type: ignore[union-attr]
     # A replay is told it won, as before.
+    with pytest.raises(leaseq.AlreadyFinished):
+        q.complete(lease)
+
+
+@pytest.mark.parametrize("damaged", ["abc", "", "1e20", "-5", "007", "1.5"])
+def test_a_row_with_a_hand_damaged_enqueued_at_can_still_be_finished(
+    q: leaseq.Queue, r: Any, damaged: str
+) -> None:
+    # A row under a made id is named by its enqueued_at; an operator's edit
+    # that leaves it unreadable must not make every lease of the row lost (the
+    # handler would run to max_attempts, and never finish). Claim and the lease
+    # check read such a row's number the same way: 0, fenced by attempts alone.
+    made = q.enqueue("x")
+    r.hset(q.keys.job(made), "enqueued_at", damaged)
+    if damaged == "-5":  # the one that still reads as a time: shown as it leases
+        assert q.get(made).incarnation == 0  # type: ignore[union-attr]
+    lease = claim_one(q)
+    assert (lease.id, lease.incarnation) == (made, 0)
+    assert q.once(lease, "m") is True
+    lease = q.extend(lease, ttl=30.0)
+    q.complete(lease, "done")
+    assert row(q, made)["state"] == "succeeded"
     with pytest.raises(leaseq.AlreadyFinished):
         q.complete(lease)
 

@@ -59,6 +59,12 @@ REPLIES = [
     ("NOPERM User leaseq has no permissions to run the 'evalsha' command", AuthError, "NOPERM"),
     ("NOPERM No permissions to access a key", AuthError, "NOPERM"),
     (
+        "ERR The user executing the script can't run this command or subcommand script: "
+        "558784fe6903935f7c2fa1a4e915aa5197f3239f, on @user_script:215.",
+        AuthError,
+        "NOPERM",
+    ),
+    (
         "ERR AUTH <password> called without any password configured for the default user. "
         "Are you sure your configuration is correct?",
         AuthError,
@@ -196,6 +202,9 @@ def locked() -> Iterator[RedisServer]:
     admin.execute_command(
         "ACL", "SETUSER", "other", "on", ">otherpass", "~other:*", "+@all"
     )  # a user whose keys are not leaseq's
+    admin.execute_command(
+        "ACL", "SETUSER", "nohset", "on", ">nohsetpass", "~*", "+@all", "-hset"
+    )  # a user without a command the scripts run
     admin.config_set("requirepass", PASSWORD)
     admin.close()
     yield server
@@ -208,8 +217,9 @@ def locked() -> Iterator[RedisServer]:
         (f":wrong-{PASSWORD}@", "WRONGPASS"),
         ("", "needs a password"),
         ("other:otherpass@", "NOPERM"),  # a user without leaseq's keys
+        ("nohset:nohsetpass@", "NOPERM"),  # refused inside a script
     ],
-    ids=["wrong password", "no password", "acl without the keys"],
+    ids=["wrong password", "no password", "acl without the keys", "acl without a command"],
 )
 def test_real_refusals_are_auth_errors(locked: RedisServer, user_info: str, needle: str) -> None:
     q = leaseq.Queue.from_url(f"redis://{user_info}127.0.0.1:{locked.port}/0", "q")

@@ -145,6 +145,18 @@ def test_events_page_lists_newest_first_and_filters(q: leaseq.Queue, r: Any) -> 
     assert "Events are off for emails" in c.get("/events?queue=emails").text
 
 
+def test_events_page_points_to_the_job_page_when_the_window_has_passed_the_job(
+    q: leaseq.Queue, r: Any
+) -> None:
+    q.set_events(True, maxlen=10)
+    q.enqueue("old", id="old")
+    for i in range(300):  # single calls, one entry each: MAXLEN ~ trims whole nodes
+        q.enqueue(i)
+    html = client_for(r).get("/events?queue=emails&job=old").text
+    assert "No matching transition" in html
+    assert """<a href="/queues/emails/jobs/old">the job's page</a>""" in html
+
+
 def test_server_page_warns_when_the_policy_can_evict_job_rows(rr: Any) -> None:
     c = client_for(rr)
     old = rr.config_get("maxmemory-policy")["maxmemory-policy"]
