@@ -13,9 +13,11 @@ throwaway redis-server (medians of R rounds, the order of the setups reversed ev
   has already succeeded (so it goes through the dependency script, and
   every finish checks its links).
 
-Figures: single enqueue (one unpipelined client), enqueue_many (batches of
-1,000), and a ``leaseq.Worker`` draining the jobs with a no-op handler
-(defaults, in-process). It prints each figure per setup and the ratio
+Figures: single enqueue (one unpipelined client; the sides take turns in
+blocks of 250, each on its own queue of one server, median block), enqueue_many
+(calls of 1,000, turn by turn, median call), and a ``leaseq.Worker`` draining
+the jobs with a no-op handler (defaults, in-process; one drain per side a
+round, the order reversed every other round). It prints each figure per setup and the ratio
 all-on / bare, with the targets (drain >= 0.8, enqueue >= 0.85). Never run
 by the tests.
 """
@@ -25,7 +27,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import leaseq
@@ -44,14 +45,17 @@ FEATURES = ("limits", "groups", "schedule", "depends_on")
 
 
 class Setup:
-    """One side: the features in use, how its queue is made, what options its jobs get."""
+    """One side: the features in use, its own queue on the shared server, the
+    options its jobs get."""
 
-    def __init__(self, r: Any, features: frozenset[str]) -> None:
+    def __init__(self, r: Any, name: str, features: frozenset[str]) -> None:
         self.r, self.features = r, features
+        self.name = "bench-" + name.replace(" ", "-")
 
     def queue(self) -> leaseq.Queue:
-        self.r.flushall()
-        q = leaseq.Queue("bench", redis=self.r)
+        """The side's queue, emptied and set up afresh."""
+        q = leaseq.Queue(self.name, redis=self.r)
+        q.drop(force=True)
         on = self.features
         if "limits" in on:
             q.set_limits(concurrency=100_000, rate=1_000_000, per=1.0)
@@ -73,28 +77,54 @@ class Setup:
         return out
 
 
-def figures(setup: Setup, n: int, singles: int) -> dict[str, float]:
-    """jobs/s of each figure on a fresh queue of ``setup``."""
-    out: dict[str, float] = {}
-    q = setup.queue()
-    opts = setup.options
-    out["single enqueue"] = rate(
-        singles, lambda: [q.enqueue({"i": i}, **opts(i)) for i in range(singles)]
-    )
-    q = setup.queue()
-    batch = 1000
+BLOCK = 250
+"""Single enqueues per turn: the sides take turns block by block, so a burst of
+load on this shared box spoils a block of each side alike, not one side's figure."""
+BATCH = 1000
 
-    def many() -> None:
-        for start in range(0, n, batch):
-            # One group per batch: enqueue_many gives every job the same options.
-            q.enqueue_many([{"i": i} for i in range(start, start + batch)], **opts(start // batch))
 
-    out["enqueue_many"] = rate(n, many)
-    worker = leaseq.Worker(q, _noop, handle_signals=False)
-    out["Worker drain"] = rate(n, lambda: worker.run(burst=True))
-    left = q.stats()
-    if left.pending or left.active:
-        raise RuntimeError(f"the drain left jobs behind: {left}")
+def one_round(sides: dict[str, Setup], n: int, singles: int, k: int) -> dict[str, dict[str, float]]:
+    """Each figure of every side in round ``k``, the sides taking turns in small
+    steps (the order reversed every other round)."""
+    order = list(sides) if k % 2 == 0 else list(reversed(sides))
+    queues = {name: sides[name].queue() for name in order}
+    blocks: dict[str, list[float]] = {name: [] for name in order}
+    for b in range(max(1, singles // BLOCK)):
+        for name in order:
+            q, opts, first = queues[name], sides[name].options, b * BLOCK
+            blocks[name].append(
+                rate(BLOCK, lambda q=q, opts=opts, first=first: [
+                    q.enqueue({"i": i}, **opts(i)) for i in range(first, first + BLOCK)
+                ])
+            )  # fmt: skip
+    calls: dict[str, list[float]] = {name: [] for name in order}
+    for name in order:
+        queues[name] = sides[name].queue()
+    for start in range(0, n, BATCH):
+        for name in order:
+            q, opts = queues[name], sides[name].options
+            items = [{"i": i} for i in range(start, start + BATCH)]
+            # One group per call: enqueue_many gives every job of a call the same options.
+            options = opts(start // BATCH)
+            calls[name].append(
+                rate(
+                    BATCH,
+                    lambda q=q, items=items, options=options: q.enqueue_many(items, **options),
+                )
+            )
+    out: dict[str, dict[str, float]] = {}
+    for name in order:
+        q = queues[name]
+        worker = leaseq.Worker(q, _noop, handle_signals=False)
+        drained = rate(n, lambda worker=worker: worker.run(burst=True))
+        left = q.stats()
+        if left.pending or left.active:
+            raise RuntimeError(f"{name}: the drain left jobs behind: {left}")
+        out[name] = {
+            "single enqueue": statistics.median(blocks[name]),
+            "enqueue_many": statistics.median(calls[name]),
+            "Worker drain": drained,
+        }
     return out
 
 
@@ -109,14 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     got: dict[str, dict[str, list[float]]] = {name: {} for name in kinds}
     with Server() as server:
         r = server.client()
-        sides: dict[str, Callable[[], dict[str, float]]] = {
-            name: (lambda on=on: figures(Setup(r, on), args.jobs, args.singles))
-            for name, on in kinds.items()
-        }
+        sides = {name: Setup(r, name, on) for name, on in kinds.items()}
         for k in range(args.rounds):
-            order = list(sides) if k % 2 == 0 else list(reversed(sides))
-            for name in order:
-                for figure, value in sides[name]().items():
+            for name, figures in one_round(sides, args.jobs, args.singles, k).items():
+                for figure, value in figures.items():
                     got[name].setdefault(figure, []).append(value)
             print(f"round {k + 1}/{args.rounds} done", flush=True)
     print(f"{args.jobs} jobs ({args.singles} single enqueues), median of {args.rounds} rounds")
