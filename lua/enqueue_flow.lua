@@ -25,7 +25,10 @@
 -- ARGV[7]  dedup, 1: a step whose id exists is left alone (enqueue's rule); 0: it is refused
 --          whole (enqueue_flow's rule), unless the first step's row carries this flow id (a replay)
 -- ARGV[8]  profiles, how many option sets the tail opens with (integer >= 1)
--- ARGV[9..] first the profiles, seven values each: max_attempts (integer >= 1), delay_ms (integer
+-- ARGV[9]  numbered, 1 = every row gets an `incarnation` (the call holds an id the caller
+--          chose), 0 = none does unless the clock floor holds the queue's time: every id
+--          was made by leaseq, and such a row's number is its enqueued_at (lib/row_number.lua)
+-- ARGV[10..] first the profiles, seven values each: max_attempts (integer >= 1), delay_ms (integer
 --           ms >= 0), priority (integer 0..1000000), group ('' = none), kind ('' = none), timeout_ms
 --           (integer ms; 0 = none), on_parent_failure ('cancel' or 'run'); then the steps, four
 --           values each: id (string), payload (encoded bytes), profile (its number, from 1),
@@ -109,13 +112,17 @@ if created == 0 then return out end
 
 local now = now_ms(meta)
 local log = event_log(K.events, nil, meta)
-local incarnation = reserve_incarnations(meta, created, now)
+-- As in enqueue.lua: rows under ids leaseq made need no number of their own.
+local numbered = A.numbered ~= '0' or now_ms_held
+local incarnation = numbered and reserve_incarnations(meta, created, now) or 0
 local unpack_ = table.unpack or unpack
 local waiting, cancelled, ready, due = {}, {}, {}, {}
 local pins, edges, order = {}, {}, {}
 local first_due = nil
 local row = { 'state', 'pending', 'attempts', 0, 'max_attempts', '', 'payload', '',
-              'enqueued_at', now, 'incarnation', '' }
+              'enqueued_at', now }
+local fixed = 10 -- the fields every row has; then its incarnation, if numbered
+if numbered then row[11], row[12], fixed = 'incarnation', '', 12 end
 for _, i in ipairs(fresh) do
   local b = STEPS + (i - 1) * W
   local id, parents, pr = ARGV[b], ARGV[b + 3], profile[tonumber(ARGV[b + 2])]
@@ -130,11 +137,13 @@ for _, i in ipairs(fresh) do
       left = left + 1
     end
   end
-  incarnation = incarnation + 1
   -- One table serves every row (written up to n): no allocation per step.
   row[6], row[8] = pr.max_attempts, ARGV[b + 1]
-  row[12] = string.format('%d', incarnation) -- 16 digits: see reserve_incarnations
-  local n = 12
+  if numbered then
+    incarnation = incarnation + 1
+    row[12] = string.format('%d', incarnation) -- 16 digits: see reserve_incarnations
+  end
+  local n = fixed
   if priority > 0 then row[n + 1], row[n + 2], n = 'priority', priority, n + 2 end
   if group ~= '' then row[n + 1], row[n + 2], n = 'group', group, n + 2 end
   if pr.kind ~= '' then row[n + 1], row[n + 2], n = 'kind', pr.kind, n + 2 end

@@ -106,9 +106,12 @@ class FlowCalls(QueueSettings):
         policy: str,
         parents: Sequence[str],
         traceparent: str,
+        chosen: Sequence[bool],
     ) -> list[Call[list[int | str]]]:
         """The calls of an enqueue whose jobs all have ``parents`` (checked by the
-        caller): one call per CHUNK jobs; an id that exists is left alone."""
+        caller): one call per CHUNK jobs; an id that exists is left alone.
+        ``chosen``: per job, whether its caller chose the id (a chunk holding one
+        numbers its rows; lua/lib/row_number.lua)."""
         profile = _profile(head, policy)
         joined = " ".join(parents)
         calls = []
@@ -117,9 +120,11 @@ class FlowCalls(QueueSettings):
         chunk = max(1, min(CHUNK, MAX_EDGES // max(1, len(parents))))
         for start in range(0, len(job_ids), chunk):
             tail: list[str | bytes | int] = [*profile]
-            for i in range(start, min(start + chunk, len(job_ids))):
+            end = min(start + chunk, len(job_ids))
+            for i in range(start, end):
                 tail += (job_ids[i], payloads[i], 1, joined)
-            calls.append(self._flow_call(tail, 1, traceparent, "", dedup=True))
+            numbered = any(chosen[start:end])
+            calls.append(self._flow_call(tail, 1, traceparent, "", dedup=True, numbered=numbered))
         return calls
 
     def flow_calls(
@@ -183,8 +188,11 @@ class FlowCalls(QueueSettings):
             body += (job_ids[n], encode(step.payload), number, " ".join(parents))
         tail: list[str | bytes | int] = [value for head in profiles for value in head]
         name = new_job_ids(1)[0] if flow is None else flow
+        numbered = any(step.id is not None for step in steps)
         return job_ids, [
-            self._flow_call(tail + body, len(profiles), traceparent, name, dedup=False)
+            self._flow_call(
+                tail + body, len(profiles), traceparent, name, dedup=False, numbered=numbered
+            )
         ]
 
     def _flow_call(
@@ -195,6 +203,7 @@ class FlowCalls(QueueSettings):
         flow: str,
         *,
         dedup: bool,
+        numbered: bool,
     ) -> Call[list[int | str]]:
         return SCRIPTS["enqueue_flow"].call(
             self.keys,
@@ -204,6 +213,7 @@ class FlowCalls(QueueSettings):
             flow=flow,
             dedup=1 if dedup else 0,
             profiles=profiles,
+            numbered=1 if numbered else 0,
         )
 
 

@@ -147,7 +147,8 @@ class EnqueueCalls(FlowCalls, QueueSettings):
             )
         # With parents: the dependency script (leaseq.store.flows).
         encoded = [encode(p) for p in payloads]
-        calls += self.dependent_calls(job_ids, encoded, head, policy, parents, traceparent)
+        picked = [ids is not None and ids[i] is not None for i in range(len(job_ids))]
+        calls += self.dependent_calls(job_ids, encoded, head, policy, parents, traceparent, picked)
         return job_ids, calls
 
 

@@ -380,6 +380,23 @@ def test_a_row_under_an_id_leaseq_made_is_named_by_its_enqueued_at(q: leaseq.Que
     assert all("incarnation" in row(q, i) for i in mixed)
 
 
+def test_dependent_rows_are_numbered_only_under_chosen_ids(q: leaseq.Queue, r: Any) -> None:
+    # The dependency script follows enqueue's rule: a made id needs no number.
+    q.enqueue("p", id="p")
+    made = q.enqueue("child", depends_on=["p"])
+    chosen = q.enqueue("child", id="kid", depends_on=["p"])
+    flow = q.enqueue_flow([leaseq.Step("a"), leaseq.Step("b", depends_on=["p"])])
+    mixed = q.enqueue_flow([leaseq.Step("a", id="named"), leaseq.Step("b", depends_on=["named"])])
+    assert "incarnation" not in row(q, made) and "incarnation" in row(q, chosen)
+    assert all("incarnation" not in row(q, i) for i in flow)
+    assert all("incarnation" in row(q, i) for i in mixed)
+    q.complete(claim_one(q))  # p: releases the children
+    leases = q.claim_many(10)
+    assert {lease.id for lease in leases} >= {made, chosen, *flow, mixed[0]}
+    assert next(x for x in leases if x.id == made).incarnation == int(row(q, made)["enqueued_at"])
+    assert q.complete_many(leases) == []
+
+
 def test_a_replayed_enqueue_of_a_made_id_is_a_new_row_to_old_leases(r: Any, clock: Clock) -> None:
     # The one way a made id comes back: a replay of the call that made it
     # (a retry after a lost reply) arriving after the row is gone. The new
