@@ -59,10 +59,13 @@ _otel: Any = None
 """The ``opentelemetry.trace`` module once looked for; False when it is not installed."""
 _tracer: Any = None
 
+_NO_PROVIDER: tuple[type, ...] = ()
+"""The API's tracer providers that record nothing (set with ``_otel``)."""
+
 
 def _trace() -> Any:
     """``opentelemetry.trace``, or None when it is not installed (looked for once)."""
-    global _otel
+    global _otel, _NO_PROVIDER
     if _otel is None:
         try:
             from opentelemetry import trace
@@ -70,6 +73,7 @@ def _trace() -> Any:
             _otel = False
         else:
             _otel = trace
+            _NO_PROVIDER = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
     return _otel or None
 
 
@@ -246,9 +250,14 @@ class JobTracer:
             raise InvalidArgument(f"trace_parent must be 'link' or 'parent', not {mode!r}")
         return JobTracer(queue, worker_id, mode) if _trace() is not None else None
 
-    def start(self, lease: Lease) -> JobSpan:
-        """Start the span of ``lease``'s run and make it current here."""
+    def start(self, lease: Lease) -> JobSpan | None:
+        """Start the span of ``lease``'s run and make it current here; None when no
+        tracer provider is set and spans only link (the API's no-op span would then
+        be invalid and change nothing: a job costs no tracing work until an SDK is
+        installed, which may happen while the worker runs)."""
         trace = _otel
+        if self.mode == "link" and isinstance(trace.get_tracer_provider(), _NO_PROVIDER):
+            return None
         remote = _remote(lease.traceparent)
         attributes: dict[str, Any] = {
             "messaging.system": SYSTEM,
