@@ -137,6 +137,26 @@ def test_current_job_is_the_running_lease(q: leaseq.Queue) -> None:
         leaseq.current_job()
 
 
+def test_a_job_contexts_flags_work_as_events() -> None:
+    """``lost`` and ``cancelled`` are cheap Events (one shared condition): a set
+    wakes its waiters, and a set of another flag never ends a wait early."""
+    from leaseq.handler import Flag
+
+    a, b = Flag(), Flag()
+    assert isinstance(a, threading.Event) and not a.is_set() and not a.wait(0.01)
+    woke: list[bool] = []
+    waiter = threading.Thread(target=lambda: woke.append(a.wait(10.0)))
+    waiter.start()
+    b.set()  # wakes the waiter, which sees its own flag still clear and waits on
+    wait_until(lambda: b.is_set())
+    assert waiter.is_alive() and not woke
+    a.set()
+    waiter.join(10.0)
+    assert woke == [True] and a.wait() and a.is_set()
+    a.clear()
+    assert not a.is_set() and not a.wait(0.01) and b.is_set()
+
+
 def test_burst_with_nothing_returns(q: leaseq.Queue) -> None:
     w = _worker(q, handlers.noop)
     w.run(burst=True)
