@@ -23,15 +23,20 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import leaseq
 from bench.server import Server
 
 N = 20_000
+ROOT = Path(__file__).resolve().parent.parent
+COUNTER = "bench:done"
+"""The key the handler INCRs (bench/peer_tasks.py)."""
 
 
 def drain(q: leaseq.Queue, handler: Any) -> leaseq.Worker:
@@ -65,6 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.drain_profile", description=__doc__)
     parser.add_argument("-n", type=int, default=N, help="jobs")
     parser.add_argument("--rounds", type=int, default=5, help="drains timed (medians)")
+    parser.add_argument(
+        "--processes",
+        type=lambda text: [int(x) for x in text.split(",")],
+        default=[],
+        help="also drain with `leaseq worker --processes N --burst` for each N (e.g. 1,2)",
+    )
     parser.add_argument("--yappi", action="store_true", help="also profile the threads")
     parser.add_argument("--top", type=int, default=25, help="functions to list with --yappi")
     args = parser.parse_args(argv)
@@ -129,15 +140,61 @@ def main(argv: list[str] | None = None) -> int:
         print(f"claim_many(500) alone: {claim[1] / n:.2f} µs/job server ({claim[0]} calls)")
         print(f"complete_many(500) alone: {done[1] / n:.2f} µs/job server ({done[0]} calls)")
 
+        for procs in args.processes:
+            processes(r, server, q, fill, n, procs, args.rounds)
         if args.yappi:
             profile(q, peer_tasks.handler, fill, n, args.top)
     return 0
 
 
-def profile(q: leaseq.Queue, handler: Any, fill: Any, n: int, top: int) -> None:
-    import yappi
+def processes(r: Any, server: Server, q: Any, fill: Any, n: int, procs: int, rounds: int) -> None:
+    """``leaseq worker --processes procs --burst``: jobs/s first to last completion,
+    CPU per job of the workers (with their supervisor) and of redis-server."""
+    exe = str(Path(sys.executable).parent / "leaseq")
+    command = [exe, "--url", server.url, "worker", "bench", "bench.peer_tasks:handler", "--burst"]
+    command += ["--processes", str(procs)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)  # fmt: skip
+
+    r.flushall()  # the CPU of starting and stopping with nothing to do, taken off below
+    fixed = os.wait4(start().pid, 0)[2]
+    fixed_cpu = fixed.ru_utime + fixed.ru_stime
+    rates, workers, servers = [], [], []
+    for _ in range(rounds):
+        fill()
+        busy = cpu_of(server.proc.pid)
+        proc = start()
+        first: tuple[float, int] | None = None
+        while True:
+            done = int(r.get(COUNTER) or 0)
+            now = time.perf_counter()
+            if done and first is None:
+                first = (now, done)
+            if done >= n or proc.poll() is not None:
+                break
+            time.sleep(0.005)
+        assert first is not None and done >= n, f"{done} of {n} done"
+        rates.append((n - first[1]) / (now - first[0]))
+        servers.append(cpu_of(server.proc.pid) - busy)
+        _, status, usage = os.wait4(proc.pid, 0)  # the workers' CPU is in their parent's
+        assert os.waitstatus_to_exitcode(status) == 0, status
+        proc.returncode = 0
+        workers.append(usage.ru_utime + usage.ru_stime - fixed_cpu)
+    print(
+        f"--processes {procs}: {statistics.median(rates):,.0f} jobs/s median "
+        f"(best {max(rates):,.0f}); workers' CPU {statistics.median(workers) * 1e6 / n:.1f} "
+        f"µs/job (less {fixed_cpu:.2f} s to start and stop), redis-server "
+        f"{statistics.median(servers) * 1e6 / n:.1f} µs/job"
+    )
+
+
+def profile(q: leaseq.Queue, handler: Any, fill: Any, n: int, top: int) -> None:
     import threading
+
+    import yappi
 
     fill()
     yappi.set_context_name_callback(lambda: threading.current_thread().name)

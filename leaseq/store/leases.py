@@ -39,6 +39,8 @@ __all__ = [
     "block_wait",
 ]
 
+OK = frozenset((b"OK", "OK"))
+"""A script's per-item reply for done, as bytes or (decoded client) text."""
 LEASE_CHUNK = 500
 """Leases per complete or extend call (complete_many, extend_many)."""
 CLAIM_LIMIT = 1000
@@ -243,7 +245,10 @@ class LeaseCalls(QueueSettings):
         args += effect_args
 
         def parse(reply: list[Any]) -> list[LeaseLost]:
-            for lease, item in zip(leases, reply, strict=True):
+            # Nearly every item is OK: only the others are read (first EFFECT, then refusals).
+            pairs = zip(leases, reply, strict=True)
+            others = [(lease, item) for lease, item in pairs if item[0] not in OK]
+            for lease, item in others:
                 if as_text(item[0]) == "EFFECT":
                     raise InvalidArgument(
                         f"effect {int(item[1])} of job {lease.id!r} cannot apply: "
@@ -251,8 +256,7 @@ class LeaseCalls(QueueSettings):
                     )
             return [
                 refusal("complete", lease.id, lease.attempt, item, lease.incarnation)
-                for lease, item in zip(leases, reply, strict=True)
-                if as_text(item[0]) != "OK"
+                for lease, item in others
             ]
 
         return SCRIPTS["complete"].call(
