@@ -120,6 +120,7 @@ class LeaseCalls(QueueSettings):
                     error = ""
                 except (msgspec.ValidationError, msgspec.DecodeError) as exc:
                     payload, error = raw, f"payload does not decode: {exc}"
+                kind, trace, parents = reply[i + o_kind], reply[i + o_trace], reply[i + o_parents]
                 lease = Lease(
                     id=as_text(reply[i + o_id]),
                     queue=queue,
@@ -130,10 +131,11 @@ class LeaseCalls(QueueSettings):
                     deadline=int(reply[i + o_until]) / 1000.0,
                     enqueued_at=int(reply[i + o_enqueued]) / 1000.0,
                     worker=worker,
-                    kind=loose_text(reply[i + o_kind]) or None,
+                    # Most are empty (b""): read only those that are not.
+                    kind=(loose_text(kind) or None) if kind else None,
                     timeout=(int(reply[i + o_timeout]) / 1000.0) or None,
-                    traceparent=loose_text(reply[i + o_trace]) or None,
-                    depends_on=tuple(loose_text(reply[i + o_parents]).split()),
+                    traceparent=(loose_text(trace) or None) if trace else None,
+                    depends_on=tuple(loose_text(parents).split()) if parents else (),
                 )
                 if error:
                     bad.append((lease, error))
