@@ -32,6 +32,7 @@ from typing import Any
 
 import leaseq
 from bench.server import Server
+from bench.vs_huey import drain as timed_drain
 
 N = 20_000
 ROOT = Path(__file__).resolve().parent.parent
@@ -153,40 +154,24 @@ def processes(r: Any, server: Server, q: Any, fill: Any, n: int, procs: int, rou
     exe = str(Path(sys.executable).parent / "leaseq")
     command = [exe, "--url", server.url, "worker", "bench", "bench.peer_tasks:handler", "--burst"]
     command += ["--processes", str(procs)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-    def start() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)  # fmt: skip
-
     r.flushall()  # the CPU of starting and stopping with nothing to do, taken off below
-    fixed = os.wait4(start().pid, 0)[2]
-    fixed_cpu = fixed.ru_utime + fixed.ru_stime
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    usage = os.wait4(proc.pid, 0)[2]
+    fixed = usage.ru_utime + usage.ru_stime
     rates, workers, servers = [], [], []
     for _ in range(rounds):
         fill()
         busy = cpu_of(server.proc.pid)
-        proc = start()
-        first: tuple[float, int] | None = None
-        while True:
-            done = int(r.get(COUNTER) or 0)
-            now = time.perf_counter()
-            if done and first is None:
-                first = (now, done)
-            if done >= n or proc.poll() is not None:
-                break
-            time.sleep(0.005)
-        assert first is not None and done >= n, f"{done} of {n} done"
-        rates.append((n - first[1]) / (now - first[0]))
+        used: list[float] = []
+        rates.append(timed_drain(r, server.url, n, command, used))
         servers.append(cpu_of(server.proc.pid) - busy)
-        _, status, usage = os.wait4(proc.pid, 0)  # the workers' CPU is in their parent's
-        assert os.waitstatus_to_exitcode(status) == 0, status
-        proc.returncode = 0
-        workers.append(usage.ru_utime + usage.ru_stime - fixed_cpu)
+        workers.append(used[0] - fixed)
     print(
         f"--processes {procs}: {statistics.median(rates):,.0f} jobs/s median "
         f"(best {max(rates):,.0f}); workers' CPU {statistics.median(workers) * 1e6 / n:.1f} "
-        f"µs/job (less {fixed_cpu:.2f} s to start and stop), redis-server "
+        f"µs/job (less {fixed:.2f} s to start and stop), redis-server "
         f"{statistics.median(servers) * 1e6 / n:.1f} µs/job"
     )
 

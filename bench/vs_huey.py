@@ -40,8 +40,10 @@ COUNTER = "bench:done"
 """The key both sides' handlers INCR (bench/peer_tasks.py)."""
 
 
-def drain(r: Any, url: str, jobs: int, command: list[str]) -> float:
-    """Start ``command`` on ``jobs`` queued jobs; jobs/s first to last completion."""
+def drain(r: Any, url: str, jobs: int, command: list[str], cpu: list[float] | None = None) -> float:
+    """Start ``command`` on ``jobs`` queued jobs; jobs/s first to last completion.
+    With ``cpu``: wait for the command to exit by itself (``--burst``) and append
+    the CPU seconds it and the children it waited for used."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BENCH_REDIS_URL": url}
     proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)  # fmt: skip
@@ -59,6 +61,10 @@ def drain(r: Any, url: str, jobs: int, command: list[str]) -> float:
                 raise RuntimeError(f"{command[0]}: {done} of {jobs} jobs done")
             time.sleep(0.01)
     finally:
+        if cpu is not None and proc.poll() is None:
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            cpu.append(usage.ru_utime + usage.ru_stime)
         proc.terminate()
         try:
             proc.wait(10)
