@@ -158,13 +158,24 @@ def singles(
     }
 
 
-def drain(r: Any, jobs: int, command: list[str], counter: str, exits: bool) -> float:
+def drain(
+    r: Any,
+    jobs: int,
+    command: list[str],
+    counter: str,
+    exits: bool,
+    *,
+    env: dict[str, str] | None = None,
+    cpu: list[float] | None = None,
+) -> float:
     """Start ``command`` on ``jobs`` queued jobs whose handlers INCR ``counter``;
     jobs/s from the first completion to the last. ``exits``: the command
     returns by itself when done (waited for, so that its last writes land);
-    otherwise it is stopped."""
+    otherwise it is stopped. ``env``: the command's environment (None: this
+    one's); ``cpu``: wait for it to exit by itself and append the CPU seconds
+    it and the children it waited for used."""
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, env=env)
         first: tuple[float, int] | None = None
         give_up = time.monotonic() + 600
         try:
@@ -180,7 +191,11 @@ def drain(r: Any, jobs: int, command: list[str], counter: str, exits: bool) -> f
                     tail = err.read()[-1500:].decode(errors="replace")
                     raise RuntimeError(f"{command}: {done} of {jobs} jobs done\n{tail}")
                 time.sleep(0.01)
-            if exits:
+            if cpu is not None:
+                _, status, usage = os.wait4(proc.pid, 0)
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                cpu.append(usage.ru_utime + usage.ru_stime)
+            elif exits:
                 proc.wait(60)
         finally:
             if proc.poll() is None:
@@ -192,6 +207,18 @@ def drain(r: Any, jobs: int, command: list[str], counter: str, exits: bool) -> f
                     proc.wait()
     assert first is not None
     return (jobs - first[1]) / max(now - first[0], 1e-9)
+
+
+def peer_drain(
+    r: Any, url: str, jobs: int, command: list[str], cpu: list[float] | None = None
+) -> float:
+    """``drain`` of a command run from the checkout with bench.peer_tasks (and its
+    siblings) importable and pointed at ``url``: bench.vs_peers, bench.drain_profile."""
+    from bench.peer_tasks import COUNTER
+    from bench.revisions import ROOT
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BENCH_REDIS_URL": url}
+    return drain(r, jobs, command, COUNTER, exits=False, env=env, cpu=cpu)
 
 
 def measure(

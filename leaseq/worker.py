@@ -74,6 +74,9 @@ PREFETCH_HORIZON = 0.05
 """With no fixed ``prefetch``, hold about this many seconds of work beyond the
 jobs running: fast jobs get big batches (few round trips), slow jobs get
 few spare leases (other workers are not starved of them)."""
+OUTCOME_LINGER = 0.002
+"""Seconds the reporter waits, after a first outcome, for others to join its write
+while more jobs are running (the added latency of a completion, at most)."""
 MAX_IDLE_WAIT = 5.0
 """Longest single block on the wake list: a lost wake-up only delays a job this much."""
 
@@ -319,7 +322,7 @@ class Worker:
         while True:
             with self._cond:
                 self._adapt_limit()
-                while not self._stopping and self._busy() >= self.limit:
+                while not self._stopping and not self._room():
                     self._cond.wait()
                     self._adapt_limit()
                 if self._stopping:
@@ -370,6 +373,15 @@ class Worker:
     def _busy(self) -> int:
         """Leases held plus threads stuck past a timeout (call holding ``_cond``)."""
         return len(self._tasks) + len(self._timeouts.stuck)
+
+    def _room(self) -> bool:
+        """Time to claim (call holding ``_cond``): a handler thread is idle, or half the
+        prefetch is spent. Refilling at half, not at every freed lease, keeps claims
+        large (one call for many jobs) while the other half keeps the threads busy."""
+        busy = self._busy()
+        return busy < self.concurrency or self.limit - busy >= max(
+            1, (self.limit - self.concurrency) // 2
+        )
 
     def _adapt_limit(self) -> None:
         """Re-size adaptive prefetch from the finish rate (call holding ``_cond``)."""
@@ -519,6 +531,10 @@ class Worker:
             item = self._done.get(timeout=timeout)
         except queue_mod.Empty:
             return
+        if item is not None and len(self._tasks) > len(into) + 1 and not self._stopping:
+            # Other jobs are running: let their outcomes gather for a moment, so one
+            # complete_many carries many and the handlers' puts wake no one meanwhile.
+            time.sleep(OUTCOME_LINGER)
         while True:
             if item is not None:
                 into.append(item)

@@ -27,7 +27,9 @@ then each enqueue pays one cached check and each worker none at all.
 
 from __future__ import annotations
 
+import math
 import re
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -59,10 +61,15 @@ _otel: Any = None
 """The ``opentelemetry.trace`` module once looked for; False when it is not installed."""
 _tracer: Any = None
 
+_NO_PROVIDER: tuple[type, ...] = ()
+PROVIDER_LOOK_EVERY = 1.0
+"""Seconds between a worker's looks for a tracer provider set after it started."""
+"""The API's tracer providers that record nothing (set with ``_otel``)."""
+
 
 def _trace() -> Any:
     """``opentelemetry.trace``, or None when it is not installed (looked for once)."""
-    global _otel
+    global _otel, _NO_PROVIDER
     if _otel is None:
         try:
             from opentelemetry import trace
@@ -70,6 +77,7 @@ def _trace() -> Any:
             _otel = False
         else:
             _otel = trace
+            _NO_PROVIDER = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
     return _otel or None
 
 
@@ -231,12 +239,15 @@ class JobSpan:
 class JobTracer:
     """Makes the spans of one worker's jobs: ``start(lease)`` per run."""
 
-    __slots__ = ("mode", "queue", "worker_id")
+    __slots__ = ("_look_at", "mode", "queue", "worker_id")
 
     def __init__(self, queue: str, worker_id: str, mode: str) -> None:
         self.queue = queue
         self.worker_id = worker_id
         self.mode = mode
+        self._look_at = 0.0
+        """When to look again for a tracer provider that records (monotonic seconds;
+        inf once one is found: a global provider is set once and for good)."""
 
     @staticmethod
     def make(queue: str, worker_id: str, mode: str) -> JobTracer | None:
@@ -246,9 +257,26 @@ class JobTracer:
             raise InvalidArgument(f"trace_parent must be 'link' or 'parent', not {mode!r}")
         return JobTracer(queue, worker_id, mode) if _trace() is not None else None
 
-    def start(self, lease: Lease) -> JobSpan:
-        """Start the span of ``lease``'s run and make it current here."""
+    def _recording(self) -> bool:
+        """Whether a tracer provider that records is set (looked at once a second at
+        most: the API's look reads the environment each time)."""
+        now = time.monotonic()
+        if now < self._look_at:
+            return False
+        if isinstance(_otel.get_tracer_provider(), _NO_PROVIDER):
+            self._look_at = now + PROVIDER_LOOK_EVERY
+            return False
+        self._look_at = math.inf
+        return True
+
+    def start(self, lease: Lease) -> JobSpan | None:
+        """Start the span of ``lease``'s run and make it current here; None when no
+        tracer provider is set and spans only link (the API's no-op span would then
+        be invalid and change nothing: a job costs no tracing work until an SDK is
+        installed; one installed while the worker runs is used within a second)."""
         trace = _otel
+        if self.mode == "link" and self._look_at != math.inf and not self._recording():
+            return None
         remote = _remote(lease.traceparent)
         attributes: dict[str, Any] = {
             "messaging.system": SYSTEM,

@@ -39,6 +39,8 @@ __all__ = [
     "block_wait",
 ]
 
+OK = frozenset((b"OK", "OK"))
+"""A script's per-item reply for done, as bytes or (decoded client) text."""
 LEASE_CHUNK = 500
 """Leases per complete or extend call (complete_many, extend_many)."""
 CLAIM_LIMIT = 1000
@@ -118,6 +120,7 @@ class LeaseCalls(QueueSettings):
                     error = ""
                 except (msgspec.ValidationError, msgspec.DecodeError) as exc:
                     payload, error = raw, f"payload does not decode: {exc}"
+                kind, trace, parents = reply[i + o_kind], reply[i + o_trace], reply[i + o_parents]
                 lease = Lease(
                     id=as_text(reply[i + o_id]),
                     queue=queue,
@@ -128,10 +131,11 @@ class LeaseCalls(QueueSettings):
                     deadline=int(reply[i + o_until]) / 1000.0,
                     enqueued_at=int(reply[i + o_enqueued]) / 1000.0,
                     worker=worker,
-                    kind=loose_text(reply[i + o_kind]) or None,
+                    # Most are empty (b""): read only those that are not.
+                    kind=(loose_text(kind) or None) if kind else None,
                     timeout=(int(reply[i + o_timeout]) / 1000.0) or None,
-                    traceparent=loose_text(reply[i + o_trace]) or None,
-                    depends_on=tuple(loose_text(reply[i + o_parents]).split()),
+                    traceparent=(loose_text(trace) or None) if trace else None,
+                    depends_on=tuple(loose_text(parents).split()) if parents else (),
                 )
                 if error:
                     bad.append((lease, error))
@@ -243,7 +247,10 @@ class LeaseCalls(QueueSettings):
         args += effect_args
 
         def parse(reply: list[Any]) -> list[LeaseLost]:
-            for lease, item in zip(leases, reply, strict=True):
+            # Nearly every item is OK: only the others are read (first EFFECT, then refusals).
+            pairs = zip(leases, reply, strict=True)
+            others = [(lease, item) for lease, item in pairs if item[0] not in OK]
+            for lease, item in others:
                 if as_text(item[0]) == "EFFECT":
                     raise InvalidArgument(
                         f"effect {int(item[1])} of job {lease.id!r} cannot apply: "
@@ -251,8 +258,7 @@ class LeaseCalls(QueueSettings):
                     )
             return [
                 refusal("complete", lease.id, lease.attempt, item, lease.incarnation)
-                for lease, item in zip(leases, reply, strict=True)
-                if as_text(item[0]) != "OK"
+                for lease, item in others
             ]
 
         return SCRIPTS["complete"].call(

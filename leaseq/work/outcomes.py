@@ -82,6 +82,8 @@ class Outcome:
 
 
 RELEASE = Outcome("release", label="release")
+DONE = Outcome("complete", label="done")
+"""A handler that returned None (the one outcome of most jobs: made once)."""
 
 
 class HandlerTimeout(Exception):
@@ -122,7 +124,9 @@ def decide(
       cancellation of an async handler reads "cancelled".
     """
     if raised is None:
-        if result is not None and encode is not None:
+        if result is None:
+            return DONE
+        if encode is not None:
             problem = _unstorable(result, encode)
             if problem:
                 return Outcome("dead", error=problem, label="result")

@@ -581,6 +581,43 @@ def test_leaseq_works_with_opentelemetry_not_installed() -> None:
     assert done.stdout.strip() == "ok"
 
 
+def test_no_tracer_provider_means_no_span_work_until_one_is_set() -> None:
+    """A subprocess with the API but no provider: a linking worker makes no span per
+    job (the API's would be invalid), a parent-mode one keeps the enqueuer's context
+    current; once an SDK provider is set, spans start within a second."""
+    code = textwrap.dedent(
+        """
+        import time
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        import leaseq
+        from leaseq.observe.tracing import JobTracer
+        parent = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+        lease = leaseq.Lease(id="j", queue="q", attempt=1, max_attempts=3, payload=None,
+                             deadline=0.0, enqueued_at=0.0, worker="w", traceparent=parent)
+        link = JobTracer.make("q", "w", "link")
+        assert link is not None and link.start(lease) is None
+        child = JobTracer.make("q", "w", "parent").start(lease)
+        assert child is not None  # the enqueuer's trace stays current in the handler
+        assert format(trace.get_current_span().get_span_context().trace_id, "032x") == "a" * 32
+        child.finish(None, None, lost=False)
+        trace.set_tracer_provider(TracerProvider())
+        give_up = time.monotonic() + 5.0
+        while (span := link.start(lease)) is None:
+            assert time.monotonic() < give_up, "no span after the provider was set"
+            time.sleep(0.01)
+        assert span._span.is_recording()
+        span.finish(None, None, lost=False)
+        print("ok")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "ok"
+
+
 def test_outcome_names() -> None:
     from leaseq.work.outcomes import RELEASE, Outcome
 
