@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import leaseq
-from bench.server import Server
 from bench.guard import peer_drain as timed_drain
+from bench.server import Server
 
 N = 20_000
 ROOT = Path(__file__).resolve().parent.parent

@@ -24,9 +24,9 @@ import sys
 from pathlib import Path
 
 import leaseq
-from bench.server import Server
 from bench.guard import peer_drain
 from bench.revisions import ROOT
+from bench.server import Server
 
 PEERS = {
     # name: (module to import, enqueue statement, worker command after the bin dir)
