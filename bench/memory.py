@@ -29,11 +29,8 @@ from collections.abc import Callable
 from typing import Any
 
 import leaseq
+from bench.guard import used
 from bench.server import Server
-
-
-def used(r: Any) -> int:
-    return int(r.info("memory")["used_memory"])
 
 
 def per_job(r: Any, n: int, fill: Callable[[], object]) -> float:
