@@ -172,6 +172,7 @@ EXCLUDED: dict[str, str] = {
     "store.waits.wait_many_in_order_with_every_finished_state": _BLOCKING_WAIT,
     "store.waits.wait_times_out_with_none": _BLOCKING_WAIT,
     "store.waits.wait_wakes_when_the_job_finishes": _BLOCKING_WAIT,
+    "store.waits.a_big_batch_signals_in_entries_of_at_most_a_hundred_ids": _BLOCKING_WAIT,
     "store.waits.a_job_deleted_while_waited_for_raises_at_once": _BLOCKING_WAIT,
     "store.waits.wait_many_of_a_string_is_a_bad_argument": (
         "refused by the one _ops generator both transports run, before any step: "
@@ -187,6 +188,7 @@ EXCLUDED: dict[str, str] = {
     "web.pages.schedules_page_lists_every_queues_schedules": _WEB,
     "web.pages.limits_page_shows_limits_and_per_group_counts": _WEB,
     "web.pages.events_page_lists_newest_first_and_filters": _WEB,
+    "web.pages.events_page_points_to_the_job_page_when_the_window_has_passed_the_job": _WEB,
     "web.pages.a_schedule_runs_now_from_its_page_when_actions_are_allowed": _WEB,
     "web.workers.overview_counts_workers_online_per_queue": _WEB,
     "web.workers.overview_draws_the_history_charts_and_dead_letter_growth": _WEB,
