@@ -67,6 +67,18 @@ end
 local W, STEPS = 4, TAIL.args + P * 7
 local n = (#ARGV - STEPS + 1) / W
 local function arg(i, k) return ARGV[STEPS + (i - 1) * W + k] end -- step i's value k
+-- A step's parents as a list, split once per distinct text: a fan-out's steps
+-- all name the same parents, and each step reads them three times.
+local split = {}
+local function parents_of(text)
+  local list = split[text]
+  if not list then
+    list = {}
+    for parent in string.gmatch(text, '%S+') do list[#list + 1] = parent end
+    split[text] = list
+  end
+  return list
+end
 
 -- First pass, nothing written: which steps are new, and does every parent
 -- of a new step exist (an earlier step of this call, or a readable row)?
@@ -84,7 +96,7 @@ for i = 1, n do
     end
     out[i] = 0
   else
-    for parent in string.gmatch(arg(i, 3), '%S+') do
+    for _, parent in ipairs(parents_of(arg(i, 3))) do
       if made[parent] then
         -- A parent made by this call takes its pins in its own HSET (field
         -- children): a fan-in costs no extra call per parent.
@@ -128,7 +140,7 @@ for _, i in ipairs(fresh) do
   local id, parents, pr = ARGV[b], ARGV[b + 3], profile[tonumber(ARGV[b + 2])]
   local policy, delay_ms, priority, group = pr.policy, pr.delay_ms, pr.priority, pr.group
   local left, failed = 0, nil
-  for parent in string.gmatch(parents, '%S+') do
+  for _, parent in ipairs(parents_of(parents)) do
     local state = made[parent] or known[parent]
     if state == 'dead' or state == 'cancelled' then
       failed = failed or {}
@@ -169,7 +181,7 @@ for _, i in ipairs(fresh) do
     n = n + 2
     cancelled[#cancelled + 1] = 1000000000000000 + now
     cancelled[#cancelled + 1] = id
-    for parent in string.gmatch(parents, '%S+') do
+    for _, parent in ipairs(parents_of(parents)) do
       if incall[parent] then
         if redis.call('HINCRBY', job_prefix .. parent, 'children', -1) <= 0 then
           redis.call('HDEL', job_prefix .. parent, 'children')
@@ -195,7 +207,7 @@ for _, i in ipairs(fresh) do
     -- Every parent is pinned while this job is unfinished (those made here
     -- already are, above); those that have not finished also list it among
     -- the children waiting for them.
-    for parent in string.gmatch(parents, '%S+') do
+    for _, parent in ipairs(parents_of(parents)) do
       if not incall[parent] then
         if not pins[parent] then
           pins[parent] = 0
