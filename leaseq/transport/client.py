@@ -110,8 +110,11 @@ def _code(exc: BaseException, text: str) -> str:
     if found:
         return found.group(1)
     # Redis 7.0 refuses a command a script runs for a user without it as a
-    # plain ERR, with no NOPERM code: it is the same missing permission.
-    return "NOPERM" if "user executing the script can't run" in text else ""
+    # plain ERR, with no NOPERM code ("The user executing the script can't
+    # run this command"); Valkey 8 as "ACL failure in script: User x has no
+    # permissions to run the 'hset' command". It is the same missing permission.
+    refused = ("user executing the script can't run", "has no permissions to run")
+    return "NOPERM" if any(words in text for words in refused) else ""
 
 
 def auth_error(exc: BaseException) -> AuthError:

@@ -64,6 +64,12 @@ REPLIES = [
         AuthError,
         "NOPERM",
     ),
+    (  # Valkey 8's words for the same refusal
+        "ACL failure in script: User nohset has no permissions to run the 'hset' command "
+        "script: 68e389fc636697d236df367f970373a8fbefb4c5, on @user_script:216.",
+        AuthError,
+        "NOPERM",
+    ),
     (
         "ERR AUTH <password> called without any password configured for the default user. "
         "Are you sure your configuration is correct?",
