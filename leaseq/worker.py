@@ -569,6 +569,7 @@ class Worker:
             if got:
                 self._claim_lock.release()
         for task in running:
+            task.handed_back = True  # counted released below, not lost when it returns
             task.ctx.lost.set()
             try:
                 self._writer.release(task, logging.WARNING, "released unfinished at shutdown")

@@ -289,6 +289,8 @@ class Task:
     """The reporter failed the attempt for its timeout; what the handler does later is discarded."""
     returned: bool = False
     """The handler thread has returned (or raised)."""
+    handed_back: bool = False
+    """Released by this worker at shutdown while its handler ran (not lost to another)."""
 
 
 def extend_due(queue: Any, due: list[Task], now: float, ttl: float, every: float) -> None:
@@ -363,7 +365,7 @@ class OutcomeWriter:
             outcome = head.outcome or RELEASE
             if not self.holds(head):
                 # Lost to a heartbeat, or already handed back at shutdown.
-                if head.ctx.lost.is_set() and outcome.kind != "release":
+                if head.ctx.lost.is_set() and outcome.kind != "release" and not head.handed_back:
                     self.counts["lost"] += 1
                     self._log(logging.WARNING, head, "lease was lost: outcome discarded")
                 unwritten.pop(0)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import leaseq
+from leaseq.observe.worker_metrics import WorkerMetrics
 from tests.support import handlers
 from tests.support.servers import wait_until
 
@@ -206,6 +207,30 @@ def test_stop_now_releases_in_flight_and_discards_their_outcome(q: leaseq.Queue)
     assert job.state is leaseq.State.PENDING and job.result is None
     gate.set()
     assert lost_seen.wait(10)
+
+
+def test_a_job_released_at_stop_is_counted_released_not_lost(q: leaseq.Queue) -> None:
+    """Out of grace, the worker itself hands a running job back: that is one
+    release, not a lease another worker took (no "lost" count, warning or metric),
+    even when the handler returns while the worker is still shutting down."""
+    entered = threading.Event()
+
+    def handler(lease: leaseq.Lease) -> str:
+        entered.set()
+        leaseq.current_job().lost.wait(10)
+        return "too late"
+
+    q.enqueue({})
+    metrics = WorkerMetrics()
+    w = _worker(q, handler, grace=0.0, metrics=metrics)
+    t = _in_thread(w)
+    assert entered.wait(10)
+    w.stop()
+    t.join(10)
+    assert not t.is_alive()
+    assert (w.counts["released"], w.counts["lost"]) == (1, 0)
+    lost = [s.value for f in metrics.collect() for s in f.samples if "lost" in s.name]
+    assert lost == [0]
 
 
 def test_heartbeat_that_finds_the_lease_lost_tells_the_handler(r: Any) -> None:
