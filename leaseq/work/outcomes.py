@@ -193,6 +193,34 @@ def result_encoder(queue: Any) -> Encode | None:
 # -- errors of the worker's own calls -------------------------------------------------
 
 
+HELD_POLL = 0.25
+"""Longest a burst run sleeps before it claims again while a limit holds pending jobs."""
+
+
+def held_back(queues: tuple[Any, ...]) -> bool:
+    """After a claim that got nothing (burst): whether jobs are still pending in a
+    queue that is not paused, so a limit held the claim back. Limits are at least 1
+    and rate windows pass: such jobs become claimable by themselves."""
+    return any(_held(q.stats()) for q in queues)
+
+
+async def held_back_async(queues: tuple[Any, ...]) -> bool:
+    """``held_back`` for ``aio`` queues."""
+    for q in queues:
+        if _held(await q.stats()):
+            return True
+    return False
+
+
+def _held(stats: Any) -> bool:
+    return bool(stats.pending) and not stats.paused
+
+
+def held_wait(hint: float | None) -> float:
+    """How long a burst run waits for held jobs: the claim's hint, within bounds."""
+    return min(max(hint if hint is not None else HELD_POLL, 0.01), HELD_POLL)
+
+
 def error_kind(exc: BaseException) -> Literal["transient", "job", "fatal"]:
     """How a worker treats an error its own queue call raised (see the module doc)."""
     if isinstance(exc, ServerUnavailable):

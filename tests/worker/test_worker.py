@@ -164,6 +164,28 @@ def test_burst_with_nothing_returns(q: leaseq.Queue) -> None:
     assert w.counts["succeeded"] == 0
 
 
+def test_burst_waits_out_limits_that_hold_pending_jobs_back(rr: Any) -> None:
+    """Pending jobs a rate limit (queue-wide or per fair group) holds back are
+    still pending: a burst run waits for them and returns only once they ran."""
+    q = leaseq.Queue("limited", redis=rr, backoff=0.0)
+    q.set_limits(rate=4, per=0.2, group_rate=2, group_per=0.2)
+    q.enqueue_many([{}] * 6)
+    q.enqueue_many([{}] * 4, group="tenant")
+    w = _worker(q, handlers.noop)
+    w.run(burst=True)
+    assert w.counts["succeeded"] == 10
+    assert q.stats().pending == 0
+
+
+def test_burst_on_a_paused_queue_returns(rr: Any) -> None:
+    q = leaseq.Queue("paused", redis=rr, backoff=0.0)
+    q.enqueue_many([{}] * 3)
+    q.pause()
+    w = _worker(q, handlers.noop)
+    w.run(burst=True)
+    assert w.counts["succeeded"] == 0 and q.stats().pending == 3
+
+
 def test_stop_lets_in_flight_finish(q: leaseq.Queue) -> None:
     gate = threading.Event()
     entered = threading.Event()
