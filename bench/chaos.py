@@ -17,8 +17,11 @@ new one. Each delivery is logged (RPUSH), each success performs one effect:
 Some jobs are flaky (fail their first attempt) and a few are poison (fail
 every attempt, so they must end dead with the handler's error). At the end
 the run checks: enqueued = succeeded + dead; zero lost; every effect exactly
-once (once mode: no doubles, misses counted); attempts <= max_attempts; no
-active job and no expired lease after a final reap.
+once (once mode: no doubles, misses counted); no job dead that never ran;
+attempts <= max_attempts; no active job and no expired lease after a final
+reap. Succeeded rows a worker's ``keep_succeeded_count`` deleted (the CLI
+keeps 10,000) count as succeeded up to the queue's own total of successes;
+any other missing row is lost.
 
 Two kinds of worker process (``--runner``):
 
@@ -356,11 +359,15 @@ def check(q: leaseq.Queue, r: Any, ids: list[str], mode: str) -> dict[str, Any]:
     states: Counter[str] = Counter()
     causes: Counter[str] = Counter()
     over_attempts = missing = double = once_misses = dead_healthy = poison_alive = 0
-    orphaned = 0
+    orphaned = dead_never_ran = 0
+    gone_delivered = 0
     for job_id in ids:
+        n = effects.get(job_id, 0)
+        double += n > 1
         job = q.get(job_id)
         if job is None:
             states["gone"] += 1
+            gone_delivered += delivered[job_id] > 0
             continue
         states[job.state.value] += 1
         if r.zscore(q.keys.index(job.state.value), job_id) is None:
@@ -371,25 +378,30 @@ def check(q: leaseq.Queue, r: Any, ids: list[str], mode: str) -> dict[str, Any]:
         if job.state is leaseq.State.DEAD:
             causes[(job.last_error or "?").split(":")[0].split(" (")[0]] += 1
             dead_healthy += not poison
+            dead_never_ran += delivered[job_id] == 0
         elif poison:
             poison_alive += 1
-        n = effects.get(job_id, 0)
-        if n > 1:
-            double += 1
         if job.state is leaseq.State.SUCCEEDED and n == 0:
             if "effect" in job.once:
                 once_misses += 1
             else:
                 missing += 1
     s = q.stats()
+    # A queue that keeps a bounded count of succeeded rows (the CLI worker's
+    # default) deletes the oldest: the queue's own total of successes says how
+    # many rows went that way, and only a row that was delivered can be one.
+    # Any other row that is gone is lost.
+    trimmed = min(gone_delivered, max(0, s.totals.get("succeeded", 0) - states["succeeded"]))
     return {
         "enqueued": len(ids),
-        "succeeded": states["succeeded"],
+        "succeeded": states["succeeded"] + trimmed,
+        "trimmed_succeeded": trimmed,
         "dead": states["dead"],
         "dead_causes": dict(causes),
         "dead_but_healthy": dead_healthy,
         "poison_not_dead": poison_alive,
-        "lost": states["gone"] + orphaned,
+        "dead_never_ran": dead_never_ran,
+        "lost": states["gone"] - trimmed + orphaned,
         "unfinished": {k: v for k, v in states.items() if k not in ("succeeded", "dead", "gone")},
         "deliveries": sum(delivered.values()),
         "redelivered_jobs": sum(1 for n in delivered.values() if n > 1),
@@ -408,6 +420,7 @@ def ok(report: dict[str, Any]) -> bool:
         report["lost"] == 0
         and not report["unfinished"]
         and report["dead_but_healthy"] == 0
+        and report["dead_never_ran"] == 0
         and report["poison_not_dead"] == 0
         and report["effects_double"] == 0
         and report["effects_missing"] == 0

@@ -18,7 +18,7 @@ from leaseq.store.core import QueueCore
 from leaseq.store.queue_set_ops import QueueSetOps
 from leaseq.transport.drive import AsyncDriver, Operation, SyncDriver
 
-__all__ = ["AsyncQueueSet", "QueueSet", "parse_queue_spec", "queue_set"]
+__all__ = ["AsyncQueueSet", "QueueSet", "members", "parse_queue_spec", "queue_set"]
 
 MAX_WEIGHT = 1000
 
@@ -101,6 +101,11 @@ class QueueSet(QueueSetBase, SyncDriver):
 
 class AsyncQueueSet(QueueSetBase, AsyncDriver):
     """Several ``leaseq.aio.Queue`` served by one ``leaseq.aio.Worker``."""
+
+
+def members(queue: Any) -> tuple[Any, ...]:
+    """The queues a worker serves: a queue set's, or the one queue."""
+    return tuple(queue.queues) if isinstance(queue, QueueSetBase) else (queue,)
 
 
 def queue_set(queue: Any, weights: Sequence[int] | None, asynchronous: bool) -> Any:

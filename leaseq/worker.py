@@ -42,7 +42,7 @@ from leaseq.handler import Handlers, JobContext, _set_current, as_handler
 from leaseq.observe.observer import JobObserver, installed
 from leaseq.observe.tracing import JobTracer
 from leaseq.protocols import QueueLike
-from leaseq.queue_set import queue_set
+from leaseq.queue_set import members, queue_set
 from leaseq.store import validate as v
 from leaseq.store.registry import refresh_every
 from leaseq.store.schedules import TICK_INTERVAL
@@ -59,6 +59,8 @@ from leaseq.work.outcomes import (
     decide,
     error_kind,
     extend_due,
+    held_back,
+    held_wait,
     log_job,
     result_encoder,
 )
@@ -347,11 +349,18 @@ class Worker:
                     continue
                 if burst:
                     with self._cond:
+                        idle = not self._tasks and gen == self._gen
+                        if not idle:
+                            self._cond.wait_for(self._settled_since(gen), 1.0)
+                            continue
+                    if held_back(members(self.queue)):  # a limit holds pending jobs: not done yet
+                        self._wake.wait(held_wait(wait))
+                        continue
+                    with self._cond:
                         if not self._tasks and gen == self._gen:
                             self._claimer_done = True
                             self._done.put(None)
                             return
-                        self._cond.wait_for(self._settled_since(gen), 1.0)
                     continue
                 if self._stopping:
                     # stop() nudges the wake list after it sets the flag; a claim
@@ -569,6 +578,7 @@ class Worker:
             if got:
                 self._claim_lock.release()
         for task in running:
+            task.handed_back = True  # counted released below, not lost when it returns
             task.ctx.lost.set()
             try:
                 self._writer.release(task, logging.WARNING, "released unfinished at shutdown")

@@ -39,7 +39,7 @@ from leaseq.handler import (
 from leaseq.observe.observer import JobObserver, installed
 from leaseq.observe.tracing import JobTracer
 from leaseq.protocols import AsyncQueueLike
-from leaseq.queue_set import queue_set
+from leaseq.queue_set import members, queue_set
 from leaseq.store import validate as v
 from leaseq.store.registry import refresh_every
 from leaseq.store.schedules import TICK_INTERVAL
@@ -52,6 +52,8 @@ from leaseq.work.outcomes import (
     check_worker,
     decide,
     error_kind,
+    held_back_async,
+    held_wait,
     job_timeout,
     log_job,
     log_written,
@@ -201,6 +203,9 @@ class Worker:
                     hint: float | None = None
                     if free > 0:
                         leases, hint = await self.queue.claim_now(free, ttl=self.ttl)
+                    # Burst: pending jobs a limit holds back keep the run going.
+                    held = burst and not leases and not self._tasks
+                    held = held and await held_back_async(members(self.queue))
                     backoff.reset()
                     self._outage.ok()
                 except LeaseqError as exc:
@@ -214,6 +219,9 @@ class Worker:
                     self._start(lease)
                 if leases and len(self._tasks) < self.concurrency:
                     continue  # there may be more right away
+                if held:
+                    await asyncio.wait({stop_wait}, timeout=held_wait(hint))
+                    continue
                 if burst and not leases and not self._tasks:
                     return self.processed
                 # Sleep until a slot frees, a job is enqueued, something falls

@@ -193,6 +193,34 @@ def result_encoder(queue: Any) -> Encode | None:
 # -- errors of the worker's own calls -------------------------------------------------
 
 
+HELD_POLL = 0.25
+"""Longest a burst run sleeps before it claims again while a limit holds pending jobs."""
+
+
+def held_back(queues: tuple[Any, ...]) -> bool:
+    """After a claim that got nothing (burst): whether jobs are still pending in a
+    queue that is not paused, so a limit held the claim back. Limits are at least 1
+    and rate windows pass: such jobs become claimable by themselves."""
+    return any(_held(q.stats()) for q in queues)
+
+
+async def held_back_async(queues: tuple[Any, ...]) -> bool:
+    """``held_back`` for ``aio`` queues."""
+    for q in queues:
+        if _held(await q.stats()):
+            return True
+    return False
+
+
+def _held(stats: Any) -> bool:
+    return bool(stats.pending) and not stats.paused
+
+
+def held_wait(hint: float | None) -> float:
+    """How long a burst run waits for held jobs: the claim's hint, within bounds."""
+    return min(max(hint if hint is not None else HELD_POLL, 0.01), HELD_POLL)
+
+
 def error_kind(exc: BaseException) -> Literal["transient", "job", "fatal"]:
     """How a worker treats an error its own queue call raised (see the module doc)."""
     if isinstance(exc, ServerUnavailable):
@@ -289,6 +317,8 @@ class Task:
     """The reporter failed the attempt for its timeout; what the handler does later is discarded."""
     returned: bool = False
     """The handler thread has returned (or raised)."""
+    handed_back: bool = False
+    """Released by this worker at shutdown while its handler ran (not lost to another)."""
 
 
 def extend_due(queue: Any, due: list[Task], now: float, ttl: float, every: float) -> None:
@@ -363,7 +393,7 @@ class OutcomeWriter:
             outcome = head.outcome or RELEASE
             if not self.holds(head):
                 # Lost to a heartbeat, or already handed back at shutdown.
-                if head.ctx.lost.is_set() and outcome.kind != "release":
+                if head.ctx.lost.is_set() and outcome.kind != "release" and not head.handed_back:
                     self.counts["lost"] += 1
                     self._log(logging.WARNING, head, "lease was lost: outcome discarded")
                 unwritten.pop(0)

@@ -171,3 +171,18 @@ def test_worker_rejects_bad_settings(live: leaseq.aio.Queue) -> None:
     for bad in ({"concurrency": 0}, {"ttl": 0.0}, {"ttl": float("nan")}, {"grace": -1.0}):
         with pytest.raises(leaseq.InvalidArgument):
             leaseq.aio.Worker(live, handler, **bad)
+
+
+def test_burst_waits_out_a_rate_limit(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    async def handler(lease: leaseq.Lease) -> None:
+        return None
+
+    async def scenario() -> int:
+        await live.set_limits(rate=4, per=0.2)
+        await live.enqueue_many([{}] * 10)
+        return await leaseq.aio.Worker(live, handler, ttl=5.0).run(burst=True)
+
+    assert run(loop, scenario()) == 10
+    assert run(loop, live.stats()).pending == 0

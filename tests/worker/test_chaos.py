@@ -7,9 +7,11 @@ its figures are in docs/reliability.md.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+import leaseq
 from bench import chaos
 from tests.support.servers import RedisServer
 
@@ -43,3 +45,23 @@ def test_kill_workers_at_random_and_lose_nothing(server: RedisServer, mode: str,
     if mode == "effects":
         assert report["once_misses"] == 0
     assert chaos.ok(report)
+
+
+def test_chaos_check_counts_trimmed_succeeded_rows_as_succeeded(rr: Any) -> None:
+    """A worker that keeps a bounded count of succeeded rows (the CLI's default)
+    deletes the oldest: the check counts them as succeeded (the queue's own
+    total says how many), not as lost; a row deleted without success stays lost."""
+    q = leaseq.Queue(chaos.QUEUE, redis=rr, backoff=0.0, keep_succeeded_count=3)
+    ids = q.enqueue_many([{"i": i} for i in range(10)], ids=[f"j{i}" for i in range(10)])
+    deliveries, _ = chaos.app_keys(q.name)
+    for _ in range(8):
+        lease = q.claim(ttl=5.0)
+        assert lease is not None
+        rr.rpush(deliveries, f"{lease.id}:{lease.attempt}")
+        q.complete(lease)
+    report = chaos.check(q, rr, ids, "once")
+    assert report["succeeded"] == 8 and report["trimmed_succeeded"] == 5
+    assert report["lost"] == 0 and report["unfinished"] == {"pending": 2}
+    rr.delete(q.keys.job("j9"))  # a pending row vanishing is a loss
+    rr.zrem(q.keys.pending, "j9")
+    assert chaos.check(q, rr, ids, "once")["lost"] == 1

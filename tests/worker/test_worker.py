@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import leaseq
+from leaseq.observe.worker_metrics import WorkerMetrics
 from tests.support import handlers
 from tests.support.servers import wait_until
 
@@ -163,6 +164,28 @@ def test_burst_with_nothing_returns(q: leaseq.Queue) -> None:
     assert w.counts["succeeded"] == 0
 
 
+def test_burst_waits_out_limits_that_hold_pending_jobs_back(rr: Any) -> None:
+    """Pending jobs a rate limit (queue-wide or per fair group) holds back are
+    still pending: a burst run waits for them and returns only once they ran."""
+    q = leaseq.Queue("limited", redis=rr, backoff=0.0)
+    q.set_limits(rate=4, per=0.2, group_rate=2, group_per=0.2)
+    q.enqueue_many([{}] * 6)
+    q.enqueue_many([{}] * 4, group="tenant")
+    w = _worker(q, handlers.noop)
+    w.run(burst=True)
+    assert w.counts["succeeded"] == 10
+    assert q.stats().pending == 0
+
+
+def test_burst_on_a_paused_queue_returns(rr: Any) -> None:
+    q = leaseq.Queue("paused", redis=rr, backoff=0.0)
+    q.enqueue_many([{}] * 3)
+    q.pause()
+    w = _worker(q, handlers.noop)
+    w.run(burst=True)
+    assert w.counts["succeeded"] == 0 and q.stats().pending == 3
+
+
 def test_stop_lets_in_flight_finish(q: leaseq.Queue) -> None:
     gate = threading.Event()
     entered = threading.Event()
@@ -206,6 +229,30 @@ def test_stop_now_releases_in_flight_and_discards_their_outcome(q: leaseq.Queue)
     assert job.state is leaseq.State.PENDING and job.result is None
     gate.set()
     assert lost_seen.wait(10)
+
+
+def test_a_job_released_at_stop_is_counted_released_not_lost(q: leaseq.Queue) -> None:
+    """Out of grace, the worker itself hands a running job back: that is one
+    release, not a lease another worker took (no "lost" count, warning or metric),
+    even when the handler returns while the worker is still shutting down."""
+    entered = threading.Event()
+
+    def handler(lease: leaseq.Lease) -> str:
+        entered.set()
+        leaseq.current_job().lost.wait(10)
+        return "too late"
+
+    q.enqueue({})
+    metrics = WorkerMetrics()
+    w = _worker(q, handler, grace=0.0, metrics=metrics)
+    t = _in_thread(w)
+    assert entered.wait(10)
+    w.stop()
+    t.join(10)
+    assert not t.is_alive()
+    assert (w.counts["released"], w.counts["lost"]) == (1, 0)
+    lost = [s.value for f in metrics.collect() for s in f.samples if "lost" in s.name]
+    assert lost == [0]
 
 
 def test_heartbeat_that_finds_the_lease_lost_tells_the_handler(r: Any) -> None:
