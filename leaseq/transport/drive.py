@@ -139,24 +139,47 @@ _PLAIN = "_leaseq_plain_scripts"
 fakeredis): from then on it gets the scripts' plain twins (see ``scripts``)."""
 
 
-def _evalsha(call: Call[Any], plain: bool | None) -> Generator[Invoke, Any, Any]:
+def _evalsha(
+    call: Call[Any], plain: bool | None, wait: tuple[int, int] | None = None
+) -> Generator[Invoke, Any, Any]:
     """EVALSHA of ``call``'s script (its plain twin if ``plain``; None: as the
-    client was marked, read in the same step), loading it on NOSCRIPT."""
+    client was marked, read in the same step), loading it on NOSCRIPT.
+
+    ``wait``: (replicas, timeout ms) of ``durable=``: then a ``WAIT`` goes right
+    after the EVALSHA in one pipeline, so **on the same connection** — WAIT
+    counts only its own connection's writes, and sent as a call of its own,
+    redis-py may run it on another pooled connection (another thread's turn),
+    one that wrote nothing, which it would acknowledge at once. The reply is
+    then (the script's reply, the replicas that acknowledged)."""
     keys, args, script = call.keys, call.args, call.script
 
     def twin(c: Any) -> bool:
         return bool(getattr(c, _PLAIN, False)) if plain is None else plain
 
     def evalsha(c: Any) -> Any:
-        return c.evalsha(script.plain_sha if twin(c) else script.sha, len(keys), *keys, *args)
+        sha = script.plain_sha if twin(c) else script.sha
+        if wait is None:
+            return c.evalsha(sha, len(keys), *keys, *args)
+        pipe = c.pipeline(transaction=False)
+        pipe.evalsha(sha, len(keys), *keys, *args)
+        pipe.execute_command("WAIT", *wait)
+        return pipe.execute(raise_on_error=False)
+
+    def replies(got: Any) -> Any:
+        if wait is None:
+            return got
+        for item in got:
+            if isinstance(item, Exception):
+                raise item
+        return got[0], int(got[1])
 
     try:
-        return (yield Invoke(evalsha, script=script.name))
+        return (yield Invoke(evalsha, replies, script=script.name))
     except NoScript:
         yield Invoke(
             lambda c: c.script_load(script.plain if twin(c) else script.source), script=script.name
         )
-        return (yield Invoke(evalsha, script=script.name))
+        return (yield Invoke(evalsha, replies, script=script.name))
 
 
 def _call(call: Call[R], driver: _Checked) -> Generator[Invoke, Any, R]:
@@ -176,19 +199,28 @@ def _call(call: Call[R], driver: _Checked) -> Generator[Invoke, Any, R]:
         except BaseException:
             driver._checked = False  # look again at the next call
             raise
+    replicas = core.replicas_for(call)
+    timeout, key = core.durable_timeout_ms, call.keys[0] if call.keys else ""
+    # durable= (docs/scaling.md): the WAIT rides with the EVALSHA on its connection,
+    # except on a cluster client, which sends it to the key's node (its pipelines
+    # route by key, and a WAIT has none).
+    wait = None
+    if replicas and not (yield Invoke(lambda c: hasattr(c, "get_node_from_key"))):
+        wait = (replicas, timeout)
     try:
         # The twin is chosen inside the EVALSHA step: no step of its own on
         # every call (single enqueues pay each step's Python).
-        reply = yield from _evalsha(call, None)
+        reply = yield from _evalsha(call, None, wait)
     except NoShebang:
         # Only the shebang source fails so: the server compiled nothing, so it
         # ran nothing; mark the client and send the plain twin.
         yield Invoke(lambda c: setattr(c, _PLAIN, True))
-        reply = yield from _evalsha(call, True)
+        reply = yield from _evalsha(call, True, wait)
+    if wait is not None:
+        reply, acked = reply
+        return core.check_replicated(call, acked, call.parse(reply))
     result = call.parse(reply)
-    replicas = core.replicas_for(call)
-    if replicas:  # durable=: see docs/scaling.md
-        timeout, key = core.durable_timeout_ms, call.keys[0]
+    if replicas:
         acked = yield Invoke(
             lambda c: c.execute_command("WAIT", replicas, timeout, **_redis._wait_args(c, key)),
             int,

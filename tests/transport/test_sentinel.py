@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 import leaseq
 from leaseq.observe.redact import redact
@@ -228,6 +231,40 @@ def test_a_queue_finds_the_new_primary_after_the_old_is_killed(fresh: Sentinels)
         q.complete(lease)
     assert ids == {before, after}
     q.close()
+
+
+class _LeastRecent(redis.ConnectionPool):
+    """Hands each call the connection idle longest: a thread's next call lands on
+    another connection, as it may whenever threads share one client."""
+
+    def release(self, connection: Any) -> None:
+        super().release(connection)
+        with self._lock:
+            idle = self._available_connections
+            if idle and idle[-1] is connection:
+                idle.insert(0, idle.pop())
+
+
+def test_a_durable_enqueue_waits_for_its_own_write(fresh: Sentinels) -> None:
+    # WAIT counts only its own connection's writes. Sent as a call of its own it
+    # could run on another pooled connection, one that wrote nothing, and
+    # acknowledge at once a job no replica has: it rides with the script.
+    port = fresh.primary_port()
+    assert port == fresh.primary.port
+    pool = _LeastRecent(port=port, password=DATA_PASSWORD, socket_timeout=5)
+    pool._available_connections.extend(pool.make_connection() for _ in range(2))
+    q = leaseq.Queue("own-write", redis=redis.Redis(connection_pool=pool), durable=1,
+                     durable_timeout=0.5)  # fmt: skip
+    q.enqueue("seen")  # the replica follows: acknowledged
+    replica = fresh.replica.proc
+    assert replica is not None
+    os.kill(replica.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(leaseq.NotReplicated):
+            q.enqueue("unseen")
+    finally:
+        os.kill(replica.pid, signal.SIGCONT)
+    pool.disconnect()
 
 
 def test_aio_queue_finds_the_new_primary_after_failover(fresh: Sentinels) -> None:
