@@ -49,11 +49,12 @@
 --!include lib/flush_events.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
+--!include lib/push_ready.lua
 --!include lib/reserve_incarnations.lua
 --!include lib/unique_holder.lua
 --!include lib/wake_if_first.lua
 
-local pending, scheduled, meta, wake = K.pending, K.scheduled, K.meta, K.wake
+local scheduled, meta, wake = K.scheduled, K.meta, K.wake
 local job_prefix, max_attempts = A.job_prefix, A.max_attempts
 local delay_ms, priority = tonumber(A.delay_ms), tonumber(A.priority)
 local group = A.group ~= '' and A.group or nil
@@ -132,30 +133,20 @@ if traceparent ~= '' then
   base[#base + 1] = 'traceparent'
   base[#base + 1] = traceparent
 end
-local index, members = pending, {}
+local due, ready = {}, {}
 if delay_ms > 0 then
   base[2] = 'scheduled'
   base[#base + 1] = 'run_at'
   base[#base + 1] = now + delay_ms
-  index = scheduled
   for _, i in ipairs(fresh) do
-    members[#members + 1] = now + delay_ms
-    members[#members + 1] = ARGV[TAIL.args - 2 + i * 2]
+    due[#due + 1] = now + delay_ms
+    due[#due + 1] = ARGV[TAIL.args - 2 + i * 2]
   end
 else
-  -- One HINCRBY reserves the FIFO sequence numbers of the whole call; the
-  -- rebase and wrap rules are those of push_pending.
-  local last = redis.call('HINCRBY', meta, 'seq', created)
-  if (last - created > 4294967296 and redis.call('ZCARD', pending) == 0)
-      or last >= 8589934592 then
-    redis.call('HSET', meta, 'seq', created)
-    last = created
-  end
-  local score = priority * 8589934592 + last - created
+  -- Made claimable below in one batch by push_ready, as every script that makes
+  -- jobs ready does: the FIFO sequence, the fair group, the wake-up tokens.
   for _, i in ipairs(fresh) do
-    score = score + 1
-    members[#members + 1] = score
-    members[#members + 1] = ARGV[TAIL.args - 2 + i * 2]
+    ready[#ready + 1] = { priority, ARGV[TAIL.args - 2 + i * 2], group }
   end
 end
 
@@ -172,29 +163,12 @@ for _, i in ipairs(fresh) do
   redis.call('HSET', job_prefix .. ARGV[TAIL.args - 2 + i * 2], unpack_(base))
 end
 if uniq then incarnation = uniq.park(parked, base, nb, incarnation, log) end
-if group and delay_ms == 0 and #members > 0 then
-  -- Fair groups (see push_pending): the group's ZSET under the scores, pending
-  -- at 2^53 + score, and the group into the rotation unless it is held.
-  call_chunked('ZADD', K.group_prefix .. group, members, 1000)
-  for i = 1, #members, 2 do members[i] = 9007199254740992 + members[i] end
-  if not redis.call('HGET', K.group_held, group) then
-    redis.call('ZADD', K.groups, 'NX', redis.call('HINCRBY', meta, 'gseq', 1), group)
-  end
-end
-call_chunked('ZADD', index, members, 1000)
-bump_counter(K, 'enqueued', created, now)
-flush_events(log, now)
-
 if delay_ms > 0 then
+  call_chunked('ZADD', scheduled, due, 1000)
   wake_if_first(scheduled, wake, now + delay_ms)
 else
-  -- One token per new job, up to 64 waiting in all: enough to wake every
-  -- blocked claimer that could take one.
-  local room = math.min(created, 64 - redis.call('LLEN', wake))
-  if room > 0 then
-    local tokens = {}
-    for t = 1, room do tokens[t] = '1' end
-    redis.call('RPUSH', wake, unpack_(tokens))
-  end
+  push_ready(K, ready)
 end
+bump_counter(K, 'enqueued', created, now)
+flush_events(log, now)
 return out
