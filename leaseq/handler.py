@@ -11,6 +11,7 @@ handler's outcome is discarded, so a long handler should check ``ctx.lost``
 from __future__ import annotations
 
 import contextvars
+import functools
 import importlib
 import os
 import threading
@@ -135,9 +136,11 @@ class Flag(threading.Event):
     making its own (a worker makes two per job, and almost none is ever waited on).
     Same methods, same meaning."""
 
-    def __init__(self) -> None:  # no super().__init__(): that makes a Condition and a Lock
-        self._cond = _flags
-        self._flag = False
+    # No __init__ of its own and not Event's (that makes a Condition and a Lock):
+    # the state starts as these class attributes, so making one runs no Python.
+    _cond = _flags
+    _flag = False
+    __init__ = object.__init__
 
     def is_set(self) -> bool:
         return self._flag
@@ -201,8 +204,9 @@ def current_job() -> JobContext:
     return ctx
 
 
-def _set_current(ctx: JobContext | None) -> None:
-    _local.ctx = ctx
+_set_current: Callable[[JobContext | None], None] = functools.partial(setattr, _local, "ctx")
+"""Make ``ctx`` the current job of this thread (None: none): a partial, so the
+handler threads' two calls a job run no Python frame."""
 
 
 def _set_current_task(ctx: JobContext) -> None:

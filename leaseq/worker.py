@@ -49,6 +49,7 @@ from leaseq.store.schedules import TICK_INTERVAL
 from leaseq.types import Lease
 from leaseq.work import signals as _signals
 from leaseq.work.outcomes import (
+    DONE,
     RELEASE,
     WRITE_BATCH,
     Backoff,
@@ -445,6 +446,7 @@ class Worker:
         self, work: queue_mod.SimpleQueue[Task | None], done: queue_mod.SimpleQueue[Task | None]
     ) -> None:
         loop: asyncio.AbstractEventLoop | None = None  # made for the first async handler
+        timeouts = self._timeouts
         try:
             while True:
                 task = work.get()
@@ -455,7 +457,8 @@ class Worker:
                     done.put(task)
                     continue
                 task.started = True
-                self._timeouts.arm(task)
+                if timeouts.default is not None or task.lease.timeout is not None:
+                    timeouts.arm(task)
                 if logger.isEnabledFor(logging.DEBUG):
                     self._log(logging.DEBUG, task, "started")
                 _set_current(task.ctx)
@@ -468,18 +471,22 @@ class Worker:
                 span = None if self._tracer is None else self._tracer.start(task.lease)
                 try:
                     value = self.handler(task.ctx.lease)
-                    if inspect.isawaitable(value):  # an async def handler
+                    if value is not None and inspect.isawaitable(value):  # an async def handler
                         loop = loop or asyncio.new_event_loop()
                         value = loop.run_until_complete(value)
                 except BaseException as exc:  # SystemExit in a thread would hang the job
                     raised = exc
                 finally:
                     _set_current(None)
-                outcome = decide(raised, value, self._encode)
+                outcome = (
+                    DONE
+                    if raised is None and value is None
+                    else decide(raised, value, self._encode)
+                )
                 if observer is not None:
                     spent = time.perf_counter() - began
                     observer.finished(self.queue.name, outcome.kind, spent, task.lease)
-                written = self._timeouts.returned(task, outcome)  # else: timed out, discarded
+                written = timeouts.returned(task, outcome)  # else: timed out, discarded
                 if span is not None:  # a run that timed out ends with its timeout outcome
                     ended = task.outcome if task.outcome is not None else outcome
                     lost = written and task.ctx.lost.is_set()
@@ -599,7 +606,8 @@ class Worker:
                 key = (task.lease.id, task.lease.attempt)
                 if self._tasks.get(key) is task:
                     del self._tasks[key]
-                stuck = self._timeouts.settled(task) or stuck
+                if task.timed_out:  # the rare case: settled() says whether it is stuck
+                    stuck = self._timeouts.settled(task) or stuck
             self._finished += len(tasks)
             self._gen += 1
             self._cond.notify_all()

@@ -18,9 +18,8 @@
 -- KEYS[14] leaseq:{<queue>}:cancelled  ZSET  cancelled ids (a pinned parent's retention: lib/unpin_parent.lua)
 -- KEYS[15] leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
 -- KEYS[16] leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/free_unique.lua)
--- KEYS[17..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order;
---           then one key per effect, in effect order: an application key carrying the
---           hash tag {<queue>} (checked by the caller), of the type its command needs
+-- KEYS[17..] *{<queue>}*  ANY  one key per effect, in effect order: an application
+--           key carrying the hash tag {<queue>} (checked by the caller), of the type its command needs
 -- ARGV[1]  keep_ms, how long to keep the succeeded row (integer ms; 0 = delete now, -1 = until purged)
 -- ARGV[2]  keep_count, the most succeeded rows kept (integer; -1 = no bound); the oldest go first
 -- ARGV[3]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for the rows keep_count trims
@@ -31,17 +30,22 @@
 --          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
 -- ARGV[7]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
 --          for it are the SET graph_prefix .. <id>
--- ARGV[8..] items, five values per item: id (string), token (decimal string), incarnation (decimal
---           string), result (encoded bytes; '' = no result), e (its number of effects, integer >= 0);
---           then per effect, in item order: command (HINCRBY HSET SADD ZADD INCRBY SET XADD),
---           argc (integer >= 1), then argc arguments that follow the key
--- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest succeeded rows, deleted past keep_count, and
---          the rows of the jobs' parents and children (job_prefix);
+-- ARGV[8]  extras, how many items carry a result or effects (integer >= 0)
+-- ARGV[9..] items, three values per item: id (string), token (decimal string), incarnation
+--           (decimal string); then per item that carries a result or effects (extras of them,
+--           in item order): its place i (integer, 1 = the first item), result (encoded bytes;
+--           '' = none), e (its number of effects, integer >= 0); then per effect, in that order:
+--           command (HINCRBY HSET SADD ZADD INCRBY SET XADD), argc (integer >= 1), then argc
+--           arguments that follow the key. Most items carry neither: three values each keep
+--           the call small for the common case.
+-- derives: leaseq:{<queue>}:job:<id>  HASH  each item's row, the oldest succeeded rows, deleted
+--          past keep_count, and the rows of the jobs' parents and children (job_prefix);
 --          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
 --          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
--- returns: one reply per item: {'OK'}, {'LOST', state, attempts, incarnation}, or {'EFFECT', k, why}
---          when effect k of the item cannot apply (then nothing of that item is written)
+-- returns: the items refused, each as {i, 'LOST', state, attempts, incarnation} or {i, 'EFFECT', k, why}
+--          when effect k of item i cannot apply (then nothing of that item is written);
+--          an item not listed succeeded ({} when all did)
 -- errors: none beyond the per-item replies
 --!include lib/allow_oom.lua
 --!include lib/apply_effect.lua
@@ -72,23 +76,32 @@ local now = nil
 local out = {}
 local done_jobs, done_ids, retained_ids, pinned = {}, {}, {}, {}
 local log = event_log(K.events, K.done, meta)
--- Where the next effect's key (in KEYS) and its command (in ARGV) are: after
--- the n job keys and the n items of five values.
-local ek, ea = TAIL.keys + n, TAIL.args + 5 * n
-
-for i = 1, n do
-  local job = KEYS[TAIL.keys + i - 1]
-  local base = TAIL.args + (i - 1) * 5
-  local id, token, incarnation = ARGV[base], ARGV[base + 1], ARGV[base + 2]
-  local result = ARGV[base + 3]
+-- The few items with a result or effects come after the n items of three values.
+local results, effects_of = {}, {}
+local extras = tonumber(A.extras)
+local ek, ea = TAIL.keys, TAIL.args + 3 * n + 3 * extras
+for x = 1, extras do
+  local base = TAIL.args + 3 * n + 3 * (x - 1)
+  local i = tonumber(ARGV[base])
+  results[i] = ARGV[base + 1]
   local effects = {}
-  for k = 1, tonumber(ARGV[base + 4]) do
+  for k = 1, tonumber(ARGV[base + 2]) do
     local argc = tonumber(ARGV[ea + 1])
     local args = {}
     for a = 1, argc do args[a] = ARGV[ea + 1 + a] end
     effects[k] = { ARGV[ea], KEYS[ek], args }
     ea, ek = ea + 2 + argc, ek + 1
   end
+  effects_of[i] = effects
+end
+local NO_EFFECTS = {}
+
+for i = 1, n do
+  local base = TAIL.args + (i - 1) * 3
+  local id, token, incarnation = ARGV[base], ARGV[base + 1], ARGV[base + 2]
+  local job = job_prefix .. id
+  local result = results[i] or ''
+  local effects = effects_of[i] or NO_EFFECTS
   local refused, group, links, unique = lease_check(job, token, incarnation)
   if not refused then
     for k, e in ipairs(effects) do
@@ -100,6 +113,7 @@ for i = 1, n do
     end
   end
   if refused then
+    table.insert(refused, 1, i) -- the reply lists only refusals, each by its item's place
     out[#out + 1] = refused
   else
     -- The effects and the completion are one script: a lease that holds
@@ -124,7 +138,6 @@ for i = 1, n do
       retained_ids[#retained_ids + 1] = id
     end
     done_ids[#done_ids + 1] = id
-    out[#out + 1] = { 'OK' }
   end
 end
 local done = #done_ids

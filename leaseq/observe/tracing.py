@@ -257,10 +257,9 @@ class JobTracer:
             raise InvalidArgument(f"trace_parent must be 'link' or 'parent', not {mode!r}")
         return JobTracer(queue, worker_id, mode) if _trace() is not None else None
 
-    def _recording(self) -> bool:
+    def _recording(self, now: float) -> bool:
         """Whether a tracer provider that records is set (looked at once a second at
         most: the API's look reads the environment each time)."""
-        now = time.monotonic()
         if now < self._look_at:
             return False
         if isinstance(_otel.get_tracer_provider(), _NO_PROVIDER):
@@ -275,8 +274,10 @@ class JobTracer:
         be invalid and change nothing: a job costs no tracing work until an SDK is
         installed; one installed while the worker runs is used within a second)."""
         trace = _otel
-        if self.mode == "link" and self._look_at != math.inf and not self._recording():
-            return None
+        if self.mode == "link" and self._look_at != math.inf:
+            now = time.monotonic()
+            if now < self._look_at or not self._recording(now):
+                return None
         remote = _remote(lease.traceparent)
         attributes: dict[str, Any] = {
             "messaging.system": SYSTEM,

@@ -39,7 +39,6 @@ __all__ = [
     "block_wait",
 ]
 
-OK = frozenset((b"OK", "OK"))
 """A script's per-item reply for done, as bytes or (decoded client) text."""
 LEASE_CHUNK = 500
 """Leases per complete or extend call (complete_many, extend_many)."""
@@ -225,31 +224,34 @@ class LeaseCalls(QueueSettings):
         item i's completion, in the same script; the reply raises InvalidArgument
         when one cannot apply (that item is then left active, its lease held)."""
         k = self.keys
-        keys: list[str] = []
+        # Three values per item; the few with a result or effects add theirs after
+        # all the items (complete.lua's ARGV), so a batch of plain completions
+        # costs the least to pack and to read.
         args: list[str | bytes | int] = []
+        extras: list[str | bytes | int] = []
         effect_keys: list[str] = []
         effect_args: list[str | bytes | int] = []
         encode = self.codec.encode
         for i, lease in enumerate(leases):
+            args += (lease.id, lease.attempt, lease.incarnation)
             result = None if results is None else results[i]
-            e_keys, e_args = encode_effects(None if effects is None else effects[i], k)
+            effect = None if effects is None else effects[i]
+            if result is None and effect is None:
+                continue
+            e_keys, e_args = encode_effects(effect, k)
             effect_keys += e_keys
             effect_args += e_args
-            keys.append(k.job(lease.id))
-            args += (
-                lease.id,
-                lease.attempt,
-                lease.incarnation,
+            extras += (
+                i + 1,
                 b"" if result is None else encode(result, "result"),
                 len(e_keys),
             )
-        keys += effect_keys
+        args += extras
         args += effect_args
 
         def parse(reply: list[Any]) -> list[LeaseLost]:
-            # Nearly every item is OK: only the others are read (first EFFECT, then refusals).
-            pairs = zip(leases, reply, strict=True)
-            others = [(lease, item) for lease, item in pairs if item[0] not in OK]
+            # Only the refused items are listed, each by its place: first EFFECT, then refusals.
+            others = [(leases[int(item[0]) - 1], item[1:]) for item in reply]
             for lease, item in others:
                 if as_text(item[0]) == "EFFECT":
                     raise InvalidArgument(
@@ -264,11 +266,12 @@ class LeaseCalls(QueueSettings):
         return SCRIPTS["complete"].call(
             k,
             parse,
-            key_tail=keys,
+            key_tail=effect_keys,
             arg_tail=args,
             keep_ms=self.keep_ms,
             keep_count=self.keep_count,
             n=len(leases),
+            extras=len(extras) // 3,
         )
 
     def fail(

@@ -56,6 +56,10 @@ class Timeouts:
         """Timed-out tasks whose handler thread has not returned."""
         self.next_at = math.inf
         self._told = threading.Lock()
+        self._decided = threading.Lock()
+        """Whose outcome a task gets, the handler's or its timeout's: taken (inside
+        ``cond`` on the reporter's side) wherever ``timed_out`` or ``outcome`` is set.
+        A plain lock, not ``cond``: the handler threads take it once a job."""
 
     def reset(self) -> None:
         with self.cond:
@@ -79,11 +83,12 @@ class Timeouts:
     def returned(self, task: Task, outcome: Any) -> bool:
         """The handler of ``task`` is done with ``outcome``: True if it is to be
         written; False if the task had timed out (the outcome is discarded)."""
-        with self.cond:
+        with self._decided:
             task.returned = True
             if not task.timed_out:
                 task.outcome = outcome
                 return True
+        with self.cond:
             was_stuck = task in self.stuck
             self.stuck.discard(task)
             self.cond.notify_all()  # the claimer may use the slot again
@@ -109,7 +114,7 @@ class Timeouts:
         """The running tasks whose time is up, each given its timeout outcome (reporter)."""
         if now < self.next_at:
             return []
-        with self.cond:
+        with self.cond, self._decided:
             due = [
                 t
                 for t in tasks.values()
@@ -138,7 +143,7 @@ class Timeouts:
         a thread still running once the task is forgotten counts as stuck, so
         ``--processes`` stops its child as it stops one stuck past a timeout.
         Returns them for the writer, which discards them (the lease is lost)."""
-        with self.cond:
+        with self.cond, self._decided:
             due = [
                 t
                 for t in tasks.values()
