@@ -45,6 +45,7 @@ from leaseq.store.registry import refresh_every
 from leaseq.store.schedules import TICK_INTERVAL
 from leaseq.types import Lease
 from leaseq.work.outcomes import (
+    WRITE_BATCH,
     Backoff,
     HandlerTimeout,
     Outage,
@@ -82,6 +83,62 @@ def _run_sync(handler: Callable[[Lease], Any], ctx: JobContext) -> Any:
         return handler(ctx.lease)
     finally:
         _set_current(None)
+
+
+class _Completions:
+    """The completions of many job tasks, written in few ``complete_many`` calls.
+
+    One call is in flight at a time; whatever finishes meanwhile goes out in the
+    next, so a busy worker writes big batches and an idle one writes each job at
+    once, with no added wait. Each job task awaits its own completion and gets
+    what a lone ``complete`` would have given it: None, or the exception for its
+    lease (LeaseLost, AlreadyFinished, ...), or the call's error (then the whole
+    call's jobs retry as they would alone; a replayed one finds AlreadyFinished).
+    """
+
+    def __init__(self, queue: AsyncQueueLike) -> None:
+        self.queue = queue
+        self._waiting: list[tuple[Lease, Any, asyncio.Future[None]]] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def complete(self, lease: Lease, result: Any) -> None:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((lease, result, done))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.ensure_future(self._write())
+        await done
+
+    def stop(self) -> list[asyncio.Task[None]]:
+        """Drop what is not sent yet (its job tasks are being cancelled; their leases
+        expire as they would have) and hand back the call in flight, to cancel: no
+        call of this run may outlive it (the caller may close its client)."""
+        self._waiting.clear()
+        writer, self._writer = self._writer, None
+        return [] if writer is None else [writer]
+
+    async def _write(self) -> None:
+        while self._waiting:
+            batch = self._waiting[:WRITE_BATCH]
+            del self._waiting[:WRITE_BATCH]
+            try:
+                refused = await self.queue.complete_many(
+                    [lease for lease, _, _ in batch], [result for _, result, _ in batch]
+                )
+            except BaseException as exc:  # each waiter raises it (cancelled: so do they)
+                for _, _, done in batch:
+                    if not done.done():
+                        done.set_exception(exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                continue
+            by_lease = {(lost.job_id, lost.token): lost for lost in refused}
+            for lease, _, done in batch:
+                if not done.done():  # its job task was cancelled meanwhile
+                    lost = by_lease.get((lease.id, lease.attempt))
+                    if lost is None:
+                        done.set_result(None)
+                    else:
+                        done.set_exception(lost)
 
 
 class Worker:
@@ -138,6 +195,7 @@ class Worker:
         self._encode = result_encoder(served)
         self._outage = Outage(served.name)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._completions = _Completions(served)
         self._stop = asyncio.Event()
         self._fatal: LeaseqError | None = None
         self._running = False
@@ -244,7 +302,9 @@ class Worker:
                 await self._drain()
             return self.processed
         finally:
-            leftovers = [stop_wait, *self._tasks] + ([wake] if wake is not None else [])
+            leftovers: list[asyncio.Future[Any]] = [stop_wait, *self._tasks]
+            leftovers += self._completions.stop()
+            leftovers += [wake] if wake is not None else []
             for future in leftovers:
                 future.cancel()
             # Let them unwind (a cancelled BLPOP drops its connection; a cancelled
@@ -442,7 +502,7 @@ class Worker:
         while not ctx.lost.is_set():
             try:
                 if outcome.kind == "complete":
-                    await self.queue.complete(ctx.lease, outcome.result)
+                    await self._completions.complete(ctx.lease, outcome.result)
                 else:
                     dead = outcome.kind == "dead"
                     state = await self.queue.fail(

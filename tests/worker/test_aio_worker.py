@@ -9,6 +9,7 @@ import asyncio
 from typing import Any
 
 import pytest
+import redis
 
 import leaseq
 import leaseq.aio
@@ -49,6 +50,50 @@ def test_worker_outcomes_in_burst(live: leaseq.aio.Queue, loop: asyncio.Abstract
     # The one outcome policy (leaseq.work.outcomes.decide) writes what the threaded
     # worker writes: the exception's kind, then its reason.
     assert dead is not None and dead.attempts == 1 and dead.last_error == "Dead: poison"
+
+
+def test_completions_go_out_in_few_calls_each_job_hearing_its_own(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop, redis_server: Any
+) -> None:
+    # 300 jobs, 30 at a time: completions that land while one complete_many is in
+    # flight go out together in the next. One job's lease is taken from it while
+    # its handler runs: only that job hears LeaseLost (its outcome is dropped and
+    # it runs again); the others in its batch complete.
+    sync = leaseq.Queue("jobs", redis=redis.Redis(port=redis_server.port))
+    calls = 0  # complete and complete_many calls alike
+
+    def counting(real: Any) -> Any:
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            return await real(*args, **kwargs)
+
+        return counted
+
+    live.complete = counting(live.complete)  # type: ignore[method-assign]
+    live.complete_many = counting(live.complete_many)  # type: ignore[method-assign]
+    taken = False
+
+    async def handler(lease: leaseq.Lease) -> int:
+        nonlocal taken
+        if lease.id == "victim" and not taken:
+            taken = True
+            sync.release(lease)  # as a reaper would: the row is pending again
+        await asyncio.sleep(0.001)
+        return int(lease.payload["i"])
+
+    async def scenario() -> int:
+        await live.enqueue_many([{"i": i} for i in range(299)])
+        await live.enqueue({"i": 299}, id="victim")
+        return await leaseq.aio.Worker(live, handler, concurrency=30, ttl=5.0).run(burst=True)
+
+    processed = run(loop, scenario())
+    stats = run(loop, live.stats())
+    assert (stats.succeeded, stats.pending, stats.active, stats.dead) == (300, 0, 0, 0)
+    assert processed == 300  # the victim's first, refused outcome is not counted
+    victim = run(loop, live.get("victim"))
+    assert victim is not None and victim.result == 299 and victim.attempts == 2  # ran twice
+    assert calls < 100, f"{calls} complete calls for 300 jobs: not batched"
 
 
 def test_worker_concurrency_is_in_flight_tasks(
