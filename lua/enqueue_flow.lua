@@ -135,20 +135,36 @@ local row = { 'state', 'pending', 'attempts', 0, 'max_attempts', '', 'payload', 
               'enqueued_at', now }
 local fixed = 10 -- the fields every row has; then its incarnation, if numbered
 if numbered then row[11], row[12], fixed = 'incarnation', '', 12 end
+-- What a step's parents say, worked out once per distinct parents text (a
+-- fan-out's steps all share one): how many have not finished, which failed,
+-- and which are unfinished (they list the step among their children). A
+-- parent made by this call is written before any step naming it, so its
+-- state is settled by the time the first of them asks.
+local verdicts = {}
+local function verdict_of(text)
+  local v = verdicts[text]
+  if not v then
+    v = { list = parents_of(text), left = 0, failed = nil, unfinished = {} }
+    for _, parent in ipairs(v.list) do
+      local state = made[parent] or known[parent]
+      if state == 'dead' or state == 'cancelled' then
+        v.failed = v.failed or {}
+        v.failed[#v.failed + 1] = parent
+      elseif state ~= 'succeeded' then
+        v.left = v.left + 1
+      end
+      if state_kind(state) == 'unfinished' then v.unfinished[#v.unfinished + 1] = parent end
+    end
+    verdicts[text] = v
+  end
+  return v
+end
 for _, i in ipairs(fresh) do
   local b = STEPS + (i - 1) * W
   local id, parents, pr = ARGV[b], ARGV[b + 3], profile[tonumber(ARGV[b + 2])]
   local policy, delay_ms, priority, group = pr.policy, pr.delay_ms, pr.priority, pr.group
-  local left, failed = 0, nil
-  for _, parent in ipairs(parents_of(parents)) do
-    local state = made[parent] or known[parent]
-    if state == 'dead' or state == 'cancelled' then
-      failed = failed or {}
-      failed[#failed + 1] = parent
-    elseif state ~= 'succeeded' then
-      left = left + 1
-    end
-  end
+  local verdict = verdict_of(parents)
+  local left, failed = verdict.left, verdict.failed
   -- One table serves every row (written up to n): no allocation per step.
   row[6], row[8] = pr.max_attempts, ARGV[b + 1]
   if numbered then
@@ -207,7 +223,7 @@ for _, i in ipairs(fresh) do
     -- Every parent is pinned while this job is unfinished (those made here
     -- already are, above); those that have not finished also list it among
     -- the children waiting for them.
-    for _, parent in ipairs(parents_of(parents)) do
+    for _, parent in ipairs(verdict.list) do
       if not incall[parent] then
         if not pins[parent] then
           pins[parent] = 0
@@ -215,18 +231,18 @@ for _, i in ipairs(fresh) do
         end
         pins[parent] = pins[parent] + 1
       end
-      if state_kind(made[parent] or known[parent]) == 'unfinished' then
-        local list = edges[parent]
-        if not list then
-          list = {}
-          edges[parent] = list
-          if incall[parent] and not pins[parent] then
-            pins[parent] = 0
-            order[#order + 1] = parent
-          end
+    end
+    for _, parent in ipairs(verdict.unfinished) do
+      local list = edges[parent]
+      if not list then
+        list = {}
+        edges[parent] = list
+        if incall[parent] and not pins[parent] then
+          pins[parent] = 0
+          order[#order + 1] = parent
         end
-        list[#list + 1] = id
       end
+      list[#list + 1] = id
     end
   end
   row[2] = state
