@@ -1,9 +1,10 @@
 """``leaseq.aio.Worker``: runs a handler on claimed jobs, as asyncio tasks.
 
-Concurrency is the number of handler tasks in flight. Each task has a
-heartbeat that extends its lease every ``ttl / 3`` seconds; if an extend
-finds the lease gone (reaped after a stall, or taken over), the handler
-task is cancelled, because its outcome would be refused anyway. What a
+Concurrency is the number of handler tasks in flight. One heartbeat task
+extends every running job's lease every ``ttl / 3`` seconds, all in one
+call; if an extend finds a lease gone (reaped after a stall, or taken over),
+that job's handler task is cancelled, because its outcome would be refused
+anyway. What a
 handler's return value or exception does to the job is decided by
 ``leaseq.work.outcomes.decide``, the very policy ``leaseq.Worker`` uses.
 
@@ -196,6 +197,10 @@ class Worker:
         self._outage = Outage(served.name)
         self._tasks: set[asyncio.Task[None]] = set()
         self._completions = _Completions(served)
+        self._beats: dict[int, tuple[JobContext, asyncio.Future[Any]]] = {}
+        """The leases the heartbeat extends, by id() of their JobContext, with the
+        handler future it cancels when one is lost: every running job's, until
+        its outcome is written (or it timed out: then never again)."""
         self._stop = asyncio.Event()
         self._fatal: LeaseqError | None = None
         self._running = False
@@ -241,6 +246,7 @@ class Worker:
 
     async def _run(self, burst: bool) -> int:
         stop_wait = asyncio.ensure_future(self._stop.wait())
+        beater = asyncio.ensure_future(self._heartbeat())
         wake: asyncio.Future[bool] | None = None
         loop = asyncio.get_running_loop()
         next_reap = next_tick = next_register = loop.time()
@@ -302,7 +308,7 @@ class Worker:
                 await self._drain()
             return self.processed
         finally:
-            leftovers: list[asyncio.Future[Any]] = [stop_wait, *self._tasks]
+            leftovers: list[asyncio.Future[Any]] = [stop_wait, beater, *self._tasks]
             leftovers += self._completions.stop()
             leftovers += [wake] if wake is not None else []
             for future in leftovers:
@@ -402,7 +408,7 @@ class Worker:
         job = asyncio.ensure_future(self._call(ctx))  # the span is current in its context
         if span is not None:
             span.detach()
-        beat = asyncio.ensure_future(self._heartbeat(ctx, job))
+        self._beats[id(ctx)] = (ctx, job)
         limit = job_timeout(ctx.lease, self.timeout)
         try:
             try:
@@ -411,7 +417,7 @@ class Worker:
                     if span is not None:
                         span.finish(decide(HandlerTimeout(limit or 0.0)), None, lost=False)
                         span = None
-                    await self._timed_out(ctx, job, beat, limit or 0.0)
+                    await self._timed_out(ctx, job, limit or 0.0)
                     return
             except asyncio.CancelledError:
                 # This task was cancelled (stop past its grace, or a fatal error):
@@ -456,17 +462,15 @@ class Worker:
                 span = None
             await self._write(ctx, outcome)
         finally:
-            beat.cancel()
+            self._beats.pop(id(ctx), None)
             if span is not None:  # a bug of the worker's own: still end the span
                 span.finish(None, None, lost=False)
             self._threads.pop(id(ctx), None)
 
-    async def _timed_out(
-        self, ctx: JobContext, job: asyncio.Future[Any], beat: asyncio.Future[Any], limit: float
-    ) -> None:
+    async def _timed_out(self, ctx: JobContext, job: asyncio.Future[Any], limit: float) -> None:
         """``ctx``'s handler ran past ``limit`` s: cancel it, fail the attempt (the
         lease is freed now, not heartbeated on), discard whatever it does later."""
-        beat.cancel()  # the lease is never extended again
+        self._beats.pop(id(ctx), None)  # the lease is never extended again
         thread = self._threads.get(id(ctx))
         job.cancel()
         # A handler that swallows the cancellation, or a thread that returns late:
@@ -530,16 +534,41 @@ class Worker:
                 log_job(self.queue.name, logging.WARNING, ctx.lease, "outcome dropped: %s", exc)
                 return
 
-    async def _heartbeat(self, ctx: JobContext, job: asyncio.Future[Any]) -> None:
-        """Extend every ttl/3; on LeaseLost cancel the handler (its result would be refused)."""
+    async def _heartbeat(self) -> None:
+        """Every ``ttl / 3``, extend every running job's lease in one ``extend_many``
+        call (one call for the worker, not one per job); a lease found lost gets its
+        handler cancelled (its result would be refused anyway), and ``cancelled``
+        set too when the job was cancelled. A transient error is retried sooner,
+        with backoff; the leases hold ``ttl`` from their last extend meanwhile."""
         backoff = Backoff()
+        every = self.ttl / 3
+        delay = every
         while True:
-            await asyncio.sleep(self.ttl / 3)
+            await asyncio.sleep(delay)
+            delay = every
+            beating = list(self._beats.values())
+            if not beating:
+                continue
             try:
-                ctx.lease = await self.queue.extend(ctx.lease, self.ttl)
+                results = await self.queue.extend_many([ctx.lease for ctx, _ in beating], self.ttl)
                 backoff.reset()
-            except LeaseLost as exc:
-                if exc.state == "cancelled":
+            except LeaseqError as exc:
+                kind = error_kind(exc)
+                if kind == "fatal":
+                    self._end(exc)
+                    return
+                if kind == "transient":
+                    delay = min(every, self._outage.failed("heartbeat", exc, backoff))
+                else:
+                    log_job(self.queue.name, logging.WARNING, None, "heartbeat: %s", exc)
+                continue
+            for (ctx, job), result in zip(beating, results, strict=True):
+                if id(ctx) not in self._beats:  # finished (or timed out) meanwhile
+                    continue
+                if not isinstance(result, LeaseLost):
+                    ctx.lease = result
+                    continue
+                if result.state == "cancelled":
                     ctx.cancelled.set()
                     log_job(
                         self.queue.name,
@@ -553,17 +582,8 @@ class Worker:
                         logging.WARNING,
                         ctx.lease,
                         "heartbeat found the lease lost (%s); cancelling its handler",
-                        exc,
+                        result,
                     )
+                self._beats.pop(id(ctx), None)
                 ctx.lost.set()
                 job.cancel()
-                return
-            except LeaseqError as exc:
-                kind = error_kind(exc)
-                if kind == "fatal":
-                    self._end(exc)
-                    return
-                if kind == "transient":
-                    self._outage.failed("heartbeat", exc, backoff)
-                else:
-                    log_job(self.queue.name, logging.WARNING, ctx.lease, "heartbeat: %s", exc)

@@ -133,6 +133,46 @@ def test_worker_heartbeats_keep_a_long_job(
     assert job is not None and job.state is leaseq.State.SUCCEEDED and job.attempts == 1
 
 
+def test_one_heartbeat_call_extends_every_running_lease(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    # 20 jobs at once, each running six lease lengths: the worker's heartbeat
+    # extends them all in one call a beat, not one call per job.
+    calls = 0
+
+    def counting(real: Any) -> Any:
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            return await real(*args, **kwargs)
+
+        return counted
+
+    live.extend = counting(live.extend)  # type: ignore[method-assign]
+    live.extend_many = counting(live.extend_many)  # type: ignore[method-assign]
+    both = asyncio.Event()
+    running = 0
+
+    async def handler(lease: leaseq.Lease) -> str:
+        nonlocal running
+        running += 1
+        if running == 20:
+            both.set()
+        await asyncio.wait_for(both.wait(), 5.0)  # all 20 run at once
+        await asyncio.sleep(1.2)  # six lease lengths: only heartbeats keep them
+        return "done"
+
+    async def scenario() -> list[Any]:
+        ids = await live.enqueue_many([{"i": i} for i in range(20)])
+        assert await leaseq.aio.Worker(live, handler, concurrency=20, ttl=0.2).run(burst=True) == 20
+        return [await live.get(job_id) for job_id in ids]
+
+    jobs = run(loop, scenario())
+    assert all(j.state is leaseq.State.SUCCEEDED and j.attempts == 1 for j in jobs)
+    # ~1.2 s at a beat every ttl/3 (0.067 s): ~18 beats; one call per job would be ~360.
+    assert calls <= 60, f"{calls} extend calls for 20 jobs"
+
+
 def test_worker_cancels_a_handler_whose_lease_is_lost(
     live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
 ) -> None:
