@@ -304,7 +304,9 @@ def drive(
     """Run one chaos run against ``url``; return the report (see ``check``).
 
     ``during(elapsed_s)`` is called from the driver loop (the restart test
-    kills the server from there). ``acks``: a directory for the workers'
+    kills the server from there); while it returns True the run goes on even
+    with nothing left to do, so what it means to do happens however fast the
+    workers drain. ``acks``: a directory for the workers'
     files of acknowledged completions (see ``work``). ``runner``: ``loop`` or
     ``leaseq`` (see the module docstring).
     """
@@ -320,14 +322,13 @@ def drive(
     try:
         while True:
             now = time.monotonic()
-            if during is not None:
-                during(now - started)
+            busy = during is not None and during(now - started) is True
             if now >= next_kill:
                 pool.kill_one()
                 next_kill = now + rng.uniform(0.5, 1.5) * kill_every
             try:
                 s = q.stats()
-                if s.pending + s.scheduled + s.active == 0:
+                if s.pending + s.scheduled + s.active == 0 and not busy:
                     break
             except leaseq.ServerUnavailable:
                 pass

@@ -42,9 +42,10 @@ def test_sigkill_the_server_mid_run_loses_nothing_acknowledged(
     acked_enqueues: list[str] = []
     crashes: list[float] = []
 
-    def during(elapsed: float) -> None:
+    def during(elapsed: float) -> bool:
         # Keep enqueueing while the run goes on, across the crash; record only
-        # the enqueues the server acknowledged.
+        # the enqueues the server acknowledged. The run goes on until both
+        # crashes and the late enqueues are done, however fast the workers are.
         if elapsed < 3.0:
             job_id = f"late{len(acked_enqueues)}-{len(crashes)}"
             try:
@@ -55,6 +56,7 @@ def test_sigkill_the_server_mid_run_loses_nothing_acknowledged(
         if len(crashes) < 2 and elapsed > 1.0 + 1.0 * len(crashes):
             crashes.append(elapsed)
             aof_restart(server)
+        return elapsed < 3.0 or len(crashes) < 2
 
     report = chaos.drive(
         server.url,
