@@ -49,12 +49,14 @@ from leaseq.store.schedules import TICK_INTERVAL
 from leaseq.types import Lease
 from leaseq.work import signals as _signals
 from leaseq.work.outcomes import (
+    CLAIM_BATCH,
     DONE,
     RELEASE,
     WRITE_BATCH,
     Backoff,
     Outage,
     OutcomeWriter,
+    Prefetch,
     Task,
     check_worker,
     decide,
@@ -71,12 +73,6 @@ __all__ = ["Worker"]
 
 logger = logging.getLogger("leaseq.worker")
 
-CLAIM_BATCH = 500
-"""Most leases asked for in one claim call."""
-PREFETCH_HORIZON = 0.05
-"""With no fixed ``prefetch``, hold about this many seconds of work beyond the
-jobs running: fast jobs get big batches (few round trips), slow jobs get
-few spare leases (other workers are not starved of them)."""
 OUTCOME_LINGER = 0.002
 """Seconds the reporter waits, after a first outcome, for others to join its write
 while more jobs are running (the added latency of a completion, at most)."""
@@ -152,8 +148,6 @@ class Worker:
         self.concurrency = concurrency
         self.ttl = float(ttl)
         self.prefetch = prefetch
-        self.limit = concurrency + (concurrency if prefetch is None else prefetch)
-        """Most leases held at once; with adaptive prefetch it moves with the job rate."""
         self.grace = float(grace)
         self.reap_interval = float(reap_interval)
         self.worker_id = worker_id or served.worker_id
@@ -196,8 +190,8 @@ class Worker:
         self._next_beat_at = math.inf
         self._wake = threading.Event()
         self._finished = 0
-        self._rate_at = time.monotonic()
-        self._rate_seen = 0
+        self._prefetch = Prefetch(self.concurrency, self.prefetch, time.monotonic())
+        """Most leases held at once (``limit``); adaptive, it moves with the job rate."""
         self._timeouts.reset()
 
     def __repr__(self) -> str:
@@ -324,13 +318,13 @@ class Worker:
         backoff = Backoff()
         while True:
             with self._cond:
-                self._adapt_limit()
-                while not self._stopping and not self._room():
+                self._prefetch.adapt(self._finished, time.monotonic())
+                while not self._stopping and not self._prefetch.room(self._busy()):
                     self._cond.wait()
-                    self._adapt_limit()
+                    self._prefetch.adapt(self._finished, time.monotonic())
                 if self._stopping:
                     return
-                free, gen = self.limit - self._busy(), self._gen
+                free, gen = self._prefetch.limit - self._busy(), self._gen
                 # Leases beyond the idle threads are prefetched: the claim marks them
                 # so, and a crash before they start does not spend their attempt.
                 idle = max(0, self.concurrency - self._busy())
@@ -383,28 +377,6 @@ class Worker:
     def _busy(self) -> int:
         """Leases held plus threads stuck past a timeout (call holding ``_cond``)."""
         return len(self._tasks) + len(self._timeouts.stuck)
-
-    def _room(self) -> bool:
-        """Time to claim (call holding ``_cond``): a handler thread is idle, or half the
-        prefetch is spent. Refilling at half, not at every freed lease, keeps claims
-        large (one call for many jobs) while the other half keeps the threads busy."""
-        busy = self._busy()
-        return busy < self.concurrency or self.limit - busy >= max(
-            1, (self.limit - self.concurrency) // 2
-        )
-
-    def _adapt_limit(self) -> None:
-        """Re-size adaptive prefetch from the finish rate (call holding ``_cond``)."""
-        if self.prefetch is not None:
-            return
-        now = time.monotonic()
-        elapsed = now - self._rate_at
-        if elapsed < 0.1:
-            return
-        rate = (self._finished - self._rate_seen) / elapsed
-        self._rate_at, self._rate_seen = now, self._finished
-        spare = min(max(round(rate * PREFETCH_HORIZON), self.concurrency), CLAIM_BATCH)
-        self.limit = self.concurrency + spare
 
     def _settled_since(self, gen: int) -> Callable[[], bool]:
         return lambda: self._gen != gen or self._stopping

@@ -24,8 +24,10 @@ import contextvars
 import inspect
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from leaseq.errors import AlreadyFinished, LeaseLost, LeaseqError, ServerUnavailable
@@ -46,11 +48,13 @@ from leaseq.store.registry import refresh_every
 from leaseq.store.schedules import TICK_INTERVAL
 from leaseq.types import Lease
 from leaseq.work.outcomes import (
+    CLAIM_BATCH,
     WRITE_BATCH,
     Backoff,
     HandlerTimeout,
     Outage,
     Outcome,
+    Prefetch,
     check_worker,
     decide,
     error_kind,
@@ -84,6 +88,18 @@ def _run_sync(handler: Callable[[Lease], Any], ctx: JobContext) -> Any:
         return handler(ctx.lease)
     finally:
         _set_current(None)
+
+
+@dataclass(eq=False, slots=True)
+class _Held:
+    """A lease this worker holds: running (``job`` is its handler's future) or
+    prefetched and not started yet (``job`` None)."""
+
+    ctx: JobContext
+    job: asyncio.Future[Any] | None = None
+    report: bool = False
+    """Prefetched, started since, and the server not told yet (the next heartbeat
+    tells it: from then on a crash spends the attempt)."""
 
 
 class _Completions:
@@ -146,7 +162,11 @@ class Worker:
     """Claims jobs from ``queue`` and runs ``handler(lease)`` on each, ``concurrency`` at a time.
 
     ``ttl`` is the lease length in seconds; heartbeats extend it every
-    ``ttl / 3``. ``reap_interval`` is how often (seconds) the worker reaps
+    ``ttl / 3``. ``prefetch``: leases claimed ahead of the free handler slots,
+    as in ``leaseq.Worker`` (``leaseq.work.outcomes.Prefetch``: by default about
+    50 ms of work at the rate jobs finish); they are heartbeated while they
+    wait and handed back at once by ``stop()``, and a crash before they start
+    spends no attempt. ``reap_interval`` is how often (seconds) the worker reaps
     expired leases of crashed workers (default: ``ttl``). ``grace`` is how
     long ``stop()`` lets in-flight handlers finish before cancelling them and
     releasing their jobs back to pending. ``trace_parent``: as in
@@ -167,6 +187,7 @@ class Worker:
         weights: Sequence[int] | None = None,
         concurrency: int = 4,
         ttl: float = 30.0,
+        prefetch: int | None = None,
         reap_interval: float | None = None,
         grace: float = 30.0,
         metrics: JobObserver | None = None,
@@ -176,6 +197,9 @@ class Worker:
         handler = as_handler(handler)  # a dict of handlers by kind: picked per job
         served: AsyncQueueLike = queue_set(queue, weights, asynchronous=True)  # several: a QueueSet
         check_worker(handler, concurrency, ttl, grace, reap_interval)
+        if prefetch is not None:
+            v.integer(prefetch, "prefetch", 0, v.MAX_CONCURRENCY)
+        self.prefetch = prefetch
         v.timeout_ms(timeout)
         self.timeout = None if timeout is None else float(timeout)
         self._tracer = JobTracer.make(served.name, served.worker_id, trace_parent)
@@ -197,10 +221,13 @@ class Worker:
         self._outage = Outage(served.name)
         self._tasks: set[asyncio.Task[None]] = set()
         self._completions = _Completions(served)
-        self._beats: dict[int, tuple[JobContext, asyncio.Future[Any]]] = {}
-        """The leases the heartbeat extends, by id() of their JobContext, with the
-        handler future it cancels when one is lost: every running job's, until
-        its outcome is written (or it timed out: then never again)."""
+        self._beats: dict[int, _Held] = {}
+        """The leases the heartbeat extends, by id() of their JobContext: every
+        prefetched one, and every running job's until its outcome is written
+        (or it timed out: then never again)."""
+        self._spare: deque[_Held] = deque()
+        """Prefetched leases, in claim order, waiting for a free handler slot."""
+        self._prefetch = Prefetch(concurrency, prefetch, 0.0)  # made afresh by each run()
         self._stop = asyncio.Event()
         self._fatal: LeaseqError | None = None
         self._running = False
@@ -250,6 +277,7 @@ class Worker:
         wake: asyncio.Future[bool] | None = None
         loop = asyncio.get_running_loop()
         next_reap = next_tick = next_register = loop.time()
+        self._prefetch = Prefetch(self.concurrency, self.prefetch, loop.time())
         backoff = Backoff()
         try:
             while not self._stop.is_set():
@@ -262,13 +290,18 @@ class Worker:
                         await self.queue.tick()
                     if loop.time() >= next_register:
                         next_register = loop.time() + await self._register()
-                    free = self.concurrency - len(self._tasks)
+                    free = self._start_spare()
                     leases: list[Lease] = []
                     hint: float | None = None
-                    if free > 0:
-                        leases, hint = await self.queue.claim_now(free, ttl=self.ttl)
+                    holding = len(self._tasks) + len(self._spare)
+                    self._prefetch.adapt(self.processed, loop.time())
+                    if self._prefetch.limit > holding and self._prefetch.room(holding):
+                        # Leases beyond the free slots are prefetched: the claim marks
+                        # them so, and a crash before they start does not spend their attempt.
+                        want = min(self._prefetch.limit - holding, CLAIM_BATCH)
+                        leases, hint = await self.queue.claim_now(want, ttl=self.ttl, started=free)
                     # Burst: pending jobs a limit holds back keep the run going.
-                    held = burst and not leases and not self._tasks
+                    held = burst and not leases and not self._tasks and not self._spare
                     held = held and await held_back_async(members(self.queue))
                     backoff.reset()
                     self._outage.ok()
@@ -279,14 +312,19 @@ class Worker:
                     delay = self._outage.failed("claim", exc, backoff)
                     await asyncio.wait({stop_wait}, timeout=delay)
                     continue
-                for lease in leases:
-                    self._start(lease)
-                if leases and len(self._tasks) < self.concurrency:
+                for i, lease in enumerate(leases):
+                    if i < free:
+                        self._start(_Held(JobContext(lease, report=self._bridge())))
+                    else:
+                        spare = _Held(JobContext(lease, report=self._bridge()))
+                        self._beats[id(spare.ctx)] = spare
+                        self._spare.append(spare)
+                if (leases or self._spare) and len(self._tasks) < self.concurrency:
                     continue  # there may be more right away
                 if held:
                     await asyncio.wait({stop_wait}, timeout=held_wait(hint))
                     continue
-                if burst and not leases and not self._tasks:
+                if burst and not leases and not self._tasks and not self._spare:
                     return self.processed
                 # Sleep until a slot frees, a job is enqueued, something falls
                 # due by itself, or stop() is called.
@@ -304,6 +342,7 @@ class Worker:
                 if wake is not None and wake.done() and not wake.cancelled():
                     with contextlib.suppress(ServerUnavailable):
                         wake.result()
+            await self._release_spare()
             if self._fatal is None:
                 await self._drain()
             return self.processed
@@ -353,10 +392,29 @@ class Worker:
         if self._tasks:
             await asyncio.wait(set(self._tasks))
 
-    def _start(self, lease: Lease) -> None:
-        task = asyncio.ensure_future(self._process(JobContext(lease, report=self._bridge())))
+    def _start(self, held: _Held) -> None:
+        task = asyncio.ensure_future(self._process(held))
         self._tasks.add(task)
         task.add_done_callback(self._finished)
+
+    def _start_spare(self) -> int:
+        """Start prefetched leases in the free handler slots; returns the slots still free."""
+        free = self.concurrency - len(self._tasks)
+        while free > 0 and self._spare:
+            held = self._spare.popleft()
+            held.report = True  # the next heartbeat tells the server it started
+            self._start(held)
+            free -= 1
+        return free
+
+    async def _release_spare(self) -> None:
+        """At stop: hand the prefetched leases back at once (unstarted: no attempt
+        spent); one that cannot be released expires and is refunded the same way."""
+        while self._spare:
+            held = self._spare.popleft()
+            self._beats.pop(id(held.ctx), None)
+            with contextlib.suppress(LeaseqError):
+                await self.queue.release(held.ctx.lease)
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -398,8 +456,11 @@ class Worker:
             value = await value
         return value
 
-    async def _process(self, ctx: JobContext) -> None:
+    async def _process(self, held: _Held) -> None:
         """Run one job with a heartbeat; write its outcome under its lease."""
+        ctx = held.ctx
+        if ctx.lost.is_set():  # a prefetched lease the heartbeat found lost: not ours to run
+            return
         observer = self.metrics
         if observer is not None:
             observer.started(self.queue.name, ctx.lease, self.ttl)
@@ -408,7 +469,8 @@ class Worker:
         job = asyncio.ensure_future(self._call(ctx))  # the span is current in its context
         if span is not None:
             span.detach()
-        self._beats[id(ctx)] = (ctx, job)
+        held.job = job
+        self._beats[id(ctx)] = held
         limit = job_timeout(ctx.lease, self.timeout)
         try:
             try:
@@ -423,15 +485,15 @@ class Worker:
                 # This task was cancelled (stop past its grace, or a fatal error):
                 # hand the job back.
                 job.cancel()
-                held = not ctx.lost.is_set()
+                ours = not ctx.lost.is_set()
                 ctx.lost.set()  # a handler thread still running learns it is over
                 if observer is not None:  # the handler is no longer busy
                     spent = time.perf_counter() - began
                     observer.finished(self.queue.name, "release", spent, ctx.lease)
                 if span is not None:
-                    span.finish(None, None, lost=not held)  # released (or lost before)
+                    span.finish(None, None, lost=not ours)  # released (or lost before)
                     span = None
-                if held:
+                if ours:
                     with contextlib.suppress(LeaseqError):
                         await self.queue.release(ctx.lease)
                 raise
@@ -549,8 +611,13 @@ class Worker:
             beating = list(self._beats.values())
             if not beating:
                 continue
+            started = [held.report for held in beating]
             try:
-                results = await self.queue.extend_many([ctx.lease for ctx, _ in beating], self.ttl)
+                results = await self.queue.extend_many(
+                    [held.ctx.lease for held in beating],
+                    self.ttl,
+                    started if any(started) else None,
+                )
                 backoff.reset()
             except LeaseqError as exc:
                 kind = error_kind(exc)
@@ -562,11 +629,26 @@ class Worker:
                 else:
                     log_job(self.queue.name, logging.WARNING, None, "heartbeat: %s", exc)
                 continue
-            for (ctx, job), result in zip(beating, results, strict=True):
-                if id(ctx) not in self._beats:  # finished (or timed out) meanwhile
+            for held, result, told in zip(beating, results, started, strict=True):
+                ctx = held.ctx
+                if self._beats.get(id(ctx)) is not held:  # finished (or timed out) meanwhile
                     continue
                 if not isinstance(result, LeaseLost):
                     ctx.lease = result
+                    held.report = held.report and not told
+                    continue
+                self._beats.pop(id(ctx), None)
+                ctx.lost.set()
+                if held.job is None:  # prefetched: it never starts (_process looks first)
+                    with contextlib.suppress(ValueError):  # unless just taken to start
+                        self._spare.remove(held)
+                    log_job(
+                        self.queue.name,
+                        logging.INFO,
+                        ctx.lease,
+                        "prefetched lease lost: %s",
+                        result,
+                    )
                     continue
                 if result.state == "cancelled":
                     ctx.cancelled.set()
@@ -584,6 +666,4 @@ class Worker:
                         "heartbeat found the lease lost (%s); cancelling its handler",
                         result,
                     )
-                self._beats.pop(id(ctx), None)
-                ctx.lost.set()
-                job.cancel()
+                held.job.cancel()

@@ -202,6 +202,79 @@ def test_worker_cancels_a_handler_whose_lease_is_lost(
     assert job is not None and job.state is leaseq.State.ACTIVE and job.attempts == 7
 
 
+def test_prefetch_claims_ahead_in_few_calls(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    # Two handler slots, 2,000 quick jobs: claiming only for the free slots
+    # takes a call for every job or two; prefetched leases wait their turn
+    # instead, about 50 ms of work of them once the worker has seen the rate.
+    claims = 0
+    real = live.claim_now
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal claims
+        claims += 1
+        return await real(*args, **kwargs)
+
+    live.claim_now = counted  # type: ignore[method-assign]
+
+    async def handler(lease: leaseq.Lease) -> int:
+        return int(lease.payload["i"])
+
+    async def scenario() -> int:
+        await live.enqueue_many([{"i": i} for i in range(2000)])
+        return await leaseq.aio.Worker(live, handler, concurrency=2, ttl=5.0).run(burst=True)
+
+    assert run(loop, scenario()) == 2000
+    stats = run(loop, live.stats())
+    assert (stats.succeeded, stats.pending, stats.active) == (2000, 0, 0)
+    assert claims < 400, f"{claims} claims for 2,000 jobs at concurrency 2"
+
+
+def test_prefetched_leases_are_heartbeated_while_they_wait(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    # One slot, three prefetched: the last waits three job lengths, well past
+    # its lease's ttl. Only the heartbeat keeps it (the worker reaps every ttl).
+    async def handler(lease: leaseq.Lease) -> None:
+        await asyncio.sleep(0.3)
+
+    async def scenario() -> list[Any]:
+        ids = await live.enqueue_many([{"i": i} for i in range(4)])
+        worker = leaseq.aio.Worker(live, handler, concurrency=1, prefetch=3, ttl=0.3)
+        assert await worker.run(burst=True) == 4
+        return [await live.get(job_id) for job_id in ids]
+
+    jobs = run(loop, scenario())
+    assert all(j.state is leaseq.State.SUCCEEDED and j.attempts == 1 for j in jobs), jobs
+
+
+def test_stop_hands_prefetched_leases_back_unspent(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    started = asyncio.Event()
+
+    async def handler(lease: leaseq.Lease) -> str:
+        started.set()
+        await asyncio.sleep(0.2)
+        return "ok"
+
+    async def scenario() -> list[Any]:
+        ids = await live.enqueue_many([{"i": i} for i in range(5)])
+        worker = leaseq.aio.Worker(live, handler, concurrency=1, prefetch=4, ttl=5.0)
+        task = asyncio.ensure_future(worker.run())
+        await asyncio.wait_for(started.wait(), 5.0)
+        worker.stop()
+        assert await asyncio.wait_for(task, 5.0) == 1
+        return [await live.get(job_id) for job_id in ids]
+
+    first, *rest = run(loop, scenario())
+    assert first.state is leaseq.State.SUCCEEDED
+    # The four prefetched never started: back to pending at once, the attempt
+    # their claim counted refunded (max_attempts raised by one: two still left).
+    assert [(j.state, j.max_attempts - j.attempts) for j in rest] == [(leaseq.State.PENDING, 2)] * 4
+
+
 def test_worker_graceful_stop_finishes_then_releases(
     live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
 ) -> None:
@@ -253,7 +326,15 @@ def test_worker_rejects_bad_settings(live: leaseq.aio.Queue) -> None:
     async def handler(lease: leaseq.Lease) -> None:
         return None
 
-    for bad in ({"concurrency": 0}, {"ttl": 0.0}, {"ttl": float("nan")}, {"grace": -1.0}):
+    bad_settings: list[dict[str, Any]] = [
+        {"concurrency": 0},
+        {"ttl": 0.0},
+        {"ttl": float("nan")},
+        {"grace": -1.0},
+        {"prefetch": -1},
+        {"prefetch": 1.5},
+    ]
+    for bad in bad_settings:
         with pytest.raises(leaseq.InvalidArgument):
             leaseq.aio.Worker(live, handler, **bad)
 
