@@ -320,6 +320,14 @@ class Task:
     handed_back: bool = False
     """Released by this worker at shutdown while its handler ran (not lost to another)."""
 
+    @property
+    def key(self) -> tuple[str, str, int, int]:
+        """This lease among the worker's: queue, job id, attempt and the row's
+        incarnation (the queues of a set may hold one id; a job deleted and
+        enqueued again under its id starts over at attempt 1)."""
+        lease = self.lease
+        return lease.queue, lease.id, lease.attempt, lease.incarnation
+
 
 def extend_due(queue: Any, due: list[Task], now: float, ttl: float, every: float) -> None:
     """The threaded worker's heartbeat: extend every lease in ``due`` in one fenced
@@ -400,11 +408,18 @@ class OutcomeWriter:
                 self.settle([head])
                 continue
             if outcome.kind == "complete":
-                n = 1
+                # A refusal names its lease by job id and attempt only: one run holds
+                # each pair once (the queues of a set may hold one id), so each
+                # refusal is its own lease's.
+                n, named = 1, {(head.lease.id, head.lease.attempt)}
                 while n < min(len(unwritten), WRITE_BATCH):
                     nxt = unwritten[n]
                     if not (nxt.outcome and nxt.outcome.kind == "complete" and self.holds(nxt)):
                         break
+                    name = (nxt.lease.id, nxt.lease.attempt)
+                    if name in named:
+                        break
+                    named.add(name)
                     n += 1
                 run = unwritten[:n]
                 self._complete(run)
