@@ -481,7 +481,7 @@ class Worker:
                 outcome = (
                     DONE
                     if raised is None and value is None
-                    else decide(raised, value, self._encode)
+                    else decide(raised, value, self._encode(task.lease))
                 )
                 if observer is not None:
                     spent = time.perf_counter() - began

@@ -464,7 +464,7 @@ class Worker:
                 outcome = decide(raised)
             else:
                 raised = job.exception()
-                outcome = decide(raised, None if raised else job.result(), self._encode)
+                outcome = decide(raised, None if raised else job.result(), self._encode(ctx.lease))
             if observer is not None:
                 spent = time.perf_counter() - began
                 observer.finished(self.queue.name, outcome.kind, spent, ctx.lease)

@@ -181,8 +181,20 @@ def check_worker(
         raise InvalidArgument(f"handler must be callable, not {handler!r}")
 
 
-def result_encoder(queue: Any) -> Encode | None:
-    """The encoder a queue (plain, async or sharded) stores results with."""
+def result_encoder(queue: Any) -> Callable[[Lease], Encode | None]:
+    """The encoder a lease's result is stored with, by the lease: a plain, async or
+    sharded queue has one; each queue of a set its own (their ``max_payload_bytes``
+    may differ, and ``decide`` must refuse what the job's own queue will not store)."""
+    members = getattr(queue, "queues", None)  # a queue set's; a queue's is a method
+    if isinstance(members, tuple) and members:
+        by_name = {q.name: _encoder(q) for q in members}
+        first = by_name[members[0].name]
+        return lambda lease: by_name.get(lease.queue, first)
+    encode = _encoder(queue)
+    return lambda lease: encode
+
+
+def _encoder(queue: Any) -> Encode | None:
     core = getattr(queue, "_core", None)
     if core is None and getattr(queue, "shards", None):
         core = getattr(queue.shards[0], "_core", None)

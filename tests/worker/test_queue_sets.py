@@ -204,6 +204,49 @@ def test_the_asyncio_worker_tells_one_id_in_two_queues_apart(
     assert processed == 35  # the jobs that succeeded, no more, no fewer
 
 
+def _too_big_for_small(lease: leaseq.Lease) -> Any:
+    # Fits the big queue's max_payload_bytes, not the small one's.
+    return "x" * 3000 if lease.payload == {"big": True} else lease.payload["i"]
+
+
+def test_a_result_too_large_for_its_own_queue_dead_letters_that_job_alone(rr: Any) -> None:
+    big = leaseq.Queue("big", redis=rr, backoff=0.0)
+    small = leaseq.Queue("small", redis=rr, backoff=0.0, max_payload_bytes=1000)
+    for q in (big, small):
+        q.enqueue_many([{"i": i} for i in range(20)])
+        q.enqueue({"big": True}, id="big-result")
+    w = leaseq.Worker([big, small], _too_big_for_small, concurrency=8, handle_signals=False)
+    w.run(burst=True)
+    assert w.counts["succeeded"] == 41 and w.counts["dead"] == 1
+    assert (big.stats().succeeded, big.stats().active) == (21, 0)
+    assert (small.stats().succeeded, small.stats().dead, small.stats().active) == (20, 1, 0)
+    dead = small.get("big-result")
+    assert dead is not None and "3002 bytes" in (dead.last_error or "")
+    assert big.get("big-result") is not None and big.get("big-result").result == "x" * 3000
+
+
+def test_the_asyncio_worker_checks_a_result_against_its_own_queue(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    small = leaseq.aio.Queue("small", redis=live.redis, backoff=0.0, max_payload_bytes=1000)
+
+    async def handler(lease: leaseq.Lease) -> Any:
+        await asyncio.sleep(0.001)
+        return _too_big_for_small(lease)
+
+    async def main() -> int:
+        for q in (live, small):
+            await q.enqueue_many([{"i": i} for i in range(20)])
+            await q.enqueue({"big": True}, id="big-result")
+        return await leaseq.aio.Worker([live, small], handler, concurrency=8).run(burst=True)
+
+    processed = loop.run_until_complete(main())
+    mine, theirs = (loop.run_until_complete(q.stats()) for q in (live, small))
+    assert (mine.succeeded, mine.active) == (21, 0)
+    assert (theirs.succeeded, theirs.dead, theirs.active) == (20, 1, 0)
+    assert processed == 42
+
+
 def test_bad_queue_sets_are_refused(r: Any, redis_server: RedisServer) -> None:
     high, default, low = _three(r)
     with pytest.raises(leaseq.InvalidArgument, match="2 weights for 3"):
