@@ -182,7 +182,7 @@ class Worker:
         self._fatal: LeaseqError | None = None
 
     def _reset(self) -> None:
-        self._tasks: dict[tuple[str, int], Task] = {}
+        self._tasks: dict[tuple[str, str, int, int], Task] = {}
         self._work: queue_mod.SimpleQueue[Task | None] = queue_mod.SimpleQueue()
         self._done: queue_mod.SimpleQueue[Task | None] = queue_mod.SimpleQueue()
         self._claimer_done = False
@@ -403,7 +403,7 @@ class Worker:
             if self._stopping:
                 return False
             for task in tasks:
-                self._tasks[(task.lease.id, task.lease.attempt)] = task
+                self._tasks[task.key] = task
             sooner = beat < self._next_beat_at
             self._next_beat_at = min(self._next_beat_at, beat)
         if sooner:  # the reporter may be asleep until a later time: wake it to re-plan
@@ -453,7 +453,7 @@ class Worker:
                 outcome = (
                     DONE
                     if raised is None and value is None
-                    else decide(raised, value, self._encode)
+                    else decide(raised, value, self._encode(task.lease))
                 )
                 if observer is not None:
                     spent = time.perf_counter() - began
@@ -575,7 +575,7 @@ class Worker:
         stuck = False
         with self._cond:
             for task in tasks:
-                key = (task.lease.id, task.lease.attempt)
+                key = task.key
                 if self._tasks.get(key) is task:
                     del self._tasks[key]
                 if task.timed_out:  # the rare case: settled() says whether it is stuck
@@ -587,10 +587,7 @@ class Worker:
             self._timeouts.report()
 
     def _holds(self, task: Task) -> bool:
-        return (
-            not task.ctx.lost.is_set()
-            and self._tasks.get((task.lease.id, task.lease.attempt)) is task
-        )
+        return not task.ctx.lost.is_set() and self._tasks.get(task.key) is task
 
     def _heartbeat(self, now: float) -> None:
         with self._cond:

@@ -133,10 +133,27 @@ class _Completions:
         writer, self._writer = self._writer, None
         return [] if writer is None else [writer]
 
+    def _next_batch(self) -> list[tuple[Lease, Any, asyncio.Future[None]]]:
+        """The waiting completions of the next call, oldest first. A refusal names
+        its lease by job id and attempt only, so a call holds each pair once (the
+        queues of a set may hold one id; a job deleted and enqueued again starts
+        over at attempt 1): a second one waits for the next call."""
+        batch: list[tuple[Lease, Any, asyncio.Future[None]]] = []
+        later: list[tuple[Lease, Any, asyncio.Future[None]]] = []
+        named: set[tuple[str, int]] = set()
+        for item in self._waiting:
+            name = (item[0].id, item[0].attempt)
+            if len(batch) == WRITE_BATCH or name in named:
+                later.append(item)
+            else:
+                named.add(name)
+                batch.append(item)
+        self._waiting[:] = later
+        return batch
+
     async def _write(self) -> None:
         while self._waiting:
-            batch = self._waiting[:WRITE_BATCH]
-            del self._waiting[:WRITE_BATCH]
+            batch = self._next_batch()
             try:
                 refused = await self.queue.complete_many(
                     [lease for lease, _, _ in batch], [result for _, result, _ in batch]
@@ -515,7 +532,7 @@ class Worker:
                 outcome = decide(raised)
             else:
                 raised = job.exception()
-                outcome = decide(raised, None if raised else job.result(), self._encode)
+                outcome = decide(raised, None if raised else job.result(), self._encode(ctx.lease))
             if observer is not None:
                 spent = time.perf_counter() - began
                 observer.finished(self.queue.name, outcome.kind, spent, ctx.lease)

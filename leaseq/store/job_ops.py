@@ -20,7 +20,7 @@ from leaseq.store.leases import Claimed, block_until, block_wait
 from leaseq.store.produce import enqueue_traced
 from leaseq.store.reads import done_ids, wait_names
 from leaseq.store.replies import as_text
-from leaseq.store.steps import Command, Listen, Op, Rows, Wake
+from leaseq.store.steps import Call, Command, Listen, Op, Rows, Wake
 from leaseq.types import Job, JobOptions, Lease, State
 
 if TYPE_CHECKING:
@@ -189,9 +189,16 @@ class JobOps:
     ) -> Op[list[LeaseLost]]:
         """Complete many leases in few calls; return the refusals (empty if all held)."""
         lost: list[LeaseLost] = []
-        for call in self.core.complete_calls(leases, results):
+        for call in self.complete_calls(leases, results):
             lost += yield call
         return lost
+
+    def complete_calls(
+        self, leases: Sequence[Lease], results: Sequence[Any] | None = None
+    ) -> list[Call[list[LeaseLost]]]:
+        """The calls of ``complete_many``, every result encoded (one that will not
+        encode raises now, before any call runs)."""
+        return self.core.complete_calls(leases, results)
 
     def fail(
         self,

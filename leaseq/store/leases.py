@@ -39,7 +39,6 @@ __all__ = [
     "block_wait",
 ]
 
-"""A script's per-item reply for done, as bytes or (decoded client) text."""
 LEASE_CHUNK = 500
 """Leases per complete or extend call (complete_many, extend_many)."""
 CLAIM_LIMIT = 1000

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from leaseq.errors import InvalidArgument, LeaseLost
-from leaseq.store.steps import Op
+from leaseq.store.steps import Call, Op
 from leaseq.types import Lease, State
 
 __all__ = ["LeaseRouting"]
@@ -67,14 +67,26 @@ class LeaseRouting:
     def complete_many(
         self, leases: Sequence[Lease], results: Sequence[Any] | None = None
     ) -> Op[list[LeaseLost]]:
-        """Complete many leases, one batch per shard (or queue); return the refusals."""
+        """Complete many leases, one batch per shard (or queue); return the refusals.
+        Every result is encoded before any part's call runs: one that will not
+        encode raises InvalidPayload with nothing written on any part."""
+        lost: list[LeaseLost] = []
+        for call in self.complete_calls(leases, results):
+            lost += yield call
+        return lost
+
+    def complete_calls(
+        self, leases: Sequence[Lease], results: Sequence[Any] | None = None
+    ) -> list[Call[list[LeaseLost]]]:
+        """The calls of ``complete_many`` over every part, all built (and every
+        result encoded) before the first runs."""
         if results is not None and len(results) != len(leases):
             raise InvalidArgument(f"{len(results)} results for {len(leases)} leases")
-        lost: list[LeaseLost] = []
+        calls: list[Call[list[LeaseLost]]] = []
         for index, members in self._lease_groups(leases).items():
             part = None if results is None else [results[i] for i in members]
-            lost += yield from self._parts[index].complete_many([leases[i] for i in members], part)
-        return lost
+            calls += self._parts[index].complete_calls([leases[i] for i in members], part)
+        return calls
 
     def fail(
         self,

@@ -222,8 +222,20 @@ def check_worker(
         raise InvalidArgument(f"handler must be callable, not {handler!r}")
 
 
-def result_encoder(queue: Any) -> Encode | None:
-    """The encoder a queue (plain, async or sharded) stores results with."""
+def result_encoder(queue: Any) -> Callable[[Lease], Encode | None]:
+    """The encoder a lease's result is stored with, by the lease: a plain, async or
+    sharded queue has one; each queue of a set its own (their ``max_payload_bytes``
+    may differ, and ``decide`` must refuse what the job's own queue will not store)."""
+    members = getattr(queue, "queues", None)  # a queue set's; a queue's is a method
+    if isinstance(members, tuple) and members:
+        by_name = {q.name: _encoder(q) for q in members}
+        first = by_name[members[0].name]
+        return lambda lease: by_name.get(lease.queue, first)
+    encode = _encoder(queue)
+    return lambda lease: encode
+
+
+def _encoder(queue: Any) -> Encode | None:
     core = getattr(queue, "_core", None)
     if core is None and getattr(queue, "shards", None):
         core = getattr(queue.shards[0], "_core", None)
@@ -361,6 +373,14 @@ class Task:
     handed_back: bool = False
     """Released by this worker at shutdown while its handler ran (not lost to another)."""
 
+    @property
+    def key(self) -> tuple[str, str, int, int]:
+        """This lease among the worker's: queue, job id, attempt and the row's
+        incarnation (the queues of a set may hold one id; a job deleted and
+        enqueued again under its id starts over at attempt 1)."""
+        lease = self.lease
+        return lease.queue, lease.id, lease.attempt, lease.incarnation
+
 
 def extend_due(queue: Any, due: list[Task], now: float, ttl: float, every: float) -> None:
     """The threaded worker's heartbeat: extend every lease in ``due`` in one fenced
@@ -441,11 +461,18 @@ class OutcomeWriter:
                 self.settle([head])
                 continue
             if outcome.kind == "complete":
-                n = 1
+                # A refusal names its lease by job id and attempt only: one run holds
+                # each pair once (the queues of a set may hold one id), so each
+                # refusal is its own lease's.
+                n, named = 1, {(head.lease.id, head.lease.attempt)}
                 while n < min(len(unwritten), WRITE_BATCH):
                     nxt = unwritten[n]
                     if not (nxt.outcome and nxt.outcome.kind == "complete" and self.holds(nxt)):
                         break
+                    name = (nxt.lease.id, nxt.lease.attempt)
+                    if name in named:
+                        break
+                    named.add(name)
                     n += 1
                 run = unwritten[:n]
                 self._complete(run)

@@ -98,6 +98,22 @@ def test_one_bad_item_writes_nothing_on_any_shard(sq: leaseq.ShardedQueue, store
     assert list(suite.every_key(store)) == []
 
 
+def test_a_result_that_will_not_encode_completes_nothing_on_any_shard(
+    sq: leaseq.ShardedQueue,
+) -> None:
+    sq.enqueue_many([{"i": i} for i in range(40)])
+    leases = sq.claim_many(40, ttl=30.0)
+    assert len({shard_index(sq, lease.id) for lease in leases}) == SHARDS
+    results: list[Any] = [{"i": i} for i in range(40)]
+    results[-1] = object()  # on whichever shard comes last
+    with pytest.raises(leaseq.InvalidPayload):
+        sq.complete_many(leases, results)
+    stats = sq.stats()
+    assert (stats.active, stats.succeeded) == (40, 0)
+    assert sq.complete_many(leases, [*results[:-1], None]) == []
+    assert sq.stats().succeeded == 40
+
+
 def test_claims_rotate_so_no_shard_starves(sq: leaseq.ShardedQueue) -> None:
     busy = next(i for i in range(1000) if shard_index(sq, f"b{i}") == 0)
     hot = [f"b{i}" for i in range(busy, 3000) if shard_index(sq, f"b{i}") == 0][:50]

@@ -299,6 +299,49 @@ def test_worker_graceful_stop_finishes_then_releases(
     assert slow is not None and slow.state is leaseq.State.PENDING
 
 
+def test_a_stop_while_completions_are_in_flight_outlives_none_of_its_calls(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    # The first complete_many hangs (a stalled server): past the grace, run()
+    # cancels it and returns only once it has ended; its jobs stay active for a
+    # reaper, the others pending: none is lost, none is counted done.
+    in_flight = 0
+    real = live.complete_many
+
+    async def hanging(*args: Any, **kwargs: Any) -> Any:
+        nonlocal in_flight
+        in_flight += 1
+        try:
+            await asyncio.Event().wait()
+            return await real(*args, **kwargs)
+        finally:
+            in_flight -= 1
+
+    live.complete_many = hanging  # type: ignore[method-assign]
+
+    async def handler(lease: leaseq.Lease) -> int:
+        return int(lease.payload["i"])
+
+    async def scenario() -> int:
+        await live.enqueue_many([{"i": i} for i in range(50)])
+        worker = leaseq.aio.Worker(live, handler, concurrency=10, ttl=5.0, grace=0.2)
+        task = asyncio.ensure_future(worker.run())
+
+        async def hung() -> None:
+            while not in_flight:
+                await asyncio.sleep(0.005)
+
+        await asyncio.wait_for(hung(), 5.0)
+        worker.stop()
+        processed = await asyncio.wait_for(task, 5.0)
+        assert in_flight == 0  # no call of this run outlives it
+        return processed
+
+    assert run(loop, scenario()) == 0
+    stats = run(loop, live.stats())
+    assert (stats.succeeded, stats.active + stats.pending) == (0, 50)
+
+
 def test_worker_reaps_a_crashed_workers_job(
     live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
 ) -> None:

@@ -386,7 +386,8 @@ def test_aio_transient_errors_are_retried_fatal_ones_end_run(aq: leaseq.aio.Queu
         await aq.enqueue_many([{}, {}, {}])
         busy = getattr(leaseq, "ServerBusy", leaseq.ServerUnavailable)("READONLY (failover)")
         # Outcome writes fail first: they are retried, not dropped with the job
-        # left active until its lease runs out.
+        # left active until its lease runs out. (The aio worker writes
+        # completions with complete_many, a batch of whatever finished meanwhile.)
         flaky = Flaky(aq, busy, 4, ("complete", "complete_many"))
         worker = leaseq.aio.Worker(flaky, handler, ttl=5.0)  # type: ignore[arg-type]
         assert await worker.run(burst=True) == 3

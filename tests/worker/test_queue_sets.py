@@ -135,6 +135,118 @@ def test_the_asyncio_worker_serves_several_queues(
     assert ran == ["jobs", "jobs", "other", "other", "other"]
 
 
+def test_one_id_in_two_queues_is_two_jobs_to_the_worker(rr: Any) -> None:
+    # The same ids in two queues of a set, all running at once, then finishing
+    # together (their completions share a batch): each job's outcome is its own.
+    a, b = (leaseq.Queue(name, redis=rr, backoff=0.0) for name in ("a", "b"))
+    ids = [f"order-{i}" for i in range(20)]
+    for q in (a, b):
+        q.enqueue_many([{"q": q.name}] * 20, ids=ids)
+    gate = threading.Event()
+
+    def handler(lease: leaseq.Lease) -> str:
+        assert gate.wait(10.0)
+        return lease.queue
+
+    w = leaseq.Worker([a, b], handler, concurrency=40, prefetch=0, handle_signals=False)
+    runner = threading.Thread(target=w.run, kwargs={"burst": True})
+    runner.start()
+    try:
+        wait_until(lambda: a.stats().active + b.stats().active == 40, what="40 jobs running")
+        for job_id in ids[:5]:  # their leases are taken: only these outcomes are refused
+            a.cancel(job_id)
+        gate.set()
+        runner.join(20.0)
+        assert not runner.is_alive()
+    finally:
+        gate.set()
+        w.stop(now=True)
+        runner.join(10.0)
+    sa, sb = a.stats(), b.stats()
+    assert (sa.succeeded, sa.cancelled, sa.active) == (15, 5, 0)
+    assert (sb.succeeded, sb.active) == (20, 0)
+    assert w.counts["succeeded"] == 35 and w.counts["lost"] == 5
+    assert {job.result for job in b.ls("succeeded")} == {"b"}
+
+
+def test_the_asyncio_worker_tells_one_id_in_two_queues_apart(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    other = leaseq.aio.Queue("other", redis=live.redis, backoff=0.0)
+    ids = [f"order-{i}" for i in range(20)]
+
+    async def main() -> int:
+        gate = asyncio.Event()
+
+        async def handler(lease: leaseq.Lease) -> str:
+            await gate.wait()
+            return lease.queue
+
+        for q in (live, other):
+            await q.enqueue_many([{}] * 20, ids=ids)
+        w = leaseq.aio.Worker([live, other], handler, concurrency=40)
+        run = asyncio.ensure_future(w.run(burst=True))
+
+        async def running() -> None:
+            while (await live.stats()).active + (await other.stats()).active < 40:
+                await asyncio.sleep(0.005)
+
+        await asyncio.wait_for(running(), 10.0)
+        for job_id in ids[:5]:  # their leases are taken: only these outcomes are refused
+            await live.cancel(job_id)
+        gate.set()
+        return await asyncio.wait_for(run, 20.0)
+
+    processed = loop.run_until_complete(main())
+    mine, theirs = (loop.run_until_complete(q.stats()) for q in (live, other))
+    assert (mine.succeeded, mine.cancelled, mine.active) == (15, 5, 0)
+    assert (theirs.succeeded, theirs.active) == (20, 0)
+    assert processed == 35  # the jobs that succeeded, no more, no fewer
+
+
+def _too_big_for_small(lease: leaseq.Lease) -> Any:
+    # Fits the big queue's max_payload_bytes, not the small one's.
+    return "x" * 3000 if lease.payload == {"big": True} else lease.payload["i"]
+
+
+def test_a_result_too_large_for_its_own_queue_dead_letters_that_job_alone(rr: Any) -> None:
+    big = leaseq.Queue("big", redis=rr, backoff=0.0)
+    small = leaseq.Queue("small", redis=rr, backoff=0.0, max_payload_bytes=1000)
+    for q in (big, small):
+        q.enqueue_many([{"i": i} for i in range(20)])
+        q.enqueue({"big": True}, id="big-result")
+    w = leaseq.Worker([big, small], _too_big_for_small, concurrency=8, handle_signals=False)
+    w.run(burst=True)
+    assert w.counts["succeeded"] == 41 and w.counts["dead"] == 1
+    assert (big.stats().succeeded, big.stats().active) == (21, 0)
+    assert (small.stats().succeeded, small.stats().dead, small.stats().active) == (20, 1, 0)
+    dead = small.get("big-result")
+    assert dead is not None and "3002 bytes" in (dead.last_error or "")
+    assert big.get("big-result") is not None and big.get("big-result").result == "x" * 3000
+
+
+def test_the_asyncio_worker_checks_a_result_against_its_own_queue(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    small = leaseq.aio.Queue("small", redis=live.redis, backoff=0.0, max_payload_bytes=1000)
+
+    async def handler(lease: leaseq.Lease) -> Any:
+        await asyncio.sleep(0.001)
+        return _too_big_for_small(lease)
+
+    async def main() -> int:
+        for q in (live, small):
+            await q.enqueue_many([{"i": i} for i in range(20)])
+            await q.enqueue({"big": True}, id="big-result")
+        return await leaseq.aio.Worker([live, small], handler, concurrency=8).run(burst=True)
+
+    processed = loop.run_until_complete(main())
+    mine, theirs = (loop.run_until_complete(q.stats()) for q in (live, small))
+    assert (mine.succeeded, mine.active) == (21, 0)
+    assert (theirs.succeeded, theirs.dead, theirs.active) == (20, 1, 0)
+    assert processed == 42
+
+
 def test_bad_queue_sets_are_refused(r: Any, redis_server: RedisServer) -> None:
     high, default, low = _three(r)
     with pytest.raises(leaseq.InvalidArgument, match="2 weights for 3"):
