@@ -197,6 +197,11 @@ class Worker:
     def __repr__(self) -> str:
         return f"Worker({self.queue!r}, concurrency={self.concurrency}, ttl={self.ttl})"
 
+    @property
+    def limit(self) -> int:
+        """Most leases held at once; with adaptive prefetch it moves with the job rate."""
+        return self._prefetch.limit
+
     # -- public ------------------------------------------------------------
 
     def stop(self, now: bool = False) -> None:
