@@ -372,6 +372,8 @@ class Worker:
             # Let them unwind (a cancelled BLPOP drops its connection; a cancelled
             # job releases its lease) before the loop may close.
             await asyncio.gather(*leftovers, return_exceptions=True)
+            # run() itself cancelled: its prefetched leases go back too, at once.
+            await self._release_spare()
             if hasattr(self.queue, "unregister_worker"):
                 with contextlib.suppress(LeaseqError):  # else the row simply expires
                     await self.queue.unregister_worker(self.queue.worker_id)
@@ -425,13 +427,29 @@ class Worker:
         return free
 
     async def _release_spare(self) -> None:
-        """At stop: hand the prefetched leases back at once (unstarted: no attempt
-        spent); one that cannot be released expires and is refunded the same way."""
+        """At stop (or when run() is cancelled): hand the prefetched leases back at
+        once (unstarted: no attempt spent). One that cannot be released expires and
+        is refunded the same way; so do all the rest once a release meets an outage,
+        rather than hold run() for a failing call per lease."""
         while self._spare:
             held = self._spare.popleft()
             self._beats.pop(id(held.ctx), None)
-            with contextlib.suppress(LeaseqError):
+            try:
                 await self.queue.release(held.ctx.lease)
+            except LeaseqError as exc:
+                if error_kind(exc) == "job":
+                    continue  # lost meanwhile, or a damaged row: that lease only
+                log_job(
+                    self.queue.name,
+                    logging.WARNING,
+                    None,
+                    "could not release %d prefetched leases (%s); they expire, unspent",
+                    len(self._spare) + 1,
+                    exc,
+                )
+                for left in self._spare:
+                    self._beats.pop(id(left.ctx), None)
+                self._spare.clear()
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)

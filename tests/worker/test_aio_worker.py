@@ -6,15 +6,20 @@ graceful stop, reaping a crashed worker's job, bad settings.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
 import redis
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import ConstantBackoff
 
 import leaseq
 import leaseq.aio
 from leaseq.handler import Dead, Retry
 from tests.support.backends import run
+from tests.support.servers import RedisServer, wait_until
 
 
 def test_worker_outcomes_in_burst(live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop) -> None:
@@ -273,6 +278,78 @@ def test_stop_hands_prefetched_leases_back_unspent(
     # The four prefetched never started: back to pending at once, the attempt
     # their claim counted refunded (max_attempts raised by one: two still left).
     assert [(j.state, j.max_attempts - j.attempts) for j in rest] == [(leaseq.State.PENDING, 2)] * 4
+
+
+def test_cancelling_run_hands_prefetched_leases_back_too(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    # run() cancelled (asyncio.run on Ctrl-C, a TaskGroup, a timeout) releases its
+    # running job; its prefetched leases must not sit active until they expire.
+    started = asyncio.Event()
+
+    async def handler(lease: leaseq.Lease) -> None:
+        started.set()
+        await asyncio.sleep(30)
+
+    async def scenario() -> list[Any]:
+        ids = await live.enqueue_many([{"i": i} for i in range(5)])
+        worker = leaseq.aio.Worker(live, handler, concurrency=1, prefetch=4, ttl=30.0)
+        task = asyncio.ensure_future(worker.run())
+        await asyncio.wait_for(started.wait(), 5.0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 5.0)
+        return [await live.get(job_id) for job_id in ids]
+
+    jobs = run(loop, scenario())
+    assert [(j.state, j.max_attempts - j.attempts) for j in jobs] == [(leaseq.State.PENDING, 2)] * 5
+
+
+def test_a_stop_in_an_outage_leaves_prefetched_leases_to_expire_unspent(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    # The server dies with 100 leases prefetched; stop() must not spend a failing
+    # release on each (here 5 retries 50 ms apart per call: minutes for them all).
+    # They expire instead, and reaping refunds them: no attempt spent.
+    server = RedisServer("--appendonly", "yes", "--appendfsync", "always")
+    client = aioredis.Redis(port=server.port, retry=AsyncRetry(ConstantBackoff(0.05), 5))
+    queue = leaseq.aio.Queue("jobs", redis=client, backoff=0.0, max_attempts=2)
+    started = asyncio.Event()
+
+    async def handler(lease: leaseq.Lease) -> None:
+        started.set()
+        await asyncio.sleep(30)
+
+    async def scenario() -> float:
+        await queue.enqueue_many([{"i": i} for i in range(101)])
+        worker = leaseq.aio.Worker(queue, handler, concurrency=1, prefetch=100, ttl=1.0, grace=0.1)
+        task = asyncio.ensure_future(worker.run())
+        await asyncio.wait_for(started.wait(), 5.0)
+        while len(worker._spare) < 100:
+            await asyncio.sleep(0.01)
+        server.kill()
+        began = time.monotonic()
+        worker.stop()
+        await asyncio.wait_for(task, 60.0)
+        return time.monotonic() - began
+
+    try:
+        took = run(loop, scenario())
+        assert took < 15.0, f"run() took {took:.1f}s to return"
+        server.start()
+        sync = redis.Redis(port=server.port)
+        q = leaseq.Queue("jobs", redis=sync)
+        rows = q.ls("active", limit=200)
+        assert len(rows) == 101  # the running one and the 100 prefetched
+        wait_until(lambda: q.reap() and not q.stats().active, 10, 0.05, "the leases to expire")
+        jobs = [q.get(row.id) for row in rows]
+        spent = sorted(j.max_attempts - j.attempts for j in jobs if j is not None)
+        # Only the job that ran spent its attempt.
+        assert spent == [1] + [2] * 100
+        sync.close()
+    finally:
+        run(loop, client.aclose())
+        server.stop()
 
 
 def test_worker_graceful_stop_finishes_then_releases(
