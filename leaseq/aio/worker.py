@@ -673,6 +673,12 @@ class Worker:
                     held.report = held.report and not told
                     continue
                 self._beats.pop(id(ctx), None)
+                if held.job is not None and held.job.done():
+                    # Its outcome is being written, and that call hears its own
+                    # answer: this beat may have run just after it landed (the row
+                    # succeeded under this very token), or a reply was lost and its
+                    # retry will find AlreadyFinished. Not a lost lease.
+                    continue
                 ctx.lost.set()
                 if held.job is None:  # prefetched: it never starts (_process looks first)
                     with contextlib.suppress(ValueError):  # unless just taken to start

@@ -6,6 +6,7 @@ graceful stop, reaping a crashed worker's job, bad settings.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
@@ -176,6 +177,53 @@ def test_one_heartbeat_call_extends_every_running_lease(
     assert all(j.state is leaseq.State.SUCCEEDED and j.attempts == 1 for j in jobs)
     # ~1.2 s at a beat every ttl/3 (0.067 s): ~18 beats; one call per job would be ~360.
     assert calls <= 60, f"{calls} extend calls for 20 jobs"
+
+
+def test_a_beat_that_meets_a_landed_completion_loses_nothing(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The completion lands but its reply is lost (then retried); meanwhile a
+    # heartbeat, sent with the job still held, finds the row succeeded under the
+    # lease's own token. That is the worker's own outcome, not a lost lease: no
+    # warning, and the retry's AlreadyFinished counts the job as processed.
+    sent = 0
+    answered: set[int] = set()
+    real_extend, real_complete = live.extend_many, live.complete_many
+
+    async def extend_many(*args: Any, **kwargs: Any) -> Any:
+        nonlocal sent
+        beat, sent = sent, sent + 1
+        try:
+            return await real_extend(*args, **kwargs)
+        finally:
+            answered.add(beat)
+
+    async def complete_many(*args: Any, **kwargs: Any) -> Any:
+        live.complete_many = real_complete  # type: ignore[method-assign]
+        await real_complete(*args, **kwargs)
+        landed = sent
+        while not any(beat >= landed for beat in answered):  # a beat sent after it landed
+            await asyncio.sleep(0.005)
+        raise leaseq.ServerUnavailable("connection reset")
+
+    live.extend_many = extend_many  # type: ignore[method-assign]
+    live.complete_many = complete_many  # type: ignore[method-assign]
+
+    async def handler(lease: leaseq.Lease) -> str:
+        return "done"
+
+    async def scenario() -> int:
+        await live.enqueue({"i": 1}, id="one")
+        return await asyncio.wait_for(
+            leaseq.aio.Worker(live, handler, concurrency=1, ttl=0.3).run(burst=True), 10.0
+        )
+
+    with caplog.at_level(logging.WARNING, logger="leaseq"):
+        processed = run(loop, scenario())
+    job = run(loop, live.get("one"))
+    assert job is not None and job.state is leaseq.State.SUCCEEDED
+    assert processed == 1
+    assert "lease lost" not in caplog.text
 
 
 def test_worker_cancels_a_handler_whose_lease_is_lost(
