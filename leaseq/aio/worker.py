@@ -388,7 +388,7 @@ class Worker:
                 ttl=3 * every,
                 concurrency=self.concurrency,
                 done=self.processed,
-                running=len(self._tasks),
+                running=len(self._tasks) + len(self._spare),  # held: running or prefetched
             )
         return every
 

@@ -328,6 +328,33 @@ def test_stop_hands_prefetched_leases_back_unspent(
     assert [(j.state, j.max_attempts - j.attempts) for j in rest] == [(leaseq.State.PENDING, 2)] * 4
 
 
+def test_the_registry_counts_prefetched_leases_as_held(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    # `leaseq workers` shows the leases a worker holds, running or prefetched,
+    # as for the threaded worker: one running and three prefetched are four.
+    gate = asyncio.Event()
+
+    async def handler(lease: leaseq.Lease) -> None:
+        await gate.wait()
+
+    async def scenario() -> list[int]:
+        await live.enqueue_many([{"i": i} for i in range(4)])
+        worker = leaseq.aio.Worker(live, handler, concurrency=1, prefetch=3, ttl=0.6)
+        task = asyncio.ensure_future(worker.run())
+        give_up = time.monotonic() + 10.0
+        held: list[int] = []
+        while held != [4] and time.monotonic() < give_up:
+            await asyncio.sleep(0.02)
+            held = [w.running for w in await live.workers()]
+        gate.set()
+        worker.stop()
+        await asyncio.wait_for(task, 10.0)
+        return held
+
+    assert run(loop, scenario()) == [4]
+
+
 def test_cancelling_run_hands_prefetched_leases_back_too(
     live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
 ) -> None:
