@@ -13,7 +13,8 @@ a thread of the worker's own pool (``concurrency`` threads), so it never
 blocks the loop; ``leaseq.current_job()`` works inside it as in the threaded
 worker. Cancelling such a job (lease lost, stop past ``grace``) cannot stop
 its thread: the job is released (or left to its new holder), ``current_job().lost``
-is set, and what the thread returns later is discarded.
+is set, and what the thread returns later is discarded; a lost job's slot stays
+busy until its thread returns.
 """
 
 from __future__ import annotations
@@ -543,6 +544,14 @@ class Worker:
                 if span is not None:
                     span.finish(None, None, lost=True)
                     span = None
+                thread = self._threads.get(id(ctx))
+                if thread is not None and not thread.done():
+                    # A plain handler's thread cannot be cancelled: it keeps its pool
+                    # slot, so this job keeps its handler slot until it returns (else
+                    # the next job would wait for a thread, its timeout running).
+                    returned = asyncio.wrap_future(thread)
+                    returned.add_done_callback(lambda f: f.cancelled() or f.exception())
+                    await asyncio.wait({returned})
                 return
             raised: BaseException | None
             if job.cancelled():  # the handler cancelled itself: a failure

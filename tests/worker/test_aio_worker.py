@@ -255,6 +255,34 @@ def test_worker_cancels_a_handler_whose_lease_is_lost(
     assert job is not None and job.state is leaseq.State.ACTIVE and job.attempts == 7
 
 
+def test_a_lost_plain_handler_keeps_its_slot_until_its_thread_returns(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    # A plain handler's thread cannot be cancelled: when its lease is lost, the
+    # thread keeps its pool slot. The next job must not start before it returns,
+    # or it would sit waiting for a thread, its timeout running, and fail for a
+    # timeout it never ran into.
+    def handler(lease: leaseq.Lease) -> str:
+        if lease.payload["stuck"]:
+            time.sleep(1.0)  # ignores current_job().lost
+        return "ok"
+
+    async def scenario() -> int:
+        await live.enqueue({"stuck": True}, id="stuck")
+        await live.enqueue({"stuck": False}, id="quick", timeout=0.3)
+        worker = leaseq.aio.Worker(live, handler, concurrency=1, prefetch=0, ttl=0.3)
+        task = asyncio.ensure_future(worker.run(burst=True))
+        while (await live.stats()).active == 0:
+            await asyncio.sleep(0.01)
+        await live.redis.hset(live.keys.job("stuck"), "attempts", 7)  # taken over
+        return await asyncio.wait_for(task, 10.0)
+
+    assert run(loop, scenario()) == 1
+    quick = run(loop, live.get("quick"))
+    assert quick is not None and quick.state is leaseq.State.SUCCEEDED
+    assert (quick.attempts, quick.last_error) == (1, None)
+
+
 def test_prefetch_claims_ahead_in_few_calls(
     live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
 ) -> None:
