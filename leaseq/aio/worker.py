@@ -295,7 +295,7 @@ class Worker:
         wake: asyncio.Future[bool] | None = None
         loop = asyncio.get_running_loop()
         next_reap = next_tick = next_register = loop.time()
-        self._prefetch = Prefetch(self.concurrency, self.prefetch, loop.time())
+        self._prefetch = Prefetch(self.concurrency, self.prefetch, loop.time(), self.processed)
         backoff = Backoff()
         try:
             while not self._stop.is_set():

@@ -312,6 +312,31 @@ def test_prefetch_claims_ahead_in_few_calls(
     assert claims < 400, f"{claims} claims for 2,000 jobs at concurrency 2"
 
 
+def test_a_second_run_sizes_its_prefetch_from_its_own_rate(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    # A worker run again (a periodic burst, say) after draining 2,000 quick jobs
+    # now meets slow ones: it must hold about 50 ms of their work, not size its
+    # prefetch from the first run's count of jobs and take every lease there is.
+    held: list[int] = []
+
+    async def handler(lease: leaseq.Lease) -> None:
+        if lease.payload["slow"]:
+            held.append((await live.stats()).active)
+            await asyncio.sleep(0.2)
+
+    async def scenario() -> None:
+        await live.enqueue_many([{"slow": False}] * 2000)
+        worker = leaseq.aio.Worker(live, handler, concurrency=2, ttl=5.0)
+        assert await worker.run(burst=True) == 2000
+        await live.enqueue_many([{"slow": True}] * 12)
+        assert await worker.run(burst=True) == 2012  # processed counts across runs
+
+    run(loop, scenario())
+    # Two running and two prefetched (at least concurrency): never all twelve.
+    assert max(held) <= 4, held
+
+
 def test_prefetched_leases_are_heartbeated_while_they_wait(
     live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
 ) -> None:
