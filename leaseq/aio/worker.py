@@ -353,6 +353,10 @@ class Worker:
                     if wake is None or wake.done():
                         # Kept across iterations: cancelling a BLPOP costs a reconnect.
                         wake = asyncio.ensure_future(self.queue.wait_for_wake(timeout))
+                        # An outage's error may land while no one looks (a claim in
+                        # flight) and the next pass replaces it: read it here, or
+                        # asyncio logs "Task exception was never retrieved".
+                        wake.add_done_callback(lambda f: f.cancelled() or f.exception())
                     waiters.add(wake)
                 await asyncio.wait(
                     waiters, timeout=max(timeout, 0.001), return_when="FIRST_COMPLETED"

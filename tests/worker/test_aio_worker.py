@@ -6,6 +6,7 @@ graceful stop, reaping a crashed worker's job, bad settings.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from typing import Any
@@ -545,6 +546,49 @@ def test_a_stop_while_completions_are_in_flight_outlives_none_of_its_calls(
     assert run(loop, scenario()) == 0
     stats = run(loop, live.stats())
     assert (stats.succeeded, stats.active + stats.pending) == (0, 50)
+
+
+def test_a_wake_wait_that_fails_unwatched_is_not_reported_unretrieved(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    # The worker's wait for a wake-up fails (a connection reset) while a claim is
+    # in flight, and the next pass starts a new wait: the failed one's error must
+    # be read, not left for asyncio to log as an ERROR with a traceback.
+    unread: list[str] = []
+    loop.set_exception_handler(lambda _, context: unread.append(str(context.get("message"))))
+    real_claim = live.claim_now
+    waits = 0
+
+    async def failing_wait(timeout: float) -> bool:
+        nonlocal waits
+        waits += 1
+        await asyncio.sleep(0.03)
+        raise leaseq.ServerUnavailable("connection reset")
+
+    async def slow_claim(*args: Any, **kwargs: Any) -> Any:
+        got = await real_claim(*args, **kwargs)
+        await asyncio.sleep(0.05)  # the wait fails meanwhile
+        return got
+
+    live.wait_for_wake = failing_wait  # type: ignore[method-assign]
+    live.claim_now = slow_claim  # type: ignore[method-assign]
+
+    async def handler(lease: leaseq.Lease) -> None:
+        await asyncio.sleep(0.01)
+
+    async def scenario() -> None:
+        await live.enqueue_many([{"i": i} for i in range(3)])
+        worker = leaseq.aio.Worker(live, handler, concurrency=2, ttl=2.0)
+        task = asyncio.ensure_future(worker.run())
+        while waits < 20:
+            await asyncio.sleep(0.01)
+        worker.stop()
+        await asyncio.wait_for(task, 5.0)
+        gc.collect()  # an unread task error is reported when the task is collected
+        await asyncio.sleep(0)
+
+    run(loop, scenario())
+    assert unread == []
 
 
 def test_worker_reaps_a_crashed_workers_job(
