@@ -8,7 +8,8 @@
 -- ARGV[1]  lease_ms, the new lease length from now (integer ms >= 1)
 -- ARGV[2]  cap_ms, the most total lease time one claim may hold, from claimed_at (integer ms >= 1)
 -- ARGV[3]  started, flags, one character per item: '1' = its handler has started (clears the
---          row's prefetched mark, so a crash now charges the attempt); anything else = no news
+--          row's prefetched mark, so a crash now charges the attempt, and while the mark was
+--          there moves claimed_at to now: the cap counts from the start); anything else = no news
 -- ARGV[4..] items, three values per item: id (string), token (the lease's attempts, decimal string),
 --           incarnation (the lease's row incarnation, decimal string)
 -- derives: nothing
@@ -38,10 +39,19 @@ for i = TAIL.keys, #KEYS do
   if refused then
     out[#out + 1] = refused
   else
-    if started:sub(i - 2, i - 2) == '1' then redis.call('HDEL', job, 'prefetched') end
+    -- A prefetched lease's handler starts now: the cap counts from here, not from
+    -- the claim (its wait for a slot was no handler's time). Once only: the mark
+    -- goes with the first news.
+    local starts = started:sub(i - 2, i - 2) == '1'
+      and redis.call('HGET', job, 'prefetched') == token
+    if starts then redis.call('HDEL', job, 'prefetched') end
     now = now or now_ms(meta)
     local deadline = now + lease_ms
     local claimed_at = to_count(redis.call('HGET', job, 'claimed_at'))
+    if starts then
+      claimed_at = now
+      redis.call('HSET', job, 'claimed_at', now)
+    end
     if claimed_at then
       -- A handler that heartbeats forever still loses the job at the cap.
       deadline = math.min(deadline, claimed_at + cap_ms)

@@ -13,7 +13,8 @@ a thread of the worker's own pool (``concurrency`` threads), so it never
 blocks the loop; ``leaseq.current_job()`` works inside it as in the threaded
 worker. Cancelling such a job (lease lost, stop past ``grace``) cannot stop
 its thread: the job is released (or left to its new holder), ``current_job().lost``
-is set, and what the thread returns later is discarded.
+is set, and what the thread returns later is discarded; a lost job's slot stays
+busy until its thread returns.
 """
 
 from __future__ import annotations
@@ -294,7 +295,7 @@ class Worker:
         wake: asyncio.Future[bool] | None = None
         loop = asyncio.get_running_loop()
         next_reap = next_tick = next_register = loop.time()
-        self._prefetch = Prefetch(self.concurrency, self.prefetch, loop.time())
+        self._prefetch = Prefetch(self.concurrency, self.prefetch, loop.time(), self.processed)
         backoff = Backoff()
         try:
             while not self._stop.is_set():
@@ -352,6 +353,10 @@ class Worker:
                     if wake is None or wake.done():
                         # Kept across iterations: cancelling a BLPOP costs a reconnect.
                         wake = asyncio.ensure_future(self.queue.wait_for_wake(timeout))
+                        # An outage's error may land while no one looks (a claim in
+                        # flight) and the next pass replaces it: read it here, or
+                        # asyncio logs "Task exception was never retrieved".
+                        wake.add_done_callback(lambda f: f.cancelled() or f.exception())
                     waiters.add(wake)
                 await asyncio.wait(
                     waiters, timeout=max(timeout, 0.001), return_when="FIRST_COMPLETED"
@@ -372,6 +377,8 @@ class Worker:
             # Let them unwind (a cancelled BLPOP drops its connection; a cancelled
             # job releases its lease) before the loop may close.
             await asyncio.gather(*leftovers, return_exceptions=True)
+            # run() itself cancelled: its prefetched leases go back too, at once.
+            await self._release_spare()
             if hasattr(self.queue, "unregister_worker"):
                 with contextlib.suppress(LeaseqError):  # else the row simply expires
                     await self.queue.unregister_worker(self.queue.worker_id)
@@ -386,7 +393,7 @@ class Worker:
                 ttl=3 * every,
                 concurrency=self.concurrency,
                 done=self.processed,
-                running=len(self._tasks),
+                running=len(self._tasks) + len(self._spare),  # held: running or prefetched
             )
         return every
 
@@ -425,13 +432,29 @@ class Worker:
         return free
 
     async def _release_spare(self) -> None:
-        """At stop: hand the prefetched leases back at once (unstarted: no attempt
-        spent); one that cannot be released expires and is refunded the same way."""
+        """At stop (or when run() is cancelled): hand the prefetched leases back at
+        once (unstarted: no attempt spent). One that cannot be released expires and
+        is refunded the same way; so do all the rest once a release meets an outage,
+        rather than hold run() for a failing call per lease."""
         while self._spare:
             held = self._spare.popleft()
             self._beats.pop(id(held.ctx), None)
-            with contextlib.suppress(LeaseqError):
+            try:
                 await self.queue.release(held.ctx.lease)
+            except LeaseqError as exc:
+                if error_kind(exc) == "job":
+                    continue  # lost meanwhile, or a damaged row: that lease only
+                log_job(
+                    self.queue.name,
+                    logging.WARNING,
+                    None,
+                    "could not release %d prefetched leases (%s); they expire, unspent",
+                    len(self._spare) + 1,
+                    exc,
+                )
+                for left in self._spare:
+                    self._beats.pop(id(left.ctx), None)
+                self._spare.clear()
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -525,6 +548,14 @@ class Worker:
                 if span is not None:
                     span.finish(None, None, lost=True)
                     span = None
+                thread = self._threads.get(id(ctx))
+                if thread is not None and not thread.done():
+                    # A plain handler's thread cannot be cancelled: it keeps its pool
+                    # slot, so this job keeps its handler slot until it returns (else
+                    # the next job would wait for a thread, its timeout running).
+                    returned = asyncio.wrap_future(thread)
+                    returned.add_done_callback(lambda f: f.cancelled() or f.exception())
+                    await asyncio.wait({returned})
                 return
             raised: BaseException | None
             if job.cancelled():  # the handler cancelled itself: a failure
@@ -655,6 +686,12 @@ class Worker:
                     held.report = held.report and not told
                     continue
                 self._beats.pop(id(ctx), None)
+                if held.job is not None and held.job.done():
+                    # Its outcome is being written, and that call hears its own
+                    # answer: this beat may have run just after it landed (the row
+                    # succeeded under this very token), or a reply was lost and its
+                    # retry will find AlreadyFinished. Not a lost lease.
+                    continue
                 ctx.lost.set()
                 if held.job is None:  # prefetched: it never starts (_process looks first)
                     with contextlib.suppress(ValueError):  # unless just taken to start

@@ -74,11 +74,15 @@ class Prefetch:
     the rate jobs finish, never fewer than ``concurrency`` nor more than
     ``CLAIM_BATCH``. The threaded and the async worker both follow it."""
 
-    def __init__(self, concurrency: int, prefetch: int | None, now: float) -> None:
+    def __init__(
+        self, concurrency: int, prefetch: int | None, now: float, finished: int = 0
+    ) -> None:
+        """``finished``: the running count of jobs done that ``adapt`` will be given,
+        as it stands now (a worker's count may carry over from an earlier run)."""
         self.concurrency = concurrency
         self.fixed = prefetch is not None
         self.limit = concurrency + (concurrency if prefetch is None else prefetch)
-        self._at, self._seen = now, 0
+        self._at, self._seen = now, finished
 
     def adapt(self, finished: int, now: float) -> None:
         """Re-size an adaptive prefetch from ``finished`` (a running count of jobs done)."""

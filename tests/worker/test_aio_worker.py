@@ -6,15 +6,22 @@ graceful stop, reaping a crashed worker's job, bad settings.
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
+import time
 from typing import Any
 
 import pytest
 import redis
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import ConstantBackoff
 
 import leaseq
 import leaseq.aio
 from leaseq.handler import Dead, Retry
 from tests.support.backends import run
+from tests.support.servers import RedisServer, wait_until
 
 
 def test_worker_outcomes_in_burst(live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop) -> None:
@@ -173,6 +180,53 @@ def test_one_heartbeat_call_extends_every_running_lease(
     assert calls <= 60, f"{calls} extend calls for 20 jobs"
 
 
+def test_a_beat_that_meets_a_landed_completion_loses_nothing(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The completion lands but its reply is lost (then retried); meanwhile a
+    # heartbeat, sent with the job still held, finds the row succeeded under the
+    # lease's own token. That is the worker's own outcome, not a lost lease: no
+    # warning, and the retry's AlreadyFinished counts the job as processed.
+    sent = 0
+    answered: set[int] = set()
+    real_extend, real_complete = live.extend_many, live.complete_many
+
+    async def extend_many(*args: Any, **kwargs: Any) -> Any:
+        nonlocal sent
+        beat, sent = sent, sent + 1
+        try:
+            return await real_extend(*args, **kwargs)
+        finally:
+            answered.add(beat)
+
+    async def complete_many(*args: Any, **kwargs: Any) -> Any:
+        live.complete_many = real_complete  # type: ignore[method-assign]
+        await real_complete(*args, **kwargs)
+        landed = sent
+        while not any(beat >= landed for beat in answered):  # a beat sent after it landed
+            await asyncio.sleep(0.005)
+        raise leaseq.ServerUnavailable("connection reset")
+
+    live.extend_many = extend_many  # type: ignore[method-assign]
+    live.complete_many = complete_many  # type: ignore[method-assign]
+
+    async def handler(lease: leaseq.Lease) -> str:
+        return "done"
+
+    async def scenario() -> int:
+        await live.enqueue({"i": 1}, id="one")
+        return await asyncio.wait_for(
+            leaseq.aio.Worker(live, handler, concurrency=1, ttl=0.3).run(burst=True), 10.0
+        )
+
+    with caplog.at_level(logging.WARNING, logger="leaseq"):
+        processed = run(loop, scenario())
+    job = run(loop, live.get("one"))
+    assert job is not None and job.state is leaseq.State.SUCCEEDED
+    assert processed == 1
+    assert "lease lost" not in caplog.text
+
+
 def test_worker_cancels_a_handler_whose_lease_is_lost(
     live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
 ) -> None:
@@ -202,6 +256,34 @@ def test_worker_cancels_a_handler_whose_lease_is_lost(
     assert job is not None and job.state is leaseq.State.ACTIVE and job.attempts == 7
 
 
+def test_a_lost_plain_handler_keeps_its_slot_until_its_thread_returns(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    # A plain handler's thread cannot be cancelled: when its lease is lost, the
+    # thread keeps its pool slot. The next job must not start before it returns,
+    # or it would sit waiting for a thread, its timeout running, and fail for a
+    # timeout it never ran into.
+    def handler(lease: leaseq.Lease) -> str:
+        if lease.payload["stuck"]:
+            time.sleep(1.0)  # ignores current_job().lost
+        return "ok"
+
+    async def scenario() -> int:
+        await live.enqueue({"stuck": True}, id="stuck")
+        await live.enqueue({"stuck": False}, id="quick", timeout=0.3)
+        worker = leaseq.aio.Worker(live, handler, concurrency=1, prefetch=0, ttl=0.3)
+        task = asyncio.ensure_future(worker.run(burst=True))
+        while (await live.stats()).active == 0:
+            await asyncio.sleep(0.01)
+        await live.redis.hset(live.keys.job("stuck"), "attempts", 7)  # taken over
+        return await asyncio.wait_for(task, 10.0)
+
+    assert run(loop, scenario()) == 1
+    quick = run(loop, live.get("quick"))
+    assert quick is not None and quick.state is leaseq.State.SUCCEEDED
+    assert (quick.attempts, quick.last_error) == (1, None)
+
+
 def test_prefetch_claims_ahead_in_few_calls(
     live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
 ) -> None:
@@ -229,6 +311,31 @@ def test_prefetch_claims_ahead_in_few_calls(
     stats = run(loop, live.stats())
     assert (stats.succeeded, stats.pending, stats.active) == (2000, 0, 0)
     assert claims < 400, f"{claims} claims for 2,000 jobs at concurrency 2"
+
+
+def test_a_second_run_sizes_its_prefetch_from_its_own_rate(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    # A worker run again (a periodic burst, say) after draining 2,000 quick jobs
+    # now meets slow ones: it must hold about 50 ms of their work, not size its
+    # prefetch from the first run's count of jobs and take every lease there is.
+    held: list[int] = []
+
+    async def handler(lease: leaseq.Lease) -> None:
+        if lease.payload["slow"]:
+            held.append((await live.stats()).active)
+            await asyncio.sleep(0.2)
+
+    async def scenario() -> None:
+        await live.enqueue_many([{"slow": False}] * 2000)
+        worker = leaseq.aio.Worker(live, handler, concurrency=2, ttl=5.0)
+        assert await worker.run(burst=True) == 2000
+        await live.enqueue_many([{"slow": True}] * 12)
+        assert await worker.run(burst=True) == 2012  # processed counts across runs
+
+    run(loop, scenario())
+    # Two running and two prefetched (at least concurrency): never all twelve.
+    assert max(held) <= 4, held
 
 
 def test_prefetched_leases_are_heartbeated_while_they_wait(
@@ -273,6 +380,105 @@ def test_stop_hands_prefetched_leases_back_unspent(
     # The four prefetched never started: back to pending at once, the attempt
     # their claim counted refunded (max_attempts raised by one: two still left).
     assert [(j.state, j.max_attempts - j.attempts) for j in rest] == [(leaseq.State.PENDING, 2)] * 4
+
+
+def test_the_registry_counts_prefetched_leases_as_held(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    # `leaseq workers` shows the leases a worker holds, running or prefetched,
+    # as for the threaded worker: one running and three prefetched are four.
+    gate = asyncio.Event()
+
+    async def handler(lease: leaseq.Lease) -> None:
+        await gate.wait()
+
+    async def scenario() -> list[int]:
+        await live.enqueue_many([{"i": i} for i in range(4)])
+        worker = leaseq.aio.Worker(live, handler, concurrency=1, prefetch=3, ttl=0.6)
+        task = asyncio.ensure_future(worker.run())
+        give_up = time.monotonic() + 10.0
+        held: list[int] = []
+        while held != [4] and time.monotonic() < give_up:
+            await asyncio.sleep(0.02)
+            held = [w.running for w in await live.workers()]
+        gate.set()
+        worker.stop()
+        await asyncio.wait_for(task, 10.0)
+        return held
+
+    assert run(loop, scenario()) == [4]
+
+
+def test_cancelling_run_hands_prefetched_leases_back_too(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    # run() cancelled (asyncio.run on Ctrl-C, a TaskGroup, a timeout) releases its
+    # running job; its prefetched leases must not sit active until they expire.
+    started = asyncio.Event()
+
+    async def handler(lease: leaseq.Lease) -> None:
+        started.set()
+        await asyncio.sleep(30)
+
+    async def scenario() -> list[Any]:
+        ids = await live.enqueue_many([{"i": i} for i in range(5)])
+        worker = leaseq.aio.Worker(live, handler, concurrency=1, prefetch=4, ttl=30.0)
+        task = asyncio.ensure_future(worker.run())
+        await asyncio.wait_for(started.wait(), 5.0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 5.0)
+        return [await live.get(job_id) for job_id in ids]
+
+    jobs = run(loop, scenario())
+    assert [(j.state, j.max_attempts - j.attempts) for j in jobs] == [(leaseq.State.PENDING, 2)] * 5
+
+
+def test_a_stop_in_an_outage_leaves_prefetched_leases_to_expire_unspent(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    # The server dies with 100 leases prefetched; stop() must not spend a failing
+    # release on each (here 5 retries 50 ms apart per call: minutes for them all).
+    # They expire instead, and reaping refunds them: no attempt spent.
+    server = RedisServer("--appendonly", "yes", "--appendfsync", "always")
+    client = aioredis.Redis(port=server.port, retry=AsyncRetry(ConstantBackoff(0.05), 5))
+    queue = leaseq.aio.Queue("jobs", redis=client, backoff=0.0, max_attempts=2)
+    started = asyncio.Event()
+
+    async def handler(lease: leaseq.Lease) -> None:
+        started.set()
+        await asyncio.sleep(30)
+
+    async def scenario() -> float:
+        await queue.enqueue_many([{"i": i} for i in range(101)])
+        worker = leaseq.aio.Worker(queue, handler, concurrency=1, prefetch=100, ttl=1.0, grace=0.1)
+        task = asyncio.ensure_future(worker.run())
+        await asyncio.wait_for(started.wait(), 5.0)
+        while len(worker._spare) < 100:
+            await asyncio.sleep(0.01)
+        server.kill()
+        began = time.monotonic()
+        worker.stop()
+        await asyncio.wait_for(task, 60.0)
+        return time.monotonic() - began
+
+    try:
+        took = run(loop, scenario())
+        assert took < 15.0, f"run() took {took:.1f}s to return"
+        server.start()
+        sync = redis.Redis(port=server.port)
+        q = leaseq.Queue("jobs", redis=sync)
+        rows = q.ls("active", limit=200)
+        assert len(rows) == 101  # the running one and the 100 prefetched
+        wait_until(lambda: q.reap() and not q.stats().active, 10, 0.05, "the leases to expire")
+        jobs = [q.get(row.id) for row in rows]
+        spent = sorted(j.max_attempts - j.attempts for j in jobs if j is not None)
+        # Only the job that ran spent its attempt.
+        assert spent == [1] + [2] * 100
+        sync.close()
+    finally:
+        run(loop, client.aclose())
+        server.stop()
 
 
 def test_worker_graceful_stop_finishes_then_releases(
@@ -340,6 +546,49 @@ def test_a_stop_while_completions_are_in_flight_outlives_none_of_its_calls(
     assert run(loop, scenario()) == 0
     stats = run(loop, live.stats())
     assert (stats.succeeded, stats.active + stats.pending) == (0, 50)
+
+
+def test_a_wake_wait_that_fails_unwatched_is_not_reported_unretrieved(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    # The worker's wait for a wake-up fails (a connection reset) while a claim is
+    # in flight, and the next pass starts a new wait: the failed one's error must
+    # be read, not left for asyncio to log as an ERROR with a traceback.
+    unread: list[str] = []
+    loop.set_exception_handler(lambda _, context: unread.append(str(context.get("message"))))
+    real_claim = live.claim_now
+    waits = 0
+
+    async def failing_wait(timeout: float) -> bool:
+        nonlocal waits
+        waits += 1
+        await asyncio.sleep(0.03)
+        raise leaseq.ServerUnavailable("connection reset")
+
+    async def slow_claim(*args: Any, **kwargs: Any) -> Any:
+        got = await real_claim(*args, **kwargs)
+        await asyncio.sleep(0.05)  # the wait fails meanwhile
+        return got
+
+    live.wait_for_wake = failing_wait  # type: ignore[method-assign]
+    live.claim_now = slow_claim  # type: ignore[method-assign]
+
+    async def handler(lease: leaseq.Lease) -> None:
+        await asyncio.sleep(0.01)
+
+    async def scenario() -> None:
+        await live.enqueue_many([{"i": i} for i in range(3)])
+        worker = leaseq.aio.Worker(live, handler, concurrency=2, ttl=2.0)
+        task = asyncio.ensure_future(worker.run())
+        while waits < 20:
+            await asyncio.sleep(0.01)
+        worker.stop()
+        await asyncio.wait_for(task, 5.0)
+        gc.collect()  # an unread task error is reported when the task is collected
+        await asyncio.sleep(0)
+
+    run(loop, scenario())
+    assert unread == []
 
 
 def test_worker_reaps_a_crashed_workers_job(

@@ -74,6 +74,27 @@ def test_a_heartbeat_that_says_started_makes_a_crash_charge_the_attempt(
     assert _job(q, b).state is leaseq.State.PENDING and _job(q, b).max_attempts == 2
 
 
+def test_a_prefetched_leases_cap_counts_from_its_handlers_start(
+    q: leaseq.Queue, r: Any, clock: Clock
+) -> None:
+    # A prefetched lease waits for a slot for most of the cap; once its handler
+    # starts it gets the whole cap to run, as a lease claimed for it then would.
+    cap = clock.lease(10.0, 0.4)
+    capped = leaseq.Queue("capped", redis=r, lease_cap=cap)
+    capped.enqueue({})
+    (lease,), _ = capped.claim_now(1, ttl=cap, started=0)
+    clock.advance(cap * 0.7)
+    (lease,) = capped.extend_many([lease], ttl=cap, started=[True])  # it starts now
+    assert isinstance(lease, leaseq.Lease)
+    started_at = int(r.hget(capped.keys.job(lease.id), "claimed_at"))
+    clock.advance(cap * 0.6)  # past its claim + cap; well within its start + cap
+    (held,) = capped.extend_many([lease], ttl=cap, started=[True])
+    assert isinstance(held, leaseq.Lease)
+    # Once only: a second "started" does not move the cap again.
+    assert int(r.hget(capped.keys.job(held.id), "claimed_at")) == started_at
+    assert round(held.deadline * 1000) == started_at + round(cap * 1000)
+
+
 def test_plain_claims_are_started_so_a_crash_charges_the_attempt(
     q: leaseq.Queue, r: Any, clock: Clock
 ) -> None:
