@@ -20,7 +20,7 @@ from leaseq.store.leases import Claimed, block_until, block_wait
 from leaseq.store.produce import enqueue_traced
 from leaseq.store.reads import done_ids, wait_names
 from leaseq.store.replies import as_text
-from leaseq.store.steps import Call, Command, Listen, Op, Rows, Wake
+from leaseq.store.steps import Call, Command, Listen, Op, Rows, Wake, joined
 from leaseq.types import Job, JobOptions, Lease, State
 
 if TYPE_CHECKING:
@@ -160,10 +160,7 @@ class JobOps:
         the lease with its new deadline, or the LeaseLost it met (nothing written
         for that one). A worker's heartbeat for all it holds; ``started[i]`` says a
         prefetched lease's handler has started (a crash then charges it)."""
-        out: list[Lease | LeaseLost] = []
-        for call in self.core.extend_calls(leases, ttl, started):
-            out += yield call
-        return out
+        return (yield from joined(self.core.extend_calls(leases, ttl, started)))
 
     def complete(
         self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None
@@ -188,10 +185,7 @@ class JobOps:
         self, leases: Sequence[Lease], results: Sequence[Any] | None = None
     ) -> Op[list[LeaseLost]]:
         """Complete many leases in few calls; return the refusals (empty if all held)."""
-        lost: list[LeaseLost] = []
-        for call in self.complete_calls(leases, results):
-            lost += yield call
-        return lost
+        return (yield from joined(self.complete_calls(leases, results)))
 
     def complete_calls(
         self, leases: Sequence[Lease], results: Sequence[Any] | None = None

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from leaseq.errors import InvalidArgument, LeaseLost
-from leaseq.store.steps import Call, Op
+from leaseq.store.steps import Call, Op, joined
 from leaseq.types import Lease, State
 
 __all__ = ["LeaseRouting"]
@@ -70,10 +70,7 @@ class LeaseRouting:
         """Complete many leases, one batch per shard (or queue); return the refusals.
         Every result is encoded before any part's call runs: one that will not
         encode raises InvalidPayload with nothing written on any part."""
-        lost: list[LeaseLost] = []
-        for call in self.complete_calls(leases, results):
-            lost += yield call
-        return lost
+        return (yield from joined(self.complete_calls(leases, results)))
 
     def complete_calls(
         self, leases: Sequence[Lease], results: Sequence[Any] | None = None

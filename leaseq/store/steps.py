@@ -14,7 +14,19 @@ from typing import Any, TypeVar
 
 from leaseq.store.scripts import Call
 
-__all__ = ["Call", "Command", "Feed", "Listen", "Op", "Rows", "Scan", "Step", "Wake", "one"]
+__all__ = [
+    "Call",
+    "Command",
+    "Feed",
+    "Listen",
+    "Op",
+    "Rows",
+    "Scan",
+    "Step",
+    "Wake",
+    "joined",
+    "one",
+]
 
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
@@ -74,6 +86,15 @@ Feed = Generator[Op[list[R]], Any, None]
 """An operation that produces a sequence (``events``): it yields operations, and
 each one's result is the next few items (maybe none); the driver runs them in
 turn and hands out the items, until the feed returns."""
+
+
+def joined(calls: Sequence[Call[list[R]]]) -> Op[list[R]]:
+    """Run ``calls`` in turn; their replies' lists, joined in order (the chunks of
+    one batch operation)."""
+    out: list[R] = []
+    for call in calls:
+        out += yield call
+    return out
 
 
 def one(call: Call[R]) -> Op[R]:
