@@ -360,7 +360,10 @@ def test_follow_wakes_on_a_new_transition(rq: Any) -> None:
     got: list[leaseq.Event] = []
     reader = threading.Thread(target=lambda: got.extend(q.events("$", block=10.0, limit=1)))
     reader.start()
-    wait_until(lambda: rq.client_list() and len(rq.client_list()) >= 2, timeout=5)
+    # The reader must be blocked in its XREAD before the enqueue: '$' means
+    # "after what is there when the read starts", and a connection merely open
+    # may not have sent it yet.
+    wait_until(lambda: any(c.get("cmd") == "xread" for c in rq.client_list()), timeout=5)
     q.enqueue("new", id="new")
     reader.join(10)
     assert [e.job_id for e in got] == ["new"]
