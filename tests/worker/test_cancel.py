@@ -79,7 +79,9 @@ def test_a_thread_handler_sees_current_job_cancelled(rr: Any, tmp_path: Path) ->
     try:
         assert started.wait(10.0)
         assert q.cancel(job_id) is True
-        wait_until(flag.exists, 10, what="the handler to return")
+        # The file exists a moment before its text is in it: wait for the text.
+        written = lambda: flag.exists() and flag.read_text() != ""  # noqa: E731
+        wait_until(written, 10, what="the handler to return")
         assert flag.read_text() == "cancelled"
         wait_until(lambda: w.counts["lost"] == 1, 10, what="the outcome discarded")
     finally:
