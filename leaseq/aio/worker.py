@@ -330,13 +330,14 @@ class Worker:
                     delay = self._outage.failed("claim", exc, backoff)
                     await asyncio.wait({stop_wait}, timeout=delay)
                     continue
+                report = self._bridge() if leases else None  # one bridge serves the claim
                 for i, lease in enumerate(leases):
+                    held_lease = _Held(JobContext(lease, report=report))
                     if i < free:
-                        self._start(_Held(JobContext(lease, report=self._bridge())))
-                    else:
-                        spare = _Held(JobContext(lease, report=self._bridge()))
-                        self._beats[id(spare.ctx)] = spare
-                        self._spare.append(spare)
+                        self._start(held_lease)
+                    else:  # prefetched: heartbeated from now, started when a slot frees
+                        self._beats[id(held_lease.ctx)] = held_lease
+                        self._spare.append(held_lease)
                 if (leases or self._spare) and len(self._tasks) < self.concurrency:
                     continue  # there may be more right away
                 if held:
