@@ -128,6 +128,8 @@ local LEASE = { 'id', 'attempts', 'incarnation', 'max_attempts', 'lease_until',
                 'enqueued_at', 'payload', 'kind', 'timeout_ms', 'traceparent', 'depends_on' }
 local WIDTH, AT = #LEASE, {}
 for i, name in ipairs(LEASE) do AT[name] = i - 1 end
+-- Leases active per group, as lease_one leaves them (rotate_groups reads each once).
+local group_active = {}
 -- Lease one popped id if its row can run; true if leased.
 local function lease_one(id)
     local job = job_prefix .. id
@@ -157,7 +159,7 @@ local function lease_one(id)
           'lease_until', deadline, 'claimed_at', now, 'worker', worker)
       end
       -- Fair groups: the row's group counts one more lease (group_done undoes it).
-      if row[7] then redis.call('HINCRBY', K.group_active, row[7], 1) end
+      if row[7] then group_active[row[7]] = redis.call('HINCRBY', K.group_active, row[7], 1) end
       leased[#leased + 1] = deadline
       leased[#leased + 1] = id
       got = got + 1
@@ -204,7 +206,7 @@ end
 -- Fair groups first (rotation between the groups with ready jobs and the
 -- ungrouped jobs as one more turn), then the ungrouped path as before.
 budget = rotate_groups(pending, K, count, budget, lease_one,
-  function() return got end, now)
+  function() return got end, now, group_active)
 while got < count and budget > 0 do
   local popped = redis.call('ZPOPMIN', pending, math.min(count - got, budget))
   if #popped == 0 then break end

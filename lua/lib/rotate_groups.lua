@@ -1,4 +1,4 @@
--- rotate_groups(pending, K, count, budget, lease_one, got, now): fair groups' part of a
+-- rotate_groups(pending, K, count, budget, lease_one, got, now, active): fair groups' part of a
 -- claim. Each turn takes the group at the head of ZSET K.groups (lowest round-robin
 -- number), pops its best job from ZSET K.group_prefix .. <name> (priority, then FIFO), removes the
 -- id from pending and leases it with lease_one(id); the group goes to the back (a fresh meta
@@ -13,7 +13,9 @@
 -- A group's own 'concurrency:<name>' overrides group_concurrency. Overrides are read
 -- per turn only while meta-like field 'group_overrides' in K.limits says any exist.
 -- Stops at count leases (got() says how many so far), when
--- budget turns run out, or when no group has ready jobs.
+-- budget turns run out, or when no group has ready jobs. active: a table, group -> its
+-- count in K.group_active, which lease_one keeps up to date as it leases (a group not in
+-- it yet is read here once).
 -- Each turn is O(log n) in jobs and groups. Returns the budget left.
 --
 -- Cost: the turns are taken a pass at a time. A group that takes its turn goes
@@ -22,12 +24,14 @@
 -- one ZRANGE; the groups sent to the back or out are written with one ZADD and
 -- one ZREM per pass, the leased ids leave pending with one ZREM per call, and
 -- gseq/gturn are read once and written once. Per turn that leaves ZPOPMIN and
--- ZCARD of the group's ready set. The order is exactly the turn-by-turn one
--- (tests/store/test_model.py models it).
+-- ZCARD of the group's ready set: a group's active count and the length of its
+-- rate log are read once per call and then counted here (each ZADD to the log
+-- says whether it added), and the log's expiry is set once per call. The
+-- order is exactly the turn-by-turn one (tests/store/test_model.py models it).
 --!include lib/call_chunked.lua
 --!include lib/to_count.lua
 local GROUPED = 9007199254740992 -- pending scores from 2^53 up are grouped ids (push_pending)
-local function rotate_groups(pending, K, count, budget, lease_one, got, now)
+local function rotate_groups(pending, K, count, budget, lease_one, got, now, active)
   local meta, groups = K.meta, K.groups
   local l = redis.call('HMGET', K.limits, 'group_concurrency', 'group_rate', 'group_per_ms',
     'group_overrides')
@@ -52,6 +56,7 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now)
   local u = redis.call('ZRANGE', pending, 0, 0, 'WITHSCORES')
   local ungrouped = #u > 0 and tonumber(u[2]) < GROUPED
   local taken = {}
+  local logged, expiring = {}, {} -- per group: entries in its rate log; groups whose log grew
   while got() < count and budget > 0 do
     local heads = redis.call('ZRANGE', groups, 0, math.min(count - got(), budget) - 1, 'WITHSCORES')
     if #heads == 0 then break end
@@ -85,17 +90,21 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now)
         -- Fewer entries than the rate: under it whatever their age. Only a group
         -- near its rate pays for the trim (so the log never holds much more
         -- than rate entries, and a group well below its rate costs a ZCARD).
-        local over = redis.call('ZCARD', claims) - grate
+        local over = (logged[group] or redis.call('ZCARD', claims)) - grate
         if over >= 0 then
           redis.call('ZREMRANGEBYSCORE', claims, '-inf', now - gper)
           over = redis.call('ZCARD', claims) - grate
         end
+        logged[group] = over + grate
         if over >= 0 then
           local t = redis.call('ZRANGE', claims, over, over, 'WITHSCORES')
           free_at = (#t > 0 and tonumber(t[2]) or now) + gper
         end
       end
-      if gcap and (tonumber(redis.call('HGET', K.group_active, group) or '0') or 0) >= gcap then
+      if gcap and not active[group] then
+        active[group] = tonumber(redis.call('HGET', K.group_active, group) or '0') or 0
+      end
+      if gcap and active[group] >= gcap then
         out[#out + 1] = group
         redis.call('HSET', K.group_held, group, 1)
       elseif free_at then
@@ -107,8 +116,11 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now)
         if #p > 0 then
           taken[#taken + 1] = p[1]
           if lease_one(p[1]) and claims then
-            redis.call('ZADD', claims, now, now .. ':' .. p[1])
-            redis.call('PEXPIRE', claims, gper)
+            logged[group] = logged[group] + redis.call('ZADD', claims, now, now .. ':' .. p[1])
+            if not expiring[group] then
+              expiring[group] = gper
+              expiring[#expiring + 1] = group
+            end
           end
         end
         if redis.call('ZCARD', ready) == 0 then
@@ -122,6 +134,10 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now)
     end
     if #back > 0 then call_chunked('ZADD', groups, back, 1000) end
     if #out > 0 then call_chunked('ZREM', groups, out, 1000) end
+  end
+  -- A log expires one window after its group's last claim: the call's claims share one time.
+  for _, group in ipairs(expiring) do
+    redis.call('PEXPIRE', K.group_claims_prefix .. group, expiring[group])
   end
   if #taken > 0 then call_chunked('ZREM', pending, taken, 1000) end
   if seq ~= seq_at_start then
