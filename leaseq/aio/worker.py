@@ -50,13 +50,13 @@ from leaseq.store.schedules import TICK_INTERVAL
 from leaseq.types import Lease
 from leaseq.work.outcomes import (
     CLAIM_BATCH,
-    WRITE_BATCH,
     Backoff,
     HandlerTimeout,
     Outage,
     Outcome,
     Prefetch,
     check_worker,
+    completion_batch,
     decide,
     error_kind,
     held_back_async,
@@ -135,20 +135,13 @@ class _Completions:
         return [] if writer is None else [writer]
 
     def _next_batch(self) -> list[tuple[Lease, Any, asyncio.Future[None]]]:
-        """The waiting completions of the next call, oldest first. A refusal names
-        its lease by job id and attempt only, so a call holds each pair once (the
-        queues of a set may hold one id; a job deleted and enqueued again starts
-        over at attempt 1): a second one waits for the next call."""
+        """The waiting completions of the next call, oldest first, as
+        ``completion_batch`` admits them; the rest wait for a later call."""
         batch: list[tuple[Lease, Any, asyncio.Future[None]]] = []
         later: list[tuple[Lease, Any, asyncio.Future[None]]] = []
-        named: set[tuple[str, int]] = set()
+        admit = completion_batch()
         for item in self._waiting:
-            name = (item[0].id, item[0].attempt)
-            if len(batch) == WRITE_BATCH or name in named:
-                later.append(item)
-            else:
-                named.add(name)
-                batch.append(item)
+            (batch if admit(item[0]) else later).append(item)
         self._waiting[:] = later
         return batch
 
