@@ -90,13 +90,28 @@ class HandlerImportError(InvalidArgument):
 class LeaseLost(LeaseqError):
     """The lease is no longer held: the row is not ``active`` under this token.
 
-    Raised by ``complete``, ``extend``, ``fail``, ``release`` and ``once``;
-    nothing was changed. ``state`` and ``attempts`` are what the row held
-    (``None`` when the row is gone).
+    Raised by ``complete``, ``extend``, ``fail``, ``release``, ``once`` and
+    ``progress``, and returned per lease by ``complete_many`` and
+    ``extend_many``; nothing was changed. It names the lease: ``job_id``,
+    ``token`` (its attempt), ``queue`` (the queue it was claimed from) and
+    ``incarnation`` (the row it was claimed from, as ``Lease.incarnation``);
+    ``state`` and ``attempts`` are what the row held (``None`` when the row is
+    gone). A queue's calls always fill in ``queue`` and ``incarnation``: the
+    queues of a set may hold one job id, and a job deleted and enqueued again
+    starts over at attempt 1, so only all four tell every lease apart. They
+    are ``None`` on a ``LeaseLost`` made without them.
     """
 
     def __init__(
-        self, job_id: str, token: int, state: str | None, attempts: str | None, message: str = ""
+        self,
+        job_id: str,
+        token: int,
+        state: str | None,
+        attempts: str | None,
+        message: str = "",
+        *,
+        queue: str | None = None,
+        incarnation: int | None = None,
     ) -> None:
         if not message:
             where = "the row is gone" if state is None else f"row is {state} at attempts={attempts}"
@@ -106,6 +121,8 @@ class LeaseLost(LeaseqError):
         self.token = token
         self.state = state
         self.attempts = attempts
+        self.queue = queue
+        self.incarnation = incarnation
 
 
 class AlreadyFinished(LeaseLost):
@@ -126,13 +143,23 @@ class LeaseCapReached(LeaseLost):
     back; a handler that keeps heartbeating cannot hold a job forever.
     """
 
-    def __init__(self, job_id: str, token: int, deadline: float) -> None:
+    def __init__(
+        self,
+        job_id: str,
+        token: int,
+        deadline: float,
+        *,
+        queue: str | None = None,
+        incarnation: int | None = None,
+    ) -> None:
         super().__init__(
             job_id,
             token,
             "active",
             str(token),
             f"lease on job {job_id!r} (attempt {token}) reached the queue's lease_cap",
+            queue=queue,
+            incarnation=incarnation,
         )
         self.deadline = deadline
 

@@ -185,7 +185,16 @@ class JobContext:
     def raise_if_lost(self) -> None:
         """Raise LeaseLost if the lease is gone (a cheap local check, no Redis call)."""
         if self.lost.is_set():
-            raise LeaseLost(self.lease.id, self.lease.attempt, None, None, "lease was lost")
+            lease = self.lease
+            raise LeaseLost(
+                lease.id,
+                lease.attempt,
+                None,
+                None,
+                "lease was lost",
+                queue=lease.queue,
+                incarnation=lease.incarnation,
+            )
 
 
 _local = threading.local()

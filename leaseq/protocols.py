@@ -4,6 +4,10 @@
 ``leaseq.aio.Queue`` and ``leaseq.aio.ShardedQueue`` are ``AsyncQueueLike``.
 Workers and the CLI take these protocols, not a concrete class, so a plain
 and a sharded queue are interchangeable wherever one is consumed.
+
+``QueueGroup`` is the base of the queue sets (``leaseq.queue_set``) and
+``members`` reads it: here, below both, so the worker machinery
+(``leaseq.work``) tells a set from a queue the same way the workers do.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from leaseq.types import Job, JobOptions, Lease, State, Stats
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["AsyncQueueLike", "QueueLike"]
+__all__ = ["AsyncQueueLike", "QueueGroup", "QueueLike", "members"]
 
 
 @runtime_checkable
@@ -114,3 +118,15 @@ class AsyncQueueLike(Protocol):
     async def tick(self) -> int: ...
     async def get(self, job_id: str) -> Job | None: ...
     async def stats(self, soon: float = 10.0) -> Stats: ...
+
+
+class QueueGroup:
+    """Several queues one worker serves as one (``leaseq.queue_set.QueueSet`` and
+    ``AsyncQueueSet`` derive from it): ``queues``, in their order."""
+
+    queues: tuple[Any, ...]
+
+
+def members(queue: Any) -> tuple[Any, ...]:
+    """The queues a worker serves: a queue set's, or the one queue."""
+    return tuple(queue.queues) if isinstance(queue, QueueGroup) else (queue,)

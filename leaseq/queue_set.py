@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from leaseq.errors import InvalidArgument
+from leaseq.protocols import QueueGroup, members
 from leaseq.store.core import QueueCore
 from leaseq.store.queue_set_ops import QueueSetOps
 from leaseq.transport.drive import AsyncDriver, Operation, SyncDriver
@@ -23,7 +24,7 @@ __all__ = ["AsyncQueueSet", "QueueSet", "members", "parse_queue_spec", "queue_se
 MAX_WEIGHT = 1000
 
 
-class QueueSetBase:
+class QueueSetBase(QueueGroup):
     """The queues, their order and the operations a worker runs on them."""
 
     def __init__(self, queues: Sequence[Any], *, weights: Sequence[int] | None = None) -> None:
@@ -101,11 +102,6 @@ class QueueSet(QueueSetBase, SyncDriver):
 
 class AsyncQueueSet(QueueSetBase, AsyncDriver):
     """Several ``leaseq.aio.Queue`` served by one ``leaseq.aio.Worker``."""
-
-
-def members(queue: Any) -> tuple[Any, ...]:
-    """The queues a worker serves: a queue set's, or the one queue."""
-    return tuple(queue.queues) if isinstance(queue, QueueSetBase) else (queue,)
 
 
 def queue_set(queue: Any, weights: Sequence[int] | None, asynchronous: bool) -> Any:

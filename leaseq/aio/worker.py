@@ -50,13 +50,13 @@ from leaseq.store.schedules import TICK_INTERVAL
 from leaseq.types import Lease
 from leaseq.work.outcomes import (
     CLAIM_BATCH,
-    WRITE_BATCH,
     Backoff,
     HandlerTimeout,
     Outage,
     Outcome,
     Prefetch,
     check_worker,
+    completion_batch,
     decide,
     error_kind,
     held_back_async,
@@ -74,6 +74,8 @@ AsyncHandler = Callable[[Lease], Any]
 
 _IDLE_SLICE = 5.0
 """Longest idle wait between claims when nothing wakes the worker."""
+_CLAIM_WAIT = 5.0
+"""Longest a cancelled run() waits for its claim in flight, to release its leases."""
 
 
 def _is_async(handler: Any) -> bool:
@@ -135,20 +137,13 @@ class _Completions:
         return [] if writer is None else [writer]
 
     def _next_batch(self) -> list[tuple[Lease, Any, asyncio.Future[None]]]:
-        """The waiting completions of the next call, oldest first. A refusal names
-        its lease by job id and attempt only, so a call holds each pair once (the
-        queues of a set may hold one id; a job deleted and enqueued again starts
-        over at attempt 1): a second one waits for the next call."""
+        """The waiting completions of the next call, oldest first, as
+        ``completion_batch`` admits them; the rest wait for a later call."""
         batch: list[tuple[Lease, Any, asyncio.Future[None]]] = []
         later: list[tuple[Lease, Any, asyncio.Future[None]]] = []
-        named: set[tuple[str, int]] = set()
+        admit = completion_batch()
         for item in self._waiting:
-            name = (item[0].id, item[0].attempt)
-            if len(batch) == WRITE_BATCH or name in named:
-                later.append(item)
-            else:
-                named.add(name)
-                batch.append(item)
+            (batch if admit(item[0]) else later).append(item)
         self._waiting[:] = later
         return batch
 
@@ -244,6 +239,8 @@ class Worker:
         prefetched one, and every running job's until its outcome is written
         (or it timed out: then never again)."""
         self._spare: deque[_Held] = deque()
+        self._in_flight: asyncio.Future[tuple[list[Lease], float | None]] | None = None
+        """The claim call in flight when run() was cancelled (``_claim``)."""
         """Prefetched leases, in claim order, waiting for a free handler slot."""
         self._prefetch = Prefetch(concurrency, prefetch, 0.0)  # made afresh by each run()
         self._stop = asyncio.Event()
@@ -317,7 +314,7 @@ class Worker:
                         # Leases beyond the free slots are prefetched: the claim marks
                         # them so, and a crash before they start does not spend their attempt.
                         want = min(self._prefetch.limit - holding, CLAIM_BATCH)
-                        leases, hint = await self.queue.claim_now(want, ttl=self.ttl, started=free)
+                        leases, hint = await self._claim(want, free)
                     # Burst: pending jobs a limit holds back keep the run going.
                     held = burst and not leases and not self._tasks and not self._spare
                     held = held and await held_back_async(members(self.queue))
@@ -378,11 +375,44 @@ class Worker:
             # Let them unwind (a cancelled BLPOP drops its connection; a cancelled
             # job releases its lease) before the loop may close.
             await asyncio.gather(*leftovers, return_exceptions=True)
-            # run() itself cancelled: its prefetched leases go back too, at once.
+            # run() itself cancelled: its prefetched leases go back too, at once,
+            # and so do those of a claim that was in flight.
+            await self._claimed_in_flight()
             await self._release_spare()
             if hasattr(self.queue, "unregister_worker"):
                 with contextlib.suppress(LeaseqError):  # else the row simply expires
                     await self.queue.unregister_worker(self.queue.worker_id)
+
+    async def _claim(self, want: int, free: int) -> tuple[list[Lease], float | None]:
+        """``claim_now``, shielded from run()'s cancellation. Cancelled while the call
+        is in flight, the claim script may already have run: its leases would be
+        this worker's, and nobody else's until they expire. So the call goes on and
+        run()'s cleanup waits for it (``_claimed_in_flight``) to hand them back."""
+        call = asyncio.ensure_future(self.queue.claim_now(want, ttl=self.ttl, started=free))
+        try:
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+            self._in_flight = call
+            raise
+
+    async def _claimed_in_flight(self) -> None:
+        """After run() was cancelled during a claim: wait (at most ``_CLAIM_WAIT``)
+        for that claim and add its leases to the spare ones, which are released
+        next. A claim that fails, or takes longer, leaves its leases (if any) to
+        expire: a prefetched one unspent."""
+        call, self._in_flight = self._in_flight, None
+        if call is None:
+            return
+        done, _ = await asyncio.wait({call}, timeout=_CLAIM_WAIT)
+        if not done:
+            call.cancel()
+            call.add_done_callback(lambda f: f.cancelled() or f.exception())
+            return
+        if call.cancelled() or call.exception() is not None:
+            return
+        leases, _ = call.result()
+        for lease in leases:
+            self._spare.append(_Held(JobContext(lease)))
 
     async def _register(self) -> float:
         """Refresh this worker's row in the queue's registry (``leaseq.store.registry``);

@@ -171,7 +171,7 @@ class LeaseCalls(QueueSettings):
             return [
                 msgspec.structs.replace(lease, deadline=int(item[1]) / 1000.0)
                 if as_text(item[0]) == "OK"
-                else refusal("extend", lease.id, lease.attempt, item, lease.incarnation)
+                else refusal("extend", lease, item)
                 for lease, item in zip(leases, reply, strict=True)
             ]
 
@@ -257,10 +257,7 @@ class LeaseCalls(QueueSettings):
                         f"effect {int(item[1])} of job {lease.id!r} cannot apply: "
                         f"{as_text(item[2])}; nothing was written and the lease still holds"
                     )
-            return [
-                refusal("complete", lease.id, lease.attempt, item, lease.incarnation)
-                for lease, item in others
-            ]
+            return [refusal("complete", lease, item) for lease, item in others]
 
         return SCRIPTS["complete"].call(
             k,
@@ -286,7 +283,7 @@ class LeaseCalls(QueueSettings):
 
         def parse(reply: list[Any]) -> State:
             if as_text(reply[0]) != "OK":
-                raise refusal("fail", lease.id, lease.attempt, reply, lease.incarnation)
+                raise refusal("fail", lease, reply)
             return State(as_text(reply[1]))
 
         return SCRIPTS["fail"].call(
@@ -309,7 +306,7 @@ class LeaseCalls(QueueSettings):
             if as_text(reply[0]) == "DAMAGED":
                 raise DamagedRow(lease.id, as_text(reply[1]), as_text(reply[2]))
             if as_text(reply[0]) != "OK":
-                raise refusal("release", lease.id, lease.attempt, reply, lease.incarnation)
+                raise refusal("release", lease, reply)
 
         return SCRIPTS["release"].call(
             k,
@@ -325,7 +322,7 @@ class LeaseCalls(QueueSettings):
 
         def parse(reply: list[Any]) -> bool:
             if as_text(reply[0]) != "OK":
-                raise refusal("once", lease.id, lease.attempt, reply, lease.incarnation)
+                raise refusal("once", lease, reply)
             return int(reply[1]) == 1
 
         return SCRIPTS["once"].call(
@@ -349,7 +346,7 @@ class LeaseCalls(QueueSettings):
 
         def parse(reply: list[Any]) -> None:
             if as_text(reply[0]) != "OK":
-                raise refusal("progress", lease.id, lease.attempt, reply, lease.incarnation)
+                raise refusal("progress", lease, reply)
 
         return SCRIPTS["progress"].call(
             self.keys,

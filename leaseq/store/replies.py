@@ -24,7 +24,7 @@ from leaseq.errors import (
     ScriptError,
 )
 from leaseq.store.payloads import Codec
-from leaseq.types import TRANSITIONS, Failure, Job, State
+from leaseq.types import TRANSITIONS, Failure, Job, Lease, State
 
 __all__ = [
     "admin_error",
@@ -56,16 +56,19 @@ def loose_text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def refusal(
-    op: str, job_id: str, token: int, reply: Sequence[Any], incarnation: int = 0
-) -> LeaseLost:
-    """The exception for a {'LOST', state, attempts, incarnation} reply — the
-    only place lease refusals become exceptions. Only a row of the lease's own
-    incarnation at its own token can be AlreadyFinished; the same token on a
-    newer row under the same id is a plain LeaseLost."""
+def refusal(op: str, lease: Lease, reply: Sequence[Any]) -> LeaseLost:
+    """The exception for a {'LOST', state, attempts, incarnation} reply to a call
+    on ``lease`` — the only place lease refusals become exceptions, each naming
+    the lease's queue and row (``LeaseLost.queue``, ``.incarnation``). Only a row
+    of the lease's own incarnation at its own token can be AlreadyFinished; the
+    same token on a newer row under the same id is a plain LeaseLost."""
+    job_id, token, incarnation = lease.id, lease.attempt, lease.incarnation
+    queue = lease.queue
     code = as_text(reply[0])
     if code == "CAPPED":
-        return LeaseCapReached(job_id, token, int(reply[1]) / 1000.0)
+        return LeaseCapReached(
+            job_id, token, int(reply[1]) / 1000.0, queue=queue, incarnation=incarnation
+        )
     if code != "LOST":
         raise ScriptError(f"{op}: unexpected reply {reply!r}")
     state, attempts = as_text(reply[1]) or None, as_text(reply[2]) or None
@@ -84,8 +87,10 @@ def refusal(
             state,
             attempts,
             f"job {job_id!r} already left attempt {token}: it is {state}",
+            queue=queue,
+            incarnation=incarnation,
         )
-    return LeaseLost(job_id, token, state, attempts)
+    return LeaseLost(job_id, token, state, attempts, queue=queue, incarnation=incarnation)
 
 
 def admin_error(op: str, job_id: str, reply: Sequence[Any]) -> Exception:

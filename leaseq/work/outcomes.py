@@ -43,6 +43,7 @@ from leaseq.errors import (
     ServerUnavailable,
 )
 from leaseq.handler import Dead, JobContext, Retry, UnknownKind, describe_error, format_traceback
+from leaseq.protocols import members
 from leaseq.store import validate as v
 from leaseq.types import Lease
 
@@ -52,6 +53,29 @@ WRITE_BATCH = 1000
 """Most completions written in one complete_many call (it chunks further)."""
 BACKOFF_START, BACKOFF_CAP = 0.1, 5.0
 """Seconds between attempts to reach a Redis that is down: doubling, capped, jittered."""
+
+
+def completion_batch(limit: int = WRITE_BATCH) -> Callable[[Lease], bool]:
+    """A new ``complete_many`` call, as ``admit(lease)``: True (and the lease
+    counted in) while the call has room for it and holds no lease of the same
+    job id and attempt yet; False leaves it for a later call.
+
+    Why the pair once: ``complete_many`` names a refused lease by job id and
+    attempt only (``LeaseLost.job_id``, ``.token``), and those do not tell every
+    lease apart: the queues of a set may hold one id, and a job deleted and
+    enqueued again under its id starts over at attempt 1. With each pair once
+    in a call, each refusal is its own lease's. Both workers batch through this."""
+    named: set[tuple[str, int]] = set()
+
+    def admit(lease: Lease) -> bool:
+        name = (lease.id, lease.attempt)
+        if len(named) >= limit or name in named:
+            return False
+        named.add(name)
+        return True
+
+    return admit
+
 
 Encode = Callable[[Any, str], bytes]
 """The queue's encoder (``Codec.encode``): raises InvalidPayload / PayloadTooLarge."""
@@ -230,12 +254,12 @@ def result_encoder(queue: Any) -> Callable[[Lease], Encode | None]:
     """The encoder a lease's result is stored with, by the lease: a plain, async or
     sharded queue has one; each queue of a set its own (their ``max_payload_bytes``
     may differ, and ``decide`` must refuse what the job's own queue will not store)."""
-    members = getattr(queue, "queues", None)  # a queue set's; a queue's is a method
-    if isinstance(members, tuple) and members:
-        by_name = {q.name: _encoder(q) for q in members}
-        first = by_name[members[0].name]
+    queues = members(queue)
+    if len(queues) > 1:
+        by_name = {q.name: _encoder(q) for q in queues}
+        first = by_name[queues[0].name]
         return lambda lease: by_name.get(lease.queue, first)
-    encode = _encoder(queue)
+    encode = _encoder(queues[0])
     return lambda lease: encode
 
 
@@ -465,18 +489,16 @@ class OutcomeWriter:
                 self.settle([head])
                 continue
             if outcome.kind == "complete":
-                # A refusal names its lease by job id and attempt only: one run holds
-                # each pair once (the queues of a set may hold one id), so each
-                # refusal is its own lease's.
-                n, named = 1, {(head.lease.id, head.lease.attempt)}
-                while n < min(len(unwritten), WRITE_BATCH):
+                # The completions that follow in order, as far as one call takes them.
+                admit = completion_batch()
+                admit(head.lease)
+                n = 1
+                while n < len(unwritten):
                     nxt = unwritten[n]
                     if not (nxt.outcome and nxt.outcome.kind == "complete" and self.holds(nxt)):
                         break
-                    name = (nxt.lease.id, nxt.lease.attempt)
-                    if name in named:
+                    if not admit(nxt.lease):
                         break
-                    named.add(name)
                     n += 1
                 run = unwritten[:n]
                 self._complete(run)

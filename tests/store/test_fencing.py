@@ -97,6 +97,27 @@ def test_lease_on_deleted_row_is_lost(q: leaseq.Queue, r: Any, op: str) -> None:
     assert snapshot(r) == before
 
 
+@pytest.mark.parametrize("op", sorted(STALE_OPS))
+def test_a_lost_lease_names_its_queue_and_row(q: leaseq.Queue, op: str) -> None:
+    q.enqueue({"n": 1}, id="job")
+    lease = claim_one(q)
+    q.cancel("job")
+    with pytest.raises(leaseq.LeaseLost) as info:
+        STALE_OPS[op](q, lease)
+    lost = info.value
+    assert (lost.job_id, lost.token, lost.state) == ("job", 1, "cancelled")
+    assert (lost.queue, lost.incarnation) == ("emails", lease.incarnation)
+    assert lease.incarnation > 0
+
+
+def test_a_lost_lease_built_by_hand_keeps_its_old_signature() -> None:
+    lost = leaseq.LeaseLost("job", 2, "pending", "3")
+    assert (lost.queue, lost.incarnation) == (None, None)
+    assert str(lost) == "lease on job 'job' (attempt 2) is lost: row is pending at attempts=3"
+    named = leaseq.AlreadyFinished("job", 2, "succeeded", "2", "done", queue="q", incarnation=5)
+    assert (named.queue, named.incarnation, str(named)) == ("q", 5, "done")
+
+
 def test_expired_but_unreaped_lease_may_still_finish(q: leaseq.Queue, clock: Clock) -> None:
     q.enqueue("a", id="a")
     q.enqueue("b", id="b")

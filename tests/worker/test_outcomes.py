@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 import leaseq
 import leaseq.aio
 from leaseq.store.payloads import Codec
-from leaseq.work.outcomes import decide, error_kind
+from leaseq.work.outcomes import completion_batch, decide, error_kind
 from tests.support.servers import RedisServer
 
 ENCODE = Codec("json", None, 100).encode
@@ -101,6 +101,37 @@ def test_cancellation_reads_as_such() -> None:
 )
 def test_error_kinds(exc: leaseq.LeaseqError, kind: str) -> None:
     assert error_kind(exc) == kind
+
+
+def _lease(queue: str, job_id: str, attempt: int, incarnation: int = 0) -> leaseq.Lease:
+    return leaseq.Lease(
+        id=job_id,
+        queue=queue,
+        attempt=attempt,
+        max_attempts=3,
+        payload=None,
+        deadline=0.0,
+        enqueued_at=0.0,
+        worker="w",
+        incarnation=incarnation,
+    )
+
+
+def test_a_completion_batch_holds_each_id_and_attempt_once() -> None:
+    # A refusal names its lease by id and attempt: another queue's lease, or another
+    # row's, with the same pair waits for the next call; another attempt does not.
+    admit = completion_batch()
+    assert admit(_lease("a", "j", 1))
+    assert not admit(_lease("b", "j", 1))
+    assert not admit(_lease("a", "j", 1, incarnation=7))
+    assert admit(_lease("a", "j", 2)) and admit(_lease("b", "k", 1))
+
+
+def test_a_completion_batch_is_bounded() -> None:
+    admit = completion_batch(limit=2)
+    assert admit(_lease("a", "1", 1)) and admit(_lease("a", "2", 1))
+    assert not admit(_lease("a", "3", 1))
+    assert completion_batch()(_lease("a", "3", 1))  # each call starts afresh
 
 
 # -- both workers, one policy -----------------------------------------------------------

@@ -135,6 +135,33 @@ def test_the_asyncio_worker_serves_several_queues(
     assert ran == ["jobs", "jobs", "other", "other", "other"]
 
 
+def test_complete_many_over_a_set_names_the_queue_of_each_lost_lease(rr: Any) -> None:
+    # One id in two queues, each claimed at attempt 1: a refusal's job id and token
+    # fit both leases, its queue (and row) tell which one was lost.
+    a, b = (leaseq.Queue(name, redis=rr, backoff=0.0) for name in ("a", "b"))
+    for q in (a, b):
+        q.enqueue({"q": q.name}, id="order")
+    both = QueueSet([a, b])
+    leases, _ = both.claim_now(2)
+    assert sorted((lease.queue, lease.id, lease.attempt) for lease in leases) == [
+        ("a", "order", 1),
+        ("b", "order", 1),
+    ]
+    b.cancel("order")  # b's lease is lost
+    lost = both.complete_many(leases, ["done", "done"])
+    mine = next(lease for lease in leases if lease.queue == "b")
+    assert [(x.job_id, x.token, x.queue, x.incarnation) for x in lost] == [
+        ("order", 1, "b", mine.incarnation)
+    ]
+    assert [x.state for x in lost] == ["cancelled"]
+    assert a.get("order").state is leaseq.State.SUCCEEDED  # type: ignore[union-attr]
+    with pytest.raises(leaseq.LeaseLost) as info:  # the routed single calls too
+        both.fail(mine, "late")
+    assert info.value.queue == "b"
+    extended = both.extend_many([mine])
+    assert isinstance(extended[0], leaseq.LeaseLost) and extended[0].queue == "b"
+
+
 def test_one_id_in_two_queues_is_two_jobs_to_the_worker(rr: Any) -> None:
     # The same ids in two queues of a set, all running at once, then finishing
     # together (their completions share a batch): each job's outcome is its own.
