@@ -553,23 +553,26 @@ class Worker:
             with self._cond:
                 return not self._tasks and not unwritten
         # Out of time: hand back what is still running; its outcome will be discarded.
-        # (Wait briefly for a claim in flight, so no lease arrives after we are gone.)
+        # A handler that returned first is not running: its outcome is written, though
+        # it may not have reached the done queue yet (set on the task, not put), so
+        # the held tasks are read here, not the queue. (Wait briefly for a claim in
+        # flight, so no lease arrives after we are gone.)
         got = self._claim_lock.acquire(timeout=2.0)
         try:
             with self._cond:
-                running = [t for t in self._tasks.values() if t.outcome is None]
+                running, finished = self._timeouts.hand_back(self._tasks)
         finally:
             if got:
                 self._claim_lock.release()
         for task in running:
-            task.handed_back = True  # counted released below, not lost when it returns
-            task.ctx.lost.set()
             try:
                 self._writer.release(task, logging.WARNING, "released unfinished at shutdown")
             except LeaseqError as exc:
                 self._log(logging.WARNING, task, "could not release (%s); lease will expire", exc)
             self._settle([task])
-        self._drain(unwritten, 0.0005)  # outcomes that landed while we released
+        self._drain(unwritten, 0.0005)  # handed-back outcomes that landed: discarded
+        queued = set(unwritten)
+        unwritten += [t for t in finished if t not in queued]
         try:
             self._writer.write(unwritten)
         except LeaseqError as exc:  # their leases simply expire and are reaped

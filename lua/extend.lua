@@ -1,4 +1,4 @@
--- extend.lua: push held leases' deadlines to now + lease_ms, each capped at its claimed_at + cap_ms.
+-- extend.lua: push held leases' deadlines to now + lease_ms, a started one's capped at claimed_at + cap_ms.
 -- transition: active -> active (a heartbeat; one lease or a worker's many in one call)
 -- clock: server TIME (never behind the queue's meta clock), for the new deadlines
 -- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
@@ -6,7 +6,8 @@
 -- KEYS[2]  leaseq:{<queue>}:meta       HASH  the queue's clock floor (field clock)
 -- KEYS[3..] leaseq:{<queue>}:job:<id>  HASH  one job row per item, in item order
 -- ARGV[1]  lease_ms, the new lease length from now (integer ms >= 1)
--- ARGV[2]  cap_ms, the most total lease time one claim may hold, from claimed_at (integer ms >= 1)
+-- ARGV[2]  cap_ms, the most total lease time one claim may hold, from claimed_at (integer ms >= 1);
+--          a lease still prefetched (its handler not started) is not capped
 -- ARGV[3]  started, flags, one character per item: '1' = its handler has started (clears the
 --          row's prefetched mark, so a crash now charges the attempt, and while the mark was
 --          there moves claimed_at to now: the cap counts from the start); anything else = no news
@@ -39,12 +40,18 @@ for i = TAIL.keys, #KEYS do
   if refused then
     out[#out + 1] = refused
   else
-    -- A prefetched lease's handler starts now: the cap counts from here, not from
-    -- the claim (its wait for a slot was no handler's time). Once only: the mark
-    -- goes with the first news.
-    local starts = started:sub(i - 2, i - 2) == '1'
-      and redis.call('HGET', job, 'prefetched') == token
-    if starts then redis.call('HDEL', job, 'prefetched') end
+    -- A prefetched lease's wait for a slot is no handler's time, so the cap
+    -- leaves it alone: capped while it waits, it would expire unstarted and be
+    -- refunded, again at every claim, until the refunds ran out and the wait
+    -- alone spent its attempts. Its handler starting moves claimed_at to now:
+    -- the cap counts from there. Once only: the mark goes with the first news.
+    -- A crash while it waits is still refunded, at most reap_expired's bound.
+    local waiting = redis.call('HGET', job, 'prefetched') == token
+    local starts = waiting and started:sub(i - 2, i - 2) == '1'
+    if starts then
+      waiting = false
+      redis.call('HDEL', job, 'prefetched')
+    end
     now = now or now_ms(meta)
     local deadline = now + lease_ms
     local claimed_at = to_count(redis.call('HGET', job, 'claimed_at'))
@@ -52,7 +59,7 @@ for i = TAIL.keys, #KEYS do
       claimed_at = now
       redis.call('HSET', job, 'claimed_at', now)
     end
-    if claimed_at then
+    if claimed_at and not waiting then
       -- A handler that heartbeats forever still loses the job at the cap.
       deadline = math.min(deadline, claimed_at + cap_ms)
     end

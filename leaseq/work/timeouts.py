@@ -57,8 +57,9 @@ class Timeouts:
         self.next_at = math.inf
         self._told = threading.Lock()
         self._decided = threading.Lock()
-        """Whose outcome a task gets, the handler's or its timeout's: taken (inside
-        ``cond`` on the reporter's side) wherever ``timed_out`` or ``outcome`` is set.
+        """Whose outcome a task gets, the handler's, its timeout's or the shutdown's
+        hand-back: taken (inside ``cond`` on the reporter's side) wherever
+        ``timed_out``, ``handed_back`` or ``outcome`` is set, or read to choose.
         A plain lock, not ``cond``: the handler threads take it once a job."""
 
     def reset(self) -> None:
@@ -162,6 +163,21 @@ class Timeouts:
                 "cannot be killed and keeps its slot until it returns",
             )
         return due
+
+    def hand_back(self, tasks: Mapping[Any, Task]) -> tuple[list[Task], list[Task]]:
+        """Past the shutdown grace (reporter, holding ``cond``): the held tasks still
+        running, each marked ``handed_back`` and lost (what its handler returns
+        later is discarded), and those with an outcome to write (the handler
+        returned, the task timed out or never started). Chosen under the lock
+        ``returned`` sets the outcome under, so a handler returning meanwhile is
+        in one list, never both: released and also completed, or neither."""
+        with self._decided:
+            running = [t for t in tasks.values() if t.outcome is None]
+            for task in running:
+                task.handed_back = True  # counted released, not lost, when it returns
+                task.ctx.lost.set()
+            done = [t for t in tasks.values() if t.outcome is not None]
+        return running, done
 
     def settled(self, task: Task) -> bool:
         """``task`` was written (or discarded) and forgotten: a timed-out one whose

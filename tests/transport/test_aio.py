@@ -159,6 +159,9 @@ EXCLUDED: dict[str, str] = {
     "worker.worker.stop_lets_in_flight_finish": _THREADED_WORKER,
     "worker.worker.stop_now_releases_in_flight_and_discards_their_outcome": _THREADED_WORKER,
     "worker.worker.a_job_released_at_stop_is_counted_released_not_lost": _THREADED_WORKER,
+    "worker.worker.an_outcome_set_as_the_grace_runs_out_is_written_not_released": (
+        _THREADED_WORKER
+    ),
     "worker.worker.every_log_line_names_queue_job_and_attempt": _THREADED_WORKER,
     "worker.worker.many_jobs_many_threads_each_done_once": _THREADED_WORKER,
     "worker.worker.bad_settings_are_rejected": _THREADED_WORKER,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,38 @@ def test_a_prefetched_leases_cap_counts_from_its_handlers_start(
     assert round(held.deadline * 1000) == started_at + round(cap * 1000)
 
 
+def test_a_prefetched_lease_waits_past_the_cap_uncapped_and_unrefunded(
+    q: leaseq.Queue, r: Any, clock: Clock
+) -> None:
+    # Waiting for a slot is no handler's time: a spare lease heartbeated while it
+    # waits longer than the whole cap stays held, its refund budget untouched;
+    # once it starts, the cap runs from the start and ends it as for any lease.
+    cap = clock.lease(2.0, 0.3)
+    capped = leaseq.Queue("capped", redis=r, lease_cap=cap)
+    job_id = capped.enqueue({}, max_attempts=1)
+    (lease,), _ = capped.claim_now(1, ttl=cap, started=0)
+    waited = 0.0
+    while waited < 3 * cap:  # three caps long, one heartbeat per half cap
+        clock.advance(cap / 2)
+        waited += cap / 2
+        (held,) = capped.extend_many([lease], ttl=cap, started=[False])
+        assert isinstance(held, leaseq.Lease), f"capped after waiting {waited:g} s"
+        lease = held
+    assert _refunds(r, capped, job_id) == 0
+    assert r.hget(capped.keys.job(job_id), "prefetched") == b"1"
+    (lease,) = capped.extend_many([lease], ttl=cap, started=[True])  # it starts now
+    assert isinstance(lease, leaseq.Lease)
+    started_at = int(r.hget(capped.keys.job(job_id), "claimed_at"))
+    assert round(lease.deadline * 1000) == started_at + round(cap * 1000)
+    clock.past(lease.deadline)
+    with pytest.raises(leaseq.LeaseCapReached):
+        capped.extend(lease, ttl=cap)
+    assert capped.reap() == (0, 1)  # it ran: the expiry spends its one attempt
+    job = _job(capped, job_id)
+    assert job.state is leaseq.State.DEAD and job.max_attempts == 1
+    assert _refunds(r, capped, job_id) == 0
+
+
 def test_plain_claims_are_started_so_a_crash_charges_the_attempt(
     q: leaseq.Queue, r: Any, clock: Clock
 ) -> None:
@@ -130,6 +163,29 @@ def test_a_later_lease_is_not_refunded_for_an_earlier_prefetch(
     clock.past(second.deadline)
     assert q.reap() == (0, 1)
     assert _job(q, job_id).state is leaseq.State.DEAD
+
+
+def test_a_worker_runs_spares_that_wait_past_the_cap_on_their_first_attempt(rr: Any) -> None:
+    # One handler, three spares, each job 0.45 s: the last spare waits about 1.35 s
+    # for the slot, past the 1 s cap, and must still run on the lease it was claimed on.
+    q = leaseq.Queue("spares", redis=rr, lease_cap=1.0)
+    ids = q.enqueue_many([{} for _ in range(4)], max_attempts=1)
+    runs: list[str] = []
+
+    def handler(lease: leaseq.Lease) -> None:
+        runs.append(lease.id)
+        time.sleep(0.45)  # the job's work: the spares wait for it
+
+    worker = leaseq.Worker(
+        q, handler, concurrency=1, prefetch=3, ttl=0.6, reap_interval=0.1, handle_signals=False
+    )
+    worker.run(burst=True)
+    assert sorted(runs) == sorted(ids)
+    for job_id in ids:
+        job = _job(q, job_id)
+        assert job.state is leaseq.State.SUCCEEDED, job.last_error
+        assert (job.attempts, job.max_attempts, job.last_error) == (1, 1, None)
+    assert q.stats().totals.get("refunded", 0) == 0
 
 
 # -- real worker processes, SIGKILL ----------------------------------------------------

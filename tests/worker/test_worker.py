@@ -255,6 +255,46 @@ def test_a_job_released_at_stop_is_counted_released_not_lost(q: leaseq.Queue) ->
     assert lost == [0]
 
 
+def test_an_outcome_set_as_the_grace_runs_out_is_written_not_released(
+    q: leaseq.Queue,
+) -> None:
+    """Past its grace, the worker hands back only the handlers still running: one
+    that returned first has its outcome written, even while that outcome is still
+    on its way to the reporter (set on the task, not yet in the done queue)."""
+    go, entered, decided, let_go = (threading.Event() for _ in range(4))
+    runs: list[str] = []
+
+    def handler(lease: leaseq.Lease) -> str:
+        runs.append(lease.id)
+        entered.set()
+        go.wait(10)
+        return "done"
+
+    job_id = q.enqueue({})
+    w = _worker(q, handler, grace=0.0, concurrency=1, prefetch=0)
+    returned = w._timeouts.returned
+
+    def held_returned(task: Any, outcome: Any) -> bool:
+        written = returned(task, outcome)
+        decided.set()  # the outcome is set; the task is not in the done queue yet
+        let_go.wait(10)
+        return written
+
+    w._timeouts.returned = held_returned  # type: ignore[method-assign]
+    t = _in_thread(w)
+    assert entered.wait(10)
+    go.set()
+    assert decided.wait(10)
+    w.stop()  # grace 0: the reporter's next step is past it
+    t.join(10)
+    let_go.set()
+    assert not t.is_alive()
+    job = _job(q, job_id)
+    assert (job.state, job.result, job.attempts) == (leaseq.State.SUCCEEDED, "done", 1)
+    assert runs == [job_id]
+    assert (w.counts["succeeded"], w.counts["released"], w.counts["lost"]) == (1, 0, 0)
+
+
 def test_heartbeat_that_finds_the_lease_lost_tells_the_handler(r: Any) -> None:
     q = leaseq.Queue("hb", redis=r, backoff=0.0)
     outcome: list[bool] = []
