@@ -38,6 +38,20 @@ __all__ = [
 class LeaseqError(Exception):
     """Root of every error leaseq raises on purpose."""
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Most subclasses take their own arguments, not the message that ends up in
+        # ``args``: the default reduce would call them with the message alone and
+        # fail. Rebuilt from the message and the fields instead, an error crosses a
+        # process boundary (multiprocessing, concurrent.futures) whole.
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls: type[LeaseqError], args: tuple[object, ...], fields: dict[str, object]) -> LeaseqError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(fields)
+    return error
+
 
 class LeaseqWarning(UserWarning):
     """A server setting that puts jobs at risk (e.g. an evicting ``maxmemory-policy``)."""

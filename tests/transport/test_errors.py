@@ -249,3 +249,39 @@ def test_real_full_server_refuses_enqueue_with_server_full() -> None:
         admin.close()
     finally:
         server.stop()
+
+
+def test_every_error_survives_a_trip_between_processes() -> None:
+    """multiprocessing and concurrent.futures hand a worker's exception back by
+    pickling it (the error, never a payload): each one comes back whole."""
+    import pickle
+
+    from leaseq import errors
+
+    samples: dict[type[BaseException], BaseException] = {
+        errors.PayloadTooLarge: errors.PayloadTooLarge(2048, 1024),
+        errors.HandlerImportError: errors.HandlerImportError(
+            "tasks", "SyntaxError", "invalid syntax", "tasks.py", 3
+        ),
+        errors.LeaseLost: errors.LeaseLost("j1", 2, "pending", "2", queue="q", incarnation=7),
+        errors.AlreadyFinished: errors.AlreadyFinished("j1", 2, "succeeded", "2"),
+        errors.LeaseCapReached: errors.LeaseCapReached("j1", 2, 1700000000.5, queue="q"),
+        errors.JobNotFound: errors.JobNotFound("j1"),
+        errors.JobStateError: errors.JobStateError("j1", "active", "dead"),
+        errors.DamagedRow: errors.DamagedRow("j1", "attempts", "x", "not a number"),
+        errors.DamagedKey: errors.DamagedKey("pending is a string"),
+        errors.NotReplicated: errors.NotReplicated("complete", 2, 1, None),
+        errors.TaskFailed: errors.TaskFailed("j1", "dead", "ValueError: no"),
+        errors.WaitTimeout: errors.WaitTimeout("j1", 2.5),
+        errors.InvalidTaskArgument: errors.InvalidTaskArgument("send", "to", "not a str"),
+    }
+    classes = [
+        getattr(errors, name)
+        for name in errors.__all__
+        if issubclass(getattr(errors, name), errors.LeaseqError)
+    ]
+    for cls in classes:
+        error = samples.get(cls) or cls(f"{cls.__name__} happened")
+        back = pickle.loads(pickle.dumps(error))
+        assert type(back) is cls and str(back) == str(error), cls
+        assert vars(back) == vars(error), cls
