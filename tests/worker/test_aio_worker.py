@@ -496,6 +496,43 @@ def test_cancelling_run_twice_during_a_claim_still_hands_its_leases_back(
     assert [(j.state, j.max_attempts - j.attempts) for j in jobs] == [(leaseq.State.PENDING, 2)] * 3
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="an async handler's SystemExit leaves the loop; asyncio.run then cancels "
+    "run(), whose job task releases the lease, refunding the attempt: every run, "
+    "without bound (leaseq/aio/worker.py should make it the job's failure)",
+)
+def test_a_job_that_exits_its_async_worker_every_run_still_dies(redis_server: Any) -> None:
+    # A crash is refunded at most 5 times (lib/reap_expired.lua); a job that ends
+    # its worker's process with sys.exit must not escape that bound by a release.
+    sync = redis.Redis(port=redis_server.port)
+    sync.flushall()
+    q = leaseq.Queue("jobs", redis=sync)
+    job_id = q.enqueue({}, max_attempts=2)
+
+    async def handler(lease: leaseq.Lease) -> None:
+        raise SystemExit(3)
+
+    async def one_process() -> None:
+        client = aioredis.Redis(port=redis_server.port)
+        try:
+            aq = leaseq.aio.Queue("jobs", redis=client)
+            await leaseq.aio.Worker(aq, handler, concurrency=1, ttl=5.0).run(burst=True)
+        finally:
+            await client.aclose()
+
+    for _ in range(2 + 5 + 1):  # max_attempts, the refunds, and one more
+        job = q.get(job_id)
+        assert job is not None
+        if job.state is leaseq.State.DEAD:
+            break
+        with pytest.raises(SystemExit):
+            asyncio.run(one_process())
+    job = q.get(job_id)
+    assert job is not None and job.state is leaseq.State.DEAD, (job.attempts, job.max_attempts)
+    sync.close()
+
+
 def test_a_stop_in_an_outage_leaves_prefetched_leases_to_expire_unspent(
     loop: asyncio.AbstractEventLoop,
 ) -> None:
