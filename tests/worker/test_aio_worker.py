@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
+import signal
 import time
 from typing import Any
 
@@ -531,6 +533,47 @@ def test_a_job_that_exits_its_async_worker_every_run_still_dies(redis_server: An
     job = q.get(job_id)
     assert job is not None and job.state is leaseq.State.DEAD, (job.attempts, job.max_attempts)
     sync.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a cancelled run()'s cleanup awaits release and unregister_worker with no "
+    "bound: on a server that stops answering it never returns (leaseq/aio/worker.py)",
+)
+def test_a_cancelled_run_returns_while_the_server_hangs(loop: asyncio.AbstractEventLoop) -> None:
+    # The server stops answering (SIGSTOP: no refusal, no reset) with a lease
+    # prefetched. Cancelling run() must end it in bounded time; what cannot be
+    # handed back expires, unspent.
+    server = RedisServer()
+    client = aioredis.Redis(port=server.port)
+    queue = leaseq.aio.Queue("jobs", redis=client, backoff=0.0, max_attempts=2)
+    running = asyncio.Event()
+
+    async def handler(lease: leaseq.Lease) -> None:
+        running.set()
+        await asyncio.sleep(30)
+
+    async def scenario() -> bool:
+        await queue.enqueue_many([{"i": i} for i in range(4)])
+        worker = leaseq.aio.Worker(queue, handler, concurrency=1, prefetch=2, ttl=30.0)
+        task = asyncio.ensure_future(worker.run())
+        await asyncio.wait_for(running.wait(), 5.0)
+        while not worker._spare:
+            await asyncio.sleep(0.01)
+        assert server.proc is not None
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        task.cancel()
+        await asyncio.wait({task}, timeout=10.0)  # _CLAIM_WAIT and then some
+        done = task.done()
+        os.kill(server.proc.pid, signal.SIGCONT)
+        await asyncio.wait({task}, timeout=10.0)
+        return done
+
+    try:
+        assert run(loop, scenario()), "run() still cleaning up 10 s after its cancel"
+    finally:
+        run(loop, client.aclose())
+        server.stop()
 
 
 def test_a_stop_in_an_outage_leaves_prefetched_leases_to_expire_unspent(
