@@ -130,7 +130,8 @@ local WIDTH, AT = #LEASE, {}
 for i, name in ipairs(LEASE) do AT[name] = i - 1 end
 -- Leases active per group, as lease_one leaves them (rotate_groups reads each once).
 local group_active = {}
--- Lease one popped id if its row can run; true if leased.
+-- Lease one popped id if its row can run; true if leased, and then the claim's own
+-- name '<id>:<attempts>:<incarnation>' (a rate log's member: no other claim has it).
 local function lease_one(id)
     local job = job_prefix .. id
     local row = read_row(job, 'state', 'attempts', 'max_attempts',
@@ -178,7 +179,7 @@ local function lease_one(id)
       out[at + AT.timeout_ms] = to_count(row[9]) or 0 -- a hand-edited timeout reads as none
       out[at + AT.traceparent] = row[10] or ''
       out[at + AT.depends_on] = row[11] or ''
-      return true
+      return true, id .. ':' .. attempts .. ':' .. out[at + AT.incarnation]
     elseif (state and (state == 'pending' or not state_kind(state)))
         or (not state and not not_a_hash and redis.call('EXISTS', job) == 1) then
       -- A row that can never be claimed as it stands: dead-letter it with

@@ -55,7 +55,9 @@ for i = TAIL.keys, #KEYS do
     now = now or now_ms(meta)
     local deadline = now + lease_ms
     local claimed_at = to_count(redis.call('HGET', job, 'claimed_at'))
-    if starts then
+    if starts or (not claimed_at and not waiting) then
+      -- (A claimed_at edited away by hand, on a started lease, counts from now:
+      -- left unreadable, it would leave the lease uncapped for good.)
       claimed_at = now
       redis.call('HSET', job, 'claimed_at', now)
     end

@@ -69,6 +69,17 @@ class Claimed:
 class LeaseCalls(QueueSettings):
     """The calls of a lease's life: claim to complete, fail or reap."""
 
+    def _own(self, leases: Sequence[Lease]) -> None:
+        """Raise InvalidArgument, before any call, for a lease claimed from another
+        queue. Its token and incarnation are only this queue's to fence: another
+        queue may hold a row under the same id, attempt and incarnation (numbers
+        are per queue), which the lease must never act on."""
+        for lease in leases:
+            if lease.queue != self.name:
+                raise InvalidArgument(
+                    f"a lease of queue {lease.queue!r} (job {lease.id!r}), not of {self.name!r}"
+                )
+
     def claim(
         self, count: int, ttl: float, worker: str | None, started: int | None = None
     ) -> Call[Claimed]:
@@ -156,6 +167,7 @@ class LeaseCalls(QueueSettings):
         """Heartbeat ``leases`` (one call): per lease, the lease with its new
         deadline, or the LeaseLost (LeaseCapReached past the cap) it met.
         ``started[i]``: lease i was prefetched and its handler has now started."""
+        self._own(leases)
         lease_ms = self.lease_ms(ttl)
         k = self.keys
         if started is not None and len(started) != len(leases):
@@ -222,6 +234,7 @@ class LeaseCalls(QueueSettings):
         """``effects[i]``: the Redis writes (see ``leaseq.store.effects``) applied with
         item i's completion, in the same script; the reply raises InvalidArgument
         when one cannot apply (that item is then left active, its lease held)."""
+        self._own(leases)
         k = self.keys
         # Three values per item; the few with a result or effects add theirs after
         # all the items (complete.lua's ARGV), so a batch of plain completions
@@ -278,6 +291,7 @@ class LeaseCalls(QueueSettings):
         dead: bool,
         traceback: str | None = None,
     ) -> Call[State]:
+        self._own([lease])
         k = self.keys
         retry_ms = self.retry_delay_ms(lease, retry_in)
 
@@ -300,6 +314,7 @@ class LeaseCalls(QueueSettings):
         )
 
     def release(self, lease: Lease) -> Call[None]:
+        self._own([lease])
         k = self.keys
 
         def parse(reply: list[Any]) -> None:
@@ -318,6 +333,7 @@ class LeaseCalls(QueueSettings):
         )
 
     def once(self, lease: Lease, name: str) -> Call[bool]:
+        self._own([lease])
         marker = check_job_id(name, "marker name")
 
         def parse(reply: list[Any]) -> bool:
@@ -336,6 +352,7 @@ class LeaseCalls(QueueSettings):
 
     def progress(self, lease: Lease, value: Any) -> Call[None]:
         """Store ``value`` (JSON, at most PROGRESS_BYTES encoded) as the row's progress."""
+        self._own([lease])
         try:
             text = json.dumps(value, allow_nan=False, separators=(",", ":"))
         except (TypeError, ValueError) as exc:

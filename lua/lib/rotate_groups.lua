@@ -1,7 +1,8 @@
 -- rotate_groups(pending, K, count, budget, lease_one, got, now, active): fair groups' part of a
 -- claim. Each turn takes the group at the head of ZSET K.groups (lowest round-robin
 -- number), pops its best job from ZSET K.group_prefix .. <name> (priority, then FIFO), removes the
--- id from pending and leases it with lease_one(id); the group goes to the back (a fresh meta
+-- id from pending and leases it with lease_one(id) (true and the claim's unique name
+-- when leased); the group goes to the back (a fresh meta
 -- gseq) or leaves the rotation once empty. The ungrouped jobs take one turn too, as if they
 -- were one more group (their place: meta gturn). A group at group_concurrency (HASH K.limits;
 -- active count in HASH K.group_active) leaves the rotation for HASH K.group_held
@@ -115,8 +116,11 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now, act
         local p = redis.call('ZPOPMIN', ready)
         if #p > 0 then
           taken[#taken + 1] = p[1]
-          if lease_one(p[1]) and claims then
-            logged[group] = logged[group] + redis.call('ZADD', claims, now, now .. ':' .. p[1])
+          local leased, name = lease_one(p[1])
+          if leased and claims then
+            -- One member per claim (the id alone would repeat: a job released and
+            -- claimed again in the same millisecond would count once).
+            logged[group] = logged[group] + redis.call('ZADD', claims, now, now .. ':' .. name)
             if not expiring[group] then
               expiring[group] = gper
               expiring[#expiring + 1] = group

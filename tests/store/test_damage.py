@@ -126,6 +126,31 @@ def test_damaged_lease_until_is_still_reaped(q: leaseq.Queue, r: Any, clock: Clo
     assert claim_one(q).attempt == 2
 
 
+@pytest.mark.parametrize("damage", ["garbage", "missing"])
+def test_a_damaged_claimed_at_still_caps_the_lease(r: Any, clock: Clock, damage: str) -> None:
+    # lease_cap counts from claimed_at: edited away, it counts from the next
+    # heartbeat, never from nowhere (a lease heartbeated for good).
+    cap = clock.lease(2.0, 0.3)
+    q = leaseq.Queue("emails", redis=r, lease_cap=cap)
+    q.enqueue("x", id="job")
+    lease = claim_one(q, ttl=cap / 2)
+    if damage == "garbage":
+        r.hset(q.keys.job("job"), "claimed_at", "abc")
+    else:
+        r.hdel(q.keys.job("job"), "claimed_at")
+    lease = q.extend(lease, ttl=cap / 2)
+    capped_at = int(row(q, "job")["claimed_at"]) + round(cap * 1000)
+    for _ in range(10):
+        clock.advance(cap / 4)
+        try:
+            lease = q.extend(lease, ttl=cap / 2)
+        except leaseq.LeaseCapReached:
+            break
+        assert round(lease.deadline * 1000) <= capped_at
+    else:
+        raise AssertionError("extended past 2.5 caps")
+
+
 def test_retry_of_a_damaged_dead_row(q: leaseq.Queue, r: Any) -> None:
     q.enqueue("x", id="job")
     q.fail(claim_one(q), "x", dead=True)

@@ -541,6 +541,32 @@ def test_a_lease_of_an_old_row_is_refused_by_a_numbered_row(q: leaseq.Queue) -> 
     q.complete(lease)
 
 
+def test_a_lease_of_another_queue_is_refused_and_writes_nothing(r: Any, clock: Clock) -> None:
+    # Tokens and incarnations are numbered per queue: two queues that enqueue one
+    # id in the same millisecond (the frozen clock always does) give their rows
+    # the same incarnation, so only the lease's queue tells them apart.
+    mine, other = leaseq.Queue("mine", redis=r), leaseq.Queue("other", redis=r)
+    mine.enqueue("x", id="job")
+    other.enqueue("y", id="job")
+    lease, held = claim_one(mine), claim_one(other)
+    before = snapshot(r)
+    for call in (
+        lambda: other.complete(lease),
+        lambda: other.complete_many([held, lease]),
+        lambda: other.extend(lease),
+        lambda: other.extend_many([held, lease]),
+        lambda: other.fail(lease, "boom"),
+        lambda: other.release(lease),
+        lambda: other.once(lease, "charge"),
+        lambda: other.progress(lease, 50),
+    ):
+        with pytest.raises(leaseq.InvalidArgument, match="a lease of queue 'mine'"):
+            call()
+    assert snapshot(r) == before
+    other.complete(held)
+    mine.complete(lease)
+
+
 def test_a_lease_from_before_a_drop_cannot_act_on_the_queue_made_again(r: Any) -> None:
     # drop (forced, a lease in flight) deletes the meta hash and its row counter;
     # the counter starts again above every number handed out before.

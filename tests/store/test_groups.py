@@ -205,6 +205,21 @@ def test_a_group_at_its_rate_sits_out_while_the_other_flows(q: Any, r: Any, cloc
     assert Counter(_groups_of(q, again)) == {"busy": 2}  # a fresh window: two more
 
 
+def test_a_job_released_and_claimed_again_counts_each_claim(q: Any, clock: Clock) -> None:
+    # The frozen clock (and a fast server) claims, releases and claims one job in
+    # one millisecond: each claim is its own entry in the group's rate log.
+    q.set_group_limits("g", rate=2, per=60.0)
+    q.enqueue({"x": 1}, group="g")
+    claimed = 0
+    for _ in range(10):
+        lease = q.claim(ttl=30.0)
+        if lease is None:
+            break
+        claimed += 1
+        q.release(lease)
+    assert claimed == 2
+
+
 def test_group_rate_applies_to_every_group(q: Any, r: Any, clock: Clock) -> None:
     per = 60.0 if clock.fake else 0.5
     got = q.set_limits(group_rate=1, group_per=per)
