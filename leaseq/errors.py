@@ -46,7 +46,9 @@ class LeaseqError(Exception):
         return (_rebuild, (type(self), self.args, self.__dict__))
 
 
-def _rebuild(cls: type[LeaseqError], args: tuple[object, ...], fields: dict[str, object]) -> LeaseqError:
+def _rebuild(
+    cls: type[LeaseqError], args: tuple[object, ...], fields: dict[str, object]
+) -> LeaseqError:
     error = cls.__new__(cls)
     Exception.__init__(error, *args)
     error.__dict__.update(fields)

@@ -93,6 +93,14 @@ def _run_sync(handler: Callable[[Lease], Any], ctx: JobContext) -> Any:
         _set_current(None)
 
 
+class _Exited(Exception):
+    """A handler's SystemExit, carried as an ordinary exception out of its task."""
+
+    def __init__(self, exit: SystemExit) -> None:
+        super().__init__(exit)
+        self.exit = exit
+
+
 @dataclass(eq=False, slots=True)
 class _Held:
     """A lease this worker holds: running (``job`` is its handler's future) or
@@ -507,6 +515,16 @@ class Worker:
         return bridge
 
     async def _call(self, ctx: JobContext) -> Any:
+        try:
+            return await self._run_handler(ctx)
+        except SystemExit as exc:
+            # asyncio lets a SystemExit out of the loop: the whole worker would end,
+            # releasing every lease it holds, this job's too, and a release refunds the
+            # attempt, so a job that calls sys.exit would run again on every start,
+            # without bound. As in the threaded worker, it is this job's failure.
+            raise _Exited(exc) from None
+
+    async def _run_handler(self, ctx: JobContext) -> Any:
         handler = self.handler
         _set_current_task(ctx)  # this task's own context: current_job() in async handlers
         if isinstance(handler, Kinds):  # async or not, per kind
@@ -594,6 +612,8 @@ class Worker:
                 outcome = decide(raised)
             else:
                 raised = job.exception()
+                if isinstance(raised, _Exited):
+                    raised = raised.exit
                 outcome = decide(raised, None if raised else job.result(), self._encode(ctx.lease))
             if observer is not None:
                 spent = time.perf_counter() - began

@@ -498,40 +498,46 @@ def test_cancelling_run_twice_during_a_claim_still_hands_its_leases_back(
     assert [(j.state, j.max_attempts - j.attempts) for j in jobs] == [(leaseq.State.PENDING, 2)] * 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an async handler's SystemExit leaves the loop; asyncio.run then cancels "
-    "run(), whose job task releases the lease, refunding the attempt: every run, "
-    "without bound (leaseq/aio/worker.py should make it the job's failure)",
-)
-def test_a_job_that_exits_its_async_worker_every_run_still_dies(redis_server: Any) -> None:
-    # A crash is refunded at most 5 times (lib/reap_expired.lua); a job that ends
-    # its worker's process with sys.exit must not escape that bound by a release.
+def test_a_handler_that_exits_fails_its_job_not_the_worker(redis_server: Any) -> None:
+    # asyncio lets SystemExit out of the loop: the worker would end and release the
+    # job, refunding its attempt, on every start without bound. Like the threaded
+    # worker, the aio worker makes it the job's failure, and goes on.
     sync = redis.Redis(port=redis_server.port)
     sync.flushall()
     q = leaseq.Queue("jobs", redis=sync)
-    job_id = q.enqueue({}, max_attempts=2)
+    exits = q.enqueue({"exit": True}, max_attempts=2)
+    fine = q.enqueue({"exit": False})
 
-    async def handler(lease: leaseq.Lease) -> None:
-        raise SystemExit(3)
+    async def handler(lease: leaseq.Lease) -> str:
+        if lease.payload["exit"]:
+            raise SystemExit(3)
+        return "ok"
 
-    async def one_process() -> None:
+    def plain(lease: leaseq.Lease) -> str:  # a plain def in the pool: the same rule
+        raise SystemExit(4)
+
+    async def run(h: Any) -> int:
         client = aioredis.Redis(port=redis_server.port)
         try:
-            aq = leaseq.aio.Queue("jobs", redis=client)
-            await leaseq.aio.Worker(aq, handler, concurrency=1, ttl=5.0).run(burst=True)
+            aq = leaseq.aio.Queue(
+                "jobs", redis=client, backoff=leaseq.Backoff(base=0.0, cap=0.0, jitter=0.0)
+            )
+            worker = leaseq.aio.Worker(aq, h, concurrency=1, ttl=5.0)
+            await worker.run(burst=True)
+            return worker.processed
         finally:
             await client.aclose()
 
-    for _ in range(2 + 5 + 1):  # max_attempts, the refunds, and one more
-        job = q.get(job_id)
-        assert job is not None
-        if job.state is leaseq.State.DEAD:
-            break
-        with pytest.raises(SystemExit):
-            asyncio.run(one_process())
-    job = q.get(job_id)
-    assert job is not None and job.state is leaseq.State.DEAD, (job.attempts, job.max_attempts)
+    assert asyncio.run(run(handler)) == 3  # two attempts and the fine job: nothing escapes
+    job = q.get(exits)
+    assert job is not None and job.state is leaseq.State.DEAD and job.attempts == 2
+    assert (job.last_error or "").startswith("SystemExit: 3")
+    assert q.get(fine).state is leaseq.State.SUCCEEDED  # type: ignore[union-attr]
+    other = q.enqueue({}, max_attempts=1)
+    assert asyncio.run(run(plain)) == 1
+    job = q.get(other)
+    assert job is not None and job.state is leaseq.State.DEAD
+    assert (job.last_error or "").startswith("SystemExit: 4")
     sync.close()
 
 
