@@ -103,6 +103,8 @@ class _Held:
     report: bool = False
     """Prefetched, started since, and the server not told yet (the next heartbeat
     tells it: from then on a crash spends the attempt)."""
+    since: float = 0.0
+    """When it was claimed, the loop's clock (seconds): how long a spare has waited."""
 
 
 class _Completions:
@@ -292,7 +294,9 @@ class Worker:
         wake: asyncio.Future[bool] | None = None
         loop = asyncio.get_running_loop()
         next_reap = next_tick = next_register = loop.time()
-        self._prefetch = Prefetch(self.concurrency, self.prefetch, loop.time(), self.processed)
+        self._prefetch = Prefetch(
+            self.concurrency, self.prefetch, loop.time(), self.processed, ttl=self.ttl
+        )
         backoff = Backoff()
         try:
             while not self._stop.is_set():
@@ -328,8 +332,9 @@ class Worker:
                     await asyncio.wait({stop_wait}, timeout=delay)
                     continue
                 report = self._bridge() if leases else None  # one bridge serves the claim
+                now = loop.time()
                 for i, lease in enumerate(leases):
-                    held_lease = _Held(JobContext(lease, report=report))
+                    held_lease = _Held(JobContext(lease, report=report), since=now)
                     if i < free:
                         self._start(held_lease)
                     else:  # prefetched: heartbeated from now, started when a slot frees
@@ -486,6 +491,51 @@ class Worker:
                 for left in self._spare:
                     self._beats.pop(id(left.ctx), None)
                 self._spare.clear()
+
+    async def _release_overdue(self) -> None:
+        """Hand back the spares that waited too long for a slot (``Prefetch.overdue``:
+        every slot busy that long, hung handlers say), so another worker may run
+        them; hold no spares until a slot frees. Unstarted, so no attempt is spent.
+        One that cannot be released is left to expire (refunded as unstarted)."""
+        now = asyncio.get_running_loop().time()
+        due: list[_Held] = []
+        while self._spare and self._prefetch.overdue(self._spare[0].since, now):
+            held = self._spare.popleft()  # oldest first: claim order
+            self._beats.pop(id(held.ctx), None)
+            due.append(held)
+        if not due:
+            return
+        self._prefetch.handed_back()
+        log_job(
+            self.queue.name,
+            logging.WARNING,
+            None,
+            "%d spare lease(s) waited %gs for a busy handler slot: handing them back",
+            len(due),
+            self._prefetch.max_wait,
+        )
+        for held in due:
+            held.ctx.lost.set()  # never ours to run again
+        for i, held in enumerate(due):
+            try:
+                await self.queue.release(held.ctx.lease)
+            except LeaseqError as exc:
+                kind = error_kind(exc)
+                if kind == "job":
+                    continue  # lost meanwhile, or a damaged row: that lease only
+                if kind == "fatal":
+                    self._end(exc)
+                # An outage: the rest expire unstarted, refunded, rather than each
+                # hold the heartbeat for a failing call.
+                log_job(
+                    self.queue.name,
+                    logging.WARNING,
+                    None,
+                    "could not release %d overdue spare leases (%s); they expire, unspent",
+                    len(due) - i,
+                    exc,
+                )
+                return
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -687,6 +737,7 @@ class Worker:
         while True:
             await asyncio.sleep(delay)
             delay = every
+            await self._release_overdue()  # before the beat: it would only extend them
             beating = list(self._beats.values())
             if not beating:
                 continue
