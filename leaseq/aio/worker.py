@@ -64,6 +64,7 @@ from leaseq.work.outcomes import (
     job_timeout,
     log_job,
     log_written,
+    past_grace,
     result_encoder,
 )
 
@@ -76,6 +77,9 @@ _IDLE_SLICE = 5.0
 """Longest idle wait between claims when nothing wakes the worker."""
 _CLAIM_WAIT = 5.0
 """Longest a cancelled run() waits for its claim in flight, to release its leases."""
+_WRITE_WAIT = 5.0
+"""Longest a stop past its grace waits for the outcomes of handlers that returned
+to be written (a server that does not answer must not hold run() forever)."""
 
 
 def _is_async(handler: Any) -> bool:
@@ -105,6 +109,8 @@ class _Held:
     tells it: from then on a crash spends the attempt)."""
     since: float = 0.0
     """When it was claimed, the loop's clock (seconds): how long a spare has waited."""
+    handed_back: bool = False
+    """A stop past its grace cancelled the handler while it ran: the job is released."""
 
 
 class _Completions:
@@ -184,7 +190,8 @@ class Worker:
     spends no attempt. ``reap_interval`` is how often (seconds) the worker reaps
     expired leases of crashed workers (default: ``ttl``). ``grace`` is how
     long ``stop()`` lets in-flight handlers finish before cancelling them and
-    releasing their jobs back to pending. ``trace_parent``: as in
+    releasing their jobs back to pending (one that has returned by then has its
+    outcome written, ``leaseq.work.outcomes.past_grace``). ``trace_parent``: as in
     ``leaseq.Worker`` (``leaseq.observe.tracing``). ``timeout``: seconds a handler may
     run when its job has no ``timeout`` of its own (None: no limit). Past it an
     ``async def`` handler is cancelled and the attempt fails with "timed out
@@ -234,7 +241,8 @@ class Worker:
         self._async = _is_async(handler)
         self._encode = result_encoder(served)
         self._outage = Outage(served.name)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[asyncio.Task[None], _Held] = {}
+        """The job task of each running lease (``_process``)."""
         self._completions = _Completions(served)
         self._beats: dict[int, _Held] = {}
         """The leases the heartbeat extends, by id() of their JobContext: every
@@ -443,18 +451,43 @@ class Worker:
         self._stop.set()
 
     async def _drain(self) -> None:
-        """Graceful stop: let handlers finish for ``grace`` s, then cancel and release."""
+        """Graceful stop: let handlers finish for ``grace`` s; then, by ``past_grace``,
+        cancel those still running (their jobs are released) and let those that
+        have returned write their outcomes, for at most ``_WRITE_WAIT`` s more.
+        Cancelling every job task instead would release a job whose handler had
+        returned but whose task had not resumed yet (it would run again), and cut
+        off a completion on the wire (the job stays active and runs again once its
+        lease expires)."""
         if not self._tasks:
             return
         await asyncio.wait(set(self._tasks), timeout=self.grace)
-        for task in set(self._tasks):
+        running, _ = past_grace(self._tasks.items(), lambda item: self._returned(item[1]))
+        for task, held in running:
+            held.handed_back = True  # _process releases the job once its handler ends
+            if held.job is None or not held.job.cancel():
+                task.cancel()  # its handler is over (timed out, lost): only a thread is awaited
+        if not self._tasks:
+            return
+        _, late = await asyncio.wait(set(self._tasks), timeout=_WRITE_WAIT)
+        for task in late:
+            # A write the server does not answer (the job stays active until its
+            # lease expires), or a handler that ignores its cancellation (released).
             task.cancel()
-        if self._tasks:
-            await asyncio.wait(set(self._tasks))
+        if late:
+            await asyncio.wait(late)
+
+    def _returned(self, held: _Held) -> bool:
+        """Whether ``held``'s handler has returned (or raised): its job future is done
+        and, for a plain handler, its thread too (a job cancelled on a timeout or a
+        lost lease while its thread runs on is still running)."""
+        if held.job is None or not held.job.done():
+            return False
+        thread = self._threads.get(id(held.ctx))
+        return thread is None or thread.done()
 
     def _start(self, held: _Held) -> None:
         task = asyncio.ensure_future(self._process(held))
-        self._tasks.add(task)
+        self._tasks[task] = held
         task.add_done_callback(self._finished)
 
     def _start_spare(self) -> int:
@@ -538,7 +571,7 @@ class Worker:
                 return
 
     def _finished(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
+        self._tasks.pop(task, None)
         if not task.cancelled() and task.exception() is not None:
             # A bug in the worker itself: say so rather than lose it silently.
             log_job(self.queue.name, logging.ERROR, None, "job task failed: %r", task.exception())
@@ -596,6 +629,10 @@ class Worker:
         try:
             try:
                 finished, _ = await asyncio.wait({job}, timeout=limit)
+                if held.handed_back and job.cancelled():
+                    # A stop past its grace cancelled the running handler (_drain):
+                    # hand the job back, as when this task itself is cancelled.
+                    raise asyncio.CancelledError
                 if not finished:
                     if span is not None:
                         span.finish(decide(HandlerTimeout(limit or 0.0)), None, lost=False)
@@ -603,8 +640,9 @@ class Worker:
                     await self._timed_out(ctx, job, limit or 0.0)
                     return
             except asyncio.CancelledError:
-                # This task was cancelled (stop past its grace, or a fatal error):
-                # hand the job back.
+                # This task was cancelled (a fatal error, run() cancelled, a handler
+                # ignoring its cancellation past the grace) or its handler was
+                # (stop past its grace): hand the job back.
                 job.cancel()
                 ours = not ctx.lost.is_set()
                 ctx.lost.set()  # a handler thread still running learns it is over

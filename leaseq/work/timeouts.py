@@ -24,7 +24,15 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from leaseq.work.outcomes import OVERDUE, HandlerTimeout, Task, decide, job_timeout, log_job
+from leaseq.work.outcomes import (
+    OVERDUE,
+    HandlerTimeout,
+    Task,
+    decide,
+    job_timeout,
+    log_job,
+    past_grace,
+)
 
 __all__ = ["Timeouts"]
 
@@ -201,11 +209,10 @@ class Timeouts:
         ``returned`` sets the outcome under, so a handler returning meanwhile is
         in one list, never both: released and also completed, or neither."""
         with self._decided:
-            running = [t for t in tasks.values() if t.outcome is None]
+            running, done = past_grace(tasks.values(), lambda t: t.outcome is not None)
             for task in running:
                 task.handed_back = True  # counted released, not lost, when it returns
                 task.ctx.lost.set()
-            done = [t for t in tasks.values() if t.outcome is not None]
         return running, done
 
     def settled(self, task: Task) -> bool:

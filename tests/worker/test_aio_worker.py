@@ -527,11 +527,13 @@ def test_worker_graceful_stop_finishes_then_releases(
 
 
 def test_a_stop_while_completions_are_in_flight_outlives_none_of_its_calls(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The first complete_many hangs (a stalled server): past the grace, run()
+    # The first complete_many hangs (a stalled server): past the grace, and the
+    # bounded wait for returned handlers' writes after it (made short here), run()
     # cancels it and returns only once it has ended; its jobs stay active for a
     # reaper, the others pending: none is lost, none is counted done.
+    monkeypatch.setattr(leaseq.aio.worker, "_WRITE_WAIT", 0.5)
     in_flight = 0
     real = live.complete_many
 
@@ -720,3 +722,98 @@ def test_a_spare_that_waits_too_long_goes_back_for_another_worker(
     assert sorted(runs) == sorted(["blocker", *spares])  # each ran once
     stats = run(loop, live.stats())
     assert (stats.succeeded, stats.totals.get("refunded", 0)) == (4, 0)
+
+
+def test_a_handler_that_returned_as_the_grace_ran_out_is_written_not_released(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    # "quick" returns just as the drain begins: past the grace its handler is done
+    # but its job task has not resumed yet. It is not running, so its outcome is
+    # written (releasing it would run a finished job again); only "stuck", still
+    # running, is cancelled and released.
+    runs: list[str] = []
+    both, finish, cancelled = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def handler(lease: leaseq.Lease) -> str:
+        runs.append(lease.id)
+        if len(runs) == 2:
+            both.set()
+        if lease.id == "quick":
+            await finish.wait()
+            return "done"
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    async def scenario() -> int:
+        await live.enqueue({}, id="quick")
+        await live.enqueue({}, id="stuck")
+        worker = leaseq.aio.Worker(live, handler, concurrency=2, prefetch=0, ttl=5.0, grace=0.0)
+        release_spare = worker._release_spare
+
+        async def then_finish() -> None:  # run() calls it right before the drain
+            finish.set()
+            await release_spare()
+
+        worker._release_spare = then_finish  # type: ignore[method-assign]
+        task = asyncio.ensure_future(worker.run())
+        await asyncio.wait_for(both.wait(), 5.0)
+        worker.stop()
+        return await asyncio.wait_for(task, 5.0)
+
+    assert run(loop, scenario()) == 1
+    assert cancelled.is_set()
+    quick, stuck = run(loop, live.get("quick")), run(loop, live.get("stuck"))
+    assert quick is not None and (quick.state, quick.result, quick.attempts) == (
+        leaseq.State.SUCCEEDED,
+        "done",
+        1,
+    )
+    assert stuck is not None and stuck.state is leaseq.State.PENDING
+    assert stuck.max_attempts - stuck.attempts == 2  # released: the attempt given back
+    assert sorted(runs) == ["quick", "stuck"]  # each ran once
+
+
+def test_a_completion_in_flight_as_the_grace_runs_out_is_written_not_cut_off(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    # "quick" returned before the stop; its completion is on the wire when the
+    # grace runs out, and lands only once "stuck" is being cancelled. Past the
+    # grace the worker waits for it (bounded) rather than cutting it off, which
+    # left the job active to run again after its lease expired.
+    real = live.complete_many
+    writing, let_write = asyncio.Event(), asyncio.Event()
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        writing.set()
+        await let_write.wait()
+        return await real(*args, **kwargs)
+
+    live.complete_many = held  # type: ignore[method-assign]
+
+    async def handler(lease: leaseq.Lease) -> str:
+        if lease.id == "quick":
+            return "done"
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            let_write.set()  # past the grace: the write goes on from here
+            raise
+        return "never"
+
+    async def scenario() -> int:
+        await live.enqueue({}, id="stuck")
+        await live.enqueue({}, id="quick")
+        worker = leaseq.aio.Worker(live, handler, concurrency=2, prefetch=0, ttl=5.0, grace=0.0)
+        task = asyncio.ensure_future(worker.run())
+        await asyncio.wait_for(writing.wait(), 5.0)
+        worker.stop()
+        return await asyncio.wait_for(task, 5.0)
+
+    assert run(loop, scenario()) == 1
+    quick, stuck = run(loop, live.get("quick")), run(loop, live.get("stuck"))
+    assert quick is not None and (quick.state, quick.result) == (leaseq.State.SUCCEEDED, "done")
+    assert stuck is not None and stuck.state is leaseq.State.PENDING
