@@ -432,11 +432,11 @@ class Worker:
                 task = work.get()
                 if task is None:
                     return
-                if self._stopping or task.ctx.lost.is_set():
-                    task.outcome = RELEASE  # claimed but not started: hand it back now
-                    done.put(task)
+                release = self._stopping or task.ctx.lost.is_set()
+                if not timeouts.begin(task, release):  # handed back while it waited: done
                     continue
-                if not timeouts.begin(task):  # handed back while it waited: released already
+                if release:  # claimed but not started: hand it back now
+                    done.put(task)
                     continue
                 if timeouts.default is not None or task.lease.timeout is not None:
                     timeouts.arm(task)

@@ -26,6 +26,7 @@ from typing import Any
 
 from leaseq.work.outcomes import (
     OVERDUE,
+    RELEASE,
     HandlerTimeout,
     Task,
     decide,
@@ -91,14 +92,19 @@ class Timeouts:
         if sooner:
             self.wake()
 
-    def begin(self, task: Task) -> bool:
-        """A handler thread is about to run ``task``: True, and it is marked started;
-        False if the reporter handed it back while it waited (``overdue``): it is
-        released already, and must be neither run nor released again."""
+    def begin(self, task: Task, release: bool) -> bool:
+        """A handler thread took ``task`` off the work queue: True, and it is marked
+        started (or, with ``release``, given the RELEASE outcome: the worker is
+        stopping or the lease is lost, so it goes back unstarted); False if the
+        reporter handed it back while it waited (``overdue``): it is released
+        already, and must be neither run nor released again."""
         with self._decided:
             if task.handed_back:
                 return False
-            task.started = True
+            if release:
+                task.outcome = RELEASE
+            else:
+                task.started = True
             return True
 
     def overdue(self, tasks: Mapping[Any, Task], waited: Callable[[Task], bool]) -> list[Task]:
