@@ -190,7 +190,7 @@ class Worker:
         self._next_beat_at = math.inf
         self._wake = threading.Event()
         self._finished = 0
-        self._prefetch = Prefetch(self.concurrency, self.prefetch, time.monotonic())
+        self._prefetch = Prefetch(self.concurrency, self.prefetch, time.monotonic(), ttl=self.ttl)
         """Most leases held at once (``limit``); adaptive, it moves with the job rate."""
         self._timeouts.reset()
 
@@ -399,9 +399,12 @@ class Worker:
         stopping — the handler threads may be gone, so the caller hands them back."""
         if not leases:
             return True
-        beat = time.monotonic() + self.beat_every
+        now = time.monotonic()
+        beat = now + self.beat_every
         tasks = [
-            Task(lease, JobContext(lease, report=self._report), beat, prefetched=i >= idle)
+            Task(
+                lease, JobContext(lease, report=self._report), beat, prefetched=i >= idle, since=now
+            )
             for i, lease in enumerate(leases)
         ]
         with self._cond:
@@ -429,11 +432,12 @@ class Worker:
                 task = work.get()
                 if task is None:
                     return
-                if self._stopping or task.ctx.lost.is_set():
-                    task.outcome = RELEASE  # claimed but not started: hand it back now
+                release = self._stopping or task.ctx.lost.is_set()
+                if not timeouts.begin(task, release):  # handed back while it waited: done
+                    continue
+                if release:  # claimed but not started: hand it back now
                     done.put(task)
                     continue
-                task.started = True
                 if timeouts.default is not None or task.lease.timeout is not None:
                     timeouts.arm(task)
                 if logger.isEnabledFor(logging.DEBUG):
@@ -498,6 +502,7 @@ class Worker:
                     if now >= self._next_beat_at:
                         self._heartbeat(now)
                         unwritten += self._timeouts.cancelled(self._tasks, now)
+                        unwritten += self._overdue(now)
                     if now >= next_reap:
                         next_reap = now + self.reap_interval
                         self._reap()
@@ -578,6 +583,25 @@ class Worker:
         except LeaseqError as exc:  # their leases simply expire and are reaped
             self._log(logging.WARNING, None, "outcomes not written at shutdown: %s", exc)
         return True
+
+    def _overdue(self, now: float) -> list[Task]:
+        """Spares that waited too long for a slot (``Prefetch.overdue``), to release
+        now so another worker may run them; the claimer holds no spares until a
+        slot frees. Checked at each heartbeat: a wait is bounded to within ttl / 3."""
+        with self._cond:
+            prefetch = self._prefetch
+            due = self._timeouts.overdue(self._tasks, lambda t: prefetch.overdue(t.since, now))
+            if due:
+                prefetch.handed_back()
+        if due:
+            self._log(
+                logging.WARNING,
+                None,
+                "%d spare lease(s) waited %gs for a busy handler slot: handing them back",
+                len(due),
+                prefetch.max_wait,
+            )
+        return due
 
     def _settle(self, tasks: list[Task]) -> None:
         stuck = False

@@ -64,6 +64,7 @@ from leaseq.work.outcomes import (
     job_timeout,
     log_job,
     log_written,
+    past_grace,
     result_encoder,
 )
 
@@ -76,6 +77,9 @@ _IDLE_SLICE = 5.0
 """Longest idle wait between claims when nothing wakes the worker."""
 _CLAIM_WAIT = 5.0
 """Longest a cancelled run() waits for its claim in flight, to release its leases."""
+_WRITE_WAIT = 5.0
+"""Longest a stop past its grace waits for the outcomes of handlers that returned
+to be written (a server that does not answer must not hold run() forever)."""
 
 
 def _is_async(handler: Any) -> bool:
@@ -111,6 +115,10 @@ class _Held:
     report: bool = False
     """Prefetched, started since, and the server not told yet (the next heartbeat
     tells it: from then on a crash spends the attempt)."""
+    since: float = 0.0
+    """When it was claimed, the loop's clock (seconds): how long a spare has waited."""
+    handed_back: bool = False
+    """A stop past its grace cancelled the handler while it ran: the job is released."""
 
 
 class _Completions:
@@ -190,7 +198,8 @@ class Worker:
     spends no attempt. ``reap_interval`` is how often (seconds) the worker reaps
     expired leases of crashed workers (default: ``ttl``). ``grace`` is how
     long ``stop()`` lets in-flight handlers finish before cancelling them and
-    releasing their jobs back to pending. ``trace_parent``: as in
+    releasing their jobs back to pending (one that has returned by then has its
+    outcome written, ``leaseq.work.outcomes.past_grace``). ``trace_parent``: as in
     ``leaseq.Worker`` (``leaseq.observe.tracing``). ``timeout``: seconds a handler may
     run when its job has no ``timeout`` of its own (None: no limit). Past it an
     ``async def`` handler is cancelled and the attempt fails with "timed out
@@ -240,7 +249,8 @@ class Worker:
         self._async = _is_async(handler)
         self._encode = result_encoder(served)
         self._outage = Outage(served.name)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[asyncio.Task[None], _Held] = {}
+        """The job task of each running lease (``_process``)."""
         self._completions = _Completions(served)
         self._beats: dict[int, _Held] = {}
         """The leases the heartbeat extends, by id() of their JobContext: every
@@ -300,7 +310,9 @@ class Worker:
         wake: asyncio.Future[bool] | None = None
         loop = asyncio.get_running_loop()
         next_reap = next_tick = next_register = loop.time()
-        self._prefetch = Prefetch(self.concurrency, self.prefetch, loop.time(), self.processed)
+        self._prefetch = Prefetch(
+            self.concurrency, self.prefetch, loop.time(), self.processed, ttl=self.ttl
+        )
         backoff = Backoff()
         try:
             while not self._stop.is_set():
@@ -336,8 +348,9 @@ class Worker:
                     await asyncio.wait({stop_wait}, timeout=delay)
                     continue
                 report = self._bridge() if leases else None  # one bridge serves the claim
+                now = loop.time()
                 for i, lease in enumerate(leases):
-                    held_lease = _Held(JobContext(lease, report=report))
+                    held_lease = _Held(JobContext(lease, report=report), since=now)
                     if i < free:
                         self._start(held_lease)
                     else:  # prefetched: heartbeated from now, started when a slot frees
@@ -446,18 +459,43 @@ class Worker:
         self._stop.set()
 
     async def _drain(self) -> None:
-        """Graceful stop: let handlers finish for ``grace`` s, then cancel and release."""
+        """Graceful stop: let handlers finish for ``grace`` s; then, by ``past_grace``,
+        cancel those still running (their jobs are released) and let those that
+        have returned write their outcomes, for at most ``_WRITE_WAIT`` s more.
+        Cancelling every job task instead would release a job whose handler had
+        returned but whose task had not resumed yet (it would run again), and cut
+        off a completion on the wire (the job stays active and runs again once its
+        lease expires)."""
         if not self._tasks:
             return
         await asyncio.wait(set(self._tasks), timeout=self.grace)
-        for task in set(self._tasks):
+        running, _ = past_grace(self._tasks.items(), lambda item: self._returned(item[1]))
+        for task, held in running:
+            held.handed_back = True  # _process releases the job once its handler ends
+            if held.job is None or not held.job.cancel():
+                task.cancel()  # its handler is over (timed out, lost): only a thread is awaited
+        if not self._tasks:
+            return
+        _, late = await asyncio.wait(set(self._tasks), timeout=_WRITE_WAIT)
+        for task in late:
+            # A write the server does not answer (the job stays active until its
+            # lease expires), or a handler that ignores its cancellation (released).
             task.cancel()
-        if self._tasks:
-            await asyncio.wait(set(self._tasks))
+        if late:
+            await asyncio.wait(late)
+
+    def _returned(self, held: _Held) -> bool:
+        """Whether ``held``'s handler has returned (or raised): its job future is done
+        and, for a plain handler, its thread too (a job cancelled on a timeout or a
+        lost lease while its thread runs on is still running)."""
+        if held.job is None or not held.job.done():
+            return False
+        thread = self._threads.get(id(held.ctx))
+        return thread is None or thread.done()
 
     def _start(self, held: _Held) -> None:
         task = asyncio.ensure_future(self._process(held))
-        self._tasks.add(task)
+        self._tasks[task] = held
         task.add_done_callback(self._finished)
 
     def _start_spare(self) -> int:
@@ -495,8 +533,53 @@ class Worker:
                     self._beats.pop(id(left.ctx), None)
                 self._spare.clear()
 
+    async def _release_overdue(self) -> None:
+        """Hand back the spares that waited too long for a slot (``Prefetch.overdue``:
+        every slot busy that long, hung handlers say), so another worker may run
+        them; hold no spares until a slot frees. Unstarted, so no attempt is spent.
+        One that cannot be released is left to expire (refunded as unstarted)."""
+        now = asyncio.get_running_loop().time()
+        due: list[_Held] = []
+        while self._spare and self._prefetch.overdue(self._spare[0].since, now):
+            held = self._spare.popleft()  # oldest first: claim order
+            self._beats.pop(id(held.ctx), None)
+            due.append(held)
+        if not due:
+            return
+        self._prefetch.handed_back()
+        log_job(
+            self.queue.name,
+            logging.WARNING,
+            None,
+            "%d spare lease(s) waited %gs for a busy handler slot: handing them back",
+            len(due),
+            self._prefetch.max_wait,
+        )
+        for held in due:
+            held.ctx.lost.set()  # never ours to run again
+        for i, held in enumerate(due):
+            try:
+                await self.queue.release(held.ctx.lease)
+            except LeaseqError as exc:
+                kind = error_kind(exc)
+                if kind == "job":
+                    continue  # lost meanwhile, or a damaged row: that lease only
+                if kind == "fatal":
+                    self._end(exc)
+                # An outage: the rest expire unstarted, refunded, rather than each
+                # hold the heartbeat for a failing call.
+                log_job(
+                    self.queue.name,
+                    logging.WARNING,
+                    None,
+                    "could not release %d overdue spare leases (%s); they expire, unspent",
+                    len(due) - i,
+                    exc,
+                )
+                return
+
     def _finished(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
+        self._tasks.pop(task, None)
         if not task.cancelled() and task.exception() is not None:
             # A bug in the worker itself: say so rather than lose it silently.
             log_job(self.queue.name, logging.ERROR, None, "job task failed: %r", task.exception())
@@ -564,6 +647,10 @@ class Worker:
         try:
             try:
                 finished, _ = await asyncio.wait({job}, timeout=limit)
+                if held.handed_back and job.cancelled():
+                    # A stop past its grace cancelled the running handler (_drain):
+                    # hand the job back, as when this task itself is cancelled.
+                    raise asyncio.CancelledError
                 if not finished:
                     if span is not None:
                         span.finish(decide(HandlerTimeout(limit or 0.0)), None, lost=False)
@@ -571,8 +658,9 @@ class Worker:
                     await self._timed_out(ctx, job, limit or 0.0)
                     return
             except asyncio.CancelledError:
-                # This task was cancelled (stop past its grace, or a fatal error):
-                # hand the job back.
+                # This task was cancelled (a fatal error, run() cancelled, a handler
+                # ignoring its cancellation past the grace) or its handler was
+                # (stop past its grace): hand the job back.
                 job.cancel()
                 ours = not ctx.lost.is_set()
                 ctx.lost.set()  # a handler thread still running learns it is over
@@ -707,6 +795,7 @@ class Worker:
         while True:
             await asyncio.sleep(delay)
             delay = every
+            await self._release_overdue()  # before the beat: it would only extend them
             beating = list(self._beats.values())
             if not beating:
                 continue

@@ -28,9 +28,9 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from leaseq.errors import (
     AlreadyFinished,
@@ -89,6 +89,8 @@ PREFETCH_HORIZON = 0.05
 """With no fixed ``prefetch``, hold about this many seconds of work beyond the
 jobs running: fast jobs get big batches (few round trips), slow jobs get
 few spare leases (other workers are not starved of them)."""
+SPARE_WAIT_FLOOR = 5.0
+"""Seconds a spare may always wait, however short the ttl (see ``Prefetch.overdue``)."""
 
 
 class Prefetch:
@@ -96,17 +98,41 @@ class Prefetch:
     and spare ones claimed ahead, so a handler never waits for a round trip. A
     fixed ``prefetch`` of spares, or (None) about ``PREFETCH_HORIZON`` of work at
     the rate jobs finish, never fewer than ``concurrency`` nor more than
-    ``CLAIM_BATCH``. The threaded and the async worker both follow it."""
+    ``CLAIM_BATCH``. The threaded and the async worker both follow it.
+
+    A spare is meant to wait about ``PREFETCH_HORIZON``; heartbeats keep it as
+    long as the worker lives (a waiting lease is not capped). So one that has
+    waited ``max_wait`` seconds (``ttl``, at least ``SPARE_WAIT_FLOOR``) is
+    ``overdue``: every slot has been busy that long (hung handlers, say), and
+    the worker releases it (no attempt spent, no crash refund used) for another
+    worker. The ttl because a crashed worker's spare would be free again after
+    that long anyway: a live one should not hold it longer. The floor because a
+    short ttl must not turn a brief wait into a release and a claim. After such
+    a hand-back (``handed_back``) the worker claims no spares until a slot
+    frees, or it would claim the same jobs straight back."""
 
     def __init__(
-        self, concurrency: int, prefetch: int | None, now: float, finished: int = 0
+        self,
+        concurrency: int,
+        prefetch: int | None,
+        now: float,
+        finished: int = 0,
+        ttl: float = 0.0,
     ) -> None:
         """``finished``: the running count of jobs done that ``adapt`` will be given,
-        as it stands now (a worker's count may carry over from an earlier run)."""
+        as it stands now (a worker's count may carry over from an earlier run).
+        ``ttl``: the worker's lease length, seconds (the spares' ``max_wait``)."""
         self.concurrency = concurrency
         self.fixed = prefetch is not None
-        self.limit = concurrency + (concurrency if prefetch is None else prefetch)
+        self._limit = concurrency + (concurrency if prefetch is None else prefetch)
         self._at, self._seen = now, finished
+        self.max_wait = max(ttl, SPARE_WAIT_FLOOR)
+        self._held_back = False
+
+    @property
+    def limit(self) -> int:
+        """Most leases to hold now: only ``concurrency`` after spares were handed back."""
+        return self.concurrency if self._held_back else self._limit
 
     def adapt(self, finished: int, now: float) -> None:
         """Re-size an adaptive prefetch from ``finished`` (a running count of jobs done)."""
@@ -115,15 +141,46 @@ class Prefetch:
         rate = (finished - self._seen) / (now - self._at)
         self._at, self._seen = now, finished
         spare = min(max(round(rate * PREFETCH_HORIZON), self.concurrency), CLAIM_BATCH)
-        self.limit = self.concurrency + spare
+        self._limit = self.concurrency + spare
 
     def room(self, held: int) -> bool:
         """Time to claim with ``held`` leases held: a handler is idle, or half the
         spares are spent. Refilling at half, not at every freed lease, keeps claims
-        large (one call for many jobs) while the other half keeps the handlers busy."""
-        return held < self.concurrency or self.limit - held >= max(
-            1, (self.limit - self.concurrency) // 2
-        )
+        large (one call for many jobs) while the other half keeps the handlers busy.
+        An idle handler also ends a hold-back (``handed_back``): slots move again."""
+        if held < self.concurrency:
+            self._held_back = False
+            return True
+        return self.limit - held >= max(1, (self.limit - self.concurrency) // 2)
+
+    def overdue(self, since: float, now: float) -> bool:
+        """A spare claimed at ``since`` has waited too long by ``now`` (same clock,
+        seconds): hand it back (then call ``handed_back``)."""
+        return now - since >= self.max_wait
+
+    def handed_back(self) -> None:
+        """Overdue spares went back: hold no spares until a handler slot is idle."""
+        self._held_back = True
+
+
+# -- shutdown ----------------------------------------------------------------------
+
+H = TypeVar("H")
+
+
+def past_grace(held: Iterable[H], returned: Callable[[H], bool]) -> tuple[list[H], list[H]]:
+    """What a worker does with its held jobs once a stop's grace has run out, the one
+    rule both follow: ``(running, finished)``. Handlers still running are stopped
+    (cancelled, or for a thread, its outcome discarded) and their jobs released.
+    Those that have ``returned`` are not running: their outcome is written, though
+    the worker may not have picked it up yet (an outcome set but not queued; a job
+    task not resumed, or its write in flight). Released, a finished job would run
+    again; cut off mid-write, it would stay active and run again after expiry."""
+    running: list[H] = []
+    finished: list[H] = []
+    for item in held:
+        (finished if returned(item) else running).append(item)
+    return running, finished
 
 
 # -- the policy ----------------------------------------------------------------
@@ -151,6 +208,8 @@ class Outcome:
 
 
 RELEASE = Outcome("release", label="release")
+OVERDUE = Outcome("release", label="overdue", error="waited too long for a handler slot")
+"""A spare handed back unstarted, ``Prefetch.overdue`` (the threaded worker's record)."""
 DONE = Outcome("complete", label="done")
 """A handler that returned None (the one outcome of most jobs: made once)."""
 
@@ -392,6 +451,8 @@ class Task:
     """The server has been told (by a heartbeat) that it started."""
     limit: float | None = None
     """The handler's time limit, seconds (``job_timeout``), set when it starts."""
+    since: float = 0.0
+    """When it was claimed, ``time.monotonic()`` seconds (how long a spare has waited)."""
     timeout_at: float = float("inf")
     """When the handler's time is up, ``time.monotonic()`` seconds."""
     timed_out: bool = False
@@ -399,7 +460,8 @@ class Task:
     returned: bool = False
     """The handler thread has returned (or raised)."""
     handed_back: bool = False
-    """Released by this worker at shutdown while its handler ran (not lost to another)."""
+    """Released by this worker (not lost to another): at shutdown while its handler
+    ran, or unstarted, a spare that waited too long (no handler thread runs it then)."""
 
     @property
     def key(self) -> tuple[str, str, int, int]:
@@ -529,7 +591,8 @@ class OutcomeWriter:
 
     def _write_one(self, task: Task, outcome: Outcome) -> None:
         if outcome.kind == "release":
-            self.release(task, logging.INFO, "released (shutdown)")
+            why = "shutdown" if outcome is RELEASE else outcome.error
+            self.release(task, logging.INFO, f"released ({why})")
             return
         try:
             state = self.queue.fail(

@@ -24,7 +24,16 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from leaseq.work.outcomes import HandlerTimeout, Task, decide, job_timeout, log_job
+from leaseq.work.outcomes import (
+    OVERDUE,
+    RELEASE,
+    HandlerTimeout,
+    Task,
+    decide,
+    job_timeout,
+    log_job,
+    past_grace,
+)
 
 __all__ = ["Timeouts"]
 
@@ -58,9 +67,11 @@ class Timeouts:
         self._told = threading.Lock()
         self._decided = threading.Lock()
         """Whose outcome a task gets, the handler's, its timeout's or the shutdown's
-        hand-back: taken (inside ``cond`` on the reporter's side) wherever
+        hand-back, and whether a spare runs or goes back (``begin``, ``overdue``):
+        taken (inside ``cond`` on the reporter's side) wherever
         ``timed_out``, ``handed_back`` or ``outcome`` is set, or read to choose.
-        A plain lock, not ``cond``: the handler threads take it once a job."""
+        A plain lock, not ``cond``: the handler threads take it twice a job (as it
+        starts and as it returns), uncontended but for the rare choice."""
 
     def reset(self) -> None:
         with self.cond:
@@ -80,6 +91,38 @@ class Timeouts:
                 self.next_at = at
         if sooner:
             self.wake()
+
+    def begin(self, task: Task, release: bool) -> bool:
+        """A handler thread took ``task`` off the work queue: True, and it is marked
+        started (or, with ``release``, given the RELEASE outcome: the worker is
+        stopping or the lease is lost, so it goes back unstarted); False if the
+        reporter handed it back while it waited (``overdue``): it is released
+        already, and must be neither run nor released again."""
+        with self._decided:
+            if task.handed_back:
+                return False
+            if release:
+                task.outcome = RELEASE
+            else:
+                task.started = True
+            return True
+
+    def overdue(self, tasks: Mapping[Any, Task], waited: Callable[[Task], bool]) -> list[Task]:
+        """The held tasks not started yet for which ``waited`` says they waited too
+        long (reporter, holding ``cond``), each marked ``handed_back`` with the
+        ``OVERDUE`` release as its outcome for the writer. Chosen under the lock
+        ``begin`` marks the start under, so a task a handler thread takes meanwhile
+        is either run or released, never both."""
+        with self._decided:
+            due = [
+                t
+                for t in tasks.values()
+                if not t.started and t.outcome is None and not t.ctx.lost.is_set() and waited(t)
+            ]
+            for task in due:
+                task.handed_back = True
+                task.outcome = OVERDUE
+        return due
 
     def returned(self, task: Task, outcome: Any) -> bool:
         """The handler of ``task`` is done with ``outcome``: True if it is to be
@@ -172,11 +215,10 @@ class Timeouts:
         ``returned`` sets the outcome under, so a handler returning meanwhile is
         in one list, never both: released and also completed, or neither."""
         with self._decided:
-            running = [t for t in tasks.values() if t.outcome is None]
+            running, done = past_grace(tasks.values(), lambda t: t.outcome is not None)
             for task in running:
                 task.handed_back = True  # counted released, not lost, when it returns
                 task.ctx.lost.set()
-            done = [t for t in tasks.values() if t.outcome is not None]
         return running, done
 
     def settled(self, task: Task) -> bool:

@@ -22,6 +22,7 @@ from redis.backoff import ConstantBackoff
 import leaseq
 import leaseq.aio
 from leaseq.handler import Dead, Retry
+from leaseq.work import outcomes
 from tests.support.backends import run
 from tests.support.servers import RedisServer, wait_until
 
@@ -654,11 +655,13 @@ def test_worker_graceful_stop_finishes_then_releases(
 
 
 def test_a_stop_while_completions_are_in_flight_outlives_none_of_its_calls(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The first complete_many hangs (a stalled server): past the grace, run()
+    # The first complete_many hangs (a stalled server): past the grace, and the
+    # bounded wait for returned handlers' writes after it (made short here), run()
     # cancels it and returns only once it has ended; its jobs stay active for a
     # reaper, the others pending: none is lost, none is counted done.
+    monkeypatch.setattr(leaseq.aio.worker, "_WRITE_WAIT", 0.5)
     in_flight = 0
     real = live.complete_many
 
@@ -792,3 +795,153 @@ def test_burst_waits_out_a_rate_limit(
 
     assert run(loop, scenario()) == 10
     assert run(loop, live.stats()).pending == 0
+
+
+def test_a_spare_that_waits_too_long_goes_back_for_another_worker(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One slot, its handler hung (no timeout), three spares behind it: past the
+    # spare bound (here the 0.6 s ttl) they go back to pending, unspent, and stay
+    # there for another worker; nothing runs twice.
+    monkeypatch.setattr(outcomes, "SPARE_WAIT_FLOOR", 0.0)
+    runs: list[str] = []
+    hung, let_go = asyncio.Event(), asyncio.Event()
+
+    async def handler(lease: leaseq.Lease) -> None:
+        runs.append(lease.id)
+        if lease.id == "blocker":
+            hung.set()
+            await let_go.wait()
+
+    async def until(what: str, check: Any) -> None:
+        give_up = time.monotonic() + 10.0
+        while not await check():
+            assert time.monotonic() < give_up, f"timed out waiting for {what}"
+            await asyncio.sleep(0.01)
+
+    async def scenario() -> tuple[int, int, list[str]]:
+        await live.enqueue({}, id="blocker", max_attempts=1)
+        spares = await live.enqueue_many([{} for _ in range(3)], max_attempts=1)
+        first = leaseq.aio.Worker(live, handler, concurrency=1, prefetch=3, ttl=0.6)
+        task = asyncio.ensure_future(first.run())
+        try:
+            await asyncio.wait_for(hung.wait(), 10)
+
+            async def handed_back() -> bool:
+                return (await live.stats()).pending == 3
+
+            await until("the spares handed back", handed_back)
+            for job_id in spares:
+                job = await live.get(job_id)
+                assert job is not None and job.state is leaseq.State.PENDING
+                # The claim's attempt given back by release, not by the crash refunds.
+                assert (job.attempts, job.max_attempts) == (1, 2)
+            assert (await live.stats()).active == 1  # the worker did not take them again
+            second = leaseq.aio.Worker(live, handler, concurrency=3, ttl=5.0)
+            done_by_second = await second.run(burst=True)
+        finally:
+            let_go.set()
+            first.stop()
+            done_by_first = await asyncio.wait_for(task, 10)
+        return done_by_first, done_by_second, spares
+
+    done_by_first, done_by_second, spares = run(loop, scenario())
+    assert (done_by_first, done_by_second) == (1, 3)
+    assert sorted(runs) == sorted(["blocker", *spares])  # each ran once
+    stats = run(loop, live.stats())
+    assert (stats.succeeded, stats.totals.get("refunded", 0)) == (4, 0)
+
+
+def test_a_handler_that_returned_as_the_grace_ran_out_is_written_not_released(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    # "quick" returns just as the drain begins: past the grace its handler is done
+    # but its job task has not resumed yet. It is not running, so its outcome is
+    # written (releasing it would run a finished job again); only "stuck", still
+    # running, is cancelled and released.
+    runs: list[str] = []
+    both, finish, cancelled = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def handler(lease: leaseq.Lease) -> str:
+        runs.append(lease.id)
+        if len(runs) == 2:
+            both.set()
+        if lease.id == "quick":
+            await finish.wait()
+            return "done"
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    async def scenario() -> int:
+        await live.enqueue({}, id="quick")
+        await live.enqueue({}, id="stuck")
+        worker = leaseq.aio.Worker(live, handler, concurrency=2, prefetch=0, ttl=5.0, grace=0.0)
+        release_spare = worker._release_spare
+
+        async def then_finish() -> None:  # run() calls it right before the drain
+            finish.set()
+            await release_spare()
+
+        worker._release_spare = then_finish  # type: ignore[method-assign]
+        task = asyncio.ensure_future(worker.run())
+        await asyncio.wait_for(both.wait(), 5.0)
+        worker.stop()
+        return await asyncio.wait_for(task, 5.0)
+
+    assert run(loop, scenario()) == 1
+    assert cancelled.is_set()
+    quick, stuck = run(loop, live.get("quick")), run(loop, live.get("stuck"))
+    assert quick is not None and (quick.state, quick.result, quick.attempts) == (
+        leaseq.State.SUCCEEDED,
+        "done",
+        1,
+    )
+    assert stuck is not None and stuck.state is leaseq.State.PENDING
+    assert stuck.max_attempts - stuck.attempts == 2  # released: the attempt given back
+    assert sorted(runs) == ["quick", "stuck"]  # each ran once
+
+
+def test_a_completion_in_flight_as_the_grace_runs_out_is_written_not_cut_off(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    # "quick" returned before the stop; its completion is on the wire when the
+    # grace runs out, and lands only once "stuck" is being cancelled. Past the
+    # grace the worker waits for it (bounded) rather than cutting it off, which
+    # left the job active to run again after its lease expired.
+    real = live.complete_many
+    writing, let_write = asyncio.Event(), asyncio.Event()
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        writing.set()
+        await let_write.wait()
+        return await real(*args, **kwargs)
+
+    live.complete_many = held  # type: ignore[method-assign]
+
+    async def handler(lease: leaseq.Lease) -> str:
+        if lease.id == "quick":
+            return "done"
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            let_write.set()  # past the grace: the write goes on from here
+            raise
+        return "never"
+
+    async def scenario() -> int:
+        await live.enqueue({}, id="stuck")
+        await live.enqueue({}, id="quick")
+        worker = leaseq.aio.Worker(live, handler, concurrency=2, prefetch=0, ttl=5.0, grace=0.0)
+        task = asyncio.ensure_future(worker.run())
+        await asyncio.wait_for(writing.wait(), 5.0)
+        worker.stop()
+        return await asyncio.wait_for(task, 5.0)
+
+    assert run(loop, scenario()) == 1
+    quick, stuck = run(loop, live.get("quick")), run(loop, live.get("stuck"))
+    assert quick is not None and (quick.state, quick.result) == (leaseq.State.SUCCEEDED, "done")
+    assert stuck is not None and stuck.state is leaseq.State.PENDING

@@ -18,7 +18,8 @@ import redis.asyncio as aioredis
 import leaseq
 import leaseq.aio
 from leaseq.store.payloads import Codec
-from leaseq.work.outcomes import completion_batch, decide, error_kind
+from leaseq.work import outcomes
+from leaseq.work.outcomes import Prefetch, completion_batch, decide, error_kind
 from tests.support.servers import RedisServer
 
 ENCODE = Codec("json", None, 100).encode
@@ -229,3 +230,18 @@ def test_both_workers_write_the_same_outcomes(rs: Any, redis_server: RedisServer
     assert rows["huge"][:2] == ("dead", 1) and rows["huge"][3].startswith("ResultTooLarge: ")
     assert rows["not_data"][:2] == ("dead", 1)
     assert rows["not_data"][3].startswith("InvalidResult: ")
+
+
+def test_a_spare_is_overdue_after_the_ttl_or_the_floor_and_then_no_spares_are_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The one rule both workers follow: a spare waits at most max(ttl, floor).
+    assert Prefetch(2, 3, 0.0, ttl=30.0).max_wait == 30.0
+    assert Prefetch(2, 3, 0.0, ttl=1.0).max_wait == outcomes.SPARE_WAIT_FLOOR
+    p = Prefetch(2, 3, 0.0, ttl=30.0)
+    assert not p.overdue(100.0, 129.9) and p.overdue(100.0, 130.0)
+    # Handed back: no spares while every slot is busy (else it claims them straight
+    # back), the usual prefetch again once a slot is idle.
+    p.handed_back()
+    assert p.limit == 2 and not p.room(2)
+    assert p.room(1) and p.limit == 5

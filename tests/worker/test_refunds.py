@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import leaseq
+from leaseq.work import outcomes
 from tests.support.backends import Clock
 from tests.support.servers import wait_until
 from tests.support.workers import Workers, _exits, _job, _q
@@ -304,3 +305,51 @@ def test_a_sharded_claim_marks_all_but_the_first_started(r: Any, clock: Clock) -
     assert [marked(x) for x in leases] == [False, False, True, True, True, True]
     sq.extend_many(leases, ttl=clock.lease(30.0), started=[False] * 5 + [True])
     assert [marked(x) for x in leases] == [False, False, True, True, True, False]
+
+
+def test_a_spare_that_waits_too_long_goes_back_for_another_worker(
+    rr: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One slot, its handler hung (no timeout), three spares behind it. Heartbeats
+    # would keep the spares forever; past the spare bound (here the 0.6 s ttl) they
+    # go back to pending, unspent, and stay there for another worker.
+    monkeypatch.setattr(outcomes, "SPARE_WAIT_FLOOR", 0.0)
+    q = leaseq.Queue("spares", redis=rr)
+    blocker = q.enqueue({}, id="blocker", max_attempts=1)
+    spares = q.enqueue_many([{} for _ in range(3)], max_attempts=1)
+    hung, let_go = threading.Event(), threading.Event()
+    runs: list[str] = []
+
+    def handler(lease: leaseq.Lease) -> None:
+        runs.append(lease.id)
+        if lease.id == blocker:
+            hung.set()
+            let_go.wait(30)
+
+    first = leaseq.Worker(q, handler, concurrency=1, prefetch=3, ttl=0.6, handle_signals=False)
+    t = threading.Thread(target=first.run, daemon=True)
+    t.start()
+    try:
+        assert hung.wait(10)
+        wait_until(lambda: q.stats().active == 4, 10, what="the spares leased")
+        wait_until(lambda: q.stats().pending == 3, 10, what="the spares handed back")
+        for job_id in spares:
+            job = _job(q, job_id)
+            assert job.state is leaseq.State.PENDING
+            # The claim's attempt given back by release, not by the crash refunds.
+            assert (job.attempts, job.max_attempts) == (1, 2)
+            assert _refunds(rr, q, job_id) == 0
+        assert q.stats().active == 1  # the worker did not take them again
+        second = leaseq.Worker(q, handler, concurrency=3, ttl=5.0, handle_signals=False)
+        second.run(burst=True)
+        assert second.counts["succeeded"] == 3
+    finally:
+        let_go.set()
+        first.stop()
+        t.join(10)
+    assert not t.is_alive()
+    assert sorted(runs) == sorted([blocker, *spares])  # each ran once
+    for job_id in [blocker, *spares]:
+        assert _job(q, job_id).state is leaseq.State.SUCCEEDED
+    assert (first.counts["succeeded"], first.counts["released"], first.counts["lost"]) == (1, 3, 0)
+    assert q.stats().totals.get("refunded", 0) == 0
