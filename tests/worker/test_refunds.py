@@ -190,16 +190,11 @@ def test_a_worker_runs_spares_that_wait_past_the_cap_on_their_first_attempt(rr: 
     assert q.stats().totals.get("refunded", 0) == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a spare behind a handler hung past lease_cap is heartbeated uncapped for as "
-    "long as the handler hangs (extend.lua no longer caps a waiting lease): the threaded "
-    "worker must hand such spares back (leaseq/worker.py)",
-)
 def test_a_spare_behind_a_hung_handler_is_not_held_forever(rr: Any) -> None:
     # The handler of the first job hangs past the cap (its lease is lost, its thread
     # keeps the only slot); the spare claimed behind it will never start there. No
-    # lease may be held without end, so another worker must get to run it.
+    # lease may be held without end (extend.lua does not cap a waiting spare): the
+    # worker hands it back once overdue (Prefetch.overdue), and another worker runs it.
     cap = 0.5
     q = leaseq.Queue("hung", redis=rr, lease_cap=cap)
     hung_id = q.enqueue("hang", max_attempts=5)
