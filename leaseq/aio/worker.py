@@ -26,7 +26,7 @@ import inspect
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -77,6 +77,9 @@ _IDLE_SLICE = 5.0
 """Longest idle wait between claims when nothing wakes the worker."""
 _CLAIM_WAIT = 5.0
 """Longest a cancelled run() waits for its claim in flight, to release its leases."""
+_CLEANUP_WAIT = 5.0
+"""Longest run()'s cleanup may take (releases, the registry) once it ends or is
+cancelled: a server that stops answering must not hold run() forever."""
 _WRITE_WAIT = 5.0
 """Longest a stop past its grace waits for the outcomes of handlers that returned
 to be written (a server that does not answer must not hold run() forever)."""
@@ -95,6 +98,21 @@ def _run_sync(handler: Callable[[Lease], Any], ctx: JobContext) -> Any:
         return handler(ctx.lease)
     finally:
         _set_current(None)
+
+
+async def _cut_off(futures: Collection[asyncio.Future[Any]]) -> None:
+    """Cancel ``futures`` and wait for them briefly. A cancel can be lost inside
+    the Redis client (seen on a server that stopped answering while a connection
+    was being made: the call went on to a new handshake), so it is repeated; what
+    still runs after that is left behind, its exception read when it ends."""
+    for _ in range(3):
+        if not futures:
+            return
+        for future in futures:
+            future.cancel()
+        _, futures = await asyncio.wait(futures, timeout=0.5)
+    for future in futures:
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
 class _Exited(Exception):
@@ -393,16 +411,41 @@ class Worker:
             leftovers += [wake] if wake is not None else []
             for future in leftovers:
                 future.cancel()
-            # Let them unwind (a cancelled BLPOP drops its connection; a cancelled
-            # job releases its lease) before the loop may close.
-            await asyncio.gather(*leftovers, return_exceptions=True)
-            # run() itself cancelled: its prefetched leases go back too, at once,
-            # and so do those of a claim that was in flight.
-            await self._claimed_in_flight()
-            await self._release_spare()
-            if hasattr(self.queue, "unregister_worker"):
-                with contextlib.suppress(LeaseqError):  # else the row simply expires
-                    await self.queue.unregister_worker(self.queue.worker_id)
+            cleanup = asyncio.ensure_future(self._clean_up(leftovers))
+            again = False
+            while not cleanup.done():
+                try:
+                    await asyncio.shield(cleanup)
+                except asyncio.CancelledError:
+                    # Cancelled again while cleaning up (a second Ctrl-C, a wait_for
+                    # around the task): the leases still go back, within the
+                    # cleanup's own bound, and then the cancel goes on.
+                    again = True
+            if again:
+                raise asyncio.CancelledError
+
+    async def _clean_up(self, leftovers: list[asyncio.Future[Any]]) -> None:
+        """run()'s last steps, within ``_CLEANUP_WAIT`` s whatever the server does:
+        let the cancelled tasks unwind (a cancelled BLPOP drops its connection, a
+        cancelled job releases its lease), then hand back the prefetched leases and
+        those of a claim that was in flight, and leave the registry. On a server
+        that stops answering, what is left past the bound is cut off: those leases
+        expire (a prefetched one unspent) and the registry row ages out."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + _CLEANUP_WAIT
+        if leftovers:
+            _, late = await asyncio.wait(leftovers, timeout=_CLEANUP_WAIT)
+            await _cut_off(late)  # a release the server does not answer
+        await self._claimed_in_flight(max(0.0, min(_CLAIM_WAIT, give_up - loop.time())))
+        rest = asyncio.ensure_future(self._leave())
+        done, _ = await asyncio.wait({rest}, timeout=max(0.001, give_up - loop.time()))
+        await _cut_off({rest} - done)
+
+    async def _leave(self) -> None:
+        await self._release_spare()
+        if hasattr(self.queue, "unregister_worker"):
+            with contextlib.suppress(LeaseqError):  # else the row simply expires
+                await self.queue.unregister_worker(self.queue.worker_id)
 
     async def _claim(self, want: int, free: int) -> tuple[list[Lease], float | None]:
         """``claim_now``, shielded from run()'s cancellation. Cancelled while the call
@@ -416,15 +459,15 @@ class Worker:
             self._in_flight = call
             raise
 
-    async def _claimed_in_flight(self) -> None:
-        """After run() was cancelled during a claim: wait (at most ``_CLAIM_WAIT``)
+    async def _claimed_in_flight(self, timeout: float = _CLAIM_WAIT) -> None:
+        """After run() was cancelled during a claim: wait (at most ``timeout`` s)
         for that claim and add its leases to the spare ones, which are released
         next. A claim that fails, or takes longer, leaves its leases (if any) to
         expire: a prefetched one unspent."""
         call, self._in_flight = self._in_flight, None
         if call is None:
             return
-        done, _ = await asyncio.wait({call}, timeout=_CLAIM_WAIT)
+        done, _ = await asyncio.wait({call}, timeout=timeout)
         if not done:
             call.cancel()
             call.add_done_callback(lambda f: f.cancelled() or f.exception())

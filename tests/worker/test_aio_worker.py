@@ -457,11 +457,6 @@ def test_cancelling_run_during_a_claim_hands_that_claims_leases_back(
     assert [(j.state, j.max_attempts - j.attempts) for j in jobs] == [(leaseq.State.PENDING, 2)] * 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="run()'s cleanup is not shielded: a second cancel while it waits for the "
-    "claim in flight skips _claimed_in_flight and _release_spare (leaseq/aio/worker.py)",
-)
 def test_cancelling_run_twice_during_a_claim_still_hands_its_leases_back(
     live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
 ) -> None:
@@ -542,11 +537,6 @@ def test_a_handler_that_exits_fails_its_job_not_the_worker(redis_server: Any) ->
     sync.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a cancelled run()'s cleanup awaits release and unregister_worker with no "
-    "bound: on a server that stops answering it never returns (leaseq/aio/worker.py)",
-)
 def test_a_cancelled_run_returns_while_the_server_hangs(loop: asyncio.AbstractEventLoop) -> None:
     # The server stops answering (SIGSTOP: no refusal, no reset) with a lease
     # prefetched. Cancelling run() must end it in bounded time; what cannot be
