@@ -275,6 +275,9 @@ class Worker:
         prefetched one, and every running job's until its outcome is written
         (or it timed out: then never again)."""
         self._spare: deque[_Held] = deque()
+        self._handing: deque[_Held] = deque()
+        """Overdue spares on their way back (``_release_overdue``), each until its
+        release has answered: a run() that ends meanwhile releases them too."""
         self._in_flight: asyncio.Future[tuple[list[Lease], float | None]] | None = None
         """The claim call in flight when run() was cancelled (``_claim``)."""
         """Prefetched leases, in claim order, waiting for a free handler slot."""
@@ -555,7 +558,10 @@ class Worker:
         """At stop (or when run() is cancelled): hand the prefetched leases back at
         once (unstarted: no attempt spent). One that cannot be released expires and
         is refunded the same way; so do all the rest once a release meets an outage,
-        rather than hold run() for a failing call per lease."""
+        rather than hold run() for a failing call per lease. Overdue spares the
+        heartbeat was handing back go too (released twice, the second is refused)."""
+        self._spare.extendleft(reversed(self._handing))
+        self._handing.clear()
         while self._spare:
             held = self._spare.popleft()
             self._beats.pop(id(held.ctx), None)
@@ -587,6 +593,7 @@ class Worker:
             held = self._spare.popleft()  # oldest first: claim order
             self._beats.pop(id(held.ctx), None)
             due.append(held)
+        self._handing.extend(due)
         if not due:
             return
         self._prefetch.handed_back()
@@ -600,26 +607,32 @@ class Worker:
         )
         for held in due:
             held.ctx.lost.set()  # never ours to run again
-        for i, held in enumerate(due):
+        # Each stays in _handing until its release answers: cancelled meanwhile (run()
+        # ends), the heartbeat leaves it and the rest to run()'s cleanup to release.
+        handing = self._handing
+        while handing:
+            held = handing[0]
             try:
                 await self.queue.release(held.ctx.lease)
             except LeaseqError as exc:
                 kind = error_kind(exc)
-                if kind == "job":
-                    continue  # lost meanwhile, or a damaged row: that lease only
-                if kind == "fatal":
-                    self._end(exc)
-                # An outage: the rest expire unstarted, refunded, rather than each
-                # hold the heartbeat for a failing call.
-                log_job(
-                    self.queue.name,
-                    logging.WARNING,
-                    None,
-                    "could not release %d overdue spare leases (%s); they expire, unspent",
-                    len(due) - i,
-                    exc,
-                )
-                return
+                if kind != "job":  # else lost meanwhile, or a damaged row: that lease only
+                    if kind == "fatal":
+                        self._end(exc)
+                    # An outage: the rest expire unstarted, refunded, rather than each
+                    # hold the heartbeat for a failing call.
+                    log_job(
+                        self.queue.name,
+                        logging.WARNING,
+                        None,
+                        "could not release %d overdue spare leases (%s); they expire, unspent",
+                        len(handing),
+                        exc,
+                    )
+                    handing.clear()
+                    return
+            if handing and handing[0] is held:  # (run()'s cleanup may have taken it)
+                handing.popleft()
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._tasks.pop(task, None)

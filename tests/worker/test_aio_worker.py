@@ -935,3 +935,41 @@ def test_a_completion_in_flight_as_the_grace_runs_out_is_written_not_cut_off(
     quick, stuck = run(loop, live.get("quick")), run(loop, live.get("stuck"))
     assert quick is not None and (quick.state, quick.result) == (leaseq.State.SUCCEEDED, "done")
     assert stuck is not None and stuck.state is leaseq.State.PENDING
+
+
+def test_cancelling_run_while_overdue_spares_go_back_still_hands_them_all_back(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The heartbeat hands overdue spares back one release at a time (a slow server:
+    # each release takes a while). run() cancelled meanwhile must still release
+    # the spares not handed back yet, not leave them active with nobody holding them
+    # until they expire (each then spending one of the job's crash refunds).
+    monkeypatch.setattr(outcomes, "SPARE_WAIT_FLOOR", 0.0)
+    hung = asyncio.Event()
+
+    async def handler(lease: leaseq.Lease) -> None:
+        hung.set()
+        await asyncio.sleep(60)
+
+    async def scenario() -> leaseq.Stats:
+        await live.enqueue_many([{} for _ in range(21)], max_attempts=1)
+        worker = leaseq.aio.Worker(live, handler, concurrency=1, prefetch=20, ttl=0.6)
+        real = live.release
+        releases = [0]
+        task = asyncio.ensure_future(worker.run())
+
+        async def slow_release(lease: leaseq.Lease) -> None:
+            releases[0] += 1
+            if releases[0] == 3:  # the third overdue spare on its way back
+                task.cancel()
+            await asyncio.sleep(0.02)
+            await real(lease)
+
+        monkeypatch.setattr(live, "release", slow_release)
+        await asyncio.wait_for(hung.wait(), 10)
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 20)
+        return await live.stats()
+
+    stats = run(loop, scenario())
+    assert (stats.active, stats.pending) == (0, 21)
