@@ -523,12 +523,11 @@ class Worker:
         if not self._tasks:
             return
         _, late = await asyncio.wait(set(self._tasks), timeout=_WRITE_WAIT)
-        for task in late:
-            # A write the server does not answer (the job stays active until its
-            # lease expires), or a handler that ignores its cancellation (released).
-            task.cancel()
-        if late:
-            await asyncio.wait(late)
+        # A write the server does not answer (the job stays active until its lease
+        # expires), or a handler that ignores its cancellation: its job task, cancelled,
+        # releases the job, and on a server that does not answer that release hangs
+        # too. So the wait is bounded (_cut_off); run()'s cleanup cuts off what is left.
+        await _cut_off(late)
 
     def _returned(self, held: _Held) -> bool:
         """Whether ``held``'s handler has returned (or raised): its job future is done

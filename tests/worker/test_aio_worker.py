@@ -6,6 +6,7 @@ graceful stop, reaping a crashed worker's job, bad settings.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import os
@@ -973,3 +974,44 @@ def test_cancelling_run_while_overdue_spares_go_back_still_hands_them_all_back(
 
     stats = run(loop, scenario())
     assert (stats.active, stats.pending) == (0, 21)
+
+
+def test_a_stop_past_grace_returns_while_the_server_hangs_and_a_handler_ignores_its_cancel(
+    loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Past the grace the drain cancels the handler (it swallows the cancel) and,
+    # after _WRITE_WAIT, the job task, which then releases the job: on a server that
+    # stopped answering (SIGSTOP) that release never returns. run() must still end
+    # in bounded time; the job's lease simply expires.
+    monkeypatch.setattr(leaseq.aio.worker, "_WRITE_WAIT", 0.5)
+    monkeypatch.setattr(leaseq.aio.worker, "_CLEANUP_WAIT", 1.0)
+    server = RedisServer()
+    client = aioredis.Redis(port=server.port)
+    queue = leaseq.aio.Queue("jobs", redis=client, backoff=0.0, max_attempts=2)
+    running = asyncio.Event()
+
+    async def handler(lease: leaseq.Lease) -> None:
+        running.set()
+        while True:
+            with contextlib.suppress(asyncio.CancelledError):  # it will not stop
+                await asyncio.sleep(30)
+
+    async def scenario() -> bool:
+        await queue.enqueue({})
+        worker = leaseq.aio.Worker(queue, handler, concurrency=1, ttl=30.0, grace=0.2)
+        task = asyncio.ensure_future(worker.run())
+        await asyncio.wait_for(running.wait(), 5.0)
+        assert server.proc is not None
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        worker.stop()
+        await asyncio.wait({task}, timeout=10.0)  # grace, _WRITE_WAIT, cleanup and then some
+        done = task.done()
+        os.kill(server.proc.pid, signal.SIGCONT)
+        await asyncio.wait({task}, timeout=10.0)
+        return done
+
+    try:
+        assert run(loop, scenario()), "run() still draining 10 s after a stop past its grace"
+    finally:
+        run(loop, client.aclose())
+        server.stop()
