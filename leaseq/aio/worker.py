@@ -96,6 +96,10 @@ def _run_sync(handler: Callable[[Lease], Any], ctx: JobContext) -> Any:
     _set_current(ctx)
     try:
         return handler(ctx.lease)
+    except KeyboardInterrupt as exc:
+        # A pool thread gets no signals: this is the handler's own, not a Ctrl-C.
+        # Let out of the loop it would end the worker (as SystemExit would, _call).
+        raise _Exited(exc) from None
     finally:
         _set_current(None)
 
@@ -116,9 +120,10 @@ async def _cut_off(futures: Collection[asyncio.Future[Any]]) -> None:
 
 
 class _Exited(Exception):
-    """A handler's SystemExit, carried as an ordinary exception out of its task."""
+    """A handler's SystemExit (or a plain handler's KeyboardInterrupt), carried as an
+    ordinary exception out of its task: the job's failure, not the worker's end."""
 
-    def __init__(self, exit: SystemExit) -> None:
+    def __init__(self, exit: SystemExit | KeyboardInterrupt) -> None:
         super().__init__(exit)
         self.exit = exit
 

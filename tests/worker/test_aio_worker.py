@@ -538,6 +538,38 @@ def test_a_handler_that_exits_fails_its_job_not_the_worker(redis_server: Any) ->
     sync.close()
 
 
+def test_a_plain_handlers_keyboard_interrupt_fails_its_job_not_the_worker(
+    redis_server: Any,
+) -> None:
+    # A plain def runs in a pool thread, where no signal is ever delivered: a
+    # KeyboardInterrupt there is the handler's own, not a Ctrl-C. Let out of the
+    # loop it would end the worker and release the job, refunding its attempt,
+    # on every start without bound; as in the threaded worker, it is the job's failure.
+    sync = redis.Redis(port=redis_server.port)
+    sync.flushall()
+    q = leaseq.Queue("jobs", redis=sync)
+    job_id = q.enqueue({}, max_attempts=1)
+
+    def plain(lease: leaseq.Lease) -> None:
+        raise KeyboardInterrupt
+
+    async def scenario() -> int:
+        client = aioredis.Redis(port=redis_server.port)
+        try:
+            aq = leaseq.aio.Queue("jobs", redis=client)
+            worker = leaseq.aio.Worker(aq, plain, concurrency=1, ttl=5.0)
+            await worker.run(burst=True)
+            return worker.processed
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(scenario()) == 1
+    job = q.get(job_id)
+    assert job is not None and (job.state, job.attempts) == (leaseq.State.DEAD, 1)
+    assert (job.last_error or "").startswith("KeyboardInterrupt")
+    sync.close()
+
+
 def test_a_cancelled_run_returns_while_the_server_hangs(loop: asyncio.AbstractEventLoop) -> None:
     # The server stops answering (SIGSTOP: no refusal, no reset) with a lease
     # prefetched. Cancelling run() must end it in bounded time; what cannot be
