@@ -119,6 +119,14 @@ async def _cut_off(futures: Collection[asyncio.Future[Any]]) -> None:
         future.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
+def _cancel_lost(task: asyncio.Task[Any] | None) -> bool:
+    """Whether ``task`` was asked to cancel and yet runs on: redis-py 8 can swallow a
+    cancel that lands while a command is in flight (the call returns as if none had
+    come; ``cancelling()`` still counts it). Python 3.11+; False before."""
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is not None and cancelling() > 0
+
+
 class _Exited(Exception):
     """A handler's SystemExit (or a plain handler's KeyboardInterrupt), carried as an
     ordinary exception out of its task: the job's failure, not the worker's end."""
@@ -341,7 +349,10 @@ class Worker:
         )
         backoff = Backoff()
         try:
+            me = asyncio.current_task()
             while not self._stop.is_set():
+                if _cancel_lost(me):
+                    raise asyncio.CancelledError
                 try:
                     if loop.time() >= next_reap:
                         await self.queue.reap()
