@@ -569,16 +569,34 @@ class Worker:
         finally:
             if got:
                 self._claim_lock.release()
-        for task in running:
-            try:
-                self._writer.release(task, logging.WARNING, "released unfinished at shutdown")
-            except LeaseqError as exc:
-                self._log(logging.WARNING, task, "could not release (%s); lease will expire", exc)
+        # On a server that does not answer, each call fails only after the client's
+        # timeouts and retries (a minute and more with redis-py's defaults): after the
+        # first such failure the other running ones are left to expire, not tried one
+        # by one.
+        down = False
+        for i, task in enumerate(running):
+            if not down:
+                try:
+                    self._writer.release(task, logging.WARNING, "released unfinished at shutdown")
+                except LeaseqError as exc:
+                    self._log(
+                        logging.WARNING, task, "could not release (%s); lease will expire", exc
+                    )
+                    if error_kind(exc) == "transient":
+                        down = True
+                        if len(running) > i + 1:
+                            self._log(
+                                logging.WARNING,
+                                None,
+                                "%d more running job(s) not released; their leases will expire",
+                                len(running) - i - 1,
+                            )
             self._settle([task])
         self._drain(unwritten, 0.0005)  # handed-back outcomes that landed: discarded
         queued = set(unwritten)
         unwritten += [t for t in finished if t not in queued]
-        try:
+        try:  # tried even so (one call: the first failure ends it), as a finished
+            # job not written runs again
             self._writer.write(unwritten)
         except LeaseqError as exc:  # their leases simply expire and are reaped
             self._log(logging.WARNING, None, "outcomes not written at shutdown: %s", exc)

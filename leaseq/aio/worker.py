@@ -96,6 +96,10 @@ def _run_sync(handler: Callable[[Lease], Any], ctx: JobContext) -> Any:
     _set_current(ctx)
     try:
         return handler(ctx.lease)
+    except KeyboardInterrupt as exc:
+        # A pool thread gets no signals: this is the handler's own, not a Ctrl-C.
+        # Let out of the loop it would end the worker (as SystemExit would, _call).
+        raise _Exited(exc) from None
     finally:
         _set_current(None)
 
@@ -115,10 +119,19 @@ async def _cut_off(futures: Collection[asyncio.Future[Any]]) -> None:
         future.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
-class _Exited(Exception):
-    """A handler's SystemExit, carried as an ordinary exception out of its task."""
+def _cancel_lost(task: asyncio.Task[Any] | None) -> bool:
+    """Whether ``task`` was asked to cancel and yet runs on: redis-py 8 can swallow a
+    cancel that lands while a command is in flight (the call returns as if none had
+    come; ``cancelling()`` still counts it). Python 3.11+; False before."""
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is not None and cancelling() > 0
 
-    def __init__(self, exit: SystemExit) -> None:
+
+class _Exited(Exception):
+    """A handler's SystemExit (or a plain handler's KeyboardInterrupt), carried as an
+    ordinary exception out of its task: the job's failure, not the worker's end."""
+
+    def __init__(self, exit: SystemExit | KeyboardInterrupt) -> None:
         super().__init__(exit)
         self.exit = exit
 
@@ -275,6 +288,9 @@ class Worker:
         prefetched one, and every running job's until its outcome is written
         (or it timed out: then never again)."""
         self._spare: deque[_Held] = deque()
+        self._handing: deque[_Held] = deque()
+        """Overdue spares on their way back (``_release_overdue``), each until its
+        release has answered: a run() that ends meanwhile releases them too."""
         self._in_flight: asyncio.Future[tuple[list[Lease], float | None]] | None = None
         """The claim call in flight when run() was cancelled (``_claim``)."""
         """Prefetched leases, in claim order, waiting for a free handler slot."""
@@ -333,7 +349,10 @@ class Worker:
         )
         backoff = Backoff()
         try:
+            me = asyncio.current_task()
             while not self._stop.is_set():
+                if _cancel_lost(me):
+                    raise asyncio.CancelledError
                 try:
                     if loop.time() >= next_reap:
                         await self.queue.reap()
@@ -520,12 +539,11 @@ class Worker:
         if not self._tasks:
             return
         _, late = await asyncio.wait(set(self._tasks), timeout=_WRITE_WAIT)
-        for task in late:
-            # A write the server does not answer (the job stays active until its
-            # lease expires), or a handler that ignores its cancellation (released).
-            task.cancel()
-        if late:
-            await asyncio.wait(late)
+        # A write the server does not answer (the job stays active until its lease
+        # expires), or a handler that ignores its cancellation: its job task, cancelled,
+        # releases the job, and on a server that does not answer that release hangs
+        # too. So the wait is bounded (_cut_off); run()'s cleanup cuts off what is left.
+        await _cut_off(late)
 
     def _returned(self, held: _Held) -> bool:
         """Whether ``held``'s handler has returned (or raised): its job future is done
@@ -555,7 +573,10 @@ class Worker:
         """At stop (or when run() is cancelled): hand the prefetched leases back at
         once (unstarted: no attempt spent). One that cannot be released expires and
         is refunded the same way; so do all the rest once a release meets an outage,
-        rather than hold run() for a failing call per lease."""
+        rather than hold run() for a failing call per lease. Overdue spares the
+        heartbeat was handing back go too (released twice, the second is refused)."""
+        self._spare.extendleft(reversed(self._handing))
+        self._handing.clear()
         while self._spare:
             held = self._spare.popleft()
             self._beats.pop(id(held.ctx), None)
@@ -587,6 +608,7 @@ class Worker:
             held = self._spare.popleft()  # oldest first: claim order
             self._beats.pop(id(held.ctx), None)
             due.append(held)
+        self._handing.extend(due)
         if not due:
             return
         self._prefetch.handed_back()
@@ -600,26 +622,32 @@ class Worker:
         )
         for held in due:
             held.ctx.lost.set()  # never ours to run again
-        for i, held in enumerate(due):
+        # Each stays in _handing until its release answers: cancelled meanwhile (run()
+        # ends), the heartbeat leaves it and the rest to run()'s cleanup to release.
+        handing = self._handing
+        while handing:
+            held = handing[0]
             try:
                 await self.queue.release(held.ctx.lease)
             except LeaseqError as exc:
                 kind = error_kind(exc)
-                if kind == "job":
-                    continue  # lost meanwhile, or a damaged row: that lease only
-                if kind == "fatal":
-                    self._end(exc)
-                # An outage: the rest expire unstarted, refunded, rather than each
-                # hold the heartbeat for a failing call.
-                log_job(
-                    self.queue.name,
-                    logging.WARNING,
-                    None,
-                    "could not release %d overdue spare leases (%s); they expire, unspent",
-                    len(due) - i,
-                    exc,
-                )
-                return
+                if kind != "job":  # else lost meanwhile, or a damaged row: that lease only
+                    if kind == "fatal":
+                        self._end(exc)
+                    # An outage: the rest expire unstarted, refunded, rather than each
+                    # hold the heartbeat for a failing call.
+                    log_job(
+                        self.queue.name,
+                        logging.WARNING,
+                        None,
+                        "could not release %d overdue spare leases (%s); they expire, unspent",
+                        len(handing),
+                        exc,
+                    )
+                    handing.clear()
+                    return
+            if handing and handing[0] is held:  # (run()'s cleanup may have taken it)
+                handing.popleft()
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._tasks.pop(task, None)

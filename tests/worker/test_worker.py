@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import threading
 import time
 from typing import Any
 
 import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry as RedisRetry
 
 import leaseq
 from leaseq.observe.worker_metrics import WorkerMetrics
 from tests.support import handlers
-from tests.support.servers import wait_until
+from tests.support.servers import RedisServer, wait_until
 
 
 def _worker(q: leaseq.Queue, fn: Any, **kw: Any) -> leaseq.Worker:
@@ -400,3 +405,52 @@ def test_run_returns_only_after_its_claimer_stopped(q: leaseq.Queue) -> None:
     t.join(10)
     assert not t.is_alive() and time.monotonic() - before < 4.0
     assert claimers() == others
+
+
+def test_a_stop_past_grace_in_an_outage_spends_one_failing_call_not_one_per_job() -> None:
+    """Past the grace the running jobs are released one call each; on a server that
+    stopped answering (SIGSTOP) each call fails only after the client's timeouts
+    (with redis-py's defaults, a minute and more). After the first such failure
+    the rest are left to expire, as the async worker does, or run() would take
+    that long for every running job."""
+    server = RedisServer()
+    client = redis.Redis(
+        port=server.port,
+        socket_timeout=0.3,
+        socket_connect_timeout=0.3,
+        retry=RedisRetry(NoBackoff(), 0),
+    )
+    q = leaseq.Queue("jobs", redis=client, backoff=0.0)
+    q.enqueue_many([{} for _ in range(6)])
+    running, let_go = threading.Semaphore(0), threading.Event()
+
+    def handler(lease: leaseq.Lease) -> None:
+        running.release()
+        let_go.wait(60)
+
+    w = _worker(q, handler, concurrency=6, prefetch=0, grace=0.0)
+    releases = [0]
+    real = q.release
+
+    def counted(lease: leaseq.Lease) -> None:
+        releases[0] += 1
+        real(lease)
+
+    q.release = counted  # type: ignore[method-assign]
+    t = _in_thread(w)
+    try:
+        for _ in range(6):
+            assert running.acquire(timeout=10)
+        assert server.proc is not None
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        w.stop()
+        t.join(30)
+        assert not t.is_alive()
+        assert releases[0] == 1
+    finally:
+        let_go.set()
+        if server.proc is not None:
+            os.kill(server.proc.pid, signal.SIGCONT)
+        t.join(10)
+        client.close()
+        server.stop()
