@@ -175,13 +175,22 @@ class _Completions:
             self._writer = asyncio.ensure_future(self._write())
         await done
 
-    def stop(self) -> list[asyncio.Task[None]]:
-        """Drop what is not sent yet (its job tasks are being cancelled; their leases
-        expire as they would have) and hand back the call in flight, to cancel: no
-        call of this run may outlive it (the caller may close its client)."""
+    async def finish(self, timeout: float) -> None:
+        """At the end of run(): send what is waiting, for at most ``timeout`` s. The
+        handlers of these jobs have run: a completion dropped would leave the job
+        active until its lease expired, then run it again (a spare not yet
+        reported started would even be refunded as never started). Their job
+        tasks may be cancelled meanwhile: the writes go on without them. Past the
+        bound (a server that does not answer) the rest is dropped and the call in
+        flight cut off: no call of this run may outlive it (the caller may close
+        its client)."""
+        writer = self._writer
+        if writer is not None and not writer.done():
+            await asyncio.wait({writer}, timeout=timeout)
         self._waiting.clear()
-        writer, self._writer = self._writer, None
-        return [] if writer is None else [writer]
+        self._writer = None
+        if writer is not None:
+            await _cut_off({writer} if not writer.done() else set())
 
     def _next_batch(self) -> list[tuple[Lease, Any, asyncio.Future[None]]]:
         """The waiting completions of the next call, oldest first, as
@@ -426,7 +435,6 @@ class Worker:
             return self.processed
         finally:
             leftovers: list[asyncio.Future[Any]] = [stop_wait, beater, *self._tasks]
-            leftovers += self._completions.stop()
             leftovers += [wake] if wake is not None else []
             for future in leftovers:
                 future.cancel()
@@ -446,7 +454,8 @@ class Worker:
     async def _clean_up(self, leftovers: list[asyncio.Future[Any]]) -> None:
         """run()'s last steps, within ``_CLEANUP_WAIT`` s whatever the server does:
         let the cancelled tasks unwind (a cancelled BLPOP drops its connection, a
-        cancelled job releases its lease), then hand back the prefetched leases and
+        cancelled job releases its lease), send the completions of handlers that
+        have returned (``_Completions.finish``), then hand back the prefetched leases and
         those of a claim that was in flight, and leave the registry. On a server
         that stops answering, what is left past the bound is cut off: those leases
         expire (a prefetched one unspent) and the registry row ages out."""
@@ -455,6 +464,7 @@ class Worker:
         if leftovers:
             _, late = await asyncio.wait(leftovers, timeout=_CLEANUP_WAIT)
             await _cut_off(late)  # a release the server does not answer
+        await self._completions.finish(max(0.0, give_up - loop.time()))
         await self._claimed_in_flight(max(0.0, min(_CLAIM_WAIT, give_up - loop.time())))
         rest = asyncio.ensure_future(self._leave())
         done, _ = await asyncio.wait({rest}, timeout=max(0.001, give_up - loop.time()))
