@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -540,40 +541,68 @@ def test_a_plain_handlers_keyboard_interrupt_fails_its_job_not_the_worker(
     sync.close()
 
 
-def test_a_cancelled_run_returns_while_the_server_hangs(loop: asyncio.AbstractEventLoop) -> None:
-    # The server stops answering (SIGSTOP: no refusal, no reset) with a lease
-    # prefetched. Cancelling run() must end it in bounded time; what cannot be
-    # handed back expires, unspent.
+def _ends_while_the_server_hangs(
+    loop: asyncio.AbstractEventLoop,
+    handler: Any,
+    jobs: int,
+    end: Callable[[leaseq.aio.Worker, asyncio.Future[Any]], None],
+    **options: Any,
+) -> bool:
+    """Start a worker on a server of its own; once a handler runs (and, with
+    ``prefetch``, a spare waits), stop the server answering (SIGSTOP: no refusal,
+    no reset) and ``end`` the run: True if run() returned within 10 s."""
     server = RedisServer()
     client = aioredis.Redis(port=server.port)
     queue = leaseq.aio.Queue("jobs", redis=client, backoff=0.0, max_attempts=2)
-    running = asyncio.Event()
-
-    async def handler(lease: leaseq.Lease) -> None:
-        running.set()
-        await asyncio.sleep(30)
 
     async def scenario() -> bool:
-        await queue.enqueue_many([{"i": i} for i in range(4)])
-        worker = leaseq.aio.Worker(queue, handler, concurrency=1, prefetch=2, ttl=30.0)
+        await queue.enqueue_many([{"i": i} for i in range(jobs)])
+        worker = leaseq.aio.Worker(queue, handler, concurrency=1, ttl=30.0, **options)
         task = asyncio.ensure_future(worker.run())
-        await asyncio.wait_for(running.wait(), 5.0)
-        while not worker._spare:
+        await asyncio.wait_for(handler.running.wait(), 5.0)
+        while options.get("prefetch") and not worker._spare:
             await asyncio.sleep(0.01)
         assert server.proc is not None
         os.kill(server.proc.pid, signal.SIGSTOP)
-        task.cancel()
-        await asyncio.wait({task}, timeout=10.0)  # _CLAIM_WAIT and then some
+        end(worker, task)
+        await asyncio.wait({task}, timeout=10.0)  # the bounded waits, and then some
         done = task.done()
         os.kill(server.proc.pid, signal.SIGCONT)
         await asyncio.wait({task}, timeout=10.0)
         return done
 
     try:
-        assert run(loop, scenario()), "run() still cleaning up 10 s after its cancel"
+        return bool(run(loop, scenario()))
     finally:
         run(loop, client.aclose())
         server.stop()
+
+
+class _Blocking:
+    """An async handler that says it runs and then waits, or (``stubborn``)
+    swallows every cancel."""
+
+    def __init__(self, stubborn: bool = False) -> None:
+        self.running = asyncio.Event()
+        self.stubborn = stubborn
+
+    async def __call__(self, lease: leaseq.Lease) -> None:
+        self.running.set()
+        while True:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                if not self.stubborn:
+                    raise
+
+
+def test_a_cancelled_run_returns_while_the_server_hangs(loop: asyncio.AbstractEventLoop) -> None:
+    # The server stops answering with a lease prefetched. Cancelling run() must
+    # end it in bounded time; what cannot be handed back expires, unspent.
+    ended = _ends_while_the_server_hangs(
+        loop, _Blocking(), 4, lambda worker, task: task.cancel(), prefetch=2
+    )
+    assert ended, "run() still cleaning up 10 s after its cancel"
 
 
 def test_a_stop_in_an_outage_leaves_prefetched_leases_to_expire_unspent(
@@ -984,40 +1013,14 @@ def test_a_stop_past_grace_returns_while_the_server_hangs_and_a_handler_ignores_
 ) -> None:
     # Past the grace the drain cancels the handler (it swallows the cancel) and,
     # after _WRITE_WAIT, the job task, which then releases the job: on a server that
-    # stopped answering (SIGSTOP) that release never returns. run() must still end
-    # in bounded time; the job's lease simply expires.
+    # stopped answering that release never returns. run() must still end in
+    # bounded time; the job's lease simply expires.
     monkeypatch.setattr(leaseq.aio.worker, "_WRITE_WAIT", 0.5)
     monkeypatch.setattr(leaseq.aio.worker, "_CLEANUP_WAIT", 1.0)
-    server = RedisServer()
-    client = aioredis.Redis(port=server.port)
-    queue = leaseq.aio.Queue("jobs", redis=client, backoff=0.0, max_attempts=2)
-    running = asyncio.Event()
-
-    async def handler(lease: leaseq.Lease) -> None:
-        running.set()
-        while True:
-            with contextlib.suppress(asyncio.CancelledError):  # it will not stop
-                await asyncio.sleep(30)
-
-    async def scenario() -> bool:
-        await queue.enqueue({})
-        worker = leaseq.aio.Worker(queue, handler, concurrency=1, ttl=30.0, grace=0.2)
-        task = asyncio.ensure_future(worker.run())
-        await asyncio.wait_for(running.wait(), 5.0)
-        assert server.proc is not None
-        os.kill(server.proc.pid, signal.SIGSTOP)
-        worker.stop()
-        await asyncio.wait({task}, timeout=10.0)  # grace, _WRITE_WAIT, cleanup and then some
-        done = task.done()
-        os.kill(server.proc.pid, signal.SIGCONT)
-        await asyncio.wait({task}, timeout=10.0)
-        return done
-
-    try:
-        assert run(loop, scenario()), "run() still draining 10 s after a stop past its grace"
-    finally:
-        run(loop, client.aclose())
-        server.stop()
+    ended = _ends_while_the_server_hangs(
+        loop, _Blocking(stubborn=True), 1, lambda worker, task: worker.stop(), grace=0.2
+    )
+    assert ended, "run() still draining 10 s after a stop past its grace"
 
 
 def test_a_cancel_the_redis_client_swallows_still_ends_run(
