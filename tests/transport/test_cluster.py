@@ -230,7 +230,9 @@ def pair() -> Iterator[tuple[RedisServer, RedisServer]]:
 def test_durable_waits_for_the_replica(pair: tuple[RedisServer, RedisServer]) -> None:
     primary, replica = pair
     main, copy = redis.Redis(port=primary.port), redis.Redis(port=replica.port)
-    q = leaseq.Queue("safe", redis=main, durable=1)
+    # WAIT returns as soon as the replica acks; the long timeout only keeps a busy
+    # machine (CI runs two passes at once on two cores) from failing the first one.
+    q = leaseq.Queue("safe", redis=main, durable=1, durable_timeout=10.0)
     job_id = q.enqueue({"n": 1})
     # WAIT returned, so the replica already holds the row: no polling needed.
     assert copy.hget(q.keys.job(job_id), "state") == b"pending"
