@@ -581,44 +581,23 @@ class Worker:
 
     async def _release_spare(self) -> None:
         """At stop (or when run() is cancelled): hand the prefetched leases back at
-        once (unstarted: no attempt spent). One that cannot be released expires and
-        is refunded the same way; so do all the rest once a release meets an outage,
-        rather than hold run() for a failing call per lease. Overdue spares the
-        heartbeat was handing back go too (released twice, the second is refused)."""
+        once (unstarted: no attempt spent). Overdue spares the heartbeat was handing
+        back go too (released twice, the second is refused)."""
         self._spare.extendleft(reversed(self._handing))
         self._handing.clear()
-        while self._spare:
-            held = self._spare.popleft()
-            self._beats.pop(id(held.ctx), None)
-            try:
-                await self.queue.release(held.ctx.lease)
-            except LeaseqError as exc:
-                if error_kind(exc) == "job":
-                    continue  # lost meanwhile, or a damaged row: that lease only
-                log_job(
-                    self.queue.name,
-                    logging.WARNING,
-                    None,
-                    "could not release %d prefetched leases (%s); they expire, unspent",
-                    len(self._spare) + 1,
-                    exc,
-                )
-                for left in self._spare:
-                    self._beats.pop(id(left.ctx), None)
-                self._spare.clear()
+        await self._give_back(self._spare, "prefetched")
 
     async def _release_overdue(self) -> None:
         """Hand back the spares that waited too long for a slot (``Prefetch.overdue``:
         every slot busy that long, hung handlers say), so another worker may run
-        them; hold no spares until a slot frees. Unstarted, so no attempt is spent.
-        One that cannot be released is left to expire (refunded as unstarted)."""
+        them; hold no spares until a slot frees. Unstarted, so no attempt is spent."""
         now = asyncio.get_running_loop().time()
         due: list[_Held] = []
         while self._spare and self._prefetch.overdue(self._spare[0].since, now):
             held = self._spare.popleft()  # oldest first: claim order
-            self._beats.pop(id(held.ctx), None)
+            self._beats.pop(id(held.ctx), None)  # the heartbeat never extends it again
+            held.ctx.lost.set()  # never ours to run again
             due.append(held)
-        self._handing.extend(due)
         if not due:
             return
         self._prefetch.handed_back()
@@ -630,34 +609,42 @@ class Worker:
             len(due),
             self._prefetch.max_wait,
         )
-        for held in due:
-            held.ctx.lost.set()  # never ours to run again
         # Each stays in _handing until its release answers: cancelled meanwhile (run()
         # ends), the heartbeat leaves it and the rest to run()'s cleanup to release.
-        handing = self._handing
-        while handing:
-            held = handing[0]
+        self._handing.extend(due)
+        failed = await self._give_back(self._handing, "overdue spare")
+        if failed is not None and error_kind(failed) == "fatal":
+            self._end(failed)
+
+    async def _give_back(self, leases: deque[_Held], what: str) -> LeaseqError | None:
+        """Release ``leases`` (unstarted) from the head, each leaving the deque once
+        its release has answered. A lease lost meanwhile, or a damaged row, costs
+        that lease only. Any other error gives up the rest, returned: they expire
+        and are refunded as unstarted, rather than each hold the caller for a
+        failing call in an outage."""
+        while leases:
+            held = leases[0]
+            self._beats.pop(id(held.ctx), None)
             try:
                 await self.queue.release(held.ctx.lease)
             except LeaseqError as exc:
-                kind = error_kind(exc)
-                if kind != "job":  # else lost meanwhile, or a damaged row: that lease only
-                    if kind == "fatal":
-                        self._end(exc)
-                    # An outage: the rest expire unstarted, refunded, rather than each
-                    # hold the heartbeat for a failing call.
+                if error_kind(exc) != "job":
                     log_job(
                         self.queue.name,
                         logging.WARNING,
                         None,
-                        "could not release %d overdue spare leases (%s); they expire, unspent",
-                        len(handing),
+                        "could not release %d %s leases (%s); they expire, unspent",
+                        len(leases),
+                        what,
                         exc,
                     )
-                    handing.clear()
-                    return
-            if handing and handing[0] is held:  # (run()'s cleanup may have taken it)
-                handing.popleft()
+                    for left in leases:
+                        self._beats.pop(id(left.ctx), None)
+                    leases.clear()
+                    return exc
+            if leases and leases[0] is held:  # (run()'s cleanup may have taken it)
+                leases.popleft()
+        return None
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._tasks.pop(task, None)
