@@ -190,7 +190,7 @@ class _Completions:
         self._waiting.clear()
         self._writer = None
         if writer is not None:
-            await _cut_off({writer} if not writer.done() else set())
+            await _cut_off({writer})  # a no-op once it has ended
 
     def _next_batch(self) -> list[tuple[Lease, Any, asyncio.Future[None]]]:
         """The waiting completions of the next call, oldest first, as
