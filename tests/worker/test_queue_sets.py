@@ -93,7 +93,7 @@ def test_an_idle_worker_wakes_for_any_of_its_queues_at_once(rr: Any) -> None:
         began = time.monotonic()
         queues[2].enqueue({"last": "queue"})
         assert done.wait(3.0)
-        assert time.monotonic() - began < 1.0  # not the 5 s idle cap: the BLPOP heard it
+        assert time.monotonic() - began < 3.0  # not the 5 s idle cap: the BLPOP heard it
     finally:
         w.stop(now=True)
         runner.join(10.0)
