@@ -128,8 +128,9 @@ local LEASE = { 'id', 'attempts', 'incarnation', 'max_attempts', 'lease_until',
                 'enqueued_at', 'payload', 'kind', 'timeout_ms', 'traceparent', 'depends_on' }
 local WIDTH, AT = #LEASE, {}
 for i, name in ipairs(LEASE) do AT[name] = i - 1 end
--- Leases active per group, as lease_one leaves them (rotate_groups reads each once).
-local group_active = {}
+-- Leases active per group, as lease_one leaves them (rotate_groups reads each once),
+-- and the leases the call adds to each group, written with one HINCRBY a group at the end.
+local group_active, group_added, added_order = {}, {}, {}
 -- Lease one popped id if its row can run; true if leased, and then the claim's own
 -- name '<id>:<attempts>:<incarnation>' (a rate log's member: no other claim has it).
 local function lease_one(id)
@@ -160,7 +161,15 @@ local function lease_one(id)
           'lease_until', deadline, 'claimed_at', now, 'worker', worker)
       end
       -- Fair groups: the row's group counts one more lease (group_done undoes it).
-      if row[7] then group_active[row[7]] = redis.call('HINCRBY', K.group_active, row[7], 1) end
+      local group = row[7]
+      if group then
+        if not group_added[group] then
+          group_added[group] = 0
+          added_order[#added_order + 1] = group
+        end
+        group_added[group] = group_added[group] + 1
+        if group_active[group] then group_active[group] = group_active[group] + 1 end
+      end
       leased[#leased + 1] = deadline
       leased[#leased + 1] = id
       got = got + 1
@@ -207,7 +216,7 @@ end
 -- Fair groups first (rotation between the groups with ready jobs and the
 -- ungrouped jobs as one more turn), then the ungrouped path as before.
 budget = rotate_groups(pending, K, count, budget, lease_one,
-  function() return got end, now, group_active)
+  function() return got end, now, group_active, group_added)
 while got < count and budget > 0 do
   local popped = redis.call('ZPOPMIN', pending, math.min(count - got, budget))
   if #popped == 0 then break end
@@ -233,6 +242,9 @@ end
 if got > 0 then
   -- Every lease of the call shares one deadline: one ZADD indexes them all.
   call_chunked('ZADD', active, leased, 1000)
+end
+for _, group in ipairs(added_order) do
+  redis.call('HINCRBY', K.group_active, group, group_added[group])
 end
 
 if rate_on and got > 0 then

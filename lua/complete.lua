@@ -95,6 +95,10 @@ for x = 1, extras do
   effects_of[i] = effects
 end
 local NO_EFFECTS = {}
+-- Fair groups: the leases ended per group, written with one group_done a group after
+-- the loop (a group held at its cap rejoins the rotation once, in the order the
+-- call first ended one of its leases; every row's group was read by lease_check).
+local ended, ended_order = {}, {}
 
 for i = 1, n do
   local base = TAIL.args + (i - 1) * 3
@@ -119,7 +123,13 @@ for i = 1, n do
     -- The effects and the completion are one script: a lease that holds
     -- applies both, a lost one (or a replay) applies neither.
     now = now or now_ms(meta, false, log.clock)
-    group_done(K, job, group) -- fair groups: before the row may be deleted
+    if group then
+      if not ended[group] then
+        ended[group] = 0
+        ended_order[#ended_order + 1] = group
+      end
+      ended[group] = ended[group] + 1
+    end
     free_unique(K, job, id, now, unique)
     for _, e in ipairs(effects) do apply_effect(e[1], e[2], e[3]) end
     redis.call('HSET', job, 'state', 'succeeded', 'finished_at', now)
@@ -140,6 +150,7 @@ for i = 1, n do
     done_ids[#done_ids + 1] = id
   end
 end
+for _, g in ipairs(ended_order) do group_done(K, nil, g, ended[g]) end
 local done = #done_ids
 if done > 0 then
   signal_done(K.done, done_ids)

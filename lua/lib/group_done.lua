@@ -1,5 +1,5 @@
--- group_done(K, job, group): a lease of a grouped row ends (complete, fail, release, reap):
--- one fewer active in its group (HASH K.group_active), and a group held at
+-- group_done(K, job, group, n): n leases (1 if nil) of a grouped row's group end (complete,
+-- fail, release, reap): n fewer active in its group (HASH K.group_active), and a group held at
 -- its cap (HASH K.limits: 'concurrency:<name>', else group_concurrency) with ready jobs (ZSET K.group_prefix .. <name>)
 -- rejoins the rotation (ZSET K.groups) once it is below the limit again, with a
 -- wake-up token on K.wake for blocked claimers. A row without a group changes
@@ -12,10 +12,10 @@
 -- rotates, so within one call an empty group_held stays empty. That keeps a
 -- completion of a grouped row at one HINCRBY (and an HDEL) with no cap held.
 local group_held_empty = nil
-local function group_done(K, job, group)
+local function group_done(K, job, group, n)
   if group == nil then group = redis.call('HGET', job, 'group') end
   if not group then return end
-  local left = redis.call('HINCRBY', K.group_active, group, -1)
+  local left = redis.call('HINCRBY', K.group_active, group, -(n or 1))
   if left <= 0 then redis.call('HDEL', K.group_active, group) end
   if group_held_empty == nil then
     group_held_empty = redis.call('EXISTS', K.group_held) == 0

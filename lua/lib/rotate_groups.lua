@@ -1,4 +1,4 @@
--- rotate_groups(pending, K, count, budget, lease_one, got, now, active): fair groups' part of a
+-- rotate_groups(pending, K, count, budget, lease_one, got, now, active, added): fair groups' part of a
 -- claim. Each turn takes the group at the head of ZSET K.groups (lowest round-robin
 -- number), pops its best job from ZSET K.group_prefix .. <name> (priority, then FIFO), removes the
 -- id from pending and leases it with lease_one(id) (true and the claim's unique name
@@ -15,8 +15,9 @@
 -- per turn only while meta-like field 'group_overrides' in K.limits says any exist.
 -- Stops at count leases (got() says how many so far), when
 -- budget turns run out, or when no group has ready jobs. active: a table, group -> its
--- count in K.group_active, which lease_one keeps up to date as it leases (a group not in
--- it yet is read here once).
+-- count of active leases, which lease_one keeps up to date as it leases (a group not in
+-- it yet is read here once: K.group_active plus added, group -> the leases this call
+-- made in it that the caller has yet to add to K.group_active).
 -- Each turn is O(log n) in jobs and groups. Returns the budget left.
 --
 -- Cost: the turns are taken a pass at a time. A group that takes its turn goes
@@ -24,15 +25,20 @@
 -- so the order of the next K turns is the order of the first K heads, read with
 -- one ZRANGE; the groups sent to the back or out are written with one ZADD and
 -- one ZREM per pass, the leased ids leave pending with one ZREM per call, and
--- gseq/gturn are read once and written once. Per turn that leaves ZPOPMIN and
--- ZCARD of the group's ready set: a group's active count and the length of its
--- rate log are read once per call and then counted here (each ZADD to the log
--- says whether it added), and the log's expiry is set once per call. The
--- order is exactly the turn-by-turn one (tests/store/test_model.py models it).
+-- gseq/gturn are read once and written once. When a pass sees the whole
+-- rotation, a group's jobs are popped ahead for the turns the call can give it
+-- (ZPOPMIN of count / members, within its cap and its rate), handed out one a
+-- turn, and what no turn reached goes back under its own score at the end: a
+-- group costs one ZPOPMIN and one ZCARD (asked only once its popped ids are
+-- spent) per call, not per job. Its active count and the length of its rate log
+-- are read once per call and then counted here; its new rate-log entries are
+-- written with one ZADD per call (before any trim that must see them), and the
+-- log's expiry is set once per call. The order is exactly the turn-by-turn one
+-- (tests/store/test_model.py models it; tests/store/test_groups.py checks big calls).
 --!include lib/call_chunked.lua
 --!include lib/to_count.lua
 local GROUPED = 9007199254740992 -- pending scores from 2^53 up are grouped ids (push_pending)
-local function rotate_groups(pending, K, count, budget, lease_one, got, now, active)
+local function rotate_groups(pending, K, count, budget, lease_one, got, now, active, added)
   local meta, groups = K.meta, K.groups
   local l = redis.call('HMGET', K.limits, 'group_concurrency', 'group_rate', 'group_per_ms',
     'group_overrides')
@@ -57,10 +63,23 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now, act
   local u = redis.call('ZRANGE', pending, 0, 0, 'WITHSCORES')
   local ungrouped = #u > 0 and tonumber(u[2]) < GROUPED
   local taken = {}
-  local logged, expiring = {}, {} -- per group: entries in its rate log; groups whose log grew
+  -- Per group: entries in its rate log (counting stamps not yet written), the
+  -- stamps not yet written (ZADD arguments), and the groups whose log grew.
+  local logged, stamps, expiring = {}, {}, {}
+  -- Per group: ids popped ahead of their turns, with their scores ({ id, score, ... }),
+  -- and where the next one is. What the call leaves unused goes back with its score.
+  local popped, at = {}, {}
   while got() < count and budget > 0 do
-    local heads = redis.call('ZRANGE', groups, 0, math.min(count - got(), budget) - 1, 'WITHSCORES')
+    local want = math.min(count - got(), budget)
+    local heads = redis.call('ZRANGE', groups, 0, want - 1, 'WITHSCORES')
     if #heads == 0 then break end
+    -- When this pass sees the whole rotation, the call has about want / (its
+    -- members, the ungrouped jobs one more) turns for each group: pop that many
+    -- of a group's jobs at once. Otherwise a group gets one turn this pass.
+    local share = 1
+    if #heads / 2 < want then
+      share = math.ceil(want / (#heads / 2 + (ungrouped and 1 or 0)))
+    end
     local back, out = {}, {}
     for h = 1, #heads, 2 do
       if got() >= count or budget <= 0 then break end
@@ -92,6 +111,11 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now, act
         -- near its rate pays for the trim (so the log never holds much more
         -- than rate entries, and a group well below its rate costs a ZCARD).
         local over = (logged[group] or redis.call('ZCARD', claims)) - grate
+        if over >= 0 and stamps[group] then
+          -- The trim and the count must see this call's entries.
+          call_chunked('ZADD', claims, stamps[group], 1000)
+          stamps[group] = nil
+        end
         if over >= 0 then
           redis.call('ZREMRANGEBYSCORE', claims, '-inf', now - gper)
           over = redis.call('ZCARD', claims) - grate
@@ -103,7 +127,8 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now, act
         end
       end
       if gcap and not active[group] then
-        active[group] = tonumber(redis.call('HGET', K.group_active, group) or '0') or 0
+        active[group] = (tonumber(redis.call('HGET', K.group_active, group) or '0') or 0)
+          + (added[group] or 0)
       end
       if gcap and active[group] >= gcap then
         out[#out + 1] = group
@@ -113,21 +138,36 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now, act
         out[#out + 1] = group
         redis.call('ZADD', K.group_rate_held, free_at, group)
       else
-        local p = redis.call('ZPOPMIN', ready)
-        if #p > 0 then
-          taken[#taken + 1] = p[1]
-          local leased, name = lease_one(p[1])
+        local mine = popped[group]
+        if not mine or at[group] > #mine then
+          -- Never more than its cap or its rate can let it take this call.
+          local k = share
+          if gcap then k = math.min(k, gcap - active[group]) end
+          if claims then k = math.min(k, grate - logged[group]) end
+          mine = redis.call('ZPOPMIN', ready, math.max(k, 1))
+          popped[group], at[group] = mine, 1
+        end
+        local id = mine[at[group]]
+        if id then
+          at[group] = at[group] + 2
+          taken[#taken + 1] = id
+          local leased, name = lease_one(id)
           if leased and claims then
             -- One member per claim (the id alone would repeat: a job released and
             -- claimed again in the same millisecond would count once).
-            logged[group] = logged[group] + redis.call('ZADD', claims, now, now .. ':' .. name)
+            local s = stamps[group] or {}
+            s[#s + 1] = now
+            s[#s + 1] = now .. ':' .. name
+            stamps[group] = s
+            logged[group] = logged[group] + 1
             if not expiring[group] then
               expiring[group] = gper
               expiring[#expiring + 1] = group
             end
           end
         end
-        if redis.call('ZCARD', ready) == 0 then
+        -- Ids popped ahead say the group is not empty; without them, ask.
+        if at[group] > #mine and redis.call('ZCARD', ready) == 0 then
           out[#out + 1] = group
         else
           seq = seq + 1
@@ -139,9 +179,22 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now, act
     if #back > 0 then call_chunked('ZADD', groups, back, 1000) end
     if #out > 0 then call_chunked('ZREM', groups, out, 1000) end
   end
+  for group, mine in pairs(popped) do
+    -- Popped ahead but not reached: back in place, under their own scores.
+    if at[group] <= #mine then
+      local put = {}
+      for i = at[group], #mine, 2 do
+        put[#put + 1] = mine[i + 1]
+        put[#put + 1] = mine[i]
+      end
+      call_chunked('ZADD', K.group_prefix .. group, put, 1000)
+    end
+  end
   -- A log expires one window after its group's last claim: the call's claims share one time.
   for _, group in ipairs(expiring) do
-    redis.call('PEXPIRE', K.group_claims_prefix .. group, expiring[group])
+    local log = K.group_claims_prefix .. group
+    if stamps[group] then call_chunked('ZADD', log, stamps[group], 1000) end
+    redis.call('PEXPIRE', log, expiring[group])
   end
   if #taken > 0 then call_chunked('ZREM', pending, taken, 1000) end
   if seq ~= seq_at_start then

@@ -6,16 +6,26 @@
 -- that retention now: deleted, or expiring keep ms from now (index score
 -- now + keep in K.succeeded or K.cancelled). A parent row that is gone or not
 -- a hash is left alone.
+--
+-- A parent found without pins is not read again in the same script call: pins
+-- are added only by an enqueue (enqueue_flow) or a retry (retry_row), and no
+-- script that unpins includes either (tests/store/test_scripts.py checks). So a
+-- batch of children of one finished parent reads its row once, not per child.
+local unpinned = {}
 local function unpin_parent(K, parent, child, now)
   -- Out of the parent's set too (even a finished parent's: the children it
   -- has not settled yet wait there), so a child deleted and made again under
   -- the same id is never settled by its old parent.
   redis.pcall('SREM', K.graph_prefix .. parent, child)
+  if unpinned[parent] then return end
   local job = K.job_prefix .. parent
   local row = redis.pcall('HMGET', job, 'state', 'children', 'keep')
   if row['err'] or not row[1] then return end
   local left = tonumber(row[2])
-  if not left then return end
+  if not left then
+    unpinned[parent] = true
+    return
+  end
   if left > 1 then
     redis.call('HINCRBY', job, 'children', -1)
     return

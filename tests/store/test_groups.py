@@ -287,3 +287,41 @@ def test_the_least_privilege_acl_user_runs_fair_groups(acl_server: Any) -> None:
     q.enqueue_many(["x", "y"], group="b")
     assert [group_of(q, x) for x in q.claim_many(10, ttl=30.0)].count("b") == 1
     q.drop(force=True)
+
+
+def test_big_claims_keep_the_turns_and_each_groups_order(q: Any, r: Any) -> None:
+    # A claim pops a group's share of a big call at once; what the turns hand out must be
+    # what one turn at a time would: the groups and the ungrouped jobs in a fixed cycle
+    # (one job each per turn, a group leaving once empty), each group in priority then FIFO
+    # order, and every job handed out once.
+    sizes = {"a": 4000, "b": 37, "c": 1, "d": 2500, None: 1500, "e": 3000}
+    order: dict[str | None, list[str]] = {}
+    for group, size in sizes.items():
+        options = {} if group is None else {"group": group}
+        few = size // 10
+        high = q.enqueue_many([{"g": group} for _ in range(few)], priority=1, **options)
+        low = q.enqueue_many([{"g": group} for _ in range(size - few)], priority=5, **options)
+        order[group] = list(high) + list(low)
+    of = {job_id: group for group, ids in order.items() for job_id in ids}
+    got: list[str] = []
+    for n in [1000, 7, 333, 1, 1000] * 10:
+        got.extend(lease.id for lease in q.claim_many(n, ttl=600.0))
+    assert q.claim(ttl=600.0) is None
+    assert len(got) == len(set(got)) == sum(sizes.values())
+    for group, ids in order.items():
+        assert [job_id for job_id in got if of[job_id] == group] == ids
+    # The cycle: while every group still has jobs, each takes one turn per round.
+    assert len({of[job_id] for job_id in got[: len(sizes)]}) == len(sizes)
+    left = dict(sizes)
+    cycle: list[str | None] = []
+    for job_id in got:
+        group = of[job_id]
+        if group in cycle:
+            # A group's next turn comes only after every other one still holding jobs.
+            assert cycle[0] == group, f"{group!r} took a turn out of order"
+            cycle.pop(0)
+        cycle.append(group)
+        left[group] -= 1
+        if left[group] == 0:
+            cycle.remove(group)
+    assert r.zcard(q.keys.groups) == 0 and r.zcard(q.keys.pending) == 0

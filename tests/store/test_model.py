@@ -296,7 +296,7 @@ class LeaseqModel(RuleBasedStateMachine):
         assert self.q.enqueue({"dup": True}, id=job_id, priority=0) == job_id
         assert self.snapshot() == before
 
-    @rule(ttl=st.sampled_from([0.5, 1.0, 4.0]), n=st.sampled_from([1, 1, 3]))
+    @rule(ttl=st.sampled_from([0.5, 1.0, 4.0]), n=st.sampled_from([1, 1, 3, 8]))
     def claim(self, ttl: float, n: int) -> None:
         self.sweep()
         if self.paused:

@@ -185,7 +185,7 @@ def test_blocking_claim_wakes_for_any_shard(sq: leaseq.ShardedQueue) -> None:
     waiter.join(10)
     took = time.monotonic() - started
     assert got and got[0] is not None and got[0].id == job_id
-    assert took < 0.05 + 2 * WAKE_SLICE * SHARDS + 1.0
+    assert took < 0.05 + 2 * WAKE_SLICE * SHARDS + 2.5  # well short of the 5 s block
 
 
 def test_threaded_worker_drains_a_sharded_queue(sq: leaseq.ShardedQueue) -> None:
