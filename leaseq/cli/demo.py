@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 import uuid
@@ -49,10 +50,10 @@ def run_demo(url: str, jobs: int, prefix: str, out: Console) -> None:
     out.rule(f"leaseq demo on {where}, queue {name!r}")
     ms = 60 if memory else 400
     ids = q.enqueue_many([{"n": i, "ms": ms} for i in range(1, jobs + 1)])
-    out.print(f"1. enqueued {len(ids)} jobs (ids {ids[0]}..{ids[-1]}), each sleeps {ms} ms")
+    _step(out, f"1. enqueued {len(ids)} jobs (ids {ids[0]}..{ids[-1]}), each sleeps {ms} ms")
     victim = _run_memory(q, out) if memory else _run_processes(q, url, prefix, out)
     _until(lambda: q.stats().succeeded >= len(ids), 60.0, "every job to succeed")
-    out.print(f"5. every job succeeded; job {victim} did so at attempt 2")
+    _step(out, f"5. every job succeeded; job {victim} did so at attempt 2")
     out.rule(f"job {victim}, as redis-cli shows it")
     out.print(f"$ redis-cli HGETALL {_quote(q.keys.job(victim))}", markup=False, soft_wrap=True)
     with _redis.translate_errors():
@@ -66,9 +67,10 @@ def run_demo(url: str, jobs: int, prefix: str, out: Console) -> None:
 def _run_memory(q: Queue, out: Console) -> str:
     crashed = q.claim(ttl=CRASH_TTL, worker="demo-worker-3")
     assert crashed is not None
-    out.print(
+    _step(
+        out,
         f"2. demo-worker-3 claimed job {crashed.id} (attempt 1, lease {CRASH_TTL} s) and "
-        "crashed: no heartbeats, no completion"
+        "crashed: no heartbeats, no completion",
     )
     workers = [
         Worker(
@@ -77,17 +79,19 @@ def _run_memory(q: Queue, out: Console) -> str:
         for i in (1, 2)
     ]
     _burst(workers)
-    out.print(
+    _step(
+        out,
         f"3. demo-worker-1 and -2 ran the other jobs; job {crashed.id} is still "
-        f"{_state(q, crashed.id)}, its lease running out"
+        f"{_state(q, crashed.id)}, its lease running out",
     )
     with _redis.translate_errors():
         _until(lambda: _server_now(q) > crashed.deadline, 10.0, "the lease to expire")
     requeued, died = q.reap()
     job = _get(q, crashed.id)
-    out.print(
+    _step(
+        out,
         f"4. reap(): {requeued} returned to pending, {died} dead-lettered; job {crashed.id} is "
-        f"{job.state.value}, last_error={job.last_error!r}"
+        f"{job.state.value}, last_error={job.last_error!r}",
     )
     _burst(workers[:1])
     return crashed.id
@@ -124,9 +128,10 @@ def _run_processes(q: Queue, url: str, prefix: str, out: Console) -> str:
     env = {**os.environ, "LEASEQ_URL": url}
     procs = [subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env) for _ in range(3)]
     try:
-        out.print(
+        _step(
+            out,
             f"2. started 3 worker processes (pids {', '.join(str(p.pid) for p in procs)}),"
-            " leases of 1 s"
+            " leases of 1 s",
         )
         by_pid = {p.pid: p for p in procs}
 
@@ -143,17 +148,19 @@ def _run_processes(q: Queue, url: str, prefix: str, out: Console) -> str:
         doomed, held = found
         doomed.send_signal(signal.SIGKILL)
         doomed.wait()
-        out.print(
-            f"3. SIGKILLed pid {doomed.pid} while it held job {held.id} (attempt {held.attempts})"
+        _step(
+            out,
+            f"3. SIGKILLed pid {doomed.pid} while it held job {held.id} (attempt {held.attempts})",
         )
         again = _until(
             lambda: (j := _get(q, held.id)).attempts >= 2 and j.last_error and j,
             30.0,
             "the job to come back",
         )
-        out.print(
+        _step(
+            out,
             f"4. its lease expired and a claim's reap handed it back: last_error="
-            f"{again.last_error!r}; now attempt {again.attempts} on {again.worker}"
+            f"{again.last_error!r}; now attempt {again.attempts} on {again.worker}",
         )
         _until(lambda: _drained(q), 60.0, "the queue to drain")
         return held.id
@@ -192,6 +199,19 @@ def _summary(q: Queue, ids: list[str], out: Console) -> None:
     width = _terminal.terminal_width()
     title = f"queue {q.name}: {q.stats().succeeded} of {len(ids)} succeeded"
     out.print(_terminal.fit(_terminal.grid(title), columns, rows, width), width=width)
+
+
+def _step(out: Console, text: str) -> None:
+    # A step of the story, wrapped at the terminal's width under its number: a
+    # terminal would break it mid-word (the console never wraps: soft_wrap).
+    wrapped = textwrap.fill(
+        text,
+        _terminal.terminal_width(),
+        subsequent_indent="   ",
+        break_long_words=False,  # ids and pids stay whole
+        break_on_hyphens=False,
+    )
+    out.print(wrapped, markup=False)
 
 
 def _get(q: Queue, job_id: str) -> Job:

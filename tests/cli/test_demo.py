@@ -22,12 +22,18 @@ def test_demo_on_memory(capsys: pytest.CaptureFixture[str]) -> None:
     assert "5 of 5 succeeded" in out
 
 
-def test_demo_table_fits_80_columns_a_line_a_job(
+def test_demo_fits_80_columns_and_its_table_a_line_a_job(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     code, out, err = Cli(capsys)("demo", "--jobs", "12")
     assert code == 0, err
+    # The story too, not just the table; the HGETALL reply is verbatim, as redis-cli prints it.
+    ours = [line for line in out.splitlines() if not re.match(r" ?\d+\) \"", line)]
+    assert all(len(line) <= 80 for line in ours), out
+    steps = [line for line in out.splitlines() if re.match(r"\d\. ", line)]
+    assert [s[0] for s in steps] == list("12345"), out
+    assert re.search(r"^   \S", out, re.MULTILINE), out  # a long step goes on, indented under it
     table = out[out.index("12 of 12 succeeded") :].splitlines()
     assert all(len(line) <= 80 for line in table), table
     rows = [line for line in table if " succeeded " in line]
