@@ -24,7 +24,10 @@
 -- behind every group now in the rotation (its fresh gseq is above every score),
 -- so the order of the next K turns is the order of the first K heads, read with
 -- one ZRANGE; the groups sent to the back or out are written with one ZADD and
--- one ZREM per pass, the leased ids leave pending with one ZREM per call, and
+-- one ZREM per pass. Once a pass has seen the whole rotation, the passes after it
+-- go round the groups it sent to the back without reading the rotation again,
+-- and their new places and leavers are written with one ZADD and one ZREM per
+-- call. The leased ids leave pending with one ZREM per call, and
 -- gseq/gturn are read once and written once. When a pass sees the whole
 -- rotation, a group's jobs are popped ahead for the turns the call can give it
 -- (ZPOPMIN of count / members, within its cap and its rate), handed out one a
@@ -69,15 +72,23 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now, act
   -- Per group: ids popped ahead of their turns, with their scores ({ id, score, ... }),
   -- and where the next one is. What the call leaves unused goes back with its score.
   local popped, at = {}, {}
+  -- Once a pass has seen the whole rotation, the next pass's order is the groups
+  -- that pass sent to the back, in that order: no need to read it again, and the
+  -- rotation's new scores (last) and leavers (gone) are written once, at the end.
+  local heads, whole = nil, false
+  local last, gone, held = {}, {}, {}
   while got() < count and budget > 0 do
     local want = math.min(count - got(), budget)
-    local heads = redis.call('ZRANGE', groups, 0, want - 1, 'WITHSCORES')
+    if not whole then
+      heads = redis.call('ZRANGE', groups, 0, want - 1, 'WITHSCORES')
+      whole = #heads / 2 < want
+    end
     if #heads == 0 then break end
     -- When this pass sees the whole rotation, the call has about want / (its
     -- members, the ungrouped jobs one more) turns for each group: pop that many
     -- of a group's jobs at once. Otherwise a group gets one turn this pass.
     local share = 1
-    if #heads / 2 < want then
+    if whole then
       share = math.ceil(want / (#heads / 2 + (ungrouped and 1 or 0)))
     end
     local back, out = {}, {}
@@ -132,10 +143,12 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now, act
       end
       if gcap and active[group] >= gcap then
         out[#out + 1] = group
+        held[group] = true
         redis.call('HSET', K.group_held, group, 1)
       elseif free_at then
         -- At its rate: out of the rotation until its window frees a slot.
         out[#out + 1] = group
+        held[group] = true
         redis.call('ZADD', K.group_rate_held, free_at, group)
       else
         local mine = popped[group]
@@ -176,9 +189,38 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now, act
         end
       end
     end
-    if #back > 0 then call_chunked('ZADD', groups, back, 1000) end
-    if #out > 0 then call_chunked('ZREM', groups, out, 1000) end
+    if whole then
+      local next_heads = {}
+      for i = 1, #back, 2 do
+        last[back[i + 1]] = back[i]
+        next_heads[#next_heads + 1] = back[i + 1]
+        next_heads[#next_heads + 1] = back[i]
+      end
+      for _, group in ipairs(out) do
+        last[group] = nil
+        gone[#gone + 1] = group
+      end
+      heads = next_heads
+    else
+      if #back > 0 then call_chunked('ZADD', groups, back, 1000) end
+      if #out > 0 then call_chunked('ZREM', groups, out, 1000) end
+    end
   end
+  local moved, leave = {}, {}
+  for _, group in ipairs(gone) do
+    last[group] = nil
+    -- An emptied group stays if this call made one of its jobs ready again (a
+    -- lease_one that dead-lettered a parent can): its ZADD NX found it still here.
+    if held[group] or redis.call('ZCARD', K.group_prefix .. group) == 0 then
+      leave[#leave + 1] = group
+    end
+  end
+  for group, at_seq in pairs(last) do
+    moved[#moved + 1] = at_seq
+    moved[#moved + 1] = group
+  end
+  if #moved > 0 then call_chunked('ZADD', groups, moved, 1000) end
+  if #leave > 0 then call_chunked('ZREM', groups, leave, 1000) end
   for group, mine in pairs(popped) do
     -- Popped ahead but not reached: back in place, under their own scores.
     if at[group] <= #mine then

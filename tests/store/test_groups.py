@@ -325,3 +325,21 @@ def test_big_claims_keep_the_turns_and_each_groups_order(q: Any, r: Any) -> None
         if left[group] == 0:
             cycle.remove(group)
     assert r.zcard(q.keys.groups) == 0 and r.zcard(q.keys.pending) == 0
+
+
+def test_a_group_emptied_then_refilled_in_one_claim_stays_in_the_rotation(q: Any, r: Any) -> None:
+    # One claim empties group "g", then dead-letters a damaged parent whose child
+    # (on_parent_failure="run") becomes ready in "g": the group must still rotate.
+    q.enqueue({"u": 0}, id="u0")
+    q.enqueue({"parent": True}, id="p")
+    q.enqueue({"child": True}, id="c", depends_on=["p"], on_parent_failure="run", group="g")
+    q.enqueue({"g": 1}, id="g1", group="g")
+    q.enqueue_many([{"h": i} for i in range(5)], group="h")
+    r.hdel(q.keys.job("p"), "payload")  # damaged: the claim dead-letters it
+    first = q.claim_many(6, ttl=600.0)
+    assert [lease.id for lease in first][:2] == ["u0", "g1"]
+    assert text(r.hget(q.keys.job("p"), "state")) == "dead"
+    assert q.get("c").state is leaseq.State.PENDING  # type: ignore[union-attr]
+    rest = {lease.id for lease in q.claim_many(100, ttl=600.0)}
+    assert "c" in rest
+    assert r.zcard(q.keys.group("g")) == 0 and r.zscore(q.keys.groups, "g") is None
