@@ -64,6 +64,7 @@
 --!include lib/signal_done.lua
 --!include lib/trim_count.lua
 --!include lib/trim_finished.lua
+--!include lib/unpin_parent.lua
 
 local active, succeeded, meta, wake = K.active, K.succeeded, K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script drain the queue
@@ -99,6 +100,8 @@ local NO_EFFECTS = {}
 -- the loop (a group held at its cap rejoins the rotation once, in the order the
 -- call first ended one of its leases; every row's group was read by lease_check).
 local ended, ended_order = {}, {}
+-- Workflows: the finished children per parent, each parent unpinned once after the loop.
+local unpins = {}
 
 for i = 1, n do
   local base = TAIL.args + (i - 1) * 3
@@ -138,7 +141,7 @@ for i = 1, n do
       redis.call('HSET', job, 'result', result)
     end
     log_event(log, 'active', 'succeeded', id, token)
-    if job_finished(K, id, job, 'succeeded', now, log, links) then
+    if job_finished(K, id, job, 'succeeded', now, log, links, unpins) then
       -- Pinned by children that have not finished: its retention waits for them.
       redis.call('HSET', job, 'keep', keep_ms)
       pinned[#pinned + 1] = 1000000000000000 + now
@@ -151,6 +154,9 @@ for i = 1, n do
   end
 end
 for _, g in ipairs(ended_order) do group_done(K, nil, g, ended[g]) end
+-- No item is a parent of another (a child runs only once its parents finished), so
+-- each parent's row is as the loop found it: one SREM, HMGET and HINCRBY a parent.
+for _, parent in ipairs(unpins) do unpin_parent(K, parent, unpins[parent], now) end
 local done = #done_ids
 if done > 0 then
   signal_done(K.done, done_ids)

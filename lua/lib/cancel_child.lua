@@ -19,7 +19,7 @@ local function cancel_child(K, batch, kid, k, why, now, log)
   local unpinned = 0
   if k[8] then
     for parent in string.gmatch(k[8], '%S+') do
-      unpin_parent(K, parent, kid, now)
+      unpin_parent(K, parent, { kid }, now)
       unpinned = unpinned + 1
     end
   end

@@ -13,7 +13,10 @@
 -- releasing, groups, group_held, job_prefix, group_prefix, graph_prefix; log: the
 -- call's event_log. links: the row's fields depends_on and children if the
 -- caller read them already (lease_check does; false for a missing field), nil
--- to read them here. Call it before a deleted row is deleted. One HMGET (none
+-- to read them here. unpins: nil to unpin the parents now, or a table the caller
+-- collects them in ({ [parent] = { child, ... }, parent, ... }: each parent once, in
+-- order) to unpin each parent once with all its children (unpin_parent) when its
+-- batch is done. Call it before a deleted row is deleted. One HMGET (none
 -- given links) for a job with neither parents nor children. Returns true while
 -- job is pinned: some of its children have not finished (field children > 0),
 -- so its own retention must wait (the caller stores it in field keep and
@@ -22,12 +25,24 @@
 --!include lib/to_count.lua
 --!include lib/unpin_parent.lua
 local SETTLE_BUDGET = 1000
-local function job_finished(K, id, job, how, now, log, links)
+local function job_finished(K, id, job, how, now, log, links, unpins)
   local row = links or redis.pcall('HMGET', job, 'depends_on', 'children')
   local damaged = row['err'] ~= nil
   if damaged then row = {} end
   if row[1] then
-    for parent in string.gmatch(row[1], '%S+') do unpin_parent(K, parent, id, now) end
+    for parent in string.gmatch(row[1], '%S+') do
+      if unpins then
+        local kids = unpins[parent]
+        if not kids then
+          kids = {}
+          unpins[parent] = kids
+          unpins[#unpins + 1] = parent
+        end
+        kids[#kids + 1] = id
+      else
+        unpin_parent(K, parent, { id }, now)
+      end
+    end
   end
   -- A parent's SET exists only while it has children waiting, and then its row
   -- counts them (children > 0); a row damaged by hand is looked up anyway.

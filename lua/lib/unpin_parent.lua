@@ -1,6 +1,6 @@
--- unpin_parent(K, parent, child, now): child, one of parent's children, finished
--- (or was deleted): one fewer pin on parent's row (field children), and child
--- leaves the SET K.graph_prefix .. parent of the children waiting for it. When the
+-- unpin_parent(K, parent, kids, now): kids (a list of ids), children of parent, finished
+-- (or were deleted): #kids fewer pins on parent's row (field children), and they
+-- leave the SET K.graph_prefix .. parent of the children waiting for it. When the
 -- last pin goes, a finished row that was pinned at its finish or later (field
 -- keep: the retention it was due, ms; 0 = delete now, -1 = until purged) gets
 -- that retention now: deleted, or expiring keep ms from now (index score
@@ -12,11 +12,14 @@
 -- script that unpins includes either (tests/store/test_scripts.py checks). So a
 -- batch of children of one finished parent reads its row once, not per child.
 local unpinned = {}
-local function unpin_parent(K, parent, child, now)
+local function unpin_parent(K, parent, kids, now)
   -- Out of the parent's set too (even a finished parent's: the children it
   -- has not settled yet wait there), so a child deleted and made again under
   -- the same id is never settled by its old parent.
-  redis.pcall('SREM', K.graph_prefix .. parent, child)
+  local unpack_ = table.unpack or unpack
+  for i = 1, #kids, 1000 do -- Lua 5.1 unpacks about 8000 values at most
+    redis.pcall('SREM', K.graph_prefix .. parent, unpack_(kids, i, math.min(i + 999, #kids)))
+  end
   if unpinned[parent] then return end
   local job = K.job_prefix .. parent
   local row = redis.pcall('HMGET', job, 'state', 'children', 'keep')
@@ -26,8 +29,8 @@ local function unpin_parent(K, parent, child, now)
     unpinned[parent] = true
     return
   end
-  if left > 1 then
-    redis.call('HINCRBY', job, 'children', -1)
+  if left > #kids then
+    redis.call('HINCRBY', job, 'children', -#kids)
     return
   end
   redis.call('HDEL', job, 'children', 'keep')

@@ -244,6 +244,36 @@ def test_a_queue_that_keeps_nothing_keeps_a_parent_until_its_child_finished(r: A
     assert q.get("p") is None and q.get("c") is None
 
 
+@pytest.mark.slow
+def test_a_parent_keeps_its_pins_through_batches_of_its_children(rr: Any) -> None:
+    # complete_many unpins each parent once per call with all its children of the
+    # call: the count goes down by the batch, and the last batch gives the parent
+    # its retention (here: none, so it goes), however the children are split.
+    q = leaseq.Queue("batches", redis=rr, keep_succeeded=0)
+    q.enqueue("a", id="a", priority=0)
+    q.enqueue("b", id="b", priority=0)
+    q.enqueue_many(list(range(6_000)), depends_on=["a"])
+    of_both = set(q.enqueue_many(list(range(4_000)), depends_on=["a", "b"]))
+    q.complete(claim_one(q), result="A")
+    q.complete(claim_one(q), result="B")
+    assert (job(q, "a").children, job(q, "b").children) == (10_000, 4_000)
+    leases = q.claim_many(1000, ttl=600.0)
+    while len(leases) < 10_000:
+        leases += q.claim_many(1000, ttl=600.0)
+    done = 0
+    for end in (2_500, 6_001, 9_999, 10_000):
+        batch = leases[done:end]
+        q.complete_many(batch)
+        done = end
+        left_a, left_b = 10_000 - done, len(of_both - {lease.id for lease in leases[:done]})
+        for parent, left in (("a", left_a), ("b", left_b)):
+            if left:
+                assert job(q, parent).children == left
+            else:
+                assert q.get(parent) is None  # its last pin gone: it keeps nothing
+    assert not rr.exists(q.keys.graph("a")) and q.stats().succeeded == 0
+
+
 def test_retrying_a_dead_child_pins_its_parents_again(r: Any) -> None:
     q = leaseq.Queue("repin", redis=r, keep_succeeded_count=1)
     q.enqueue("p", id="p")
