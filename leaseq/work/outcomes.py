@@ -108,8 +108,11 @@ class Prefetch:
     worker. The ttl because a crashed worker's spare would be free again after
     that long anyway: a live one should not hold it longer. The floor because a
     short ttl must not turn a brief wait into a release and a claim. After such
-    a hand-back (``handed_back``) the worker claims no spares until a slot
-    frees, or it would claim the same jobs straight back."""
+    a hand-back (``handed_back``) the worker holds no spares (it claims only for
+    idle slots), or it would claim the same jobs straight back, and again at
+    every freed slot while handlers stay that slow. Spares come back once
+    jobs finish fast enough to use them: at a rate of twice the spares it
+    would hold per ``max_wait``, over at least ``max_wait`` (``adapt`` watches)."""
 
     def __init__(
         self,
@@ -128,6 +131,8 @@ class Prefetch:
         self._at, self._seen = now, finished
         self.max_wait = max(ttl, SPARE_WAIT_FLOOR)
         self._held_back = False
+        # While held back: the (time, finished count) its throughput is measured from.
+        self._since: tuple[float, int] | None = None
 
     @property
     def limit(self) -> int:
@@ -135,7 +140,18 @@ class Prefetch:
         return self.concurrency if self._held_back else self._limit
 
     def adapt(self, finished: int, now: float) -> None:
-        """Re-size an adaptive prefetch from ``finished`` (a running count of jobs done)."""
+        """Re-size an adaptive prefetch from ``finished`` (a running count of jobs done),
+        and after a hand-back, take spares again once jobs finish fast enough."""
+        if self._held_back:
+            if self._since is None:
+                self._since = (now, finished)
+            elif (took := now - self._since[0]) >= self.max_wait:
+                # At the rate jobs finished since, the spares it would hold would be
+                # used in half of max_wait: they would not wait too long.
+                done = (finished - self._since[1]) * self.max_wait / took
+                if done >= 2 * (self._limit - self.concurrency):
+                    self._held_back = False
+                self._since = (now, finished)
         if self.fixed or now - self._at < 0.1:
             return
         rate = (finished - self._seen) / (now - self._at)
@@ -146,10 +162,8 @@ class Prefetch:
     def room(self, held: int) -> bool:
         """Time to claim with ``held`` leases held: a handler is idle, or half the
         spares are spent. Refilling at half, not at every freed lease, keeps claims
-        large (one call for many jobs) while the other half keeps the handlers busy.
-        An idle handler also ends a hold-back (``handed_back``): slots move again."""
+        large (one call for many jobs) while the other half keeps the handlers busy."""
         if held < self.concurrency:
-            self._held_back = False
             return True
         return self.limit - held >= max(1, (self.limit - self.concurrency) // 2)
 
@@ -159,8 +173,9 @@ class Prefetch:
         return now - since >= self.max_wait
 
     def handed_back(self) -> None:
-        """Overdue spares went back: hold no spares until a handler slot is idle."""
+        """Overdue spares went back: hold no spares until jobs finish fast enough."""
         self._held_back = True
+        self._since = None
 
 
 # -- shutdown ----------------------------------------------------------------------

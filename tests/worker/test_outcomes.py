@@ -240,8 +240,30 @@ def test_a_spare_is_overdue_after_the_ttl_or_the_floor_and_then_no_spares_are_he
     assert Prefetch(2, 3, 0.0, ttl=1.0).max_wait == outcomes.SPARE_WAIT_FLOOR
     p = Prefetch(2, 3, 0.0, ttl=30.0)
     assert not p.overdue(100.0, 129.9) and p.overdue(100.0, 130.0)
-    # Handed back: no spares while every slot is busy (else it claims them straight
-    # back), the usual prefetch again once a slot is idle.
+    # Handed back: no spares (else it claims them straight back, and again at every
+    # freed slot while handlers stay that slow); an idle slot is still filled.
     p.handed_back()
     assert p.limit == 2 and not p.room(2)
-    assert p.room(1) and p.limit == 5
+    assert p.room(1) and p.limit == 2
+
+
+def test_spares_come_back_once_jobs_finish_fast_enough_to_use_them() -> None:
+    p = Prefetch(2, 3, 0.0, ttl=30.0)  # 3 spares, each may wait 30 s
+    p.handed_back()
+    p.adapt(100, 10.0)  # the measure starts here
+    p.adapt(104, 39.9)
+    assert p.limit == 2  # under max_wait: not judged yet
+    p.adapt(105, 40.0)  # 5 done in 30 s: 3 spares would wait ~18 s each, too long to keep
+    assert p.limit == 2
+    p.adapt(110, 70.0)  # 5 more: still not twice the spares
+    assert p.limit == 2
+    p.adapt(116, 100.0)  # 6 done in 30 s: the spares would be used in time
+    assert p.limit == 5 and p.room(2)
+    # An adaptive prefetch judges against the spares it would hold now.
+    q = Prefetch(4, None, 0.0, ttl=1.0)  # max_wait: the 5 s floor
+    q.handed_back()
+    q.adapt(0, 1.0)
+    q.adapt(7, 6.0)  # 7 done: fewer than twice its 4 spares
+    assert q.limit == 4
+    q.adapt(15, 11.0)
+    assert q.limit == 8

@@ -8,6 +8,7 @@ with SIGKILL on a real server.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import threading
@@ -16,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 
 import leaseq
+import leaseq.aio
 from leaseq.work import outcomes
 from tests.support.backends import Clock
 from tests.support.servers import wait_until
@@ -348,3 +351,43 @@ def test_a_spare_that_waits_too_long_goes_back_for_another_worker(
         assert _job(q, job_id).state is leaseq.State.SUCCEEDED
     assert (first.counts["succeeded"], first.counts["released"], first.counts["lost"]) == (1, 3, 0)
     assert q.stats().totals.get("refunded", 0) == 0
+
+
+@pytest.mark.parametrize("kind", ["threaded", "aio"])
+def test_slow_handlers_do_not_claim_and_hand_back_spares_at_every_freed_slot(
+    rr: Any, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # Each job takes longer than a spare may wait (the 0.3 s ttl, no floor), so the
+    # first spare goes back. Without a hold that lasts, every freed slot claimed a
+    # spare again and handed it back (max_attempts +1 each time); now spares stay
+    # off while jobs finish this slowly, and every job runs once.
+    monkeypatch.setattr(outcomes, "SPARE_WAIT_FLOOR", 0.0)
+    q = leaseq.Queue(f"slow-{kind}", redis=rr)
+    ids = q.enqueue_many([{} for _ in range(6)], max_attempts=1)
+    runs: list[str] = []
+
+    def handler(lease: leaseq.Lease) -> None:
+        runs.append(lease.id)
+        time.sleep(0.5)  # the slow work itself, not a wait for anything
+
+    if kind == "threaded":
+        leaseq.Worker(q, handler, concurrency=1, prefetch=1, ttl=0.3, handle_signals=False).run(
+            burst=True
+        )
+    else:
+        aq = leaseq.aio.Queue(
+            q.name, redis=aioredis.Redis(port=rr.connection_pool.connection_kwargs["port"])
+        )
+
+        async def drain() -> None:
+            try:
+                await leaseq.aio.Worker(aq, handler, concurrency=1, prefetch=1, ttl=0.3).run(
+                    burst=True
+                )
+            finally:
+                await aq.redis.aclose()
+
+        asyncio.run(drain())
+    assert sorted(runs) == sorted(ids)  # each ran once
+    handed_back = sum(_job(q, job_id).max_attempts - 1 for job_id in ids)
+    assert handed_back <= 1, f"{handed_back} hand-backs of spares"
