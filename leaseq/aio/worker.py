@@ -292,6 +292,7 @@ class Worker:
         self._tasks: dict[asyncio.Task[None], _Held] = {}
         """The job task of each running lease (``_process``)."""
         self._completions = _Completions(served)
+        self._failing: set[asyncio.Future[Any]] = set()  # fail calls of _write in flight
         self._beats: dict[int, _Held] = {}
         """The leases the heartbeat extends, by id() of their JobContext: every
         prefetched one, and every running job's until its outcome is written
@@ -455,7 +456,8 @@ class Worker:
         """run()'s last steps, within ``_CLEANUP_WAIT`` s whatever the server does:
         let the cancelled tasks unwind (a cancelled BLPOP drops its connection, a
         cancelled job releases its lease), send the completions of handlers that
-        have returned (``_Completions.finish``), then hand back the prefetched leases and
+        have returned (``_Completions.finish``) and wait for their failures on the
+        wire (``_failing``), then hand back the prefetched leases and
         those of a claim that was in flight, and leave the registry. On a server
         that stops answering, what is left past the bound is cut off: those leases
         expire (a prefetched one unspent) and the registry row ages out."""
@@ -465,6 +467,11 @@ class Worker:
             _, late = await asyncio.wait(leftovers, timeout=_CLEANUP_WAIT)
             await _cut_off(late)  # a release the server does not answer
         await self._completions.finish(max(0.0, give_up - loop.time()))
+        if self._failing:  # failures on the wire: their handlers have run too
+            _, late = await asyncio.wait(
+                set(self._failing), timeout=max(0.0, give_up - loop.time())
+            )
+            await _cut_off(late)
         await self._claimed_in_flight(max(0.0, min(_CLAIM_WAIT, give_up - loop.time())))
         rest = asyncio.ensure_future(self._leave())
         done, _ = await asyncio.wait({rest}, timeout=max(0.001, give_up - loop.time()))
@@ -826,13 +833,22 @@ class Worker:
                     await self._completions.complete(ctx.lease, outcome.result)
                 else:
                     dead = outcome.kind == "dead"
-                    state = await self.queue.fail(
-                        ctx.lease,
-                        outcome.error,
-                        outcome.retry_in,
-                        dead=dead,
-                        traceback=outcome.traceback or None,
+                    call = asyncio.ensure_future(
+                        self.queue.fail(
+                            ctx.lease,
+                            outcome.error,
+                            outcome.retry_in,
+                            dead=dead,
+                            traceback=outcome.traceback or None,
+                        )
                     )
+                    # Shielded, as completions are (_Completions): its handler has run,
+                    # so a cancel of run() must not cut the write off (the job would
+                    # stay active and run again once its lease expired). run()'s
+                    # cleanup waits for it, within its bound.
+                    self._failing.add(call)
+                    call.add_done_callback(self._failed)
+                    state = await asyncio.shield(call)
                     log_written(self.queue.name, ctx.lease, outcome, state.value)
                 self.processed += 1
                 self._outage.ok()
@@ -850,6 +866,13 @@ class Worker:
                 # Someone else holds or finished the job: our outcome does not count.
                 log_job(self.queue.name, logging.WARNING, ctx.lease, "outcome dropped: %s", exc)
                 return
+
+    def _failed(self, call: asyncio.Future[Any]) -> None:
+        """A ``fail`` call of ``_write`` ended (its error, if its job task is gone, is
+        read here, so asyncio does not warn)."""
+        self._failing.discard(call)
+        if not call.cancelled():
+            call.exception()
 
     async def _heartbeat(self) -> None:
         """Every ``ttl / 3``, extend every running job's lease in one ``extend_many``

@@ -1084,3 +1084,35 @@ def test_cancelling_run_while_a_completion_is_on_the_wire_still_writes_it(
     # left active for the reaper to hand out again (and refund if it was a spare).
     assert job is not None and job.state is leaseq.State.SUCCEEDED, job and job.state
     assert job.result == "done" and job.attempts == 1
+
+
+def test_cancelling_run_while_a_failure_is_on_the_wire_still_writes_it(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = live.fail
+    writing = asyncio.Event()
+
+    async def slow(*args: Any, **kwargs: Any) -> Any:
+        writing.set()
+        await asyncio.sleep(0.2)  # a slow server: the cancel lands here
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(live, "fail", slow)
+
+    def handler(lease: leaseq.Lease) -> None:
+        raise ValueError("boom")
+
+    async def scenario() -> leaseq.Job | None:
+        job_id = await live.enqueue({}, max_attempts=1)
+        worker = leaseq.aio.Worker(live, handler, concurrency=1, ttl=30.0)
+        task = asyncio.ensure_future(worker.run())
+        await asyncio.wait_for(writing.wait(), 5.0)
+        task.cancel()
+        await asyncio.wait({task}, timeout=10.0)
+        return await live.get(job_id)
+
+    job = run(loop, scenario())
+    # Its handler ran and failed: the failure on the wire is written before run()
+    # ends, not cut off (the job left active, to run again once its lease expired).
+    assert job is not None and job.state is leaseq.State.DEAD, job and job.state
+    assert job.last_error is not None and "boom" in job.last_error and job.attempts == 1
