@@ -1057,39 +1057,27 @@ def test_a_cancel_the_redis_client_swallows_still_ends_run(
     assert run(loop, scenario()), "run() went on after its cancel was swallowed"
 
 
-def test_cancelling_run_while_a_completion_is_on_the_wire_still_writes_it(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
+def _fails(lease: leaseq.Lease) -> None:
+    raise ValueError("boom")
+
+
+@pytest.mark.parametrize(
+    ("call", "handler", "state"),
+    [
+        ("complete_many", lambda lease: "done", leaseq.State.SUCCEEDED),
+        ("fail", _fails, leaseq.State.DEAD),
+    ],
+    ids=["completion", "failure"],
+)
+def test_cancelling_run_while_an_outcome_is_on_the_wire_still_writes_it(
+    live: leaseq.aio.Queue,
+    loop: asyncio.AbstractEventLoop,
+    monkeypatch: pytest.MonkeyPatch,
+    call: str,
+    handler: Any,
+    state: leaseq.State,
 ) -> None:
-    real = live.complete_many
-    writing = asyncio.Event()
-
-    async def slow(leases: Any, results: Any = None) -> Any:
-        writing.set()
-        await asyncio.sleep(0.2)  # a slow server: the cancel lands here
-        return await real(leases, results)
-
-    monkeypatch.setattr(live, "complete_many", slow)
-
-    async def scenario() -> leaseq.Job | None:
-        job_id = await live.enqueue({})
-        worker = leaseq.aio.Worker(live, lambda lease: "done", concurrency=1, ttl=30.0)
-        task = asyncio.ensure_future(worker.run())
-        await asyncio.wait_for(writing.wait(), 5.0)
-        task.cancel()
-        await asyncio.wait({task}, timeout=10.0)
-        return await live.get(job_id)
-
-    job = run(loop, scenario())
-    # Its handler ran: the completion on the wire is sent before run() ends, not
-    # left active for the reaper to hand out again (and refund if it was a spare).
-    assert job is not None and job.state is leaseq.State.SUCCEEDED, job and job.state
-    assert job.result == "done" and job.attempts == 1
-
-
-def test_cancelling_run_while_a_failure_is_on_the_wire_still_writes_it(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    real = live.fail
+    real = getattr(live, call)
     writing = asyncio.Event()
 
     async def slow(*args: Any, **kwargs: Any) -> Any:
@@ -1097,10 +1085,7 @@ def test_cancelling_run_while_a_failure_is_on_the_wire_still_writes_it(
         await asyncio.sleep(0.2)  # a slow server: the cancel lands here
         return await real(*args, **kwargs)
 
-    monkeypatch.setattr(live, "fail", slow)
-
-    def handler(lease: leaseq.Lease) -> None:
-        raise ValueError("boom")
+    monkeypatch.setattr(live, call, slow)
 
     async def scenario() -> leaseq.Job | None:
         job_id = await live.enqueue({}, max_attempts=1)
@@ -1112,7 +1097,11 @@ def test_cancelling_run_while_a_failure_is_on_the_wire_still_writes_it(
         return await live.get(job_id)
 
     job = run(loop, scenario())
-    # Its handler ran and failed: the failure on the wire is written before run()
-    # ends, not cut off (the job left active, to run again once its lease expired).
-    assert job is not None and job.state is leaseq.State.DEAD, job and job.state
-    assert job.last_error is not None and "boom" in job.last_error and job.attempts == 1
+    # Its handler ran: the outcome on the wire is written before run() ends, not
+    # left active for the reaper to hand out again (and refund if it was a spare).
+    assert job is not None and job.state is state, job and job.state
+    assert job.attempts == 1
+    if state is leaseq.State.SUCCEEDED:
+        assert job.result == "done"
+    else:
+        assert job.last_error is not None and "boom" in job.last_error
