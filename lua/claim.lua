@@ -133,11 +133,26 @@ for i, name in ipairs(LEASE) do AT[name] = i - 1 end
 local group_active, group_added, added_order = {}, {}, {}
 -- Lease one popped id if its row can run; true if leased, and then the claim's own
 -- name '<id>:<attempts>:<incarnation>' (a rate log's member: no other claim has it).
-local function lease_one(id)
+-- from: the group whose ready set the id came from (nil: pending). An entry a
+-- cancel or delete left there, whose id was made again in another group (or
+-- none), is not this row's: false, nil, true (left alone, pending entry too).
+local function lease_one(id, from)
     local job = job_prefix .. id
     local row = read_row(job, 'state', 'attempts', 'max_attempts',
       'payload', 'enqueued_at', 'incarnation', 'group', 'kind', 'timeout', 'traceparent',
       'depends_on')
+    if from and row and row[1] and row[7] ~= from then
+      -- Indexed as its own group's (or as ungrouped): not this entry's. A row
+      -- edited by hand out of its group is claimed here, as before.
+      local elsewhere
+      if row[7] then
+        elsewhere = redis.call('ZSCORE', K.group_prefix .. row[7], id)
+      else
+        local score = redis.call('ZSCORE', pending, id)
+        elsewhere = score and tonumber(score) < 9007199254740992
+      end
+      if elsewhere then return false, nil, true end
+    end
     local not_a_hash = not row
     if not_a_hash then
       -- Overwritten by hand with another type: park the id in dead for an

@@ -154,9 +154,6 @@ for i = 1, n do
   end
 end
 for _, g in ipairs(ended_order) do group_done(K, nil, g, ended[g]) end
--- No item is a parent of another (a child runs only once its parents finished), so
--- each parent's row is as the loop found it: one SREM, HMGET and HINCRBY a parent.
-for _, parent in ipairs(unpins) do unpin_parent(K, parent, unpins[parent], now) end
 local done = #done_ids
 if done > 0 then
   signal_done(K.done, done_ids)
@@ -169,6 +166,11 @@ if done > 0 then
   -- retained_ids: the rows under the usual retention (done_jobs); pinned: the others.
   retain_rows(done_jobs, retained_ids, succeeded, now, keep_ms)
   call_chunked('ZADD', succeeded, pinned, 1000)
+  -- Each parent unpinned once with all its children of the call: one SREM, HMGET and
+  -- HINCRBY a parent. After the pinned rows are indexed: an item can be a parent of
+  -- another (a child that runs on its parent's failure, the parent retried), and
+  -- its last pin going here must give it its retention, not leave it indexed as kept.
+  for _, parent in ipairs(unpins) do unpin_parent(K, parent, unpins[parent], now) end
   bump_counter(K, 'succeeded', done, now)
   local trimmed = trim_finished(succeeded, now, 100 + done)
   -- Past keep_count, the oldest rows go too: at most done + 100 per call, so

@@ -1,8 +1,9 @@
 -- rotate_groups(pending, K, count, budget, lease_one, got, now, active, added): fair groups' part of a
 -- claim. Each turn takes the group at the head of ZSET K.groups (lowest round-robin
 -- number), pops its best job from ZSET K.group_prefix .. <name> (priority, then FIFO), removes the
--- id from pending and leases it with lease_one(id) (true and the claim's unique name
--- when leased); the group goes to the back (a fresh meta
+-- id from pending and leases it with lease_one(id, group) (true and the claim's unique name
+-- when leased; false, nil, true for an id whose row is now in another group: its
+-- pending entry stays); the group goes to the back (a fresh meta
 -- gseq) or leaves the rotation once empty. The ungrouped jobs take one turn too, as if they
 -- were one more group (their place: meta gturn). A group at group_concurrency (HASH K.limits;
 -- active count in HASH K.group_active) leaves the rotation for HASH K.group_held
@@ -163,8 +164,9 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now, act
         local id = mine[at[group]]
         if id then
           at[group] = at[group] + 2
-          taken[#taken + 1] = id
-          local leased, name = lease_one(id)
+          local leased, name, elsewhere = lease_one(id, group)
+          -- An id made again in another group keeps its pending entry.
+          if not elsewhere then taken[#taken + 1] = id end
           if leased and claims then
             -- One member per claim (the id alone would repeat: a job released and
             -- claimed again in the same millisecond would count once).

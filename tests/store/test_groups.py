@@ -139,6 +139,33 @@ def test_a_cancelled_grouped_job_is_never_claimed(q: Any, r: Any) -> None:
     assert q.claim(ttl=30.0) is None
 
 
+def test_an_id_made_again_in_another_group_is_not_claimed_through_its_old_group(
+    r: Any,
+) -> None:
+    # A cancel leaves the id's entry in its group's ready set (dropped at that
+    # group's turn). The id made again in another group must not be handed out
+    # by the old group's turn: that would take the new group past its cap.
+    q = leaseq.Queue("again", redis=r, keep_succeeded=0)
+    q.set_group_limits("b", concurrency=1)
+    q.enqueue("x", id="a0", group="a")
+    q.enqueue("x", id="X", group="a")
+    q.cancel("X")
+    assert q.get("X") is None
+    q.enqueue("y", id="b0", group="b")
+    q.enqueue("y", id="X", group="b")
+    assert [lease.id for lease in q.claim_many(10)] == ["a0", "b0"]
+    assert q.stats().pending == 1 and text(r.hget(q.keys.stem + "group_active", "b")) == "1"
+    assert q.claim_many(10) == []
+    q.enqueue("z", id="X2", group="a")
+    assert [lease.id for lease in q.claim_many(10)] == ["X2"]
+    assert q.stats().pending == 1  # X still waits for b's slot
+    q.enqueue("u", id="Y", group="a")
+    q.cancel("Y")
+    q.enqueue("u", id="Y")  # made again without a group: claimed as ungrouped, once
+    q.enqueue("v", id="a1", group="a")
+    assert sorted(lease.id for lease in q.claim_many(10)) == ["Y", "a1"]
+
+
 def test_release_and_reap_give_the_slot_back(q: Any, r: Any, clock: Clock) -> None:
     q.set_limits(group_concurrency=1)
     q.enqueue_many(["x", "y"], group="a")

@@ -274,6 +274,31 @@ def test_a_parent_keeps_its_pins_through_batches_of_its_children(rr: Any) -> Non
     assert not rr.exists(q.keys.graph("a")) and q.stats().succeeded == 0
 
 
+@pytest.mark.parametrize("keep", [0, 3600.0])
+@pytest.mark.parametrize("parent_first", [True, False])
+def test_a_parent_completed_with_its_running_child_in_one_batch_gets_its_retention(
+    r: Any, keep: float, parent_first: bool
+) -> None:
+    # A child that runs on its parent's failure still pins it; the parent retried
+    # and both run at once. Whatever their order in one complete_many, the
+    # parent's last pin goes in that call: its retention applies, never an
+    # index entry kept forever (for a row deleted, or one that expires).
+    q = leaseq.Queue("together", redis=r, keep_succeeded=keep)
+    q.enqueue("p", id="p", max_attempts=1)
+    q.enqueue("c", id="c", depends_on=["p"], on_parent_failure="run")
+    q.fail(claim_one(q), "boom")
+    q.retry_dead("p")
+    leases = {lease.id: lease for lease in q.claim_many(2)}
+    assert sorted(leases) == ["c", "p"] and job(q, "p").children == 1
+    q.complete_many([leases["p"], leases["c"]] if parent_first else [leases["c"], leases["p"]])
+    if keep == 0:
+        assert q.get("p") is None and q.stats().succeeded == 0
+        assert r.zscore(q.keys.succeeded, "p") is None
+    else:
+        assert job(q, "p").children == 0 and r.pttl(q.keys.job("p")) > 0
+        assert r.zscore(q.keys.succeeded, "p") < 10**15  # expires, not kept
+
+
 def test_retrying_a_dead_child_pins_its_parents_again(r: Any) -> None:
     q = leaseq.Queue("repin", redis=r, keep_succeeded_count=1)
     q.enqueue("p", id="p")
