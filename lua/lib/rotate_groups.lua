@@ -242,7 +242,13 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now, act
   end
   if #taken > 0 then call_chunked('ZREM', pending, taken, 1000) end
   if seq ~= seq_at_start then
-    redis.call('HSET', meta, 'gturn', string.format('%d', turn), 'gseq', string.format('%d', seq))
+    -- gseq moves by what this call used: a group that a lease_one made ready (its
+    -- ZADD NX took a number with HINCRBY) must not see the counter go back.
+    redis.call('HSET', meta, 'gturn', string.format('%d', turn))
+    local moved_to = redis.pcall('HINCRBY', meta, 'gseq', seq - seq_at_start)
+    if type(moved_to) == 'table' and moved_to['err'] then
+      redis.call('HSET', meta, 'gseq', string.format('%d', seq)) -- damaged by hand: start over
+    end
   end
   return budget
 end

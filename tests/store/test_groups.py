@@ -370,3 +370,30 @@ def test_a_group_emptied_then_refilled_in_one_claim_stays_in_the_rotation(q: Any
     rest = {lease.id for lease in q.claim_many(100, ttl=600.0)}
     assert "c" in rest
     assert r.zcard(q.keys.group("g")) == 0 and r.zscore(q.keys.groups, "g") is None
+
+
+def test_groups_made_ready_during_a_claim_keep_the_turn_counter_ahead(q: Any, r: Any) -> None:
+    # The claim's first turn (the ungrouped jobs') dead-letters a damaged parent whose
+    # five children (on_parent_failure="run") become ready, each group taking a fresh
+    # turn number from meta gseq; the claim uses only two of its own. The counter must
+    # end above every number given out, or the next new group would go before them.
+    q.enqueue({"parent": True}, id="p")
+    for i in range(5):
+        q.enqueue({"c": i}, id=f"c{i}", depends_on=["p"], on_parent_failure="run", group=f"x{i}")
+    q.enqueue_many([{"h": i} for i in range(3)], group="h")
+    r.hdel(q.keys.job("p"), "payload")  # damaged: the claim dead-letters it
+    assert len(q.claim_many(1, ttl=600.0)) == 1
+    assert text(r.hget(q.keys.job("p"), "state")) == "dead"
+    scores = [score for _, score in r.zrange(q.keys.groups, 0, -1, withscores=True)]
+    assert len(scores) == 6  # h and the five children's groups
+    assert int(r.hget(q.keys.meta, "gseq")) >= max(scores)
+    q.enqueue({"late": True}, group="late")  # a new group goes behind all of them
+    assert r.zscore(q.keys.groups, "late") > max(scores)
+
+
+def test_a_damaged_turn_counter_starts_over(q: Any, r: Any) -> None:
+    q.enqueue_many([{"i": i} for i in range(4)], group="a")
+    r.hset(q.keys.meta, "gseq", "not a number")
+    assert len(q.claim_many(2, ttl=600.0)) == 2
+    assert int(r.hget(q.keys.meta, "gseq")) >= 1
+    assert len(q.claim_many(10, ttl=600.0)) == 2
