@@ -72,6 +72,7 @@
 --!include lib/row_number.lua
 --!include lib/settle_deferred.lua
 --!include lib/state_kind.lua
+--!include lib/tally.lua
 --!include lib/to_count.lua
 
 local pending, scheduled, active, dead, meta, wake =
@@ -130,7 +131,7 @@ local WIDTH, AT = #LEASE, {}
 for i, name in ipairs(LEASE) do AT[name] = i - 1 end
 -- Leases active per group, as lease_one leaves them (rotate_groups reads each once),
 -- and the leases the call adds to each group, written with one HINCRBY a group at the end.
-local group_active, group_added, added_order = {}, {}, {}
+local group_active, group_added = {}, {} -- group_added: ipairs gives its groups (tally)
 -- Lease one popped id if its row can run; true if leased, and then the claim's own
 -- name '<id>:<attempts>:<incarnation>' (a rate log's member: no other claim has it).
 -- from: the group whose ready set the id came from (nil: pending). An entry a
@@ -178,11 +179,7 @@ local function lease_one(id, from)
       -- Fair groups: the row's group counts one more lease (group_done undoes it).
       local group = row[7]
       if group then
-        if not group_added[group] then
-          group_added[group] = 0
-          added_order[#added_order + 1] = group
-        end
-        group_added[group] = group_added[group] + 1
+        tally(group_added, group, 1)
         if group_active[group] then group_active[group] = group_active[group] + 1 end
       end
       leased[#leased + 1] = deadline
@@ -258,7 +255,7 @@ if got > 0 then
   -- Every lease of the call shares one deadline: one ZADD indexes them all.
   call_chunked('ZADD', active, leased, 1000)
 end
-for _, group in ipairs(added_order) do
+for _, group in ipairs(group_added) do
   redis.call('HINCRBY', K.group_active, group, group_added[group])
 end
 

@@ -62,6 +62,7 @@
 --!include lib/now_ms.lua
 --!include lib/retain_rows.lua
 --!include lib/signal_done.lua
+--!include lib/tally.lua
 --!include lib/trim_count.lua
 --!include lib/trim_finished.lua
 --!include lib/unpin_parent.lua
@@ -99,7 +100,7 @@ local NO_EFFECTS = {}
 -- Fair groups: the leases ended per group, written with one group_done a group after
 -- the loop (a group held at its cap rejoins the rotation once, in the order the
 -- call first ended one of its leases; every row's group was read by lease_check).
-local ended, ended_order = {}, {}
+local ended = {} -- ipairs gives its groups (tally)
 -- Workflows: the finished children per parent, each parent unpinned once after the loop.
 local unpins = {}
 
@@ -126,13 +127,7 @@ for i = 1, n do
     -- The effects and the completion are one script: a lease that holds
     -- applies both, a lost one (or a replay) applies neither.
     now = now or now_ms(meta, false, log.clock)
-    if group then
-      if not ended[group] then
-        ended[group] = 0
-        ended_order[#ended_order + 1] = group
-      end
-      ended[group] = ended[group] + 1
-    end
+    if group then tally(ended, group, 1) end
     free_unique(K, job, id, now, unique)
     for _, e in ipairs(effects) do apply_effect(e[1], e[2], e[3]) end
     redis.call('HSET', job, 'state', 'succeeded', 'finished_at', now)
@@ -153,7 +148,7 @@ for i = 1, n do
     done_ids[#done_ids + 1] = id
   end
 end
-for _, g in ipairs(ended_order) do group_done(K, nil, g, ended[g]) end
+for _, g in ipairs(ended) do group_done(K, nil, g, ended[g]) end
 local done = #done_ids
 if done > 0 then
   signal_done(K.done, done_ids)

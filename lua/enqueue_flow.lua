@@ -52,6 +52,7 @@
 --!include lib/push_ready.lua
 --!include lib/reserve_incarnations.lua
 --!include lib/state_kind.lua
+--!include lib/tally.lua
 --!include lib/wake_if_first.lua
 
 local job_prefix, meta = A.job_prefix, K.meta
@@ -129,7 +130,7 @@ local numbered = A.numbered ~= '0' or now_ms_held
 local incarnation = numbered and reserve_incarnations(meta, created, now) or 0
 local unpack_ = table.unpack or unpack
 local waiting, cancelled, ready, due = {}, {}, {}, {}
-local pins, edges, order = {}, {}, {}
+local pins, edges = {}, {} -- pins: ipairs gives its parents (tally)
 local first_due = nil
 local row = { 'state', 'pending', 'attempts', 0, 'max_attempts', '', 'payload', '',
               'enqueued_at', now }
@@ -225,11 +226,7 @@ for _, i in ipairs(fresh) do
     -- the children waiting for them.
     for _, parent in ipairs(verdict.list) do
       if not incall[parent] then
-        if not pins[parent] then
-          pins[parent] = 0
-          order[#order + 1] = parent
-        end
-        pins[parent] = pins[parent] + 1
+        tally(pins, parent, 1)
       end
     end
     for _, parent in ipairs(verdict.unfinished) do
@@ -237,10 +234,7 @@ for _, i in ipairs(fresh) do
       if not list then
         list = {}
         edges[parent] = list
-        if incall[parent] and not pins[parent] then
-          pins[parent] = 0
-          order[#order + 1] = parent
-        end
+        if incall[parent] then tally(pins, parent, 0) end
       end
       list[#list + 1] = id
     end
@@ -252,7 +246,7 @@ for _, i in ipairs(fresh) do
 end
 
 -- Then the pins of parents that existed before, the edges, one ZADD per index.
-for _, parent in ipairs(order) do
+for _, parent in ipairs(pins) do
   if pins[parent] > 0 then pin_parent(K, parent, known[parent], pins[parent], now) end
   if edges[parent] then call_chunked('SADD', K.graph_prefix .. parent, edges[parent], 1000) end
 end
