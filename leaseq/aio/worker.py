@@ -455,7 +455,8 @@ class Worker:
     async def _clean_up(self, leftovers: list[asyncio.Future[Any]]) -> None:
         """run()'s last steps, within ``_CLEANUP_WAIT`` s whatever the server does:
         let the cancelled tasks unwind (a cancelled BLPOP drops its connection, a
-        cancelled job releases its lease), send the completions of handlers that
+        cancelled job releases its lease, or writes its outcome if its handler
+        had returned), send the completions of handlers that
         have returned (``_Completions.finish``) and wait for their failures on the
         wire (``_failing``), then hand back the prefetched leases and
         those of a claim that was in flight, and leave the registry. On a server
@@ -719,6 +720,7 @@ class Worker:
         held.job = job
         self._beats[id(ctx)] = held
         limit = job_timeout(ctx.lease, self.timeout)
+        cancelled = False
         try:
             try:
                 finished, _ = await asyncio.wait({job}, timeout=limit)
@@ -733,22 +735,29 @@ class Worker:
                     await self._timed_out(ctx, job, limit or 0.0)
                     return
             except asyncio.CancelledError:
-                # This task was cancelled (a fatal error, run() cancelled, a handler
-                # ignoring its cancellation past the grace) or its handler was
-                # (stop past its grace): hand the job back.
-                job.cancel()
-                ours = not ctx.lost.is_set()
-                ctx.lost.set()  # a handler thread still running learns it is over
-                if observer is not None:  # the handler is no longer busy
-                    spent = time.perf_counter() - began
-                    observer.finished(self.queue.name, "release", spent, ctx.lease)
-                if span is not None:
-                    span.finish(None, None, lost=not ours)  # released (or lost before)
-                    span = None
-                if ours:
-                    with contextlib.suppress(LeaseqError):
-                        await self.queue.release(ctx.lease)
-                raise
+                if held.handed_back or not self._returned(held):
+                    # This task was cancelled (a fatal error, run() cancelled, a
+                    # handler ignoring its cancellation past the grace) or its
+                    # handler was (stop past its grace): hand the job back.
+                    job.cancel()
+                    ours = not ctx.lost.is_set()
+                    ctx.lost.set()  # a handler thread still running learns it is over
+                    if observer is not None:  # the handler is no longer busy
+                        spent = time.perf_counter() - began
+                        observer.finished(self.queue.name, "release", spent, ctx.lease)
+                    if span is not None:
+                        span.finish(None, None, lost=not ours)  # released (or lost before)
+                        span = None
+                    if ours:
+                        with contextlib.suppress(LeaseqError):
+                            await self.queue.release(ctx.lease)
+                    raise
+                # Cancelled (run() cancelled, say) after its handler had returned or
+                # raised, before this task resumed: the handler has run, so its
+                # outcome is written as usual (released, the job would run again;
+                # run()'s cleanup waits for the write, within its bound), and then
+                # the cancel goes on.
+                cancelled = True
             if ctx.lost.is_set():
                 log_job(
                     self.queue.name, logging.WARNING, ctx.lease, "lease lost: outcome discarded"
@@ -785,6 +794,8 @@ class Worker:
                 span.finish(outcome, raised, lost=False)
                 span = None
             await self._write(ctx, outcome)
+            if cancelled:
+                raise asyncio.CancelledError
         finally:
             self._beats.pop(id(ctx), None)
             if span is not None:  # a bug of the worker's own: still end the span

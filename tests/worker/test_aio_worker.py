@@ -1105,3 +1105,37 @@ def test_cancelling_run_while_an_outcome_is_on_the_wire_still_writes_it(
         assert job.result == "done"
     else:
         assert job.last_error is not None and "boom" in job.last_error
+
+
+@pytest.mark.parametrize(
+    ("fails", "state"), [(False, leaseq.State.SUCCEEDED), (True, leaseq.State.DEAD)]
+)
+def test_cancelling_run_as_a_handler_returns_writes_its_outcome(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop, fails: bool, state: leaseq.State
+) -> None:
+    # The cancel lands after the handler has returned (or raised) and before its
+    # job task resumed: the handler has run, so its outcome is written, not the
+    # job released (refunded, it would run again).
+    runs = 0
+    task: asyncio.Task[int]
+
+    async def handler(lease: leaseq.Lease) -> str:
+        nonlocal runs
+        runs += 1
+        asyncio.get_running_loop().call_soon(task.cancel)  # runs before the task resumes
+        if fails:
+            raise ValueError("boom")
+        return "done"
+
+    async def scenario() -> leaseq.Job | None:
+        nonlocal task
+        job_id = await live.enqueue({}, max_attempts=1)
+        task = asyncio.ensure_future(leaseq.aio.Worker(live, handler, concurrency=1).run())
+        await asyncio.wait({task}, timeout=10.0)
+        assert task.done()
+        return await live.get(job_id)
+
+    job = run(loop, scenario())
+    assert runs == 1
+    assert job is not None and job.state is state, job and (job.state, job.max_attempts)
+    assert job.attempts == 1 and job.max_attempts == 1
