@@ -91,6 +91,10 @@ jobs running: fast jobs get big batches (few round trips), slow jobs get
 few spare leases (other workers are not starved of them)."""
 SPARE_WAIT_FLOOR = 5.0
 """Seconds a spare may always wait, however short the ttl (see ``Prefetch.overdue``)."""
+HOLD_WINDOW = 5.0
+"""Longest span of finished jobs that decides whether spares come back after a
+hand-back (``Prefetch.adapt``): a long ttl must not keep a worker without
+spares for that long once its jobs are fast again."""
 
 
 class Prefetch:
@@ -112,7 +116,8 @@ class Prefetch:
     idle slots), or it would claim the same jobs straight back, and again at
     every freed slot while handlers stay that slow. Spares come back once
     jobs finish fast enough to use them: at a rate of twice the spares it
-    would hold per ``max_wait``, over at least ``max_wait`` (``adapt`` watches)."""
+    would hold per ``max_wait``, measured over at least ``max_wait`` or
+    ``HOLD_WINDOW``, the shorter (``adapt`` watches)."""
 
     def __init__(
         self,
@@ -145,7 +150,7 @@ class Prefetch:
         if self._held_back:
             if self._since is None:
                 self._since = (now, finished)
-            elif (took := now - self._since[0]) >= self.max_wait:
+            elif (took := now - self._since[0]) >= min(self.max_wait, HOLD_WINDOW) and took > 0:
                 # At the rate jobs finished since, the spares it would hold would be
                 # used in half of max_wait: they would not wait too long.
                 done = (finished - self._since[1]) * self.max_wait / took

@@ -267,3 +267,12 @@ def test_spares_come_back_once_jobs_finish_fast_enough_to_use_them() -> None:
     assert q.limit == 4
     q.adapt(15, 11.0)
     assert q.limit == 8
+    # A long ttl lets a spare wait long, but the rate is judged over HOLD_WINDOW at
+    # most: once jobs are fast again, spares come back within seconds, not a ttl.
+    slow = Prefetch(2, 3, 0.0, ttl=300.0)
+    slow.handed_back()
+    slow.adapt(0, 1.0)
+    slow.adapt(2, 1.0 + outcomes.HOLD_WINDOW - 0.1)
+    assert slow.limit == 2
+    slow.adapt(3, 1.0 + outcomes.HOLD_WINDOW)  # 3 in 5 s: its 3 spares would start in 5 s
+    assert slow.limit == 5
