@@ -500,6 +500,10 @@ def test_blocking_claim_wakes_on_enqueue(r: Any) -> None:
         lease = q.claim(block=5.0)
     finally:
         timer.cancel()
+        # The claim can return before the timer's enqueue has read its own reply:
+        # let it finish before the fixture closes the connections under it.
+        timer.join(10.0)
+    assert not timer.is_alive()
     assert lease is not None and lease.id == "late"
     assert time.monotonic() - started < 2.0
 
