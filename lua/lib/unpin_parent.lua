@@ -6,12 +6,6 @@
 -- that retention now: deleted, or expiring keep ms from now (index score
 -- now + keep in K.succeeded or K.cancelled). A parent row that is gone or not
 -- a hash is left alone.
---
--- A parent found without pins is not read again in the same script call: pins
--- are added only by an enqueue (enqueue_flow) or a retry (retry_row), and no
--- script that unpins includes either (tests/store/test_scripts.py checks). So a
--- batch of children of one finished parent reads its row once, not per child.
-local unpinned = {}
 local function unpin_parent(K, parent, kids, now)
   -- Out of the parent's set too (even a finished parent's: the children it
   -- has not settled yet wait there), so a child deleted and made again under
@@ -20,15 +14,11 @@ local function unpin_parent(K, parent, kids, now)
   for i = 1, #kids, 1000 do -- Lua 5.1 unpacks about 8000 values at most
     redis.pcall('SREM', K.graph_prefix .. parent, unpack_(kids, i, math.min(i + 999, #kids)))
   end
-  if unpinned[parent] then return end
   local job = K.job_prefix .. parent
   local row = redis.pcall('HMGET', job, 'state', 'children', 'keep')
   if row['err'] or not row[1] then return end
   local left = tonumber(row[2])
-  if not left then
-    unpinned[parent] = true
-    return
-  end
+  if not left then return end
   if left > #kids then
     redis.call('HINCRBY', job, 'children', -#kids)
     return

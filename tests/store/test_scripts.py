@@ -215,15 +215,6 @@ def test_each_library_is_defined_once_before_its_callers(name: str) -> None:
         assert not later, f"lua/{name}.lua: {lib} calls {later}, defined after it"
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_no_script_both_pins_and_unpins_a_parent(name: str) -> None:
-    # lib/unpin_parent.lua reads a parent found without pins once per call: that holds
-    # only while no script that unpins can also pin (enqueue_flow, retry_row).
-    source = code(SCRIPTS[name].plain)
-    defined = set(re.findall(r"^local function (\w+)", source, re.MULTILINE))
-    assert not {"pin_parent", "unpin_parent"} <= defined, f"lua/{name}.lua pins and unpins"
-
-
 @pytest.mark.parametrize("path", sorted(LUA.rglob("*.lua")), ids=lambda p: p.name)
 def test_scripts_are_portable_lua(path: Path) -> None:
     body = code(path.read_text())
