@@ -209,8 +209,7 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now, act
     end
   end
   local moved, leave = {}, {}
-  for _, group in ipairs(gone) do
-    last[group] = nil
+  for _, group in ipairs(gone) do -- (its place in last was dropped as it left)
     -- An emptied group stays if this call made one of its jobs ready again (a
     -- lease_one that dead-lettered a parent can): its ZADD NX found it still here.
     if held[group] or redis.call('ZCARD', K.group_prefix .. group) == 0 then
