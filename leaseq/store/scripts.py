@@ -7,13 +7,20 @@ closure (as BullMQ's script loader does).
 
 **Shapes.** A script's header (``-- KEYS[i]  <pattern>  <TYPE> ...`` and
 ``-- ARGV[i]  <name>, ...`` lines, ``KEYS[i..]`` / ``ARGV[i..]`` for a
-variadic tail) is the one declaration of what it takes. The loader reads the
-names from it and puts them in the script as two tables, ``K`` (key name ->
-``KEYS[i]``) and ``A`` (argument name -> ``ARGV[i]``), with ``TAIL.keys`` and
-``TAIL.args`` where the tails start; ``Script.call`` builds the KEYS by the
-same names through ``leaseq.store.keys`` and orders the ARGV by name. So a key
-or an argument is added in one place, the header, and used by name on both
-sides.
+variadic tail) declares what its own code uses. A library declares the
+queue's keys its own code uses the same way without an index (``-- KEYS
+leaseq:{<queue>}:unique  HASH ...``), and the key stems it appends ids to
+(``-- ARGV  group_prefix, ...``): the loader adds them to the shape of every
+script that includes the library, after the script's own and before its
+tails, each once, in the order the libraries are expanded. So a key a
+library needs is declared once, in the library, not in every caller; every
+key still travels in KEYS (Redis Cluster routes by them). The loader puts
+the names in the script as two tables, ``K`` (key name -> ``KEYS[i]``) and
+``A`` (argument name -> ``ARGV[i]``), with ``TAIL.keys`` and ``TAIL.args``
+where the tails start; ``Script.call`` builds the KEYS by the same names
+through ``leaseq.store.keys`` and orders the ARGV by name (a stem comes from
+``keys`` unless given). So a key or an argument is added in one place, a
+header, and used by name on both sides.
 
 **Flags.** Redis 7 reads flags from a first line ``#!lua flags=...``; the
 header's ``-- flags:`` line says which. The scripts that drain a queue
@@ -40,11 +47,26 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 if TYPE_CHECKING:
     from leaseq.store.keys import QueueKeys
 
-__all__ = ["SCRIPTS", "Call", "KeyName", "Script", "load_source", "lua_root", "shape"]
+__all__ = [
+    "SCRIPTS",
+    "Call",
+    "KeyName",
+    "Needs",
+    "Script",
+    "libraries",
+    "load_source",
+    "lua_root",
+    "needs",
+    "read_script",
+    "shape",
+    "with_libraries",
+]
 
 R_co = TypeVar("R_co", covariant=True)
 
 _INCLUDE = re.compile(r"^--!include (\S+)[ \t]*(?:\n|$)", re.MULTILINE)
+_LIB_LINE = re.compile(r"-- (KEYS|ARGV)\s+(\S+)")
+"""A library's declaration of a key (or key stem) it uses: no index."""
 _STEM = "leaseq:{<queue>}:"
 _PARAM_KEYS = {"<state>": ("index", "state")}
 """Header patterns that name a key by a parameter rather than a fixed name."""
@@ -62,6 +84,10 @@ class KeyName:
     def lua(self) -> str:
         """The entry's name in the script's ``K`` table."""
         return self.member
+
+
+Needs = tuple[tuple[KeyName, ...], tuple[str, ...]]
+"""What a library declares: the queue's keys and the key stems (``*_prefix``) it reads."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +190,8 @@ def shape(header: str, name: str) -> Shape:
     key_tail = arg_tail = False
     flags: str | None = None
     for line in header.splitlines():
+        if _LIB_LINE.match(line):
+            raise RuntimeError(f"lua/{name}.lua: a script numbers its KEYS and ARGV: {line!r}")
         found = re.match(r"-- (KEYS|ARGV)\[(\d+)(\.\.)?\]\s+(\S+)", line)
         if found:
             word, index, tail, first = found.groups()
@@ -190,6 +218,45 @@ def shape(header: str, name: str) -> Shape:
     if flags is None:
         raise RuntimeError(f"lua/{name}.lua: the header has no 'flags:' line")
     return Shape(tuple(keys), key_tail, tuple(args), arg_tail, flags)
+
+
+def needs(header: str, path: str) -> Needs:
+    """The keys and key stems a library's header declares (``-- KEYS  <pattern>``,
+    ``-- ARGV  <name>_prefix, ...``): what its own code reads from ``K``.
+
+    Only fixed keys of the queue and stems: a job's key or an argument of the
+    call is the script's to declare, as its caller passes it."""
+    keys: list[KeyName] = []
+    stems: list[str] = []
+    for line in header.splitlines():
+        if re.match(r"-- (KEYS|ARGV)\[", line):
+            raise RuntimeError(f"lua/{path}: a library's keys have no index: {line!r}")
+        found = _LIB_LINE.match(line)
+        if not found:
+            continue
+        word, first = found.groups()
+        if word == "KEYS":
+            key = _key_name(first, path.removesuffix(".lua"))
+            if key.param is not None:
+                raise RuntimeError(f"lua/{path}: a library declares fixed keys only: {first}")
+            keys.append(key)
+        else:
+            stem = first.rstrip(",")
+            if not (first.endswith(",") and stem.endswith("_prefix")):
+                raise RuntimeError(f"lua/{path}: a library's ARGV are key stems: 'name_prefix,'")
+            stems.append(stem)
+    return tuple(keys), tuple(stems)
+
+
+def with_libraries(own: Shape, libs: Sequence[Needs]) -> Shape:
+    """A script's shape with what its libraries need (``needs`` of each, in the
+    order they are expanded) appended after its own KEYS and ARGV, each name once."""
+    keys = {k.member: k for k in own.keys}  # dicts keep the first place of each name
+    args = dict.fromkeys(own.args)
+    for lib_keys, lib_stems in libs:
+        keys.update((k.member, k) for k in lib_keys if k.member not in keys)
+        args.update((a, None) for a in lib_stems if a not in args)
+    return Shape(tuple(keys.values()), own.key_tail, tuple(args), own.arg_tail, own.flags)
 
 
 def _key_name(pattern: str, name: str) -> KeyName:
@@ -270,9 +337,20 @@ def load_source(name: str, root: Traversable | None = None) -> str:
     missing file, a repeated include or a cycle is an error at import time,
     not at the first call in production.
     """
+    return _expand(name, root)[0]
+
+
+def libraries(name: str, root: Traversable | None = None) -> list[str]:
+    """The library paths (``lib/<name>.lua``) in ``lua/<name>.lua``'s expansion, in its order."""
+    return list(_expand(name, root)[2])
+
+
+def _expand(name: str, root: Traversable | None = None) -> tuple[str, str, dict[str, str]]:
+    """``load_source``'s text, the script's own file, and each library it holds
+    (path -> the library's own file), in the order they are expanded."""
     base = root if root is not None else lua_root()
     text = (base / f"{name}.lua").read_text(encoding="utf-8")
-    done: dict[str, str] = {}  # path -> body without its include lines, in dependency order
+    done: dict[str, str] = {}  # path -> the library's file, in dependency order
 
     def visit(path: str, chain: tuple[str, ...]) -> None:
         if path in chain:
@@ -282,15 +360,23 @@ def load_source(name: str, root: Traversable | None = None) -> str:
         body = _read(base, path, chain[-1])
         for child in _includes(body, path):
             visit(child, (*chain, path))
-        done[path] = _INCLUDE.sub("", body).rstrip("\n")
+        done[path] = body
 
     for path in _includes(text, f"{name}.lua"):
         visit(path, (f"{name}.lua",))
-    libraries = "\n".join(done.values())
     first = _INCLUDE.search(text)
     if first is None:
-        return text
-    return text[: first.start()] + libraries + "\n" + _INCLUDE.sub("", text[first.start() :])
+        return text, text, done
+    libs = "\n".join(_INCLUDE.sub("", body).rstrip("\n") for body in done.values())
+    return text[: first.start()] + libs + "\n" + _INCLUDE.sub("", text[first.start() :]), text, done
+
+
+def read_script(name: str, root: Traversable | None = None) -> tuple[str, Shape]:
+    """``lua/<name>.lua`` expanded, and its shape: the KEYS and ARGV of its header,
+    then the keys and stems its libraries need (``with_libraries``)."""
+    text, own, libs = _expand(name, root)
+    needed = [needs(header_of(body), lib) for lib, body in libs.items()]
+    return text, with_libraries(shape(header_of(own), name), needed)
 
 
 def _sha(text: str) -> str:
@@ -303,8 +389,7 @@ def _load_all() -> dict[str, Script]:
         if not path.name.endswith(".lua"):
             continue
         name = path.name[: -len(".lua")]
-        text = load_source(name)
-        found = shape(header_of(text), name)
+        text, found = read_script(name)
         header = header_of(text)
         plain = header + "\n" + prologue(found) + text[len(header) + 1 :]
         # Every script gets a shebang, flags or not: on Redis 7 a flagged

@@ -14,7 +14,7 @@ import leaseq
 import leaseq.store.scripts
 from leaseq.store import control as _control
 from leaseq.store import events, history, registry
-from leaseq.store.scripts import SCRIPTS, load_source
+from leaseq.store.scripts import SCRIPTS, libraries, load_source, prologue, read_script
 from tests.support.backends import Clock
 from tests.support.store import claim_one, index, row, snapshot
 
@@ -33,8 +33,13 @@ ORDER = ["summary", "transition", "clock", "flags", "KEYS", "ARGV", "derives", "
 
 def header(name: str) -> list[str]:
     """The leading comment block of lua/<name>.lua, continuation lines joined."""
+    return header_of_file(LUA / f"{name}.lua")
+
+
+def header_of_file(path: Path) -> list[str]:
+    """The leading comment block of a script or library, continuation lines joined."""
     lines: list[str] = []
-    for line in (LUA / f"{name}.lua").read_text().splitlines():
+    for line in path.read_text().splitlines():
         if line.startswith("--!") or not line.startswith("--"):
             break
         body = line[2:]
@@ -132,15 +137,24 @@ def test_header_documents_every_key_and_arg_the_body_uses(name: str, word: str) 
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_the_shape_is_read_from_the_header(name: str) -> None:
-    """The header is the one declaration: the loader's shape is exactly it."""
+def test_the_shape_is_read_from_the_headers(name: str) -> None:
+    """The headers are the one declaration: the loader's shape is exactly the
+    script's KEYS and ARGV, then the keys and stems its libraries declare that
+    it does not, in the order the libraries are expanded, each once."""
     shape = SCRIPTS[name].shape
-    for word, names, tail in (
-        ("KEYS", shape.keys, shape.key_tail),
-        ("ARGV", shape.args, shape.arg_tail),
-    ):
-        fixed, documented_tail = _documented(name, word)
-        assert len(fixed) == len(names)
+    own = [line for line in header(name) if re.match(r"(KEYS|ARGV)\[\d+\]", line)]
+    keys = [_member(line) for line in own if line.startswith("KEYS")]
+    args = [line.split()[1].rstrip(",") for line in own if line.startswith("ARGV")]
+    for lib in libraries(name):
+        for line in header_of_file(LUA / lib):
+            if re.match(r"KEYS\s", line) and _member(line) not in keys:
+                keys.append(_member(line))
+            elif re.match(r"ARGV\s", line) and line.split()[1].rstrip(",") not in args:
+                args.append(line.split()[1].rstrip(","))
+    assert [k.member for k in shape.keys] == keys
+    assert list(shape.args) == args
+    for word, tail in (("KEYS", shape.key_tail), ("ARGV", shape.arg_tail)):
+        _, documented_tail = _documented(name, word)
         assert (documented_tail is not None) == tail
     flags = next(line for line in header(name) if line.startswith("flags:"))
     assert flags.split()[1] == (shape.flags or "none")
@@ -286,17 +300,36 @@ def _schedule_calls(core: Any) -> dict[str, Any]:
     }
 
 
-def _key_docs(name: str) -> list[tuple[str, str]]:
-    """(literal key pattern, Redis type) of each documented KEYS line, in order."""
+def _member(line: str) -> str:
+    """The ``QueueKeys`` member a KEYS line names (its pattern without the stem;
+    ``<state>``, a state's index, is ``QueueKeys.index``)."""
+    member = line.split()[1].removeprefix("leaseq:{<queue>}:").split(":")[0]
+    return "index" if member == "<state>" else member
+
+
+def _key_docs_of(path: Path) -> list[tuple[str, str]]:
+    """(literal key pattern, Redis type) of each KEYS line of a script's or a
+    library's header, in order."""
     out = []
-    for line in header(name):
+    for line in header_of_file(path):
         found = re.match(
-            r"KEYS\[\d+(?:\.\.)?\]\s+(\S+)\s+(HASH|ZSET|LIST|STRING|SET|STREAM|ANY)\b", line
+            r"KEYS(?:\[\d+(?:\.\.)?\])?\s+(\S+)\s+(HASH|ZSET|LIST|STRING|SET|STREAM|ANY)\b", line
         )
         if line.startswith("KEYS"):
-            assert found, f"lua/{name}.lua: KEYS line lacks a pattern and type: {line!r}"
+            assert found, f"lua/{path.name}: KEYS line lacks a pattern and type: {line!r}"
             out.append((found.group(1), found.group(2)))
     return out
+
+
+def _key_docs(name: str) -> list[tuple[str, str]]:
+    """(pattern, type) of each KEYS entry of a script as the loader lays them out:
+    its own fixed keys, then its libraries' that it lacks, then its tail's line."""
+    own = _key_docs_of(LUA / f"{name}.lua")
+    _, tail = _documented(name, "KEYS")
+    fixed, last = (own[:-1], own[-1:]) if tail is not None else (own, [])
+    for lib in libraries(name):
+        fixed += [doc for doc in _key_docs_of(LUA / lib) if doc not in fixed]
+    return fixed + last
 
 
 def test_documented_key_patterns_are_the_keys_python_passes(r: Any) -> None:
@@ -305,6 +338,7 @@ def test_documented_key_patterns_are_the_keys_python_passes(r: Any) -> None:
     assert sorted(calls) == NAMES
     for name, call in calls.items():
         docs = _key_docs(name)
+        assert len(call.keys) >= len(docs) - (SCRIPTS[name].shape.key_tail is True)
         for i, key in enumerate(call.keys):
             pattern, _ = docs[min(i, len(docs) - 1)]
             want = pattern.replace("<queue>", "emails").replace("<id>", "ID")
@@ -333,12 +367,12 @@ def test_documented_key_types_hold_after_a_lifecycle(q: leaseq.Queue, r: Any) ->
         "STREAM": "stream",
     }
     checked = 0
-    for name in NAMES:
-        for pattern, kind in _key_docs(name):
+    for path in sorted(LUA.rglob("*.lua")):  # scripts and libraries
+        for pattern, kind in _key_docs_of(path):
             key = pattern.replace("<queue>", "emails").replace("<id>", "ID")
             key = key.replace("<state>", "dead").replace("<name>", "ID")
             if kind != "ANY" and r.exists(key):  # ANY: an application key (effects)
-                assert r.type(key).decode() == kinds[kind], f"{key} in lua/{name}.lua"
+                assert r.type(key).decode() == kinds[kind], f"{key} in lua/{path.name}"
                 checked += 1
     assert checked >= 30
 
@@ -397,6 +431,64 @@ def test_loader_refuses_bad_includes(tmp_path: Path, files: dict[str, str], mess
     root = _tree(tmp_path, files)
     with pytest.raises(RuntimeError, match=message):
         load_source("s", root)
+
+
+_SCRIPT = "-- s.lua: x\n-- flags: none\n-- KEYS[1]  leaseq:{<queue>}:meta  HASH  m\n"
+
+
+def test_loader_adds_the_keys_libraries_declare_after_the_scripts_own(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "s.lua": _SCRIPT + "-- KEYS[2..]  leaseq:{<queue>}:job:<id>  HASH  rows\n"
+            "-- ARGV[1]  n, a number\n--!include lib/f.lua\n--!include lib/g.lua\nreturn 1\n",
+            "lib/f.lua": "-- f(K): x\n-- KEYS  leaseq:{<queue>}:unique  HASH  u\n"
+            "-- KEYS  leaseq:{<queue>}:meta  HASH  m\n--!include lib/h.lua\n"
+            "local function f(K) end\n",
+            "lib/g.lua": "-- g(K): x\n-- ARGV  group_prefix, a stem\n"
+            "-- KEYS  leaseq:{<queue>}:waiting  ZSET  w\n--!include lib/h.lua\n"
+            "local function g(K) end\n",
+            "lib/h.lua": "-- h(K): x\n-- KEYS  leaseq:{<queue>}:releasing  LIST  r\n"
+            "-- KEYS  leaseq:{<queue>}:unique  HASH  u\n-- ARGV  job_prefix, a stem\n"
+            "local function h(K) end\n",
+        },
+    )
+    assert libraries("s", root) == ["lib/h.lua", "lib/f.lua", "lib/g.lua"]
+    text, found = read_script("s", root)
+    assert text == load_source("s", root)
+    # The script's own first, then each library's new ones in expansion order;
+    # the variadic tail stays last, after them.
+    assert [k.member for k in found.keys] == ["meta", "releasing", "unique", "waiting"]
+    assert found.args == ("n", "job_prefix", "group_prefix")
+    assert found.key_tail and not found.arg_tail
+    assert "local TAIL = { keys = 5, args = 4 }" in prologue(found)
+    assert "group_prefix = ARGV[3]" in prologue(found)
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        (
+            {"lib/f.lua": "-- f(K)\n-- KEYS[1]  leaseq:{<queue>}:meta  HASH  m\n"},
+            "a library's keys have no index",
+        ),
+        (
+            {"lib/f.lua": "-- f(K)\n-- KEYS  leaseq:{<queue>}:job:<id>  HASH  row\n"},
+            "fixed keys only",
+        ),
+        ({"lib/f.lua": "-- f(K)\n-- ARGV  lease_ms, ms\n"}, "ARGV are key stems"),
+        ({"lib/f.lua": "-- f(K)\n-- KEYS  pending  ZSET  p\n"}, "is not under"),
+        ({"s.lua": _SCRIPT + "-- KEYS  leaseq:{<queue>}:wake  LIST  w\n"}, "numbers its KEYS"),
+    ],
+    ids=["indexed", "parameter", "argument", "stem", "unnumbered"],
+)
+def test_loader_refuses_bad_library_keys(
+    tmp_path: Path, files: dict[str, str], message: str
+) -> None:
+    script = {"s.lua": _SCRIPT + "--!include lib/f.lua\n", "lib/f.lua": ""}
+    root = _tree(tmp_path, {**script, **files})
+    with pytest.raises(RuntimeError, match=message):
+        read_script("s", root)
 
 
 # -- replays and SCRIPT FLUSH --------------------------------------------------------
