@@ -10,22 +10,10 @@
 -- KEYS[6]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- KEYS[7]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[8]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents, score = enqueued_at ms epoch
--- KEYS[9]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent's retention: lib/unpin_parent.lua)
--- KEYS[10] leaseq:{<queue>}:wake         LIST  wake-up tokens (children released; lib/free_unique.lua; a freed limit slot)
--- KEYS[11] leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
--- KEYS[12] leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
--- KEYS[13] leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
--- KEYS[14] leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/free_unique.lua)
--- KEYS[15] leaseq:{<queue>}:active       ZSET  ids under lease, score = lease_until ms epoch
--- KEYS[16] leaseq:{<queue>}:limits       HASH  global limits (group_concurrency)
--- KEYS[17] leaseq:{<queue>}:group_active HASH  group -> leases active now
+-- KEYS[9]  leaseq:{<queue>}:wake         LIST  wake-up tokens (children released; lib/free_unique.lua; a freed limit slot)
+-- KEYS[10] leaseq:{<queue>}:active       ZSET  ids under lease, score = lease_until ms epoch
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  keep_ms, how long to keep the row (integer ms; 0 = delete now, -1 = until purged)
--- ARGV[3]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for parents and children
--- ARGV[4]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
---          for it are the SET graph_prefix .. <id>
--- ARGV[5]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
---          the ZSET group_prefix .. <name>
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job's parents and children (job_prefix);
 --          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)

@@ -13,16 +13,8 @@
 -- KEYS[8]  leaseq:{<queue>}:claims     ZSET  claim times of the rate span, score = ms epoch
 -- KEYS[9]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- KEYS[10] leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
--- KEYS[11] leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
--- KEYS[12] leaseq:{<queue>}:group_active HASH  group -> leases active now
--- KEYS[13] leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
--- KEYS[14] leaseq:{<queue>}:waiting    ZSET  ids waiting for parents (a dead-lettered parent settles
---           its children: lib/job_finished.lua)
--- KEYS[15] leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent's retention: lib/unpin_parent.lua)
--- KEYS[16] leaseq:{<queue>}:cancelled  ZSET  cancelled ids (children cancelled with a dead parent)
--- KEYS[17] leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
--- KEYS[18] leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/free_unique.lua)
--- KEYS[19] leaseq:{<queue>}:group_rate_held  ZSET  groups held back at their rate, score = ms epoch
+-- KEYS[11] leaseq:{<queue>}:group_active HASH  group -> leases active now
+-- KEYS[12] leaseq:{<queue>}:group_rate_held  ZSET  groups held back at their rate, score = ms epoch
 --           they may claim again (lib/rotate_groups.lua)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  count, how many jobs to lease at most (integer >= 1; more than 1000 lease 1000)
@@ -33,12 +25,6 @@
 --          are prefetched: their row gets prefetched = attempts, so a crash does not charge them
 -- ARGV[7]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
 --          the ZSET group_prefix .. <name>
--- ARGV[8]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
---          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
--- ARGV[9]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
---          for it are the SET graph_prefix .. <id>
--- ARGV[10] group_claims_prefix, 'leaseq:{<queue>}:group_claims:' (string): a fair group's claim
---          times in its rate window are the ZSET group_claims_prefix .. <name> (expires with it)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the rows it leases, promotes, reaps, and their
 --          parents and children (job_prefix);
 --          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);

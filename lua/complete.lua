@@ -8,30 +8,14 @@
 -- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens (pushed when a global limit held a claim)
 -- KEYS[5]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
--- KEYS[7]  leaseq:{<queue>}:limits       HASH  global limits (group_concurrency)
--- KEYS[8]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
--- KEYS[9]  leaseq:{<queue>}:group_active HASH  group -> leases active now
--- KEYS[10] leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
--- KEYS[11] leaseq:{<queue>}:pending    ZSET  ids ready to claim (children released: lib/job_finished.lua)
--- KEYS[12] leaseq:{<queue>}:scheduled  ZSET  ids waiting for a time (children released with a delay)
--- KEYS[13] leaseq:{<queue>}:waiting    ZSET  ids waiting for parents, score = enqueued_at ms epoch
--- KEYS[14] leaseq:{<queue>}:cancelled  ZSET  cancelled ids (a pinned parent's retention: lib/unpin_parent.lua)
--- KEYS[15] leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
--- KEYS[16] leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/free_unique.lua)
--- KEYS[17..] *{<queue>}*  ANY  one key per effect, in effect order: an application
+-- KEYS[7..]  *{<queue>}*  ANY  one key per effect, in effect order: an application
 --           key carrying the hash tag {<queue>} (checked by the caller), of the type its command needs
 -- ARGV[1]  keep_ms, how long to keep the succeeded row (integer ms; 0 = delete now, -1 = until purged)
 -- ARGV[2]  keep_count, the most succeeded rows kept (integer; -1 = no bound); the oldest go first
 -- ARGV[3]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for the rows keep_count trims
 -- ARGV[4]  n, the number of items (integer >= 1)
--- ARGV[5]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
---          the ZSET group_prefix .. <name>
--- ARGV[6]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
---          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
--- ARGV[7]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
---          for it are the SET graph_prefix .. <id>
--- ARGV[8]  extras, how many items carry a result or effects (integer >= 0)
--- ARGV[9..] items, three values per item: id (string), token (decimal string), incarnation
+-- ARGV[5]  extras, how many items carry a result or effects (integer >= 0)
+-- ARGV[6..] items, three values per item: id (string), token (decimal string), incarnation
 --           (decimal string); then per item that carries a result or effects (extras of them,
 --           in item order): its place i (integer, 1 = the first item), result (encoded bytes;
 --           '' = none), e (its number of effects, integer >= 0); then per effect, in that order:

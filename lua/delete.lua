@@ -14,17 +14,9 @@
 -- KEYS[9]  leaseq:{<queue>}:done       STREAM  ids waiters look at (lib/signal_done.lua): a job deleted
 --          before it finished is signalled, so its waiters raise JobNotFound at once
 -- KEYS[10] leaseq:{<queue>}:waiting    ZSET  ids waiting for parents, score = enqueued_at ms epoch
--- KEYS[11] leaseq:{<queue>}:wake       LIST  wake-up tokens (children released: lib/job_finished.lua)
--- KEYS[12] leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
--- KEYS[13] leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
--- KEYS[14] leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
--- KEYS[15] leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/free_unique.lua)
 -- ARGV[1]  id, the job id (string)
--- ARGV[2]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for parents and children
--- ARGV[3]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
+-- ARGV[2]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
 --          for it are the SET graph_prefix .. <id>
--- ARGV[4]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
---          the ZSET group_prefix .. <name>
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job's parents and children (job_prefix);
 --          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)

@@ -2,15 +2,10 @@
 -- transition: (none) -> pending | scheduled
 -- clock: server TIME (never behind the queue's meta clock), for enqueued_at and the due time of delayed jobs
 -- flags: none (it adds work: a full server refuses it whole, before it writes)
--- KEYS[1]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
--- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
--- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters, seq, incarnation
--- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
--- KEYS[5]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
--- KEYS[6]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
--- KEYS[7]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
--- KEYS[8]  leaseq:{<queue>}:unique       HASH  uniqueness key -> '<holder id>' or '<holder id> <window end ms>'
--- KEYS[9]  leaseq:{<queue>}:unique_windows  ZSET  uniqueness keys with a throttle window, score = its end ms
+-- KEYS[1]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
+-- KEYS[2]  leaseq:{<queue>}:meta       HASH  counters, seq, incarnation
+-- KEYS[3]  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
+-- KEYS[4]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  max_attempts, of every job in the call (integer >= 1)
 -- ARGV[3]  delay_ms, of every job in the call (integer ms >= 0, 0 = claimable now)
@@ -21,20 +16,16 @@
 --          handler may run before its worker fails the attempt; stored as the row's timeout
 -- ARGV[8]  traceparent, of every job in the call (W3C 'version-traceid-spanid-flags', checked by
 --          the caller; '' = none: the field is then not written)
--- ARGV[9]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
---          the ZSET group_prefix .. <name>
--- ARGV[10]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
---          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
--- ARGV[11]  unique, the uniqueness keys of the jobs, one per job in job order, joined by single
+-- ARGV[9]   unique, the uniqueness keys of the jobs, one per job in job order, joined by single
 --           spaces ('' = none in this call; '{}' = this job has none; keys follow the job-id rules)
--- ARGV[12]  unique_period_ms, the throttle window (integer ms >= 0; 0 = the key is held while
+-- ARGV[10]  unique_period_ms, the throttle window (integer ms >= 0; 0 = the key is held while
 --           its holder is unfinished)
--- ARGV[13]  unique_replace, 1 = a duplicate replaces the holder's payload (keep-last), 0 = not
--- ARGV[14]  numbered, 1 = every row gets an `incarnation` (the call holds ids the caller chose,
+-- ARGV[11]  unique_replace, 1 = a duplicate replaces the holder's payload (keep-last), 0 = not
+-- ARGV[12]  numbered, 1 = every row gets an `incarnation` (the call holds ids the caller chose,
 --           or uniqueness keys), 0 = none does: every id was made by leaseq, and such a row's
 --           number is its enqueued_at (lib/row_number.lua); but while the clock floor holds
 --           the queue's time, every row is numbered
--- ARGV[15..] jobs, two values per job: id (string, chosen by the client so that a
+-- ARGV[13..] jobs, two values per job: id (string, chosen by the client so that a
 --           replayed call finds its own rows), payload (bytes, encoded and size-checked)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, each with a queue-unique incarnation (job_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);

@@ -2,33 +2,25 @@
 -- transition: (none) -> waiting | pending | scheduled | cancelled (a parent already failed)
 -- clock: server TIME (never behind the queue's meta clock), for enqueued_at and the due time of delayed jobs
 -- flags: none (it adds work: a full server refuses it whole, before it writes)
--- KEYS[1]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
--- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting for a time, score = due ms epoch
--- KEYS[3]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents, score = enqueued_at ms epoch
--- KEYS[4]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids (a parent found there is pinned: lib/pin_parent.lua)
--- KEYS[5]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids, score = ms epoch the row expires (10^15 + finished: kept)
--- KEYS[6]  leaseq:{<queue>}:meta       HASH  counters, seq, incarnation
--- KEYS[7]  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
--- KEYS[8]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
--- KEYS[9]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
--- KEYS[10]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[1]  leaseq:{<queue>}:scheduled  ZSET  ids waiting for a time, score = due ms epoch
+-- KEYS[2]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents, score = enqueued_at ms epoch
+-- KEYS[3]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids, score = ms epoch the row expires (10^15 + finished: kept)
+-- KEYS[4]  leaseq:{<queue>}:meta       HASH  counters, seq, incarnation
+-- KEYS[5]  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
+-- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
 --          for it are the SET graph_prefix .. <id>
--- ARGV[3]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
---          the ZSET group_prefix .. <name>
--- ARGV[4]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
---          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
--- ARGV[5]  traceparent, of every job in the call (W3C, checked by the caller; '' = none)
--- ARGV[6]  flow, the call's flow id (string, the job-id rules; '' = none: not written), stored in
+-- ARGV[3]  traceparent, of every job in the call (W3C, checked by the caller; '' = none)
+-- ARGV[4]  flow, the call's flow id (string, the job-id rules; '' = none: not written), stored in
 --          every row, so that a replayed call (the same flow id) is answered, not refused
--- ARGV[7]  dedup, 1: a step whose id exists is left alone (enqueue's rule); 0: it is refused
+-- ARGV[5]  dedup, 1: a step whose id exists is left alone (enqueue's rule); 0: it is refused
 --          whole (enqueue_flow's rule), unless the first step's row carries this flow id (a replay)
--- ARGV[8]  profiles, how many option sets the tail opens with (integer >= 1)
--- ARGV[9]  numbered, 1 = every row gets an `incarnation` (the call holds an id the caller
+-- ARGV[6]  profiles, how many option sets the tail opens with (integer >= 1)
+-- ARGV[7]  numbered, 1 = every row gets an `incarnation` (the call holds an id the caller
 --          chose), 0 = none does unless the clock floor holds the queue's time: every id
 --          was made by leaseq, and such a row's number is its enqueued_at (lib/row_number.lua)
--- ARGV[10..] first the profiles, seven values each: max_attempts (integer >= 1), delay_ms (integer
+-- ARGV[8..]  first the profiles, seven values each: max_attempts (integer >= 1), delay_ms (integer
 --           ms >= 0), priority (integer 0..1000000), group ('' = none), kind ('' = none), timeout_ms
 --           (integer ms; 0 = none), on_parent_failure ('cancel' or 'run'); then the steps, four
 --           values each: id (string), payload (encoded bytes), profile (its number, from 1),

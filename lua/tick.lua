@@ -7,16 +7,10 @@
 -- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters, seq, clock
 -- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
 -- KEYS[5]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
--- KEYS[6]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
--- KEYS[7]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
--- KEYS[8]  leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/unique_held.lua)
+-- KEYS[6]  leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/unique_held.lua)
 -- ARGV[1]  schedule_prefix, the schedule key prefix 'leaseq:{<queue>}:schedule:' (string)
 -- ARGV[2]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
--- ARGV[3]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
---          the ZSET group_prefix .. <name>
--- ARGV[4]  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are
---          the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>' (bump_counter)
--- ARGV[5..] schedules, four values per schedule: name; the stamp read (version:last_fired);
+-- ARGV[3..] schedules, four values per schedule: name; the stamp read (version:last_fired);
 --           the due time read (ms epoch); the due time after it (ms epoch, computed by
 --           the client from the definition, after both that due time and the clock
 --           read; -1 parks a schedule whose definition cannot be read)

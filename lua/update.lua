@@ -4,7 +4,6 @@
 -- flags: none (it may grow a row: a full server refuses it whole, before it writes)
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
 -- KEYS[2]  leaseq:{<queue>}:meta       HASH  the event switch (fields events, events_maxlen), clock
--- KEYS[3]  leaseq:{<queue>}:events     STREAM  job transitions and edits (lib/log_edit.lua; docs/events.md)
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  payload, the new payload (bytes, encoded and size-checked by the caller)
 -- derives: nothing

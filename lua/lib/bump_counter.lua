@@ -9,6 +9,8 @@
 -- the call is the first of its field in a bucket: only then is the expiry set
 -- (whichever field makes a bucket sets it; later bumps find it set), which
 -- keeps the history off the cost of every job.
+-- KEYS  leaseq:{<queue>}:meta  HASH  the queue's counters
+-- ARGV  history_prefix, 'leaseq:{<queue>}:history:' (string): the history buckets are the HASHes history_prefix .. 'm:<minute>' and .. 't:<ten-minute>'
 local function bump_counter(K, field, n, now)
   redis.call('HINCRBY', K.meta, field, n)
   local minute = math.floor(now / 60000)

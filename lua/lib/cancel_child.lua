@@ -6,6 +6,7 @@
 -- own parents unpinned (unpin_parent), and its waiting children on batch.work
 -- to settle as a cancelled parent's. Returns how many parents it unpinned: a
 -- child of many parents costs the settle budget as much as many children.
+-- ARGV  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for the child's row
 --!include lib/log_event.lua
 --!include lib/unpin_parent.lua
 local function cancel_child(K, batch, kid, k, why, now, log)

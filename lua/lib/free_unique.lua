@@ -9,6 +9,9 @@
 -- K.wake (capped at 64, as push_pending does). Call it while the row still exists.
 -- fields: the row's { unique_key, unique_next } when the caller read them already
 -- (lease_check does), else nil: they are read here.
+-- KEYS  leaseq:{<queue>}:unique     HASH  uniqueness key -> '<holder id>' or '<holder id> <window end ms>'
+-- KEYS  leaseq:{<queue>}:scheduled  ZSET  ids waiting for a time: a parked successor becomes due there
+-- KEYS  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
 local function free_unique(K, job, id, now, fields)
   local row = fields or redis.pcall('HMGET', job, 'unique_key', 'unique_next')
   if row['err'] or not row[1] then return end

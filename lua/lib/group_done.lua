@@ -11,6 +11,13 @@
 -- rotation adds to group_held, and claim calls this (through reap) before it
 -- rotates, so within one call an empty group_held stays empty. That keeps a
 -- completion of a grouped row at one HINCRBY (and an HDEL) with no cap held.
+-- KEYS  leaseq:{<queue>}:group_active  HASH  group -> leases active now
+-- KEYS  leaseq:{<queue>}:group_held    HASH  groups held back at group_concurrency
+-- KEYS  leaseq:{<queue>}:limits        HASH  limits: group_concurrency, 'concurrency:<name>'
+-- KEYS  leaseq:{<queue>}:groups        ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS  leaseq:{<queue>}:meta          HASH  field gseq, the rotation's next turn
+-- KEYS  leaseq:{<queue>}:wake          LIST  wake-up tokens for blocked claimers
+-- ARGV  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are the ZSET group_prefix .. <name>
 local group_held_empty = nil
 local function group_done(K, job, group, n)
   if group == nil then group = redis.call('HGET', job, 'group') end

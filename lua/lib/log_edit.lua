@@ -5,6 +5,8 @@
 -- at <now> n 0 <why> '<id>:<attempt>' state <state> old_payload <bytes>; readers
 -- of transitions skip it (no 'from>to' field). Honours the queue's events switch
 -- and bound (K.meta, event_log); pcall as in flush_events.
+-- KEYS  leaseq:{<queue>}:events  STREAM  job transitions and edits (docs/events.md)
+-- KEYS  leaseq:{<queue>}:meta    HASH  the event switch (fields events, events_maxlen), clock
 --!include lib/event_log.lua
 local function log_edit(K, why, id, state, attempt, old, now)
   local log = event_log(K.events, nil, K.meta)

@@ -7,6 +7,9 @@
 -- remaining time goes into field keep (ms; -1 = kept until purged) for
 -- unpin_parent, and its index score becomes 10^15 + now (kept: trim_finished
 -- never reaches it; trim_count steps over a pinned row).
+-- KEYS  leaseq:{<queue>}:succeeded  ZSET  succeeded ids, score = ms epoch the row expires (10^15 + finished: kept)
+-- KEYS  leaseq:{<queue>}:cancelled  ZSET  cancelled ids, scored as succeeded
+-- ARGV  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for the parent's row
 local function pin_parent(K, parent, state, n, now)
   local job = K.job_prefix .. parent
   if redis.call('HINCRBY', job, 'children', n) ~= n then return end

@@ -10,6 +10,11 @@
 -- joins the rotation ZSET K.groups at the back (NX) unless it is held at
 -- group_concurrency (HASH K.group_held). It also leaves a wake-up token on LIST
 -- K.wake for blocked claimers (capped at 64).
+-- KEYS  leaseq:{<queue>}:meta        HASH  fields seq (the FIFO sequence) and gseq (the rotation's next turn)
+-- KEYS  leaseq:{<queue>}:groups      ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS  leaseq:{<queue>}:group_held  HASH  groups held back at group_concurrency
+-- KEYS  leaseq:{<queue>}:wake        LIST  wake-up tokens for blocked claimers
+-- ARGV  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are the ZSET group_prefix .. <name>
 local function push_pending(pending, K, job, id, priority)
   local meta, wake = K.meta, K.wake
   local seq = redis.call('HINCRBY', meta, 'seq', 1)

@@ -7,6 +7,12 @@
 -- group's ZSET K.group_prefix .. <name> under the score, pending at 2^53 + score,
 -- the group into the rotation K.groups unless held in K.group_held), with one
 -- ZADD and one rotation check per group, not per job.
+-- KEYS  leaseq:{<queue>}:pending     ZSET  ids ready to claim
+-- KEYS  leaseq:{<queue>}:meta        HASH  fields seq (the FIFO sequence) and gseq (the rotation's next turn)
+-- KEYS  leaseq:{<queue>}:groups      ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS  leaseq:{<queue>}:group_held  HASH  groups held back at group_concurrency
+-- KEYS  leaseq:{<queue>}:wake        LIST  wake-up tokens for blocked claimers
+-- ARGV  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are the ZSET group_prefix .. <name>
 --!include lib/call_chunked.lua
 local function push_ready(K, ready)
   if #ready == 0 then return end

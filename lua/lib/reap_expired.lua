@@ -7,6 +7,7 @@
 -- Each move is noted in log (event_log): active -> pending | dead, damaged -> dead.
 -- Returns requeued, died.
 -- Atomic with every other script, so two reapers never move a job twice.
+-- KEYS  leaseq:{<queue>}:meta  HASH  counter refunded
 --!include lib/bump_counter.lua
 --!include lib/dead_letter.lua
 --!include lib/group_done.lua

@@ -9,6 +9,9 @@
 -- A job with parents (field depends_on) pins them again while it is unfinished
 -- (pin_parent: K needs job_prefix, succeeded and cancelled), so a rerun can still
 -- read their results; a parent whose row is gone stays gone.
+-- KEYS  leaseq:{<queue>}:meta  HASH  counter retried, clock
+-- ARGV  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for the job's parents
+-- ARGV  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a dead job whose children are still being settled (the SET graph_prefix .. <id>) is not retried yet
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/pin_parent.lua

@@ -39,6 +39,14 @@
 -- written with one ZADD per call (before any trim that must see them), and the
 -- log's expiry is set once per call. The order is exactly the turn-by-turn one
 -- (tests/store/test_model.py models it; tests/store/test_groups.py checks big calls).
+-- KEYS  leaseq:{<queue>}:groups           ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS  leaseq:{<queue>}:group_active     HASH  group -> leases active now
+-- KEYS  leaseq:{<queue>}:group_held       HASH  groups held back at group_concurrency
+-- KEYS  leaseq:{<queue>}:group_rate_held  ZSET  groups held back at their rate, score = ms epoch they may claim again
+-- KEYS  leaseq:{<queue>}:limits           HASH  group limits: group_concurrency, group_rate, group_per_ms, a group's own overrides
+-- KEYS  leaseq:{<queue>}:meta             HASH  fields gseq and gturn, the rotation's turns
+-- ARGV  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are the ZSET group_prefix .. <name>
+-- ARGV  group_claims_prefix, 'leaseq:{<queue>}:group_claims:' (string): a fair group's claim times in its rate window are the ZSET group_claims_prefix .. <name> (expires with it)
 --!include lib/call_chunked.lua
 --!include lib/to_count.lua
 local GROUPED = 9007199254740992 -- pending scores from 2^53 up are grouped ids (push_pending)

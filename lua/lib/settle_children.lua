@@ -16,6 +16,15 @@
 -- settles more than budget children (docs/workflows.md, "Costs").
 -- Every write of a batch is batched: one HSET per child, then one ZREM, ZADD,
 -- HINCRBY seq, RPUSH and XADD (done) for the batch. Returns the budget left.
+-- KEYS  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents
+-- KEYS  leaseq:{<queue>}:scheduled  ZSET  ids waiting for a time (children released with a delay)
+-- KEYS  leaseq:{<queue>}:cancelled  ZSET  cancelled ids (children cancelled with their parent)
+-- KEYS  leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>'
+-- KEYS  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
+-- KEYS  leaseq:{<queue>}:wake       LIST  wake-up tokens (children released with a delay)
+-- KEYS  leaseq:{<queue>}:meta       HASH  counter cancelled
+-- ARGV  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for parents and children
+-- ARGV  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting for it are the SET graph_prefix .. <id>
 --!include lib/call_chunked.lua
 --!include lib/cancel_child.lua
 --!include lib/log_event.lua

@@ -8,6 +8,11 @@
 -- waits for ever on a parent that is gone. A healthy parent is left alone.
 -- Also drops index entries whose row is no longer waiting, and parks a waiting
 -- row overwritten by hand in ZSET K.dead. Reap calls it.
+-- KEYS  leaseq:{<queue>}:waiting  ZSET  ids waiting for parents
+-- KEYS  leaseq:{<queue>}:dead     ZSET  dead ids (a waiting row overwritten by hand is parked there)
+-- KEYS  leaseq:{<queue>}:meta     HASH  field wsweep, where the next sweep begins
+-- ARGV  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for children and parents
+-- ARGV  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting for it are the SET graph_prefix .. <id>
 --!include lib/bump_counter.lua
 --!include lib/log_event.lua
 --!include lib/settle_children.lua

@@ -2,6 +2,7 @@
 -- now, or nil when the key is free (the rules of lib/unique_holder.lua): an entry
 -- of HASH K.unique with an open throttle window, or naming a row that exists,
 -- carries the key and is unfinished.
+-- KEYS  leaseq:{<queue>}:unique  HASH  uniqueness key -> '<holder id>' or '<holder id> <window end ms>'
 --!include lib/state_kind.lua
 local function unique_held(K, job_prefix, key, now)
   local held = redis.call('HGET', K.unique, key)

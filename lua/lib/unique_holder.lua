@@ -19,6 +19,9 @@
 --   park(parked, base, nb, incarnation, log): write the parked jobs' rows (fields
 --     unique_key, after), index them and link them from their holder (unique_next);
 --     return the last incarnation used.
+-- KEYS  leaseq:{<queue>}:unique          HASH  uniqueness key -> '<holder id>' or '<holder id> <window end ms>'
+-- KEYS  leaseq:{<queue>}:unique_windows  ZSET  uniqueness keys with a throttle window, score = its end ms
+-- KEYS  leaseq:{<queue>}:scheduled       ZSET  ids waiting for a time (parked keep-last duplicates)
 --!include lib/log_edit.lua
 --!include lib/log_event.lua
 --!include lib/state_kind.lua

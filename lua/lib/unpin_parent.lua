@@ -6,6 +6,10 @@
 -- that retention now: deleted, or expiring keep ms from now (index score
 -- now + keep in K.succeeded or K.cancelled). A parent row that is gone or not
 -- a hash is left alone.
+-- KEYS  leaseq:{<queue>}:succeeded  ZSET  succeeded ids, score = ms epoch the row expires
+-- KEYS  leaseq:{<queue>}:cancelled  ZSET  cancelled ids, score = ms epoch the row expires
+-- ARGV  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for the parent's row
+-- ARGV  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting for it are the SET graph_prefix .. <id>
 local function unpin_parent(K, parent, kids, now)
   -- Out of the parent's set too (even a finished parent's: the children it
   -- has not settled yet wait there), so a child deleted and made again under

@@ -185,6 +185,23 @@ def test_no_lua_file_derives_a_key_from_another_keys_name(path: Path) -> None:
         ), f"{path.name} reads the caller's K: take it as an argument"
 
 
+@pytest.mark.parametrize("path", sorted(LUA.rglob("*.lua")), ids=lambda p: str(p.relative_to(LUA)))
+def test_each_file_declares_exactly_the_keys_its_own_code_uses(path: Path) -> None:
+    """A header lists the keys and key stems its own file's code reads (``K.<name>``,
+    ``A.<stem>_prefix``), no more and no fewer: a script does not repeat a key that
+    only its libraries read (the loader adds theirs), and a library declares every
+    key it reads, so each of its callers gets it."""
+    body = code(path.read_text())
+    used = set(re.findall(r"\bK\.(\w+)", body)) | set(re.findall(r"\bA\.(\w+_prefix)\b", body))
+    lines = header_of_file(path)
+    keys = {_member(line) for line in lines if re.match(r"KEYS(\[\d+\])?\s", line)}
+    args = [line.split()[1].rstrip(",") for line in lines if re.match(r"ARGV(\[\d+\])?\s", line)]
+    stems = {a for a in args if a.endswith("_prefix")}
+    where = f"lua/{path.relative_to(LUA)}"
+    assert not used - keys - stems, f"{where} reads {sorted(used - keys - stems)}, undeclared"
+    assert not (keys | stems) - used, f"{where} declares {sorted((keys | stems) - used)}, unread"
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_clock_line_matches_the_body(name: str) -> None:
     clock = next(line for line in header(name) if line.startswith("clock:"))
