@@ -51,6 +51,7 @@
 --!include lib/job_finished.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
+--!include lib/pending_score.lua
 --!include lib/promote_due.lua
 --!include lib/read_row.lua
 --!include lib/reap_expired.lua
@@ -136,7 +137,7 @@ local function lease_one(id, from)
         elsewhere = redis.call('ZSCORE', K.group_prefix .. row[7], id)
       else
         local score = redis.call('ZSCORE', pending, id)
-        elsewhere = score and tonumber(score) < 9007199254740992
+        elsewhere = score and tonumber(score) < PENDING_GROUPED
       end
       if elsewhere then return false, nil, true end
     end
@@ -221,9 +222,9 @@ while got < count and budget > 0 do
   budget = budget - #popped / 2
   local grouped_at = nil
   for i = 1, #popped, 2 do
-    -- Scores from 2^53 up are grouped ids (push_pending): their turn comes
+    -- Scores from PENDING_GROUPED up are grouped ids (push_pending): their turn comes
     -- only through rotate_groups, so they go back and the loop ends.
-    if tonumber(popped[i + 1]) >= 9007199254740992 then grouped_at = i break end
+    if tonumber(popped[i + 1]) >= PENDING_GROUPED then grouped_at = i break end
     lease_one(popped[i])
   end
   if grouped_at then

@@ -1,12 +1,9 @@
--- push_pending(pending, K, job, id, priority): make a job claimable.
--- The pending score is priority * 2^33 + seq, where seq comes from the queue's
--- meta hash (K.meta), so ZPOPMIN yields the lowest priority first and FIFO within one.
--- Both terms stay below 2^53, so the score is an exact integer in a double.
--- seq restarts when the pending set is empty and has grown past 2^32, and
--- wraps at 2^33 (only FIFO order could suffer then, never a job).
+-- push_pending(pending, K, job, id, priority): make a job claimable, in ZSET pending
+-- under pending_score(priority, seq), seq the next FIFO number from the queue's meta
+-- hash (K.meta; restarted and wrapped by pending_score's rule).
 -- A row with a `group` field (fair groups) also goes into its group's ZSET
--- K.group_prefix .. <name> under that score, and into pending at 2^53 + score, above
--- every ungrouped job, so the ungrouped ZPOPMIN path never takes it; the group
+-- K.group_prefix .. <name> under that score, and into pending at PENDING_GROUPED + score,
+-- above every ungrouped job, so the ungrouped ZPOPMIN path never takes it; the group
 -- joins the rotation ZSET K.groups at the back (NX) unless it is held at
 -- group_concurrency (HASH K.group_held). It also leaves a wake-up token on LIST
 -- K.wake for blocked claimers (capped at 64).
@@ -15,19 +12,21 @@
 -- KEYS  leaseq:{<queue>}:group_held  HASH  groups held back at group_concurrency
 -- KEYS  leaseq:{<queue>}:wake        LIST  wake-up tokens for blocked claimers
 -- ARGV  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are the ZSET group_prefix .. <name>
+--!include lib/pending_score.lua
 local function push_pending(pending, K, job, id, priority)
   local meta, wake = K.meta, K.wake
   local seq = redis.call('HINCRBY', meta, 'seq', 1)
-  if (seq > 4294967296 and redis.call('ZCARD', pending) == 0) or seq >= 8589934592 then
+  if (seq > PENDING_SEQ_RESTART and redis.call('ZCARD', pending) == 0)
+      or seq >= PENDING_PRIORITY_FACTOR then
     redis.call('HSET', meta, 'seq', 1)
     seq = 1
   end
   redis.call('HSET', job, 'state', 'pending')
-  local score = priority * 8589934592 + seq
+  local score = pending_score(priority, seq)
   local group = redis.call('HGET', job, 'group')
   if group then
     redis.call('ZADD', K.group_prefix .. group, score, id)
-    redis.call('ZADD', pending, 9007199254740992 + score, id)
+    redis.call('ZADD', pending, PENDING_GROUPED + score, id)
     if not redis.call('HGET', K.group_held, group) then
       redis.call('ZADD', K.groups, 'NX', redis.call('HINCRBY', meta, 'gseq', 1), group)
     end

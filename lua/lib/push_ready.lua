@@ -1,10 +1,10 @@
 -- push_ready(K, ready): make many jobs claimable at once; ready is a list of
 -- { priority, id, group or nil } in the order they became ready, their rows
--- already saying 'pending'. push_pending's scores and rules for the FIFO
+-- already saying 'pending'. pending_score's scores and rules for the FIFO
 -- sequence (meta field seq), reserved with one HINCRBY for the batch, one ZADD
 -- per 1000 into ZSET K.pending, and a wake-up token per job on LIST K.wake (64
 -- at most, one RPUSH). A fair group's jobs go as push_pending puts them (their
--- group's ZSET K.group_prefix .. <name> under the score, pending at 2^53 + score,
+-- group's ZSET K.group_prefix .. <name> under the score, pending at PENDING_GROUPED + score,
 -- the group into the rotation K.groups unless held in K.group_held), with one
 -- ZADD and one rotation check per group, not per job.
 -- KEYS  leaseq:{<queue>}:pending     ZSET  ids ready to claim
@@ -14,18 +14,19 @@
 -- KEYS  leaseq:{<queue>}:wake        LIST  wake-up tokens for blocked claimers
 -- ARGV  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are the ZSET group_prefix .. <name>
 --!include lib/call_chunked.lua
+--!include lib/pending_score.lua
 local function push_ready(K, ready)
   if #ready == 0 then return end
   local last = redis.call('HINCRBY', K.meta, 'seq', #ready)
-  if (last - #ready > 4294967296 and redis.call('ZCARD', K.pending) == 0)
-      or last >= 8589934592 then
+  if (last - #ready > PENDING_SEQ_RESTART and redis.call('ZCARD', K.pending) == 0)
+      or last >= PENDING_PRIORITY_FACTOR then
     redis.call('HSET', K.meta, 'seq', #ready)
     last = #ready
   end
   local members, seq, groups, order = {}, last - #ready, {}, {}
   for _, r in ipairs(ready) do
     seq = seq + 1
-    local score, group = r[1] * 8589934592 + seq, r[3]
+    local score, group = pending_score(r[1], seq), r[3]
     if group then
       local list = groups[group]
       if not list then
@@ -35,7 +36,7 @@ local function push_ready(K, ready)
       end
       list[#list + 1] = score
       list[#list + 1] = r[2]
-      score = 9007199254740992 + score
+      score = PENDING_GROUPED + score
     end
     members[#members + 1] = score
     members[#members + 1] = r[2]

@@ -48,8 +48,8 @@
 -- ARGV  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are the ZSET group_prefix .. <name>
 -- ARGV  group_claims_prefix, 'leaseq:{<queue>}:group_claims:' (string): a fair group's claim times in its rate window are the ZSET group_claims_prefix .. <name> (expires with it)
 --!include lib/call_chunked.lua
+--!include lib/pending_score.lua
 --!include lib/to_count.lua
-local GROUPED = 9007199254740992 -- pending scores from 2^53 up are grouped ids (push_pending)
 local function rotate_groups(pending, K, count, budget, lease_one, got, now, active, added)
   local meta, groups = K.meta, K.groups
   local l = redis.call('HMGET', K.limits, 'group_concurrency', 'group_rate', 'group_per_ms',
@@ -73,7 +73,7 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now, act
   -- The ungrouped head changes only when an ungrouped job is popped: grouped
   -- ids sort behind every ungrouped one, so removing them later is safe.
   local u = redis.call('ZRANGE', pending, 0, 0, 'WITHSCORES')
-  local ungrouped = #u > 0 and tonumber(u[2]) < GROUPED
+  local ungrouped = #u > 0 and tonumber(u[2]) < PENDING_GROUPED
   local taken = {}
   -- Per group: entries in its rate log (counting stamps not yet written), the
   -- stamps not yet written (ZADD arguments), and the groups whose log grew.
@@ -112,7 +112,7 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now, act
         seq = seq + 1
         turn = seq
         u = redis.call('ZRANGE', pending, 0, 0, 'WITHSCORES')
-        ungrouped = #u > 0 and tonumber(u[2]) < GROUPED
+        ungrouped = #u > 0 and tonumber(u[2]) < PENDING_GROUPED
         if got() >= count or budget <= 0 then break end
       end
       budget = budget - 1

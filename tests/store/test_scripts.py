@@ -213,13 +213,27 @@ def test_clock_line_matches_the_body(name: str) -> None:
 
 @pytest.mark.parametrize("path", sorted(LUA.rglob("*.lua")), ids=lambda p: str(p.relative_to(LUA)))
 def test_each_file_includes_exactly_what_it_calls_itself(path: Path) -> None:
-    """Nested includes: a script or library lists the libraries its own code calls,
-    no more (what they call comes with them) and no fewer."""
+    """Nested includes: a script or library lists the libraries its own code calls
+    or whose constants it reads, no more (what they use comes with them) and no fewer."""
     text = path.read_text()
     listed = re.findall(r"^--!include lib/(\w+)\.lua$", text, re.MULTILINE)
     body = code(text)
-    called = [lib for lib in LIBS if lib != path.stem and re.search(rf"\b{lib}\(", body)]
+    called = [
+        lib
+        for lib in LIBS
+        if lib != path.stem
+        and (
+            re.search(rf"\b{lib}\(", body)
+            or any(re.search(rf"\b{name}\b", body) for name in _constants(lib))
+        )
+    ]
     assert sorted(listed) == called, f"lua/{path.relative_to(LUA)} includes {listed}"
+
+
+def _constants(lib: str) -> list[str]:
+    """The constants a library defines for its callers (``local NAME = ...`` at its top)."""
+    text = code((LUA / "lib" / f"{lib}.lua").read_text())
+    return re.findall(r"^local ([A-Z][A-Z0-9_]*) =", text, re.MULTILINE)
 
 
 @pytest.mark.parametrize("lib", LIBS)
@@ -253,6 +267,32 @@ def test_scripts_are_portable_lua(path: Path) -> None:
     assert not re.search(r"\bunpack\(", bare), "use (table.unpack or unpack)"
     for banned in ("cjson", "cmsgpack", "loadstring", "setfenv", "math.random", "os."):
         assert banned not in body, f"{path.name} uses {banned}"
+
+
+def test_the_pending_score_rule_is_written_once() -> None:
+    """The pending score's constants are named in lua/lib/pending_score.lua and
+    spelled nowhere else in Lua; the pages and the ``QueueKeys`` docstrings that
+    state the rule give the same powers of two."""
+    lib = LUA / "lib" / "pending_score.lua"
+    found = re.findall(r"^local (PENDING_\w+) = (\d+)", lib.read_text(), re.MULTILINE)
+    const = {name: int(value) for name, value in found}
+    assert set(const) == {"PENDING_PRIORITY_FACTOR", "PENDING_SEQ_RESTART", "PENDING_GROUPED"}
+    for path in LUA.rglob("*.lua"):
+        if path != lib:
+            body = code(path.read_text())
+            spelled = [name for name, value in const.items() if str(value) in body]
+            assert not spelled, f"lua/{path.relative_to(LUA)} spells {spelled}: use the names"
+    power = {name: value.bit_length() - 1 for name, value in const.items()}
+    assert all(2 ** power[name] == value for name, value in const.items())
+    factor, restart = power["PENDING_PRIORITY_FACTOR"], power["PENDING_SEQ_RESTART"]
+    docs = LUA.parent / "docs"
+    rule = f"priority * 2^{factor} + seq"
+    states = (docs / "states.md").read_text()
+    assert rule in states and f"passed 2^{restart}" in states and f"wraps at 2^{factor}" in states
+    assert rule in (docs / "keys-and-rows.md").read_text()
+    assert f"2^{power['PENDING_GROUPED']} + {rule}" in (docs / "flow-control.md").read_text()
+    for doc in (leaseq.QueueKeys.pending.__doc__, leaseq.QueueKeys.group.__doc__):
+        assert f"priority * 2**{factor} + FIFO sequence" in (doc or "")
 
 
 def _calls(q: leaseq.Queue) -> dict[str, Any]:
