@@ -349,6 +349,9 @@ class Backoff(msgspec.Struct, frozen=True, kw_only=True):
 class Stats(msgspec.Struct, frozen=True, kw_only=True):
     """A consistent snapshot of one queue, read in one script call.
 
+    One count per ``State``, named as the state (``counts()`` gives them in
+    ``State`` order; tests/test_states_declared_once.py fails when a state has
+    none): the jobs in it now, succeeded and cancelled rows not yet expired.
     ``totals`` are counters since the queue was created (``enqueued``,
     ``succeeded``, ``failed``, ``dead``, ``expired``, ``released``,
     ``retried``, ``cancelled``). Times are seconds.
