@@ -14,6 +14,7 @@ import msgspec
 from leaseq.errors import InvalidArgument
 
 __all__ = [
+    "EXPIRING",
     "FINISHED",
     "JOB_OPTIONS",
     "TRANSITIONS",
@@ -33,10 +34,11 @@ __all__ = [
 class State(str, enum.Enum):
     """The closed set of states a job row can be in (field ``state``).
 
-    Declared here once: ``FINISHED`` and ``TRANSITIONS`` below are the rest of
-    the state machine, and the Lua side reads the set from
-    ``lua/lib/state_kind.lua``, generated from this class
-    (``python -m leaseq.store.states``; a test fails when they differ). Each
+    Declared here once: ``FINISHED``, ``EXPIRING`` and ``TRANSITIONS`` below are
+    the rest of the state machine, ``Stats`` has one count per member (a test
+    fails when they differ), and the Lua side reads the set from
+    ``lua/lib/state_kind.lua`` and ``lua/lib/state_indexes.lua``, generated from
+    this class (``python -m leaseq.store.states``; a test fails when they differ). Each
     member says who moves a job out of it. "Lease expired" is an event seen by
     reap, not a state: an expired job is still ``ACTIVE`` until a reaper (or a
     claim's bounded sweep) hands it back.
@@ -79,10 +81,21 @@ class State(str, enum.Enum):
         what ``wait`` waits for."""
         return self in FINISHED
 
+    @property
+    def expiring(self) -> bool:
+        """True for a state whose rows expire (``EXPIRING``): its index's score is
+        when the row expires, so ``stats`` counts only the rows not yet expired."""
+        return self in EXPIRING
+
 
 FINISHED: frozenset[State] = frozenset({State.SUCCEEDED, State.DEAD, State.CANCELLED})
 """The states a job ends in: no script moves a job out of them by itself (an
 operator's ``retry_dead`` or ``purge`` may). ``wait`` returns once a job is in one."""
+
+EXPIRING: frozenset[State] = frozenset({State.SUCCEEDED, State.CANCELLED})
+"""The finished states whose rows expire after ``keep_succeeded`` (or are kept: score
++inf): their index is scored by when the row expires, not by when it got there, and
+a row past its time is gone or about to be, so it is not counted."""
 
 TRANSITIONS: Mapping[State, frozenset[State]] = MappingProxyType(
     {
@@ -336,6 +349,9 @@ class Backoff(msgspec.Struct, frozen=True, kw_only=True):
 class Stats(msgspec.Struct, frozen=True, kw_only=True):
     """A consistent snapshot of one queue, read in one script call.
 
+    One count per ``State``, named as the state (``counts()`` gives them in
+    ``State`` order; tests/test_states_declared_once.py fails when a state has
+    none): the jobs in it now, succeeded and cancelled rows not yet expired.
     ``totals`` are counters since the queue was created (``enqueued``,
     ``succeeded``, ``failed``, ``dead``, ``expired``, ``released``,
     ``retried``, ``cancelled``). Times are seconds.

@@ -30,6 +30,7 @@
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/signal_done.lua
+--!include lib/state_indexes.lua
 --!include lib/state_kind.lua
 local job, id = K.job, A.id
 if redis.call('EXISTS', job) == 0 then return { 'GONE' } end
@@ -61,8 +62,10 @@ if state_kind(state) ~= 'finished' then
 end
 free_unique(K, job, id, now or now_ms(K.meta, true))
 redis.call('DEL', job)
-for _, key in ipairs({ K.pending, K.scheduled, K.waiting, K.succeeded, K.dead, K.cancelled }) do
-  redis.call('ZREM', key, id)
+-- Every index but active's (an active row was refused above): a damaged row's
+-- id may be in any of them.
+for _, index in ipairs(state_indexes(K, 'active')) do
+  redis.call('ZREM', index.key, id)
 end
 log_event(log, state, 'deleted', id, type(attempts) == 'string' and attempts or 0)
 if log.n > 0 then flush_events(log, now or now_ms(K.meta, true)) end

@@ -41,6 +41,7 @@
 --!include lib/flush_events.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
+--!include lib/state_indexes.lua
 --!include lib/state_kind.lua
 
 local meta, wake = K.meta, K.wake
@@ -55,10 +56,10 @@ if not redis.call('HGET', meta, 'paused') then
 end
 local deleted, budget = 0, limit
 local log = event_log(K.events, K.done, meta)
-for _, index in ipairs({ K.waiting, K.pending, K.scheduled, K.active, K.succeeded, K.dead,
-                         K.cancelled }) do
+local indexes = state_indexes(K)
+for _, index in ipairs(indexes) do
   if budget <= 0 then break end
-  local ids = redis.call('ZRANGE', index, 0, budget - 1)
+  local ids = redis.call('ZRANGE', index.key, 0, budget - 1)
   for _, id in ipairs(ids) do
     local got = redis.pcall('HMGET', job_prefix .. id, 'state', 'attempts')
     local gone = redis.call('DEL', job_prefix .. id)
@@ -68,14 +69,13 @@ for _, index in ipairs({ K.waiting, K.pending, K.scheduled, K.active, K.succeede
       log_event(log, from, 'deleted', id, not got['err'] and got[2] or 0)
     end
     deleted = deleted + gone
-    redis.call('ZREM', index, id)
+    redis.call('ZREM', index.key, id)
   end
   budget = budget - #ids
 end
 local remaining = 0
-for _, index in ipairs({ K.waiting, K.pending, K.scheduled, K.active, K.succeeded, K.dead,
-                         K.cancelled }) do
-  remaining = remaining + redis.call('ZCARD', index)
+for _, index in ipairs(indexes) do
+  remaining = remaining + redis.call('ZCARD', index.key)
 end
 if remaining > 0 then flush_events(log, now_ms(meta)) end
 if remaining == 0 then

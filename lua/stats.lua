@@ -17,42 +17,41 @@
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  soon_ms, the window for "leases expiring soon" (integer ms >= 0)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest pending job's row (job_prefix)
--- returns: flat array: now_ms, pending, scheduled, active, succeeded, dead, cancelled,
---          expired leases, leases expiring within soon_ms, oldest pending enqueued_at
---          (ms epoch, -1 if none), next scheduled due (ms epoch, -1 if none),
---          concurrency limit, rate limit, its per_ms, claims in the last per_ms (each -1 if none),
---          group_concurrency (-1 if none), groups in the rotation, groups held at group_concurrency,
---          jobs waiting for parents, then the meta hash as field, value pairs
+-- returns: two arrays of field, value pairs: the snapshot's fields by name (now_ms; one
+--          count per state, named as the state (lib/state_indexes.lua); expired, expiring_soon
+--          (leases within soon_ms); oldest_pending_at (enqueued_at of the head of pending,
+--          ms epoch), next_due_at (ms epoch); concurrency, rate, per_ms, recent_claims,
+--          group_concurrency; groups_ready, groups_held; -1 where there is none), then
+--          the meta hash as its HGETALL gives it
 -- errors: none
 --!include lib/now_ms.lua
+--!include lib/state_indexes.lua
 --!include lib/to_count.lua
 
-local pending, scheduled, active, succeeded, dead, cancelled, meta =
-  K.pending, K.scheduled, K.active, K.succeeded, K.dead, K.cancelled, K.meta
+local meta = K.meta
 local now = now_ms(meta, true)
+local out = { 'now_ms', now }
+local function put(name, value)
+  out[#out + 1] = name
+  out[#out + 1] = value
+end
+for _, index in ipairs(state_indexes(K)) do
+  -- A row past its expiry is gone (or about to be): not counted.
+  put(index.state, index.expiring and redis.call('ZCOUNT', index.key, '(' .. now, '+inf')
+    or redis.call('ZCARD', index.key))
+end
+put('expired', redis.call('ZCOUNT', K.active, '-inf', now))
+put('expiring_soon', redis.call('ZCOUNT', K.active, '(' .. now, now + tonumber(A.soon_ms)))
 local oldest = -1
 -- The lowest score is the highest priority, not the oldest job; across
 -- priorities the oldest is not indexed, so this reads the head's row only.
-local head = redis.call('ZRANGE', pending, 0, 0)
+local head = redis.call('ZRANGE', K.pending, 0, 0)
 if #head > 0 then
   oldest = tonumber(redis.call('HGET', A.job_prefix .. head[1], 'enqueued_at') or -1) or -1
 end
-local due = -1
-local nxt = redis.call('ZRANGE', scheduled, 0, 0, 'WITHSCORES')
-if #nxt > 0 then due = tonumber(nxt[2]) end
-local out = {
-  now,
-  redis.call('ZCARD', pending),
-  redis.call('ZCARD', scheduled),
-  redis.call('ZCARD', active),
-  redis.call('ZCOUNT', succeeded, '(' .. now, '+inf'),
-  redis.call('ZCARD', dead),
-  redis.call('ZCOUNT', cancelled, '(' .. now, '+inf'),
-  redis.call('ZCOUNT', active, '-inf', now),
-  redis.call('ZCOUNT', active, '(' .. now, now + tonumber(A.soon_ms)),
-  oldest,
-  due,
-}
+put('oldest_pending_at', oldest)
+local nxt = redis.call('ZRANGE', K.scheduled, 0, 0, 'WITHSCORES')
+put('next_due_at', #nxt > 0 and tonumber(nxt[2]) or -1)
 -- The global limits and how close the queue is to them.
 local lim = redis.call('HMGET', K.limits, 'concurrency', 'rate', 'per_ms')
 -- As claim reads them (lib/apply_limits.lua): a field that is not decimal digits is no limit.
@@ -60,15 +59,12 @@ local lim = redis.call('HMGET', K.limits, 'concurrency', 'rate', 'per_ms')
 local rate, per = to_count(lim[2]), to_count(lim[3])
 if per == 0 or not rate then per = nil end
 if not per then rate = nil end
-out[#out + 1] = to_count(lim[1]) or -1
-out[#out + 1] = rate or -1
-out[#out + 1] = per or -1
-out[#out + 1] = per and redis.call('ZCOUNT', K.claims, '(' .. (now - per), '+inf') or -1
+put('concurrency', to_count(lim[1]) or -1)
+put('rate', rate or -1)
+put('per_ms', per or -1)
+put('recent_claims', per and redis.call('ZCOUNT', K.claims, '(' .. (now - per), '+inf') or -1)
 -- Fair groups: the per-group limit, groups in the rotation, groups held at it.
-out[#out + 1] = to_count(redis.call('HGET', K.limits, 'group_concurrency')) or -1
-out[#out + 1] = redis.call('ZCARD', K.groups)
-out[#out + 1] = #redis.call('HGETALL', K.group_held) / 2 -- no SCARD/HLEN: see limits.lua
-out[#out + 1] = redis.call('ZCARD', K.waiting)
-local m = redis.call('HGETALL', meta)
-for i = 1, #m do out[#out + 1] = m[i] end
-return out
+put('group_concurrency', to_count(redis.call('HGET', K.limits, 'group_concurrency')) or -1)
+put('groups_ready', redis.call('ZCARD', K.groups))
+put('groups_held', #redis.call('HGETALL', K.group_held) / 2) -- no SCARD/HLEN: see limits.lua
+return { out, redis.call('HGETALL', meta) }

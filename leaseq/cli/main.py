@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+import textwrap
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -46,6 +47,7 @@ from leaseq.errors import (
 )
 from leaseq.handler import load_handler
 from leaseq.observe.humanize import utc
+from leaseq.observe.state_style import STYLES
 from leaseq.observe.tracing import TRACE_PARENT_MODES
 from leaseq.queue import Queue, connect
 from leaseq.queue_set import parse_queue_spec
@@ -481,16 +483,16 @@ def _stats_table(c: _Ctx, snaps: list[Any]) -> None:
     # Fits the terminal (80 columns at least): headers whole, one line a queue,
     # a long queue name shortened in its middle.
     width = _terminal.terminal_width()
+    # One header per State, in State order, then the lease and age columns; the
+    # legend says what each short head stands for (leaseq.observe.state_style).
+    looks = [STYLES[state] for state in State]
+    legend = [f"{look.short} = {look.meaning}" for look in looks if look.meaning]
+    legend += ["exp = leases expired", "<10s = leases ending within 10 s"]
+    legend += ["oldest = age of the pending job next in line"]
     table = _terminal.grid(
-        f"leaseq queues ({_redis.redact(c.url)})",
-        "wait = waiting for parents, pend = pending, run = active, done = succeeded,\n"
-        "canc = cancelled, exp = leases expired, <10s = leases ending within 10 s,\n"
-        "oldest = age of the pending job next in line",
+        f"leaseq queues ({_redis.redact(c.url)})", textwrap.fill(", ".join(legend), width=79)
     )
-    # One header per State, in State order, then the lease and age columns.
-    short = {"waiting": "wait", "pending": "pend", "scheduled": "sched", "active": "run"}
-    short |= {"succeeded": "done", "cancelled": "canc"}
-    heads = (*(short.get(st, st) for st in STATES), "exp", "<10s", "oldest")
+    heads = (*(look.short for look in looks), "exp", "<10s", "oldest")
     columns = [
         _terminal.Column("queue", keep="middle", share=0.5, least=10),
         *(_terminal.Column(h, keep=None, justify="right") for h in heads),

@@ -73,6 +73,7 @@ PRIORITY_ZERO = 100
 """leaseq priority = ``PRIORITY_ZERO - django priority``."""
 
 STATUS = {
+    State.WAITING: TaskResultStatus.READY,
     State.PENDING: TaskResultStatus.READY,
     State.SCHEDULED: TaskResultStatus.READY,
     State.ACTIVE: TaskResultStatus.RUNNING,
@@ -80,7 +81,10 @@ STATUS = {
     State.DEAD: TaskResultStatus.FAILED,
     State.CANCELLED: TaskResultStatus.FAILED,
 }
-"""A job's state as a task's status (a state not listed here is READY)."""
+"""A job's state as a task's status: every ``State`` is here (a test fails when one is
+missing). Django has four statuses; READY is "enqueued, not started yet", which is
+what a waiting job (parents unfinished) and a scheduled one (``run_after``, as
+Django's own backends report it) are. docs/django.md."""
 
 RAISED = "TaskRaised: "
 
@@ -192,7 +196,7 @@ class LeaseqBackend(BaseTaskBackend):  # type: ignore[misc]
         result = TaskResult(
             task=task,
             id=job.id,
-            status=STATUS.get(job.state, TaskResultStatus.READY),
+            status=STATUS[job.state],
             enqueued_at=_time(job.enqueued_at),
             started_at=_time(job.claimed_at),
             finished_at=_time(job.finished_at),

@@ -24,6 +24,9 @@ __all__ = [
     "split_shard",
 ]
 
+_STATE_NAMES = frozenset(state.value for state in State)
+"""The names under which ``QueueKeys`` answers a state's index (``keys.pending``)."""
+
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 # Printable ASCII (0x21-0x7e) is already free of whitespace; braces are out
 # because they would break the hash tag.
@@ -94,7 +97,7 @@ class QueueKeys:
 
     def markers(self) -> tuple[str, ...]:
         """The keys whose presence means this queue exists (one ``EXISTS`` of
-        them all, one slot): its meta hash, the six state indexes, and the
+        them all, one slot): its meta hash, every state's index, and the
         schedules, limits and workers keys. Any one is enough, so a queue whose
         meta hash was deleted by hand is still this queue."""
         return (
@@ -127,41 +130,6 @@ class QueueKeys:
     def job_prefix(self) -> str:
         """What scripts prepend to an id to get its row, ``{prefix}:{<queue>}:job:``."""
         return self.stem + "job:"
-
-    @property
-    def pending(self) -> str:
-        """ZSET of ids ready to claim; score = priority * 2**33 + FIFO sequence."""
-        return self.stem + "pending"
-
-    @property
-    def waiting(self) -> str:
-        """ZSET of ids waiting for their parents (workflows); score = enqueued_at, ms epoch."""
-        return self.stem + "waiting"
-
-    @property
-    def scheduled(self) -> str:
-        """ZSET of ids waiting for a time; score = due time, ms epoch."""
-        return self.stem + "scheduled"
-
-    @property
-    def active(self) -> str:
-        """ZSET of ids under lease; score = lease deadline, ms epoch."""
-        return self.stem + "active"
-
-    @property
-    def succeeded(self) -> str:
-        """ZSET of succeeded ids; score = when the row expires, ms epoch (+inf: kept)."""
-        return self.stem + "succeeded"
-
-    @property
-    def dead(self) -> str:
-        """ZSET of dead-lettered ids; score = when they died, ms epoch."""
-        return self.stem + "dead"
-
-    @property
-    def cancelled(self) -> str:
-        """ZSET of cancelled ids; score = when the row expires, ms epoch (+inf: kept)."""
-        return self.stem + "cancelled"
 
     @property
     def meta(self) -> str:
@@ -298,8 +266,21 @@ class QueueKeys:
         return self.stem + "group_rate_held"
 
     def index(self, state: str) -> str:
-        """The index ZSET of a state (every state has exactly one)."""
+        """The index ZSET of a state (every state has exactly one), named as the state:
+        ``{prefix}:{<queue>}:pending``. Its score per state is in docs/keys-and-rows.md."""
         return self.stem + state
+
+    def indexes(self) -> dict[State, str]:
+        """Every state's index ZSET, in ``State`` order."""
+        return {state: self.stem + state.value for state in State}
+
+    def __getattr__(self, name: str) -> str:
+        """``keys.pending``, ``keys.dead``, ...: a state's index by the state's name, as
+        the scripts' headers name it (``K.pending``) and ``Script.call`` builds it. Only
+        reached for a name that is no attribute, so the other keys are unaffected."""
+        if name in _STATE_NAMES:
+            return self.stem + name
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @staticmethod
     def queue_pattern(prefix: str) -> str:

@@ -16,9 +16,16 @@ from leaseq.store.replies import as_text, parse_job, parse_page
 from leaseq.store.scripts import SCRIPTS
 from leaseq.store.settings import QueueSettings
 from leaseq.store.steps import Call
-from leaseq.types import Job, Stats
+from leaseq.types import Job, State, Stats
 
 __all__ = ["ReadCalls", "done_ids", "wait_names"]
+
+_HIDDEN = ("seq", "clock", "limit_held", "incarnation", "shards", "gseq", "gturn", "wsweep")
+"""Integer fields of the meta hash that are the scripts' bookkeeping (sequences, the
+clock floor, ...), not totals: left out of ``Stats.totals``."""
+
+_LIMITS = ("concurrency", "rate", "per_ms", "recent_claims", "group_concurrency")
+"""The stats reply's limit fields: -1 where the queue has no such limit."""
 
 
 class ReadCalls(QueueSettings):
@@ -28,50 +35,37 @@ class ReadCalls(QueueSettings):
         soon_ms = v.seconds_to_ms(soon, "soon", minimum_ms=0, maximum=v.MAX_TTL)
 
         def parse(r: list[Any]) -> Stats:
-            now = int(r[0])
-            oldest, due = int(r[9]), int(r[10])
+            got = {as_text(r[0][i]): int(r[0][i + 1]) for i in range(0, len(r[0]), 2)}
+            meta = r[1]
+            now, oldest, due = got["now_ms"], got["oldest_pending_at"], got["next_due_at"]
             totals = {
-                as_text(r[i]): _counter(self.keys.meta, r[i], r[i + 1])
-                for i in range(19, len(r) - 1, 2)
-                if as_text(r[i]) != "events"  # the stream's switch ('off'), not a counter
+                as_text(meta[i]): _counter(self.keys.meta, meta[i], meta[i + 1])
+                for i in range(0, len(meta) - 1, 2)
+                if as_text(meta[i]) != "events"  # the stream's switch ('off'), not a counter
             }
-            limit = [None if int(x) < 0 else int(x) for x in r[11:15]]
-            for hidden in (
-                "seq",
-                "clock",
-                "limit_held",
-                "incarnation",
-                "shards",
-                "gseq",
-                "gturn",
-                "wsweep",
-            ):
+            for hidden in _HIDDEN:
                 totals.pop(hidden, None)
             paused_ms = totals.pop("paused", None)  # the flag of pause.lua, not a counter
+            limit = {name: None if got[name] < 0 else got[name] for name in _LIMITS}
+            per = limit["per_ms"]
             return Stats(
                 queue=self.name,
-                pending=int(r[1]),
-                scheduled=int(r[2]),
-                waiting=int(r[18]),
-                active=int(r[3]),
-                succeeded=int(r[4]),
-                dead=int(r[5]),
-                cancelled=int(r[6]),
-                expired=int(r[7]),
-                expiring_soon=int(r[8]),
+                **{state.value: got[state.value] for state in State},
+                expired=got["expired"],
+                expiring_soon=got["expiring_soon"],
                 oldest_pending_age=None if oldest < 0 else max(0, now - oldest) / 1000,
                 next_due_in=None if due < 0 else max(0, due - now) / 1000,
                 server_time=now / 1000,
                 totals=totals,
                 paused=paused_ms is not None,
                 paused_at=None if paused_ms is None else paused_ms / 1000,
-                concurrency_limit=limit[0],
-                rate_limit=limit[1],
-                rate_per=None if limit[2] is None else limit[2] / 1000,
-                recent_claims=limit[3],
-                group_concurrency_limit=None if int(r[15]) < 0 else int(r[15]),
-                groups_ready=int(r[16]),
-                groups_held=int(r[17]),
+                concurrency_limit=limit["concurrency"],
+                rate_limit=limit["rate"],
+                rate_per=None if per is None else per / 1000,
+                recent_claims=limit["recent_claims"],
+                group_concurrency_limit=limit["group_concurrency"],
+                groups_ready=got["groups_ready"],
+                groups_held=got["groups_held"],
             )
 
         return SCRIPTS["stats"].call(self.keys, parse, soon_ms=soon_ms)

@@ -472,13 +472,7 @@ def merge_stats(name: str, parts: Sequence[Stats]) -> Stats:
             totals[key] = totals.get(key, 0) + value
     return Stats(
         queue=name,
-        pending=sum(p.pending for p in parts),
-        scheduled=sum(p.scheduled for p in parts),
-        waiting=sum(p.waiting for p in parts),
-        active=sum(p.active for p in parts),
-        succeeded=sum(p.succeeded for p in parts),
-        dead=sum(p.dead for p in parts),
-        cancelled=sum(p.cancelled for p in parts),
+        **{state.value: sum(p.counts()[state] for p in parts) for state in State},
         expired=sum(p.expired for p in parts),
         expiring_soon=sum(p.expiring_soon for p in parts),
         oldest_pending_age=most((p.oldest_pending_age for p in parts), max),

@@ -34,6 +34,7 @@ from starlette.staticfiles import StaticFiles
 
 from leaseq.errors import DamagedKey, InvalidArgument, LeaseqError, ServerUnavailable
 from leaseq.observe.humanize import span, utc
+from leaseq.observe.state_style import stylesheet
 from leaseq.queue import connect
 from leaseq.store.events import job_history
 from leaseq.store.keys import check_job_id
@@ -54,6 +55,8 @@ FLASH_COOKIE = "leaseq_flash"
 STATES = [s.value for s in State]
 CANCELLABLE = [s.value for s in State if State.CANCELLED in TRANSITIONS[s]]
 """The states whose jobs get a Cancel button (those ``cancel`` moves to cancelled)."""
+STATES_CSS = stylesheet()
+"""``static/states.css``: each state's colour, from ``leaseq.observe.state_style``."""
 TIME_FIELDS = ("enqueued_at", "run_at", "claimed_at", "lease_until", "finished_at")
 OVERVIEW_SORTS: dict[str, tuple[str, Any]] = {
     "name": ("name", lambda s: s.queue),
@@ -144,6 +147,7 @@ def create_app(
         Route("/queues/{name}", views.queue, name="queue"),
         Route("/queues/{name}/jobs/{job_id:path}", views.job, name="job"),
         Route("/queues/{name}/actions", views.action, methods=["POST"], name="action"),
+        Route("/static/states.css", lambda _: Response(STATES_CSS, media_type="text/css")),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
     middleware = [Middleware(Gate, auth=parse_auth(auth))]

@@ -105,6 +105,29 @@ def test_priority_and_a_deferred_task(tasks: Any) -> None:
     assert backend.get_result(later.id).return_value == 2
 
 
+def test_every_state_has_a_status(tasks: Any) -> None:
+    from leaseq.django.backend import STATUS
+
+    assert set(STATUS) == set(leaseq.State), "give the new state a Django status"
+
+
+def test_a_task_waiting_for_its_parent_is_ready(tasks: Any) -> None:
+    backend = default_task_backend
+    queue = backend.queue("default")
+    parent = tasks.add.using(run_after=timezone.now() + dt.timedelta(hours=1)).enqueue(1, 1)
+    child = queue.enqueue(
+        {"args": [2, 2], "kwargs": {}},
+        kind="tests.support.django_tasks.add",
+        depends_on=[parent.id],
+    )
+    assert queue.get(child).state is leaseq.State.WAITING  # type: ignore[union-attr]
+    waiting = backend.get_result(child)
+    assert waiting.status == TaskResultStatus.READY and waiting.started_at is None
+    queue.run_now(parent.id)
+    _work()
+    assert backend.get_result(child).return_value == 4
+
+
 def test_context_async_tasks_and_aenqueue(tasks: Any) -> None:
     ctx = tasks.which_attempt.enqueue("t")
     loud = asyncio.run(tasks.shout.aenqueue("hey"))

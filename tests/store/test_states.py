@@ -14,7 +14,7 @@ import pytest
 
 import leaseq
 from leaseq.store import states
-from leaseq.types import FINISHED, TRANSITIONS, State
+from leaseq.types import EXPIRING, FINISHED, TRANSITIONS, State
 from tests.support.backends import Clock
 from tests.support.store import claim_one
 
@@ -26,21 +26,31 @@ def code(text: str) -> str:
     return "\n".join(line.split("--", 1)[0] for line in text.splitlines())
 
 
-def test_the_lua_states_are_generated_from_state() -> None:
-    on_disk = (LUA / states.LUA_PATH).read_text(encoding="utf-8")
-    assert on_disk == states.lua_source(), (
-        "lua/lib/state_kind.lua differs from leaseq.types.State: run python -m leaseq.store.states"
+@pytest.mark.parametrize("path", states.LUA_PATHS, ids=str)
+def test_the_lua_states_are_generated_from_state(path: Path) -> None:
+    on_disk = (LUA / path).read_text(encoding="utf-8")
+    assert on_disk == states.lua_sources()[path], (
+        f"lua/{path} differs from leaseq.types.State: run python -m leaseq.store.states"
     )
-    listed = dict(re.findall(r"^  (\w+) = '(\w+)',$", on_disk, re.MULTILINE))
+
+
+def test_the_generated_lua_lists_every_state_in_order() -> None:
+    sources = states.lua_sources()
+    kinds = sources[Path("lib") / "state_kind.lua"]
+    listed = dict(re.findall(r"^  (\w+) = '(\w+)',$", kinds, re.MULTILINE))
     assert set(listed) == NAMES
     assert {name for name, kind in listed.items() if kind == "finished"} == {
         s.value for s in FINISHED
     }
+    indexes = sources[Path("lib") / "state_indexes.lua"]
+    rows = re.findall(r"^  \{ '(\w+)', (true|false) \},$", indexes, re.MULTILINE)
+    assert [name for name, _ in rows] == [s.value for s in State]
+    assert {name for name, flag in rows if flag == "true"} == {s.value for s in EXPIRING}
 
 
 @pytest.mark.parametrize(
     "path",
-    [p for p in sorted(LUA.rglob("*.lua")) if p.relative_to(LUA) != states.LUA_PATH],
+    [p for p in sorted(LUA.rglob("*.lua")) if p.relative_to(LUA) not in states.LUA_PATHS],
     ids=lambda p: str(p.relative_to(LUA)),
 )
 def test_no_other_lua_file_spells_a_list_of_states(path: Path) -> None:
@@ -48,6 +58,15 @@ def test_no_other_lua_file_spells_a_list_of_states(path: Path) -> None:
     for table in re.findall(r"\{[^{}]*\}", body):
         keys = set(re.findall(r"\b(\w+)\s*=", table)) & NAMES
         assert len(keys) < 2, f"{path.name} spells a table of states {sorted(keys)}"
+        indexes = set(re.findall(r"\bK\.(\w+)", table)) & NAMES
+        assert len(indexes) < 2, f"{path.name} spells a list of state indexes {sorted(indexes)}"
+        quoted = set(re.findall(r"'(\w+)'", table)) & NAMES
+        assert len(quoted) < 2, f"{path.name} spells a list of state names {sorted(quoted)}"
+    # A transition script names the indexes it moves jobs between (local a, b = K.a, K.b);
+    # one that names (nearly) every state's is a list to keep in step: state_indexes(K).
+    for run in re.findall(r"K\.\w+(?:\s*,\s*K\.\w+)+", body):
+        indexes = set(re.findall(r"\bK\.(\w+)", run)) & NAMES
+        assert len(indexes) < len(NAMES) - 1, f"{path.name} lists the indexes {sorted(indexes)}"
     for cond in re.findall(r"\b(?:if|elseif)\b(.*?)\bthen\b", body, re.DOTALL):
         compared = set(re.findall(r"~=\s*'(\w+)'", cond)) & NAMES
         assert len(compared) < 3, f"{path.name} compares against a list {sorted(compared)}"

@@ -1,0 +1,26 @@
+-- state_indexes(K, skip): every state's index key in K (the caller's KEYS by name),
+-- in State order, as { state = <name>, key = <key>, expiring = <bool> }; the state
+-- named skip (or nil) is left out. expiring: the index's score is when the row
+-- expires (keep_succeeded), so a count of live rows counts scores above now.
+-- A state whose index the caller's header does not declare is an error naming it.
+-- Generated from leaseq.types.State by `python -m leaseq.store.states`; do not edit
+-- by hand (a test compares them).
+local STATE_INDEXES = {
+  { 'waiting', false },
+  { 'pending', false },
+  { 'scheduled', false },
+  { 'active', false },
+  { 'succeeded', true },
+  { 'dead', false },
+  { 'cancelled', true },
+}
+local function state_indexes(K, skip)
+  local out = {}
+  for _, s in ipairs(STATE_INDEXES) do
+    if s[1] ~= skip then
+      if not K[s[1]] then error('state_indexes: the header declares no index of ' .. s[1]) end
+      out[#out + 1] = { state = s[1], key = K[s[1]], expiring = s[2] }
+    end
+  end
+  return out
+end
