@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from leaseq.errors import InvalidArgument
-from leaseq.store.ops import WAKE_SLICE
+from leaseq.store.claim import WAKE_SLICE
 from leaseq.store.routing import LeaseRouting
 from leaseq.store.steps import Op, Wake
 from leaseq.types import Lease

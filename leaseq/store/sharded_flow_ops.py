@@ -17,11 +17,10 @@ from typing import Any
 import msgspec
 
 from leaseq.errors import InvalidArgument
-from leaseq.store.flow_ops import check_flow_name
-from leaseq.store.flows import check_steps
 from leaseq.store.keys import check_job_id, new_job_ids, shard_of
-from leaseq.store.ops import QueueOps
+from leaseq.store.queue_ops import QueueOps
 from leaseq.store.steps import Op
+from leaseq.store.workflows import check_flow_name, check_steps
 from leaseq.types import Job, JobOptions, Lease, Step
 
 __all__ = ["ShardedFlowOps", "ids_on_shard"]

@@ -1,6 +1,6 @@
 """One logical queue over its shards: ``ShardedOps``, written once.
 
-The same sans-I/O operations as ``leaseq.store.ops.QueueOps`` (same names, same
+The same sans-I/O operations as ``leaseq.store.queue_ops.QueueOps`` (same names, same
 signatures: tests/transport/test_operations.py holds them to it), each built from the shards'
 own ``QueueOps`` generators. ``leaseq.ShardedQueue`` and
 ``leaseq.aio.ShardedQueue`` run them on their clients through
@@ -9,33 +9,64 @@ own ``QueueOps`` generators. ``leaseq.ShardedQueue`` and
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from leaseq.errors import DamagedRow, InvalidArgument
-from leaseq.store import events as _ev
 from leaseq.store import history as _hist
-from leaseq.store import limits as _lim
-from leaseq.store import registry as _reg
-from leaseq.store import schedules as _sch
 from leaseq.store import validate as v
-from leaseq.store.admin import KEEP
+from leaseq.store.claim import WAKE_SLICE, block_until
+from leaseq.store.enqueue import Enqueued, check_options, enqueue_calls, enqueue_traced
+from leaseq.store.events import EventSettings
+from leaseq.store.history import History
 from leaseq.store.keys import check_job_id, shard_of
-from leaseq.store.leases import block_until
-from leaseq.store.ops import WAKE_SLICE, QueueOps
-from leaseq.store.produce import Enqueued, check_options, enqueue_traced
-from leaseq.store.reads import wait_names
+from leaseq.store.limits import Limits
+from leaseq.store.queue_ops import QueueOps
+from leaseq.store.registry import WorkerInfo
+from leaseq.store.retry import KEEP
 from leaseq.store.routing import LeaseRouting
+from leaseq.store.schedules import Schedule
 from leaseq.store.sharded_flow_ops import ShardedFlowOps
-from leaseq.store.steps import Call, Feed, Op
+from leaseq.store.steps import Call, Op
+from leaseq.store.wait import wait_names
 from leaseq.types import Job, JobOptions, Lease, State, Stats
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = ["ShardedOps", "merge_stats"]
+
+
+EVENTS_REFUSED = (
+    "events() works on a plain queue, not a sharded one: each shard keeps its "
+    "own stream, and one cursor cannot resume several"
+)
+"""Each shard keeps its own stream; set_events reaches every shard, but one
+cursor cannot resume several streams."""
+
+
+def plain_only(op: Callable[..., Any], refusal: str | None = None) -> Callable[..., Any]:
+    """``op`` of ``QueueOps`` (its name, signature and doc) refused on a sharded
+    queue: the operation raises InvalidArgument at its first step.
+
+    Schedules and limits are one plain queue's: a schedule's jobs get ids that
+    do not hash to one shard, and a limit per shard is not a limit of the
+    queue; the event stream is ``EVENTS_REFUSED``.
+    """
+    message = refusal or (
+        f"{op.__name__}() works on a plain queue, not a sharded one (its shards would "
+        "each hold a copy); use a plain Queue for scheduled or limited work"
+    )
+
+    @functools.wraps(op)
+    def refused(self: Any, /, *args: Any, **kwargs: Any) -> Op[Any]:
+        raise InvalidArgument(message)
+        yield  # a generator, like every operation
+
+    return refused
 
 
 class ShardedOps(ShardedFlowOps, LeaseRouting):
@@ -106,7 +137,8 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
             calls = [
                 call
                 for index, members in self._by_shard(job_ids).items()
-                for call in self.shards[index].core.enqueue_calls(
+                for call in enqueue_calls(
+                    self.shards[index].settings,
                     [items[i] for i in members],
                     [job_ids[i] for i in members],
                     options,
@@ -115,7 +147,7 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
             ]
             return job_ids, calls
 
-        return (yield from enqueue_traced(self.shards[0].core.name, True, build))
+        return (yield from enqueue_traced(self.shards[0].settings.name, True, build))
 
     # -- consuming ------------------------------------------------------------
 
@@ -221,7 +253,7 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
         """Every shard's stats, summed: counts and totals add up, the oldest pending
         age is the largest, the next due time the nearest."""
         parts = yield from self.shard_stats(soon)
-        return merge_stats(self.shards[0].core.name, parts)
+        return merge_stats(self.shards[0].settings.name, parts)
 
     def shard_stats(self, soon: float = 10.0) -> Op[list[Stats]]:
         """One Stats per shard, in shard order: to see skew."""
@@ -271,36 +303,15 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
                 floors.append(floor)
         return (max(floors) if floors else None), now
 
-    # -- schedules and limits ---------------------------------------------------------
-    # Schedules and limits are one plain queue's: a schedule's jobs get ids that
-    # do not hash to one shard, and a limit per shard is not a limit of the queue.
+    # -- schedules, limits, events: a plain queue's (see ``plain_only``) --------------
 
-    def _plain_only(self, what: str) -> InvalidArgument:
-        return InvalidArgument(
-            f"{what} works on a plain queue, not a sharded one (its shards would each "
-            "hold a copy); use a plain Queue for scheduled or limited work"
-        )
+    schedule = plain_only(QueueOps.schedule)
+    unschedule = plain_only(QueueOps.unschedule)
+    set_limits = plain_only(QueueOps.set_limits)
+    set_group_limits = plain_only(QueueOps.set_group_limits)
+    events = plain_only(QueueOps.events, EVENTS_REFUSED)
 
-    def schedule(
-        self,
-        name: str,
-        payload: Any,
-        *,
-        cron: str | None = None,
-        tz: str | None = None,
-        every: float | None = None,
-        **options: Unpack[JobOptions],
-    ) -> Op[_sch.Schedule]:
-        """Not on a sharded queue: raises InvalidArgument (see ``Queue.schedule``)."""
-        raise self._plain_only("schedule()")
-        yield  # a generator, like every operation
-
-    def unschedule(self, name: str) -> Op[bool]:
-        """Not on a sharded queue: raises InvalidArgument."""
-        raise self._plain_only("unschedule()")
-        yield
-
-    def schedules(self) -> Op[list[_sch.Schedule]]:
+    def schedules(self) -> Op[list[Schedule]]:
         """A sharded queue has no schedules: always empty."""
         return []
         yield
@@ -310,40 +321,14 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
         return 0
         yield
 
-    def set_limits(
-        self,
-        *,
-        concurrency: int | _lim.Unset | None = _lim.UNSET,
-        rate: int | _lim.Unset | None = _lim.UNSET,
-        per: float | _lim.Unset | None = _lim.UNSET,
-        group_concurrency: int | _lim.Unset | None = _lim.UNSET,
-        group_rate: int | _lim.Unset | None = _lim.UNSET,
-        group_per: float | _lim.Unset | None = _lim.UNSET,
-    ) -> Op[_lim.Limits]:
-        """Not on a sharded queue: raises InvalidArgument."""
-        raise self._plain_only("set_limits()")
-        yield
-
-    def set_group_limits(
-        self,
-        group: str,
-        *,
-        concurrency: int | _lim.Unset | None = _lim.UNSET,
-        rate: int | _lim.Unset | None = _lim.UNSET,
-        per: float | _lim.Unset | None = _lim.UNSET,
-    ) -> Op[_lim.Limits]:
-        """Not on a sharded queue: raises InvalidArgument."""
-        raise self._plain_only("set_group_limits()")
-        yield
-
-    def limits(self) -> Op[_lim.Limits]:
+    def limits(self) -> Op[Limits]:
         """No limits (a sharded queue cannot have any), with the active leases and
         recent claims of every shard summed."""
         active = 0
         for shard in self.shards:
             part = yield from shard.limits()
             active += part.active
-        return _lim.Limits(concurrency=None, rate=None, per=None, active=active)
+        return Limits(concurrency=None, rate=None, per=None, active=active)
 
     # -- steering the whole queue --------------------------------------------------
 
@@ -402,46 +387,27 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
         """As ``Queue.unregister_worker``, on shard 0."""
         yield from self.shards[0].unregister_worker(worker)
 
-    def workers(self) -> Op[list[_reg.WorkerInfo]]:
+    def workers(self) -> Op[list[WorkerInfo]]:
         """The workers of the sharded queue (registered on shard 0)."""
         return (yield from self.shards[0].workers())
 
-    def history(self) -> Op[_hist.History]:
+    def history(self) -> Op[History]:
         """As ``Queue.history``, every shard's buckets summed."""
         parts = []
         for shard in self.shards:
             parts.append((yield from shard.history()))
-        return _hist.merge(self.shards[0].core.name, parts)
-
-    # -- the event stream ------------------------------------------------------------
-    # Each shard keeps its own stream; set_events reaches every shard, but one
-    # cursor cannot resume several streams, so events() is a plain queue's.
-
-    def events(
-        self,
-        since: str | _ev.Event | None = None,
-        *,
-        block: float | None = None,
-        limit: int | None = None,
-    ) -> Feed[_ev.Event]:
-        """Not on a sharded queue: raises InvalidArgument (read each shard's stream
-        with a plain Queue of the shard, or ``leaseq events`` per shard)."""
-        raise InvalidArgument(
-            "events() works on a plain queue, not a sharded one: each shard keeps its "
-            "own stream, and one cursor cannot resume several"
-        )
-        yield
+        return _hist.merge(self.shards[0].settings.name, parts)
 
     def set_events(
         self, enabled: bool | None = None, *, maxlen: int | None = None
-    ) -> Op[_ev.EventSettings]:
+    ) -> Op[EventSettings]:
         """As ``Queue.set_events``, on every shard; returns the merged settings."""
         parts = []
         for shard in self.shards:
             parts.append((yield from shard.set_events(enabled, maxlen=maxlen)))
         return _merge_event_settings(parts)
 
-    def event_settings(self) -> Op[_ev.EventSettings]:
+    def event_settings(self) -> Op[EventSettings]:
         """Every shard's settings merged: enabled only if on for all, entries summed."""
         parts = []
         for shard in self.shards:
@@ -449,8 +415,8 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
         return _merge_event_settings(parts)
 
 
-def _merge_event_settings(parts: Sequence[_ev.EventSettings]) -> _ev.EventSettings:
-    return _ev.EventSettings(
+def _merge_event_settings(parts: Sequence[EventSettings]) -> EventSettings:
+    return EventSettings(
         enabled=all(p.enabled for p in parts),
         maxlen=max(p.maxlen for p in parts),
         entries=sum(p.entries for p in parts),
