@@ -125,37 +125,48 @@ def enqueue_calls(
     ]
     parents = check_parents(options.get("depends_on"), job_ids)
     policy = check_policy(options.get("on_parent_failure", "cancel"))
-    encode = queue.codec.encode
-    calls: list[Call[Enqueued]] = []
     if parents is None:
-        script, keys = SCRIPTS["enqueue"], queue.keys
-        for start in range(0, len(payloads), ENQUEUE_CHUNK):
-            jobs: list[str | bytes | int] = []
-            end = min(start + ENQUEUE_CHUNK, len(payloads))
-            for i in range(start, end):
-                jobs += (job_ids[i], encode(payloads[i]))
-            unique = " ".join(ukeys[start:end])
-            # A row under an id this client made needs no incarnation of its own
-            # (lua/lib/row_number.lua): only a chunk with a chosen id or a
-            # uniqueness key numbers its rows.
-            chosen = ids is not None and any(ids[i] is not None for i in range(start, end))
-            numbered = int(chosen or bool(ukeys))
-            calls.append(
-                script.call(
-                    keys, _enqueued, arg_tail=jobs, unique=unique, numbered=numbered, **head
-                )
-            )
-        return job_ids, calls
+        return job_ids, _plain_calls(queue, payloads, ids, job_ids, ukeys, head)
     if ukeys:
         raise InvalidArgument(
             "unique= and depends_on= cannot be combined yet: enqueue the job with "
             "depends_on= under an id of your own instead (ids deduplicate)"
         )
     # With parents: the dependency script (leaseq.store.parents).
-    encoded = [encode(p) for p in payloads]
+    encoded = [queue.codec.encode(p) for p in payloads]
     picked = [ids is not None and ids[i] is not None for i in range(len(job_ids))]
-    calls += dependent_calls(queue, job_ids, encoded, head, policy, parents, traceparent, picked)
-    return job_ids, calls
+    return job_ids, dependent_calls(
+        queue, job_ids, encoded, head, policy, parents, traceparent, picked
+    )
+
+
+def _plain_calls(
+    queue: QueueSettings,
+    payloads: Sequence[Any],
+    ids: Sequence[str | None] | None,
+    job_ids: list[str],
+    ukeys: list[str],
+    head: dict[str, Any],
+) -> list[Call[Enqueued]]:
+    """The ``enqueue.lua`` calls of jobs without parents, ENQUEUE_CHUNK per call."""
+    encode = queue.codec.encode
+    script, keys = SCRIPTS["enqueue"], queue.keys
+    calls: list[Call[Enqueued]] = []
+    for start in range(0, len(payloads), ENQUEUE_CHUNK):
+        jobs: list[str | bytes | int] = []
+        end = min(start + ENQUEUE_CHUNK, len(payloads))
+        for i in range(start, end):
+            jobs += (job_ids[i], encode(payloads[i]))
+        unique = " ".join(ukeys[start:end])
+        # A row under an id this client made needs no incarnation of its own
+        # (lua/lib/row_number.lua): only a chunk with a chosen id or a
+        # uniqueness key numbers its rows.
+        chosen = ids is not None and any(ids[i] is not None for i in range(start, end))
+        numbered = int(chosen or bool(ukeys))
+        calls.append(
+            script.call(keys, _enqueued, arg_tail=jobs, unique=unique, numbered=numbered, **head)
+        )
+    return calls
 
 
 def _run(ids: list[str], calls: list[Call[Enqueued]]) -> Op[list[str]]:

@@ -46,7 +46,7 @@ from leaseq.store.replies import as_text
 from leaseq.store.settings import QueueSettings
 from leaseq.store.steps import Op, Scan
 
-__all__ = ["QueueOps", "list_queues", "on_settings"]
+__all__ = ["QueueOps", "list_queues", "on_settings", "through"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -61,45 +61,53 @@ def list_queues(prefix: str) -> Op[list[str]]:
     return sorted(name for name in found if name)
 
 
-class on_settings(Generic[P, R]):
-    """A table entry: ``fn(settings, ...)`` run on the ``settings`` of the table
-    it is read from.
+class through(Generic[P, R]):
+    """A table entry: ``fn(part, ...)``, where ``part`` is the attribute ``attr``
+    of the table it is read from (its settings, or a component it is made of).
 
-    Read from an instance it is ``fn`` with the instance's settings given.
-    Read from the class it is a method-shaped twin of ``fn`` (``self`` in
-    place of the settings; ``fn``'s name, doc and other parameters), so a
-    table is documented, compared and wrapped (``leaseq.transport.drive``)
-    like a class of methods.
+    Read from an instance it is ``fn`` with that part given. Read from the
+    class it is a method-shaped twin of ``fn`` (``self`` in place of the part;
+    ``fn``'s name, doc and other parameters), so a table is documented,
+    compared and wrapped (``leaseq.transport.drive``) like a class of methods.
     """
 
-    def __init__(self, fn: Callable[Concatenate[QueueSettings, P], R]) -> None:
+    def __init__(self, attr: str, fn: Callable[Concatenate[Any, P], R]) -> None:
+        self.attr = attr
         self.fn = fn
-        self.method = _method_of(fn)
+        self.method = _method_of(attr, fn)
+
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        self.method.__qualname__ = f"{owner.__name__}.{name}"
 
     @overload
     def __get__(self, obj: None, owner: type[Any]) -> Callable[Concatenate[Any, P], R]: ...
     @overload
-    def __get__(self, obj: QueueOps, owner: type[Any] | None = None) -> Callable[P, R]: ...
-    def __get__(self, obj: QueueOps | None, owner: type[Any] | None = None) -> Any:
+    def __get__(self, obj: object, owner: type[Any] | None = None) -> Callable[P, R]: ...
+    def __get__(self, obj: object, owner: type[Any] | None = None) -> Any:
         if obj is None:
             return self.method
-        return functools.partial(self.fn, obj.settings)
+        return functools.partial(self.fn, getattr(obj, self.attr))
 
 
-def _method_of(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn(settings, ...)`` as ``method(self, ...)``, a generator function if
-    ``fn`` is one, with ``fn``'s signature past its first parameter."""
+def on_settings(fn: Callable[Concatenate[QueueSettings, P], R]) -> through[P, R]:
+    """A ``QueueOps`` entry: ``fn(settings, ...)`` run on the table's settings."""
+    return through("settings", fn)
+
+
+def _method_of(attr: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn(part, ...)`` as ``method(self, ...)`` that passes ``self.<attr>``: a
+    generator function if ``fn`` is one, with ``fn``'s signature past its first
+    parameter."""
     if inspect.isgeneratorfunction(fn):
 
-        def method(self: QueueOps, /, *args: Any, **kwargs: Any) -> Any:
-            return (yield from fn(self.settings, *args, **kwargs))
+        def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:
+            return (yield from fn(getattr(self, attr), *args, **kwargs))
     else:
 
-        def method(self: QueueOps, /, *args: Any, **kwargs: Any) -> Any:
-            return fn(self.settings, *args, **kwargs)
+        def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:
+            return fn(getattr(self, attr), *args, **kwargs)
 
     functools.update_wrapper(method, fn, assigned=("__module__", "__name__", "__doc__"))
-    method.__qualname__ = f"QueueOps.{fn.__name__}"
     signature = inspect.signature(fn)
     first = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
     rest = list(signature.parameters.values())[1:]

@@ -246,6 +246,38 @@ def _text(fields: dict[str, str | bytes], name: str) -> str | None:
 # -- the operations (generators of Calls) -------------------------------------------------
 
 
+def _unique_key(unique: object) -> str:
+    """A schedule's ``unique=``: its key ('' for none); InvalidArgument otherwise."""
+    if unique is None:
+        return ""
+    if not isinstance(unique, Unique) or not isinstance(unique.key, str):
+        raise InvalidArgument(f"a schedule's unique= is a leaseq.Unique(key), not {unique!r}")
+    if unique.period is not None or unique.replace:
+        raise InvalidArgument(
+            "a schedule's unique= takes a key only: it skips a due time while the "
+            "key's holder is unfinished (period= and replace= do not apply)"
+        )
+    return check_job_id(unique.key, "unique key")
+
+
+def _every_ms(cron: str | None, tz: str | None, every: float | None) -> int:
+    """The period of an ``every=`` schedule in ms (0 for a ``cron=`` one), with
+    both checked; InvalidArgument for neither, both, or a bad one."""
+    if (cron is None) == (every is None):
+        raise InvalidArgument("give exactly one of cron= and every=")
+    if every is not None:
+        if tz is not None:
+            raise InvalidArgument("tz= applies to cron= schedules only")
+        every_ms = v.seconds_to_ms(every, "every", minimum_ms=1, maximum=MAX_EVERY)
+        if every_ms < MIN_EVERY * 1000:
+            raise InvalidArgument(f"every must be at least {MIN_EVERY:g} s, not {every!r}")
+        return every_ms
+    if tz is not None and (not isinstance(tz, str) or not tz):
+        raise InvalidArgument(f"tz must be an IANA time zone name, not {tz!r}")
+    _check_cron(cron, tz)
+    return 0
+
+
 def schedule(
     queue: QueueSettings,
     name: str,
@@ -272,29 +304,8 @@ def schedule(
             "a schedule's jobs have no parents: depends_on= and on_parent_failure= do not "
             "apply (make the scheduled job enqueue its children, docs/workflows.md)"
         )
-    unique, ukey = options.get("unique"), ""
-    if unique is not None:
-        if not isinstance(unique, Unique) or not isinstance(unique.key, str):
-            raise InvalidArgument(f"a schedule's unique= is a leaseq.Unique(key), not {unique!r}")
-        if unique.period is not None or unique.replace:
-            raise InvalidArgument(
-                "a schedule's unique= takes a key only: it skips a due time while the "
-                "key's holder is unfinished (period= and replace= do not apply)"
-            )
-        ukey = check_job_id(unique.key, "unique key")
-    if (cron is None) == (every is None):
-        raise InvalidArgument("give exactly one of cron= and every=")
-    every_ms = 0
-    if every is not None:
-        if tz is not None:
-            raise InvalidArgument("tz= applies to cron= schedules only")
-        every_ms = v.seconds_to_ms(every, "every", minimum_ms=1, maximum=MAX_EVERY)
-        if every_ms < MIN_EVERY * 1000:
-            raise InvalidArgument(f"every must be at least {MIN_EVERY:g} s, not {every!r}")
-    else:
-        if tz is not None and (not isinstance(tz, str) or not tz):
-            raise InvalidArgument(f"tz must be an IANA time zone name, not {tz!r}")
-        _check_cron(cron, tz)
+    ukey = _unique_key(options.get("unique"))
+    every_ms = _every_ms(cron, tz, every)
     encoded = queue.codec.encode(payload)
     k = queue.keys
     for _ in range(_UPSERT_TRIES):

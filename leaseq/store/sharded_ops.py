@@ -23,13 +23,13 @@ from leaseq.store.enqueue import Enqueued, check_options, enqueue_calls, enqueue
 from leaseq.store.events import EventSettings
 from leaseq.store.history import History
 from leaseq.store.keys import check_job_id, shard_of
+from leaseq.store.lease_routing import LeaseRouting
 from leaseq.store.limits import Limits
-from leaseq.store.queue_ops import QueueOps
+from leaseq.store.queue_ops import QueueOps, through
 from leaseq.store.registry import WorkerInfo
 from leaseq.store.retry import KEEP
-from leaseq.store.routing import LeaseRouting
 from leaseq.store.schedules import Schedule
-from leaseq.store.sharded_flow_ops import ShardedFlowOps
+from leaseq.store.sharded_workflows import ShardedWorkflows
 from leaseq.store.steps import Call, Op
 from leaseq.store.wait import wait_names
 from leaseq.types import Job, JobOptions, Lease, State, Stats
@@ -69,19 +69,39 @@ def plain_only(op: Callable[..., Any], refusal: str | None = None) -> Callable[.
     return refused
 
 
-class ShardedOps(ShardedFlowOps, LeaseRouting):
+class ShardedOps:
     """The operations of one logical queue over its shards' ``QueueOps``.
 
     A job's shard is ``crc32(id) % N`` (``keys.shard_of``), so every producer
     and consumer agrees and dedup by id holds. Claims rotate: each starts at
     the next shard and moves past empty ones. Nothing spans shards
-    atomically: every transition is still one script on one shard.
+    atomically: every transition is still one script on one shard. A lease's
+    operations go to its shard through ``leases`` (``LeaseRouting``), a
+    workflow's through ``workflows`` (``ShardedWorkflows``).
     """
 
     def __init__(self, shards: Sequence[QueueOps]) -> None:
         self.shards: tuple[QueueOps, ...] = tuple(shards)
-        self._parts = self.shards
+        self.leases = LeaseRouting(self.shards, self._part_index)
+        self.workflows = ShardedWorkflows(self.shards)
         self._cursor = itertools.count()
+
+    # a lease, on its shard: leaseq.store.lease_routing
+    extend = through("leases", LeaseRouting.extend)
+    extend_many = through("leases", LeaseRouting.extend_many)
+    complete = through("leases", LeaseRouting.complete)
+    complete_many = through("leases", LeaseRouting.complete_many)
+    complete_calls = through("leases", LeaseRouting.complete_calls)
+    fail = through("leases", LeaseRouting.fail)
+    release = through("leases", LeaseRouting.release)
+    once = through("leases", LeaseRouting.once)
+    progress = through("leases", LeaseRouting.progress)
+    reap = through("leases", LeaseRouting.reap)
+    # workflows, on one shard: leaseq.store.sharded_workflows
+    enqueue_flow = through("workflows", ShardedWorkflows.enqueue_flow)
+    results = through("workflows", ShardedWorkflows.results)
+    parent_results = through("workflows", ShardedWorkflows.parent_results)
+    children = through("workflows", ShardedWorkflows.children)
 
     def shard_for(self, job_id: str) -> QueueOps:
         return self.shards[shard_of(check_job_id(job_id), len(self.shards))]
@@ -107,7 +127,7 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
     ) -> Op[str]:
         """Add one job to its id's shard; ``id`` defaults to a fresh random id. Returns the id."""
         _no_unique(options)
-        (job_id,) = self._place([id], options)
+        (job_id,) = self.workflows.place([id], options)
         return (yield from self.shard_for(job_id).enqueue(payload, id=job_id, **options))
 
     def enqueue_many(
@@ -128,7 +148,7 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
         items = list(payloads)
         if ids is not None and len(ids) != len(items):
             raise InvalidArgument(f"{len(ids)} ids for {len(items)} payloads")
-        job_ids = self._place(
+        job_ids = self.workflows.place(
             [None] * len(items) if ids is None else [check_job_id(i) for i in ids], options
         )
 

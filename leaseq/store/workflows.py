@@ -93,30 +93,7 @@ def flow_calls(
                     f"step {n} ({job_ids[n]!r}) depends on {parent!r}, a later step: "
                     "list every step after its parents"
                 )
-        given = (
-            step.max_attempts,
-            step.delay,
-            step.priority,
-            step.group,
-            step.kind,
-            step.timeout,
-            step.on_parent_failure,
-        )
-        head = heads.get(given)
-        if head is None:
-            options: JobOptions = {
-                "max_attempts": step.max_attempts,
-                "delay": step.delay,
-                "priority": step.priority,
-                "group": step.group,
-                "kind": step.kind,
-                "timeout": step.timeout,
-            }
-            head = option_profile(
-                option_args(queue, options, "enqueue_flow"),
-                check_policy(step.on_parent_failure),
-            )
-            heads[given] = head
+        head = _step_profile(queue, step, heads)
         number = profiles.setdefault(head, len(profiles) + 1)
         body += (job_ids[n], encode(step.payload), number, " ".join(parents))
     tail: list[str | bytes | int] = [value for head in profiles for value in head]
@@ -146,6 +123,36 @@ def enqueue_flow(
     name = None if flow is None else check_flow_name(flow)
     ids = yield from enqueue_traced(queue.name, True, lambda tp: flow_calls(queue, steps, tp, name))
     return ids
+
+
+def _step_profile(queue: QueueSettings, step: Step, heads: dict[tuple[Any, ...], Head]) -> Head:
+    """A step's checked options in the script's profile order; ``heads`` keeps
+    those already checked by the options as given, so each set is checked once."""
+    given = (
+        step.max_attempts,
+        step.delay,
+        step.priority,
+        step.group,
+        step.kind,
+        step.timeout,
+        step.on_parent_failure,
+    )
+    head = heads.get(given)
+    if head is None:
+        options: JobOptions = {
+            "max_attempts": step.max_attempts,
+            "delay": step.delay,
+            "priority": step.priority,
+            "group": step.group,
+            "kind": step.kind,
+            "timeout": step.timeout,
+        }
+        head = option_profile(
+            option_args(queue, options, "enqueue_flow"),
+            check_policy(step.on_parent_failure),
+        )
+        heads[given] = head
+    return head
 
 
 def results(queue: QueueSettings, ids: Sequence[str]) -> Op[list[Any]]:

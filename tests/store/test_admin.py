@@ -4,8 +4,9 @@ queue, running a scheduled job now, and retry-all-dead and purge.
 Retry-all-dead and purge step over what they cannot act on, report it and
 finish the rest; both work from a fixed snapshot, so a job that dies again
 while retry-all runs is not retried twice and a purge ends however many
-jobs keep arriving. The runs are sans-I/O generators (``leaseq.store.retry``, ``leaseq.store.purge``):
-some tests drive them by hand, with small pages, to act between two pages.
+jobs keep arriving. The runs are sans-I/O generators (``leaseq.store.retry``,
+``leaseq.store.purge``): some tests drive them by hand, with small pages, to
+act between two pages.
 Every operator call also runs as the least-privilege ACL user.
 """
 
