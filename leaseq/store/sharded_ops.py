@@ -27,7 +27,6 @@ from leaseq.store.lease_routing import LeaseRouting
 from leaseq.store.limits import Limits
 from leaseq.store.queue_ops import QueueOps, through
 from leaseq.store.registry import WorkerInfo
-from leaseq.store.retry import KEEP
 from leaseq.store.schedules import Schedule
 from leaseq.store.sharded_workflows import ShardedWorkflows
 from leaseq.store.steps import Call, Op
@@ -69,6 +68,18 @@ def plain_only(op: Callable[..., Any], refusal: str | None = None) -> Callable[.
     return refused
 
 
+def on_job_shard(op: Callable[..., Any]) -> Callable[..., Any]:
+    """``op`` of ``QueueOps`` (its name, signature and doc), whose first argument
+    is a job id, run on the shard that holds that job."""
+    name = op.__name__
+
+    @functools.wraps(op)
+    def routed(self: ShardedOps, /, job_id: str, *args: Any, **kwargs: Any) -> Op[Any]:
+        return (yield from getattr(self.shard_for(job_id), name)(job_id, *args, **kwargs))
+
+    return routed
+
+
 class ShardedOps:
     """The operations of one logical queue over its shards' ``QueueOps``.
 
@@ -102,6 +113,15 @@ class ShardedOps:
     results = through("workflows", ShardedWorkflows.results)
     parent_results = through("workflows", ShardedWorkflows.parent_results)
     children = through("workflows", ShardedWorkflows.children)
+
+    # one job, on its shard (see ``on_job_shard``)
+    wait = on_job_shard(QueueOps.wait)
+    get = on_job_shard(QueueOps.get)
+    cancel = on_job_shard(QueueOps.cancel)
+    retry_dead = on_job_shard(QueueOps.retry_dead)
+    update = on_job_shard(QueueOps.update)
+    delete = on_job_shard(QueueOps.delete)
+    run_now = on_job_shard(QueueOps.run_now)
 
     def shard_for(self, job_id: str) -> QueueOps:
         return self.shards[shard_of(check_job_id(job_id), len(self.shards))]
@@ -225,10 +245,6 @@ class ShardedOps:
 
     # -- maintenance and operators ---------------------------------------------
 
-    def wait(self, job_id: str, timeout: float = 30.0) -> Op[Job | None]:
-        """The job (on its shard) once it finished, or None after ``timeout`` s."""
-        return (yield from self.shard_for(job_id).wait(job_id, timeout))
-
     def wait_many(self, ids: Sequence[str], timeout: float = 300.0) -> Op[list[Job | None]]:
         """Per id, in order, its finished Job or None: each shard's ids are waited
         for in turn within the one deadline (shards are in different slots, so
@@ -242,10 +258,6 @@ class ShardedOps:
             for i, job in zip(members, jobs, strict=True):
                 out[i] = job
         return out
-
-    def get(self, job_id: str) -> Op[Job | None]:
-        """The job row from its shard, typed, or None. Raises DamagedRow."""
-        return (yield from self.shard_for(job_id).get(job_id))
 
     def ls(
         self,
@@ -281,21 +293,6 @@ class ShardedOps:
         for shard in self.shards:
             out.append((yield from shard.stats(soon)))
         return out
-
-    def cancel(self, job_id: str) -> Op[bool]:
-        """As ``Queue.cancel``, on the job's shard."""
-        return (yield from self.shard_for(job_id).cancel(job_id))
-
-    def retry_dead(
-        self, job_id: str, *, attempts: int | None = None, payload: Any = KEEP
-    ) -> Op[int]:
-        """As ``Queue.retry_dead``, on the job's shard."""
-        shard = self.shard_for(job_id)
-        return (yield from shard.retry_dead(job_id, attempts=attempts, payload=payload))
-
-    def update(self, job_id: str, *, payload: Any) -> Op[None]:
-        """As ``Queue.update``, on the job's shard."""
-        yield from self.shard_for(job_id).update(job_id, payload=payload)
 
     def retry_all_dead(
         self, *, attempts: int | None = None, damaged: list[DamagedRow] | None = None
@@ -372,14 +369,6 @@ class ShardedOps:
         for shard in self.shards:
             deleted += yield from shard.drop(force=force)
         return deleted
-
-    def delete(self, job_id: str) -> Op[str]:
-        """As ``Queue.delete``, on the job's shard."""
-        return (yield from self.shard_for(job_id).delete(job_id))
-
-    def run_now(self, job_id: str) -> Op[None]:
-        """As ``Queue.run_now``, on the job's shard."""
-        yield from self.shard_for(job_id).run_now(job_id)
 
     # -- workers: registered on shard 0, which every sharded queue has ------------
 
