@@ -74,9 +74,11 @@ class through(Generic[P, R]):
     def __init__(self, attr: str, fn: Callable[Concatenate[Any, P], R]) -> None:
         self.attr = attr
         self.fn = fn
+        self.name = fn.__name__
         self.method = _method_of(attr, fn)
 
     def __set_name__(self, owner: type[Any], name: str) -> None:
+        self.name = name
         self.method.__qualname__ = f"{owner.__name__}.{name}"
 
     @overload
@@ -86,7 +88,11 @@ class through(Generic[P, R]):
     def __get__(self, obj: object, owner: type[Any] | None = None) -> Any:
         if obj is None:
             return self.method
-        return functools.partial(self.fn, getattr(obj, self.attr))
+        bound = functools.partial(self.fn, getattr(obj, self.attr))
+        # Kept on the instance, which a descriptor without __set__ gives way to:
+        # the next read is a plain attribute (a worker reads these in its loop).
+        obj.__dict__[self.name] = bound
+        return bound
 
 
 def on_settings(fn: Callable[Concatenate[QueueSettings, P], R]) -> through[P, R]:

@@ -36,7 +36,7 @@ from leaseq.types import Job, JobOptions, Lease, State, Stats
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["ShardedOps", "merge_stats"]
+__all__ = ["EVENTS_REFUSED", "ShardedOps", "merge_stats", "on_job_shard", "plain_only"]
 
 
 EVENTS_REFUSED = (
