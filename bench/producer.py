@@ -28,6 +28,7 @@ from typing import Any
 
 import leaseq
 from bench.server import Server
+from leaseq.store.enqueue import enqueue_calls
 
 
 def per_call(n: int, fn: Callable[[], object]) -> float:
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         r = server.client()
         q = leaseq.Queue("bench", redis=r)
         q.enqueue({"i": -1})  # loads the script, makes the queue's keys
-        call = q._core.enqueue_calls([{"i": 1}], [None], {})[1][0]
+        call = enqueue_calls(q._core, [{"i": 1}], [None], {})[1][0]
         keys, argv_ = list(call.keys), list(call.args)
         trivial = r.script_load("return {1}")
         sha = call.script.sha

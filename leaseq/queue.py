@@ -1,7 +1,8 @@
 """``leaseq.Queue``: one named queue on a redis-py client.
 
-Every operation is written once, without I/O, in ``leaseq.store.ops``
-(``QueueOps``; a sharded queue's in ``leaseq.store.sharded_ops``). This module
+Every operation is written once, without I/O, in the ``leaseq.store`` module of
+its concern, and named in the table ``leaseq.store.queue_ops.QueueOps`` (a
+sharded queue's in ``leaseq.store.sharded_ops``). This module
 declares, once, what every queue class shares: its settings (``QueueBase``)
 and its public methods (``QueueAPI``, one ``Operation`` per operation). The
 driver a class mixes in decides how they run: ``Queue`` here calls redis-py
@@ -15,10 +16,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from leaseq.errors import InvalidArgument
-from leaseq.store.core import QueueCore
 from leaseq.store.keys import QueueKeys
-from leaseq.store.ops import QueueOps, list_queues
-from leaseq.store.settings import DEFAULT_KEEP_SUCCEEDED_COUNT
+from leaseq.store.queue_ops import QueueOps, list_queues
+from leaseq.store.settings import DEFAULT_KEEP_SUCCEEDED_COUNT, QueueSettings
 from leaseq.store.steps import Command, Op
 from leaseq.transport import connect as _connect
 from leaseq.transport.drive import AsyncDriver, FeedOperation, Operation, SyncDriver
@@ -100,7 +100,7 @@ class QueueBase:
         durable: int = 0,
         durable_timeout: float = 1.0,
     ) -> None:
-        self._core = QueueCore(
+        self._core = QueueSettings(
             name,
             prefix=prefix,
             max_attempts=max_attempts,

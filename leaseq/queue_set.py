@@ -15,8 +15,8 @@ from typing import Any
 
 from leaseq.errors import InvalidArgument
 from leaseq.protocols import QueueGroup, members
-from leaseq.store.core import QueueCore
 from leaseq.store.queue_set_ops import QueueSetOps
+from leaseq.store.settings import QueueSettings
 from leaseq.transport.drive import AsyncDriver, Operation, SyncDriver
 
 __all__ = ["AsyncQueueSet", "QueueSet", "members", "parse_queue_spec", "queue_set"]
@@ -42,10 +42,10 @@ class QueueSetBase(QueueGroup):
                 if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= MAX_WEIGHT:
                     raise InvalidArgument(f"a weight is an integer 1..{MAX_WEIGHT}, not {w!r}")
         first = queues[0]
-        cores: list[QueueCore] = []
+        cores: list[QueueSettings] = []
         for q in queues:
             core = getattr(q, "_core", None)
-            if not isinstance(core, QueueCore):
+            if not isinstance(core, QueueSettings):
                 raise InvalidArgument(f"a queue set takes leaseq queues, not {q!r}")
             cores.append(core)
         for q, core in zip(queues[1:], cores[1:], strict=True):

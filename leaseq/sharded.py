@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from leaseq.errors import InvalidArgument
 from leaseq.queue import Queue, SyncQueueAPI
+from leaseq.store.claim import WAKE_SLICE
 from leaseq.store.keys import MAX_SHARDS, QueueKeys, check_job_id, shard_of, split_shard
-from leaseq.store.ops import WAKE_SLICE
+from leaseq.store.reads import stats_call
 from leaseq.store.sharded_ops import ShardedOps, merge_stats
 from leaseq.store.steps import Command, Op
 from leaseq.transport import client as _redis
@@ -169,7 +170,7 @@ def stats_many(
         t = targets[i]
         call = None if calls is None else calls.get(t.name)
         if call is None:
-            call = cast(Queue, t)._ops.core.stats(10.0)  # as QueueOps.stats makes it
+            call = stats_call(cast(Queue, t)._core, 10.0)  # as QueueOps.stats makes it
             if calls is not None:
                 calls[t.name] = call
         built.append(call)

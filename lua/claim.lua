@@ -110,7 +110,7 @@ if count == 0 and redis.call('ZCARD', pending) > 0 then
 end
 
 -- The fields of a lease in the reply. The reply names them once, and
--- leaseq.store.leases reads each lease by these names; here each value is
+-- leaseq.store.claim (parse_claim) reads each lease by these names; here each value is
 -- written at its name's place (AT), so the list's order is stated once.
 local LEASE = { 'id', 'attempts', 'incarnation', 'max_attempts', 'lease_until',
                 'enqueued_at', 'payload', 'kind', 'timeout_ms', 'traceparent', 'depends_on' }

@@ -1,5 +1,5 @@
 """leaseq over ``redis.asyncio``: the same Queue API with ``async def``, and
-an asyncio Worker. The operations are the sync API's (``leaseq.store.ops``),
+an asyncio Worker. The operations are the sync API's (``leaseq.store.queue_ops``),
 awaited; only the transport differs."""
 
 from leaseq.aio.queue import Queue

@@ -1,6 +1,6 @@
 """``leaseq.aio.Queue``: the same API as ``leaseq.Queue`` with ``async def``.
 
-The operations are those of ``leaseq.store.ops``, the very ones the sync queue
+The operations are those of ``leaseq.store.queue_ops.QueueOps``, the very ones the sync queue
 runs, through the same method table (``leaseq.queue.QueueAPI``); this class
 only awaits their steps on ``redis.asyncio``. Works on ``redis.asyncio.Redis``,
 ``redis.asyncio.cluster.RedisCluster`` and ``memory://``.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from leaseq.queue import AsyncQueueAPI, QueueBase, connect_asyncio
-from leaseq.store.ops import list_queues
+from leaseq.store.queue_ops import list_queues
 from leaseq.transport.drive import AsyncDriver
 
 __all__ = ["Queue", "connect"]

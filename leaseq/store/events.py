@@ -20,7 +20,7 @@ a delete, purge or drop, ``damaged`` a row whose state leaseq cannot read.
 The meta hash holds the switch: field ``events`` = ``off`` records nothing
 (absent: on, the default), ``events_maxlen`` the approximate bound in entries
 (default ``DEFAULT_MAXLEN``). Every script reads them at every call, so every
-worker honours a change at once. No I/O here: ``leaseq.store.ops`` pages the stream.
+worker honours a change at once. No I/O here: ``events`` below pages the stream.
 """
 
 from __future__ import annotations
@@ -34,16 +34,19 @@ import msgspec
 
 from leaseq.errors import InvalidArgument
 from leaseq.store import validate as v
-from leaseq.store.core import QueueCore
 from leaseq.store.replies import as_text, loose_text, stream_entries
 from leaseq.store.scripts import SCRIPTS
-from leaseq.store.steps import Call, Command, Listen, Op
+from leaseq.store.settings import QueueSettings
+from leaseq.store.steps import Call, Command, Feed, Listen, Op
 from leaseq.types import Job, State
 
 __all__ = [
     "DEFAULT_MAXLEN",
     "Event",
     "EventSettings",
+    "event_settings",
+    "events",
+    "set_events",
     "job_history",
     "parse_entry",
     "read_settings",
@@ -210,9 +213,11 @@ def _parse_settings(reply: list[Any]) -> EventSettings:
     )
 
 
-def _call(core: QueueCore, action: str, enabled: str = "", maxlen: str = "") -> Call[EventSettings]:
+def _call(
+    queue: QueueSettings, action: str, enabled: str = "", maxlen: str = ""
+) -> Call[EventSettings]:
     return SCRIPTS["events"].call(
-        core.keys, _parse_settings, action=action, enabled=enabled, maxlen=maxlen
+        queue.keys, _parse_settings, action=action, enabled=enabled, maxlen=maxlen
     )
 
 
@@ -271,19 +276,21 @@ def _state_or_none(text: str) -> State | None:
         return None
 
 
-def read_settings(core: QueueCore) -> Call[EventSettings]:
+def read_settings(queue: QueueSettings) -> Call[EventSettings]:
     """The queue's event switch, bound and stream extent, in one call."""
-    return _call(core, "get")
+    return _call(queue, "get")
 
 
-def set_settings(core: QueueCore, enabled: bool | None, maxlen: int | None) -> Call[EventSettings]:
+def set_settings(
+    queue: QueueSettings, enabled: bool | None, maxlen: int | None
+) -> Call[EventSettings]:
     """Turn the queue's events on or off (None: as it is) and set the bound in
     entries (None: as it is). Raises InvalidArgument before writing anything."""
     if enabled is not None and not isinstance(enabled, bool):
         raise InvalidArgument(f"enabled must be True, False or None, not {enabled!r}")
     switch = "" if enabled is None else ("on" if enabled else "off")
     bound = "" if maxlen is None else str(v.integer(maxlen, "maxlen", 1, MAX_MAXLEN))
-    return _call(core, "set", switch, bound)
+    return _call(queue, "set", switch, bound)
 
 
 FOLLOW_SLICE = 5.0
@@ -334,3 +341,50 @@ class EventReader:
             self.left -= len(out)
             self.finished = self.left == 0
         return out
+
+
+def events(
+    queue: QueueSettings,
+    since: str | Event | None = None,
+    *,
+    block: float | None = None,
+    limit: int | None = None,
+) -> Feed[Event]:
+    """Iterate the queue's job transitions (``leaseq.Event``), oldest first.
+
+    ``since``: None or ``'0'`` from the oldest entry kept, ``'$'`` only those
+    written from now on, a stream id to resume after that entry, or an Event
+    to resume right after that transition (no loss, no duplicate).
+    ``block``: None ends at the end of the stream; else wait up to that many
+    seconds for more each time it is caught up, ending after a wait that
+    brought nothing; ``math.inf`` follows forever. ``limit``: end after that
+    many events. Raises InvalidArgument (at the call) for a bad argument.
+    """
+    cursor, skip = check_since(since)
+    reader = EventReader(
+        queue.keys.events,
+        cursor,
+        skip,
+        check_block(block),
+        check_limit(limit),
+        since.stream_id if isinstance(since, Event) else "",
+    )
+    while not reader.finished:
+        yield reader.page()
+
+
+def set_events(
+    queue: QueueSettings, enabled: bool | None = None, *, maxlen: int | None = None
+) -> Op[EventSettings]:
+    """Turn the queue's event stream on or off and set its bound (entries, kept
+    approximately); None leaves a setting as it is. Stored in the queue's meta
+    hash and read by every script at every call, so every worker follows at
+    once. Returns the settings now in force. Raises InvalidArgument."""
+    settings: EventSettings = yield set_settings(queue, enabled, maxlen)
+    return settings
+
+
+def event_settings(queue: QueueSettings) -> Op[EventSettings]:
+    """The queue's event switch and bound, and how many entries the stream holds."""
+    settings: EventSettings = yield read_settings(queue)
+    return settings

@@ -17,12 +17,12 @@ from typing import Any
 
 import msgspec
 
-from leaseq.store.core import QueueCore
 from leaseq.store.replies import as_text
 from leaseq.store.scripts import SCRIPTS
-from leaseq.store.steps import Call
+from leaseq.store.settings import QueueSettings
+from leaseq.store.steps import Call, Op
 
-__all__ = ["FIELDS", "HOUR", "TEN_MINUTES", "Bucket", "History", "merge", "read"]
+__all__ = ["FIELDS", "HOUR", "TEN_MINUTES", "Bucket", "History", "history", "merge", "read"]
 
 FIELDS = ("enqueued", "succeeded", "failed", "dead", "expired")
 """The counts each bucket may hold (a field appears once it is non-zero)."""
@@ -53,10 +53,10 @@ class History(msgspec.Struct, frozen=True, kw_only=True):
     tens: list[Bucket]
 
 
-def read(core: QueueCore) -> Call[History]:
+def read(queue: QueueSettings) -> Call[History]:
     """The call that reads the queue's history buckets."""
     return SCRIPTS["history"].call(
-        core.keys, lambda r: _parse(core.name, r), minutes=HOUR, tens=TEN_MINUTES
+        queue.keys, lambda r: _parse(queue.name, r), minutes=HOUR, tens=TEN_MINUTES
     )
 
 
@@ -107,3 +107,11 @@ def merge(name: str, parts: Sequence[History]) -> History:
         minutes=add([p.minutes for p in parts]),
         tens=add([p.tens for p in parts]),
     )
+
+
+def history(queue: QueueSettings) -> Op[History]:
+    """Counts (enqueued, succeeded, failed, dead, expired) per minute over the
+    last hour and per ten minutes over the last day, kept in Redis by the
+    scripts that bump the counters (``leaseq.store.history``)."""
+    found: History = yield read(queue)
+    return found

@@ -1,6 +1,6 @@
 """Global limits of a queue: concurrency and rate, kept in Redis.
 
-``set_limits`` writes the hash ``keys.limits``; ``lua/claim.lua`` reads it on
+``set_limits_call`` writes the hash ``keys.limits``; ``lua/claim.lua`` reads it on
 every claim (through ``lua/lib/apply_limits.lua``) and enforces it on the
 server's clock, so every worker obeys the new values at its next claim and
 no client setting can get around them. See docs/flow-control.md.
@@ -15,20 +15,23 @@ import msgspec
 
 from leaseq.errors import InvalidArgument
 from leaseq.store import validate as v
-from leaseq.store.core import QueueCore
 from leaseq.store.groups import check_group
 from leaseq.store.replies import as_text
 from leaseq.store.scripts import SCRIPTS
-from leaseq.store.steps import Call
+from leaseq.store.settings import QueueSettings
+from leaseq.store.steps import Call, Op
 
 __all__ = [
     "UNSET",
     "GroupLimits",
     "Limits",
     "Unset",
+    "limits",
     "read_limits",
     "set_group_limits",
+    "set_group_limits_call",
     "set_limits",
+    "set_limits_call",
 ]
 
 MAX_LIMIT = 1_000_000
@@ -139,17 +142,17 @@ def _parse(reply: list[Any]) -> Limits:
     )
 
 
-def _call(core: QueueCore, action: str, fields: list[str | int]) -> Call[Limits]:
-    return SCRIPTS["limits"].call(core.keys, _parse, arg_tail=fields, action=action)
+def _call(queue: QueueSettings, action: str, fields: list[str | int]) -> Call[Limits]:
+    return SCRIPTS["limits"].call(queue.keys, _parse, arg_tail=fields, action=action)
 
 
-def read_limits(core: QueueCore) -> Call[Limits]:
+def read_limits(queue: QueueSettings) -> Call[Limits]:
     """The queue's limits and usage, in one read-only call."""
-    return _call(core, "get", [])
+    return _call(queue, "get", [])
 
 
-def set_limits(
-    core: QueueCore,
+def set_limits_call(
+    queue: QueueSettings,
     concurrency: int | Unset | None = UNSET,
     rate: int | Unset | None = UNSET,
     per: float | Unset | None = UNSET,
@@ -170,11 +173,11 @@ def set_limits(
     if group_concurrency is not UNSET:
         args += ["group_concurrency", _count(group_concurrency, "group_concurrency")]
     args += _rate(group_rate, group_per, "group_rate", "group_per", "group_rate", "group_per_ms")
-    return _call(core, "set", args)
+    return _call(queue, "set", args)
 
 
-def set_group_limits(
-    core: QueueCore,
+def set_group_limits_call(
+    queue: QueueSettings,
     group: str,
     concurrency: int | Unset | None = UNSET,
     rate: int | Unset | None = UNSET,
@@ -188,7 +191,7 @@ def set_group_limits(
     if concurrency is not UNSET:
         args += ["concurrency:" + name, _count(concurrency, "concurrency")]
     args += _rate(rate, per, "rate", "per", "rate:" + name, "per_ms:" + name)
-    return _call(core, "set", args)
+    return _call(queue, "set", args)
 
 
 def _rate(
@@ -219,3 +222,48 @@ def _count(value: object, name: str) -> str | int:
     if value is None:
         return ""
     return v.integer(value, name, 1, MAX_LIMIT)
+
+
+def set_limits(
+    queue: QueueSettings,
+    *,
+    concurrency: int | Unset | None = UNSET,
+    rate: int | Unset | None = UNSET,
+    per: float | Unset | None = UNSET,
+    group_concurrency: int | Unset | None = UNSET,
+    group_rate: int | Unset | None = UNSET,
+    group_per: float | Unset | None = UNSET,
+) -> Op[Limits]:
+    """Change the queue's global limits, kept in Redis and enforced by every claim:
+    at most ``concurrency`` active leases, at most ``rate`` claims per ``per`` s;
+    per fair group, at most ``group_concurrency`` active leases and at most
+    ``group_rate`` claims per ``group_per`` s (a sliding window on the server
+    clock; a group at its rate sits out while the other groups go on).
+    None removes a limit; one not given stays. Returns the limits now in force."""
+    limits: Limits = yield set_limits_call(
+        queue, concurrency, rate, per, group_concurrency, group_rate, group_per
+    )
+    return limits
+
+
+def set_group_limits(
+    queue: QueueSettings,
+    group: str,
+    *,
+    concurrency: int | Unset | None = UNSET,
+    rate: int | Unset | None = UNSET,
+    per: float | Unset | None = UNSET,
+) -> Op[Limits]:
+    """Limits of one fair group's own (one heavy tenant), over the queue's
+    ``group_concurrency`` and ``group_rate``: at most ``concurrency`` active
+    leases and ``rate`` claims per ``per`` s for ``group``. None removes one (the
+    queue's applies again); one not given stays. Returns the limits now in force
+    (``Limits.groups`` lists the groups with limits of their own)."""
+    limits: Limits = yield set_group_limits_call(queue, group, concurrency, rate, per)
+    return limits
+
+
+def limits(queue: QueueSettings) -> Op[Limits]:
+    """The queue's global limits, with how many leases are active and claims recent."""
+    found: Limits = yield read_limits(queue)
+    return found

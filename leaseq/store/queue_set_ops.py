@@ -21,6 +21,8 @@ A lease finds its way back by ``lease.queue``.
 BLPOP over them all) when the queues share a slot-less server; on a cluster,
 where the lists live in different slots, it watches one list at a time for
 ``WAKE_SLICE`` seconds, in rotation, as a sharded queue does.
+
+A lease goes back to its queue through ``leases`` (``LeaseRouting``).
 """
 
 from __future__ import annotations
@@ -30,15 +32,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from leaseq.errors import InvalidArgument
-from leaseq.store.ops import WAKE_SLICE
-from leaseq.store.routing import LeaseRouting
+from leaseq.store.claim import WAKE_SLICE
+from leaseq.store.lease_routing import LeaseRouting
+from leaseq.store.queue_ops import through
 from leaseq.store.steps import Op, Wake
 from leaseq.types import Lease
 
 __all__ = ["QueueSetOps"]
 
 
-class QueueSetOps(LeaseRouting):
+class QueueSetOps:
     """The worker's operations over several queues' operations (``QueueOps`` or
     ``ShardedOps``), in ``names`` order; ``weights`` (one positive integer per
     queue) makes the order weighted, None strict. ``together``: every wake list
@@ -55,10 +58,22 @@ class QueueSetOps(LeaseRouting):
         self.names = tuple(names)
         self.weights = None if weights is None else tuple(weights)
         self.together = together
-        self._parts = self.members
+        self.leases = LeaseRouting(self.members, self._part_index)
         self._index = {name: i for i, name in enumerate(self.names)}
         self._current = [0] * len(self.members)  # smooth weighted round robin
         self._cursor = itertools.count()
+
+    # a lease, on its queue: leaseq.store.lease_routing
+    extend = through("leases", LeaseRouting.extend)
+    extend_many = through("leases", LeaseRouting.extend_many)
+    complete = through("leases", LeaseRouting.complete)
+    complete_many = through("leases", LeaseRouting.complete_many)
+    complete_calls = through("leases", LeaseRouting.complete_calls)
+    fail = through("leases", LeaseRouting.fail)
+    release = through("leases", LeaseRouting.release)
+    once = through("leases", LeaseRouting.once)
+    progress = through("leases", LeaseRouting.progress)
+    reap = through("leases", LeaseRouting.reap)
 
     @property
     def name(self) -> str:

@@ -1,24 +1,23 @@
-"""Reading a queue: the stats call, and job rows decoded into Jobs."""
+"""Reading a queue: the stats call (``lua/stats.lua``), one job's row, and a page
+of an index; rows decoded into Jobs (``leaseq.store.replies``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from leaseq.errors import (
-    DamagedKey,
-    DamagedRow,
-    InvalidArgument,
-)
+from leaseq.errors import DamagedKey, DamagedRow
 from leaseq.store import validate as v
 from leaseq.store.keys import check_job_id
-from leaseq.store.replies import as_text, parse_job, parse_page
+from leaseq.store.replies import as_text
+from leaseq.store.replies import parse_job as _parse_job
+from leaseq.store.replies import parse_page as _parse_page
 from leaseq.store.scripts import SCRIPTS
-from leaseq.store.settings import QueueSettings
-from leaseq.store.steps import Call
+from leaseq.store.settings import QueueSettings, parse_state
+from leaseq.store.steps import Call, Command, Op, Rows
 from leaseq.types import Job, State, Stats
 
-__all__ = ["ReadCalls", "done_ids", "wait_names"]
+__all__ = ["get", "ls", "parse_job", "parse_page", "stats", "stats_call"]
 
 _HIDDEN = ("seq", "clock", "limit_held", "incarnation", "shards", "gseq", "gturn", "wsweep")
 """Integer fields of the meta hash that are the scripts' bookkeeping (sequences, the
@@ -28,59 +27,94 @@ _LIMITS = ("concurrency", "rate", "per_ms", "recent_claims", "group_concurrency"
 """The stats reply's limit fields: -1 where the queue has no such limit."""
 
 
-class ReadCalls(QueueSettings):
-    """The calls that read a queue, and the decoding of its rows."""
+def stats_call(queue: QueueSettings, soon: float) -> Call[Stats]:
+    soon_ms = v.seconds_to_ms(soon, "soon", minimum_ms=0, maximum=v.MAX_TTL)
 
-    def stats(self, soon: float) -> Call[Stats]:
-        soon_ms = v.seconds_to_ms(soon, "soon", minimum_ms=0, maximum=v.MAX_TTL)
+    def parse(r: list[Any]) -> Stats:
+        got = {as_text(r[0][i]): int(r[0][i + 1]) for i in range(0, len(r[0]), 2)}
+        meta = r[1]
+        now, oldest, due = got["now_ms"], got["oldest_pending_at"], got["next_due_at"]
+        totals = {
+            as_text(meta[i]): _counter(queue.keys.meta, meta[i], meta[i + 1])
+            for i in range(0, len(meta) - 1, 2)
+            if as_text(meta[i]) != "events"  # the stream's switch ('off'), not a counter
+        }
+        for hidden in _HIDDEN:
+            totals.pop(hidden, None)
+        paused_ms = totals.pop("paused", None)  # the flag of pause.lua, not a counter
+        limit = {name: None if got[name] < 0 else got[name] for name in _LIMITS}
+        per = limit["per_ms"]
+        return Stats(
+            queue=queue.name,
+            **{state.value: got[state.value] for state in State},
+            expired=got["expired"],
+            expiring_soon=got["expiring_soon"],
+            oldest_pending_age=None if oldest < 0 else max(0, now - oldest) / 1000,
+            next_due_in=None if due < 0 else max(0, due - now) / 1000,
+            server_time=now / 1000,
+            totals=totals,
+            paused=paused_ms is not None,
+            paused_at=None if paused_ms is None else paused_ms / 1000,
+            concurrency_limit=limit["concurrency"],
+            rate_limit=limit["rate"],
+            rate_per=None if per is None else per / 1000,
+            recent_claims=limit["recent_claims"],
+            group_concurrency_limit=limit["group_concurrency"],
+            groups_ready=got["groups_ready"],
+            groups_held=got["groups_held"],
+        )
 
-        def parse(r: list[Any]) -> Stats:
-            got = {as_text(r[0][i]): int(r[0][i + 1]) for i in range(0, len(r[0]), 2)}
-            meta = r[1]
-            now, oldest, due = got["now_ms"], got["oldest_pending_at"], got["next_due_at"]
-            totals = {
-                as_text(meta[i]): _counter(self.keys.meta, meta[i], meta[i + 1])
-                for i in range(0, len(meta) - 1, 2)
-                if as_text(meta[i]) != "events"  # the stream's switch ('off'), not a counter
-            }
-            for hidden in _HIDDEN:
-                totals.pop(hidden, None)
-            paused_ms = totals.pop("paused", None)  # the flag of pause.lua, not a counter
-            limit = {name: None if got[name] < 0 else got[name] for name in _LIMITS}
-            per = limit["per_ms"]
-            return Stats(
-                queue=self.name,
-                **{state.value: got[state.value] for state in State},
-                expired=got["expired"],
-                expiring_soon=got["expiring_soon"],
-                oldest_pending_age=None if oldest < 0 else max(0, now - oldest) / 1000,
-                next_due_in=None if due < 0 else max(0, due - now) / 1000,
-                server_time=now / 1000,
-                totals=totals,
-                paused=paused_ms is not None,
-                paused_at=None if paused_ms is None else paused_ms / 1000,
-                concurrency_limit=limit["concurrency"],
-                rate_limit=limit["rate"],
-                rate_per=None if per is None else per / 1000,
-                recent_claims=limit["recent_claims"],
-                group_concurrency_limit=limit["group_concurrency"],
-                groups_ready=got["groups_ready"],
-                groups_held=got["groups_held"],
-            )
+    return SCRIPTS["stats"].call(queue.keys, parse, soon_ms=soon_ms)
 
-        return SCRIPTS["stats"].call(self.keys, parse, soon_ms=soon_ms)
 
-    # -- reading rows -------------------------------------------------------
+def stats(queue: QueueSettings, soon: float = 10.0) -> Op[Stats]:
+    """Counts per state and more, in one consistent read."""
+    found: Stats = yield stats_call(queue, soon)
+    return found
 
-    def parse_page(
-        self, names: Sequence[str], rows: Sequence[Any], damaged: list[DamagedRow] | None
-    ) -> list[Job]:
-        """The Jobs of one ``ls`` page (see ``_replies.parse_page``)."""
-        return parse_page(self.codec, self.name, names, rows, damaged)
 
-    def parse_job(self, job_id: str, raw: dict[Any, Any]) -> Job | None:
-        """A job row from HGETALL as a Job; raises DamagedRow naming the field."""
-        return parse_job(self.codec, self.name, job_id, raw)
+def parse_page(
+    queue: QueueSettings,
+    names: Sequence[str],
+    rows: Sequence[Any],
+    damaged: list[DamagedRow] | None,
+) -> list[Job]:
+    """The Jobs of one ``ls`` page (see ``replies.parse_page``)."""
+    return _parse_page(queue.codec, queue.name, names, rows, damaged)
+
+
+def parse_job(queue: QueueSettings, job_id: str, raw: dict[Any, Any]) -> Job | None:
+    """A job row from HGETALL as a Job; raises DamagedRow naming the field."""
+    return _parse_job(queue.codec, queue.name, job_id, raw)
+
+
+def get(queue: QueueSettings, job_id: str) -> Op[Job | None]:
+    """The job row, typed, or None. Raises DamagedRow for a row that will not read."""
+    job_id = check_job_id(job_id)
+    raw = yield Command("hgetall", (queue.keys.job(job_id),))
+    return parse_job(queue, job_id, raw)
+
+
+def ls(
+    queue: QueueSettings,
+    state: State | str,
+    *,
+    offset: int = 0,
+    limit: int = 100,
+    damaged: list[DamagedRow] | None = None,
+) -> Op[list[Job]]:
+    """Jobs in ``state``, in index order (pending: next to run first).
+
+    A row damaged by hand raises DamagedRow, unless ``damaged`` is a list:
+    then it is appended there and the rest of the page is still returned.
+    """
+    st = parse_state(state)
+    offset = max(0, int(offset))
+    ids = yield Command("zrange", (queue.keys.index(st.value), offset, offset + limit - 1))
+    names = [as_text(i) for i in ids]
+    # Every row is in the queue's slot: one pipeline, one node, even on a cluster.
+    rows = (yield Rows([queue.keys.job(job_id) for job_id in names])) if names else []
+    return parse_page(queue, names, rows, damaged)
 
 
 def _counter(meta: str, field: Any, value: Any) -> int:
@@ -93,18 +127,3 @@ def _counter(meta: str, field: Any, value: Any) -> int:
             f"{meta} field {as_text(field)!r} is {as_text(value)!r}, not an integer "
             "(set it right with redis-cli HSET, or HDEL it)"
         ) from None
-
-
-def wait_names(ids: object) -> list[str]:
-    """The checked ids of a ``wait_many``. A str is one id, not a list of them:
-    ``wait_many("abc")`` would wait for jobs 'a', 'b' and 'c' (and raise
-    JobNotFound for 'a'); it is refused as InvalidArgument instead."""
-    if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
-        raise InvalidArgument(f"ids must be a list of job ids, not {ids!r:.80}")
-    return [check_job_id(i) for i in ids]
-
-
-def done_ids(fields: Any) -> list[str]:
-    """The job ids of one ``done`` stream entry (field ``ids``, space-separated)."""
-    raw = fields.get(b"ids", fields.get("ids", b"")) if isinstance(fields, dict) else b""
-    return as_text(raw).split()

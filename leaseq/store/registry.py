@@ -7,7 +7,8 @@ needs ``KEYS``: it reads the index, trims what expired and reads each row, in
 one script call. A worker that stops cleanly removes its row; one killed
 with SIGKILL drops off once its TTL passes.
 
-Calls are built here from a ``QueueCore`` (no I/O), as in ``_control``.
+Calls are built here from a ``QueueSettings`` (no I/O), with the operations
+that run them.
 """
 
 from __future__ import annotations
@@ -19,17 +20,20 @@ from typing import Any
 import msgspec
 
 from leaseq.store import validate as v
-from leaseq.store.core import QueueCore
 from leaseq.store.keys import check_job_id
 from leaseq.store.replies import as_text
 from leaseq.store.scripts import SCRIPTS
-from leaseq.store.steps import Call
+from leaseq.store.settings import QueueSettings
+from leaseq.store.steps import Call, Op
 
 __all__ = [
     "LIST_LIMIT",
     "REGISTRY_TTL",
     "WorkerInfo",
     "list_workers",
+    "register_worker",
+    "unregister_worker",
+    "workers",
     "refresh_every",
     "register",
     "unregister",
@@ -70,7 +74,7 @@ class WorkerInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def register(
-    core: QueueCore,
+    queue: QueueSettings,
     worker: str,
     *,
     ttl: float,
@@ -85,42 +89,42 @@ def register(
     worker = check_job_id(worker, "worker id")
     ttl_ms = v.seconds_to_ms(ttl, "ttl", minimum_ms=1, maximum=86_400.0)
     return SCRIPTS["register"].call(
-        core.keys,
+        queue.keys,
         _none,
         at={"id": worker},
         id=worker,
         ttl_ms=ttl_ms,
         host=socket.gethostname(),
         pid=os.getpid(),
-        queue=core.name if serving is None else serving,
+        queue=queue.name if serving is None else serving,
         concurrency=v.integer(concurrency, "concurrency", 0, v.MAX_CONCURRENCY),
         done=v.integer(done, "done", 0, 2**62),
         running=v.integer(running, "running", 0, 2**62),
     )
 
 
-def unregister(core: QueueCore, worker: str) -> Call[None]:
+def unregister(queue: QueueSettings, worker: str) -> Call[None]:
     """Remove ``worker``'s row now (a clean stop)."""
     worker = check_job_id(worker, "worker id")
     return SCRIPTS["register"].call(
-        core.keys,
+        queue.keys,
         _none,
         at={"id": worker},
         id=worker,
         ttl_ms=0,
         host="",
         pid=0,
-        queue=core.name,
+        queue=queue.name,
         concurrency=0,
         done=0,
         running=0,
     )
 
 
-def list_workers(core: QueueCore, limit: int = LIST_LIMIT) -> Call[list[WorkerInfo]]:
+def list_workers(queue: QueueSettings, limit: int = LIST_LIMIT) -> Call[list[WorkerInfo]]:
     """The live workers of the queue, oldest index entry first."""
     limit = v.integer(limit, "limit", 1, LIST_LIMIT)
-    return SCRIPTS["workers"].call(core.keys, _parse_list, limit=limit)
+    return SCRIPTS["workers"].call(queue.keys, _parse_list, limit=limit)
 
 
 def _none(reply: Any) -> None:
@@ -157,3 +161,38 @@ def _info(worker: str, row: dict[str, str]) -> WorkerInfo | None:
         )
     except (KeyError, ValueError):
         return None
+
+
+def register_worker(
+    queue: QueueSettings,
+    worker: str,
+    *,
+    ttl: float,
+    concurrency: int = 0,
+    done: int = 0,
+    running: int = 0,
+    serving: str | None = None,
+) -> Op[None]:
+    """Write or refresh ``worker``'s row (host, pid, counts) for ``ttl`` seconds;
+    workers call it with their heartbeat (``leaseq.store.registry``). ``serving``:
+    the queues a worker of several queues serves (its row's ``queue``)."""
+    yield register(
+        queue,
+        worker,
+        ttl=ttl,
+        concurrency=concurrency,
+        done=done,
+        running=running,
+        serving=serving,
+    )
+
+
+def unregister_worker(queue: QueueSettings, worker: str) -> Op[None]:
+    """Remove ``worker``'s row now (a clean stop)."""
+    yield unregister(queue, worker)
+
+
+def workers(queue: QueueSettings) -> Op[list[WorkerInfo]]:
+    """The workers alive on this queue (rows not expired), oldest first."""
+    found: list[WorkerInfo] = yield list_workers(queue)
+    return found

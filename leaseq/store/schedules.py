@@ -28,17 +28,27 @@ import msgspec
 
 from leaseq.errors import InvalidArgument, ScriptError
 from leaseq.store import validate as v
-from leaseq.store.core import QueueCore
+from leaseq.store.enqueue import option_args
 from leaseq.store.keys import check_job_id, check_queue_name
 from leaseq.store.replies import as_text
 from leaseq.store.scripts import SCRIPTS
-from leaseq.store.steps import Call
+from leaseq.store.settings import QueueSettings
+from leaseq.store.steps import Call, Op
 from leaseq.types import JobOptions, Unique
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["Schedule", "next_due", "schedule", "schedules", "tick", "unschedule"]
+__all__ = [
+    "Schedule",
+    "next_due",
+    "schedule",
+    "schedules",
+    "read_schedules",
+    "tick",
+    "unschedule",
+    "unschedule_call",
+]
 
 T = TypeVar("T")
 Steps = Generator[Call[Any], Any, T]
@@ -142,9 +152,9 @@ def next_due(cron: str | None, tz: str | None, every_ms: int | None, anchor: int
 
 
 def _read(
-    core: QueueCore, what: str, offset: int, limit: int, names: Sequence[str] = ()
+    queue: QueueSettings, what: str, offset: int, limit: int, names: Sequence[str] = ()
 ) -> Call[tuple[int, int, list[tuple[str, dict[str, str | bytes]]]]]:
-    k = core.keys
+    k = queue.keys
 
     def parse(reply: list[Any]) -> tuple[int, int, list[tuple[str, dict[str, str | bytes]]]]:
         found = []
@@ -199,16 +209,16 @@ def _sec(ms: int | None) -> float | None:
     return None if ms is None else ms / 1000
 
 
-def _as_schedule(core: QueueCore, name: str, fields: dict[str, str | bytes]) -> Schedule:
+def _as_schedule(queue: QueueSettings, name: str, fields: dict[str, str | bytes]) -> Schedule:
     cron, tz, every = _definition(fields)
     error = as_text(fields["error"]) if "error" in fields else None
     try:
-        payload = core.codec.decode_any(fields.get("payload", b""))
+        payload = queue.codec.decode_any(fields.get("payload", b""))
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         payload, error = fields.get("payload"), f"payload does not decode: {exc}"
     return Schedule(
         name=name,
-        queue=core.name,
+        queue=queue.name,
         payload=payload,
         cron=cron,
         tz=tz,
@@ -236,8 +246,40 @@ def _text(fields: dict[str, str | bytes], name: str) -> str | None:
 # -- the operations (generators of Calls) -------------------------------------------------
 
 
+def _unique_key(unique: object) -> str:
+    """A schedule's ``unique=``: its key ('' for none); InvalidArgument otherwise."""
+    if unique is None:
+        return ""
+    if not isinstance(unique, Unique) or not isinstance(unique.key, str):
+        raise InvalidArgument(f"a schedule's unique= is a leaseq.Unique(key), not {unique!r}")
+    if unique.period is not None or unique.replace:
+        raise InvalidArgument(
+            "a schedule's unique= takes a key only: it skips a due time while the "
+            "key's holder is unfinished (period= and replace= do not apply)"
+        )
+    return check_job_id(unique.key, "unique key")
+
+
+def _every_ms(cron: str | None, tz: str | None, every: float | None) -> int:
+    """The period of an ``every=`` schedule in ms (0 for a ``cron=`` one), with
+    both checked; InvalidArgument for neither, both, or a bad one."""
+    if (cron is None) == (every is None):
+        raise InvalidArgument("give exactly one of cron= and every=")
+    if every is not None:
+        if tz is not None:
+            raise InvalidArgument("tz= applies to cron= schedules only")
+        every_ms = v.seconds_to_ms(every, "every", minimum_ms=1, maximum=MAX_EVERY)
+        if every_ms < MIN_EVERY * 1000:
+            raise InvalidArgument(f"every must be at least {MIN_EVERY:g} s, not {every!r}")
+        return every_ms
+    if tz is not None and (not isinstance(tz, str) or not tz):
+        raise InvalidArgument(f"tz must be an IANA time zone name, not {tz!r}")
+    _check_cron(cron, tz)
+    return 0
+
+
 def schedule(
-    core: QueueCore,
+    queue: QueueSettings,
     name: str,
     payload: Any,
     *,
@@ -245,11 +287,16 @@ def schedule(
     tz: str | None = None,
     every: float | None = None,
     **options: Unpack[JobOptions],
-) -> Steps[Schedule]:
-    """Create or change schedule ``name`` (see ``Queue.schedule``); ``options`` are
-    the job options of each job it makes, checked as ``enqueue`` checks them."""
+) -> Op[Schedule]:
+    """Create or change (upsert) the schedule ``name``: one job with ``payload`` per
+    due time, by ``cron`` (in zone ``tz``, default UTC) or ``every`` seconds.
+    ``options`` are those of ``enqueue`` for each job it makes (``kind``,
+    ``group``, ``priority``, ``max_attempts``, ``timeout``; ``unique=Unique(key)``
+    skips a due time while the previous job holding the key is unfinished;
+    not ``delay``). Raises InvalidArgument (also for a bad cron or zone) before
+    writing."""
     check_queue_name(name, "schedule name")
-    job = core.option_args(options, "schedule")
+    job = option_args(queue, options, "schedule")
     if job["delay_ms"]:
         raise InvalidArgument("a schedule's jobs run at their due time: delay= does not apply")
     if options.get("depends_on") or "on_parent_failure" in options:
@@ -257,33 +304,12 @@ def schedule(
             "a schedule's jobs have no parents: depends_on= and on_parent_failure= do not "
             "apply (make the scheduled job enqueue its children, docs/workflows.md)"
         )
-    unique, ukey = options.get("unique"), ""
-    if unique is not None:
-        if not isinstance(unique, Unique) or not isinstance(unique.key, str):
-            raise InvalidArgument(f"a schedule's unique= is a leaseq.Unique(key), not {unique!r}")
-        if unique.period is not None or unique.replace:
-            raise InvalidArgument(
-                "a schedule's unique= takes a key only: it skips a due time while the "
-                "key's holder is unfinished (period= and replace= do not apply)"
-            )
-        ukey = check_job_id(unique.key, "unique key")
-    if (cron is None) == (every is None):
-        raise InvalidArgument("give exactly one of cron= and every=")
-    every_ms = 0
-    if every is not None:
-        if tz is not None:
-            raise InvalidArgument("tz= applies to cron= schedules only")
-        every_ms = v.seconds_to_ms(every, "every", minimum_ms=1, maximum=MAX_EVERY)
-        if every_ms < MIN_EVERY * 1000:
-            raise InvalidArgument(f"every must be at least {MIN_EVERY:g} s, not {every!r}")
-    else:
-        if tz is not None and (not isinstance(tz, str) or not tz):
-            raise InvalidArgument(f"tz must be an IANA time zone name, not {tz!r}")
-        _check_cron(cron, tz)
-    encoded = core.codec.encode(payload)
-    k = core.keys
+    ukey = _unique_key(options.get("unique"))
+    every_ms = _every_ms(cron, tz, every)
+    encoded = queue.codec.encode(payload)
+    k = queue.keys
     for _ in range(_UPSERT_TRIES):
-        now, _total, found = yield _read(core, "names", 0, 1, (name,))
+        now, _total, found = yield _read(queue, "names", 0, 1, (name,))
         fields = found[0][1]
         created = _int(fields, "created_at")
         anchor = _int(fields, "last_fired") or created or now
@@ -308,37 +334,49 @@ def schedule(
             created_at=created or now,
         )
         if as_text(reply[0]) == "OK":
-            _now, _total, found = yield _read(core, "names", 0, 1, (name,))
-            return _as_schedule(core, name, found[0][1])
+            _now, _total, found = yield _read(queue, "names", 0, 1, (name,))
+            return _as_schedule(queue, name, found[0][1])
     raise ScriptError(f"schedule {name!r} kept changing under this upsert; try again")
 
 
-def unschedule(core: QueueCore, name: str) -> Call[bool]:
+def unschedule_call(queue: QueueSettings, name: str) -> Call[bool]:
     """Remove schedule ``name``; True if it existed."""
     check_queue_name(name, "schedule name")
     return SCRIPTS["unschedule"].call(
-        core.keys, lambda r: int(r) == 1, at={"name": name}, name=name
+        queue.keys, lambda r: int(r) == 1, at={"name": name}, name=name
     )
 
 
-def schedules(core: QueueCore, page: int = 1000) -> Steps[list[Schedule]]:
-    """Every schedule of the queue, by next due time, read page by page."""
+def unschedule(queue: QueueSettings, name: str) -> Op[bool]:
+    """Remove the schedule ``name``: True if it existed (its jobs are left alone)."""
+    existed: bool = yield unschedule_call(queue, name)
+    return existed
+
+
+def read_schedules(queue: QueueSettings, page: int = 1000) -> Op[list[Schedule]]:
+    """Every schedule of the queue, by next due time, read ``page`` at a time."""
     out: list[Schedule] = []
     offset = 0
     while True:
-        _now, total, found = yield _read(core, "all", offset, page)
-        out += [_as_schedule(core, name, fields) for name, fields in found if fields]
+        _now, total, found = yield _read(queue, "all", offset, page)
+        out += [_as_schedule(queue, name, fields) for name, fields in found if fields]
         offset += page
         if offset >= total or not found:
             return out
 
 
-def tick(core: QueueCore) -> Steps[int]:
-    """Turn every due schedule into its one job; return how many jobs were made."""
-    k = core.keys
+def schedules(queue: QueueSettings) -> Op[list[Schedule]]:
+    """Every schedule of this queue, soonest due first."""
+    return (yield from read_schedules(queue))
+
+
+def tick(queue: QueueSettings) -> Op[int]:
+    """Make the one job of each schedule whose due time has come (server clock);
+    returns how many jobs were made. Safe to call from any number of processes."""
+    k = queue.keys
     made = 0
     for _ in range(MAX_TICK_ROUNDS):
-        now, _total, found = yield _read(core, "due", 0, TICK_BATCH)
+        now, _total, found = yield _read(queue, "due", 0, TICK_BATCH)
         args: list[str | bytes | int] = []
         for name, fields in found:
             # A stale entry or a damaged due time goes to the script too: it

@@ -2,8 +2,9 @@
 
 ``QueueSettings`` validates every setting of ``leaseq.Queue`` at construction
 (durations in seconds become integer milliseconds) and holds the queue's keys
-and payload codec. The call builders (``produce``, ``leases``, ``admin``,
-``reads``) extend it; ``leaseq.store.core.QueueCore`` is all of them.
+and payload codec. Nothing extends it: every call builder and operation of
+the store takes it as its first argument (``claim.claim_call(queue, ...)``),
+and ``leaseq.store.queue_ops.QueueOps`` binds them to the settings it is given.
 """
 
 from __future__ import annotations

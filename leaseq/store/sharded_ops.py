@@ -1,6 +1,6 @@
 """One logical queue over its shards: ``ShardedOps``, written once.
 
-The same sans-I/O operations as ``leaseq.store.ops.QueueOps`` (same names, same
+The same sans-I/O operations as ``leaseq.store.queue_ops.QueueOps`` (same names, same
 signatures: tests/transport/test_operations.py holds them to it), each built from the shards'
 own ``QueueOps`` generators. ``leaseq.ShardedQueue`` and
 ``leaseq.aio.ShardedQueue`` run them on their clients through
@@ -9,48 +9,119 @@ own ``QueueOps`` generators. ``leaseq.ShardedQueue`` and
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from leaseq.errors import DamagedRow, InvalidArgument
-from leaseq.store import events as _ev
 from leaseq.store import history as _hist
-from leaseq.store import limits as _lim
-from leaseq.store import registry as _reg
-from leaseq.store import schedules as _sch
 from leaseq.store import validate as v
-from leaseq.store.admin import KEEP
+from leaseq.store.claim import WAKE_SLICE, block_until
+from leaseq.store.enqueue import Enqueued, check_options, enqueue_calls, enqueue_traced
+from leaseq.store.events import EventSettings
+from leaseq.store.history import History
 from leaseq.store.keys import check_job_id, shard_of
-from leaseq.store.leases import block_until
-from leaseq.store.ops import WAKE_SLICE, QueueOps
-from leaseq.store.produce import Enqueued, check_options, enqueue_traced
-from leaseq.store.reads import wait_names
-from leaseq.store.routing import LeaseRouting
-from leaseq.store.sharded_flow_ops import ShardedFlowOps
-from leaseq.store.steps import Call, Feed, Op
+from leaseq.store.lease_routing import LeaseRouting
+from leaseq.store.limits import Limits
+from leaseq.store.queue_ops import QueueOps, through
+from leaseq.store.registry import WorkerInfo
+from leaseq.store.schedules import Schedule
+from leaseq.store.sharded_workflows import ShardedWorkflows
+from leaseq.store.steps import Call, Op
+from leaseq.store.wait import wait_names
 from leaseq.types import Job, JobOptions, Lease, State, Stats
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["ShardedOps", "merge_stats"]
+__all__ = ["EVENTS_REFUSED", "ShardedOps", "merge_stats", "on_job_shard", "plain_only"]
 
 
-class ShardedOps(ShardedFlowOps, LeaseRouting):
+EVENTS_REFUSED = (
+    "events() works on a plain queue, not a sharded one: each shard keeps its "
+    "own stream, and one cursor cannot resume several"
+)
+"""Each shard keeps its own stream; set_events reaches every shard, but one
+cursor cannot resume several streams."""
+
+
+def plain_only(op: Callable[..., Any], refusal: str | None = None) -> Callable[..., Any]:
+    """``op`` of ``QueueOps`` (its name, signature and doc) refused on a sharded
+    queue: the operation raises InvalidArgument at its first step.
+
+    Schedules and limits are one plain queue's: a schedule's jobs get ids that
+    do not hash to one shard, and a limit per shard is not a limit of the
+    queue; the event stream is ``EVENTS_REFUSED``.
+    """
+    message = refusal or (
+        f"{op.__name__}() works on a plain queue, not a sharded one (its shards would "
+        "each hold a copy); use a plain Queue for scheduled or limited work"
+    )
+
+    @functools.wraps(op)
+    def refused(self: Any, /, *args: Any, **kwargs: Any) -> Op[Any]:
+        raise InvalidArgument(message)
+        yield  # a generator, like every operation
+
+    return refused
+
+
+def on_job_shard(op: Callable[..., Any]) -> Callable[..., Any]:
+    """``op`` of ``QueueOps`` (its name, signature and doc), whose first argument
+    is a job id, run on the shard that holds that job."""
+    name = op.__name__
+
+    @functools.wraps(op)
+    def routed(self: ShardedOps, /, job_id: str, *args: Any, **kwargs: Any) -> Op[Any]:
+        return (yield from getattr(self.shard_for(job_id), name)(job_id, *args, **kwargs))
+
+    return routed
+
+
+class ShardedOps:
     """The operations of one logical queue over its shards' ``QueueOps``.
 
     A job's shard is ``crc32(id) % N`` (``keys.shard_of``), so every producer
     and consumer agrees and dedup by id holds. Claims rotate: each starts at
     the next shard and moves past empty ones. Nothing spans shards
-    atomically: every transition is still one script on one shard.
+    atomically: every transition is still one script on one shard. A lease's
+    operations go to its shard through ``leases`` (``LeaseRouting``), a
+    workflow's through ``workflows`` (``ShardedWorkflows``).
     """
 
     def __init__(self, shards: Sequence[QueueOps]) -> None:
         self.shards: tuple[QueueOps, ...] = tuple(shards)
-        self._parts = self.shards
+        self.leases = LeaseRouting(self.shards, self._part_index)
+        self.workflows = ShardedWorkflows(self.shards)
         self._cursor = itertools.count()
+
+    # a lease, on its shard: leaseq.store.lease_routing
+    extend = through("leases", LeaseRouting.extend)
+    extend_many = through("leases", LeaseRouting.extend_many)
+    complete = through("leases", LeaseRouting.complete)
+    complete_many = through("leases", LeaseRouting.complete_many)
+    complete_calls = through("leases", LeaseRouting.complete_calls)
+    fail = through("leases", LeaseRouting.fail)
+    release = through("leases", LeaseRouting.release)
+    once = through("leases", LeaseRouting.once)
+    progress = through("leases", LeaseRouting.progress)
+    reap = through("leases", LeaseRouting.reap)
+    # workflows, on one shard: leaseq.store.sharded_workflows
+    enqueue_flow = through("workflows", ShardedWorkflows.enqueue_flow)
+    results = through("workflows", ShardedWorkflows.results)
+    parent_results = through("workflows", ShardedWorkflows.parent_results)
+    children = through("workflows", ShardedWorkflows.children)
+
+    # one job, on its shard (see ``on_job_shard``)
+    wait = on_job_shard(QueueOps.wait)
+    get = on_job_shard(QueueOps.get)
+    cancel = on_job_shard(QueueOps.cancel)
+    retry_dead = on_job_shard(QueueOps.retry_dead)
+    update = on_job_shard(QueueOps.update)
+    delete = on_job_shard(QueueOps.delete)
+    run_now = on_job_shard(QueueOps.run_now)
 
     def shard_for(self, job_id: str) -> QueueOps:
         return self.shards[shard_of(check_job_id(job_id), len(self.shards))]
@@ -76,7 +147,7 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
     ) -> Op[str]:
         """Add one job to its id's shard; ``id`` defaults to a fresh random id. Returns the id."""
         _no_unique(options)
-        (job_id,) = self._place([id], options)
+        (job_id,) = self.workflows.place([id], options)
         return (yield from self.shard_for(job_id).enqueue(payload, id=job_id, **options))
 
     def enqueue_many(
@@ -97,7 +168,7 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
         items = list(payloads)
         if ids is not None and len(ids) != len(items):
             raise InvalidArgument(f"{len(ids)} ids for {len(items)} payloads")
-        job_ids = self._place(
+        job_ids = self.workflows.place(
             [None] * len(items) if ids is None else [check_job_id(i) for i in ids], options
         )
 
@@ -106,7 +177,8 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
             calls = [
                 call
                 for index, members in self._by_shard(job_ids).items()
-                for call in self.shards[index].core.enqueue_calls(
+                for call in enqueue_calls(
+                    self.shards[index].settings,
                     [items[i] for i in members],
                     [job_ids[i] for i in members],
                     options,
@@ -115,7 +187,7 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
             ]
             return job_ids, calls
 
-        return (yield from enqueue_traced(self.shards[0].core.name, True, build))
+        return (yield from enqueue_traced(self.shards[0].settings.name, True, build))
 
     # -- consuming ------------------------------------------------------------
 
@@ -173,10 +245,6 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
 
     # -- maintenance and operators ---------------------------------------------
 
-    def wait(self, job_id: str, timeout: float = 30.0) -> Op[Job | None]:
-        """The job (on its shard) once it finished, or None after ``timeout`` s."""
-        return (yield from self.shard_for(job_id).wait(job_id, timeout))
-
     def wait_many(self, ids: Sequence[str], timeout: float = 300.0) -> Op[list[Job | None]]:
         """Per id, in order, its finished Job or None: each shard's ids are waited
         for in turn within the one deadline (shards are in different slots, so
@@ -190,10 +258,6 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
             for i, job in zip(members, jobs, strict=True):
                 out[i] = job
         return out
-
-    def get(self, job_id: str) -> Op[Job | None]:
-        """The job row from its shard, typed, or None. Raises DamagedRow."""
-        return (yield from self.shard_for(job_id).get(job_id))
 
     def ls(
         self,
@@ -221,7 +285,7 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
         """Every shard's stats, summed: counts and totals add up, the oldest pending
         age is the largest, the next due time the nearest."""
         parts = yield from self.shard_stats(soon)
-        return merge_stats(self.shards[0].core.name, parts)
+        return merge_stats(self.shards[0].settings.name, parts)
 
     def shard_stats(self, soon: float = 10.0) -> Op[list[Stats]]:
         """One Stats per shard, in shard order: to see skew."""
@@ -229,21 +293,6 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
         for shard in self.shards:
             out.append((yield from shard.stats(soon)))
         return out
-
-    def cancel(self, job_id: str) -> Op[bool]:
-        """As ``Queue.cancel``, on the job's shard."""
-        return (yield from self.shard_for(job_id).cancel(job_id))
-
-    def retry_dead(
-        self, job_id: str, *, attempts: int | None = None, payload: Any = KEEP
-    ) -> Op[int]:
-        """As ``Queue.retry_dead``, on the job's shard."""
-        shard = self.shard_for(job_id)
-        return (yield from shard.retry_dead(job_id, attempts=attempts, payload=payload))
-
-    def update(self, job_id: str, *, payload: Any) -> Op[None]:
-        """As ``Queue.update``, on the job's shard."""
-        yield from self.shard_for(job_id).update(job_id, payload=payload)
 
     def retry_all_dead(
         self, *, attempts: int | None = None, damaged: list[DamagedRow] | None = None
@@ -271,36 +320,15 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
                 floors.append(floor)
         return (max(floors) if floors else None), now
 
-    # -- schedules and limits ---------------------------------------------------------
-    # Schedules and limits are one plain queue's: a schedule's jobs get ids that
-    # do not hash to one shard, and a limit per shard is not a limit of the queue.
+    # -- schedules, limits, events: a plain queue's (see ``plain_only``) --------------
 
-    def _plain_only(self, what: str) -> InvalidArgument:
-        return InvalidArgument(
-            f"{what} works on a plain queue, not a sharded one (its shards would each "
-            "hold a copy); use a plain Queue for scheduled or limited work"
-        )
+    schedule = plain_only(QueueOps.schedule)
+    unschedule = plain_only(QueueOps.unschedule)
+    set_limits = plain_only(QueueOps.set_limits)
+    set_group_limits = plain_only(QueueOps.set_group_limits)
+    events = plain_only(QueueOps.events, EVENTS_REFUSED)
 
-    def schedule(
-        self,
-        name: str,
-        payload: Any,
-        *,
-        cron: str | None = None,
-        tz: str | None = None,
-        every: float | None = None,
-        **options: Unpack[JobOptions],
-    ) -> Op[_sch.Schedule]:
-        """Not on a sharded queue: raises InvalidArgument (see ``Queue.schedule``)."""
-        raise self._plain_only("schedule()")
-        yield  # a generator, like every operation
-
-    def unschedule(self, name: str) -> Op[bool]:
-        """Not on a sharded queue: raises InvalidArgument."""
-        raise self._plain_only("unschedule()")
-        yield
-
-    def schedules(self) -> Op[list[_sch.Schedule]]:
+    def schedules(self) -> Op[list[Schedule]]:
         """A sharded queue has no schedules: always empty."""
         return []
         yield
@@ -310,40 +338,14 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
         return 0
         yield
 
-    def set_limits(
-        self,
-        *,
-        concurrency: int | _lim.Unset | None = _lim.UNSET,
-        rate: int | _lim.Unset | None = _lim.UNSET,
-        per: float | _lim.Unset | None = _lim.UNSET,
-        group_concurrency: int | _lim.Unset | None = _lim.UNSET,
-        group_rate: int | _lim.Unset | None = _lim.UNSET,
-        group_per: float | _lim.Unset | None = _lim.UNSET,
-    ) -> Op[_lim.Limits]:
-        """Not on a sharded queue: raises InvalidArgument."""
-        raise self._plain_only("set_limits()")
-        yield
-
-    def set_group_limits(
-        self,
-        group: str,
-        *,
-        concurrency: int | _lim.Unset | None = _lim.UNSET,
-        rate: int | _lim.Unset | None = _lim.UNSET,
-        per: float | _lim.Unset | None = _lim.UNSET,
-    ) -> Op[_lim.Limits]:
-        """Not on a sharded queue: raises InvalidArgument."""
-        raise self._plain_only("set_group_limits()")
-        yield
-
-    def limits(self) -> Op[_lim.Limits]:
+    def limits(self) -> Op[Limits]:
         """No limits (a sharded queue cannot have any), with the active leases and
         recent claims of every shard summed."""
         active = 0
         for shard in self.shards:
             part = yield from shard.limits()
             active += part.active
-        return _lim.Limits(concurrency=None, rate=None, per=None, active=active)
+        return Limits(concurrency=None, rate=None, per=None, active=active)
 
     # -- steering the whole queue --------------------------------------------------
 
@@ -367,14 +369,6 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
         for shard in self.shards:
             deleted += yield from shard.drop(force=force)
         return deleted
-
-    def delete(self, job_id: str) -> Op[str]:
-        """As ``Queue.delete``, on the job's shard."""
-        return (yield from self.shard_for(job_id).delete(job_id))
-
-    def run_now(self, job_id: str) -> Op[None]:
-        """As ``Queue.run_now``, on the job's shard."""
-        yield from self.shard_for(job_id).run_now(job_id)
 
     # -- workers: registered on shard 0, which every sharded queue has ------------
 
@@ -402,46 +396,27 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
         """As ``Queue.unregister_worker``, on shard 0."""
         yield from self.shards[0].unregister_worker(worker)
 
-    def workers(self) -> Op[list[_reg.WorkerInfo]]:
+    def workers(self) -> Op[list[WorkerInfo]]:
         """The workers of the sharded queue (registered on shard 0)."""
         return (yield from self.shards[0].workers())
 
-    def history(self) -> Op[_hist.History]:
+    def history(self) -> Op[History]:
         """As ``Queue.history``, every shard's buckets summed."""
         parts = []
         for shard in self.shards:
             parts.append((yield from shard.history()))
-        return _hist.merge(self.shards[0].core.name, parts)
-
-    # -- the event stream ------------------------------------------------------------
-    # Each shard keeps its own stream; set_events reaches every shard, but one
-    # cursor cannot resume several streams, so events() is a plain queue's.
-
-    def events(
-        self,
-        since: str | _ev.Event | None = None,
-        *,
-        block: float | None = None,
-        limit: int | None = None,
-    ) -> Feed[_ev.Event]:
-        """Not on a sharded queue: raises InvalidArgument (read each shard's stream
-        with a plain Queue of the shard, or ``leaseq events`` per shard)."""
-        raise InvalidArgument(
-            "events() works on a plain queue, not a sharded one: each shard keeps its "
-            "own stream, and one cursor cannot resume several"
-        )
-        yield
+        return _hist.merge(self.shards[0].settings.name, parts)
 
     def set_events(
         self, enabled: bool | None = None, *, maxlen: int | None = None
-    ) -> Op[_ev.EventSettings]:
+    ) -> Op[EventSettings]:
         """As ``Queue.set_events``, on every shard; returns the merged settings."""
         parts = []
         for shard in self.shards:
             parts.append((yield from shard.set_events(enabled, maxlen=maxlen)))
         return _merge_event_settings(parts)
 
-    def event_settings(self) -> Op[_ev.EventSettings]:
+    def event_settings(self) -> Op[EventSettings]:
         """Every shard's settings merged: enabled only if on for all, entries summed."""
         parts = []
         for shard in self.shards:
@@ -449,8 +424,8 @@ class ShardedOps(ShardedFlowOps, LeaseRouting):
         return _merge_event_settings(parts)
 
 
-def _merge_event_settings(parts: Sequence[_ev.EventSettings]) -> _ev.EventSettings:
-    return _ev.EventSettings(
+def _merge_event_settings(parts: Sequence[EventSettings]) -> EventSettings:
+    return EventSettings(
         enabled=all(p.enabled for p in parts),
         maxlen=max(p.maxlen for p in parts),
         entries=sum(p.entries for p in parts),

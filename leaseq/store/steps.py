@@ -1,6 +1,6 @@
 """The steps an operation yields, and the operation types.
 
-An operation (``leaseq.store.ops``) is a generator: it yields steps and
+An operation (``leaseq.store.queue_ops``) is a generator: it yields steps and
 receives each step's reply. A step is a script ``Call`` (the script, its KEYS
 and ARGV, and the function that parses its reply) or one of the few plain
 commands below; ``leaseq.transport.drive`` turns each into client calls.

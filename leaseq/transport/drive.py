@@ -1,6 +1,6 @@
-"""Running the operations of ``leaseq.store.ops`` on a client: the only I/O layer.
+"""Running the operations of ``leaseq.store`` on a client: the only I/O layer.
 
-An operation yields steps (``leaseq.store.ops``). ``lower`` — still without I/O —
+An operation yields steps (``leaseq.store.steps``). ``lower`` — still without I/O —
 turns each step into client invocations: a script ``Call`` becomes an
 EVALSHA (with the SCRIPT LOAD retry on NOSCRIPT, after a restart, a flush
 or a failover to a fresh replica), the one-time eviction-policy check and,
@@ -27,8 +27,8 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 import redis.exceptions as rex
 
 from leaseq.errors import LeaseqError, ScriptError, ServerUnavailable
-from leaseq.store.core import QueueCore
 from leaseq.store.replies import stream_entries
+from leaseq.store.settings import QueueSettings
 from leaseq.store.steps import Call, Command, Feed, Listen, Op, Rows, Scan, Step, Wake, one
 from leaseq.transport import client as _redis
 from leaseq.transport.connect import recheck_primary, recheck_primary_async
@@ -125,7 +125,7 @@ class _Checked:
     """What a driver remembers between operations: has the server been looked at."""
 
     _checked: bool
-    _core: QueueCore
+    _core: QueueSettings
 
     def _first_checks(self) -> Op[None]:
         """Steps run once, before this driver's first script call (and again after

@@ -4,8 +4,9 @@ queue, running a scheduled job now, and retry-all-dead and purge.
 Retry-all-dead and purge step over what they cannot act on, report it and
 finish the rest; both work from a fixed snapshot, so a job that dies again
 while retry-all runs is not retried twice and a purge ends however many
-jobs keep arriving. The runs are sans-I/O generators (``leaseq.store.admin``):
-some tests drive them by hand, with small pages, to act between two pages.
+jobs keep arriving. The runs are sans-I/O generators (``leaseq.store.retry``,
+``leaseq.store.purge``): some tests drive them by hand, with small pages, to
+act between two pages.
 Every operator call also runs as the least-privilege ACL user.
 """
 
@@ -18,7 +19,10 @@ import pytest
 import redis
 
 import leaseq
-from leaseq.store import admin as _admin
+from leaseq.store import purge as _purge
+from leaseq.store import retry as _retry
+from leaseq.store.claim import claim_call
+from leaseq.store.leases import fail_call
 from tests.support.backends import Clock
 from tests.support.security import PASSWORD
 from tests.support.store import claim_one, index, row, snapshot
@@ -177,9 +181,9 @@ def test_pages_step_past_many_damaged_entries_with_one_score(q: leaseq.Queue, r:
             mapping={"state": "dead", "attempts": 1, "max_attempts": 1, "payload": '"p"'},
         )
         r.zadd(q.keys.dead, {f"ok{i}": 5})
-    result = q._drive(_admin.retry_all_dead_op(q._core, None, limit=3))
+    result = q._drive(_retry.retry_all_dead_op(q._core, None, limit=3))
     assert result.done == 7 and len(result.damaged) == 7
-    result = q._drive(_admin.purge_op(q._core, "dead", limit=2))
+    result = q._drive(_purge.purge_op(q._core, "dead", limit=2))
     assert result.done == 0 and len(result.damaged) == 7
 
 
@@ -189,7 +193,7 @@ def test_a_job_that_dies_again_during_retry_all_is_not_retried_twice(
     ids = [f"j{i}" for i in range(6)]
     _dead(q, ids)
     clock.advance(clock.lease(1.0, 0.002))
-    run = _admin.retry_all_dead_op(q._core, 1, limit=2)
+    run = _retry.retry_all_dead_op(q._core, 1, limit=2)
     call = next(run)
     page = q._run(call)
     assert page.done == 2
@@ -212,7 +216,7 @@ def test_a_job_that_dies_again_during_retry_all_is_not_retried_twice(
 
 def test_purge_ends_while_jobs_keep_arriving(q: leaseq.Queue, r: Any) -> None:
     q.enqueue_many(range(10))
-    run = _admin.purge_op(q._core, "pending", limit=3)
+    run = _purge.purge_op(q._core, "pending", limit=3)
     page = q._run(next(run))
     pages = 1
     try:
@@ -228,9 +232,9 @@ def test_purge_ends_while_jobs_keep_arriving(q: leaseq.Queue, r: Any) -> None:
 
 def test_bad_arguments_are_refused_before_any_call(q: leaseq.Queue, r: Any) -> None:
     with pytest.raises(leaseq.InvalidArgument):
-        _admin.purge_op(q._core, "active")
+        _purge.purge_op(q._core, "active")
     with pytest.raises(leaseq.InvalidArgument):
-        _admin.retry_all_dead_op(q._core, 0)
+        _retry.retry_all_dead_op(q._core, 0)
     assert r.dbsize() == 0
 
 
@@ -254,7 +258,7 @@ def test_retry_all_dead_retries_each_job_once_while_they_keep_dying(
     # old loop) retried them again and again.
     _dead(q, [f"j{i}" for i in range(6)])
     kills = 0
-    page = q._core.retry_page
+    page = _retry.retry_page
 
     def page_then_kill(*args: Any, **kwargs: Any) -> Any:
         # Each page's reply, once read, is followed by the retried jobs
@@ -264,15 +268,15 @@ def test_retry_all_dead_retries_each_job_once_while_they_keep_dying(
         def parse(reply: Any) -> Any:
             nonlocal kills
             result = call.parse(reply)
-            for lease in q._run(q._core.claim(100, 30.0, None)).leases:
-                q._run(q._core.fail(lease, "again", None, True))
+            for lease in q._run(claim_call(q._core, 100, 30.0, None)).leases:
+                q._run(fail_call(q._core, lease, "again", None, True))
                 kills += 1
             assert kills <= 60, "jobs were retried again and again"
             return result
 
         return dataclasses.replace(call, parse=parse)
 
-    monkeypatch.setattr(q._core, "retry_page", page_then_kill)
+    monkeypatch.setattr(_retry, "retry_page", page_then_kill)
     assert q.retry_all_dead() == 6
     assert kills == 6 and q.stats().dead == 6
     assert q.stats().totals["retried"] == 6

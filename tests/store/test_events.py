@@ -16,6 +16,7 @@ import leaseq
 import leaseq.aio
 from leaseq import State
 from leaseq.cli.events import line
+from leaseq.store.enqueue import enqueue_calls
 from tests.support.backends import Clock
 from tests.support.servers import RedisServer, wait_until
 from tests.support.store import claim_one
@@ -202,7 +203,7 @@ def test_the_default_bound_keeps_a_window_not_a_record_per_job(rr: Any) -> None:
     q = leaseq.Queue("window", redis=rr)
     bound = leaseq.store.events.DEFAULT_MAXLEN
     assert q.event_settings().maxlen == bound == 10_000
-    calls = [c for i in range(bound + 2_500) for c in q._core.enqueue_calls([i], [None], {})[1]]
+    calls = [c for i in range(bound + 2_500) for c in enqueue_calls(q._core, [i], [None], {})[1]]
     assert all(reply == [1] for reply in call_many(rr, calls))
     assert q.stats().pending == bound + 2_500
     assert bound <= rr.xlen(q.keys.events) <= bound + 100  # MAXLEN ~: whole nodes

@@ -19,6 +19,8 @@ import pytest
 import redis as redis_lib
 
 import leaseq
+from leaseq.store.enqueue import enqueue_calls
+from leaseq.store.reap import reap_call
 from tests.support.backends import Clock
 from tests.support.store import claim_one, index, row, server_ms, snapshot
 
@@ -226,7 +228,7 @@ def test_many_concurrent_reapers_move_each_job_once(
         while more:
             more = False
             for reaper in reapers:
-                requeued, died, left = reaper._run(reaper._core.reap(limit=7))
+                requeued, died, left = reaper._run(reap_call(reaper._core, limit=7))
                 totals.append((requeued, died))
                 more = more or left
     else:
@@ -241,7 +243,7 @@ def test_many_concurrent_reapers_move_each_job_once(
             try:
                 start.wait()
                 for _ in range(20):
-                    got = mine._run(mine._core.reap(limit=5))
+                    got = mine._run(reap_call(mine._core, limit=5))
                     with lock:
                         totals.append(got[:2])
             except BaseException as exc:  # pragma: no cover - reported below
@@ -431,7 +433,7 @@ def test_a_replayed_enqueue_of_a_made_id_is_a_new_row_to_old_leases(r: Any, cloc
     q.complete(claim_one(q))  # token 2; the row goes
     assert r.exists(q.keys.job(made)) == 0
     clock.advance(0.002)  # a replay comes later than the call it repeats
-    calls = q._core.enqueue_calls(["first"], [None], {})[1]  # the same call, replayed
+    calls = enqueue_calls(q._core, ["first"], [None], {})[1]  # the same call, replayed
     call = calls[0]
     args = [*call.args[:-2], made, call.args[-1]]  # the replay carries the id the lost call made
     assert q._run(dataclasses.replace(call, args=args)) == [1]
@@ -460,7 +462,7 @@ def test_a_replayed_enqueue_while_the_clock_floor_holds_is_a_new_row_to_old_leas
     stale = next(lease for lease in q.claim_many(2) if lease.id == made)
     q.complete(stale)  # its reply lost in the failover; the row goes
     assert r.exists(q.keys.job(made)) == 0
-    call = q._core.enqueue_calls(["first"], [None], {})[1][0]  # the same call, replayed
+    call = enqueue_calls(q._core, ["first"], [None], {})[1][0]  # the same call, replayed
     args = [*call.args[:-2], made, call.args[-1]]
     assert q._run(dataclasses.replace(call, args=args)) == [1]
     current = claim_one(q)

@@ -438,6 +438,6 @@ def test_schedules_are_read_page_by_page(r: Any) -> None:
     q = leaseq.Queue("emails", redis=r)
     for i in range(20):
         q.schedule(f"s{i:02d}", {"i": i}, every=60.0 + i)
-    paged = q._drive(sch.schedules(q._core, page=7))  # pages of 7, any transport
+    paged = q._drive(sch.read_schedules(q._core, page=7))  # pages of 7, any transport
     assert [s.name for s in paged] == [f"s{i:02d}" for i in range(20)]  # soonest due first
     assert [s.payload["i"] for s in paged] == list(range(20))

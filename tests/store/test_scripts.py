@@ -12,9 +12,27 @@ import pytest
 
 import leaseq
 import leaseq.store.scripts
-from leaseq.store import control as _control
 from leaseq.store import events, history, registry
+from leaseq.store.cancel import cancel_call
+from leaseq.store.claim import claim_call
+from leaseq.store.clock import reset_clock_call
+from leaseq.store.edit import run_now_call, update_call
+from leaseq.store.enqueue import enqueue_calls
+from leaseq.store.leases import (
+    complete_call,
+    extend_call,
+    fail_call,
+    once_call,
+    progress_call,
+    release_call,
+)
+from leaseq.store.pause import pause_call, resume_call
+from leaseq.store.purge import delete_call, drop_call, purge_page
+from leaseq.store.reads import stats_call
+from leaseq.store.reap import reap_call
+from leaseq.store.retry import retry_call, retry_page
 from leaseq.store.scripts import SCRIPTS, libraries, load_source, prologue, read_script
+from leaseq.store.workflows import flow_calls
 from leaseq.types import State
 from tests.support.backends import Clock
 from tests.support.store import claim_one, index, row, snapshot
@@ -317,28 +335,28 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
         worker="w",
     )
     return {
-        "enqueue": core.enqueue_calls(["x"], ["ID"], {})[1][0],
-        "enqueue_flow": core.flow_calls([leaseq.Step("x", id="ID")])[1][0],
-        "claim": core.claim(1, 30.0, None),
-        "extend": core.extend([lease], 30.0),
-        "complete": core.complete([lease], None),
-        "fail": core.fail(lease, "x", None, False),
-        "release": core.release(lease),
-        "once": core.once(lease, "m"),
-        "progress": core.progress(lease, 1),
-        "reap": core.reap(),
-        "cancel": core.cancel("ID"),
-        "retry": core.retry("ID", None),
-        "update": core.update("ID", {}),
-        "retry_all": core.retry_page(None, "op"),
-        "purge": core.purge("dead"),
-        "reset_clock": core.reset_clock(),
-        "stats": core.stats(1.0),
-        "pause": _control.pause(core),
-        "resume": _control.resume(core),
-        "delete": _control.delete(core, "ID"),
-        "drop": _control.drop(core, False),
-        "run_now": _control.run_now(core, "ID"),
+        "enqueue": enqueue_calls(core, ["x"], ["ID"], {})[1][0],
+        "enqueue_flow": flow_calls(core, [leaseq.Step("x", id="ID")])[1][0],
+        "claim": claim_call(core, 1, 30.0, None),
+        "extend": extend_call(core, [lease], 30.0),
+        "complete": complete_call(core, [lease], None),
+        "fail": fail_call(core, lease, "x", None, False),
+        "release": release_call(core, lease),
+        "once": once_call(core, lease, "m"),
+        "progress": progress_call(core, lease, 1),
+        "reap": reap_call(core),
+        "cancel": cancel_call(core, "ID"),
+        "retry": retry_call(core, "ID", None),
+        "update": update_call(core, "ID", {}),
+        "retry_all": retry_page(core, None, "op"),
+        "purge": purge_page(core, "dead"),
+        "reset_clock": reset_clock_call(core),
+        "stats": stats_call(core, 1.0),
+        "pause": pause_call(core),
+        "resume": resume_call(core),
+        "delete": delete_call(core, "ID"),
+        "drop": drop_call(core, False),
+        "run_now": run_now_call(core, "ID"),
         "register": registry.register(core, "ID", ttl=1.0, concurrency=1, done=0, running=0),
         "workers": registry.list_workers(core),
         "history": history.read(core),
@@ -359,7 +377,7 @@ def _schedule_calls(core: Any) -> dict[str, Any]:
     return {
         "schedules": read,
         "schedule": upsert.send((0, 0, [("ID", {})])),
-        "unschedule": sch.unschedule(core, "ID"),
+        "unschedule": sch.unschedule_call(core, "ID"),
         "tick": tick.send((0, 1, [("ID", due)])),
         "limits": read_limits(core),
     }
@@ -570,14 +588,14 @@ def twice(q: leaseq.Queue, call: Any) -> tuple[Any, Any]:
 
 
 def test_replay_enqueue(q: leaseq.Queue, r: Any) -> None:
-    call = q._core.enqueue_calls([{"n": 1}], ["job"], {})[1][0]
+    call = enqueue_calls(q._core, [{"n": 1}], ["job"], {})[1][0]
     first, second = twice(q, call)
     assert first == [1] and second == [0]
     assert list(index(q, "pending")) == ["job"]
     assert q.stats().totals["enqueued"] == 1
     # Without an id the client still chooses one before sending, so a
     # replayed call finds the row it wrote and creates nothing twice.
-    ids, calls = q._core.enqueue_calls(["x"], None, {})
+    ids, calls = enqueue_calls(q._core, ["x"], None, {})
     a, b = twice(q, calls[0])
     assert a == [1] and b == [0]
     assert ids[0] in index(q, "pending") and len(index(q, "pending")) == 2
@@ -585,7 +603,7 @@ def test_replay_enqueue(q: leaseq.Queue, r: Any) -> None:
 
 def test_replay_claim_leases_another_job(q: leaseq.Queue) -> None:
     q.enqueue_many(["a", "b"], ids=["a", "b"])
-    first, second = twice(q, q._core.claim(1, 30.0, None))
+    first, second = twice(q, claim_call(q._core, 1, 30.0, None))
     assert [lease.id for lease in first.leases] == ["a"]
     assert [lease.id for lease in second.leases] == ["b"]
     assert row(q, "a")["attempts"] == "1" and row(q, "b")["attempts"] == "1"
@@ -594,7 +612,7 @@ def test_replay_claim_leases_another_job(q: leaseq.Queue) -> None:
 def test_replay_extend(q: leaseq.Queue) -> None:
     q.enqueue("x", id="job")
     lease = claim_one(q, ttl=5.0)
-    (first,), (second,) = twice(q, q._core.extend([lease], 60.0))
+    (first,), (second,) = twice(q, extend_call(q._core, [lease], 60.0))
     assert isinstance(first, leaseq.Lease) and isinstance(second, leaseq.Lease)
     assert second.deadline >= first.deadline > lease.deadline
     assert row(q, "job")["lease_until"] == str(round(second.deadline * 1000))
@@ -603,7 +621,7 @@ def test_replay_extend(q: leaseq.Queue) -> None:
 def test_replay_complete(q: leaseq.Queue) -> None:
     q.enqueue("x", id="job")
     lease = claim_one(q)
-    first, second = twice(q, q._core.complete([lease], ["done"]))
+    first, second = twice(q, complete_call(q._core, [lease], ["done"]))
     assert first == []
     assert len(second) == 1 and isinstance(second[0], leaseq.AlreadyFinished)
     assert second[0].state == "succeeded"
@@ -615,7 +633,7 @@ def test_replay_complete(q: leaseq.Queue) -> None:
 def test_replay_fail(q: leaseq.Queue, retry_in: float) -> None:
     q.enqueue("x", id="job")
     lease = claim_one(q)
-    first, second = twice(q, q._core.fail(lease, "boom", retry_in, False))
+    first, second = twice(q, fail_call(q._core, lease, "boom", retry_in, False))
     assert first in (leaseq.State.PENDING, leaseq.State.SCHEDULED)
     assert isinstance(second, leaseq.AlreadyFinished) and second.state == first.value
     assert q.stats().totals["failed"] == 1
@@ -625,7 +643,7 @@ def test_replay_fail(q: leaseq.Queue, retry_in: float) -> None:
 def test_replay_release(q: leaseq.Queue) -> None:
     q.enqueue("x", id="job")
     lease = claim_one(q)
-    first, second = twice(q, q._core.release(lease))
+    first, second = twice(q, release_call(q._core, lease))
     assert first is None and isinstance(second, leaseq.AlreadyFinished)
     assert row(q, "job")["max_attempts"] == "6"  # refunded once, not twice
 
@@ -633,28 +651,28 @@ def test_replay_release(q: leaseq.Queue) -> None:
 def test_replay_once(q: leaseq.Queue) -> None:
     q.enqueue("x", id="job")
     lease = claim_one(q)
-    assert twice(q, q._core.once(lease, "charge")) == (True, False)
+    assert twice(q, once_call(q._core, lease, "charge")) == (True, False)
 
 
 def test_replay_reap(q: leaseq.Queue, clock: Clock) -> None:
     q.enqueue("x", id="job")
     lease = claim_one(q, ttl=clock.lease(30.0))
     clock.past(lease.deadline)
-    assert twice(q, q._core.reap()) == ((1, 0, False), (0, 0, False))
+    assert twice(q, reap_call(q._core)) == ((1, 0, False), (0, 0, False))
     assert row(q, "job")["state"] == "pending"
     assert q.stats().totals["expired"] == 1
 
 
 def test_replay_cancel(q: leaseq.Queue) -> None:
     q.enqueue("x", id="job")
-    assert twice(q, q._core.cancel("job")) == (True, False)
+    assert twice(q, cancel_call(q._core, "job")) == (True, False)
     assert q.stats().totals["cancelled"] == 1
 
 
 def test_replay_retry(q: leaseq.Queue) -> None:
     q.enqueue("x", id="job")
     q.fail(claim_one(q), "x", dead=True)
-    first, second = twice(q, q._core.retry("job", 2))
+    first, second = twice(q, retry_call(q._core, "job", 2))
     assert first == 3
     assert isinstance(second, leaseq.JobStateError) and second.state == "pending"
     assert row(q, "job")["max_attempts"] == "3"
@@ -663,10 +681,10 @@ def test_replay_retry(q: leaseq.Queue) -> None:
 def test_replay_purge_and_stats(q: leaseq.Queue, r: Any) -> None:
     q.enqueue("x", id="job")
     q.fail(claim_one(q), "x", dead=True)
-    first, second = twice(q, q._core.purge("dead"))
+    first, second = twice(q, purge_page(q._core, "dead"))
     assert (first.done, first.more, second.done, second.more) == (1, False, 0, False)
     before = snapshot(r)
-    a, b = twice(q, q._core.stats(10.0))
+    a, b = twice(q, stats_call(q._core, 10.0))
     assert (a.pending, a.dead, a.totals) == (b.pending, b.dead, b.totals)
     assert snapshot(r) == before
 
@@ -689,7 +707,7 @@ def test_the_claim_reply_names_its_lease_fields_once(q: leaseq.Queue) -> None:
     once (claim.lua's LEASE), then each lease's values in that order."""
     q.enqueue({"n": 1}, id="a", kind="k", timeout=2.0)
     q.enqueue({"n": 2}, id="b")
-    call = q._core.claim(2, 30.0, None)
+    call = claim_call(q._core, 2, 30.0, None)
     raw: list[Any] = []
     seen = q._run(
         leaseq.store.scripts.Call(call.script, call.keys, call.args, lambda r: raw.extend(r))

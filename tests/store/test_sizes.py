@@ -16,6 +16,7 @@ import pytest
 import redis
 
 import leaseq
+from leaseq.store.claim import claim_call
 from tests.support.servers import RedisServer, wait_until
 
 N = 10_000
@@ -42,7 +43,7 @@ def _claim_all(q: leaseq.Queue, ttl: float) -> list[leaseq.Lease]:
 def test_the_claim_script_itself_caps_a_huge_count(rq: Any) -> None:
     q = leaseq.Queue("raw", redis=rq)
     q.enqueue_many(range(5000))
-    call = q._core.claim(1, 30.0, None)
+    call = claim_call(q._core, 1, 30.0, None)
     args = list(call.args)
     args[1] = 5000  # what claim_many(5000) sent before the builder capped it
     claimed = q._run(dataclasses.replace(call, args=args))

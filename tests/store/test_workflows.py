@@ -13,6 +13,7 @@ import pytest
 
 import leaseq
 from leaseq import State, Step
+from leaseq.store.enqueue import enqueue_calls
 from tests.support.backends import Clock
 
 
@@ -550,7 +551,7 @@ def test_options_that_do_not_apply_are_refused(q: leaseq.Queue) -> None:
 
 def test_a_batch_of_children_of_many_parents_is_cut_by_edges(q: leaseq.Queue) -> None:
     parents = [f"p{i}" for i in range(10_000)]
-    _, calls = q._core.enqueue_calls([{}] * 200, None, {"depends_on": parents})
+    _, calls = enqueue_calls(q._core, [{}] * 200, None, {"depends_on": parents})
     assert len(calls) == 100  # 2 children a call: 20,000 edges at most
 
 

@@ -1,7 +1,7 @@
 """leaseq.aio.Queue: the shared behaviour suite on redis.asyncio, and what only
 the async queue does (blocking claims, NOSCRIPT reload, from_url, an outage,
 the operator runs and clock reset driven by the same sans-I/O generators as
-the sync queue, ``leaseq.store.admin``).
+the sync queue, ``leaseq.store.paging``).
 
 The suite functions are the sync ones (tests/store/ and friends), run
 against ``leaseq.aio.Queue`` through a facade that awaits each call, so both

@@ -1,4 +1,4 @@
-"""One implementation, four transports: the operations of ``leaseq.store.ops`` and
+"""One implementation, four transports: the operations of ``leaseq.store.queue_ops`` and
 the sync, async and sharded queues that run them.
 
 - every public operation of each queue class is the ``_ops`` generator,
@@ -25,7 +25,8 @@ import redis.asyncio as aioredis
 import leaseq
 import leaseq.aio
 from leaseq.protocols import AsyncQueueLike, QueueLike
-from leaseq.store.ops import QueueOps
+from leaseq.store.queue_ops import QueueOps
+from leaseq.store.reads import stats_call
 from leaseq.store.sharded_ops import ShardedOps
 from leaseq.store.steps import Call, Command, Op
 from leaseq.transport.drive import Invoke, Pump, SyncDriver
@@ -138,7 +139,7 @@ def test_an_error_the_operation_does_not_catch_reaches_the_caller() -> None:
 
 def test_noscript_loads_the_script_and_calls_again() -> None:
     q = leaseq.Queue.from_url("memory://ops-noscript", "n")
-    stats = q._core.stats(1.0)
+    stats = stats_call(q._core, 1.0)
     call: Call[Any] = Call(stats.script, stats.keys, stats.args, lambda reply: reply)
     driver = _Scripted([redis.exceptions.NoScriptError("NOSCRIPT"), "sha", "the reply"])
     driver._core = q._core

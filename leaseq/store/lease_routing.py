@@ -3,12 +3,14 @@
 A sharded queue (``ShardedOps``: its shards) and a worker's set of queues
 (``QueueSetOps``: its queues) each hold several ``QueueOps``-like parts. A
 lease belongs to exactly one part; these operations send it there, and send
-a batch as one call per part with the results back in the given order.
+a batch as one call per part with the results back in the given order. Each
+of the two is given a ``LeaseRouting`` and names its operations in its table
+(``extend = through("leases", LeaseRouting.extend)``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from leaseq.errors import InvalidArgument, LeaseLost
@@ -19,22 +21,21 @@ __all__ = ["LeaseRouting"]
 
 
 class LeaseRouting:
-    """Extend, complete, fail, release, once, progress and reap over ``_parts``;
-    ``_part_index(lease)`` says which part holds a lease."""
+    """Extend, complete, fail, release, once, progress and reap over ``parts``;
+    ``part_index(lease)`` says which part holds a lease."""
 
-    _parts: Sequence[Any]
-
-    def _part_index(self, lease: Lease) -> int:
-        raise NotImplementedError
+    def __init__(self, parts: Sequence[Any], part_index: Callable[[Lease], int]) -> None:
+        self.parts = tuple(parts)
+        self.part_index = part_index
 
     def _for(self, lease: Lease) -> Any:
-        return self._parts[self._part_index(lease)]
+        return self.parts[self.part_index(lease)]
 
     def _lease_groups(self, leases: Sequence[Lease]) -> dict[int, list[int]]:
         """Positions of ``leases`` grouped by part index, each group in order."""
         groups: dict[int, list[int]] = {}
         for i, lease in enumerate(leases):
-            groups.setdefault(self._part_index(lease), []).append(i)
+            groups.setdefault(self.part_index(lease), []).append(i)
         return groups
 
     def extend(self, lease: Lease, ttl: float = 30.0) -> Op[Lease]:
@@ -51,7 +52,7 @@ class LeaseRouting:
         for index, positions in self._lease_groups(leases).items():
             flags = None if started is None else [started[i] for i in positions]
             part = [leases[i] for i in positions]
-            results = yield from self._parts[index].extend_many(part, ttl, flags)
+            results = yield from self.parts[index].extend_many(part, ttl, flags)
             for i, result in zip(positions, results, strict=True):
                 out[i] = result
         return [r for r in out if r is not None]
@@ -82,7 +83,7 @@ class LeaseRouting:
         calls: list[Call[list[LeaseLost]]] = []
         for index, members in self._lease_groups(leases).items():
             part = None if results is None else [results[i] for i in members]
-            calls += self._parts[index].complete_calls([leases[i] for i in members], part)
+            calls += self.parts[index].complete_calls([leases[i] for i in members], part)
         return calls
 
     def fail(
@@ -117,7 +118,7 @@ class LeaseRouting:
     def reap(self) -> Op[tuple[int, int]]:
         """Reap every shard (or queue): (returned to pending, dead-lettered), summed."""
         requeued = died = 0
-        for part in self._parts:
+        for part in self.parts:
             r, d = yield from part.reap()
             requeued, died = requeued + r, died + d
         return requeued, died

@@ -17,14 +17,13 @@ from typing import Any
 import msgspec
 
 from leaseq.errors import InvalidArgument
-from leaseq.store.flow_ops import check_flow_name
-from leaseq.store.flows import check_steps
 from leaseq.store.keys import check_job_id, new_job_ids, shard_of
-from leaseq.store.ops import QueueOps
+from leaseq.store.queue_ops import QueueOps
 from leaseq.store.steps import Op
+from leaseq.store.workflows import check_flow_name, check_steps
 from leaseq.types import Job, JobOptions, Lease, Step
 
-__all__ = ["ShardedFlowOps", "ids_on_shard"]
+__all__ = ["ShardedWorkflows", "ids_on_shard"]
 
 
 def ids_on_shard(n: int, shard: int, shards: int) -> list[str]:
@@ -35,13 +34,16 @@ def ids_on_shard(n: int, shard: int, shards: int) -> list[str]:
     return out[:n]
 
 
-class ShardedFlowOps:
-    """Workflows over a sharded queue's ``QueueOps`` (mixed into ``ShardedOps``)."""
+class ShardedWorkflows:
+    """Workflows over a sharded queue's ``QueueOps``, and where its jobs go
+    (``place``). ``ShardedOps`` is given one and names its operations."""
 
-    shards: tuple[QueueOps, ...]
+    def __init__(self, shards: Sequence[QueueOps]) -> None:
+        self.shards = tuple(shards)
 
-    def shard_for(self, job_id: str) -> QueueOps:  # ShardedOps gives it
-        raise NotImplementedError
+    def shard_for(self, job_id: str) -> QueueOps:
+        """The shard that holds (or would hold) ``job_id``."""
+        return self.shards[shard_of(check_job_id(job_id), len(self.shards))]
 
     def _shard_of_all(self, ids: Iterable[str], what: str) -> int | None:
         """The one shard of ``ids`` (None for none); InvalidArgument when they differ."""
@@ -56,7 +58,7 @@ class ShardedFlowOps:
             )
         return found.pop() if found else None
 
-    def _place(self, ids: Sequence[str | None], options: JobOptions) -> list[str]:
+    def place(self, ids: Sequence[str | None], options: JobOptions) -> list[str]:
         """The ids of an enqueue: made where missing, on the parents' shard when the
         jobs have parents (InvalidArgument for a given id or parent elsewhere)."""
         parents = options.get("depends_on")

@@ -1,0 +1,54 @@
+"""Changing a job that has not started: its payload (``lua/update.lua``), or its
+due time, to now (``lua/run_now.lua``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leaseq.store.keys import check_job_id
+from leaseq.store.replies import admin_error, as_text
+from leaseq.store.scripts import SCRIPTS
+from leaseq.store.settings import QueueSettings
+from leaseq.store.steps import Call, Op
+
+__all__ = ["run_now", "run_now_call", "update", "update_call"]
+
+
+def update_call(queue: QueueSettings, job_id: str, payload: Any) -> Call[None]:
+    """Replace the payload of a job that has not started (encoded and size-checked
+    here, before the call)."""
+    job_id = check_job_id(job_id)
+    body = queue.codec.encode(payload)
+
+    def parse(reply: list[Any]) -> None:
+        if as_text(reply[0]) != "OK":
+            raise admin_error("update", job_id, reply)
+
+    return SCRIPTS["update"].call(queue.keys, parse, at={"id": job_id}, id=job_id, payload=body)
+
+
+def update(queue: QueueSettings, job_id: str, *, payload: Any) -> Op[None]:
+    """Replace the payload of a job that has not started (waiting, pending or
+    scheduled); the old one goes to the event stream entry of the change.
+    Checked as ``enqueue`` checks a payload, before anything is written.
+    Raises JobNotFound, JobStateError (active or finished), InvalidPayload,
+    PayloadTooLarge."""
+    yield update_call(queue, job_id, payload)
+
+
+def run_now_call(queue: QueueSettings, job_id: str) -> Call[None]:
+    """Move a scheduled job to pending now (its due time dropped). JobNotFound
+    for an unknown id, JobStateError for a job that is not scheduled."""
+    job_id = check_job_id(job_id)
+
+    def parse(reply: Any) -> None:
+        if as_text(reply[0]) != "OK":
+            raise admin_error("run_now", job_id, reply)
+
+    return SCRIPTS["run_now"].call(queue.keys, parse, at={"id": job_id}, id=job_id)
+
+
+def run_now(queue: QueueSettings, job_id: str) -> Op[None]:
+    """Make a scheduled job (a delay or a retry's backoff) claimable now.
+    Raises JobNotFound, or JobStateError when it is not scheduled."""
+    yield run_now_call(queue, job_id)

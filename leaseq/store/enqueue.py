@@ -1,0 +1,246 @@
+"""Enqueueing: what one enqueue or a batch sends (``lua/enqueue.lua``; with
+parents, ``leaseq.store.parents``), validated before anything is written, the
+producer span around it, and the ``enqueue`` and ``enqueue_many`` operations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from leaseq.errors import InvalidArgument
+from leaseq.observe.tracing import Send, check_traceparent
+from leaseq.store import validate as v
+from leaseq.store.groups import check_group
+from leaseq.store.keys import check_job_id, new_job_ids
+from leaseq.store.parents import check_parents, check_policy, dependent_calls
+from leaseq.store.replies import as_text
+from leaseq.store.scripts import SCRIPTS
+from leaseq.store.settings import QueueSettings
+from leaseq.store.steps import Call, Op
+from leaseq.types import JOB_OPTIONS, JobOptions, Unique
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = [
+    "ENQUEUE_CHUNK",
+    "Enqueued",
+    "check_options",
+    "enqueue",
+    "enqueue_calls",
+    "enqueue_many",
+    "enqueue_traced",
+    "option_args",
+    "unique_keys",
+]
+
+Enqueued = list[int | str]
+"""An enqueue call's reply, one value per job: 1 created, 0 the id existed, or
+the id of the job holding the job's uniqueness key (then nothing was created)."""
+
+ENQUEUE_CHUNK = 1000
+"""Jobs per enqueue script call: big enough to amortise the round trip,
+small enough that one call never blocks the server for long."""
+
+
+def _enqueued(reply: list[Any]) -> Enqueued:
+    return [x if isinstance(x, int) else as_text(x) for x in reply]
+
+
+def unique_keys(unique: object, payloads: Sequence[Any]) -> tuple[list[str], int, int]:
+    """The uniqueness ARGV of ``payloads``: one key per job ('{}' for none; an
+    empty list when ``unique`` is None), the window in ms (0 = none), replace 0/1.
+    Raises InvalidArgument or InvalidName before anything is written."""
+    if unique is None:
+        return [], 0, 0
+    if not isinstance(unique, Unique):
+        raise InvalidArgument(f"unique must be a leaseq.Unique, not {unique!r}")
+    key = unique.key
+    keys = []
+    for payload in payloads:
+        value = key if isinstance(key, str) else key(payload)
+        keys.append("{}" if value is None else check_job_id(value, "unique key"))
+    period = 0 if unique.period is None else max(1, round(unique.period * 1000))
+    return keys, period, int(unique.replace)
+
+
+def check_options(options: JobOptions, caller: str) -> None:
+    """Refuse an option ``JobOptions`` does not declare, as Python refuses an
+    unknown keyword argument (``**options`` would otherwise swallow a typo)."""
+    for name in options:
+        if name not in JOB_OPTIONS:
+            raise TypeError(f"{caller}() got an unexpected keyword argument {name!r}")
+
+
+def option_args(queue: QueueSettings, options: JobOptions, caller: str) -> dict[str, Any]:
+    """The job options as stored (script ARGV by name: max_attempts, delay_ms,
+    priority, group, kind, timeout_ms), each checked; the one check of them
+    for enqueue and schedules alike. ``unique`` is checked by ``unique_keys``."""
+    check_options(options, caller)
+    max_attempts = options.get("max_attempts")
+    group, kind = options.get("group"), options.get("kind")
+    return {
+        "max_attempts": queue.max_attempts
+        if max_attempts is None
+        else v.integer(max_attempts, "max_attempts", 1, v.MAX_ATTEMPTS),
+        "delay_ms": v.delay_ms(options.get("delay")),
+        "priority": v.integer(options.get("priority", 0), "priority", 0, v.MAX_PRIORITY),
+        "group": "" if group is None else check_group(group),
+        "kind": "" if kind is None else check_job_id(kind, "kind"),
+        "timeout_ms": v.timeout_ms(options.get("timeout")),
+    }
+
+
+def enqueue_calls(
+    queue: QueueSettings,
+    payloads: Sequence[Any],
+    ids: Sequence[str | None] | None,
+    options: JobOptions,
+    traceparent: str = "",
+    *,
+    caller: str = "enqueue",
+) -> tuple[list[str], list[Call[Enqueued]]]:
+    """The ids and the script calls (chunks of ENQUEUE_CHUNK) that enqueue ``payloads``.
+
+    ``options`` are the job options every item gets (``leaseq.JobOptions``;
+    an unknown one is a TypeError naming ``caller``, as Python would say it).
+    Everything is validated and encoded here, before any call is made:
+    one bad item raises and nothing is written. A missing id is made
+    by the client (``new_job_ids``) so a replayed call is deduplicated.
+    ``traceparent``: the W3C trace context stored in every row ('' = none;
+    ``leaseq.observe.tracing``).
+    """
+    if ids is not None and len(ids) != len(payloads):
+        raise InvalidArgument(f"{len(ids)} ids for {len(payloads)} payloads")
+    head = option_args(queue, options, caller)  # the ARGV of every chunk, by name
+    traceparent = traceparent and check_traceparent(traceparent)
+    head["traceparent"] = traceparent
+    ukeys, head["unique_period_ms"], head["unique_replace"] = unique_keys(
+        options.get("unique"), payloads
+    )
+    fresh = iter(new_job_ids(sum(1 for i in ids if i is None) if ids else len(payloads)))
+    job_ids = [
+        next(fresh) if ids is None or ids[i] is None else check_job_id(ids[i])
+        for i in range(len(payloads))
+    ]
+    parents = check_parents(options.get("depends_on"), job_ids)
+    policy = check_policy(options.get("on_parent_failure", "cancel"))
+    if parents is None:
+        return job_ids, _plain_calls(queue, payloads, ids, job_ids, ukeys, head)
+    if ukeys:
+        raise InvalidArgument(
+            "unique= and depends_on= cannot be combined yet: enqueue the job with "
+            "depends_on= under an id of your own instead (ids deduplicate)"
+        )
+    # With parents: the dependency script (leaseq.store.parents).
+    encoded = [queue.codec.encode(p) for p in payloads]
+    picked = [ids is not None and ids[i] is not None for i in range(len(job_ids))]
+    return job_ids, dependent_calls(
+        queue, job_ids, encoded, head, policy, parents, traceparent, picked
+    )
+
+
+def _plain_calls(
+    queue: QueueSettings,
+    payloads: Sequence[Any],
+    ids: Sequence[str | None] | None,
+    job_ids: list[str],
+    ukeys: list[str],
+    head: dict[str, Any],
+) -> list[Call[Enqueued]]:
+    """The ``enqueue.lua`` calls of jobs without parents, ENQUEUE_CHUNK per call."""
+    encode = queue.codec.encode
+    script, keys = SCRIPTS["enqueue"], queue.keys
+    calls: list[Call[Enqueued]] = []
+    for start in range(0, len(payloads), ENQUEUE_CHUNK):
+        jobs: list[str | bytes | int] = []
+        end = min(start + ENQUEUE_CHUNK, len(payloads))
+        for i in range(start, end):
+            jobs += (job_ids[i], encode(payloads[i]))
+        unique = " ".join(ukeys[start:end])
+        # A row under an id this client made needs no incarnation of its own
+        # (lua/lib/row_number.lua): only a chunk with a chosen id or a
+        # uniqueness key numbers its rows.
+        chosen = ids is not None and any(ids[i] is not None for i in range(start, end))
+        numbered = int(chosen or bool(ukeys))
+        calls.append(
+            script.call(keys, _enqueued, arg_tail=jobs, unique=unique, numbered=numbered, **head)
+        )
+    return calls
+
+
+def _run(ids: list[str], calls: list[Call[Enqueued]]) -> Op[list[str]]:
+    """Run the calls; a job not created for its uniqueness key gets its holder's id."""
+    at = 0
+    for call in calls:
+        replies = yield call
+        for k, reply in enumerate(replies):
+            if isinstance(reply, str):
+                ids[at + k] = reply
+        at += len(replies)
+    return ids
+
+
+def enqueue_traced(
+    queue: str, batch: bool, build: Callable[[str], tuple[list[str], list[Call[Enqueued]]]]
+) -> Op[list[str]]:
+    """Run the enqueue calls ``build(traceparent)`` makes; return the ids (a job
+    deduplicated by its uniqueness key: its holder's id).
+
+    Inside a valid current span (opentelemetry installed) the calls run under
+    a PRODUCER span whose traceparent every row stores (``leaseq.observe.tracing``);
+    otherwise ``build("")``, and that is all the cost.
+    """
+    send = Send.start(queue)
+    if send is None:
+        ids, calls = build("")
+        return (yield from _run(ids, calls))
+    error: BaseException | None = None
+    try:
+        ids, calls = build(send.traceparent)
+        send.sent(ids, batch)
+        return (yield from _run(ids, calls))
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        send.end(error)
+
+
+def enqueue(
+    queue: QueueSettings, payload: Any, *, id: str | None = None, **options: Unpack[JobOptions]
+) -> Op[str]:
+    """Add one job; return its id (also when ``id`` already existed: then nothing changes).
+
+    ``options`` (``leaseq.JobOptions``): ``max_attempts``, ``delay`` seconds
+    (>= 0) before it may run, ``priority`` 0..1,000,000 (lower first, FIFO
+    within one), ``group``, ``kind``, ``timeout``. Raises InvalidPayload,
+    PayloadTooLarge, InvalidName or InvalidArgument before writing anything.
+    """
+    ids = yield from enqueue_traced(
+        queue.name, False, lambda tp: enqueue_calls(queue, [payload], [id], options, tp)
+    )
+    return ids[0]
+
+
+def enqueue_many(
+    queue: QueueSettings,
+    payloads: Iterable[Any],
+    *,
+    ids: Sequence[str] | None = None,
+    **options: Unpack[JobOptions],
+) -> Op[list[str]]:
+    """Add many jobs in few script calls (chunks of 1000); return their ids in order.
+    Every job gets the same ``options`` (as for ``enqueue``).
+
+    Every item is validated and encoded first: one bad item rejects the
+    whole call and nothing is written.
+    """
+    items = list(payloads)
+    return (
+        yield from enqueue_traced(
+            queue.name,
+            True,
+            lambda tp: enqueue_calls(queue, items, ids, options, tp, caller="enqueue_many"),
+        )
+    )
