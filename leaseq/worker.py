@@ -48,26 +48,14 @@ from leaseq.store.registry import refresh_every
 from leaseq.store.schedules import TICK_INTERVAL
 from leaseq.types import Lease
 from leaseq.work import signals as _signals
-from leaseq.work.outcomes import (
-    CLAIM_BATCH,
-    DONE,
-    RELEASE,
-    WRITE_BATCH,
-    Backoff,
-    Outage,
-    OutcomeWriter,
-    Prefetch,
-    Task,
-    check_worker,
-    decide,
-    error_kind,
-    extend_due,
-    held_back,
-    held_wait,
-    log_job,
-    result_encoder,
-)
+from leaseq.work.claims import CLAIM_BATCH, Prefetch, held_back, held_wait
+from leaseq.work.heartbeat import extend_due
+from leaseq.work.held import Task
+from leaseq.work.log import log_job
+from leaseq.work.outage import Backoff, Outage, error_kind
+from leaseq.work.outcomes import DONE, RELEASE, WRITE_BATCH, check_worker, decide, result_encoder
 from leaseq.work.timeouts import Timeouts
+from leaseq.work.writes import OutcomeWriter
 
 __all__ = ["Worker"]
 

@@ -48,25 +48,19 @@ from leaseq.store import validate as v
 from leaseq.store.registry import refresh_every
 from leaseq.store.schedules import TICK_INTERVAL
 from leaseq.types import Lease
+from leaseq.work.claims import CLAIM_BATCH, Prefetch, held_back_async, held_wait
+from leaseq.work.log import log_job, log_written
+from leaseq.work.outage import Backoff, Outage, error_kind
 from leaseq.work.outcomes import (
-    CLAIM_BATCH,
-    Backoff,
     HandlerTimeout,
-    Outage,
     Outcome,
-    Prefetch,
     check_worker,
     completion_batch,
     decide,
-    error_kind,
-    held_back_async,
-    held_wait,
     job_timeout,
-    log_job,
-    log_written,
-    past_grace,
     result_encoder,
 )
+from leaseq.work.shutdown import past_grace
 
 __all__ = ["AsyncHandler", "Worker"]
 

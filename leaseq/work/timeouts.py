@@ -24,16 +24,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from leaseq.work.outcomes import (
-    OVERDUE,
-    RELEASE,
-    HandlerTimeout,
-    Task,
-    decide,
-    job_timeout,
-    log_job,
-    past_grace,
-)
+from leaseq.work.held import Task
+from leaseq.work.log import log_job
+from leaseq.work.outcomes import OVERDUE, RELEASE, HandlerTimeout, decide, job_timeout
+from leaseq.work.shutdown import past_grace
 
 __all__ = ["Timeouts"]
 
