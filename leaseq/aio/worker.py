@@ -49,6 +49,7 @@ from leaseq.store.registry import refresh_every
 from leaseq.store.schedules import TICK_INTERVAL
 from leaseq.types import Lease
 from leaseq.work.claims import CLAIM_BATCH, Prefetch, held_back_async, held_wait
+from leaseq.work.heartbeat import heard
 from leaseq.work.log import log_job, log_written
 from leaseq.work.outage import Backoff, Outage, error_kind
 from leaseq.work.outcomes import (
@@ -914,46 +915,44 @@ class Worker:
                     log_job(self.queue.name, logging.WARNING, None, "heartbeat: %s", exc)
                 continue
             for held, result, told in zip(beating, results, started, strict=True):
-                ctx = held.ctx
-                if self._beats.get(id(ctx)) is not held:  # finished (or timed out) meanwhile
+                if self._beats.get(id(held.ctx)) is not held:  # finished (or timed out)
                     continue
-                if not isinstance(result, LeaseLost):
-                    ctx.lease = result
-                    held.report = held.report and not told
-                    continue
-                self._beats.pop(id(ctx), None)
-                if held.job is not None and held.job.done():
-                    # Its outcome is being written, and that call hears its own
-                    # answer: this beat may have run just after it landed (the row
-                    # succeeded under this very token), or a reply was lost and its
-                    # retry will find AlreadyFinished. Not a lost lease.
-                    continue
-                ctx.lost.set()
-                if held.job is None:  # prefetched: it never starts (_process looks first)
-                    with contextlib.suppress(ValueError):  # unless just taken to start
-                        self._spare.remove(held)
-                    log_job(
-                        self.queue.name,
-                        logging.INFO,
-                        ctx.lease,
-                        "prefetched lease lost: %s",
-                        result,
-                    )
-                    continue
-                if result.state == "cancelled":
-                    ctx.cancelled.set()
-                    log_job(
-                        self.queue.name,
-                        logging.INFO,
-                        ctx.lease,
-                        "the job was cancelled while running; cancelling its handler",
-                    )
+                if isinstance(result, LeaseLost):
+                    self._lease_lost(held, result)
                 else:
-                    log_job(
-                        self.queue.name,
-                        logging.WARNING,
-                        ctx.lease,
-                        "heartbeat found the lease lost (%s); cancelling its handler",
-                        result,
-                    )
-                held.job.cancel()
+                    heard(held.ctx, result)
+                    held.report = held.report and not told
+
+    def _lease_lost(self, held: _Held, result: LeaseLost) -> None:
+        """A heartbeat found ``held``'s lease lost (or its job cancelled): ``heard``
+        marks its context; a running handler is cancelled, a spare never starts."""
+        ctx = held.ctx
+        self._beats.pop(id(ctx), None)
+        if held.job is not None and held.job.done():
+            # Its outcome is being written, and that call hears its own
+            # answer: this beat may have run just after it landed (the row
+            # succeeded under this very token), or a reply was lost and its
+            # retry will find AlreadyFinished. Not a lost lease.
+            return
+        verdict = heard(ctx, result)
+        if held.job is None:  # prefetched: it never starts (_process looks first)
+            with contextlib.suppress(ValueError):  # unless just taken to start
+                self._spare.remove(held)
+            log_job(self.queue.name, logging.INFO, ctx.lease, "prefetched lease lost: %s", result)
+            return
+        if verdict == "cancelled":
+            log_job(
+                self.queue.name,
+                logging.INFO,
+                ctx.lease,
+                "the job was cancelled while running; cancelling its handler",
+            )
+        else:
+            log_job(
+                self.queue.name,
+                logging.WARNING,
+                ctx.lease,
+                "heartbeat found the lease lost (%s); cancelling its handler",
+                result,
+            )
+        held.job.cancel()
