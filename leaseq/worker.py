@@ -29,7 +29,6 @@ import inspect
 import logging
 import math
 import queue as queue_mod
-import random
 import signal
 import threading
 import time
@@ -44,17 +43,17 @@ from leaseq.observe.tracing import JobTracer
 from leaseq.protocols import QueueLike
 from leaseq.queue_set import members, queue_set
 from leaseq.store import validate as v
-from leaseq.store.registry import refresh_every
-from leaseq.store.schedules import TICK_INTERVAL
 from leaseq.types import Lease
 from leaseq.work import signals as _signals
-from leaseq.work.claims import CLAIM_BATCH, Prefetch, held_back, held_wait
+from leaseq.work.chores import Chores
+from leaseq.work.claims import Prefetch, held_back, held_wait
 from leaseq.work.heartbeat import extend_due
 from leaseq.work.held import Task
 from leaseq.work.log import log_job
 from leaseq.work.outage import Backoff, Outage, error_kind
 from leaseq.work.outcomes import DONE, RELEASE, WRITE_BATCH, check_worker, decide, result_encoder
 from leaseq.work.timeouts import Timeouts
+from leaseq.work.told import Told
 from leaseq.work.writes import OutcomeWriter
 
 __all__ = ["Worker"]
@@ -310,54 +309,22 @@ class Worker:
     def _claim_loop(self, burst: bool) -> None:
         backoff = Backoff()
         while True:
-            with self._cond:
-                self._prefetch.adapt(self._finished, time.monotonic())
-                while not self._stopping and not self._prefetch.room(self._busy()):
-                    self._cond.wait()
-                    self._prefetch.adapt(self._finished, time.monotonic())
-                if self._stopping:
-                    return
-                free, gen = self._prefetch.limit - self._busy(), self._gen
-                # Leases beyond the idle threads are prefetched: the claim marks them
-                # so, and a crash before they start does not spend their attempt.
-                idle = max(0, self.concurrency - self._busy())
+            planned = self._next_claim()
+            if planned is None:
+                return
+            want, idle, gen = planned
             try:
                 with self._claim_lock:
                     if self._stopping:
                         return
-                    leases, wait = self.queue.claim_now(
-                        min(free, CLAIM_BATCH), self.ttl, self.worker_id, idle
-                    )
+                    leases, wait = self.queue.claim_now(want, self.ttl, self.worker_id, idle)
                     if not self._admit(leases, idle):
                         self._writer.hand_back(leases)
                         return
                 backoff.reset()
                 self._outage.ok()
-                if leases:
-                    continue
-                if burst:
-                    with self._cond:
-                        idle = not self._tasks and gen == self._gen
-                        if not idle:
-                            self._cond.wait_for(self._settled_since(gen), 1.0)
-                            continue
-                    if held_back(members(self.queue)):  # a limit holds pending jobs: not done yet
-                        self._wake.wait(held_wait(wait))
-                        continue
-                    with self._cond:
-                        if not self._tasks and gen == self._gen:
-                            self._claimer_done = True
-                            self._done.put(None)
-                            return
-                    continue
-                if self._stopping:
-                    # stop() nudges the wake list after it sets the flag; a claim
-                    # that ran in between may have cleared that token (an empty
-                    # queue's claim deletes the list), so look before blocking.
+                if not leases and not self._idle(burst, gen, wait):
                     return
-                self.queue.wait_for_wake(
-                    min(MAX_IDLE_WAIT, MAX_IDLE_WAIT if wait is None else wait)
-                )
             except LeaseqError as exc:
                 if error_kind(exc) != "transient":
                     self._end_run(exc)
@@ -366,6 +333,51 @@ class Worker:
             except Exception:  # a bug must not kill the claimer silently
                 logger.exception("queue=%s job=- attempt=- claim loop error", self.queue.name)
                 self._wake.wait(backoff.next())
+
+    def _next_claim(self) -> tuple[int, int, int] | None:
+        """Wait until ``Prefetch.plan`` has room for a claim: its size, the slots
+        whose leases start at once, and the settle count it was planned at
+        (None once stopping)."""
+        with self._cond:
+            self._prefetch.adapt(self._finished, time.monotonic())
+            while not self._stopping:
+                busy = self._busy()
+                plan = self._prefetch.plan(busy, self.concurrency - busy)
+                if plan is not None:
+                    return plan[0], plan[1], self._gen
+                self._cond.wait()
+                self._prefetch.adapt(self._finished, time.monotonic())
+            return None
+
+    def _idle(self, burst: bool, gen: int, wait: float | None) -> bool:
+        """After a claim that got nothing: wait for a wake-up (at most as long as the
+        claim says nothing changes by itself); False once the claimer is done."""
+        if burst:
+            return self._burst_wait(gen, wait)
+        if self._stopping:
+            # stop() nudges the wake list after it sets the flag; a claim
+            # that ran in between may have cleared that token (an empty
+            # queue's claim deletes the list), so look before blocking.
+            return False
+        self.queue.wait_for_wake(min(MAX_IDLE_WAIT, MAX_IDLE_WAIT if wait is None else wait))
+        return True
+
+    def _burst_wait(self, gen: int, wait: float | None) -> bool:
+        """A burst run's claim got nothing: False (the run is done) once nothing is
+        held, nothing settled since the claim and no limit holds pending jobs back."""
+        with self._cond:
+            if self._tasks or gen != self._gen:
+                self._cond.wait_for(self._settled_since(gen), 1.0)
+                return True
+        if held_back(members(self.queue)):  # a limit holds pending jobs: not done yet
+            self._wake.wait(held_wait(wait))
+            return True
+        with self._cond:
+            if not self._tasks and gen == self._gen:
+                self._claimer_done = True
+                self._done.put(None)
+                return False
+        return True
 
     def _busy(self) -> int:
         """Leases held plus threads stuck past a timeout (call holding ``_cond``)."""
@@ -414,103 +426,122 @@ class Worker:
         self, work: queue_mod.SimpleQueue[Task | None], done: queue_mod.SimpleQueue[Task | None]
     ) -> None:
         loop: asyncio.AbstractEventLoop | None = None  # made for the first async handler
-        timeouts = self._timeouts
         try:
             while True:
                 task = work.get()
                 if task is None:
                     return
-                release = self._stopping or task.ctx.lost.is_set()
-                if not timeouts.begin(task, release):  # handed back while it waited: done
-                    continue
-                if release:  # claimed but not started: hand it back now
-                    done.put(task)
-                    continue
-                if timeouts.default is not None or task.lease.timeout is not None:
-                    timeouts.arm(task)
-                if logger.isEnabledFor(logging.DEBUG):
-                    self._log(logging.DEBUG, task, "started")
-                _set_current(task.ctx)
-                raised: BaseException | None = None
-                value: Any = None
-                observer = self.metrics
-                if observer is not None:
-                    observer.started(self.queue.name, task.lease, self.ttl)
-                    began = time.perf_counter()
-                span = None if self._tracer is None else self._tracer.start(task.lease)
-                try:
-                    value = self.handler(task.ctx.lease)
-                    if value is not None and inspect.isawaitable(value):  # an async def handler
-                        loop = loop or asyncio.new_event_loop()
-                        value = loop.run_until_complete(value)
-                except BaseException as exc:  # SystemExit in a thread would hang the job
-                    raised = exc
-                finally:
-                    _set_current(None)
-                outcome = (
-                    DONE
-                    if raised is None and value is None
-                    else decide(raised, value, self._encode(task.lease))
-                )
-                if observer is not None:
-                    spent = time.perf_counter() - began
-                    observer.finished(self.queue.name, outcome.kind, spent, task.lease)
-                written = timeouts.returned(task, outcome)  # else: timed out, discarded
-                if span is not None:  # a run that timed out ends with its timeout outcome
-                    ended = task.outcome if task.outcome is not None else outcome
-                    lost = written and task.ctx.lost.is_set()
-                    span.finish(ended, raised if written else None, lost)
-                del raised, value
-                if written:
-                    done.put(task)
+                if self._begin(task, done):
+                    loop = self._run_one(task, done, loop)
         finally:
             if loop is not None:
                 loop.close()
+
+    def _begin(self, task: Task, done: queue_mod.SimpleQueue[Task | None]) -> bool:
+        """A handler thread took ``task``: True to run it; False if it went back
+        unstarted (the worker is stopping, or the lease is lost) or was handed
+        back while it waited (``Timeouts.begin``)."""
+        timeouts = self._timeouts
+        release = self._stopping or task.ctx.lost.is_set()
+        if not timeouts.begin(task, release):  # handed back while it waited: done
+            return False
+        if release:  # claimed but not started: hand it back now
+            done.put(task)
+            return False
+        if timeouts.default is not None or task.lease.timeout is not None:
+            timeouts.arm(task)
+        if logger.isEnabledFor(logging.DEBUG):
+            self._log(logging.DEBUG, task, "started")
+        return True
+
+    def _run_one(
+        self,
+        task: Task,
+        done: queue_mod.SimpleQueue[Task | None],
+        loop: asyncio.AbstractEventLoop | None,
+    ) -> asyncio.AbstractEventLoop | None:
+        """Run ``task``'s handler and queue its outcome for the reporter (unless it
+        timed out meanwhile); returns this thread's event loop, if an async
+        handler needed one."""
+        _set_current(task.ctx)
+        raised: BaseException | None = None
+        value: Any = None
+        told = None
+        if self.metrics is not None or self._tracer is not None:
+            told = Told(self.queue.name, self.metrics, task.lease, self.ttl, self._tracer)
+        try:
+            value = self.handler(task.ctx.lease)
+            if value is not None and inspect.isawaitable(value):  # an async def handler
+                loop = loop or asyncio.new_event_loop()
+                value = loop.run_until_complete(value)
+        except BaseException as exc:  # SystemExit in a thread would hang the job
+            raised = exc
+        finally:
+            _set_current(None)
+        outcome = (
+            DONE
+            if raised is None and value is None
+            else decide(raised, value, self._encode(task.lease))
+        )
+        if told is not None:
+            told.finished(outcome.kind, task.lease)
+        written = self._timeouts.returned(task, outcome)  # else: timed out, discarded
+        if told is not None:  # a run that timed out ends with its timeout outcome
+            ended = task.outcome if task.outcome is not None else outcome
+            told.span_end(ended, raised if written else None, written and task.ctx.lost.is_set())
+        if written:
+            done.put(task)
+        return loop
 
     # -- the reporter (the thread that called run) -------------------------------
 
     def _report_loop(self) -> None:
         backoff = Backoff()
         unwritten: list[Task] = []
-        next_reap = time.monotonic() + self.reap_interval * random.uniform(0.5, 1.0)
-        retry_at = next_tick = next_register = 0.0
+        chores = Chores(self.reap_interval, self.ttl, time.monotonic(), spread=True)
+        retry_at = 0.0
         while True:
             now = time.monotonic()
-            timeout = min(self._next_beat_at, next_reap, next_register, 1.0 + now)
+            timeout = min(self._next_beat_at, chores.next_reap, chores.next_register, 1.0 + now)
             timeout = min(timeout, self._timeouts.next_at) - now
             if unwritten:
                 timeout = min(timeout, retry_at - now)
             self._drain(unwritten, max(timeout, 0.0005))
             now = time.monotonic()
             if now >= retry_at:
-                try:
-                    unwritten += self._timeouts.expire(self._tasks, now)
-                    self._writer.write(unwritten)
-                    self._report_lost()
-                    if now >= self._next_beat_at:
-                        self._heartbeat(now)
-                        unwritten += self._timeouts.cancelled(self._tasks, now)
-                        unwritten += self._overdue(now)
-                    if now >= next_reap:
-                        next_reap = now + self.reap_interval
-                        self._reap()
-                    if now >= next_register:
-                        next_register = now + self._register()
-                    if now >= next_tick and hasattr(self.queue, "tick"):
-                        next_tick = now + TICK_INTERVAL  # schedules: see leaseq.store.schedules
-                        self.queue.tick()
-                    backoff.reset()
-                    self._outage.ok()
-                except LeaseqError as exc:
-                    if error_kind(exc) == "transient":
-                        delay = self._outage.failed("redis call", exc, backoff)
-                        retry_at = time.monotonic() + delay
-                    else:
-                        self._end_run(exc)
+                retry_at = self._report_pass(unwritten, chores, backoff, now)
             if self._stopping and self._shutdown_step(unwritten):
                 return
             if self._claimer_done and not self._tasks and not unwritten:
                 return
+
+    def _report_pass(
+        self, unwritten: list[Task], chores: Chores, backoff: Backoff, now: float
+    ) -> float:
+        """One pass of the reporter's calls: outcomes, heartbeats, chores. Returns
+        when to try again after a transient error (0.0: at once)."""
+        try:
+            unwritten += self._timeouts.expire(self._tasks, now)
+            self._writer.write(unwritten)
+            self._report_lost()
+            if now >= self._next_beat_at:
+                self._heartbeat(now)
+                unwritten += self._timeouts.cancelled(self._tasks, now)
+                unwritten += self._overdue(now)
+            if chores.reap(now):
+                self._reap()
+            if chores.register(now):
+                self._register(chores)
+                chores.registered(now)
+            if chores.tick(now, self.queue):
+                self.queue.tick()
+            backoff.reset()
+            self._outage.ok()
+        except LeaseqError as exc:
+            if error_kind(exc) == "transient":
+                return time.monotonic() + self._outage.failed("redis call", exc, backoff)
+            self._end_run(exc)
+        return 0.0
 
     def _drain(self, into: list[Task], timeout: float) -> None:
         try:
@@ -650,22 +681,16 @@ class Worker:
             self.metrics.lost(self.queue.name, lost - self._lost_seen)
         self._lost_seen = lost
 
-    def _register(self) -> float:
-        """Refresh this worker's row in the queue's registry (``leaseq.store.registry``);
-        returns the seconds until the next refresh."""
-        every = refresh_every(self.ttl)
+    def _register(self, chores: Chores) -> None:
+        """Refresh this worker's row in the queue's registry (``leaseq.store.registry``)."""
         if hasattr(self.queue, "register_worker"):
             c = self.counts
             with self._cond:
                 running = len(self._tasks)
+            done = c["succeeded"] + c["failed"] + c["dead"]
             self.queue.register_worker(
-                self.worker_id,
-                ttl=3 * every,
-                concurrency=self.concurrency,
-                done=c["succeeded"] + c["failed"] + c["dead"],
-                running=running,
+                self.worker_id, **chores.row(self.concurrency, done, running)
             )
-        return every
 
     def _unregister(self) -> None:
         if hasattr(self.queue, "unregister_worker"):

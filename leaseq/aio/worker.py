@@ -24,7 +24,6 @@ import contextlib
 import contextvars
 import inspect
 import logging
-import time
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -45,10 +44,10 @@ from leaseq.observe.tracing import JobTracer
 from leaseq.protocols import AsyncQueueLike
 from leaseq.queue_set import members, queue_set
 from leaseq.store import validate as v
-from leaseq.store.registry import refresh_every
 from leaseq.store.schedules import TICK_INTERVAL
 from leaseq.types import Lease
-from leaseq.work.claims import CLAIM_BATCH, Prefetch, held_back_async, held_wait
+from leaseq.work.chores import Chores
+from leaseq.work.claims import Prefetch, held_back_async, held_wait
 from leaseq.work.heartbeat import heard
 from leaseq.work.log import log_job, log_written
 from leaseq.work.outage import Backoff, Outage, error_kind
@@ -62,6 +61,7 @@ from leaseq.work.outcomes import (
     result_encoder,
 )
 from leaseq.work.shutdown import past_grace
+from leaseq.work.told import Told
 
 __all__ = ["AsyncHandler", "Worker"]
 
@@ -301,6 +301,8 @@ class Worker:
         """Prefetched leases, in claim order, waiting for a free handler slot."""
         self._prefetch = Prefetch(concurrency, prefetch, 0.0)  # made afresh by each run()
         self._stop = asyncio.Event()
+        self._wake: asyncio.Future[bool] | None = None
+        """This run's wait on the wake list, kept across passes (``_idle``)."""
         self._fatal: LeaseqError | None = None
         self._running = False
         self._pool: ThreadPoolExecutor | None = None
@@ -344,11 +346,11 @@ class Worker:
         return processed
 
     async def _run(self, burst: bool) -> int:
+        loop = asyncio.get_running_loop()
         stop_wait = asyncio.ensure_future(self._stop.wait())
         beater = asyncio.ensure_future(self._heartbeat())
-        wake: asyncio.Future[bool] | None = None
-        loop = asyncio.get_running_loop()
-        next_reap = next_tick = next_register = loop.time()
+        self._wake = None
+        chores = Chores(self.reap_interval, self.ttl, loop.time(), spread=False)
         self._prefetch = Prefetch(
             self.concurrency, self.prefetch, loop.time(), self.processed, ttl=self.ttl
         )
@@ -359,27 +361,7 @@ class Worker:
                 if _cancel_lost(me):
                     raise asyncio.CancelledError
                 try:
-                    if loop.time() >= next_reap:
-                        await self.queue.reap()
-                        next_reap = loop.time() + self.reap_interval
-                    if loop.time() >= next_tick and hasattr(self.queue, "tick"):
-                        next_tick = loop.time() + TICK_INTERVAL  # see leaseq.store.schedules
-                        await self.queue.tick()
-                    if loop.time() >= next_register:
-                        next_register = loop.time() + await self._register()
-                    free = self._start_spare()
-                    leases: list[Lease] = []
-                    hint: float | None = None
-                    holding = len(self._tasks) + len(self._spare)
-                    self._prefetch.adapt(self.processed, loop.time())
-                    if self._prefetch.limit > holding and self._prefetch.room(holding):
-                        # Leases beyond the free slots are prefetched: the claim marks
-                        # them so, and a crash before they start does not spend their attempt.
-                        want = min(self._prefetch.limit - holding, CLAIM_BATCH)
-                        leases, hint = await self._claim(want, free)
-                    # Burst: pending jobs a limit holds back keep the run going.
-                    held = burst and not leases and not self._tasks and not self._spare
-                    held = held and await held_back_async(members(self.queue))
+                    leases, hint, held = await self._claim_pass(chores, burst)
                     backoff.reset()
                     self._outage.ok()
                 except LeaseqError as exc:
@@ -389,15 +371,6 @@ class Worker:
                     delay = self._outage.failed("claim", exc, backoff)
                     await asyncio.wait({stop_wait}, timeout=delay)
                     continue
-                report = self._bridge() if leases else None  # one bridge serves the claim
-                now = loop.time()
-                for i, lease in enumerate(leases):
-                    held_lease = _Held(JobContext(lease, report=report), since=now)
-                    if i < free:
-                        self._start(held_lease)
-                    else:  # prefetched: heartbeated from now, started when a slot frees
-                        self._beats[id(held_lease.ctx)] = held_lease
-                        self._spare.append(held_lease)
                 if (leases or self._spare) and len(self._tasks) < self.concurrency:
                     continue  # there may be more right away
                 if held:
@@ -405,47 +378,95 @@ class Worker:
                     continue
                 if burst and not leases and not self._tasks and not self._spare:
                     return self.processed
-                # Sleep until a slot frees, a job is enqueued, something falls
-                # due by itself, or stop() is called.
-                waiters: set[asyncio.Future[Any]] = {stop_wait, *self._tasks}
-                timeout = min(_IDLE_SLICE if hint is None else hint, _IDLE_SLICE, TICK_INTERVAL)
-                timeout = min(timeout, next_register - loop.time())
-                if len(self._tasks) < self.concurrency:
-                    if wake is None or wake.done():
-                        # Kept across iterations: cancelling a BLPOP costs a reconnect.
-                        wake = asyncio.ensure_future(self.queue.wait_for_wake(timeout))
-                        # An outage's error may land while no one looks (a claim in
-                        # flight) and the next pass replaces it: read it here, or
-                        # asyncio logs "Task exception was never retrieved".
-                        wake.add_done_callback(lambda f: f.cancelled() or f.exception())
-                    waiters.add(wake)
-                await asyncio.wait(
-                    waiters, timeout=max(timeout, 0.001), return_when="FIRST_COMPLETED"
-                )
-                if wake is not None and wake.done() and not wake.cancelled():
-                    with contextlib.suppress(ServerUnavailable):
-                        wake.result()
+                await self._idle(chores, hint, stop_wait)
             await self._release_spare()
             if self._fatal is None:
                 await self._drain()
             return self.processed
         finally:
             leftovers: list[asyncio.Future[Any]] = [stop_wait, beater, *self._tasks]
-            leftovers += [wake] if wake is not None else []
-            for future in leftovers:
-                future.cancel()
-            cleanup = asyncio.ensure_future(self._clean_up(leftovers))
-            again = False
-            while not cleanup.done():
-                try:
-                    await asyncio.shield(cleanup)
-                except asyncio.CancelledError:
-                    # Cancelled again while cleaning up (a second Ctrl-C, a wait_for
-                    # around the task): the leases still go back, within the
-                    # cleanup's own bound, and then the cancel goes on.
-                    again = True
-            if again:
-                raise asyncio.CancelledError
+            leftovers += [self._wake] if self._wake is not None else []
+            await self._unwind(leftovers)
+
+    async def _claim_pass(
+        self, chores: Chores, burst: bool
+    ) -> tuple[list[Lease], float | None, bool]:
+        """The chores that are due, spares started in free slots, then a claim if
+        ``Prefetch.plan`` has room, its leases started or kept as spares. Returns
+        them, the claim's hint (seconds until something falls due by itself) and
+        whether a burst run waits for pending jobs a limit holds back."""
+        loop = asyncio.get_running_loop()
+        if chores.reap(loop.time()):
+            await self.queue.reap()
+        if chores.tick(loop.time(), self.queue):
+            await self.queue.tick()
+        if chores.register(loop.time()):
+            await self._register(chores)
+            chores.registered(loop.time())
+        free = self._start_spare()
+        leases: list[Lease] = []
+        hint: float | None = None
+        self._prefetch.adapt(self.processed, loop.time())
+        plan = self._prefetch.plan(len(self._tasks) + len(self._spare), free)
+        if plan is not None:
+            leases, hint = await self._claim(*plan)
+            self._admit(leases, free)
+        held = burst and not leases and not self._tasks and not self._spare
+        held = held and await held_back_async(members(self.queue))
+        return leases, hint, held
+
+    def _admit(self, leases: list[Lease], free: int) -> None:
+        """Start the first ``free`` leases; keep the rest as spares, heartbeated from
+        now and started as slots free."""
+        report = self._bridge() if leases else None  # one bridge serves the claim
+        now = asyncio.get_running_loop().time()
+        for i, lease in enumerate(leases):
+            held = _Held(JobContext(lease, report=report), since=now)
+            if i < free:
+                self._start(held)
+            else:
+                self._beats[id(held.ctx)] = held
+                self._spare.append(held)
+
+    async def _idle(
+        self, chores: Chores, hint: float | None, stop_wait: asyncio.Future[Any]
+    ) -> None:
+        """Sleep until a slot frees, a job is enqueued, something falls due by
+        itself, or stop() is called."""
+        loop = asyncio.get_running_loop()
+        waiters: set[asyncio.Future[Any]] = {stop_wait, *self._tasks}
+        timeout = min(_IDLE_SLICE if hint is None else hint, _IDLE_SLICE, TICK_INTERVAL)
+        timeout = min(timeout, chores.next_register - loop.time())
+        if len(self._tasks) < self.concurrency:
+            if self._wake is None or self._wake.done():
+                # Kept across iterations: cancelling a BLPOP costs a reconnect.
+                self._wake = asyncio.ensure_future(self.queue.wait_for_wake(timeout))
+                # An outage's error may land while no one looks (a claim in
+                # flight) and the next pass replaces it: read it here, or
+                # asyncio logs "Task exception was never retrieved".
+                self._wake.add_done_callback(lambda f: f.cancelled() or f.exception())
+            waiters.add(self._wake)
+        await asyncio.wait(waiters, timeout=max(timeout, 0.001), return_when="FIRST_COMPLETED")
+        wake = self._wake
+        if wake is not None and wake.done() and not wake.cancelled():
+            with contextlib.suppress(ServerUnavailable):
+                wake.result()
+
+    async def _unwind(self, leftovers: list[asyncio.Future[Any]]) -> None:
+        """Cancel what this run started and clean up (``_clean_up``), shielded: a
+        second cancel (another Ctrl-C, a wait_for around the task) still lets the
+        leases go back, within the cleanup's own bound, and then goes on."""
+        for future in leftovers:
+            future.cancel()
+        cleanup = asyncio.ensure_future(self._clean_up(leftovers))
+        again = False
+        while not cleanup.done():
+            try:
+                await asyncio.shield(cleanup)
+            except asyncio.CancelledError:
+                again = True
+        if again:
+            raise asyncio.CancelledError
 
     async def _clean_up(self, leftovers: list[asyncio.Future[Any]]) -> None:
         """run()'s last steps, within ``_CLEANUP_WAIT`` s whatever the server does:
@@ -510,19 +531,13 @@ class Worker:
         for lease in leases:
             self._spare.append(_Held(JobContext(lease)))
 
-    async def _register(self) -> float:
-        """Refresh this worker's row in the queue's registry (``leaseq.store.registry``);
-        returns the seconds until the next refresh."""
-        every = refresh_every(self.ttl)
+    async def _register(self, chores: Chores) -> None:
+        """Refresh this worker's row in the queue's registry (``leaseq.store.registry``)."""
         if hasattr(self.queue, "register_worker"):
+            held = len(self._tasks) + len(self._spare)  # running or prefetched
             await self.queue.register_worker(
-                self.queue.worker_id,
-                ttl=3 * every,
-                concurrency=self.concurrency,
-                done=self.processed,
-                running=len(self._tasks) + len(self._spare),  # held: running or prefetched
+                self.queue.worker_id, **chores.row(self.concurrency, self.processed, held)
             )
-        return every
 
     def _end(self, exc: LeaseqError) -> None:
         """A leaseq error that retrying will not cure: stop now and let run() raise it."""
@@ -704,14 +719,9 @@ class Worker:
         ctx = held.ctx
         if ctx.lost.is_set():  # a prefetched lease the heartbeat found lost: not ours to run
             return
-        observer = self.metrics
-        if observer is not None:
-            observer.started(self.queue.name, ctx.lease, self.ttl)
-            began = time.perf_counter()
-        span = None if self._tracer is None else self._tracer.start(ctx.lease)
+        told = Told(self.queue.name, self.metrics, ctx.lease, self.ttl, self._tracer)
         job = asyncio.ensure_future(self._call(ctx))  # the span is current in its context
-        if span is not None:
-            span.detach()
+        told.detach()
         held.job = job
         self._beats[id(ctx)] = held
         limit = job_timeout(ctx.lease, self.timeout)
@@ -724,9 +734,7 @@ class Worker:
                     # hand the job back, as when this task itself is cancelled.
                     raise asyncio.CancelledError
                 if not finished:
-                    if span is not None:
-                        span.finish(decide(HandlerTimeout(limit or 0.0)), None, lost=False)
-                        span = None
+                    told.span_end(decide(HandlerTimeout(limit or 0.0)), None, lost=False)
                     await self._timed_out(ctx, job, limit or 0.0)
                     return
             except asyncio.CancelledError:
@@ -734,18 +742,7 @@ class Worker:
                     # This task was cancelled (a fatal error, run() cancelled, a
                     # handler ignoring its cancellation past the grace) or its
                     # handler was (stop past its grace): hand the job back.
-                    job.cancel()
-                    ours = not ctx.lost.is_set()
-                    ctx.lost.set()  # a handler thread still running learns it is over
-                    if observer is not None:  # the handler is no longer busy
-                        spent = time.perf_counter() - began
-                        observer.finished(self.queue.name, "release", spent, ctx.lease)
-                    if span is not None:
-                        span.finish(None, None, lost=not ours)  # released (or lost before)
-                        span = None
-                    if ours:
-                        with contextlib.suppress(LeaseqError):
-                            await self.queue.release(ctx.lease)
+                    await self._hand_back(ctx, job, told)
                     raise
                 # Cancelled (run() cancelled, say) after its handler had returned or
                 # raised, before this task resumed: the handler has run, so its
@@ -754,48 +751,57 @@ class Worker:
                 # the cancel goes on.
                 cancelled = True
             if ctx.lost.is_set():
-                log_job(
-                    self.queue.name, logging.WARNING, ctx.lease, "lease lost: outcome discarded"
-                )
-                if observer is not None:
-                    spent = time.perf_counter() - began
-                    observer.finished(self.queue.name, "lost", spent, ctx.lease)
-                    observer.lost(self.queue.name)
-                if span is not None:
-                    span.finish(None, None, lost=True)
-                    span = None
-                thread = self._threads.get(id(ctx))
-                if thread is not None and not thread.done():
-                    # A plain handler's thread cannot be cancelled: it keeps its pool
-                    # slot, so this job keeps its handler slot until it returns (else
-                    # the next job would wait for a thread, its timeout running).
-                    returned = asyncio.wrap_future(thread)
-                    returned.add_done_callback(lambda f: f.cancelled() or f.exception())
-                    await asyncio.wait({returned})
+                await self._discard(ctx, told)
                 return
-            raised: BaseException | None
-            if job.cancelled():  # the handler cancelled itself: a failure
-                raised = asyncio.CancelledError()
-                outcome = decide(raised)
-            else:
-                raised = job.exception()
-                if isinstance(raised, _Exited):
-                    raised = raised.exit
-                outcome = decide(raised, None if raised else job.result(), self._encode(ctx.lease))
-            if observer is not None:
-                spent = time.perf_counter() - began
-                observer.finished(self.queue.name, outcome.kind, spent, ctx.lease)
-            if span is not None:
-                span.finish(outcome, raised, lost=False)
-                span = None
+            raised, outcome = self._outcome(ctx, job)
+            told.finished(outcome.kind, ctx.lease)
+            told.span_end(outcome, raised, lost=False)
             await self._write(ctx, outcome)
             if cancelled:
                 raise asyncio.CancelledError
         finally:
             self._beats.pop(id(ctx), None)
-            if span is not None:  # a bug of the worker's own: still end the span
-                span.finish(None, None, lost=False)
+            told.span_end(None, None, lost=False)  # a bug of the worker's own: still end it
             self._threads.pop(id(ctx), None)
+
+    def _outcome(
+        self, ctx: JobContext, job: asyncio.Future[Any]
+    ) -> tuple[BaseException | None, Outcome]:
+        """What the handler raised (None) and the outcome ``decide`` makes of it."""
+        if job.cancelled():  # the handler cancelled itself: a failure
+            cancelled = asyncio.CancelledError()
+            return cancelled, decide(cancelled)
+        raised = job.exception()
+        if isinstance(raised, _Exited):
+            raised = raised.exit
+        return raised, decide(raised, None if raised else job.result(), self._encode(ctx.lease))
+
+    async def _hand_back(self, ctx: JobContext, job: asyncio.Future[Any], told: Told) -> None:
+        """Stop the handler and release its job (unless the lease was lost before)."""
+        job.cancel()
+        ours = not ctx.lost.is_set()
+        ctx.lost.set()  # a handler thread still running learns it is over
+        told.finished("release", ctx.lease)  # the handler is no longer busy
+        told.span_end(None, None, lost=not ours)  # released (or lost before)
+        if ours:
+            with contextlib.suppress(LeaseqError):
+                await self.queue.release(ctx.lease)
+
+    async def _discard(self, ctx: JobContext, told: Told) -> None:
+        """The lease was lost while the handler ran: its outcome is dropped."""
+        log_job(self.queue.name, logging.WARNING, ctx.lease, "lease lost: outcome discarded")
+        told.finished("lost", ctx.lease)
+        if told.observer is not None:
+            told.observer.lost(self.queue.name)
+        told.span_end(None, None, lost=True)
+        thread = self._threads.get(id(ctx))
+        if thread is not None and not thread.done():
+            # A plain handler's thread cannot be cancelled: it keeps its pool
+            # slot, so this job keeps its handler slot until it returns (else
+            # the next job would wait for a thread, its timeout running).
+            returned = asyncio.wrap_future(thread)
+            returned.add_done_callback(lambda f: f.cancelled() or f.exception())
+            await asyncio.wait({returned})
 
     async def _timed_out(self, ctx: JobContext, job: asyncio.Future[Any], limit: float) -> None:
         """``ctx``'s handler ran past ``limit`` s: cancel it, fail the attempt (the

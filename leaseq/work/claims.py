@@ -97,6 +97,15 @@ class Prefetch:
             return True
         return self.limit - held >= max(1, (self.limit - self.concurrency) // 2)
 
+    def plan(self, held: int, free: int) -> tuple[int, int] | None:
+        """The next claim with ``held`` leases held and ``free`` handler slots idle:
+        ``(leases to ask for, how many of them start at once)``; the rest are
+        spares, which the claim marks prefetched so that a crash before they
+        start spends no attempt. None while there is no room (``room``)."""
+        if not self.room(held):
+            return None
+        return min(self.limit - held, CLAIM_BATCH), max(0, free)
+
     def overdue(self, since: float, now: float) -> bool:
         """A spare claimed at ``since`` has waited too long by ``now`` (same clock,
         seconds): hand it back (then call ``handed_back``)."""
