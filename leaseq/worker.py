@@ -42,7 +42,6 @@ from leaseq.observe.observer import JobObserver, installed
 from leaseq.observe.tracing import JobTracer
 from leaseq.protocols import QueueLike
 from leaseq.queue_set import members, queue_set
-from leaseq.store import validate as v
 from leaseq.types import Lease
 from leaseq.work import signals as _signals
 from leaseq.work.chores import Chores
@@ -124,12 +123,10 @@ class Worker:
     ) -> None:
         handler = as_handler(handler)  # a dict of handlers by kind runs as one
         served: QueueLike = queue_set(queue, weights, asynchronous=False)  # several: a QueueSet
-        check_worker(handler, concurrency, ttl, grace, reap_interval)
+        check_worker(handler, concurrency, ttl, grace, reap_interval, prefetch, timeout)
         self._tracer = JobTracer.make(served.name, worker_id or served.worker_id, trace_parent)
         """Spans for each job (``leaseq.observe.tracing``); None without opentelemetry."""
         self._report = getattr(served, "progress", None)  # current_job().progress(value)
-        if prefetch is not None:
-            v.integer(prefetch, "prefetch", 0, v.MAX_CONCURRENCY)
         self.queue = served
         self.handler = handler
         self.concurrency = concurrency
@@ -153,7 +150,6 @@ class Worker:
         self._writer = OutcomeWriter(served, self.counts, self._holds, self._settle)
         self._encode = result_encoder(served)
         self._outage = Outage(served.name)
-        v.timeout_ms(timeout)
         self.timeout = None if timeout is None else float(timeout)
         self._timeouts = Timeouts(
             served.name, self._cond, self.timeout, lambda: self._done.put(None), on_stuck

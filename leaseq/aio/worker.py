@@ -21,47 +21,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
-import inspect
 import logging
 from collections import deque
-from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from leaseq.errors import AlreadyFinished, LeaseLost, LeaseqError, ServerUnavailable
-from leaseq.handler import (
-    Handlers,
-    JobContext,
-    Kinds,
-    _set_current,
-    _set_current_task,
-    as_handler,
-)
+from leaseq.errors import LeaseLost, LeaseqError, ServerUnavailable
+from leaseq.handler import Handlers, JobContext, as_handler
 from leaseq.observe.observer import JobObserver, installed
 from leaseq.observe.tracing import JobTracer
 from leaseq.protocols import AsyncQueueLike
 from leaseq.queue_set import members, queue_set
-from leaseq.store import validate as v
 from leaseq.store.schedules import TICK_INTERVAL
 from leaseq.types import Lease
+from leaseq.work.async_jobs import AsyncJobs, Held
 from leaseq.work.chores import Chores
 from leaseq.work.claims import Prefetch, held_back_async, held_wait
+from leaseq.work.completions import cut_off
 from leaseq.work.heartbeat import heard
-from leaseq.work.log import log_job, log_written
+from leaseq.work.log import log_job
 from leaseq.work.outage import Backoff, Outage, error_kind
-from leaseq.work.outcomes import (
-    HandlerTimeout,
-    Outcome,
-    check_worker,
-    completion_batch,
-    decide,
-    job_timeout,
-    result_encoder,
-)
+from leaseq.work.outcomes import check_worker, result_encoder
 from leaseq.work.shutdown import past_grace
-from leaseq.work.told import Told
 
 __all__ = ["AsyncHandler", "Worker"]
 
@@ -80,146 +61,12 @@ _WRITE_WAIT = 5.0
 to be written (a server that does not answer must not hold run() forever)."""
 
 
-def _is_async(handler: Any) -> bool:
-    # A function, a partial of one, or an object whose __call__ is async def.
-    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-        type(handler).__call__
-    )
-
-
-def _run_sync(handler: Callable[[Lease], Any], ctx: JobContext) -> Any:
-    _set_current(ctx)
-    try:
-        return handler(ctx.lease)
-    except KeyboardInterrupt as exc:
-        # A pool thread gets no signals: this is the handler's own, not a Ctrl-C.
-        # Let out of the loop it would end the worker (as SystemExit would, _call).
-        raise _Exited(exc) from None
-    finally:
-        _set_current(None)
-
-
-async def _cut_off(futures: Collection[asyncio.Future[Any]]) -> None:
-    """Cancel ``futures`` and wait for them briefly. A cancel can be lost inside
-    the Redis client (seen on a server that stopped answering while a connection
-    was being made: the call went on to a new handshake), so it is repeated; what
-    still runs after that is left behind, its exception read when it ends."""
-    for _ in range(3):
-        if not futures:
-            return
-        for future in futures:
-            future.cancel()
-        _, futures = await asyncio.wait(futures, timeout=0.5)
-    for future in futures:
-        future.add_done_callback(lambda f: f.cancelled() or f.exception())
-
-
 def _cancel_lost(task: asyncio.Task[Any] | None) -> bool:
     """Whether ``task`` was asked to cancel and yet runs on: redis-py 8 can swallow a
     cancel that lands while a command is in flight (the call returns as if none had
     come; ``cancelling()`` still counts it). Python 3.11+; False before."""
     cancelling = getattr(task, "cancelling", None)
     return cancelling is not None and cancelling() > 0
-
-
-class _Exited(Exception):
-    """A handler's SystemExit (or a plain handler's KeyboardInterrupt), carried as an
-    ordinary exception out of its task: the job's failure, not the worker's end."""
-
-    def __init__(self, exit: SystemExit | KeyboardInterrupt) -> None:
-        super().__init__(exit)
-        self.exit = exit
-
-
-@dataclass(eq=False, slots=True)
-class _Held:
-    """A lease this worker holds: running (``job`` is its handler's future) or
-    prefetched and not started yet (``job`` None)."""
-
-    ctx: JobContext
-    job: asyncio.Future[Any] | None = None
-    report: bool = False
-    """Prefetched, started since, and the server not told yet (the next heartbeat
-    tells it: from then on a crash spends the attempt)."""
-    since: float = 0.0
-    """When it was claimed, the loop's clock (seconds): how long a spare has waited."""
-    handed_back: bool = False
-    """A stop past its grace cancelled the handler while it ran: the job is released."""
-
-
-class _Completions:
-    """The completions of many job tasks, written in few ``complete_many`` calls.
-
-    One call is in flight at a time; whatever finishes meanwhile goes out in the
-    next, so a busy worker writes big batches and an idle one writes each job at
-    once, with no added wait. Each job task awaits its own completion and gets
-    what a lone ``complete`` would have given it: None, or the exception for its
-    lease (LeaseLost, AlreadyFinished, ...), or the call's error (then the whole
-    call's jobs retry as they would alone; a replayed one finds AlreadyFinished).
-    """
-
-    def __init__(self, queue: AsyncQueueLike) -> None:
-        self.queue = queue
-        self._waiting: list[tuple[Lease, Any, asyncio.Future[None]]] = []
-        self._writer: asyncio.Task[None] | None = None
-
-    async def complete(self, lease: Lease, result: Any) -> None:
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.append((lease, result, done))
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.ensure_future(self._write())
-        await done
-
-    async def finish(self, timeout: float) -> None:
-        """At the end of run(): send what is waiting, for at most ``timeout`` s. The
-        handlers of these jobs have run: a completion dropped would leave the job
-        active until its lease expired, then run it again (a spare not yet
-        reported started would even be refunded as never started). Their job
-        tasks may be cancelled meanwhile: the writes go on without them. Past the
-        bound (a server that does not answer) the rest is dropped and the call in
-        flight cut off: no call of this run may outlive it (the caller may close
-        its client)."""
-        writer = self._writer
-        if writer is not None and not writer.done():
-            await asyncio.wait({writer}, timeout=timeout)
-        self._waiting.clear()
-        self._writer = None
-        if writer is not None:
-            await _cut_off({writer})  # a no-op once it has ended
-
-    def _next_batch(self) -> list[tuple[Lease, Any, asyncio.Future[None]]]:
-        """The waiting completions of the next call, oldest first, as
-        ``completion_batch`` admits them; the rest wait for a later call."""
-        batch: list[tuple[Lease, Any, asyncio.Future[None]]] = []
-        later: list[tuple[Lease, Any, asyncio.Future[None]]] = []
-        admit = completion_batch()
-        for item in self._waiting:
-            (batch if admit(item[0]) else later).append(item)
-        self._waiting[:] = later
-        return batch
-
-    async def _write(self) -> None:
-        while self._waiting:
-            batch = self._next_batch()
-            try:
-                refused = await self.queue.complete_many(
-                    [lease for lease, _, _ in batch], [result for _, result, _ in batch]
-                )
-            except BaseException as exc:  # each waiter raises it (cancelled: so do they)
-                for _, _, done in batch:
-                    if not done.done():
-                        done.set_exception(exc)
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
-                continue
-            by_lease = {(lost.job_id, lost.token): lost for lost in refused}
-            for lease, _, done in batch:
-                if not done.done():  # its job task was cancelled meanwhile
-                    lost = by_lease.get((lease.id, lease.attempt))
-                    if lost is None:
-                        done.set_result(None)
-                    else:
-                        done.set_exception(lost)
 
 
 class Worker:
@@ -261,11 +108,8 @@ class Worker:
     ) -> None:
         handler = as_handler(handler)  # a dict of handlers by kind: picked per job
         served: AsyncQueueLike = queue_set(queue, weights, asynchronous=True)  # several: a QueueSet
-        check_worker(handler, concurrency, ttl, grace, reap_interval)
-        if prefetch is not None:
-            v.integer(prefetch, "prefetch", 0, v.MAX_CONCURRENCY)
+        check_worker(handler, concurrency, ttl, grace, reap_interval, prefetch, timeout)
         self.prefetch = prefetch
-        v.timeout_ms(timeout)
         self.timeout = None if timeout is None else float(timeout)
         self._tracer = JobTracer.make(served.name, served.worker_id, trace_parent)
         """Spans for each job (``leaseq.observe.tracing``); None without opentelemetry."""
@@ -279,21 +123,23 @@ class Worker:
         """Worker-local figures (``leaseq.observe.worker_metrics``); None records nothing."""
         if self.metrics is not None:
             self.metrics.slots(served.name, concurrency)
-        self.processed = 0
-        """Jobs whose outcome this worker wrote (completed, failed or retried)."""
-        self._async = _is_async(handler)
-        self._encode = result_encoder(served)
         self._outage = Outage(served.name)
-        self._tasks: dict[asyncio.Task[None], _Held] = {}
+        self._jobs = AsyncJobs(
+            served,
+            handler,
+            concurrency=concurrency,
+            ttl=self.ttl,
+            timeout=self.timeout,
+            metrics=self.metrics,
+            tracer=self._tracer,
+            encode=result_encoder(served),
+            outage=self._outage,
+            end=self._end,
+        )
+        self._tasks: dict[asyncio.Task[None], Held] = {}
         """The job task of each running lease (``_process``)."""
-        self._completions = _Completions(served)
-        self._failing: set[asyncio.Future[Any]] = set()  # fail calls of _write in flight
-        self._beats: dict[int, _Held] = {}
-        """The leases the heartbeat extends, by id() of their JobContext: every
-        prefetched one, and every running job's until its outcome is written
-        (or it timed out: then never again)."""
-        self._spare: deque[_Held] = deque()
-        self._handing: deque[_Held] = deque()
+        self._spare: deque[Held] = deque()
+        self._handing: deque[Held] = deque()
         """Overdue spares on their way back (``_release_overdue``), each until its
         release has answered: a run() that ends meanwhile releases them too."""
         self._in_flight: asyncio.Future[tuple[list[Lease], float | None]] | None = None
@@ -305,9 +151,11 @@ class Worker:
         """This run's wait on the wake list, kept across passes (``_idle``)."""
         self._fatal: LeaseqError | None = None
         self._running = False
-        self._pool: ThreadPoolExecutor | None = None
-        self._threads: dict[int, Future[Any]] = {}
-        """The pool thread of each running plain handler, by id() of its JobContext."""
+
+    @property
+    def processed(self) -> int:
+        """Jobs whose outcome this worker wrote (completed, failed or retried)."""
+        return self._jobs.processed
 
     def __repr__(self) -> str:
         return f"aio.Worker({self.queue!r}, concurrency={self.concurrency}, ttl={self.ttl})"
@@ -338,9 +186,7 @@ class Worker:
             fatal, self._fatal = self._fatal, None
             self._stop.clear()
             self._running = False
-            if self._pool is not None:
-                self._pool.shutdown(wait=False)
-                self._pool = None
+            self._jobs.close()
         if fatal is not None:
             raise fatal
         return processed
@@ -421,11 +267,11 @@ class Worker:
         report = self._bridge() if leases else None  # one bridge serves the claim
         now = asyncio.get_running_loop().time()
         for i, lease in enumerate(leases):
-            held = _Held(JobContext(lease, report=report), since=now)
+            held = Held(JobContext(lease, report=report), since=now)
             if i < free:
                 self._start(held)
             else:
-                self._beats[id(held.ctx)] = held
+                self._jobs.beats[id(held.ctx)] = held
                 self._spare.append(held)
 
     async def _idle(
@@ -482,17 +328,17 @@ class Worker:
         give_up = loop.time() + _CLEANUP_WAIT
         if leftovers:
             _, late = await asyncio.wait(leftovers, timeout=_CLEANUP_WAIT)
-            await _cut_off(late)  # a release the server does not answer
-        await self._completions.finish(max(0.0, give_up - loop.time()))
-        if self._failing:  # failures on the wire: their handlers have run too
+            await cut_off(late)  # a release the server does not answer
+        await self._jobs.completions.finish(max(0.0, give_up - loop.time()))
+        if self._jobs.failing:  # failures on the wire: their handlers have run too
             _, late = await asyncio.wait(
-                set(self._failing), timeout=max(0.0, give_up - loop.time())
+                set(self._jobs.failing), timeout=max(0.0, give_up - loop.time())
             )
-            await _cut_off(late)
+            await cut_off(late)
         await self._claimed_in_flight(max(0.0, min(_CLAIM_WAIT, give_up - loop.time())))
         rest = asyncio.ensure_future(self._leave())
         done, _ = await asyncio.wait({rest}, timeout=max(0.001, give_up - loop.time()))
-        await _cut_off({rest} - done)
+        await cut_off({rest} - done)
 
     async def _leave(self) -> None:
         await self._release_spare()
@@ -529,7 +375,7 @@ class Worker:
             return
         leases, _ = call.result()
         for lease in leases:
-            self._spare.append(_Held(JobContext(lease)))
+            self._spare.append(Held(JobContext(lease)))
 
     async def _register(self, chores: Chores) -> None:
         """Refresh this worker's row in the queue's registry (``leaseq.store.registry``)."""
@@ -559,7 +405,7 @@ class Worker:
         if not self._tasks:
             return
         await asyncio.wait(set(self._tasks), timeout=self.grace)
-        running, _ = past_grace(self._tasks.items(), lambda item: self._returned(item[1]))
+        running, _ = past_grace(self._tasks.items(), lambda item: self._jobs.returned(item[1]))
         for task, held in running:
             held.handed_back = True  # _process releases the job once its handler ends
             if held.job is None or not held.job.cancel():
@@ -571,19 +417,10 @@ class Worker:
         # expires), or a handler that ignores its cancellation: its job task, cancelled,
         # releases the job, and on a server that does not answer that release hangs
         # too. So the wait is bounded (_cut_off); run()'s cleanup cuts off what is left.
-        await _cut_off(late)
+        await cut_off(late)
 
-    def _returned(self, held: _Held) -> bool:
-        """Whether ``held``'s handler has returned (or raised): its job future is done
-        and, for a plain handler, its thread too (a job cancelled on a timeout or a
-        lost lease while its thread runs on is still running)."""
-        if held.job is None or not held.job.done():
-            return False
-        thread = self._threads.get(id(held.ctx))
-        return thread is None or thread.done()
-
-    def _start(self, held: _Held) -> None:
-        task = asyncio.ensure_future(self._process(held))
+    def _start(self, held: Held) -> None:
+        task = asyncio.ensure_future(self._jobs.process(held))
         self._tasks[task] = held
         task.add_done_callback(self._finished)
 
@@ -603,17 +440,17 @@ class Worker:
         back go too (released twice, the second is refused)."""
         self._spare.extendleft(reversed(self._handing))
         self._handing.clear()
-        await self._give_back(self._spare, "prefetched")
+        await self._jobs.give_back(self._spare, "prefetched")
 
     async def _release_overdue(self) -> None:
         """Hand back the spares that waited too long for a slot (``Prefetch.overdue``:
         every slot busy that long, hung handlers say), so another worker may run
         them; hold no spares until a slot frees. Unstarted, so no attempt is spent."""
         now = asyncio.get_running_loop().time()
-        due: list[_Held] = []
+        due: list[Held] = []
         while self._spare and self._prefetch.overdue(self._spare[0].since, now):
             held = self._spare.popleft()  # oldest first: claim order
-            self._beats.pop(id(held.ctx), None)  # the heartbeat never extends it again
+            self._jobs.beats.pop(id(held.ctx), None)  # the heartbeat never extends it again
             held.ctx.lost.set()  # never ours to run again
             due.append(held)
         if not due:
@@ -630,39 +467,9 @@ class Worker:
         # Each stays in _handing until its release answers: cancelled meanwhile (run()
         # ends), the heartbeat leaves it and the rest to run()'s cleanup to release.
         self._handing.extend(due)
-        failed = await self._give_back(self._handing, "overdue spare")
+        failed = await self._jobs.give_back(self._handing, "overdue spare")
         if failed is not None and error_kind(failed) == "fatal":
             self._end(failed)
-
-    async def _give_back(self, leases: deque[_Held], what: str) -> LeaseqError | None:
-        """Release ``leases`` (unstarted) from the head, each leaving the deque once
-        its release has answered. A lease lost meanwhile, or a damaged row, costs
-        that lease only. Any other error gives up the rest, returned: they expire
-        and are refunded as unstarted, rather than each hold the caller for a
-        failing call in an outage."""
-        while leases:
-            held = leases[0]
-            self._beats.pop(id(held.ctx), None)
-            try:
-                await self.queue.release(held.ctx.lease)
-            except LeaseqError as exc:
-                if error_kind(exc) != "job":
-                    log_job(
-                        self.queue.name,
-                        logging.WARNING,
-                        None,
-                        "could not release %d %s leases (%s); they expire, unspent",
-                        len(leases),
-                        what,
-                        exc,
-                    )
-                    for left in leases:
-                        self._beats.pop(id(left.ctx), None)
-                    leases.clear()
-                    return exc
-            if leases and leases[0] is held:  # (run()'s cleanup may have taken it)
-                leases.popleft()
-        return None
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._tasks.pop(task, None)
@@ -683,209 +490,6 @@ class Worker:
 
         return bridge
 
-    async def _call(self, ctx: JobContext) -> Any:
-        try:
-            return await self._run_handler(ctx)
-        except SystemExit as exc:
-            # asyncio lets a SystemExit out of the loop: the whole worker would end,
-            # releasing every lease it holds, this job's too, and a release refunds the
-            # attempt, so a job that calls sys.exit would run again on every start,
-            # without bound. As in the threaded worker, it is this job's failure.
-            raise _Exited(exc) from None
-
-    async def _run_handler(self, ctx: JobContext) -> Any:
-        handler = self.handler
-        _set_current_task(ctx)  # this task's own context: current_job() in async handlers
-        if isinstance(handler, Kinds):  # async or not, per kind
-            handler = handler.pick(ctx.lease)  # UnknownKind: a failure, by decide()
-            if _is_async(handler):
-                return await handler(ctx.lease)
-        elif self._async:
-            return await handler(ctx.lease)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="leaseq-aio")
-        if self._tracer is None:
-            thread = self._pool.submit(_run_sync, handler, ctx)
-        else:  # the job's span is current in the pool thread too
-            thread = self._pool.submit(contextvars.copy_context().run, _run_sync, handler, ctx)
-        self._threads[id(ctx)] = thread
-        value = await asyncio.wrap_future(thread)
-        if inspect.isawaitable(value):  # a plain def that returned a coroutine
-            value = await value
-        return value
-
-    async def _process(self, held: _Held) -> None:
-        """Run one job with a heartbeat; write its outcome under its lease."""
-        ctx = held.ctx
-        if ctx.lost.is_set():  # a prefetched lease the heartbeat found lost: not ours to run
-            return
-        told = Told(self.queue.name, self.metrics, ctx.lease, self.ttl, self._tracer)
-        job = asyncio.ensure_future(self._call(ctx))  # the span is current in its context
-        told.detach()
-        held.job = job
-        self._beats[id(ctx)] = held
-        limit = job_timeout(ctx.lease, self.timeout)
-        cancelled = False
-        try:
-            try:
-                finished, _ = await asyncio.wait({job}, timeout=limit)
-                if held.handed_back and job.cancelled():
-                    # A stop past its grace cancelled the running handler (_drain):
-                    # hand the job back, as when this task itself is cancelled.
-                    raise asyncio.CancelledError
-                if not finished:
-                    told.span_end(decide(HandlerTimeout(limit or 0.0)), None, lost=False)
-                    await self._timed_out(ctx, job, limit or 0.0)
-                    return
-            except asyncio.CancelledError:
-                if held.handed_back or not self._returned(held):
-                    # This task was cancelled (a fatal error, run() cancelled, a
-                    # handler ignoring its cancellation past the grace) or its
-                    # handler was (stop past its grace): hand the job back.
-                    await self._hand_back(ctx, job, told)
-                    raise
-                # Cancelled (run() cancelled, say) after its handler had returned or
-                # raised, before this task resumed: the handler has run, so its
-                # outcome is written as usual (released, the job would run again;
-                # run()'s cleanup waits for the write, within its bound), and then
-                # the cancel goes on.
-                cancelled = True
-            if ctx.lost.is_set():
-                await self._discard(ctx, told)
-                return
-            raised, outcome = self._outcome(ctx, job)
-            told.finished(outcome.kind, ctx.lease)
-            told.span_end(outcome, raised, lost=False)
-            await self._write(ctx, outcome)
-            if cancelled:
-                raise asyncio.CancelledError
-        finally:
-            self._beats.pop(id(ctx), None)
-            told.span_end(None, None, lost=False)  # a bug of the worker's own: still end it
-            self._threads.pop(id(ctx), None)
-
-    def _outcome(
-        self, ctx: JobContext, job: asyncio.Future[Any]
-    ) -> tuple[BaseException | None, Outcome]:
-        """What the handler raised (None) and the outcome ``decide`` makes of it."""
-        if job.cancelled():  # the handler cancelled itself: a failure
-            cancelled = asyncio.CancelledError()
-            return cancelled, decide(cancelled)
-        raised = job.exception()
-        if isinstance(raised, _Exited):
-            raised = raised.exit
-        return raised, decide(raised, None if raised else job.result(), self._encode(ctx.lease))
-
-    async def _hand_back(self, ctx: JobContext, job: asyncio.Future[Any], told: Told) -> None:
-        """Stop the handler and release its job (unless the lease was lost before)."""
-        job.cancel()
-        ours = not ctx.lost.is_set()
-        ctx.lost.set()  # a handler thread still running learns it is over
-        told.finished("release", ctx.lease)  # the handler is no longer busy
-        told.span_end(None, None, lost=not ours)  # released (or lost before)
-        if ours:
-            with contextlib.suppress(LeaseqError):
-                await self.queue.release(ctx.lease)
-
-    async def _discard(self, ctx: JobContext, told: Told) -> None:
-        """The lease was lost while the handler ran: its outcome is dropped."""
-        log_job(self.queue.name, logging.WARNING, ctx.lease, "lease lost: outcome discarded")
-        told.finished("lost", ctx.lease)
-        if told.observer is not None:
-            told.observer.lost(self.queue.name)
-        told.span_end(None, None, lost=True)
-        thread = self._threads.get(id(ctx))
-        if thread is not None and not thread.done():
-            # A plain handler's thread cannot be cancelled: it keeps its pool
-            # slot, so this job keeps its handler slot until it returns (else
-            # the next job would wait for a thread, its timeout running).
-            returned = asyncio.wrap_future(thread)
-            returned.add_done_callback(lambda f: f.cancelled() or f.exception())
-            await asyncio.wait({returned})
-
-    async def _timed_out(self, ctx: JobContext, job: asyncio.Future[Any], limit: float) -> None:
-        """``ctx``'s handler ran past ``limit`` s: cancel it, fail the attempt (the
-        lease is freed now, not heartbeated on), discard whatever it does later."""
-        self._beats.pop(id(ctx), None)  # the lease is never extended again
-        thread = self._threads.get(id(ctx))
-        job.cancel()
-        # A handler that swallows the cancellation, or a thread that returns late:
-        # its outcome is read here (so asyncio does not warn) and dropped.
-        job.add_done_callback(lambda f: f.cancelled() or f.exception())
-        log_job(
-            self.queue.name,
-            logging.WARNING,
-            ctx.lease,
-            "handler passed its timeout of %gs: %s",
-            limit,
-            "cancelled" if thread is None else "its thread cannot be cancelled",
-        )
-        outcome = decide(HandlerTimeout(limit))
-        if self.metrics is not None:
-            self.metrics.finished(self.queue.name, outcome.kind, limit, ctx.lease)
-        await self._write(ctx, outcome)
-        ctx.lost.set()  # current_job().lost: a plain handler may notice and return
-        if thread is not None and not thread.done():
-            # The thread keeps its pool slot: so does this job, until it returns.
-            await asyncio.wait({asyncio.wrap_future(thread)})
-            log_job(
-                self.queue.name,
-                logging.WARNING,
-                ctx.lease,
-                "handler thread returned after its timeout: outcome discarded",
-            )
-
-    async def _write(self, ctx: JobContext, outcome: Outcome) -> None:
-        """Write ``outcome`` under the lease; a transient error is retried with backoff
-        while the lease may still hold (the heartbeat goes on meanwhile)."""
-        backoff = Backoff()
-        while not ctx.lost.is_set():
-            try:
-                if outcome.kind == "complete":
-                    await self._completions.complete(ctx.lease, outcome.result)
-                else:
-                    dead = outcome.kind == "dead"
-                    call = asyncio.ensure_future(
-                        self.queue.fail(
-                            ctx.lease,
-                            outcome.error,
-                            outcome.retry_in,
-                            dead=dead,
-                            traceback=outcome.traceback or None,
-                        )
-                    )
-                    # Shielded, as completions are (_Completions): its handler has run,
-                    # so a cancel of run() must not cut the write off (the job would
-                    # stay active and run again once its lease expired). run()'s
-                    # cleanup waits for it, within its bound.
-                    self._failing.add(call)
-                    call.add_done_callback(self._failed)
-                    state = await asyncio.shield(call)
-                    log_written(self.queue.name, ctx.lease, outcome, state.value)
-                self.processed += 1
-                self._outage.ok()
-                return
-            except AlreadyFinished:
-                self.processed += 1  # a replay: our own write landed
-                return
-            except LeaseqError as exc:
-                kind = error_kind(exc)
-                if kind == "transient":
-                    await asyncio.sleep(self._outage.failed("outcome", exc, backoff))
-                    continue
-                if kind == "fatal":
-                    self._end(exc)
-                # Someone else holds or finished the job: our outcome does not count.
-                log_job(self.queue.name, logging.WARNING, ctx.lease, "outcome dropped: %s", exc)
-                return
-
-    def _failed(self, call: asyncio.Future[Any]) -> None:
-        """A ``fail`` call of ``_write`` ended (its error, if its job task is gone, is
-        read here, so asyncio does not warn)."""
-        self._failing.discard(call)
-        if not call.cancelled():
-            call.exception()
-
     async def _heartbeat(self) -> None:
         """Every ``ttl / 3``, extend every running job's lease in one ``extend_many``
         call (one call for the worker, not one per job); a lease found lost gets its
@@ -899,7 +503,7 @@ class Worker:
             await asyncio.sleep(delay)
             delay = every
             await self._release_overdue()  # before the beat: it would only extend them
-            beating = list(self._beats.values())
+            beating = list(self._jobs.beats.values())
             if not beating:
                 continue
             started = [held.report for held in beating]
@@ -921,7 +525,7 @@ class Worker:
                     log_job(self.queue.name, logging.WARNING, None, "heartbeat: %s", exc)
                 continue
             for held, result, told in zip(beating, results, started, strict=True):
-                if self._beats.get(id(held.ctx)) is not held:  # finished (or timed out)
+                if self._jobs.beats.get(id(held.ctx)) is not held:  # finished (or timed out)
                     continue
                 if isinstance(result, LeaseLost):
                     self._lease_lost(held, result)
@@ -929,11 +533,11 @@ class Worker:
                     heard(held.ctx, result)
                     held.report = held.report and not told
 
-    def _lease_lost(self, held: _Held, result: LeaseLost) -> None:
+    def _lease_lost(self, held: Held, result: LeaseLost) -> None:
         """A heartbeat found ``held``'s lease lost (or its job cancelled): ``heard``
         marks its context; a running handler is cancelled, a spare never starts."""
         ctx = held.ctx
-        self._beats.pop(id(ctx), None)
+        self._jobs.beats.pop(id(ctx), None)
         if held.job is not None and held.job.done():
             # Its outcome is being written, and that call hears its own
             # answer: this beat may have run just after it landed (the row

@@ -168,12 +168,21 @@ def _unstorable(result: Any, encode: Encode) -> str:
 
 
 def check_worker(
-    handler: object, concurrency: object, ttl: object, grace: object, reap: object
+    handler: object,
+    concurrency: object,
+    ttl: object,
+    grace: object,
+    reap: object,
+    prefetch: object = None,
+    timeout: object = None,
 ) -> None:
     """The settings both workers take, checked alike. Raises InvalidArgument."""
     v.worker_settings(concurrency, ttl, grace, reap)
     if not callable(handler):
         raise InvalidArgument(f"handler must be callable, not {handler!r}")
+    if prefetch is not None:
+        v.integer(prefetch, "prefetch", 0, v.MAX_CONCURRENCY)
+    v.timeout_ms(timeout)
 
 
 def result_encoder(queue: Any) -> Callable[[Lease], Encode | None]:
