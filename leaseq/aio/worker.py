@@ -36,11 +36,11 @@ from leaseq.store.schedules import TICK_INTERVAL
 from leaseq.types import Lease
 from leaseq.work.async_jobs import AsyncJobs, Held
 from leaseq.work.chores import Chores
-from leaseq.work.claims import Prefetch, held_back_async, held_wait
+from leaseq.work.claims import Prefetch, held_back_async, held_wait, log_handed_back
 from leaseq.work.completions import cut_off
 from leaseq.work.heartbeat import heard
 from leaseq.work.log import log_job
-from leaseq.work.outage import Backoff, Outage, error_kind
+from leaseq.work.outage import Backoff, Outage, error_kind, log_fatal
 from leaseq.work.outcomes import check_worker, result_encoder
 from leaseq.work.shutdown import past_grace
 
@@ -389,9 +389,7 @@ class Worker:
         """A leaseq error that retrying will not cure: stop now and let run() raise it."""
         if self._fatal is None:
             self._fatal = exc
-            log_job(
-                self.queue.name, logging.ERROR, None, "stopping: %s: %s", type(exc).__name__, exc
-            )
+            log_fatal(self.queue.name, exc)
         self._stop.set()
 
     async def _drain(self) -> None:
@@ -456,14 +454,7 @@ class Worker:
         if not due:
             return
         self._prefetch.handed_back()
-        log_job(
-            self.queue.name,
-            logging.WARNING,
-            None,
-            "%d spare lease(s) waited %gs for a busy handler slot: handing them back",
-            len(due),
-            self._prefetch.max_wait,
-        )
+        log_handed_back(self.queue.name, len(due), self._prefetch.max_wait)
         # Each stays in _handing until its release answers: cancelled meanwhile (run()
         # ends), the heartbeat leaves it and the rest to run()'s cleanup to release.
         self._handing.extend(due)

@@ -4,7 +4,10 @@ claim (:class:`Prefetch`), and when a burst run is done (:func:`held_back`).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+from leaseq.work.log import log_job
 
 # -- prefetch --------------------------------------------------------------------
 
@@ -115,6 +118,18 @@ class Prefetch:
         """Overdue spares went back: hold no spares until jobs finish fast enough."""
         self._held_back = True
         self._since = None
+
+
+def log_handed_back(queue: str, count: int, max_wait: float) -> None:
+    """The line both workers log as overdue spares go back (``Prefetch.overdue``)."""
+    log_job(
+        queue,
+        logging.WARNING,
+        None,
+        "%d spare lease(s) waited %gs for a busy handler slot: handing them back",
+        count,
+        max_wait,
+    )
 
 
 # -- burst runs ------------------------------------------------------------------

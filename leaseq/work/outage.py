@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Literal
 
-from leaseq.errors import DamagedRow, InvalidArgument, LeaseLost, ServerUnavailable
+from leaseq.errors import DamagedRow, InvalidArgument, LeaseLost, LeaseqError, ServerUnavailable
 from leaseq.work.log import log_job
 
 BACKOFF_START, BACKOFF_CAP = 0.1, 5.0
@@ -91,3 +91,8 @@ class Outage:
                 "Redis answers again after %.1fs",
                 time.monotonic() - since,
             )
+
+
+def log_fatal(queue: str, exc: LeaseqError) -> None:
+    """The line a worker logs once as a fatal error ends its run."""
+    log_job(queue, logging.ERROR, None, "stopping: %s: %s", type(exc).__name__, exc)

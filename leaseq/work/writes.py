@@ -9,15 +9,62 @@ by the server, never overwritten.
 from __future__ import annotations
 
 import logging
+import queue as queue_mod
+import time
 from collections.abc import Callable
 from typing import Any
 
 from leaseq.errors import AlreadyFinished, DamagedRow, InvalidArgument, LeaseLost, LeaseqError
 from leaseq.handler import JobContext
+from leaseq.observe.observer import JobObserver
 from leaseq.types import Lease
 from leaseq.work.held import Task
 from leaseq.work.log import log_job, log_written, logger
-from leaseq.work.outcomes import RELEASE, Outcome, completion_batch
+from leaseq.work.outage import error_kind
+from leaseq.work.outcomes import RELEASE, WRITE_BATCH, Outcome, completion_batch
+
+OUTCOME_LINGER = 0.002
+"""Seconds the reporter waits, after a first outcome, for others to join its write
+while more jobs are running (the added latency of a completion, at most)."""
+
+
+def gather(
+    done: queue_mod.SimpleQueue[Task | None], into: list[Task], timeout: float, linger: bool
+) -> None:
+    """Move finished tasks from ``done`` to ``into`` (at most ``WRITE_BATCH``),
+    waiting up to ``timeout`` s for the first. With ``linger`` (other jobs are
+    running) their outcomes may gather for a moment, so one complete_many
+    carries many and the handlers' puts wake no one meanwhile. A None in
+    ``done`` only wakes the reporter."""
+    try:
+        item = done.get(timeout=timeout)
+    except queue_mod.Empty:
+        return
+    if item is not None and linger:
+        time.sleep(OUTCOME_LINGER)
+    while True:
+        if item is not None:
+            into.append(item)
+            if len(into) >= WRITE_BATCH:
+                return
+        try:
+            item = done.get_nowait()
+        except queue_mod.Empty:
+            return
+
+
+def unstarted(work: queue_mod.SimpleQueue[Task | None]) -> list[Task]:
+    """The leases still waiting for a handler thread, taken off ``work`` with the
+    RELEASE outcome (at shutdown: handed back unstarted, no attempt spent)."""
+    out: list[Task] = []
+    while True:
+        try:
+            task = work.get_nowait()
+        except queue_mod.Empty:
+            return out
+        if task is not None:
+            task.outcome = RELEASE
+            out.append(task)
 
 
 class OutcomeWriter:
@@ -35,6 +82,14 @@ class OutcomeWriter:
         self.counts = counts
         self.holds = holds
         self.settle = settle
+        self._lost_told = 0
+
+    def report_lost(self, observer: JobObserver | None) -> None:
+        """Tell ``observer`` how many more outcomes were discarded since last told."""
+        lost = self.counts["lost"]
+        if observer is not None and lost != self._lost_told:
+            observer.lost(self.queue.name, lost - self._lost_told)
+        self._lost_told = lost
 
     def _log(self, level: int, task: Task | None, msg: str, *args: Any) -> None:
         log_job(self.queue.name, level, task, msg, *args)
@@ -136,3 +191,28 @@ class OutcomeWriter:
             return
         self.counts["released"] += 1
         self._log(level, task, done)
+
+    def release_running(self, running: list[Task]) -> None:
+        """Past a stop's grace: release the jobs whose handlers still run (their
+        outcome will be discarded), forgetting each. On a server that does not
+        answer, each call fails only after the client's timeouts and retries (a
+        minute and more with redis-py's defaults): after the first such failure
+        the others are left to expire, not tried one by one."""
+        down = False
+        for i, task in enumerate(running):
+            if not down:
+                try:
+                    self.release(task, logging.WARNING, "released unfinished at shutdown")
+                except LeaseqError as exc:
+                    self._log(
+                        logging.WARNING, task, "could not release (%s); lease will expire", exc
+                    )
+                    down = error_kind(exc) == "transient"
+                    if down and len(running) > i + 1:
+                        self._log(
+                            logging.WARNING,
+                            None,
+                            "%d more running job(s) not released; their leases will expire",
+                            len(running) - i - 1,
+                        )
+            self.settle([task])
