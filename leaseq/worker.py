@@ -60,7 +60,7 @@ class Worker:
     retries it after a delay, ``leaseq.Dead`` dead-letters it, any other
     exception fails it with type, message and the innermost frames in
     ``last_error``; a result that can never be stored dead-letters it (see
-    ``_outcomes.decide``). ``handler`` may be ``async def``: it runs on an event
+    ``leaseq.work.outcomes.decide``). ``handler`` may be ``async def``: it runs on an event
     loop of its handler thread. Inside the handler, ``leaseq.current_job().lost``
     is set once the lease is gone; the outcome is then discarded.
 

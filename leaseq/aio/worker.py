@@ -74,14 +74,14 @@ class Worker:
 
     ``ttl`` is the lease length in seconds; heartbeats extend it every
     ``ttl / 3``. ``prefetch``: leases claimed ahead of the free handler slots,
-    as in ``leaseq.Worker`` (``leaseq.work.outcomes.Prefetch``: by default about
+    as in ``leaseq.Worker`` (``leaseq.work.claims.Prefetch``: by default about
     50 ms of work at the rate jobs finish); they are heartbeated while they
     wait and handed back at once by ``stop()``, and a crash before they start
     spends no attempt. ``reap_interval`` is how often (seconds) the worker reaps
     expired leases of crashed workers (default: ``ttl``). ``grace`` is how
     long ``stop()`` lets in-flight handlers finish before cancelling them and
     releasing their jobs back to pending (one that has returned by then has its
-    outcome written, ``leaseq.work.outcomes.past_grace``). ``trace_parent``: as in
+    outcome written, ``leaseq.work.shutdown.past_grace``). ``trace_parent``: as in
     ``leaseq.Worker`` (``leaseq.observe.tracing``). ``timeout``: seconds a handler may
     run when its job has no ``timeout`` of its own (None: no limit). Past it an
     ``async def`` handler is cancelled and the attempt fails with "timed out

@@ -3,7 +3,7 @@
 A job's limit is its own ``timeout`` (``enqueue(..., timeout=)``), else the
 worker's (``Worker(..., timeout=)``); it runs from the moment its handler
 starts (time spent prefetched does not count). Once it passes, the reporter
-fails the attempt through the normal outcome path (``_outcomes.decide`` of a
+fails the attempt through the normal outcome path (``leaseq.work.outcomes.decide`` of a
 ``HandlerTimeout``: "timed out after N s", retried or dead-lettered by the
 usual rules), which releases the lease at once; heartbeats stop extending it.
 
