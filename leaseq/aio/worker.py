@@ -137,7 +137,7 @@ class Worker:
             end=self._end,
         )
         self._tasks: dict[asyncio.Task[None], Held] = {}
-        """The job task of each running lease (``_process``)."""
+        """The job task of each running lease (``AsyncJobs.process``)."""
         self._spare: deque[Held] = deque()
         self._handing: deque[Held] = deque()
         """Overdue spares on their way back (``_release_overdue``), each until its
@@ -319,8 +319,8 @@ class Worker:
         let the cancelled tasks unwind (a cancelled BLPOP drops its connection, a
         cancelled job releases its lease, or writes its outcome if its handler
         had returned), send the completions of handlers that
-        have returned (``_Completions.finish``) and wait for their failures on the
-        wire (``_failing``), then hand back the prefetched leases and
+        have returned (``Completions.finish``) and wait for their failures on the
+        wire (``AsyncJobs.failing``), then hand back the prefetched leases and
         those of a claim that was in flight, and leave the registry. On a server
         that stops answering, what is left past the bound is cut off: those leases
         expire (a prefetched one unspent) and the registry row ages out."""
@@ -405,7 +405,7 @@ class Worker:
         await asyncio.wait(set(self._tasks), timeout=self.grace)
         running, _ = past_grace(self._tasks.items(), lambda item: self._jobs.returned(item[1]))
         for task, held in running:
-            held.handed_back = True  # _process releases the job once its handler ends
+            held.handed_back = True  # process() releases the job once its handler ends
             if held.job is None or not held.job.cancel():
                 task.cancel()  # its handler is over (timed out, lost): only a thread is awaited
         if not self._tasks:
@@ -414,7 +414,7 @@ class Worker:
         # A write the server does not answer (the job stays active until its lease
         # expires), or a handler that ignores its cancellation: its job task, cancelled,
         # releases the job, and on a server that does not answer that release hangs
-        # too. So the wait is bounded (_cut_off); run()'s cleanup cuts off what is left.
+        # too. So the wait is bounded (cut_off); run()'s cleanup cuts off what is left.
         await cut_off(late)
 
     def _start(self, held: Held) -> None:
@@ -536,7 +536,7 @@ class Worker:
             # retry will find AlreadyFinished. Not a lost lease.
             return
         verdict = heard(ctx, result)
-        if held.job is None:  # prefetched: it never starts (_process looks first)
+        if held.job is None:  # prefetched: it never starts (process() looks first)
             with contextlib.suppress(ValueError):  # unless just taken to start
                 self._spare.remove(held)
             log_job(self.queue.name, logging.INFO, ctx.lease, "prefetched lease lost: %s", result)

@@ -168,7 +168,8 @@ class AsyncJobs:
             try:
                 finished, _ = await asyncio.wait({job}, timeout=limit)
                 if held.handed_back and job.cancelled():
-                    # A stop past its grace cancelled the running handler (_drain):
+                    # A stop past its grace cancelled the running handler (the
+                    # worker's _drain):
                     # hand the job back, as when this task itself is cancelled.
                     raise asyncio.CancelledError
                 if not finished:
@@ -292,7 +293,7 @@ class AsyncJobs:
                             traceback=outcome.traceback or None,
                         )
                     )
-                    # Shielded, as completions are (_Completions): its handler has run,
+                    # Shielded, as completions are (Completions): its handler has run,
                     # so a cancel of run() must not cut the write off (the job would
                     # stay active and run again once its lease expired). run()'s
                     # cleanup waits for it, within its bound.
