@@ -49,7 +49,7 @@ from typing import Any
 
 import leaseq
 from leaseq.errors import LeaseqError
-from leaseq.work.outcomes import Backoff, error_kind
+from leaseq.work.outage import Backoff, error_kind
 from tests.support.sentinel import SERVICE, Sentinels
 
 QUEUE = "failover"

@@ -268,6 +268,12 @@ def load_handler(spec: str) -> Handler:
             obj = getattr(obj, part)
         except AttributeError:
             raise InvalidArgument(f"{module_name!r} has no attribute {attr!r}") from None
+    return _as_loaded_handler(obj, spec)
+
+
+def _as_loaded_handler(obj: Any, spec: str) -> Handler:
+    """The handler ``spec`` named: a callable, a dict of handlers by kind, or a
+    queue's typed tasks. Raises InvalidArgument for anything else."""
     if isinstance(obj, Mapping):
         return Kinds(obj)  # a dict of handlers by kind
     tasks = getattr(obj, "tasks", None)

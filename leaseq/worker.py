@@ -1,24 +1,16 @@
 """``leaseq.Worker``: runs a handler over one queue with leases, heartbeats and clean shutdown.
 
-Three kinds of thread share one table of held leases (see docs/workers.md, "The worker loop"):
-
-- the **claimer** leases jobs in batches (``claim_many`` semantics, one script
-  call for up to ``concurrency + prefetch - held`` jobs) and, when nothing
-  is there, blocks on the queue's wake list for as long as the claim reply
-  says nothing can change by itself (capped at 5 s);
-- ``concurrency`` **handler threads** run the handler, one job each;
-- the thread that called ``run`` is the **reporter**: it writes outcomes
-  (completions batched into one script call), extends leases every
-  ``ttl / 3`` (each extend fenced by the lease's token), reaps now and then
-  and drives shutdown.
-
-Only the reporter writes outcomes, so a lease that a heartbeat found lost is
-never completed or failed by this worker: its outcome is discarded. What an
-outcome is comes from ``_outcomes.decide``, the policy ``leaseq.aio.Worker``
-shares.
-
-An ``async def`` handler runs too: each handler thread keeps its own event
-loop and runs the coroutine the handler returns to completion on it.
+The threaded driver of the worker core (``leaseq.work``; docs/workers.md, "The
+worker loop"). Three kinds of thread share one table of held leases
+(``leaseq.work.held``): the **claimer** claims as ``Prefetch.plan`` says and
+blocks on the queue's wake list when nothing is there; ``concurrency``
+**handler threads** run the handler, one job each (an ``async def`` handler on
+an event loop of its thread); the thread that called ``run`` is the
+**reporter**: it writes outcomes (``leaseq.work.writes``, completions
+batched), extends leases every ``ttl / 3`` (``leaseq.work.heartbeat``), does
+the chores (``leaseq.work.chores``) and drives shutdown. Only the reporter
+writes outcomes, so a lease a heartbeat found lost is never completed or
+failed by this worker: its outcome is discarded.
 """
 
 from __future__ import annotations
@@ -27,10 +19,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import math
 import queue as queue_mod
-import random
-import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -43,39 +32,23 @@ from leaseq.observe.observer import JobObserver, installed
 from leaseq.observe.tracing import JobTracer
 from leaseq.protocols import QueueLike
 from leaseq.queue_set import members, queue_set
-from leaseq.store import validate as v
-from leaseq.store.registry import refresh_every
-from leaseq.store.schedules import TICK_INTERVAL
 from leaseq.types import Lease
 from leaseq.work import signals as _signals
-from leaseq.work.outcomes import (
-    CLAIM_BATCH,
-    DONE,
-    RELEASE,
-    WRITE_BATCH,
-    Backoff,
-    Outage,
-    OutcomeWriter,
-    Prefetch,
-    Task,
-    check_worker,
-    decide,
-    error_kind,
-    extend_due,
-    held_back,
-    held_wait,
-    log_job,
-    result_encoder,
-)
+from leaseq.work.chores import Chores
+from leaseq.work.claims import Prefetch, held_back, held_wait, log_handed_back
+from leaseq.work.heartbeat import extend_due
+from leaseq.work.held import HeldTable, Task
+from leaseq.work.log import log_job
+from leaseq.work.outage import Backoff, Outage, error_kind, log_fatal
+from leaseq.work.outcomes import DONE, check_worker, decide, result_encoder
 from leaseq.work.timeouts import Timeouts
+from leaseq.work.told import Told
+from leaseq.work.writes import OutcomeWriter, gather, unstarted
 
 __all__ = ["Worker"]
 
 logger = logging.getLogger("leaseq.worker")
 
-OUTCOME_LINGER = 0.002
-"""Seconds the reporter waits, after a first outcome, for others to join its write
-while more jobs are running (the added latency of a completion, at most)."""
 MAX_IDLE_WAIT = 5.0
 """Longest single block on the wake list: a lost wake-up only delays a job this much."""
 
@@ -87,7 +60,7 @@ class Worker:
     retries it after a delay, ``leaseq.Dead`` dead-letters it, any other
     exception fails it with type, message and the innermost frames in
     ``last_error``; a result that can never be stored dead-letters it (see
-    ``_outcomes.decide``). ``handler`` may be ``async def``: it runs on an event
+    ``leaseq.work.outcomes.decide``). ``handler`` may be ``async def``: it runs on an event
     loop of its handler thread. Inside the handler, ``leaseq.current_job().lost``
     is set once the lease is gone; the outcome is then discarded.
 
@@ -137,12 +110,10 @@ class Worker:
     ) -> None:
         handler = as_handler(handler)  # a dict of handlers by kind runs as one
         served: QueueLike = queue_set(queue, weights, asynchronous=False)  # several: a QueueSet
-        check_worker(handler, concurrency, ttl, grace, reap_interval)
+        check_worker(handler, concurrency, ttl, grace, reap_interval, prefetch, timeout)
         self._tracer = JobTracer.make(served.name, worker_id or served.worker_id, trace_parent)
         """Spans for each job (``leaseq.observe.tracing``); None without opentelemetry."""
         self._report = getattr(served, "progress", None)  # current_job().progress(value)
-        if prefetch is not None:
-            v.integer(prefetch, "prefetch", 0, v.MAX_CONCURRENCY)
         self.queue = served
         self.handler = handler
         self.concurrency = concurrency
@@ -159,14 +130,14 @@ class Worker:
         self.beat_every = self.ttl / 3
         self.counts = {"succeeded": 0, "failed": 0, "dead": 0, "released": 0, "lost": 0}
         """Outcomes this worker wrote (or, for ``lost``, discarded) since it was made."""
-        self._lost_seen = 0
         self._cond = threading.Condition(threading.RLock())
         self._claim_lock = threading.Lock()
         self._run_lock = threading.Lock()
-        self._writer = OutcomeWriter(served, self.counts, self._holds, self._settle)
+        self._held = HeldTable(self._cond)
+        """The leases held (``leaseq.work.held``), emptied by each run."""
+        self._writer = OutcomeWriter(served, self.counts, self._held.holds, self._settle)
         self._encode = result_encoder(served)
         self._outage = Outage(served.name)
-        v.timeout_ms(timeout)
         self.timeout = None if timeout is None else float(timeout)
         self._timeouts = Timeouts(
             served.name, self._cond, self.timeout, lambda: self._done.put(None), on_stuck
@@ -182,14 +153,11 @@ class Worker:
         self._fatal: LeaseqError | None = None
 
     def _reset(self) -> None:
-        self._tasks: dict[tuple[str, str, int, int], Task] = {}
+        self._held.reset()
         self._work: queue_mod.SimpleQueue[Task | None] = queue_mod.SimpleQueue()
         self._done: queue_mod.SimpleQueue[Task | None] = queue_mod.SimpleQueue()
         self._claimer_done = False
-        self._gen = 0
-        self._next_beat_at = math.inf
         self._wake = threading.Event()
-        self._finished = 0
         self._prefetch = Prefetch(self.concurrency, self.prefetch, time.monotonic(), ttl=self.ttl)
         """Most leases held at once (``limit``); adaptive, it moves with the job rate."""
         self._timeouts.reset()
@@ -306,15 +274,7 @@ class Worker:
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         second = self._stopping
-        self._log(
-            logging.WARNING,
-            None,
-            "%s: %s",
-            signal.Signals(signum).name,
-            "stopping now, releasing in-flight jobs"
-            if second
-            else f"stopping: no new jobs, in-flight ones get {self.grace:g}s",
-        )
+        self._log(logging.WARNING, None, "%s", _signals.stop_line(signum, second, self.grace))
         self.stop(now=second)
 
     # -- the claimer thread ---------------------------------------------------
@@ -322,54 +282,22 @@ class Worker:
     def _claim_loop(self, burst: bool) -> None:
         backoff = Backoff()
         while True:
-            with self._cond:
-                self._prefetch.adapt(self._finished, time.monotonic())
-                while not self._stopping and not self._prefetch.room(self._busy()):
-                    self._cond.wait()
-                    self._prefetch.adapt(self._finished, time.monotonic())
-                if self._stopping:
-                    return
-                free, gen = self._prefetch.limit - self._busy(), self._gen
-                # Leases beyond the idle threads are prefetched: the claim marks them
-                # so, and a crash before they start does not spend their attempt.
-                idle = max(0, self.concurrency - self._busy())
+            planned = self._next_claim()
+            if planned is None:
+                return
+            want, idle, gen = planned
             try:
                 with self._claim_lock:
                     if self._stopping:
                         return
-                    leases, wait = self.queue.claim_now(
-                        min(free, CLAIM_BATCH), self.ttl, self.worker_id, idle
-                    )
+                    leases, wait = self.queue.claim_now(want, self.ttl, self.worker_id, idle)
                     if not self._admit(leases, idle):
                         self._writer.hand_back(leases)
                         return
                 backoff.reset()
                 self._outage.ok()
-                if leases:
-                    continue
-                if burst:
-                    with self._cond:
-                        idle = not self._tasks and gen == self._gen
-                        if not idle:
-                            self._cond.wait_for(self._settled_since(gen), 1.0)
-                            continue
-                    if held_back(members(self.queue)):  # a limit holds pending jobs: not done yet
-                        self._wake.wait(held_wait(wait))
-                        continue
-                    with self._cond:
-                        if not self._tasks and gen == self._gen:
-                            self._claimer_done = True
-                            self._done.put(None)
-                            return
-                    continue
-                if self._stopping:
-                    # stop() nudges the wake list after it sets the flag; a claim
-                    # that ran in between may have cleared that token (an empty
-                    # queue's claim deletes the list), so look before blocking.
+                if not leases and not self._idle(burst, gen, wait):
                     return
-                self.queue.wait_for_wake(
-                    min(MAX_IDLE_WAIT, MAX_IDLE_WAIT if wait is None else wait)
-                )
             except LeaseqError as exc:
                 if error_kind(exc) != "transient":
                     self._end_run(exc)
@@ -379,19 +307,64 @@ class Worker:
                 logger.exception("queue=%s job=- attempt=- claim loop error", self.queue.name)
                 self._wake.wait(backoff.next())
 
+    def _next_claim(self) -> tuple[int, int, int] | None:
+        """Wait until ``Prefetch.plan`` has room for a claim: its size, the slots
+        whose leases start at once, and the settle count it was planned at
+        (None once stopping)."""
+        with self._cond:
+            self._prefetch.adapt(self._held.finished, time.monotonic())
+            while not self._stopping:
+                busy = self._busy()
+                plan = self._prefetch.plan(busy, self.concurrency - busy)
+                if plan is not None:
+                    return plan[0], plan[1], self._held.gen
+                self._cond.wait()
+                self._prefetch.adapt(self._held.finished, time.monotonic())
+            return None
+
+    def _idle(self, burst: bool, gen: int, wait: float | None) -> bool:
+        """After a claim that got nothing: wait for a wake-up (at most as long as the
+        claim says nothing changes by itself); False once the claimer is done."""
+        if burst:
+            return self._burst_wait(gen, wait)
+        if self._stopping:
+            # stop() nudges the wake list after it sets the flag; a claim
+            # that ran in between may have cleared that token (an empty
+            # queue's claim deletes the list), so look before blocking.
+            return False
+        self.queue.wait_for_wake(min(MAX_IDLE_WAIT, MAX_IDLE_WAIT if wait is None else wait))
+        return True
+
+    def _burst_wait(self, gen: int, wait: float | None) -> bool:
+        """A burst run's claim got nothing: False (the run is done) once nothing is
+        held, nothing settled since the claim and no limit holds pending jobs back."""
+        with self._cond:
+            if self._held.tasks or gen != self._held.gen:
+                self._cond.wait_for(self._settled_since(gen), 1.0)
+                return True
+        if held_back(members(self.queue)):  # a limit holds pending jobs: not done yet
+            self._wake.wait(held_wait(wait))
+            return True
+        with self._cond:
+            if not self._held.tasks and gen == self._held.gen:
+                self._claimer_done = True
+                self._done.put(None)
+                return False
+        return True
+
     def _busy(self) -> int:
         """Leases held plus threads stuck past a timeout (call holding ``_cond``)."""
-        return len(self._tasks) + len(self._timeouts.stuck)
+        return len(self._held.tasks) + len(self._timeouts.stuck)
 
     def _settled_since(self, gen: int) -> Callable[[], bool]:
-        return lambda: self._gen != gen or self._stopping
+        return lambda: self._held.gen != gen or self._stopping
 
     def _end_run(self, exc: LeaseqError) -> None:
         """A leaseq error that retrying will not cure: stop now and let run() raise it."""
         with self._cond:
             first, self._fatal = self._fatal is None, self._fatal or exc
         if first:  # the claimer and the reporter may both meet it: one line
-            self._log(logging.ERROR, None, "stopping: %s: %s", type(exc).__name__, exc)
+            log_fatal(self.queue.name, exc)
         self.stop(now=True)
 
     def _admit(self, leases: list[Lease], idle: int) -> bool:
@@ -410,10 +383,7 @@ class Worker:
         with self._cond:
             if self._stopping:
                 return False
-            for task in tasks:
-                self._tasks[task.key] = task
-            sooner = beat < self._next_beat_at
-            self._next_beat_at = min(self._next_beat_at, beat)
+            sooner = self._held.add(tasks, beat)
         if sooner:  # the reporter may be asleep until a later time: wake it to re-plan
             self._done.put(None)
         for task in tasks:
@@ -426,137 +396,135 @@ class Worker:
         self, work: queue_mod.SimpleQueue[Task | None], done: queue_mod.SimpleQueue[Task | None]
     ) -> None:
         loop: asyncio.AbstractEventLoop | None = None  # made for the first async handler
-        timeouts = self._timeouts
         try:
             while True:
                 task = work.get()
                 if task is None:
                     return
-                release = self._stopping or task.ctx.lost.is_set()
-                if not timeouts.begin(task, release):  # handed back while it waited: done
-                    continue
-                if release:  # claimed but not started: hand it back now
-                    done.put(task)
-                    continue
-                if timeouts.default is not None or task.lease.timeout is not None:
-                    timeouts.arm(task)
-                if logger.isEnabledFor(logging.DEBUG):
-                    self._log(logging.DEBUG, task, "started")
-                _set_current(task.ctx)
-                raised: BaseException | None = None
-                value: Any = None
-                observer = self.metrics
-                if observer is not None:
-                    observer.started(self.queue.name, task.lease, self.ttl)
-                    began = time.perf_counter()
-                span = None if self._tracer is None else self._tracer.start(task.lease)
-                try:
-                    value = self.handler(task.ctx.lease)
-                    if value is not None and inspect.isawaitable(value):  # an async def handler
-                        loop = loop or asyncio.new_event_loop()
-                        value = loop.run_until_complete(value)
-                except BaseException as exc:  # SystemExit in a thread would hang the job
-                    raised = exc
-                finally:
-                    _set_current(None)
-                outcome = (
-                    DONE
-                    if raised is None and value is None
-                    else decide(raised, value, self._encode(task.lease))
-                )
-                if observer is not None:
-                    spent = time.perf_counter() - began
-                    observer.finished(self.queue.name, outcome.kind, spent, task.lease)
-                written = timeouts.returned(task, outcome)  # else: timed out, discarded
-                if span is not None:  # a run that timed out ends with its timeout outcome
-                    ended = task.outcome if task.outcome is not None else outcome
-                    lost = written and task.ctx.lost.is_set()
-                    span.finish(ended, raised if written else None, lost)
-                del raised, value
-                if written:
-                    done.put(task)
+                if self._begin(task, done):
+                    loop = self._run_one(task, done, loop)
         finally:
             if loop is not None:
                 loop.close()
+
+    def _begin(self, task: Task, done: queue_mod.SimpleQueue[Task | None]) -> bool:
+        """A handler thread took ``task``: True to run it; False if it went back
+        unstarted (the worker is stopping, or the lease is lost) or was handed
+        back while it waited (``Timeouts.begin``)."""
+        timeouts = self._timeouts
+        release = self._stopping or task.ctx.lost.is_set()
+        if not timeouts.begin(task, release):  # handed back while it waited: done
+            return False
+        if release:  # claimed but not started: hand it back now
+            done.put(task)
+            return False
+        if timeouts.default is not None or task.lease.timeout is not None:
+            timeouts.arm(task)
+        if logger.isEnabledFor(logging.DEBUG):
+            self._log(logging.DEBUG, task, "started")
+        return True
+
+    def _run_one(
+        self,
+        task: Task,
+        done: queue_mod.SimpleQueue[Task | None],
+        loop: asyncio.AbstractEventLoop | None,
+    ) -> asyncio.AbstractEventLoop | None:
+        """Run ``task``'s handler and queue its outcome for the reporter (unless it
+        timed out meanwhile); returns this thread's event loop, if an async
+        handler needed one."""
+        _set_current(task.ctx)
+        raised: BaseException | None = None
+        value: Any = None
+        told = None
+        if self.metrics is not None or self._tracer is not None:
+            told = Told(self.queue.name, self.metrics, task.lease, self.ttl, self._tracer)
+        try:
+            value = self.handler(task.ctx.lease)
+            if value is not None and inspect.isawaitable(value):  # an async def handler
+                loop = loop or asyncio.new_event_loop()
+                value = loop.run_until_complete(value)
+        except BaseException as exc:  # SystemExit in a thread would hang the job
+            raised = exc
+        finally:
+            _set_current(None)
+        outcome = (
+            DONE
+            if raised is None and value is None
+            else decide(raised, value, self._encode(task.lease))
+        )
+        if told is not None:
+            told.finished(outcome.kind, task.lease)
+        written = self._timeouts.returned(task, outcome)  # else: timed out, discarded
+        if told is not None:  # a run that timed out ends with its timeout outcome
+            ended = task.outcome if task.outcome is not None else outcome
+            told.span_end(ended, raised if written else None, written and task.ctx.lost.is_set())
+        if written:
+            done.put(task)
+        return loop
 
     # -- the reporter (the thread that called run) -------------------------------
 
     def _report_loop(self) -> None:
         backoff = Backoff()
         unwritten: list[Task] = []
-        next_reap = time.monotonic() + self.reap_interval * random.uniform(0.5, 1.0)
-        retry_at = next_tick = next_register = 0.0
+        chores = Chores(self.reap_interval, self.ttl, time.monotonic(), spread=True)
+        retry_at = 0.0
         while True:
             now = time.monotonic()
-            timeout = min(self._next_beat_at, next_reap, next_register, 1.0 + now)
+            timeout = min(
+                self._held.next_beat_at, chores.next_reap, chores.next_register, 1.0 + now
+            )
             timeout = min(timeout, self._timeouts.next_at) - now
             if unwritten:
                 timeout = min(timeout, retry_at - now)
             self._drain(unwritten, max(timeout, 0.0005))
             now = time.monotonic()
             if now >= retry_at:
-                try:
-                    unwritten += self._timeouts.expire(self._tasks, now)
-                    self._writer.write(unwritten)
-                    self._report_lost()
-                    if now >= self._next_beat_at:
-                        self._heartbeat(now)
-                        unwritten += self._timeouts.cancelled(self._tasks, now)
-                        unwritten += self._overdue(now)
-                    if now >= next_reap:
-                        next_reap = now + self.reap_interval
-                        self._reap()
-                    if now >= next_register:
-                        next_register = now + self._register()
-                    if now >= next_tick and hasattr(self.queue, "tick"):
-                        next_tick = now + TICK_INTERVAL  # schedules: see leaseq.store.schedules
-                        self.queue.tick()
-                    backoff.reset()
-                    self._outage.ok()
-                except LeaseqError as exc:
-                    if error_kind(exc) == "transient":
-                        delay = self._outage.failed("redis call", exc, backoff)
-                        retry_at = time.monotonic() + delay
-                    else:
-                        self._end_run(exc)
+                retry_at = self._report_pass(unwritten, chores, backoff, now)
             if self._stopping and self._shutdown_step(unwritten):
                 return
-            if self._claimer_done and not self._tasks and not unwritten:
+            if self._claimer_done and not self._held.tasks and not unwritten:
                 return
 
-    def _drain(self, into: list[Task], timeout: float) -> None:
+    def _report_pass(
+        self, unwritten: list[Task], chores: Chores, backoff: Backoff, now: float
+    ) -> float:
+        """One pass of the reporter's calls: outcomes, heartbeats, chores. Returns
+        when to try again after a transient error (0.0: at once)."""
         try:
-            item = self._done.get(timeout=timeout)
-        except queue_mod.Empty:
-            return
-        if item is not None and len(self._tasks) > len(into) + 1 and not self._stopping:
-            # Other jobs are running: let their outcomes gather for a moment, so one
-            # complete_many carries many and the handlers' puts wake no one meanwhile.
-            time.sleep(OUTCOME_LINGER)
-        while True:
-            if item is not None:
-                into.append(item)
-                if len(into) >= WRITE_BATCH:
-                    return
-            try:
-                item = self._done.get_nowait()
-            except queue_mod.Empty:
-                return
+            unwritten += self._timeouts.expire(self._held.tasks, now)
+            self._writer.write(unwritten)
+            self._writer.report_lost(self.metrics)
+            if now >= self._held.next_beat_at:
+                self._heartbeat(now)
+                unwritten += self._timeouts.cancelled(self._held.tasks, now)
+                unwritten += self._overdue(now)
+            if chores.reap(now):
+                self._reap()
+            if chores.register(now):
+                self._register(chores)
+                chores.registered(now)
+            if chores.tick(now, self.queue):
+                self.queue.tick()
+            backoff.reset()
+            self._outage.ok()
+        except LeaseqError as exc:
+            if error_kind(exc) == "transient":
+                return time.monotonic() + self._outage.failed("redis call", exc, backoff)
+            self._end_run(exc)
+        return 0.0
+
+    def _drain(self, into: list[Task], timeout: float) -> None:
+        others = len(self._held.tasks) > len(into) + 1 and not self._stopping
+        gather(self._done, into, timeout, linger=others)
 
     def _shutdown_step(self, unwritten: list[Task]) -> bool:
         """True once every held lease is settled (or given up) and run() may return."""
-        # Leases claimed but not started go back now, not after the running ones.
-        while True:
-            try:
-                task = self._work.get_nowait()
-            except queue_mod.Empty:
-                break
-            if task is not None:
-                task.outcome = RELEASE
-                unwritten.append(task)
+        unwritten += unstarted(self._work)  # back now, not after the running ones
         if not (self._hard or time.monotonic() - self._stop_at >= self.grace):
             with self._cond:
-                return not self._tasks and not unwritten
+                return not self._held.tasks and not unwritten
         # Out of time: hand back what is still running; its outcome will be discarded.
         # A handler that returned first is not running: its outcome is written, though
         # it may not have reached the done queue yet (set on the task, not put), so
@@ -565,33 +533,11 @@ class Worker:
         got = self._claim_lock.acquire(timeout=2.0)
         try:
             with self._cond:
-                running, finished = self._timeouts.hand_back(self._tasks)
+                running, finished = self._timeouts.hand_back(self._held.tasks)
         finally:
             if got:
                 self._claim_lock.release()
-        # On a server that does not answer, each call fails only after the client's
-        # timeouts and retries (a minute and more with redis-py's defaults): after the
-        # first such failure the other running ones are left to expire, not tried one
-        # by one.
-        down = False
-        for i, task in enumerate(running):
-            if not down:
-                try:
-                    self._writer.release(task, logging.WARNING, "released unfinished at shutdown")
-                except LeaseqError as exc:
-                    self._log(
-                        logging.WARNING, task, "could not release (%s); lease will expire", exc
-                    )
-                    if error_kind(exc) == "transient":
-                        down = True
-                        if len(running) > i + 1:
-                            self._log(
-                                logging.WARNING,
-                                None,
-                                "%d more running job(s) not released; their leases will expire",
-                                len(running) - i - 1,
-                            )
-            self._settle([task])
+        self._writer.release_running(running)
         self._drain(unwritten, 0.0005)  # handed-back outcomes that landed: discarded
         queued = set(unwritten)
         unwritten += [t for t in finished if t not in queued]
@@ -608,76 +554,35 @@ class Worker:
         slot frees. Checked at each heartbeat: a wait is bounded to within ttl / 3."""
         with self._cond:
             prefetch = self._prefetch
-            due = self._timeouts.overdue(self._tasks, lambda t: prefetch.overdue(t.since, now))
+            due = self._timeouts.overdue(self._held.tasks, lambda t: prefetch.overdue(t.since, now))
             if due:
                 prefetch.handed_back()
         if due:
-            self._log(
-                logging.WARNING,
-                None,
-                "%d spare lease(s) waited %gs for a busy handler slot: handing them back",
-                len(due),
-                prefetch.max_wait,
-            )
+            log_handed_back(self.queue.name, len(due), prefetch.max_wait)
         return due
 
     def _settle(self, tasks: list[Task]) -> None:
         stuck = False
         with self._cond:
-            for task in tasks:
-                key = task.key
-                if self._tasks.get(key) is task:
-                    del self._tasks[key]
-                if task.timed_out:  # the rare case: settled() says whether it is stuck
-                    stuck = self._timeouts.settled(task) or stuck
-            self._finished += len(tasks)
-            self._gen += 1
-            self._cond.notify_all()
+            for task in self._held.forget(tasks):  # the rare case: settled() says if stuck
+                stuck = self._timeouts.settled(task) or stuck
         if stuck:
             self._timeouts.report()
 
-    def _holds(self, task: Task) -> bool:
-        return not task.ctx.lost.is_set() and self._tasks.get(task.key) is task
-
     def _heartbeat(self, now: float) -> None:
-        with self._cond:
-            tasks = [t for t in self._tasks.values() if not t.ctx.lost.is_set()]
-        # A timed-out lease is being failed: never extend it again.
-        due = [t for t in tasks if t.next_beat <= now and not t.timed_out]
+        due = self._held.beat_due(now)
         try:
             extend_due(self.queue, due, now, self.ttl, self.beat_every)
         finally:
-            with self._cond:
-                # Leases admitted meanwhile carry their own (later) first beat.
-                pending = [
-                    t.next_beat
-                    for t in self._tasks.values()
-                    if not t.ctx.lost.is_set() and not t.timed_out
-                ]
-                self._next_beat_at = min(pending, default=math.inf)
+            self._held.plan_beats()
 
-    def _report_lost(self) -> None:
-        lost = self.counts["lost"]
-        if self.metrics is not None and lost != self._lost_seen:
-            self.metrics.lost(self.queue.name, lost - self._lost_seen)
-        self._lost_seen = lost
-
-    def _register(self) -> float:
-        """Refresh this worker's row in the queue's registry (``leaseq.store.registry``);
-        returns the seconds until the next refresh."""
-        every = refresh_every(self.ttl)
+    def _register(self, chores: Chores) -> None:
+        """Refresh this worker's row in the queue's registry (``leaseq.store.registry``)."""
         if hasattr(self.queue, "register_worker"):
-            c = self.counts
-            with self._cond:
-                running = len(self._tasks)
-            self.queue.register_worker(
-                self.worker_id,
-                ttl=3 * every,
-                concurrency=self.concurrency,
-                done=c["succeeded"] + c["failed"] + c["dead"],
-                running=running,
-            )
-        return every
+            c, running = self.counts, len(self._held.tasks)
+            done = c["succeeded"] + c["failed"] + c["dead"]
+            row = chores.row(self.concurrency, done, running)
+            self.queue.register_worker(self.worker_id, **row)
 
     def _unregister(self) -> None:
         if hasattr(self.queue, "unregister_worker"):

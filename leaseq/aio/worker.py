@@ -21,52 +21,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
-import inspect
 import logging
-import time
 from collections import deque
-from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from leaseq.errors import AlreadyFinished, LeaseLost, LeaseqError, ServerUnavailable
-from leaseq.handler import (
-    Handlers,
-    JobContext,
-    Kinds,
-    _set_current,
-    _set_current_task,
-    as_handler,
-)
+from leaseq.errors import LeaseLost, LeaseqError, ServerUnavailable
+from leaseq.handler import Handlers, JobContext, as_handler
 from leaseq.observe.observer import JobObserver, installed
 from leaseq.observe.tracing import JobTracer
 from leaseq.protocols import AsyncQueueLike
 from leaseq.queue_set import members, queue_set
-from leaseq.store import validate as v
-from leaseq.store.registry import refresh_every
 from leaseq.store.schedules import TICK_INTERVAL
 from leaseq.types import Lease
-from leaseq.work.outcomes import (
-    CLAIM_BATCH,
-    Backoff,
-    HandlerTimeout,
-    Outage,
-    Outcome,
-    Prefetch,
-    check_worker,
-    completion_batch,
-    decide,
-    error_kind,
-    held_back_async,
-    held_wait,
-    job_timeout,
-    log_job,
-    log_written,
-    past_grace,
-    result_encoder,
-)
+from leaseq.work.async_jobs import AsyncJobs, Held
+from leaseq.work.chores import Chores
+from leaseq.work.claims import Prefetch, held_back_async, held_wait, log_handed_back
+from leaseq.work.completions import cut_off
+from leaseq.work.heartbeat import heard
+from leaseq.work.log import log_job
+from leaseq.work.outage import Backoff, Outage, error_kind, log_fatal
+from leaseq.work.outcomes import check_worker, result_encoder
+from leaseq.work.shutdown import past_grace
 
 __all__ = ["AsyncHandler", "Worker"]
 
@@ -85,40 +61,6 @@ _WRITE_WAIT = 5.0
 to be written (a server that does not answer must not hold run() forever)."""
 
 
-def _is_async(handler: Any) -> bool:
-    # A function, a partial of one, or an object whose __call__ is async def.
-    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-        type(handler).__call__
-    )
-
-
-def _run_sync(handler: Callable[[Lease], Any], ctx: JobContext) -> Any:
-    _set_current(ctx)
-    try:
-        return handler(ctx.lease)
-    except KeyboardInterrupt as exc:
-        # A pool thread gets no signals: this is the handler's own, not a Ctrl-C.
-        # Let out of the loop it would end the worker (as SystemExit would, _call).
-        raise _Exited(exc) from None
-    finally:
-        _set_current(None)
-
-
-async def _cut_off(futures: Collection[asyncio.Future[Any]]) -> None:
-    """Cancel ``futures`` and wait for them briefly. A cancel can be lost inside
-    the Redis client (seen on a server that stopped answering while a connection
-    was being made: the call went on to a new handshake), so it is repeated; what
-    still runs after that is left behind, its exception read when it ends."""
-    for _ in range(3):
-        if not futures:
-            return
-        for future in futures:
-            future.cancel()
-        _, futures = await asyncio.wait(futures, timeout=0.5)
-    for future in futures:
-        future.add_done_callback(lambda f: f.cancelled() or f.exception())
-
-
 def _cancel_lost(task: asyncio.Task[Any] | None) -> bool:
     """Whether ``task`` was asked to cancel and yet runs on: redis-py 8 can swallow a
     cancel that lands while a command is in flight (the call returns as if none had
@@ -127,119 +69,19 @@ def _cancel_lost(task: asyncio.Task[Any] | None) -> bool:
     return cancelling is not None and cancelling() > 0
 
 
-class _Exited(Exception):
-    """A handler's SystemExit (or a plain handler's KeyboardInterrupt), carried as an
-    ordinary exception out of its task: the job's failure, not the worker's end."""
-
-    def __init__(self, exit: SystemExit | KeyboardInterrupt) -> None:
-        super().__init__(exit)
-        self.exit = exit
-
-
-@dataclass(eq=False, slots=True)
-class _Held:
-    """A lease this worker holds: running (``job`` is its handler's future) or
-    prefetched and not started yet (``job`` None)."""
-
-    ctx: JobContext
-    job: asyncio.Future[Any] | None = None
-    report: bool = False
-    """Prefetched, started since, and the server not told yet (the next heartbeat
-    tells it: from then on a crash spends the attempt)."""
-    since: float = 0.0
-    """When it was claimed, the loop's clock (seconds): how long a spare has waited."""
-    handed_back: bool = False
-    """A stop past its grace cancelled the handler while it ran: the job is released."""
-
-
-class _Completions:
-    """The completions of many job tasks, written in few ``complete_many`` calls.
-
-    One call is in flight at a time; whatever finishes meanwhile goes out in the
-    next, so a busy worker writes big batches and an idle one writes each job at
-    once, with no added wait. Each job task awaits its own completion and gets
-    what a lone ``complete`` would have given it: None, or the exception for its
-    lease (LeaseLost, AlreadyFinished, ...), or the call's error (then the whole
-    call's jobs retry as they would alone; a replayed one finds AlreadyFinished).
-    """
-
-    def __init__(self, queue: AsyncQueueLike) -> None:
-        self.queue = queue
-        self._waiting: list[tuple[Lease, Any, asyncio.Future[None]]] = []
-        self._writer: asyncio.Task[None] | None = None
-
-    async def complete(self, lease: Lease, result: Any) -> None:
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.append((lease, result, done))
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.ensure_future(self._write())
-        await done
-
-    async def finish(self, timeout: float) -> None:
-        """At the end of run(): send what is waiting, for at most ``timeout`` s. The
-        handlers of these jobs have run: a completion dropped would leave the job
-        active until its lease expired, then run it again (a spare not yet
-        reported started would even be refunded as never started). Their job
-        tasks may be cancelled meanwhile: the writes go on without them. Past the
-        bound (a server that does not answer) the rest is dropped and the call in
-        flight cut off: no call of this run may outlive it (the caller may close
-        its client)."""
-        writer = self._writer
-        if writer is not None and not writer.done():
-            await asyncio.wait({writer}, timeout=timeout)
-        self._waiting.clear()
-        self._writer = None
-        if writer is not None:
-            await _cut_off({writer})  # a no-op once it has ended
-
-    def _next_batch(self) -> list[tuple[Lease, Any, asyncio.Future[None]]]:
-        """The waiting completions of the next call, oldest first, as
-        ``completion_batch`` admits them; the rest wait for a later call."""
-        batch: list[tuple[Lease, Any, asyncio.Future[None]]] = []
-        later: list[tuple[Lease, Any, asyncio.Future[None]]] = []
-        admit = completion_batch()
-        for item in self._waiting:
-            (batch if admit(item[0]) else later).append(item)
-        self._waiting[:] = later
-        return batch
-
-    async def _write(self) -> None:
-        while self._waiting:
-            batch = self._next_batch()
-            try:
-                refused = await self.queue.complete_many(
-                    [lease for lease, _, _ in batch], [result for _, result, _ in batch]
-                )
-            except BaseException as exc:  # each waiter raises it (cancelled: so do they)
-                for _, _, done in batch:
-                    if not done.done():
-                        done.set_exception(exc)
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
-                continue
-            by_lease = {(lost.job_id, lost.token): lost for lost in refused}
-            for lease, _, done in batch:
-                if not done.done():  # its job task was cancelled meanwhile
-                    lost = by_lease.get((lease.id, lease.attempt))
-                    if lost is None:
-                        done.set_result(None)
-                    else:
-                        done.set_exception(lost)
-
-
 class Worker:
     """Claims jobs from ``queue`` and runs ``handler(lease)`` on each, ``concurrency`` at a time.
 
     ``ttl`` is the lease length in seconds; heartbeats extend it every
     ``ttl / 3``. ``prefetch``: leases claimed ahead of the free handler slots,
-    as in ``leaseq.Worker`` (``leaseq.work.outcomes.Prefetch``: by default about
+    as in ``leaseq.Worker`` (``leaseq.work.claims.Prefetch``: by default about
     50 ms of work at the rate jobs finish); they are heartbeated while they
     wait and handed back at once by ``stop()``, and a crash before they start
     spends no attempt. ``reap_interval`` is how often (seconds) the worker reaps
     expired leases of crashed workers (default: ``ttl``). ``grace`` is how
     long ``stop()`` lets in-flight handlers finish before cancelling them and
     releasing their jobs back to pending (one that has returned by then has its
-    outcome written, ``leaseq.work.outcomes.past_grace``). ``trace_parent``: as in
+    outcome written, ``leaseq.work.shutdown.past_grace``). ``trace_parent``: as in
     ``leaseq.Worker`` (``leaseq.observe.tracing``). ``timeout``: seconds a handler may
     run when its job has no ``timeout`` of its own (None: no limit). Past it an
     ``async def`` handler is cancelled and the attempt fails with "timed out
@@ -266,11 +108,8 @@ class Worker:
     ) -> None:
         handler = as_handler(handler)  # a dict of handlers by kind: picked per job
         served: AsyncQueueLike = queue_set(queue, weights, asynchronous=True)  # several: a QueueSet
-        check_worker(handler, concurrency, ttl, grace, reap_interval)
-        if prefetch is not None:
-            v.integer(prefetch, "prefetch", 0, v.MAX_CONCURRENCY)
+        check_worker(handler, concurrency, ttl, grace, reap_interval, prefetch, timeout)
         self.prefetch = prefetch
-        v.timeout_ms(timeout)
         self.timeout = None if timeout is None else float(timeout)
         self._tracer = JobTracer.make(served.name, served.worker_id, trace_parent)
         """Spans for each job (``leaseq.observe.tracing``); None without opentelemetry."""
@@ -284,21 +123,23 @@ class Worker:
         """Worker-local figures (``leaseq.observe.worker_metrics``); None records nothing."""
         if self.metrics is not None:
             self.metrics.slots(served.name, concurrency)
-        self.processed = 0
-        """Jobs whose outcome this worker wrote (completed, failed or retried)."""
-        self._async = _is_async(handler)
-        self._encode = result_encoder(served)
         self._outage = Outage(served.name)
-        self._tasks: dict[asyncio.Task[None], _Held] = {}
-        """The job task of each running lease (``_process``)."""
-        self._completions = _Completions(served)
-        self._failing: set[asyncio.Future[Any]] = set()  # fail calls of _write in flight
-        self._beats: dict[int, _Held] = {}
-        """The leases the heartbeat extends, by id() of their JobContext: every
-        prefetched one, and every running job's until its outcome is written
-        (or it timed out: then never again)."""
-        self._spare: deque[_Held] = deque()
-        self._handing: deque[_Held] = deque()
+        self._jobs = AsyncJobs(
+            served,
+            handler,
+            concurrency=concurrency,
+            ttl=self.ttl,
+            timeout=self.timeout,
+            metrics=self.metrics,
+            tracer=self._tracer,
+            encode=result_encoder(served),
+            outage=self._outage,
+            end=self._end,
+        )
+        self._tasks: dict[asyncio.Task[None], Held] = {}
+        """The job task of each running lease (``AsyncJobs.process``)."""
+        self._spare: deque[Held] = deque()
+        self._handing: deque[Held] = deque()
         """Overdue spares on their way back (``_release_overdue``), each until its
         release has answered: a run() that ends meanwhile releases them too."""
         self._in_flight: asyncio.Future[tuple[list[Lease], float | None]] | None = None
@@ -306,11 +147,15 @@ class Worker:
         """Prefetched leases, in claim order, waiting for a free handler slot."""
         self._prefetch = Prefetch(concurrency, prefetch, 0.0)  # made afresh by each run()
         self._stop = asyncio.Event()
+        self._wake: asyncio.Future[bool] | None = None
+        """This run's wait on the wake list, kept across passes (``_idle``)."""
         self._fatal: LeaseqError | None = None
         self._running = False
-        self._pool: ThreadPoolExecutor | None = None
-        self._threads: dict[int, Future[Any]] = {}
-        """The pool thread of each running plain handler, by id() of its JobContext."""
+
+    @property
+    def processed(self) -> int:
+        """Jobs whose outcome this worker wrote (completed, failed or retried)."""
+        return self._jobs.processed
 
     def __repr__(self) -> str:
         return f"aio.Worker({self.queue!r}, concurrency={self.concurrency}, ttl={self.ttl})"
@@ -341,19 +186,17 @@ class Worker:
             fatal, self._fatal = self._fatal, None
             self._stop.clear()
             self._running = False
-            if self._pool is not None:
-                self._pool.shutdown(wait=False)
-                self._pool = None
+            self._jobs.close()
         if fatal is not None:
             raise fatal
         return processed
 
     async def _run(self, burst: bool) -> int:
+        loop = asyncio.get_running_loop()
         stop_wait = asyncio.ensure_future(self._stop.wait())
         beater = asyncio.ensure_future(self._heartbeat())
-        wake: asyncio.Future[bool] | None = None
-        loop = asyncio.get_running_loop()
-        next_reap = next_tick = next_register = loop.time()
+        self._wake = None
+        chores = Chores(self.reap_interval, self.ttl, loop.time(), spread=False)
         self._prefetch = Prefetch(
             self.concurrency, self.prefetch, loop.time(), self.processed, ttl=self.ttl
         )
@@ -364,27 +207,7 @@ class Worker:
                 if _cancel_lost(me):
                     raise asyncio.CancelledError
                 try:
-                    if loop.time() >= next_reap:
-                        await self.queue.reap()
-                        next_reap = loop.time() + self.reap_interval
-                    if loop.time() >= next_tick and hasattr(self.queue, "tick"):
-                        next_tick = loop.time() + TICK_INTERVAL  # see leaseq.store.schedules
-                        await self.queue.tick()
-                    if loop.time() >= next_register:
-                        next_register = loop.time() + await self._register()
-                    free = self._start_spare()
-                    leases: list[Lease] = []
-                    hint: float | None = None
-                    holding = len(self._tasks) + len(self._spare)
-                    self._prefetch.adapt(self.processed, loop.time())
-                    if self._prefetch.limit > holding and self._prefetch.room(holding):
-                        # Leases beyond the free slots are prefetched: the claim marks
-                        # them so, and a crash before they start does not spend their attempt.
-                        want = min(self._prefetch.limit - holding, CLAIM_BATCH)
-                        leases, hint = await self._claim(want, free)
-                    # Burst: pending jobs a limit holds back keep the run going.
-                    held = burst and not leases and not self._tasks and not self._spare
-                    held = held and await held_back_async(members(self.queue))
+                    leases, hint, held = await self._claim_pass(chores, burst)
                     backoff.reset()
                     self._outage.ok()
                 except LeaseqError as exc:
@@ -394,15 +217,6 @@ class Worker:
                     delay = self._outage.failed("claim", exc, backoff)
                     await asyncio.wait({stop_wait}, timeout=delay)
                     continue
-                report = self._bridge() if leases else None  # one bridge serves the claim
-                now = loop.time()
-                for i, lease in enumerate(leases):
-                    held_lease = _Held(JobContext(lease, report=report), since=now)
-                    if i < free:
-                        self._start(held_lease)
-                    else:  # prefetched: heartbeated from now, started when a slot frees
-                        self._beats[id(held_lease.ctx)] = held_lease
-                        self._spare.append(held_lease)
                 if (leases or self._spare) and len(self._tasks) < self.concurrency:
                     continue  # there may be more right away
                 if held:
@@ -410,55 +224,103 @@ class Worker:
                     continue
                 if burst and not leases and not self._tasks and not self._spare:
                     return self.processed
-                # Sleep until a slot frees, a job is enqueued, something falls
-                # due by itself, or stop() is called.
-                waiters: set[asyncio.Future[Any]] = {stop_wait, *self._tasks}
-                timeout = min(_IDLE_SLICE if hint is None else hint, _IDLE_SLICE, TICK_INTERVAL)
-                timeout = min(timeout, next_register - loop.time())
-                if len(self._tasks) < self.concurrency:
-                    if wake is None or wake.done():
-                        # Kept across iterations: cancelling a BLPOP costs a reconnect.
-                        wake = asyncio.ensure_future(self.queue.wait_for_wake(timeout))
-                        # An outage's error may land while no one looks (a claim in
-                        # flight) and the next pass replaces it: read it here, or
-                        # asyncio logs "Task exception was never retrieved".
-                        wake.add_done_callback(lambda f: f.cancelled() or f.exception())
-                    waiters.add(wake)
-                await asyncio.wait(
-                    waiters, timeout=max(timeout, 0.001), return_when="FIRST_COMPLETED"
-                )
-                if wake is not None and wake.done() and not wake.cancelled():
-                    with contextlib.suppress(ServerUnavailable):
-                        wake.result()
+                await self._idle(chores, hint, stop_wait)
             await self._release_spare()
             if self._fatal is None:
                 await self._drain()
             return self.processed
         finally:
             leftovers: list[asyncio.Future[Any]] = [stop_wait, beater, *self._tasks]
-            leftovers += [wake] if wake is not None else []
-            for future in leftovers:
-                future.cancel()
-            cleanup = asyncio.ensure_future(self._clean_up(leftovers))
-            again = False
-            while not cleanup.done():
-                try:
-                    await asyncio.shield(cleanup)
-                except asyncio.CancelledError:
-                    # Cancelled again while cleaning up (a second Ctrl-C, a wait_for
-                    # around the task): the leases still go back, within the
-                    # cleanup's own bound, and then the cancel goes on.
-                    again = True
-            if again:
-                raise asyncio.CancelledError
+            leftovers += [self._wake] if self._wake is not None else []
+            await self._unwind(leftovers)
+
+    async def _claim_pass(
+        self, chores: Chores, burst: bool
+    ) -> tuple[list[Lease], float | None, bool]:
+        """The chores that are due, spares started in free slots, then a claim if
+        ``Prefetch.plan`` has room, its leases started or kept as spares. Returns
+        them, the claim's hint (seconds until something falls due by itself) and
+        whether a burst run waits for pending jobs a limit holds back."""
+        loop = asyncio.get_running_loop()
+        if chores.reap(loop.time()):
+            await self.queue.reap()
+        if chores.tick(loop.time(), self.queue):
+            await self.queue.tick()
+        if chores.register(loop.time()):
+            await self._register(chores)
+            chores.registered(loop.time())
+        free = self._start_spare()
+        leases: list[Lease] = []
+        hint: float | None = None
+        self._prefetch.adapt(self.processed, loop.time())
+        plan = self._prefetch.plan(len(self._tasks) + len(self._spare), free)
+        if plan is not None:
+            leases, hint = await self._claim(*plan)
+            self._admit(leases, free)
+        held = burst and not leases and not self._tasks and not self._spare
+        held = held and await held_back_async(members(self.queue))
+        return leases, hint, held
+
+    def _admit(self, leases: list[Lease], free: int) -> None:
+        """Start the first ``free`` leases; keep the rest as spares, heartbeated from
+        now and started as slots free."""
+        report = self._bridge() if leases else None  # one bridge serves the claim
+        now = asyncio.get_running_loop().time()
+        for i, lease in enumerate(leases):
+            held = Held(JobContext(lease, report=report), since=now)
+            if i < free:
+                self._start(held)
+            else:
+                self._jobs.beats[id(held.ctx)] = held
+                self._spare.append(held)
+
+    async def _idle(
+        self, chores: Chores, hint: float | None, stop_wait: asyncio.Future[Any]
+    ) -> None:
+        """Sleep until a slot frees, a job is enqueued, something falls due by
+        itself, or stop() is called."""
+        loop = asyncio.get_running_loop()
+        waiters: set[asyncio.Future[Any]] = {stop_wait, *self._tasks}
+        timeout = min(_IDLE_SLICE if hint is None else hint, _IDLE_SLICE, TICK_INTERVAL)
+        timeout = min(timeout, chores.next_register - loop.time())
+        if len(self._tasks) < self.concurrency:
+            if self._wake is None or self._wake.done():
+                # Kept across iterations: cancelling a BLPOP costs a reconnect.
+                self._wake = asyncio.ensure_future(self.queue.wait_for_wake(timeout))
+                # An outage's error may land while no one looks (a claim in
+                # flight) and the next pass replaces it: read it here, or
+                # asyncio logs "Task exception was never retrieved".
+                self._wake.add_done_callback(lambda f: f.cancelled() or f.exception())
+            waiters.add(self._wake)
+        await asyncio.wait(waiters, timeout=max(timeout, 0.001), return_when="FIRST_COMPLETED")
+        wake = self._wake
+        if wake is not None and wake.done() and not wake.cancelled():
+            with contextlib.suppress(ServerUnavailable):
+                wake.result()
+
+    async def _unwind(self, leftovers: list[asyncio.Future[Any]]) -> None:
+        """Cancel what this run started and clean up (``_clean_up``), shielded: a
+        second cancel (another Ctrl-C, a wait_for around the task) still lets the
+        leases go back, within the cleanup's own bound, and then goes on."""
+        for future in leftovers:
+            future.cancel()
+        cleanup = asyncio.ensure_future(self._clean_up(leftovers))
+        again = False
+        while not cleanup.done():
+            try:
+                await asyncio.shield(cleanup)
+            except asyncio.CancelledError:
+                again = True
+        if again:
+            raise asyncio.CancelledError
 
     async def _clean_up(self, leftovers: list[asyncio.Future[Any]]) -> None:
         """run()'s last steps, within ``_CLEANUP_WAIT`` s whatever the server does:
         let the cancelled tasks unwind (a cancelled BLPOP drops its connection, a
         cancelled job releases its lease, or writes its outcome if its handler
         had returned), send the completions of handlers that
-        have returned (``_Completions.finish``) and wait for their failures on the
-        wire (``_failing``), then hand back the prefetched leases and
+        have returned (``Completions.finish``) and wait for their failures on the
+        wire (``AsyncJobs.failing``), then hand back the prefetched leases and
         those of a claim that was in flight, and leave the registry. On a server
         that stops answering, what is left past the bound is cut off: those leases
         expire (a prefetched one unspent) and the registry row ages out."""
@@ -466,17 +328,17 @@ class Worker:
         give_up = loop.time() + _CLEANUP_WAIT
         if leftovers:
             _, late = await asyncio.wait(leftovers, timeout=_CLEANUP_WAIT)
-            await _cut_off(late)  # a release the server does not answer
-        await self._completions.finish(max(0.0, give_up - loop.time()))
-        if self._failing:  # failures on the wire: their handlers have run too
+            await cut_off(late)  # a release the server does not answer
+        await self._jobs.completions.finish(max(0.0, give_up - loop.time()))
+        if self._jobs.failing:  # failures on the wire: their handlers have run too
             _, late = await asyncio.wait(
-                set(self._failing), timeout=max(0.0, give_up - loop.time())
+                set(self._jobs.failing), timeout=max(0.0, give_up - loop.time())
             )
-            await _cut_off(late)
+            await cut_off(late)
         await self._claimed_in_flight(max(0.0, min(_CLAIM_WAIT, give_up - loop.time())))
         rest = asyncio.ensure_future(self._leave())
         done, _ = await asyncio.wait({rest}, timeout=max(0.001, give_up - loop.time()))
-        await _cut_off({rest} - done)
+        await cut_off({rest} - done)
 
     async def _leave(self) -> None:
         await self._release_spare()
@@ -513,29 +375,21 @@ class Worker:
             return
         leases, _ = call.result()
         for lease in leases:
-            self._spare.append(_Held(JobContext(lease)))
+            self._spare.append(Held(JobContext(lease)))
 
-    async def _register(self) -> float:
-        """Refresh this worker's row in the queue's registry (``leaseq.store.registry``);
-        returns the seconds until the next refresh."""
-        every = refresh_every(self.ttl)
+    async def _register(self, chores: Chores) -> None:
+        """Refresh this worker's row in the queue's registry (``leaseq.store.registry``)."""
         if hasattr(self.queue, "register_worker"):
+            held = len(self._tasks) + len(self._spare)  # running or prefetched
             await self.queue.register_worker(
-                self.queue.worker_id,
-                ttl=3 * every,
-                concurrency=self.concurrency,
-                done=self.processed,
-                running=len(self._tasks) + len(self._spare),  # held: running or prefetched
+                self.queue.worker_id, **chores.row(self.concurrency, self.processed, held)
             )
-        return every
 
     def _end(self, exc: LeaseqError) -> None:
         """A leaseq error that retrying will not cure: stop now and let run() raise it."""
         if self._fatal is None:
             self._fatal = exc
-            log_job(
-                self.queue.name, logging.ERROR, None, "stopping: %s: %s", type(exc).__name__, exc
-            )
+            log_fatal(self.queue.name, exc)
         self._stop.set()
 
     async def _drain(self) -> None:
@@ -549,9 +403,9 @@ class Worker:
         if not self._tasks:
             return
         await asyncio.wait(set(self._tasks), timeout=self.grace)
-        running, _ = past_grace(self._tasks.items(), lambda item: self._returned(item[1]))
+        running, _ = past_grace(self._tasks.items(), lambda item: self._jobs.returned(item[1]))
         for task, held in running:
-            held.handed_back = True  # _process releases the job once its handler ends
+            held.handed_back = True  # process() releases the job once its handler ends
             if held.job is None or not held.job.cancel():
                 task.cancel()  # its handler is over (timed out, lost): only a thread is awaited
         if not self._tasks:
@@ -560,20 +414,11 @@ class Worker:
         # A write the server does not answer (the job stays active until its lease
         # expires), or a handler that ignores its cancellation: its job task, cancelled,
         # releases the job, and on a server that does not answer that release hangs
-        # too. So the wait is bounded (_cut_off); run()'s cleanup cuts off what is left.
-        await _cut_off(late)
+        # too. So the wait is bounded (cut_off); run()'s cleanup cuts off what is left.
+        await cut_off(late)
 
-    def _returned(self, held: _Held) -> bool:
-        """Whether ``held``'s handler has returned (or raised): its job future is done
-        and, for a plain handler, its thread too (a job cancelled on a timeout or a
-        lost lease while its thread runs on is still running)."""
-        if held.job is None or not held.job.done():
-            return False
-        thread = self._threads.get(id(held.ctx))
-        return thread is None or thread.done()
-
-    def _start(self, held: _Held) -> None:
-        task = asyncio.ensure_future(self._process(held))
+    def _start(self, held: Held) -> None:
+        task = asyncio.ensure_future(self._jobs.process(held))
         self._tasks[task] = held
         task.add_done_callback(self._finished)
 
@@ -593,66 +438,29 @@ class Worker:
         back go too (released twice, the second is refused)."""
         self._spare.extendleft(reversed(self._handing))
         self._handing.clear()
-        await self._give_back(self._spare, "prefetched")
+        await self._jobs.give_back(self._spare, "prefetched")
 
     async def _release_overdue(self) -> None:
         """Hand back the spares that waited too long for a slot (``Prefetch.overdue``:
         every slot busy that long, hung handlers say), so another worker may run
         them; hold no spares until a slot frees. Unstarted, so no attempt is spent."""
         now = asyncio.get_running_loop().time()
-        due: list[_Held] = []
+        due: list[Held] = []
         while self._spare and self._prefetch.overdue(self._spare[0].since, now):
             held = self._spare.popleft()  # oldest first: claim order
-            self._beats.pop(id(held.ctx), None)  # the heartbeat never extends it again
+            self._jobs.beats.pop(id(held.ctx), None)  # the heartbeat never extends it again
             held.ctx.lost.set()  # never ours to run again
             due.append(held)
         if not due:
             return
         self._prefetch.handed_back()
-        log_job(
-            self.queue.name,
-            logging.WARNING,
-            None,
-            "%d spare lease(s) waited %gs for a busy handler slot: handing them back",
-            len(due),
-            self._prefetch.max_wait,
-        )
+        log_handed_back(self.queue.name, len(due), self._prefetch.max_wait)
         # Each stays in _handing until its release answers: cancelled meanwhile (run()
         # ends), the heartbeat leaves it and the rest to run()'s cleanup to release.
         self._handing.extend(due)
-        failed = await self._give_back(self._handing, "overdue spare")
+        failed = await self._jobs.give_back(self._handing, "overdue spare")
         if failed is not None and error_kind(failed) == "fatal":
             self._end(failed)
-
-    async def _give_back(self, leases: deque[_Held], what: str) -> LeaseqError | None:
-        """Release ``leases`` (unstarted) from the head, each leaving the deque once
-        its release has answered. A lease lost meanwhile, or a damaged row, costs
-        that lease only. Any other error gives up the rest, returned: they expire
-        and are refunded as unstarted, rather than each hold the caller for a
-        failing call in an outage."""
-        while leases:
-            held = leases[0]
-            self._beats.pop(id(held.ctx), None)
-            try:
-                await self.queue.release(held.ctx.lease)
-            except LeaseqError as exc:
-                if error_kind(exc) != "job":
-                    log_job(
-                        self.queue.name,
-                        logging.WARNING,
-                        None,
-                        "could not release %d %s leases (%s); they expire, unspent",
-                        len(leases),
-                        what,
-                        exc,
-                    )
-                    for left in leases:
-                        self._beats.pop(id(left.ctx), None)
-                    leases.clear()
-                    return exc
-            if leases and leases[0] is held:  # (run()'s cleanup may have taken it)
-                leases.popleft()
-        return None
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._tasks.pop(task, None)
@@ -673,218 +481,6 @@ class Worker:
 
         return bridge
 
-    async def _call(self, ctx: JobContext) -> Any:
-        try:
-            return await self._run_handler(ctx)
-        except SystemExit as exc:
-            # asyncio lets a SystemExit out of the loop: the whole worker would end,
-            # releasing every lease it holds, this job's too, and a release refunds the
-            # attempt, so a job that calls sys.exit would run again on every start,
-            # without bound. As in the threaded worker, it is this job's failure.
-            raise _Exited(exc) from None
-
-    async def _run_handler(self, ctx: JobContext) -> Any:
-        handler = self.handler
-        _set_current_task(ctx)  # this task's own context: current_job() in async handlers
-        if isinstance(handler, Kinds):  # async or not, per kind
-            handler = handler.pick(ctx.lease)  # UnknownKind: a failure, by decide()
-            if _is_async(handler):
-                return await handler(ctx.lease)
-        elif self._async:
-            return await handler(ctx.lease)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="leaseq-aio")
-        if self._tracer is None:
-            thread = self._pool.submit(_run_sync, handler, ctx)
-        else:  # the job's span is current in the pool thread too
-            thread = self._pool.submit(contextvars.copy_context().run, _run_sync, handler, ctx)
-        self._threads[id(ctx)] = thread
-        value = await asyncio.wrap_future(thread)
-        if inspect.isawaitable(value):  # a plain def that returned a coroutine
-            value = await value
-        return value
-
-    async def _process(self, held: _Held) -> None:
-        """Run one job with a heartbeat; write its outcome under its lease."""
-        ctx = held.ctx
-        if ctx.lost.is_set():  # a prefetched lease the heartbeat found lost: not ours to run
-            return
-        observer = self.metrics
-        if observer is not None:
-            observer.started(self.queue.name, ctx.lease, self.ttl)
-            began = time.perf_counter()
-        span = None if self._tracer is None else self._tracer.start(ctx.lease)
-        job = asyncio.ensure_future(self._call(ctx))  # the span is current in its context
-        if span is not None:
-            span.detach()
-        held.job = job
-        self._beats[id(ctx)] = held
-        limit = job_timeout(ctx.lease, self.timeout)
-        cancelled = False
-        try:
-            try:
-                finished, _ = await asyncio.wait({job}, timeout=limit)
-                if held.handed_back and job.cancelled():
-                    # A stop past its grace cancelled the running handler (_drain):
-                    # hand the job back, as when this task itself is cancelled.
-                    raise asyncio.CancelledError
-                if not finished:
-                    if span is not None:
-                        span.finish(decide(HandlerTimeout(limit or 0.0)), None, lost=False)
-                        span = None
-                    await self._timed_out(ctx, job, limit or 0.0)
-                    return
-            except asyncio.CancelledError:
-                if held.handed_back or not self._returned(held):
-                    # This task was cancelled (a fatal error, run() cancelled, a
-                    # handler ignoring its cancellation past the grace) or its
-                    # handler was (stop past its grace): hand the job back.
-                    job.cancel()
-                    ours = not ctx.lost.is_set()
-                    ctx.lost.set()  # a handler thread still running learns it is over
-                    if observer is not None:  # the handler is no longer busy
-                        spent = time.perf_counter() - began
-                        observer.finished(self.queue.name, "release", spent, ctx.lease)
-                    if span is not None:
-                        span.finish(None, None, lost=not ours)  # released (or lost before)
-                        span = None
-                    if ours:
-                        with contextlib.suppress(LeaseqError):
-                            await self.queue.release(ctx.lease)
-                    raise
-                # Cancelled (run() cancelled, say) after its handler had returned or
-                # raised, before this task resumed: the handler has run, so its
-                # outcome is written as usual (released, the job would run again;
-                # run()'s cleanup waits for the write, within its bound), and then
-                # the cancel goes on.
-                cancelled = True
-            if ctx.lost.is_set():
-                log_job(
-                    self.queue.name, logging.WARNING, ctx.lease, "lease lost: outcome discarded"
-                )
-                if observer is not None:
-                    spent = time.perf_counter() - began
-                    observer.finished(self.queue.name, "lost", spent, ctx.lease)
-                    observer.lost(self.queue.name)
-                if span is not None:
-                    span.finish(None, None, lost=True)
-                    span = None
-                thread = self._threads.get(id(ctx))
-                if thread is not None and not thread.done():
-                    # A plain handler's thread cannot be cancelled: it keeps its pool
-                    # slot, so this job keeps its handler slot until it returns (else
-                    # the next job would wait for a thread, its timeout running).
-                    returned = asyncio.wrap_future(thread)
-                    returned.add_done_callback(lambda f: f.cancelled() or f.exception())
-                    await asyncio.wait({returned})
-                return
-            raised: BaseException | None
-            if job.cancelled():  # the handler cancelled itself: a failure
-                raised = asyncio.CancelledError()
-                outcome = decide(raised)
-            else:
-                raised = job.exception()
-                if isinstance(raised, _Exited):
-                    raised = raised.exit
-                outcome = decide(raised, None if raised else job.result(), self._encode(ctx.lease))
-            if observer is not None:
-                spent = time.perf_counter() - began
-                observer.finished(self.queue.name, outcome.kind, spent, ctx.lease)
-            if span is not None:
-                span.finish(outcome, raised, lost=False)
-                span = None
-            await self._write(ctx, outcome)
-            if cancelled:
-                raise asyncio.CancelledError
-        finally:
-            self._beats.pop(id(ctx), None)
-            if span is not None:  # a bug of the worker's own: still end the span
-                span.finish(None, None, lost=False)
-            self._threads.pop(id(ctx), None)
-
-    async def _timed_out(self, ctx: JobContext, job: asyncio.Future[Any], limit: float) -> None:
-        """``ctx``'s handler ran past ``limit`` s: cancel it, fail the attempt (the
-        lease is freed now, not heartbeated on), discard whatever it does later."""
-        self._beats.pop(id(ctx), None)  # the lease is never extended again
-        thread = self._threads.get(id(ctx))
-        job.cancel()
-        # A handler that swallows the cancellation, or a thread that returns late:
-        # its outcome is read here (so asyncio does not warn) and dropped.
-        job.add_done_callback(lambda f: f.cancelled() or f.exception())
-        log_job(
-            self.queue.name,
-            logging.WARNING,
-            ctx.lease,
-            "handler passed its timeout of %gs: %s",
-            limit,
-            "cancelled" if thread is None else "its thread cannot be cancelled",
-        )
-        outcome = decide(HandlerTimeout(limit))
-        if self.metrics is not None:
-            self.metrics.finished(self.queue.name, outcome.kind, limit, ctx.lease)
-        await self._write(ctx, outcome)
-        ctx.lost.set()  # current_job().lost: a plain handler may notice and return
-        if thread is not None and not thread.done():
-            # The thread keeps its pool slot: so does this job, until it returns.
-            await asyncio.wait({asyncio.wrap_future(thread)})
-            log_job(
-                self.queue.name,
-                logging.WARNING,
-                ctx.lease,
-                "handler thread returned after its timeout: outcome discarded",
-            )
-
-    async def _write(self, ctx: JobContext, outcome: Outcome) -> None:
-        """Write ``outcome`` under the lease; a transient error is retried with backoff
-        while the lease may still hold (the heartbeat goes on meanwhile)."""
-        backoff = Backoff()
-        while not ctx.lost.is_set():
-            try:
-                if outcome.kind == "complete":
-                    await self._completions.complete(ctx.lease, outcome.result)
-                else:
-                    dead = outcome.kind == "dead"
-                    call = asyncio.ensure_future(
-                        self.queue.fail(
-                            ctx.lease,
-                            outcome.error,
-                            outcome.retry_in,
-                            dead=dead,
-                            traceback=outcome.traceback or None,
-                        )
-                    )
-                    # Shielded, as completions are (_Completions): its handler has run,
-                    # so a cancel of run() must not cut the write off (the job would
-                    # stay active and run again once its lease expired). run()'s
-                    # cleanup waits for it, within its bound.
-                    self._failing.add(call)
-                    call.add_done_callback(self._failed)
-                    state = await asyncio.shield(call)
-                    log_written(self.queue.name, ctx.lease, outcome, state.value)
-                self.processed += 1
-                self._outage.ok()
-                return
-            except AlreadyFinished:
-                self.processed += 1  # a replay: our own write landed
-                return
-            except LeaseqError as exc:
-                kind = error_kind(exc)
-                if kind == "transient":
-                    await asyncio.sleep(self._outage.failed("outcome", exc, backoff))
-                    continue
-                if kind == "fatal":
-                    self._end(exc)
-                # Someone else holds or finished the job: our outcome does not count.
-                log_job(self.queue.name, logging.WARNING, ctx.lease, "outcome dropped: %s", exc)
-                return
-
-    def _failed(self, call: asyncio.Future[Any]) -> None:
-        """A ``fail`` call of ``_write`` ended (its error, if its job task is gone, is
-        read here, so asyncio does not warn)."""
-        self._failing.discard(call)
-        if not call.cancelled():
-            call.exception()
-
     async def _heartbeat(self) -> None:
         """Every ``ttl / 3``, extend every running job's lease in one ``extend_many``
         call (one call for the worker, not one per job); a lease found lost gets its
@@ -898,7 +494,7 @@ class Worker:
             await asyncio.sleep(delay)
             delay = every
             await self._release_overdue()  # before the beat: it would only extend them
-            beating = list(self._beats.values())
+            beating = list(self._jobs.beats.values())
             if not beating:
                 continue
             started = [held.report for held in beating]
@@ -920,46 +516,44 @@ class Worker:
                     log_job(self.queue.name, logging.WARNING, None, "heartbeat: %s", exc)
                 continue
             for held, result, told in zip(beating, results, started, strict=True):
-                ctx = held.ctx
-                if self._beats.get(id(ctx)) is not held:  # finished (or timed out) meanwhile
+                if self._jobs.beats.get(id(held.ctx)) is not held:  # finished (or timed out)
                     continue
-                if not isinstance(result, LeaseLost):
-                    ctx.lease = result
-                    held.report = held.report and not told
-                    continue
-                self._beats.pop(id(ctx), None)
-                if held.job is not None and held.job.done():
-                    # Its outcome is being written, and that call hears its own
-                    # answer: this beat may have run just after it landed (the row
-                    # succeeded under this very token), or a reply was lost and its
-                    # retry will find AlreadyFinished. Not a lost lease.
-                    continue
-                ctx.lost.set()
-                if held.job is None:  # prefetched: it never starts (_process looks first)
-                    with contextlib.suppress(ValueError):  # unless just taken to start
-                        self._spare.remove(held)
-                    log_job(
-                        self.queue.name,
-                        logging.INFO,
-                        ctx.lease,
-                        "prefetched lease lost: %s",
-                        result,
-                    )
-                    continue
-                if result.state == "cancelled":
-                    ctx.cancelled.set()
-                    log_job(
-                        self.queue.name,
-                        logging.INFO,
-                        ctx.lease,
-                        "the job was cancelled while running; cancelling its handler",
-                    )
+                if isinstance(result, LeaseLost):
+                    self._lease_lost(held, result)
                 else:
-                    log_job(
-                        self.queue.name,
-                        logging.WARNING,
-                        ctx.lease,
-                        "heartbeat found the lease lost (%s); cancelling its handler",
-                        result,
-                    )
-                held.job.cancel()
+                    heard(held.ctx, result)
+                    held.report = held.report and not told
+
+    def _lease_lost(self, held: Held, result: LeaseLost) -> None:
+        """A heartbeat found ``held``'s lease lost (or its job cancelled): ``heard``
+        marks its context; a running handler is cancelled, a spare never starts."""
+        ctx = held.ctx
+        self._jobs.beats.pop(id(ctx), None)
+        if held.job is not None and held.job.done():
+            # Its outcome is being written, and that call hears its own
+            # answer: this beat may have run just after it landed (the row
+            # succeeded under this very token), or a reply was lost and its
+            # retry will find AlreadyFinished. Not a lost lease.
+            return
+        verdict = heard(ctx, result)
+        if held.job is None:  # prefetched: it never starts (process() looks first)
+            with contextlib.suppress(ValueError):  # unless just taken to start
+                self._spare.remove(held)
+            log_job(self.queue.name, logging.INFO, ctx.lease, "prefetched lease lost: %s", result)
+            return
+        if verdict == "cancelled":
+            log_job(
+                self.queue.name,
+                logging.INFO,
+                ctx.lease,
+                "the job was cancelled while running; cancelling its handler",
+            )
+        else:
+            log_job(
+                self.queue.name,
+                logging.WARNING,
+                ctx.lease,
+                "heartbeat found the lease lost (%s); cancelling its handler",
+                result,
+            )
+        held.job.cancel()

@@ -1,2 +1,4 @@
-"""What the threaded and the asyncio workers share: the outcome policy, handler
-time limits, signal handling."""
+"""The worker core: every decision a worker makes (claims, heartbeats, chores,
+outcomes, shutdown, outages), written once without I/O, and what the threaded
+and the asyncio drivers need to carry them out (docs/workers.md, "One core,
+two drivers")."""

@@ -22,3 +22,11 @@ def install(on_signal: Callable[[int, FrameType | None], Any], enabled: bool) ->
 def restore(old: dict[int, Any]) -> None:
     for sig, handler in old.items():
         signal.signal(sig, handler)
+
+
+def stop_line(signum: int, second: bool, grace: float) -> str:
+    """What a worker logs as a stop signal arrives (the second stops at once)."""
+    name = signal.Signals(signum).name
+    if second:
+        return f"{name}: stopping now, releasing in-flight jobs"
+    return f"{name}: stopping: no new jobs, in-flight ones get {grace:g}s"

@@ -3,7 +3,7 @@
 A job's limit is its own ``timeout`` (``enqueue(..., timeout=)``), else the
 worker's (``Worker(..., timeout=)``); it runs from the moment its handler
 starts (time spent prefetched does not count). Once it passes, the reporter
-fails the attempt through the normal outcome path (``_outcomes.decide`` of a
+fails the attempt through the normal outcome path (``leaseq.work.outcomes.decide`` of a
 ``HandlerTimeout``: "timed out after N s", retried or dead-lettered by the
 usual rules), which releases the lease at once; heartbeats stop extending it.
 
@@ -24,16 +24,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from leaseq.work.outcomes import (
-    OVERDUE,
-    RELEASE,
-    HandlerTimeout,
-    Task,
-    decide,
-    job_timeout,
-    log_job,
-    past_grace,
-)
+from leaseq.work.held import Task
+from leaseq.work.log import log_job
+from leaseq.work.outcomes import OVERDUE, RELEASE, HandlerTimeout, decide, job_timeout
+from leaseq.work.shutdown import past_grace
 
 __all__ = ["Timeouts"]
 

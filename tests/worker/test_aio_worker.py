@@ -24,7 +24,7 @@ from redis.backoff import ConstantBackoff
 import leaseq
 import leaseq.aio
 from leaseq.handler import Dead, Retry
-from leaseq.work import outcomes
+from leaseq.work import claims
 from tests.support.backends import run
 from tests.support.servers import RedisServer, wait_until
 
@@ -826,7 +826,7 @@ def test_a_spare_that_waits_too_long_goes_back_for_another_worker(
     # One slot, its handler hung (no timeout), three spares behind it: past the
     # spare bound (here the 0.6 s ttl) they go back to pending, unspent, and stay
     # there for another worker; nothing runs twice.
-    monkeypatch.setattr(outcomes, "SPARE_WAIT_FLOOR", 0.0)
+    monkeypatch.setattr(claims, "SPARE_WAIT_FLOOR", 0.0)
     runs: list[str] = []
     hung, let_go = asyncio.Event(), asyncio.Event()
 
@@ -977,7 +977,7 @@ def test_cancelling_run_while_overdue_spares_go_back_still_hands_them_all_back(
     # each release takes a while). run() cancelled meanwhile must still release
     # the spares not handed back yet, not leave them active with nobody holding them
     # until they expire (each then spending one of the job's crash refunds).
-    monkeypatch.setattr(outcomes, "SPARE_WAIT_FLOOR", 0.0)
+    monkeypatch.setattr(claims, "SPARE_WAIT_FLOOR", 0.0)
     hung = asyncio.Event()
 
     async def handler(lease: leaseq.Lease) -> None:

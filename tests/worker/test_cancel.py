@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,71 @@ def test_a_thread_handler_sees_current_job_cancelled(rr: Any, tmp_path: Path) ->
     job = q.get(job_id)
     assert job is not None and job.state is leaseq.State.CANCELLED and job.result is None
     assert w.counts["succeeded"] == 0
+
+
+def polling(seen: list[bool], started: threading.Event) -> Callable[[leaseq.Lease], str]:
+    """A plain handler that polls ``leaseq.current_job()`` as a user's would; at the
+    first sign (``lost`` or ``cancelled``) it notes whether ``cancelled`` was set."""
+
+    def handler(lease: leaseq.Lease) -> str:
+        started.set()
+        give_up = time.monotonic() + 10.0
+        while time.monotonic() < give_up:
+            job = leaseq.current_job()
+            lost = job.lost.is_set()  # read first: it must never be set before cancelled
+            if lost or job.cancelled.is_set():
+                seen.append(job.cancelled.is_set())
+                break
+            time.sleep(0.002)
+        return "stale result"
+
+    return handler
+
+
+def test_a_polling_plain_handler_sees_cancelled_on_the_threaded_worker(rr: Any) -> None:
+    q = leaseq.Queue("jobs", redis=rr)
+    seen: list[bool] = []
+    started = threading.Event()
+    job_id = q.enqueue({"n": 1})
+    w = leaseq.Worker(q, polling(seen, started), concurrency=1, ttl=0.6, handle_signals=False)
+    t = threading.Thread(target=w.run)
+    t.start()
+    try:
+        assert started.wait(10.0)
+        assert q.cancel(job_id) is True
+        wait_until(lambda: seen, 10, what="the handler to notice")
+        wait_until(lambda: w.counts["lost"] == 1, 10, what="the outcome discarded")
+    finally:
+        w.stop()
+        t.join(10.0)
+    assert seen == [True]
+    job = q.get(job_id)
+    assert job is not None and job.state is leaseq.State.CANCELLED and job.result is None
+
+
+def test_a_polling_plain_handler_sees_cancelled_on_the_aio_worker(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    seen: list[bool] = []
+    started = threading.Event()
+
+    async def scenario() -> None:
+        job_id = await live.enqueue({"n": 1}, id="polled")
+        worker = leaseq.aio.Worker(live, polling(seen, started), concurrency=1, ttl=0.6)
+        task = asyncio.ensure_future(worker.run())
+        while not started.is_set():
+            await asyncio.sleep(0.005)
+        assert await live.cancel(job_id) is True
+        give_up = time.monotonic() + 10.0
+        while not seen and time.monotonic() < give_up:
+            await asyncio.sleep(0.005)
+        worker.stop()
+        await asyncio.wait_for(task, 10.0)
+
+    run(loop, scenario())
+    assert seen == [True]
+    job = run(loop, live.get("polled"))
+    assert job is not None and job.state is leaseq.State.CANCELLED and job.result is None
 
 
 @pytest.fixture

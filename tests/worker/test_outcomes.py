@@ -18,8 +18,10 @@ import redis.asyncio as aioredis
 import leaseq
 import leaseq.aio
 from leaseq.store.payloads import Codec
-from leaseq.work import outcomes
-from leaseq.work.outcomes import Prefetch, completion_batch, decide, error_kind
+from leaseq.work import claims
+from leaseq.work.claims import Prefetch
+from leaseq.work.outage import error_kind
+from leaseq.work.outcomes import completion_batch, decide
 from tests.support.servers import RedisServer
 
 ENCODE = Codec("json", None, 100).encode
@@ -237,7 +239,7 @@ def test_a_spare_is_overdue_after_the_ttl_or_the_floor_and_then_no_spares_are_he
 ) -> None:
     # The one rule both workers follow: a spare waits at most max(ttl, floor).
     assert Prefetch(2, 3, 0.0, ttl=30.0).max_wait == 30.0
-    assert Prefetch(2, 3, 0.0, ttl=1.0).max_wait == outcomes.SPARE_WAIT_FLOOR
+    assert Prefetch(2, 3, 0.0, ttl=1.0).max_wait == claims.SPARE_WAIT_FLOOR
     p = Prefetch(2, 3, 0.0, ttl=30.0)
     assert not p.overdue(100.0, 129.9) and p.overdue(100.0, 130.0)
     # Handed back: no spares (else it claims them straight back, and again at every
@@ -272,7 +274,7 @@ def test_spares_come_back_once_jobs_finish_fast_enough_to_use_them() -> None:
     slow = Prefetch(2, 3, 0.0, ttl=300.0)
     slow.handed_back()
     slow.adapt(0, 1.0)
-    slow.adapt(2, 1.0 + outcomes.HOLD_WINDOW - 0.1)
+    slow.adapt(2, 1.0 + claims.HOLD_WINDOW - 0.1)
     assert slow.limit == 2
-    slow.adapt(3, 1.0 + outcomes.HOLD_WINDOW)  # 3 in 5 s: its 3 spares would start in 5 s
+    slow.adapt(3, 1.0 + claims.HOLD_WINDOW)  # 3 in 5 s: its 3 spares would start in 5 s
     assert slow.limit == 5

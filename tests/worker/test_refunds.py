@@ -21,7 +21,7 @@ import redis.asyncio as aioredis
 
 import leaseq
 import leaseq.aio
-from leaseq.work import outcomes
+from leaseq.work import claims
 from tests.support.backends import Clock
 from tests.support.servers import wait_until
 from tests.support.workers import Workers, _exits, _job, _q
@@ -311,7 +311,7 @@ def test_a_spare_that_waits_too_long_goes_back_for_another_worker(
     # One slot, its handler hung (no timeout), three spares behind it. Heartbeats
     # would keep the spares forever; past the spare bound (here the 0.6 s ttl) they
     # go back to pending, unspent, and stay there for another worker.
-    monkeypatch.setattr(outcomes, "SPARE_WAIT_FLOOR", 0.0)
+    monkeypatch.setattr(claims, "SPARE_WAIT_FLOOR", 0.0)
     q = leaseq.Queue("spares", redis=rr)
     blocker = q.enqueue({}, id="blocker", max_attempts=1)
     spares = q.enqueue_many([{} for _ in range(3)], max_attempts=1)
@@ -361,7 +361,7 @@ def test_slow_handlers_do_not_claim_and_hand_back_spares_at_every_freed_slot(
     # first spare goes back. Without a hold that lasts, every freed slot claimed a
     # spare again and handed it back (max_attempts +1 each time); now spares stay
     # off while jobs finish this slowly, and every job runs once.
-    monkeypatch.setattr(outcomes, "SPARE_WAIT_FLOOR", 0.0)
+    monkeypatch.setattr(claims, "SPARE_WAIT_FLOOR", 0.0)
     q = leaseq.Queue(f"slow-{kind}", redis=rr)
     ids = q.enqueue_many([{} for _ in range(6)], max_attempts=1)
     runs: list[str] = []
