@@ -1,6 +1,9 @@
-"""leaseq.aio.Worker on a real server: outcomes in a burst, concurrency as
-tasks in flight, heartbeats, a handler cancelled when its lease is lost, a
-graceful stop, reaping a crashed worker's job, bad settings.
+"""What only ``leaseq.aio.Worker`` does, or is measured by, on a real server:
+its calls counted on its own ``aio.Queue`` (batched completions, heartbeats and
+claims), an ``async def`` handler cancelled when its lease is lost, ``run()``
+cancelled (at a claim, an outcome, a hand-back), a server that hangs, its drain
+past the grace. Everything both workers promise is tests/worker/test_worker.py,
+on every driver.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from redis.backoff import ConstantBackoff
 
 import leaseq
 import leaseq.aio
-from leaseq.handler import Dead, Retry
 from leaseq.work import outcomes
 from tests.support.backends import run
 from tests.support.servers import RedisServer, wait_until
@@ -42,41 +44,6 @@ def count_calls(queue: leaseq.aio.Queue, *methods: str) -> list[int]:
 
         setattr(queue, name, counted)
     return calls
-
-
-def test_worker_outcomes_in_burst(live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop) -> None:
-    async def handler(lease: leaseq.Lease) -> Any:
-        kind = lease.payload["kind"]
-        if kind == "boom":
-            raise ValueError("boom")
-        if kind == "retry":
-            if lease.attempt == 1:
-                raise Retry(0.0, "later")
-            return "second time"
-        if kind == "dead":
-            raise Dead("poison")
-        await asyncio.sleep(0.01)
-        return {"ok": lease.payload["i"]}
-
-    async def scenario() -> int:
-        await live.enqueue_many([{"kind": "ok", "i": i} for i in range(20)])
-        for kind in ("boom", "retry", "dead"):
-            await live.enqueue({"kind": kind}, id=kind)
-        return await leaseq.aio.Worker(live, handler, concurrency=5, ttl=5.0).run(burst=True)
-
-    processed = run(loop, scenario())
-    assert processed == 20 + 2 + 2 + 1
-    stats = run(loop, live.stats())
-    assert (stats.succeeded, stats.dead, stats.pending, stats.active) == (21, 2, 0, 0)
-    boom = run(loop, live.get("boom"))
-    assert boom is not None and boom.state is leaseq.State.DEAD and boom.attempts == 2
-    assert boom.last_error is not None and "ValueError: boom" in boom.last_error
-    retried = run(loop, live.get("retry"))
-    assert retried is not None and retried.result == "second time" and retried.attempts == 2
-    dead = run(loop, live.get("dead"))
-    # The one outcome policy (leaseq.work.outcomes.decide) writes what the threaded
-    # worker writes: the exception's kind, then its reason.
-    assert dead is not None and dead.attempts == 1 and dead.last_error == "Dead: poison"
 
 
 def test_completions_go_out_in_few_calls_each_job_hearing_its_own(
@@ -110,43 +77,6 @@ def test_completions_go_out_in_few_calls_each_job_hearing_its_own(
     victim = run(loop, live.get("victim"))
     assert victim is not None and victim.result == 299 and victim.attempts == 2  # ran twice
     assert calls[0] < 100, f"{calls[0]} complete calls for 300 jobs: not batched"
-
-
-def test_worker_concurrency_is_in_flight_tasks(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
-) -> None:
-    running = 0
-    peak = 0
-
-    async def handler(lease: leaseq.Lease) -> None:
-        nonlocal running, peak
-        running += 1
-        peak = max(peak, running)
-        await asyncio.sleep(0.02)
-        running -= 1
-
-    async def scenario() -> int:
-        await live.enqueue_many([{"i": i} for i in range(24)])
-        return await leaseq.aio.Worker(live, handler, concurrency=4, ttl=5.0).run(burst=True)
-
-    assert run(loop, scenario()) == 24
-    assert peak == 4
-
-
-def test_worker_heartbeats_keep_a_long_job(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
-) -> None:
-    async def handler(lease: leaseq.Lease) -> str:
-        await asyncio.sleep(0.6)  # six lease lengths: only heartbeats keep it
-        return "done"
-
-    async def scenario() -> None:
-        await live.enqueue({"n": 1}, id="long")
-        await leaseq.aio.Worker(live, handler, concurrency=1, ttl=0.1).run(burst=True)
-
-    run(loop, scenario())
-    job = run(loop, live.get("long"))
-    assert job is not None and job.state is leaseq.State.SUCCEEDED and job.attempts == 1
 
 
 def test_one_heartbeat_call_extends_every_running_lease(
@@ -254,34 +184,6 @@ def test_worker_cancels_a_handler_whose_lease_is_lost(
     assert job is not None and job.state is leaseq.State.ACTIVE and job.attempts == 7
 
 
-def test_a_lost_plain_handler_keeps_its_slot_until_its_thread_returns(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
-) -> None:
-    # A plain handler's thread cannot be cancelled: when its lease is lost, the
-    # thread keeps its pool slot. The next job must not start before it returns,
-    # or it would sit waiting for a thread, its timeout running, and fail for a
-    # timeout it never ran into.
-    def handler(lease: leaseq.Lease) -> str:
-        if lease.payload["stuck"]:
-            time.sleep(1.0)  # ignores current_job().lost
-        return "ok"
-
-    async def scenario() -> int:
-        await live.enqueue({"stuck": True}, id="stuck")
-        await live.enqueue({"stuck": False}, id="quick", timeout=0.3)
-        worker = leaseq.aio.Worker(live, handler, concurrency=1, prefetch=0, ttl=0.3)
-        task = asyncio.ensure_future(worker.run(burst=True))
-        while (await live.stats()).active == 0:
-            await asyncio.sleep(0.01)
-        await live.redis.hset(live.keys.job("stuck"), "attempts", 7)  # taken over
-        return await asyncio.wait_for(task, 10.0)
-
-    assert run(loop, scenario()) == 1
-    quick = run(loop, live.get("quick"))
-    assert quick is not None and quick.state is leaseq.State.SUCCEEDED
-    assert (quick.attempts, quick.last_error) == (1, None)
-
-
 def test_prefetch_claims_ahead_in_few_calls(
     live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
 ) -> None:
@@ -301,102 +203,6 @@ def test_prefetch_claims_ahead_in_few_calls(
     stats = run(loop, live.stats())
     assert (stats.succeeded, stats.pending, stats.active) == (2000, 0, 0)
     assert claims[0] < 400, f"{claims[0]} claims for 2,000 jobs at concurrency 2"
-
-
-def test_a_second_run_sizes_its_prefetch_from_its_own_rate(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
-) -> None:
-    # A worker run again (a periodic burst, say) after draining 2,000 quick jobs
-    # now meets slow ones: it must hold about 50 ms of their work, not size its
-    # prefetch from the first run's count of jobs and take every lease there is.
-    held: list[int] = []
-
-    async def handler(lease: leaseq.Lease) -> None:
-        if lease.payload["slow"]:
-            held.append((await live.stats()).active)
-            await asyncio.sleep(0.2)
-
-    async def scenario() -> None:
-        await live.enqueue_many([{"slow": False}] * 2000)
-        worker = leaseq.aio.Worker(live, handler, concurrency=2, ttl=5.0)
-        assert await worker.run(burst=True) == 2000
-        await live.enqueue_many([{"slow": True}] * 12)
-        assert await worker.run(burst=True) == 2012  # processed counts across runs
-
-    run(loop, scenario())
-    # Two running and two prefetched (at least concurrency): never all twelve.
-    assert max(held) <= 4, held
-
-
-def test_prefetched_leases_are_heartbeated_while_they_wait(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
-) -> None:
-    # One slot, three prefetched: the last waits three job lengths, well past
-    # its lease's ttl. Only the heartbeat keeps it (the worker reaps every ttl).
-    async def handler(lease: leaseq.Lease) -> None:
-        await asyncio.sleep(0.3)
-
-    async def scenario() -> list[Any]:
-        ids = await live.enqueue_many([{"i": i} for i in range(4)])
-        worker = leaseq.aio.Worker(live, handler, concurrency=1, prefetch=3, ttl=0.3)
-        assert await worker.run(burst=True) == 4
-        return [await live.get(job_id) for job_id in ids]
-
-    jobs = run(loop, scenario())
-    assert all(j.state is leaseq.State.SUCCEEDED and j.attempts == 1 for j in jobs), jobs
-
-
-def test_stop_hands_prefetched_leases_back_unspent(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
-) -> None:
-    started = asyncio.Event()
-
-    async def handler(lease: leaseq.Lease) -> str:
-        started.set()
-        await asyncio.sleep(0.2)
-        return "ok"
-
-    async def scenario() -> list[Any]:
-        ids = await live.enqueue_many([{"i": i} for i in range(5)])
-        worker = leaseq.aio.Worker(live, handler, concurrency=1, prefetch=4, ttl=5.0)
-        task = asyncio.ensure_future(worker.run())
-        await asyncio.wait_for(started.wait(), 5.0)
-        worker.stop()
-        assert await asyncio.wait_for(task, 5.0) == 1
-        return [await live.get(job_id) for job_id in ids]
-
-    first, *rest = run(loop, scenario())
-    assert first.state is leaseq.State.SUCCEEDED
-    # The four prefetched never started: back to pending at once, the attempt
-    # their claim counted refunded (max_attempts raised by one: two still left).
-    assert [(j.state, j.max_attempts - j.attempts) for j in rest] == [(leaseq.State.PENDING, 2)] * 4
-
-
-def test_the_registry_counts_prefetched_leases_as_held(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
-) -> None:
-    # `leaseq workers` shows the leases a worker holds, running or prefetched,
-    # as for the threaded worker: one running and three prefetched are four.
-    gate = asyncio.Event()
-
-    async def handler(lease: leaseq.Lease) -> None:
-        await gate.wait()
-
-    async def scenario() -> list[int]:
-        await live.enqueue_many([{"i": i} for i in range(4)])
-        worker = leaseq.aio.Worker(live, handler, concurrency=1, prefetch=3, ttl=0.6)
-        task = asyncio.ensure_future(worker.run())
-        give_up = time.monotonic() + 10.0
-        held: list[int] = []
-        while held != [4] and time.monotonic() < give_up:
-            await asyncio.sleep(0.02)
-            held = [w.running for w in await live.workers()]
-        gate.set()
-        worker.stop()
-        await asyncio.wait_for(task, 10.0)
-        return held
-
-    assert run(loop, scenario()) == [4]
 
 
 def test_cancelling_run_hands_prefetched_leases_back_too(
@@ -464,81 +270,6 @@ def test_cancelling_run_during_a_claim_hands_that_claims_leases_back(
 
     jobs = run(loop, scenario())
     assert [(j.state, j.max_attempts - j.attempts) for j in jobs] == [(leaseq.State.PENDING, 2)] * 3
-
-
-def test_a_handler_that_exits_fails_its_job_not_the_worker(redis_server: Any) -> None:
-    # asyncio lets SystemExit out of the loop: the worker would end and release the
-    # job, refunding its attempt, on every start without bound. Like the threaded
-    # worker, the aio worker makes it the job's failure, and goes on.
-    sync = redis.Redis(port=redis_server.port)
-    sync.flushall()
-    q = leaseq.Queue("jobs", redis=sync)
-    exits = q.enqueue({"exit": True}, max_attempts=2)
-    fine = q.enqueue({"exit": False})
-
-    async def handler(lease: leaseq.Lease) -> str:
-        if lease.payload["exit"]:
-            raise SystemExit(3)
-        return "ok"
-
-    def plain(lease: leaseq.Lease) -> str:  # a plain def in the pool: the same rule
-        raise SystemExit(4)
-
-    async def run(h: Any) -> int:
-        client = aioredis.Redis(port=redis_server.port)
-        try:
-            aq = leaseq.aio.Queue(
-                "jobs", redis=client, backoff=leaseq.Backoff(base=0.0, cap=0.0, jitter=0.0)
-            )
-            worker = leaseq.aio.Worker(aq, h, concurrency=1, ttl=5.0)
-            await worker.run(burst=True)
-            return worker.processed
-        finally:
-            await client.aclose()
-
-    assert asyncio.run(run(handler)) == 3  # two attempts and the fine job: nothing escapes
-    job = q.get(exits)
-    assert job is not None and job.state is leaseq.State.DEAD and job.attempts == 2
-    assert (job.last_error or "").startswith("SystemExit: 3")
-    assert q.get(fine).state is leaseq.State.SUCCEEDED  # type: ignore[union-attr]
-    other = q.enqueue({}, max_attempts=1)
-    assert asyncio.run(run(plain)) == 1
-    job = q.get(other)
-    assert job is not None and job.state is leaseq.State.DEAD
-    assert (job.last_error or "").startswith("SystemExit: 4")
-    sync.close()
-
-
-def test_a_plain_handlers_keyboard_interrupt_fails_its_job_not_the_worker(
-    redis_server: Any,
-) -> None:
-    # A plain def runs in a pool thread, where no signal is ever delivered: a
-    # KeyboardInterrupt there is the handler's own, not a Ctrl-C. Let out of the
-    # loop it would end the worker and release the job, refunding its attempt,
-    # on every start without bound; as in the threaded worker, it is the job's failure.
-    sync = redis.Redis(port=redis_server.port)
-    sync.flushall()
-    q = leaseq.Queue("jobs", redis=sync)
-    job_id = q.enqueue({}, max_attempts=1)
-
-    def plain(lease: leaseq.Lease) -> None:
-        raise KeyboardInterrupt
-
-    async def scenario() -> int:
-        client = aioredis.Redis(port=redis_server.port)
-        try:
-            aq = leaseq.aio.Queue("jobs", redis=client)
-            worker = leaseq.aio.Worker(aq, plain, concurrency=1, ttl=5.0)
-            await worker.run(burst=True)
-            return worker.processed
-        finally:
-            await client.aclose()
-
-    assert asyncio.run(scenario()) == 1
-    job = q.get(job_id)
-    assert job is not None and (job.state, job.attempts) == (leaseq.State.DEAD, 1)
-    assert (job.last_error or "").startswith("KeyboardInterrupt")
-    sync.close()
 
 
 def _ends_while_the_server_hangs(
@@ -652,30 +383,6 @@ def test_a_stop_in_an_outage_leaves_prefetched_leases_to_expire_unspent(
         server.stop()
 
 
-def test_worker_graceful_stop_finishes_then_releases(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
-) -> None:
-    async def handler(lease: leaseq.Lease) -> str:
-        await asyncio.sleep(0.05 if lease.payload["fast"] else 30)
-        return "ok"
-
-    async def scenario() -> None:
-        await live.enqueue({"fast": True}, id="fast")
-        await live.enqueue({"fast": False}, id="slow")
-        worker = leaseq.aio.Worker(live, handler, concurrency=2, ttl=5.0, grace=0.3)
-        task = asyncio.ensure_future(worker.run())
-        while (await live.stats()).active < 2:
-            await asyncio.sleep(0.01)
-        worker.stop()
-        await asyncio.wait_for(task, 5.0)
-
-    run(loop, scenario())
-    fast, slow = run(loop, live.get("fast")), run(loop, live.get("slow"))
-    assert fast is not None and fast.state is leaseq.State.SUCCEEDED
-    # Past the grace the slow job went back to pending, its attempt refunded.
-    assert slow is not None and slow.state is leaseq.State.PENDING
-
-
 def test_a_stop_while_completions_are_in_flight_outlives_none_of_its_calls(
     live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -763,61 +470,6 @@ def test_a_wake_wait_that_fails_unwatched_is_not_reported_unretrieved(
 
     run(loop, scenario())
     assert unread == []
-
-
-def test_worker_reaps_a_crashed_workers_job(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
-) -> None:
-    async def handler(lease: leaseq.Lease) -> int:
-        return lease.attempt
-
-    async def scenario() -> None:
-        await live.enqueue({"n": 1}, id="orphan")
-        crashed = await live.claim(ttl=0.05)  # a worker that died holding it
-        assert crashed is not None
-        worker = leaseq.aio.Worker(live, handler, concurrency=1, ttl=5.0)
-        task = asyncio.ensure_future(worker.run())
-        while (await live.stats()).succeeded == 0:
-            await asyncio.sleep(0.02)
-        worker.stop()
-        await asyncio.wait_for(task, 5.0)
-
-    run(loop, asyncio.wait_for(scenario(), 10.0))
-    job = run(loop, live.get("orphan"))
-    assert job is not None and job.result == 2
-    assert job.last_error is not None and "lease expired" in job.last_error
-
-
-def test_worker_rejects_bad_settings(live: leaseq.aio.Queue) -> None:
-    async def handler(lease: leaseq.Lease) -> None:
-        return None
-
-    bad_settings: list[dict[str, Any]] = [
-        {"concurrency": 0},
-        {"ttl": 0.0},
-        {"ttl": float("nan")},
-        {"grace": -1.0},
-        {"prefetch": -1},
-        {"prefetch": 1.5},
-    ]
-    for bad in bad_settings:
-        with pytest.raises(leaseq.InvalidArgument):
-            leaseq.aio.Worker(live, handler, **bad)
-
-
-def test_burst_waits_out_a_rate_limit(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
-) -> None:
-    async def handler(lease: leaseq.Lease) -> None:
-        return None
-
-    async def scenario() -> int:
-        await live.set_limits(rate=4, per=0.2)
-        await live.enqueue_many([{}] * 10)
-        return await leaseq.aio.Worker(live, handler, ttl=5.0).run(burst=True)
-
-    assert run(loop, scenario()) == 10
-    assert run(loop, live.stats()).pending == 0
 
 
 def test_a_spare_that_waits_too_long_goes_back_for_another_worker(

@@ -1,7 +1,8 @@
-"""The lifecycle of both workers (stop before run, one run at a time, a claim
-landing after a hard stop), which errors they ride out and which end
-run(), and the handler kinds each one runs (async def on the threaded
-worker and the CLI, plain def on the asyncio worker).
+"""The lifecycle of both workers (a claim landing after a hard stop), which
+errors they ride out and which end run(), and the handler kinds each one runs
+(async def on the threaded worker and the CLI, plain def on the asyncio
+worker). A stop before run() and one run at a time are in the worker suite
+(tests/worker/test_worker.py, on every driver).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import logging
 import os
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -76,32 +76,6 @@ class Flaky:
 
 
 # -- threaded worker: lifecycle ------------------------------------------------------
-
-
-def test_stop_before_run_is_not_lost(rs: Any) -> None:
-    q = _q(rs)
-    job_id = q.enqueue({})
-    w = _worker(q, handlers.noop)
-    w.stop()
-    started = time.monotonic()
-    w.run()  # not burst: only the stop can end it
-    assert time.monotonic() - started < 3.0
-    assert _state(q, job_id) is leaseq.State.PENDING  # nothing claimed
-    w.run(burst=True)  # the stop was consumed: the next run works
-    assert _state(q, job_id) is leaseq.State.SUCCEEDED
-
-
-def test_run_twice_at_once_is_refused(rs: Any) -> None:
-    q = _q(rs)
-    w = _worker(q, handlers.noop)
-    t = threading.Thread(target=w.run, daemon=True)
-    t.start()
-    wait_until(lambda: any(th.name == "leaseq-claimer" for th in threading.enumerate()))
-    with pytest.raises(RuntimeError, match="already running"):
-        w.run(burst=True)
-    w.stop()
-    t.join(10)
-    assert not t.is_alive()
 
 
 def test_a_claim_that_lands_after_a_hard_stop_is_released(rs: Any) -> None:
@@ -357,26 +331,6 @@ def test_aio_outcomes_that_cannot_be_written_as_asked_are_still_written(
     big = q.get("big")
     assert big is not None and big.attempts == 1
     assert (big.last_error or "").startswith("ResultTooLarge: ")
-
-
-def test_aio_stop_before_run_and_one_run_at_a_time(aq: leaseq.aio.Queue, rs: Any) -> None:
-    async def handler(lease: leaseq.Lease) -> None:
-        return None
-
-    async def scenario() -> None:
-        job_id = await aq.enqueue({})
-        w = leaseq.aio.Worker(aq, handler, ttl=5.0)
-        w.stop()
-        await asyncio.wait_for(w.run(), 3.0)  # returns at once, nothing claimed
-        assert (await aq.get(job_id) or pytest.fail("row")).state is leaseq.State.PENDING
-        task = asyncio.ensure_future(w.run())
-        await asyncio.sleep(0.1)
-        with pytest.raises(RuntimeError, match="already running"):
-            await w.run()
-        w.stop()
-        await asyncio.wait_for(task, 5.0)
-
-    _arun(aq, scenario())
 
 
 def test_aio_transient_errors_are_retried_fatal_ones_end_run(aq: leaseq.aio.Queue, rs: Any) -> None:
