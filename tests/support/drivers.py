@@ -21,7 +21,9 @@ maps them, and says so:
 - ``stop(now=True)``: the threaded worker's hard stop; on asyncio, cancelling
   the task of ``run()`` (its ``stop()`` has no ``now``).
 - ``handle_signals=False`` is passed to the threaded worker (the asyncio
-  worker installs no handlers); ``on_stuck`` is the threaded worker's alone.
+  worker installs no handlers). ``on_stuck`` is the threaded worker's alone:
+  the asyncio driver does not pass it on (``Run.hears_stuck`` says whether
+  the hook is heard).
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ class Run:
 
     worker: Any
     """The worker itself (``leaseq.Worker`` or ``leaseq.aio.Worker``): public API only."""
+    hears_stuck = False
+    """Whether the worker calls ``on_stuck`` (the threaded worker's hook)."""
 
     def run(self, burst: bool = True) -> None:
         """Run the worker (by default in burst mode) until it returns; raises what it raised."""
@@ -95,6 +99,8 @@ class Run:
 
 
 class ThreadRun(Run):
+    hears_stuck = True
+
     def __init__(self, queue: leaseq.Queue, handler: Any, options: dict[str, Any]) -> None:
         options.setdefault("handle_signals", False)
         self.worker = leaseq.Worker(queue, handler, **options)
@@ -142,6 +148,7 @@ class ThreadRun(Run):
 class AsyncioRun(Run):
     def __init__(self, driver: Driver, queue: leaseq.aio.Queue, handler: Any, opts: Any) -> None:
         self._driver = driver
+        opts.pop("on_stuck", None)  # the threaded worker's hook: aio.Worker has none
         self.worker = driver.call(_made(leaseq.aio.Worker, queue, handler, **opts))
         self._task: asyncio.Task[int] | None = None
 
