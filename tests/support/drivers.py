@@ -101,7 +101,7 @@ class Run:
 class ThreadRun(Run):
     hears_stuck = True
 
-    def __init__(self, queue: leaseq.Queue, handler: Any, options: dict[str, Any]) -> None:
+    def __init__(self, queue: Any, handler: Any, options: dict[str, Any]) -> None:
         options.setdefault("handle_signals", False)
         self.worker = leaseq.Worker(queue, handler, **options)
         self._thread: threading.Thread | None = None
@@ -146,7 +146,7 @@ class ThreadRun(Run):
 
 
 class AsyncioRun(Run):
-    def __init__(self, driver: Driver, queue: leaseq.aio.Queue, handler: Any, opts: Any) -> None:
+    def __init__(self, driver: Driver, queue: Any, handler: Any, opts: Any) -> None:
         self._driver = driver
         opts.pop("on_stuck", None)  # the threaded worker's hook: aio.Worker has none
         self.worker = driver.call(_made(leaseq.aio.Worker, queue, handler, **opts))
@@ -241,17 +241,28 @@ class Driver:
         self._settings[id(q)] = (name, settings)
         return q
 
-    def worker(self, handler: Any, queue: leaseq.Queue | None = None, **options: Any) -> Run:
+    def worker(
+        self,
+        handler: Any,
+        queue: leaseq.Queue | None = None,
+        wrap: Callable[[Any], Any] | None = None,
+        **options: Any,
+    ) -> Run:
         """A worker of this driver running ``handler`` on ``queue`` (default ``q``)
         with the worker ``options`` both workers take (``concurrency``, ``ttl``,
-        ``prefetch``, ``grace``, ``timeout``, ``metrics``...). Raises what the
-        worker's constructor raises (bad settings)."""
+        ``prefetch``, ``grace``, ``timeout``, ``metrics``...). ``wrap`` gets the
+        queue the worker will use (the sync one, or its ``aio.Queue`` twin) and
+        returns what the worker gets instead (a queue whose calls fail, say).
+        Raises what the worker's constructor raises (bad settings)."""
         queue = self.q if queue is None else queue
+        served: Any = queue if self.name == "thread" else self._twin(queue)
+        if wrap is not None:
+            served = wrap(served)
         run: Run
         if self.name == "thread":
-            run = ThreadRun(queue, handler, options)
+            run = ThreadRun(served, handler, options)
         else:
-            run = AsyncioRun(self, self._twin(queue), handler, options)
+            run = AsyncioRun(self, served, handler, options)
         self._runs.append(run)
         return run
 

@@ -185,9 +185,6 @@ EXCLUDED: dict[str, str] = {
     "observe.metrics.an_installed_observer_is_the_default": _THREADED_WORKER,
     "observe.metrics.busy_handlers_are_counted_while_they_run": _THREADED_WORKER,
     "observe.metrics.threaded_worker_records_durations_waits_and_slots": _THREADED_WORKER,
-    "worker.registry.the_threaded_worker_registers_while_it_runs_and_leaves_at_stop": (
-        _THREADED_WORKER
-    ),
     "web.http.actions_need_the_csrf_token_and_a_same_origin": _WEB,
     "web.http.actions_on_many_ids_report_refusals": _WEB,
     "web.http.auth": _WEB,

@@ -25,6 +25,7 @@ from redis.retry import Retry
 import leaseq
 import leaseq.aio
 from tests.support import LEASEQ, ROOT, handlers
+from tests.support.drivers import Driver
 from tests.support.servers import RedisServer, wait_until
 
 
@@ -111,27 +112,41 @@ def test_a_claim_that_lands_after_a_hard_stop_is_released(rs: Any) -> None:
     assert job.max_attempts == 6  # released: the attempt is refunded
 
 
-# -- threaded worker: errors ------------------------------------------------------------
+# -- errors: both workers ------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("calls", "times"),
+    [(("claim_now", "complete_many", "reap"), 6), (("complete", "complete_many"), 4)],
+    ids=["claims-writes-reaps", "writes"],
+)
 def test_transient_errors_are_retried_with_one_log_line(
-    rs: Any, caplog: pytest.LogCaptureFixture
+    live_driver: Driver, caplog: pytest.LogCaptureFixture, calls: tuple[str, ...], times: int
 ) -> None:
-    q = _q(rs)
+    # Outcome writes that fail are retried, not dropped with the job left active
+    # until its lease runs out; so are claims and reaps. One outage, one warning.
+    q = live_driver.queue("life", backoff=0.0)
     ids = q.enqueue_many([{} for _ in range(5)])
     busy = getattr(leaseq, "ServerBusy", leaseq.ServerUnavailable)("READONLY (failover)")
-    flaky = Flaky(q, busy, 6, ("claim_now", "complete_many", "reap"))
+    flaky: list[Flaky] = []
+
+    def wrap(queue: Any) -> Flaky:
+        flaky.append(Flaky(queue, busy, times, calls))
+        return flaky[0]
+
     with caplog.at_level(logging.DEBUG, logger="leaseq.worker"):
-        _worker(flaky, handlers.noop, reap_interval=0.0).run(burst=True)
-    assert flaky.raised == 6
+        w = live_driver.worker(handlers.noop, queue=q, wrap=wrap, reap_interval=0.0, ttl=5.0)
+        w.run(burst=True)
+    assert flaky[0].raised == times
+    assert w.processed == 5
     assert all(_state(q, i) is leaseq.State.SUCCEEDED for i in ids)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len([m for m in warnings if "retrying in" in m]) == 1, warnings
     assert any("Redis answers again" in r.getMessage() for r in caplog.records)
 
 
-def test_a_fatal_error_ends_run_with_it_and_releases_held_jobs(rs: Any) -> None:
-    q = _q(rs)
+def test_a_fatal_error_ends_run_with_it_and_releases_held_jobs(live_driver: Driver) -> None:
+    q = live_driver.queue("life", backoff=0.0)
     gate = threading.Event()
     entered = threading.Event()
 
@@ -140,25 +155,17 @@ def test_a_fatal_error_ends_run_with_it_and_releases_held_jobs(rs: Any) -> None:
         gate.wait(10)
 
     held = q.enqueue({})
-    w = _worker(q, handler, concurrency=2, grace=30.0)
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            w.run()
-        except leaseq.LeaseqError as exc:
-            failure.append(exc)
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
+    w = live_driver.worker(handler, queue=q, concurrency=2, grace=30.0)
+    w.start()
     assert entered.wait(10)
     # An operator overwrites a queue key: every claim now fails the same way.
-    rs.set(q.keys.scheduled, "oops")
+    live_driver.redis.set(q.keys.scheduled, "oops")
     q.nudge()
-    t.join(15)
-    gate.set()
-    assert not t.is_alive()
-    assert len(failure) == 1 and isinstance(failure[0], leaseq.DamagedKey)
+    try:
+        with pytest.raises(leaseq.DamagedKey):
+            w.join(15)
+    finally:
+        gate.set()
     job = q.get(held)
     assert job is not None and job.state is leaseq.State.PENDING  # released, not left active
 
@@ -331,25 +338,3 @@ def test_aio_outcomes_that_cannot_be_written_as_asked_are_still_written(
     big = q.get("big")
     assert big is not None and big.attempts == 1
     assert (big.last_error or "").startswith("ResultTooLarge: ")
-
-
-def test_aio_transient_errors_are_retried_fatal_ones_end_run(aq: leaseq.aio.Queue, rs: Any) -> None:
-    async def handler(lease: leaseq.Lease) -> None:
-        return None
-
-    async def scenario() -> None:
-        await aq.enqueue_many([{}, {}, {}])
-        busy = getattr(leaseq, "ServerBusy", leaseq.ServerUnavailable)("READONLY (failover)")
-        # Outcome writes fail first: they are retried, not dropped with the job
-        # left active until its lease runs out. (The aio worker writes
-        # completions with complete_many, a batch of whatever finished meanwhile.)
-        flaky = Flaky(aq, busy, 4, ("complete", "complete_many"))
-        worker = leaseq.aio.Worker(flaky, handler, ttl=5.0)  # type: ignore[arg-type]
-        assert await worker.run(burst=True) == 3
-        assert flaky.raised == 4
-        assert _q(rs).stats().succeeded == 3
-        rs.set(aq.keys.scheduled, "oops")  # an operator's mistake: no retry will cure it
-        with pytest.raises(leaseq.DamagedKey):
-            await asyncio.wait_for(leaseq.aio.Worker(aq, handler, ttl=5.0).run(), 5.0)
-
-    _arun(aq, scenario())
