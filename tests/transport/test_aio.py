@@ -130,12 +130,6 @@ _BLOCKING_WAIT = (
 )
 
 
-_KINDS = (
-    "drives workers with handler dicts; tests/worker/test_kinds.py runs its aio twins "
-    "itself, with the aio Worker on a real server"
-)
-
-
 _TASKS = (
     "typed tasks await the queue they are declared on, so on this facade they "
     "would hand back coroutines; most of these cases drive the threaded worker too. "
@@ -154,8 +148,6 @@ EXCLUDED: dict[str, str] = {
     ),
     "store.pause.a_burst_worker_runs_nothing_on_a_paused_queue": _THREADED_WORKER,
     "store.pause.resume_wakes_a_blocked_claimer_at_once": _THREADS,
-    "worker.kinds.a_handler_dict_dispatches_by_kind": _KINDS,
-    "worker.kinds.an_unknown_kind_is_not_run_and_is_retried": _KINDS,
     "store.waits.current_job_progress_in_a_worker": _BLOCKING_WAIT,
     "store.waits.wait_many_in_order_with_every_finished_state": _BLOCKING_WAIT,
     "store.waits.wait_times_out_with_none": _BLOCKING_WAIT,

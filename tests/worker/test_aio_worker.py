@@ -472,61 +472,6 @@ def test_a_wake_wait_that_fails_unwatched_is_not_reported_unretrieved(
     assert unread == []
 
 
-def test_a_spare_that_waits_too_long_goes_back_for_another_worker(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # One slot, its handler hung (no timeout), three spares behind it: past the
-    # spare bound (here the 0.6 s ttl) they go back to pending, unspent, and stay
-    # there for another worker; nothing runs twice.
-    monkeypatch.setattr(outcomes, "SPARE_WAIT_FLOOR", 0.0)
-    runs: list[str] = []
-    hung, let_go = asyncio.Event(), asyncio.Event()
-
-    async def handler(lease: leaseq.Lease) -> None:
-        runs.append(lease.id)
-        if lease.id == "blocker":
-            hung.set()
-            await let_go.wait()
-
-    async def until(what: str, check: Any) -> None:
-        give_up = time.monotonic() + 10.0
-        while not await check():
-            assert time.monotonic() < give_up, f"timed out waiting for {what}"
-            await asyncio.sleep(0.01)
-
-    async def scenario() -> tuple[int, int, list[str]]:
-        await live.enqueue({}, id="blocker", max_attempts=1)
-        spares = await live.enqueue_many([{} for _ in range(3)], max_attempts=1)
-        first = leaseq.aio.Worker(live, handler, concurrency=1, prefetch=3, ttl=0.6)
-        task = asyncio.ensure_future(first.run())
-        try:
-            await asyncio.wait_for(hung.wait(), 10)
-
-            async def handed_back() -> bool:
-                return (await live.stats()).pending == 3
-
-            await until("the spares handed back", handed_back)
-            for job_id in spares:
-                job = await live.get(job_id)
-                assert job is not None and job.state is leaseq.State.PENDING
-                # The claim's attempt given back by release, not by the crash refunds.
-                assert (job.attempts, job.max_attempts) == (1, 2)
-            assert (await live.stats()).active == 1  # the worker did not take them again
-            second = leaseq.aio.Worker(live, handler, concurrency=3, ttl=5.0)
-            done_by_second = await second.run(burst=True)
-        finally:
-            let_go.set()
-            first.stop()
-            done_by_first = await asyncio.wait_for(task, 10)
-        return done_by_first, done_by_second, spares
-
-    done_by_first, done_by_second, spares = run(loop, scenario())
-    assert (done_by_first, done_by_second) == (1, 3)
-    assert sorted(runs) == sorted(["blocker", *spares])  # each ran once
-    stats = run(loop, live.stats())
-    assert (stats.succeeded, stats.totals.get("refunded", 0)) == (4, 0)
-
-
 def test_a_handler_that_returned_as_the_grace_ran_out_is_written_not_released(
     live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
 ) -> None:
