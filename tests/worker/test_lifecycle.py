@@ -1,7 +1,7 @@
 """The lifecycle of both workers (a claim landing after a hard stop), which
-errors they ride out and which end run(), and the handler kinds each one runs
-(async def on the threaded worker and the CLI, plain def on the asyncio
-worker). A stop before run() and one run at a time are in the worker suite
+errors they ride out and which end run(), and the handler kinds they run
+(async def and plain def on every driver, async def in the CLI). A stop
+before run() and one run at a time are in the worker suite
 (tests/worker/test_worker.py, on every driver).
 """
 
@@ -12,7 +12,6 @@ import logging
 import os
 import subprocess
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -238,14 +237,55 @@ def test_bad_credentials_end_either_worker_at_once() -> None:
 # -- handler kinds -----------------------------------------------------------------
 
 
-def test_threaded_worker_runs_async_def_handlers(rs: Any) -> None:
-    q = _q(rs)
+def test_a_worker_runs_async_def_handlers(live_driver: Driver) -> None:
+    q = live_driver.queue("life", backoff=0.0)
     job_id = q.enqueue({"a": 1})
-    w = _worker(q, handlers.async_echo, concurrency=2)
-    w.run(burst=True)
+    live_driver.worker(handlers.async_echo, queue=q, concurrency=2).run(burst=True)
     job = q.get(job_id)
     assert job is not None and job.state is leaseq.State.SUCCEEDED
     assert job.result == {"echo": {"a": 1}, "job": job_id}
+
+
+def test_a_worker_runs_plain_def_handlers_side_by_side_in_threads(live_driver: Driver) -> None:
+    q = live_driver.queue("life", backoff=0.0)
+    seen: list[str] = []
+    # Four handlers meet at a barrier: only side by side, each on its own thread, can all four
+    # get past it. On the loop, or one after another, the first waits alone and breaks it.
+    together = threading.Barrier(4, timeout=10.0)
+
+    def handler(lease: leaseq.Lease) -> str:
+        seen.append(leaseq.current_job().lease.id)
+        together.wait()
+        return "ran"
+
+    q.enqueue_many([{}, {}, {}, {}])
+    live_driver.worker(handler, queue=q, concurrency=4, ttl=30.0).run(burst=True)
+    assert not together.broken
+    assert len(set(seen)) == 4
+    assert q.stats().succeeded == 4
+
+
+def test_outcomes_that_cannot_be_written_as_asked_are_still_written(live_driver: Driver) -> None:
+    q = live_driver.queue("life", backoff=0.0, max_payload_bytes=1000)
+
+    async def handler(lease: leaseq.Lease) -> Any:
+        if lease.id == "neg":
+            raise leaseq.Retry(in_=-1, reason="negative")
+        return object() if lease.id == "obj" else "x" * 5000
+
+    for job_id in ("neg", "obj", "big"):
+        q.enqueue({}, id=job_id, max_attempts=3)
+    live_driver.worker(handler, queue=q, ttl=5.0).run(burst=True)
+    states = {i: (q.get(i) or pytest.fail(i)).state for i in ("neg", "obj", "big")}
+    # None is left active with no last_error (a worker that raised in a lost task).
+    assert states == {
+        "neg": leaseq.State.DEAD,  # backoff 0: retried at once until out of attempts
+        "obj": leaseq.State.DEAD,
+        "big": leaseq.State.DEAD,
+    }
+    big = q.get("big")
+    assert big is not None and big.attempts == 1
+    assert (big.last_error or "").startswith("ResultTooLarge: ")
 
 
 def test_cli_worker_runs_async_def_handlers(rs: Any, redis_server: RedisServer) -> None:
@@ -270,71 +310,3 @@ def test_cli_worker_runs_async_def_handlers(rs: Any, redis_server: RedisServer) 
     job = q.get(job_id)
     assert job is not None and job.state is leaseq.State.SUCCEEDED
     assert job.result == {"echo": {"a": 2}, "job": job_id}
-
-
-# -- the asyncio worker -----------------------------------------------------------------
-
-
-@pytest.fixture
-def aq(redis_server: RedisServer, rs: Any) -> Iterator[leaseq.aio.Queue]:
-    yield leaseq.aio.Queue(
-        "life", redis=aioredis.Redis(port=redis_server.port), backoff=0.0, max_payload_bytes=1000
-    )
-
-
-def _arun(aq: leaseq.aio.Queue, coro: Any) -> Any:
-    async def go() -> Any:
-        try:
-            return await asyncio.wait_for(coro, 20)
-        finally:
-            await aq.redis.aclose()
-
-    return asyncio.run(go())
-
-
-def test_aio_runs_a_plain_def_handler_in_a_thread(aq: leaseq.aio.Queue, rs: Any) -> None:
-    seen: list[str] = []
-    # Four handlers meet at a barrier: only side by side, each on its own thread, can all four
-    # get past it. On the loop, or one after another, the first waits alone and breaks it.
-    together = threading.Barrier(4, timeout=10.0)
-
-    def handler(lease: leaseq.Lease) -> str:
-        seen.append(leaseq.current_job().lease.id)
-        together.wait()
-        return "ran"
-
-    async def scenario() -> None:
-        await aq.enqueue_many([{}, {}, {}, {}])
-        await leaseq.aio.Worker(aq, handler, concurrency=4, ttl=30.0).run(burst=True)
-
-    _arun(aq, scenario())
-    assert not together.broken
-    assert len(set(seen)) == 4
-    assert _q(rs).stats().succeeded == 4
-
-
-def test_aio_outcomes_that_cannot_be_written_as_asked_are_still_written(
-    aq: leaseq.aio.Queue, rs: Any
-) -> None:
-    async def handler(lease: leaseq.Lease) -> Any:
-        if lease.id == "neg":
-            raise leaseq.Retry(in_=-1, reason="negative")
-        return object() if lease.id == "obj" else "x" * 5000
-
-    async def scenario() -> None:
-        for job_id in ("neg", "obj", "big"):
-            await aq.enqueue({}, id=job_id, max_attempts=3)
-        await leaseq.aio.Worker(aq, handler, ttl=5.0).run(burst=True)
-
-    _arun(aq, scenario())
-    q = _q(rs)
-    states = {i: (q.get(i) or pytest.fail(i)).state for i in ("neg", "obj", "big")}
-    # None is left active with no last_error (the aio worker raised in a lost task).
-    assert states == {
-        "neg": leaseq.State.DEAD,  # backoff 0: retried at once until out of attempts
-        "obj": leaseq.State.DEAD,
-        "big": leaseq.State.DEAD,
-    }
-    big = q.get("big")
-    assert big is not None and big.attempts == 1
-    assert (big.last_error or "").startswith("ResultTooLarge: ")
