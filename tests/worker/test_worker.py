@@ -597,8 +597,11 @@ def test_stop_hands_prefetched_leases_back_unspent(live_driver: Driver) -> None:
 def test_a_graceful_stop_finishes_then_releases(live_driver: Driver, kind: str) -> None:
     q = live_driver.queue("jobs", backoff=0.0, max_attempts=2)
 
+    started: list[str] = []
+
     async def async_handler(lease: leaseq.Lease) -> str:
         # A slow one runs until it is handed back (asyncio cancels it there).
+        started.append(lease.id)
         lost = leaseq.current_job().lost
         await asyncio.sleep(0.05)
         while not (lease.payload["fast"] or lost.is_set()):
@@ -606,6 +609,7 @@ def test_a_graceful_stop_finishes_then_releases(live_driver: Driver, kind: str) 
         return "ok"
 
     def plain_handler(lease: leaseq.Lease) -> str:
+        started.append(lease.id)
         if lease.payload["fast"]:
             time.sleep(0.05)
         else:
@@ -617,7 +621,8 @@ def test_a_graceful_stop_finishes_then_releases(live_driver: Driver, kind: str) 
     handler = async_handler if kind == "async" else plain_handler
     w = live_driver.worker(handler, queue=q, concurrency=2, ttl=5.0, grace=0.3)
     w.start()
-    wait_until(lambda: q.stats().active >= 2, what="both jobs to start")
+    # Both handlers have started (a lease claimed but not started goes back at once).
+    wait_until(lambda: len(started) == 2, what="both handlers to start")
     w.stop()
     w.join(5.0)
     assert _job(q, "fast").state is leaseq.State.SUCCEEDED
