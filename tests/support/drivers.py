@@ -203,6 +203,33 @@ async def _made(make: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return make(*args, **kwargs)
 
 
+class Calls:
+    """Counts a worker's calls of some queue methods: ``Driver.worker(wrap=calls)``
+    hands the worker's queue (sync, or its ``aio.Queue`` twin) through it, and
+    each call of one of ``names`` adds one to ``count`` on its way to the real
+    method (a coroutine method's call returns its coroutine, as before)."""
+
+    def __init__(self, *names: str) -> None:
+        self.names = names
+        self.count = 0
+        self.inner: Any = None
+
+    def __call__(self, queue: Any) -> Calls:
+        self.inner = queue
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name not in self.names:
+            return attr
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return attr(*args, **kwargs)
+
+        return counted
+
+
 def differs(request: pytest.FixtureRequest, driver: Driver, on: str, reason: str) -> None:
     """Mark the running case xfail (strict) on the driver ``on``: a behaviour the
     two workers do not share yet. ``reason`` says what differs; once the

@@ -1,9 +1,8 @@
-"""What only ``leaseq.aio.Worker`` does, or is measured by, on a real server:
-its calls counted on its own ``aio.Queue`` (batched completions, heartbeats and
-claims), an ``async def`` handler cancelled when its lease is lost, ``run()``
-cancelled (at a claim, an outcome, a hand-back), a server that hangs, its drain
-past the grace. Everything both workers promise is tests/worker/test_worker.py,
-on every driver.
+"""What only ``leaseq.aio.Worker`` does, on a real server: a beat that meets a
+landed completion, an ``async def`` handler cancelled when its lease is lost,
+``run()`` cancelled (at a claim, an outcome, a hand-back), a server that hangs,
+its drain past the grace. Everything both workers promise is
+tests/worker/test_worker.py, on every driver.
 """
 
 from __future__ import annotations
@@ -29,83 +28,6 @@ import leaseq.aio
 from leaseq.work import outcomes
 from tests.support.backends import run
 from tests.support.servers import RedisServer, wait_until
-
-
-def count_calls(queue: leaseq.aio.Queue, *methods: str) -> list[int]:
-    """Count the calls of ``queue``'s ``methods`` (all together) in the returned
-    one-item list, each call passed on to the real method."""
-    calls = [0]
-    for name in methods:
-        real = getattr(queue, name)
-
-        async def counted(*args: Any, _real: Any = real, **kwargs: Any) -> Any:
-            calls[0] += 1
-            return await _real(*args, **kwargs)
-
-        setattr(queue, name, counted)
-    return calls
-
-
-def test_completions_go_out_in_few_calls_each_job_hearing_its_own(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop, redis_server: Any
-) -> None:
-    # 300 jobs, 30 at a time: completions that land while one complete_many is in
-    # flight go out together in the next. One job's lease is taken from it while
-    # its handler runs: only that job hears LeaseLost (its outcome is dropped and
-    # it runs again); the others in its batch complete.
-    sync = leaseq.Queue("jobs", redis=redis.Redis(port=redis_server.port))
-    calls = count_calls(live, "complete", "complete_many")
-    taken = False
-
-    async def handler(lease: leaseq.Lease) -> int:
-        nonlocal taken
-        if lease.id == "victim" and not taken:
-            taken = True
-            sync.release(lease)  # as a reaper would: the row is pending again
-        await asyncio.sleep(0.001)
-        return int(lease.payload["i"])
-
-    async def scenario() -> int:
-        await live.enqueue_many([{"i": i} for i in range(299)])
-        await live.enqueue({"i": 299}, id="victim")
-        return await leaseq.aio.Worker(live, handler, concurrency=30, ttl=5.0).run(burst=True)
-
-    processed = run(loop, scenario())
-    stats = run(loop, live.stats())
-    assert (stats.succeeded, stats.pending, stats.active, stats.dead) == (300, 0, 0, 0)
-    assert processed == 300  # the victim's first, refused outcome is not counted
-    victim = run(loop, live.get("victim"))
-    assert victim is not None and victim.result == 299 and victim.attempts == 2  # ran twice
-    assert calls[0] < 100, f"{calls[0]} complete calls for 300 jobs: not batched"
-
-
-def test_one_heartbeat_call_extends_every_running_lease(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
-) -> None:
-    # 20 jobs at once, each running six lease lengths: the worker's heartbeat
-    # extends them all in one call a beat, not one call per job.
-    calls = count_calls(live, "extend", "extend_many")
-    both = asyncio.Event()
-    running = 0
-
-    async def handler(lease: leaseq.Lease) -> str:
-        nonlocal running
-        running += 1
-        if running == 20:
-            both.set()
-        await asyncio.wait_for(both.wait(), 5.0)  # all 20 run at once
-        await asyncio.sleep(1.2)  # six lease lengths: only heartbeats keep them
-        return "done"
-
-    async def scenario() -> list[Any]:
-        ids = await live.enqueue_many([{"i": i} for i in range(20)])
-        assert await leaseq.aio.Worker(live, handler, concurrency=20, ttl=0.2).run(burst=True) == 20
-        return [await live.get(job_id) for job_id in ids]
-
-    jobs = run(loop, scenario())
-    assert all(j.state is leaseq.State.SUCCEEDED and j.attempts == 1 for j in jobs)
-    # ~1.2 s at a beat every ttl/3 (0.067 s): ~18 beats; one call per job would be ~360.
-    assert calls[0] <= 60, f"{calls[0]} extend calls for 20 jobs"
 
 
 def test_a_beat_that_meets_a_landed_completion_loses_nothing(
@@ -182,27 +104,6 @@ def test_worker_cancels_a_handler_whose_lease_is_lost(
     run(loop, scenario())
     job = run(loop, live.get("taken"))
     assert job is not None and job.state is leaseq.State.ACTIVE and job.attempts == 7
-
-
-def test_prefetch_claims_ahead_in_few_calls(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
-) -> None:
-    # Two handler slots, 2,000 quick jobs: claiming only for the free slots
-    # takes a call for every job or two; prefetched leases wait their turn
-    # instead, about 50 ms of work of them once the worker has seen the rate.
-    claims = count_calls(live, "claim_now")
-
-    async def handler(lease: leaseq.Lease) -> int:
-        return int(lease.payload["i"])
-
-    async def scenario() -> int:
-        await live.enqueue_many([{"i": i} for i in range(2000)])
-        return await leaseq.aio.Worker(live, handler, concurrency=2, ttl=5.0).run(burst=True)
-
-    assert run(loop, scenario()) == 2000
-    stats = run(loop, live.stats())
-    assert (stats.succeeded, stats.pending, stats.active) == (2000, 0, 0)
-    assert claims[0] < 400, f"{claims[0]} claims for 2,000 jobs at concurrency 2"
 
 
 def test_cancelling_run_hands_prefetched_leases_back_too(

@@ -20,7 +20,7 @@ import pytest
 import leaseq
 from leaseq.observe.worker_metrics import WorkerMetrics
 from tests.support import handlers
-from tests.support.drivers import Driver, differs
+from tests.support.drivers import Calls, Driver, differs
 from tests.support.servers import wait_until
 
 
@@ -444,6 +444,74 @@ def test_the_worker_reaps_a_crashed_workers_job(live_driver: Driver) -> None:
     job = _job(q, "orphan")
     assert job.result == 2
     assert job.last_error is not None and "lease expired" in job.last_error
+
+
+def test_completions_go_out_in_few_calls_each_job_hearing_its_own(live_driver: Driver) -> None:
+    # 300 jobs, 30 at a time: completions that land while one write is in flight
+    # go out together in the next. One job's lease is taken from it while its
+    # handler runs: only that job hears LeaseLost (its outcome is dropped and it
+    # runs again); the others in its batch complete.
+    q = live_driver.queue("jobs", backoff=0.0, max_attempts=2)
+    calls = Calls("complete", "complete_many")
+    taken = False
+
+    def handler(lease: leaseq.Lease) -> int:
+        nonlocal taken
+        if lease.id == "victim" and not taken:
+            taken = True
+            q.release(lease)  # as a reaper would: the row is pending again
+        time.sleep(0.001)
+        return int(lease.payload["i"])
+
+    q.enqueue_many([{"i": i} for i in range(299)])
+    q.enqueue({"i": 299}, id="victim")
+    w = live_driver.worker(handler, queue=q, wrap=calls, concurrency=30, ttl=5.0)
+    w.run(burst=True)
+    stats = q.stats()
+    assert (stats.succeeded, stats.pending, stats.active, stats.dead) == (300, 0, 0, 0)
+    assert w.processed == 300  # the victim's first, refused outcome is not counted
+    victim = _job(q, "victim")
+    assert victim.result == 299 and victim.attempts == 2  # ran twice
+    assert calls.count < 100, f"{calls.count} complete calls for 300 jobs: not batched"
+
+
+def test_one_heartbeat_call_extends_every_running_lease(live_driver: Driver) -> None:
+    # 20 jobs at once, each running six lease lengths: the worker's heartbeat
+    # extends them all in one call a beat, not one call per job.
+    q = live_driver.queue("jobs", backoff=0.0, max_attempts=2)
+    calls = Calls("extend", "extend_many")
+    together = threading.Barrier(20, timeout=5.0)
+
+    def handler(lease: leaseq.Lease) -> str:
+        together.wait()  # all 20 run at once
+        time.sleep(1.2)  # six lease lengths: only heartbeats keep them
+        return "done"
+
+    ids = q.enqueue_many([{"i": i} for i in range(20)])
+    w = live_driver.worker(handler, queue=q, wrap=calls, concurrency=20, ttl=0.2)
+    w.run(burst=True)
+    assert w.processed == 20
+    jobs = [_job(q, job_id) for job_id in ids]
+    assert all(j.state is leaseq.State.SUCCEEDED and j.attempts == 1 for j in jobs)
+    # ~1.2 s at a beat every ttl/3 (0.067 s): ~18 beats; one call per job would be ~360.
+    assert calls.count <= 60, f"{calls.count} extend calls for 20 jobs"
+
+
+def test_prefetch_claims_ahead_in_few_calls(live_driver: Driver) -> None:
+    # Two handler slots, 2,000 quick jobs: claiming only for the free slots
+    # takes a call for every job or two; prefetched leases wait their turn
+    # instead, about 50 ms of work of them once the worker has seen the rate.
+    q = live_driver.queue("jobs", backoff=0.0, max_attempts=2)
+    claims = Calls("claim_now")
+    q.enqueue_many([{"i": i} for i in range(2000)])
+    w = live_driver.worker(
+        lambda lease: int(lease.payload["i"]), queue=q, wrap=claims, concurrency=2, ttl=5.0
+    )
+    w.run(burst=True)
+    assert w.processed == 2000
+    stats = q.stats()
+    assert (stats.succeeded, stats.pending, stats.active) == (2000, 0, 0)
+    assert claims.count < 400, f"{claims.count} claims for 2,000 jobs at concurrency 2"
 
 
 def test_a_heartbeat_that_finds_the_lease_lost_tells_the_handler(driver: Driver) -> None:
