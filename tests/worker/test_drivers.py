@@ -27,9 +27,9 @@ from tests.worker.conftest import DRIVER_FIXTURES
 
 HERE = Path(__file__).resolve().parent
 
-SUITE_FLOOR = 58
+SUITE_FLOOR = 59
 """Fewest worker cases (test functions run on every driver) there may be: the
-suite was 58 when it was made one. Moving a case off the suite lowers this,
+suite was 59 when it was made one. Moving a case off the suite lowers this,
 in the same commit that says why."""
 
 
