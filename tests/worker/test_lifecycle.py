@@ -1,8 +1,7 @@
-"""The lifecycle of both workers (a claim landing after a hard stop), which
-errors they ride out and which end run(), and the handler kinds they run
-(async def and plain def on every driver, async def in the CLI). A stop
-before run() and one run at a time are in the worker suite
-(tests/worker/test_worker.py, on every driver).
+"""The lifecycle of both workers: stop and grace, a stop before run(), one run
+at a time (on every driver), a claim landing after a hard stop, which errors
+they ride out and which end run(), and the handler kinds they run (async def
+and plain def on every driver, async def in the CLI).
 """
 
 from __future__ import annotations
@@ -12,6 +11,7 @@ import logging
 import os
 import subprocess
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -23,6 +23,7 @@ from redis.retry import Retry
 
 import leaseq
 import leaseq.aio
+from leaseq.observe.worker_metrics import WorkerMetrics
 from tests.support import LEASEQ, ROOT, handlers
 from tests.support.drivers import Driver
 from tests.support.servers import RedisServer, wait_until
@@ -41,6 +42,17 @@ def _q(rs: Any, **kw: Any) -> leaseq.Queue:
 def _worker(q: Any, fn: Any, **kw: Any) -> leaseq.Worker:
     kw.setdefault("handle_signals", False)
     return leaseq.Worker(q, fn, **kw)
+
+
+def _lost(metrics: WorkerMetrics) -> list[float]:
+    """The ``leaseq_leases_lost_total`` samples a worker recorded."""
+    return [s.value for f in metrics.collect() for s in f.samples if "lost" in s.name]
+
+
+def _job(q: leaseq.Queue, job_id: str) -> leaseq.Job:
+    job = q.get(job_id)
+    assert job is not None
+    return job
 
 
 def _state(q: leaseq.Queue, job_id: str) -> leaseq.State:
@@ -310,3 +322,162 @@ def test_cli_worker_runs_async_def_handlers(rs: Any, redis_server: RedisServer) 
     job = q.get(job_id)
     assert job is not None and job.state is leaseq.State.SUCCEEDED
     assert job.result == {"echo": {"a": 2}, "job": job_id}
+
+
+# -- stop and grace, one run at a time (every driver) ---------------------------------------
+
+
+def test_stop_lets_in_flight_finish(driver: Driver) -> None:
+    q = driver.q
+    gate = threading.Event()
+    entered = threading.Event()
+
+    def handler(lease: leaseq.Lease) -> str:
+        entered.set()
+        gate.wait(10)
+        return "finished"
+
+    job_id = q.enqueue({})
+    w = driver.worker(handler, grace=10.0)
+    w.start()
+    assert entered.wait(10)
+    w.stop()
+    gate.set()
+    w.join(10)
+    assert _job(q, job_id).result == "finished"
+
+
+def test_stop_now_releases_in_flight_and_discards_their_outcome(driver: Driver) -> None:
+    q = driver.q
+    gate = threading.Event()
+    entered = threading.Event()
+    lost_seen = threading.Event()
+
+    def handler(lease: leaseq.Lease) -> str:
+        entered.set()
+        gate.wait(10)
+        if leaseq.current_job().lost.is_set():
+            lost_seen.set()
+        return "too late"
+
+    job_id = q.enqueue({})
+    w = driver.worker(handler, grace=10.0)
+    w.start()
+    assert entered.wait(10)
+    w.stop(now=True)
+    w.join(10)
+    job = _job(q, job_id)
+    assert job.state is leaseq.State.PENDING and job.result is None
+    gate.set()
+    assert lost_seen.wait(10)
+
+
+def test_a_job_released_at_stop_is_counted_released_not_lost(driver: Driver) -> None:
+    """Out of grace, the worker itself hands a running job back: that is one
+    release, not a lease another worker took (no "lost" count, warning or metric),
+    even when the handler returns while the worker is still shutting down."""
+    q = driver.q
+    entered = threading.Event()
+
+    def handler(lease: leaseq.Lease) -> str:
+        entered.set()
+        leaseq.current_job().lost.wait(10)
+        return "too late"
+
+    q.enqueue({})
+    metrics = WorkerMetrics()
+    w = driver.worker(handler, grace=0.0, metrics=metrics)
+    w.start()
+    assert entered.wait(10)
+    w.stop()
+    w.join(10)
+    assert w.processed == 0
+    if w.counts is not None:
+        assert (w.counts["released"], w.counts["lost"]) == (1, 0)
+    assert _lost(metrics) == [0]
+
+
+def test_stop_hands_prefetched_leases_back_unspent(live_driver: Driver) -> None:
+    q = live_driver.queue("jobs", backoff=0.0, max_attempts=2)
+    started = threading.Event()
+
+    def handler(lease: leaseq.Lease) -> str:
+        started.set()
+        time.sleep(0.2)
+        return "ok"
+
+    ids = q.enqueue_many([{"i": i} for i in range(5)])
+    w = live_driver.worker(handler, queue=q, concurrency=1, prefetch=4, ttl=5.0)
+    w.start()
+    assert started.wait(5.0)
+    w.stop()
+    w.join(5.0)
+    assert w.processed == 1
+    first, *rest = (_job(q, job_id) for job_id in ids)
+    assert first.state is leaseq.State.SUCCEEDED
+    # The four prefetched never started: back to pending at once, the attempt
+    # their claim counted refunded (max_attempts raised by one: two still left).
+    assert [(j.state, j.max_attempts - j.attempts) for j in rest] == [(leaseq.State.PENDING, 2)] * 4
+
+
+@pytest.mark.parametrize("kind", ["async", "plain"])
+def test_a_graceful_stop_finishes_then_releases(live_driver: Driver, kind: str) -> None:
+    q = live_driver.queue("jobs", backoff=0.0, max_attempts=2)
+
+    started: list[str] = []
+
+    async def async_handler(lease: leaseq.Lease) -> str:
+        # A slow one runs until it is handed back (asyncio cancels it there).
+        started.append(lease.id)
+        lost = leaseq.current_job().lost
+        await asyncio.sleep(0.05)
+        while not (lease.payload["fast"] or lost.is_set()):
+            await asyncio.sleep(0.01)
+        return "ok"
+
+    def plain_handler(lease: leaseq.Lease) -> str:
+        started.append(lease.id)
+        if lease.payload["fast"]:
+            time.sleep(0.05)
+        else:
+            leaseq.current_job().lost.wait(30)  # until it is handed back
+        return "ok"
+
+    q.enqueue({"fast": True}, id="fast")
+    q.enqueue({"fast": False}, id="slow")
+    handler = async_handler if kind == "async" else plain_handler
+    w = live_driver.worker(handler, queue=q, concurrency=2, ttl=5.0, grace=0.3)
+    w.start()
+    # Both handlers have started (a lease claimed but not started goes back at once).
+    wait_until(lambda: len(started) == 2, what="both handlers to start")
+    w.stop()
+    w.join(5.0)
+    assert _job(q, "fast").state is leaseq.State.SUCCEEDED
+    # Past the grace the slow job went back to pending, its attempt refunded.
+    assert _job(q, "slow").state is leaseq.State.PENDING
+
+
+def test_stop_before_run_is_not_lost(live_driver: Driver) -> None:
+    q = live_driver.queue("life", backoff=0.0)
+    job_id = q.enqueue({})
+    w = live_driver.worker(handlers.noop, queue=q)
+    w.stop()
+    started = time.monotonic()
+    w.run(burst=False)  # not burst: only the stop can end it
+    assert time.monotonic() - started < 3.0
+    assert _job(q, job_id).state is leaseq.State.PENDING  # nothing claimed
+    w.run(burst=True)  # the stop was consumed: the next run works
+    assert _job(q, job_id).state is leaseq.State.SUCCEEDED
+
+
+def test_run_twice_at_once_is_refused(live_driver: Driver) -> None:
+    q = live_driver.queue("life", backoff=0.0)
+    entered = threading.Event()
+    q.enqueue({})
+    w = live_driver.worker(lambda lease: entered.set(), queue=q)
+    w.start()
+    assert entered.wait(10)  # the run is under way
+    with pytest.raises(RuntimeError, match="already running"):
+        w.run(burst=True)
+    w.stop()
+    w.join(10)
