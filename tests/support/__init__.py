@@ -5,6 +5,8 @@
   the same store as ``r``);
 - ``store``: reading what Redis holds, the way an operator with redis-cli would;
 - ``suite``: the behaviour suite collected for re-runs on other transports;
+- ``drivers``: the threaded and the asyncio worker behind one synchronous
+  interface, for the one worker suite (the ``driver`` fixture);
 - ``cluster``: a throwaway 3-master Redis Cluster;
 - ``handlers``: handlers that worker processes run (``tests.support.handlers:fn``);
 - ``cli``, ``workers``, ``security``, ``web``: helpers of the CLI, worker-process,

@@ -130,12 +130,6 @@ _BLOCKING_WAIT = (
 )
 
 
-_KINDS = (
-    "drives workers with handler dicts; tests/worker/test_kinds.py runs its aio twins "
-    "itself, with the aio Worker on a real server"
-)
-
-
 _TASKS = (
     "typed tasks await the queue they are declared on, so on this facade they "
     "would hand back coroutines; most of these cases drive the threaded worker too. "
@@ -148,30 +142,12 @@ EXCLUDED: dict[str, str] = {
     "store.admin.retry_all_dead_retries_each_job_once_while_they_keep_dying": _PARSE_HOOK,
     "store.fencing.many_concurrent_reapers_move_each_job_once": _THREADS,
     "store.fencing.claims_racing_reapers_never_double_hand_out": _THREADS,
-    "worker.worker.return_value_completes_with_result": _THREADED_WORKER,
-    "worker.worker.exception_fails_with_type_message_and_traceback": _THREADED_WORKER,
-    "worker.worker.exception_with_attempts_left_schedules_a_retry": _THREADED_WORKER,
-    "worker.worker.retry_exception_sets_the_delay": _THREADED_WORKER,
-    "worker.worker.retry_in_zero_runs_again_within_the_same_burst": _THREADED_WORKER,
-    "worker.worker.dead_exception_dead_letters_at_once": _THREADED_WORKER,
-    "worker.worker.current_job_is_the_running_lease": _THREADED_WORKER,
-    "worker.worker.burst_with_nothing_returns": _THREADED_WORKER,
-    "worker.worker.stop_lets_in_flight_finish": _THREADED_WORKER,
-    "worker.worker.stop_now_releases_in_flight_and_discards_their_outcome": _THREADED_WORKER,
-    "worker.worker.a_job_released_at_stop_is_counted_released_not_lost": _THREADED_WORKER,
-    "worker.worker.an_outcome_set_as_the_grace_runs_out_is_written_not_released": (
+    "worker.thread_worker.run_returns_only_after_its_claimer_stopped": _THREADED_WORKER,
+    "worker.thread_worker.an_outcome_set_as_the_grace_runs_out_is_written_not_released": (
         _THREADED_WORKER
     ),
-    "worker.worker.every_log_line_names_queue_job_and_attempt": _THREADED_WORKER,
-    "worker.worker.many_jobs_many_threads_each_done_once": _THREADED_WORKER,
-    "worker.worker.bad_settings_are_rejected": _THREADED_WORKER,
-    "worker.worker.handler_must_be_callable": _THREADED_WORKER,
-    "worker.worker.run_returns_only_after_its_claimer_stopped": _THREADED_WORKER,
-    "worker.worker.unencodable_result_dead_letters_only_that_job_at_once": _THREADED_WORKER,
     "store.pause.a_burst_worker_runs_nothing_on_a_paused_queue": _THREADED_WORKER,
     "store.pause.resume_wakes_a_blocked_claimer_at_once": _THREADS,
-    "worker.kinds.a_handler_dict_dispatches_by_kind": _KINDS,
-    "worker.kinds.an_unknown_kind_is_not_run_and_is_retried": _KINDS,
     "store.waits.current_job_progress_in_a_worker": _BLOCKING_WAIT,
     "store.waits.wait_many_in_order_with_every_finished_state": _BLOCKING_WAIT,
     "store.waits.wait_times_out_with_none": _BLOCKING_WAIT,
@@ -201,9 +177,6 @@ EXCLUDED: dict[str, str] = {
     "observe.metrics.an_installed_observer_is_the_default": _THREADED_WORKER,
     "observe.metrics.busy_handlers_are_counted_while_they_run": _THREADED_WORKER,
     "observe.metrics.threaded_worker_records_durations_waits_and_slots": _THREADED_WORKER,
-    "worker.registry.the_threaded_worker_registers_while_it_runs_and_leaves_at_stop": (
-        _THREADED_WORKER
-    ),
     "web.http.actions_need_the_csrf_token_and_a_same_origin": _WEB,
     "web.http.actions_on_many_ids_report_refusals": _WEB,
     "web.http.auth": _WEB,

@@ -2,7 +2,8 @@
 worker at the next heartbeat: an ``async def`` handler of ``aio.Worker`` is
 cancelled, a thread handler sees ``current_job().cancelled``, and under
 ``--processes`` the child still running it is stopped and replaced. On a real
-server. The script's side (fencing, the row) is tests/store/test_cancel.py.
+server; the plain handler's case on every driver. The script's side (fencing,
+the row) is tests/store/test_cancel.py.
 """
 
 from __future__ import annotations
@@ -10,15 +11,15 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import leaseq
 import leaseq.aio
+from leaseq.observe.worker_metrics import WorkerMetrics
 from tests.support.backends import run
+from tests.support.drivers import Driver
 from tests.support.servers import RedisServer, wait_until
 from tests.worker.test_supervisor import Supervised
 
@@ -61,101 +62,55 @@ def test_an_async_handler_is_cancelled_within_a_heartbeat(
     assert job.last_error == "cancelled while running (attempt 1)"
 
 
-def test_a_thread_handler_sees_current_job_cancelled(rr: Any, tmp_path: Path) -> None:
-    q = leaseq.Queue("jobs", redis=rr)
-    flag = tmp_path / "flag"
-    started = threading.Event()
-
-    def handler(lease: leaseq.Lease) -> str:
-        started.set()
-        ctx = leaseq.current_job()
-        seen = ctx.cancelled.wait(10.0)
-        flag.write_text("cancelled" if seen and ctx.lost.is_set() else "ran out")
-        return "stale result"
-
-    job_id = q.enqueue({"n": 1})
-    w = leaseq.Worker(q, handler, concurrency=1, ttl=0.6, handle_signals=False)
-    t = threading.Thread(target=w.run)
-    t.start()
-    try:
-        assert started.wait(10.0)
-        assert q.cancel(job_id) is True
-        # The file exists a moment before its text is in it: wait for the text.
-        written = lambda: flag.exists() and flag.read_text() != ""  # noqa: E731
-        wait_until(written, 10, what="the handler to return")
-        assert flag.read_text() == "cancelled"
-        wait_until(lambda: w.counts["lost"] == 1, 10, what="the outcome discarded")
-    finally:
-        w.stop()
-        t.join(10.0)
-    job = q.get(job_id)
-    assert job is not None and job.state is leaseq.State.CANCELLED and job.result is None
-    assert w.counts["succeeded"] == 0
-
-
-def polling(seen: list[bool], started: threading.Event) -> Callable[[leaseq.Lease], str]:
-    """A plain handler that polls ``leaseq.current_job()`` as a user's would; at the
-    first sign (``lost`` or ``cancelled``) it notes whether ``cancelled`` was set."""
-
-    def handler(lease: leaseq.Lease) -> str:
-        started.set()
-        give_up = time.monotonic() + 10.0
-        while time.monotonic() < give_up:
-            job = leaseq.current_job()
-            lost = job.lost.is_set()  # read first: it must never be set before cancelled
-            if lost or job.cancelled.is_set():
-                seen.append(job.cancelled.is_set())
-                break
-            time.sleep(0.002)
-        return "stale result"
-
-    return handler
-
-
-def test_a_polling_plain_handler_sees_cancelled_on_the_threaded_worker(rr: Any) -> None:
-    q = leaseq.Queue("jobs", redis=rr)
-    seen: list[bool] = []
-    started = threading.Event()
-    job_id = q.enqueue({"n": 1})
-    w = leaseq.Worker(q, polling(seen, started), concurrency=1, ttl=0.6, handle_signals=False)
-    t = threading.Thread(target=w.run)
-    t.start()
-    try:
-        assert started.wait(10.0)
-        assert q.cancel(job_id) is True
-        wait_until(lambda: seen, 10, what="the handler to notice")
-        wait_until(lambda: w.counts["lost"] == 1, 10, what="the outcome discarded")
-    finally:
-        w.stop()
-        t.join(10.0)
-    assert seen == [True]
-    job = q.get(job_id)
-    assert job is not None and job.state is leaseq.State.CANCELLED and job.result is None
-
-
-def test_a_polling_plain_handler_sees_cancelled_on_the_aio_worker(
-    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+def test_a_plain_handler_sees_current_job_cancelled_within_a_heartbeat(
+    live_driver: Driver,
 ) -> None:
-    seen: list[bool] = []
+    """A plain ``def`` handler cannot be stopped: it polls
+    ``current_job().cancelled`` between steps, and sees it set (with ``lost``)
+    at the worker's next heartbeat after ``Queue.cancel``; what it returns then
+    is discarded and the row stays cancelled."""
+    ttl = 1.5  # a heartbeat every 0.5 s
+    q = live_driver.queue("jobs")
     started = threading.Event()
+    seen: list[tuple[bool, bool, float]] = []
 
-    async def scenario() -> None:
-        job_id = await live.enqueue({"n": 1}, id="polled")
-        worker = leaseq.aio.Worker(live, polling(seen, started), concurrency=1, ttl=0.6)
-        task = asyncio.ensure_future(worker.run())
-        while not started.is_set():
-            await asyncio.sleep(0.005)
-        assert await live.cancel(job_id) is True
+    def handler(lease: leaseq.Lease) -> str:
+        started.set()
         give_up = time.monotonic() + 10.0
-        while not seen and time.monotonic() < give_up:
-            await asyncio.sleep(0.005)
-        worker.stop()
-        await asyncio.wait_for(task, 10.0)
+        while not leaseq.current_job().cancelled.is_set() and time.monotonic() < give_up:
+            time.sleep(0.01)  # a step of the handler's work
+        ctx = leaseq.current_job()
+        seen.append((ctx.cancelled.is_set(), ctx.lost.is_set(), time.monotonic()))
+        return "stale result"
 
-    run(loop, scenario())
-    assert seen == [True]
-    job = run(loop, live.get("polled"))
+    job_id = q.enqueue({"n": 1})
+    metrics = WorkerMetrics()
+    w = live_driver.worker(handler, queue=q, concurrency=1, ttl=ttl, metrics=metrics)
+    w.start()
+    try:
+        assert started.wait(10.0)
+        began = time.monotonic()
+        assert q.cancel(job_id) is True
+        wait_until(lambda: seen, 15, what="the handler to return")
+        ((cancelled, lost, at),) = seen
+        assert (cancelled, lost) == (True, True)
+        assert at - began < ttl  # within two heartbeats, well before the lease would end
+        wait_until(lambda: _lost(metrics) == [1], 10, what="the outcome discarded")
+        if w.counts is not None:
+            assert w.counts["lost"] == 1
+    finally:
+        w.stop()
+        w.join(10.0)
+    job = q.get(job_id)
     assert job is not None and job.state is leaseq.State.CANCELLED and job.result is None
+    assert w.processed == 0
+    if w.counts is not None:
+        assert w.counts["succeeded"] == 0
+
+
+def _lost(metrics: WorkerMetrics) -> list[float]:
+    """The ``leaseq_leases_lost_total`` samples a worker recorded."""
+    return [s.value for f in metrics.collect() for s in f.samples if "lost" in s.name]
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import leaseq
 import leaseq.aio
 from leaseq.handler import TRACEBACK_CHARS, describe_error, format_traceback
 from tests.support import handlers
-from tests.support.backends import run
+from tests.support.drivers import Driver
 from tests.support.servers import wait_until
 from tests.support.workers import Workers, _exits
 
@@ -75,22 +75,14 @@ def test_a_traceback_keeps_its_causes_and_is_bounded_from_the_outside() -> None:
 # -- the workers, on a real server --------------------------------------------------
 
 
-def test_threaded_worker_writes_message_traceback_and_failures(rr: Any) -> None:
-    q = leaseq.Queue("shop", redis=rr, backoff=0.0)
-    job_id = q.enqueue({"to": "gone0@bounce.test"}, max_attempts=3)
-    leaseq.Worker(q, handlers.smtp_bounce, handle_signals=False).run(burst=True)
-    _check_fields(q.get(job_id), 3)
-    raw = rr.hgetall(f"leaseq:{{shop}}:job:{job_id}")
+@pytest.mark.parametrize("attempts", [3, 2])
+def test_a_worker_writes_message_traceback_and_failures(live_driver: Driver, attempts: int) -> None:
+    q = live_driver.queue("shop", backoff=0.0)
+    job_id = q.enqueue({"to": "gone0@bounce.test"}, max_attempts=attempts)
+    live_driver.worker(handlers.smtp_bounce, queue=q, ttl=5.0).run(burst=True)
+    _check_fields(q.get(job_id), attempts)
+    raw = live_driver.redis.hgetall(f"leaseq:{{shop}}:job:{job_id}")
     assert raw[b"last_error"].decode() == MESSAGE  # plain text, as redis-cli shows it
-
-
-def test_asyncio_worker_writes_the_same_fields(live: leaseq.aio.Queue, loop: Any) -> None:
-    async def scenario() -> leaseq.Job | None:
-        job_id = await live.enqueue({"to": "gone0@bounce.test"}, max_attempts=2)
-        await leaseq.aio.Worker(live, handlers.smtp_bounce, ttl=5.0).run(burst=True)
-        return await live.get(job_id)
-
-    _check_fields(run(loop, scenario()), 2)
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
-"""The lifecycle of both workers (stop before run, one run at a time, a claim
-landing after a hard stop), which errors they ride out and which end
-run(), and the handler kinds each one runs (async def on the threaded
-worker and the CLI, plain def on the asyncio worker).
+"""The lifecycle of both workers: stop and grace, a stop before run(), one run
+at a time (on every driver), a claim landing after a hard stop, which errors
+they ride out and which end run(), and the handler kinds they run (async def
+and plain def on every driver, async def in the CLI).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,7 +23,9 @@ from redis.retry import Retry
 
 import leaseq
 import leaseq.aio
+from leaseq.observe.worker_metrics import WorkerMetrics
 from tests.support import LEASEQ, ROOT, handlers
+from tests.support.drivers import Driver
 from tests.support.servers import RedisServer, wait_until
 
 
@@ -41,6 +42,17 @@ def _q(rs: Any, **kw: Any) -> leaseq.Queue:
 def _worker(q: Any, fn: Any, **kw: Any) -> leaseq.Worker:
     kw.setdefault("handle_signals", False)
     return leaseq.Worker(q, fn, **kw)
+
+
+def _lost(metrics: WorkerMetrics) -> list[float]:
+    """The ``leaseq_leases_lost_total`` samples a worker recorded."""
+    return [s.value for f in metrics.collect() for s in f.samples if "lost" in s.name]
+
+
+def _job(q: leaseq.Queue, job_id: str) -> leaseq.Job:
+    job = q.get(job_id)
+    assert job is not None
+    return job
 
 
 def _state(q: leaseq.Queue, job_id: str) -> leaseq.State:
@@ -78,32 +90,6 @@ class Flaky:
 # -- threaded worker: lifecycle ------------------------------------------------------
 
 
-def test_stop_before_run_is_not_lost(rs: Any) -> None:
-    q = _q(rs)
-    job_id = q.enqueue({})
-    w = _worker(q, handlers.noop)
-    w.stop()
-    started = time.monotonic()
-    w.run()  # not burst: only the stop can end it
-    assert time.monotonic() - started < 3.0
-    assert _state(q, job_id) is leaseq.State.PENDING  # nothing claimed
-    w.run(burst=True)  # the stop was consumed: the next run works
-    assert _state(q, job_id) is leaseq.State.SUCCEEDED
-
-
-def test_run_twice_at_once_is_refused(rs: Any) -> None:
-    q = _q(rs)
-    w = _worker(q, handlers.noop)
-    t = threading.Thread(target=w.run, daemon=True)
-    t.start()
-    wait_until(lambda: any(th.name == "leaseq-claimer" for th in threading.enumerate()))
-    with pytest.raises(RuntimeError, match="already running"):
-        w.run(burst=True)
-    w.stop()
-    t.join(10)
-    assert not t.is_alive()
-
-
 def test_a_claim_that_lands_after_a_hard_stop_is_released(rs: Any) -> None:
     q = _q(rs)
     gate = threading.Event()
@@ -137,27 +123,41 @@ def test_a_claim_that_lands_after_a_hard_stop_is_released(rs: Any) -> None:
     assert job.max_attempts == 6  # released: the attempt is refunded
 
 
-# -- threaded worker: errors ------------------------------------------------------------
+# -- errors: both workers ------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("calls", "times"),
+    [(("claim_now", "complete_many", "reap"), 6), (("complete", "complete_many"), 4)],
+    ids=["claims-writes-reaps", "writes"],
+)
 def test_transient_errors_are_retried_with_one_log_line(
-    rs: Any, caplog: pytest.LogCaptureFixture
+    live_driver: Driver, caplog: pytest.LogCaptureFixture, calls: tuple[str, ...], times: int
 ) -> None:
-    q = _q(rs)
+    # Outcome writes that fail are retried, not dropped with the job left active
+    # until its lease runs out; so are claims and reaps. One outage, one warning.
+    q = live_driver.queue("life", backoff=0.0)
     ids = q.enqueue_many([{} for _ in range(5)])
     busy = getattr(leaseq, "ServerBusy", leaseq.ServerUnavailable)("READONLY (failover)")
-    flaky = Flaky(q, busy, 6, ("claim_now", "complete_many", "reap"))
+    flaky: list[Flaky] = []
+
+    def wrap(queue: Any) -> Flaky:
+        flaky.append(Flaky(queue, busy, times, calls))
+        return flaky[0]
+
     with caplog.at_level(logging.DEBUG, logger="leaseq.worker"):
-        _worker(flaky, handlers.noop, reap_interval=0.0).run(burst=True)
-    assert flaky.raised == 6
+        w = live_driver.worker(handlers.noop, queue=q, wrap=wrap, reap_interval=0.0, ttl=5.0)
+        w.run(burst=True)
+    assert flaky[0].raised == times
+    assert w.processed == 5
     assert all(_state(q, i) is leaseq.State.SUCCEEDED for i in ids)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len([m for m in warnings if "retrying in" in m]) == 1, warnings
     assert any("Redis answers again" in r.getMessage() for r in caplog.records)
 
 
-def test_a_fatal_error_ends_run_with_it_and_releases_held_jobs(rs: Any) -> None:
-    q = _q(rs)
+def test_a_fatal_error_ends_run_with_it_and_releases_held_jobs(live_driver: Driver) -> None:
+    q = live_driver.queue("life", backoff=0.0)
     gate = threading.Event()
     entered = threading.Event()
 
@@ -166,25 +166,17 @@ def test_a_fatal_error_ends_run_with_it_and_releases_held_jobs(rs: Any) -> None:
         gate.wait(10)
 
     held = q.enqueue({})
-    w = _worker(q, handler, concurrency=2, grace=30.0)
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            w.run()
-        except leaseq.LeaseqError as exc:
-            failure.append(exc)
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
+    w = live_driver.worker(handler, queue=q, concurrency=2, grace=30.0)
+    w.start()
     assert entered.wait(10)
     # An operator overwrites a queue key: every claim now fails the same way.
-    rs.set(q.keys.scheduled, "oops")
+    live_driver.redis.set(q.keys.scheduled, "oops")
     q.nudge()
-    t.join(15)
-    gate.set()
-    assert not t.is_alive()
-    assert len(failure) == 1 and isinstance(failure[0], leaseq.DamagedKey)
+    try:
+        with pytest.raises(leaseq.DamagedKey):
+            w.join(15)
+    finally:
+        gate.set()
     job = q.get(held)
     assert job is not None and job.state is leaseq.State.PENDING  # released, not left active
 
@@ -257,14 +249,55 @@ def test_bad_credentials_end_either_worker_at_once() -> None:
 # -- handler kinds -----------------------------------------------------------------
 
 
-def test_threaded_worker_runs_async_def_handlers(rs: Any) -> None:
-    q = _q(rs)
+def test_a_worker_runs_async_def_handlers(live_driver: Driver) -> None:
+    q = live_driver.queue("life", backoff=0.0)
     job_id = q.enqueue({"a": 1})
-    w = _worker(q, handlers.async_echo, concurrency=2)
-    w.run(burst=True)
+    live_driver.worker(handlers.async_echo, queue=q, concurrency=2).run(burst=True)
     job = q.get(job_id)
     assert job is not None and job.state is leaseq.State.SUCCEEDED
     assert job.result == {"echo": {"a": 1}, "job": job_id}
+
+
+def test_a_worker_runs_plain_def_handlers_side_by_side_in_threads(live_driver: Driver) -> None:
+    q = live_driver.queue("life", backoff=0.0)
+    seen: list[str] = []
+    # Four handlers meet at a barrier: only side by side, each on its own thread, can all four
+    # get past it. On the loop, or one after another, the first waits alone and breaks it.
+    together = threading.Barrier(4, timeout=10.0)
+
+    def handler(lease: leaseq.Lease) -> str:
+        seen.append(leaseq.current_job().lease.id)
+        together.wait()
+        return "ran"
+
+    q.enqueue_many([{}, {}, {}, {}])
+    live_driver.worker(handler, queue=q, concurrency=4, ttl=30.0).run(burst=True)
+    assert not together.broken
+    assert len(set(seen)) == 4
+    assert q.stats().succeeded == 4
+
+
+def test_outcomes_that_cannot_be_written_as_asked_are_still_written(live_driver: Driver) -> None:
+    q = live_driver.queue("life", backoff=0.0, max_payload_bytes=1000)
+
+    async def handler(lease: leaseq.Lease) -> Any:
+        if lease.id == "neg":
+            raise leaseq.Retry(in_=-1, reason="negative")
+        return object() if lease.id == "obj" else "x" * 5000
+
+    for job_id in ("neg", "obj", "big"):
+        q.enqueue({}, id=job_id, max_attempts=3)
+    live_driver.worker(handler, queue=q, ttl=5.0).run(burst=True)
+    states = {i: (q.get(i) or pytest.fail(i)).state for i in ("neg", "obj", "big")}
+    # None is left active with no last_error (a worker that raised in a lost task).
+    assert states == {
+        "neg": leaseq.State.DEAD,  # backoff 0: retried at once until out of attempts
+        "obj": leaseq.State.DEAD,
+        "big": leaseq.State.DEAD,
+    }
+    big = q.get("big")
+    assert big is not None and big.attempts == 1
+    assert (big.last_error or "").startswith("ResultTooLarge: ")
 
 
 def test_cli_worker_runs_async_def_handlers(rs: Any, redis_server: RedisServer) -> None:
@@ -291,111 +324,160 @@ def test_cli_worker_runs_async_def_handlers(rs: Any, redis_server: RedisServer) 
     assert job.result == {"echo": {"a": 2}, "job": job_id}
 
 
-# -- the asyncio worker -----------------------------------------------------------------
+# -- stop and grace, one run at a time (every driver) ---------------------------------------
 
 
-@pytest.fixture
-def aq(redis_server: RedisServer, rs: Any) -> Iterator[leaseq.aio.Queue]:
-    yield leaseq.aio.Queue(
-        "life", redis=aioredis.Redis(port=redis_server.port), backoff=0.0, max_payload_bytes=1000
-    )
-
-
-def _arun(aq: leaseq.aio.Queue, coro: Any) -> Any:
-    async def go() -> Any:
-        try:
-            return await asyncio.wait_for(coro, 20)
-        finally:
-            await aq.redis.aclose()
-
-    return asyncio.run(go())
-
-
-def test_aio_runs_a_plain_def_handler_in_a_thread(aq: leaseq.aio.Queue, rs: Any) -> None:
-    seen: list[str] = []
-    # Four handlers meet at a barrier: only side by side, each on its own thread, can all four
-    # get past it. On the loop, or one after another, the first waits alone and breaks it.
-    together = threading.Barrier(4, timeout=10.0)
+def test_stop_lets_in_flight_finish(driver: Driver) -> None:
+    q = driver.q
+    gate = threading.Event()
+    entered = threading.Event()
 
     def handler(lease: leaseq.Lease) -> str:
-        seen.append(leaseq.current_job().lease.id)
-        together.wait()
-        return "ran"
+        entered.set()
+        gate.wait(10)
+        return "finished"
 
-    async def scenario() -> None:
-        await aq.enqueue_many([{}, {}, {}, {}])
-        await leaseq.aio.Worker(aq, handler, concurrency=4, ttl=30.0).run(burst=True)
-
-    _arun(aq, scenario())
-    assert not together.broken
-    assert len(set(seen)) == 4
-    assert _q(rs).stats().succeeded == 4
-
-
-def test_aio_outcomes_that_cannot_be_written_as_asked_are_still_written(
-    aq: leaseq.aio.Queue, rs: Any
-) -> None:
-    async def handler(lease: leaseq.Lease) -> Any:
-        if lease.id == "neg":
-            raise leaseq.Retry(in_=-1, reason="negative")
-        return object() if lease.id == "obj" else "x" * 5000
-
-    async def scenario() -> None:
-        for job_id in ("neg", "obj", "big"):
-            await aq.enqueue({}, id=job_id, max_attempts=3)
-        await leaseq.aio.Worker(aq, handler, ttl=5.0).run(burst=True)
-
-    _arun(aq, scenario())
-    q = _q(rs)
-    states = {i: (q.get(i) or pytest.fail(i)).state for i in ("neg", "obj", "big")}
-    # None is left active with no last_error (the aio worker raised in a lost task).
-    assert states == {
-        "neg": leaseq.State.DEAD,  # backoff 0: retried at once until out of attempts
-        "obj": leaseq.State.DEAD,
-        "big": leaseq.State.DEAD,
-    }
-    big = q.get("big")
-    assert big is not None and big.attempts == 1
-    assert (big.last_error or "").startswith("ResultTooLarge: ")
+    job_id = q.enqueue({})
+    w = driver.worker(handler, grace=10.0)
+    w.start()
+    assert entered.wait(10)
+    w.stop()
+    gate.set()
+    w.join(10)
+    assert _job(q, job_id).result == "finished"
 
 
-def test_aio_stop_before_run_and_one_run_at_a_time(aq: leaseq.aio.Queue, rs: Any) -> None:
-    async def handler(lease: leaseq.Lease) -> None:
-        return None
+def test_stop_now_releases_in_flight_and_discards_their_outcome(driver: Driver) -> None:
+    q = driver.q
+    gate = threading.Event()
+    entered = threading.Event()
+    lost_seen = threading.Event()
 
-    async def scenario() -> None:
-        job_id = await aq.enqueue({})
-        w = leaseq.aio.Worker(aq, handler, ttl=5.0)
-        w.stop()
-        await asyncio.wait_for(w.run(), 3.0)  # returns at once, nothing claimed
-        assert (await aq.get(job_id) or pytest.fail("row")).state is leaseq.State.PENDING
-        task = asyncio.ensure_future(w.run())
-        await asyncio.sleep(0.1)
-        with pytest.raises(RuntimeError, match="already running"):
-            await w.run()
-        w.stop()
-        await asyncio.wait_for(task, 5.0)
+    def handler(lease: leaseq.Lease) -> str:
+        entered.set()
+        gate.wait(10)
+        if leaseq.current_job().lost.is_set():
+            lost_seen.set()
+        return "too late"
 
-    _arun(aq, scenario())
+    job_id = q.enqueue({})
+    w = driver.worker(handler, grace=10.0)
+    w.start()
+    assert entered.wait(10)
+    w.stop(now=True)
+    w.join(10)
+    job = _job(q, job_id)
+    assert job.state is leaseq.State.PENDING and job.result is None
+    gate.set()
+    assert lost_seen.wait(10)
 
 
-def test_aio_transient_errors_are_retried_fatal_ones_end_run(aq: leaseq.aio.Queue, rs: Any) -> None:
-    async def handler(lease: leaseq.Lease) -> None:
-        return None
+def test_a_job_released_at_stop_is_counted_released_not_lost(driver: Driver) -> None:
+    """Out of grace, the worker itself hands a running job back: that is one
+    release, not a lease another worker took (no "lost" count, warning or metric),
+    even when the handler returns while the worker is still shutting down."""
+    q = driver.q
+    entered = threading.Event()
 
-    async def scenario() -> None:
-        await aq.enqueue_many([{}, {}, {}])
-        busy = getattr(leaseq, "ServerBusy", leaseq.ServerUnavailable)("READONLY (failover)")
-        # Outcome writes fail first: they are retried, not dropped with the job
-        # left active until its lease runs out. (The aio worker writes
-        # completions with complete_many, a batch of whatever finished meanwhile.)
-        flaky = Flaky(aq, busy, 4, ("complete", "complete_many"))
-        worker = leaseq.aio.Worker(flaky, handler, ttl=5.0)  # type: ignore[arg-type]
-        assert await worker.run(burst=True) == 3
-        assert flaky.raised == 4
-        assert _q(rs).stats().succeeded == 3
-        rs.set(aq.keys.scheduled, "oops")  # an operator's mistake: no retry will cure it
-        with pytest.raises(leaseq.DamagedKey):
-            await asyncio.wait_for(leaseq.aio.Worker(aq, handler, ttl=5.0).run(), 5.0)
+    def handler(lease: leaseq.Lease) -> str:
+        entered.set()
+        leaseq.current_job().lost.wait(10)
+        return "too late"
 
-    _arun(aq, scenario())
+    q.enqueue({})
+    metrics = WorkerMetrics()
+    w = driver.worker(handler, grace=0.0, metrics=metrics)
+    w.start()
+    assert entered.wait(10)
+    w.stop()
+    w.join(10)
+    assert w.processed == 0
+    if w.counts is not None:
+        assert (w.counts["released"], w.counts["lost"]) == (1, 0)
+    assert _lost(metrics) == [0]
+
+
+def test_stop_hands_prefetched_leases_back_unspent(live_driver: Driver) -> None:
+    q = live_driver.queue("jobs", backoff=0.0, max_attempts=2)
+    started = threading.Event()
+
+    def handler(lease: leaseq.Lease) -> str:
+        started.set()
+        time.sleep(0.2)
+        return "ok"
+
+    ids = q.enqueue_many([{"i": i} for i in range(5)])
+    w = live_driver.worker(handler, queue=q, concurrency=1, prefetch=4, ttl=5.0)
+    w.start()
+    assert started.wait(5.0)
+    w.stop()
+    w.join(5.0)
+    assert w.processed == 1
+    first, *rest = (_job(q, job_id) for job_id in ids)
+    assert first.state is leaseq.State.SUCCEEDED
+    # The four prefetched never started: back to pending at once, the attempt
+    # their claim counted refunded (max_attempts raised by one: two still left).
+    assert [(j.state, j.max_attempts - j.attempts) for j in rest] == [(leaseq.State.PENDING, 2)] * 4
+
+
+@pytest.mark.parametrize("kind", ["async", "plain"])
+def test_a_graceful_stop_finishes_then_releases(live_driver: Driver, kind: str) -> None:
+    q = live_driver.queue("jobs", backoff=0.0, max_attempts=2)
+
+    started: list[str] = []
+
+    async def async_handler(lease: leaseq.Lease) -> str:
+        # A slow one runs until it is handed back (asyncio cancels it there).
+        started.append(lease.id)
+        lost = leaseq.current_job().lost
+        await asyncio.sleep(0.05)
+        while not (lease.payload["fast"] or lost.is_set()):
+            await asyncio.sleep(0.01)
+        return "ok"
+
+    def plain_handler(lease: leaseq.Lease) -> str:
+        started.append(lease.id)
+        if lease.payload["fast"]:
+            time.sleep(0.05)
+        else:
+            leaseq.current_job().lost.wait(30)  # until it is handed back
+        return "ok"
+
+    q.enqueue({"fast": True}, id="fast")
+    q.enqueue({"fast": False}, id="slow")
+    handler = async_handler if kind == "async" else plain_handler
+    w = live_driver.worker(handler, queue=q, concurrency=2, ttl=5.0, grace=0.3)
+    w.start()
+    # Both handlers have started (a lease claimed but not started goes back at once).
+    wait_until(lambda: len(started) == 2, what="both handlers to start")
+    w.stop()
+    w.join(5.0)
+    assert _job(q, "fast").state is leaseq.State.SUCCEEDED
+    # Past the grace the slow job went back to pending, its attempt refunded.
+    assert _job(q, "slow").state is leaseq.State.PENDING
+
+
+def test_stop_before_run_is_not_lost(live_driver: Driver) -> None:
+    q = live_driver.queue("life", backoff=0.0)
+    job_id = q.enqueue({})
+    w = live_driver.worker(handlers.noop, queue=q)
+    w.stop()
+    started = time.monotonic()
+    w.run(burst=False)  # not burst: only the stop can end it
+    assert time.monotonic() - started < 3.0
+    assert _job(q, job_id).state is leaseq.State.PENDING  # nothing claimed
+    w.run(burst=True)  # the stop was consumed: the next run works
+    assert _job(q, job_id).state is leaseq.State.SUCCEEDED
+
+
+def test_run_twice_at_once_is_refused(live_driver: Driver) -> None:
+    q = live_driver.queue("life", backoff=0.0)
+    entered = threading.Event()
+    q.enqueue({})
+    w = live_driver.worker(lambda lease: entered.set(), queue=q)
+    w.start()
+    assert entered.wait(10)  # the run is under way
+    with pytest.raises(RuntimeError, match="already running"):
+        w.run(burst=True)
+    w.stop()
+    w.join(10)

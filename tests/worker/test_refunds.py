@@ -2,13 +2,12 @@
 handler, and a job that crashes its worker on every run still dies after a
 bounded number of tries.
 
-The scripts first (both backends), then real `leaseq worker` processes killed
-with SIGKILL on a real server.
+The scripts first (both backends); spares in both workers (on every driver);
+real `leaseq worker` processes killed with SIGKILL on a real server.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import threading
@@ -17,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 
 import leaseq
 import leaseq.aio
 from leaseq.work import claims
 from tests.support.backends import Clock
+from tests.support.drivers import Driver
 from tests.support.servers import wait_until
 from tests.support.workers import Workers, _exits, _job, _q
 
@@ -170,10 +169,12 @@ def test_a_later_lease_is_not_refunded_for_an_earlier_prefetch(
     assert _job(q, job_id).state is leaseq.State.DEAD
 
 
-def test_a_worker_runs_spares_that_wait_past_the_cap_on_their_first_attempt(rr: Any) -> None:
+def test_a_worker_runs_spares_that_wait_past_the_cap_on_their_first_attempt(
+    live_driver: Driver,
+) -> None:
     # One handler, three spares, each job 0.45 s: the last spare waits about 1.35 s
     # for the slot, past the 1 s cap, and must still run on the lease it was claimed on.
-    q = leaseq.Queue("spares", redis=rr, lease_cap=1.0)
+    q = live_driver.queue("spares", lease_cap=1.0)
     ids = q.enqueue_many([{} for _ in range(4)], max_attempts=1)
     runs: list[str] = []
 
@@ -181,10 +182,8 @@ def test_a_worker_runs_spares_that_wait_past_the_cap_on_their_first_attempt(rr: 
         runs.append(lease.id)
         time.sleep(0.45)  # the job's work: the spares wait for it
 
-    worker = leaseq.Worker(
-        q, handler, concurrency=1, prefetch=3, ttl=0.6, reap_interval=0.1, handle_signals=False
-    )
-    worker.run(burst=True)
+    w = live_driver.worker(handler, queue=q, concurrency=1, prefetch=3, ttl=0.6, reap_interval=0.1)
+    w.run(burst=True)
     assert sorted(runs) == sorted(ids)
     for job_id in ids:
         job = _job(q, job_id)
@@ -193,13 +192,13 @@ def test_a_worker_runs_spares_that_wait_past_the_cap_on_their_first_attempt(rr: 
     assert q.stats().totals.get("refunded", 0) == 0
 
 
-def test_a_spare_behind_a_hung_handler_is_not_held_forever(rr: Any) -> None:
+def test_a_spare_behind_a_hung_handler_is_not_held_forever(live_driver: Driver) -> None:
     # The handler of the first job hangs past the cap (its lease is lost, its thread
     # keeps the only slot); the spare claimed behind it will never start there. No
     # lease may be held without end (extend.lua does not cap a waiting spare): the
     # worker hands it back once overdue (Prefetch.overdue), and another worker runs it.
     cap = 0.5
-    q = leaseq.Queue("hung", redis=rr, lease_cap=cap)
+    q = live_driver.queue("hung", lease_cap=cap)
     hung_id = q.enqueue("hang", max_attempts=5)
     spare_id = q.enqueue("next", max_attempts=5)
     gate = threading.Event()
@@ -210,28 +209,23 @@ def test_a_spare_behind_a_hung_handler_is_not_held_forever(rr: Any) -> None:
             gate.wait(60.0)
         ran.append(lease.id)
 
-    def start(worker: leaseq.Worker) -> threading.Thread:
-        thread = threading.Thread(target=worker.run, daemon=True)
-        thread.start()
-        return thread
-
-    stuck = leaseq.Worker(
-        q, handler, concurrency=1, prefetch=1, ttl=0.3, reap_interval=0.1, handle_signals=False
+    stuck = live_driver.worker(
+        handler, queue=q, concurrency=1, prefetch=1, ttl=0.3, reap_interval=0.1
     )
-    healthy = leaseq.Worker(
-        q, handler, concurrency=1, ttl=0.3, reap_interval=0.1, handle_signals=False
-    )
-    threads = [start(stuck)]
+    healthy = live_driver.worker(handler, queue=q, concurrency=1, ttl=0.3, reap_interval=0.1)
+    rr = live_driver.redis
+    stuck.start()
     try:
         wait_until(lambda: rr.hget(q.keys.job(spare_id), "prefetched") == b"1", what="the spare")
-        threads.append(start(healthy))
+        healthy.start()
         wait_until(lambda: spare_id in ran, timeout=20 * cap, what="the spare to run")
     finally:
         gate.set()
         stuck.stop()
         healthy.stop()
-        for thread in threads:
-            thread.join(10.0)
+        stuck.join(10.0)
+        if healthy.running:
+            healthy.join(10.0)
 
 
 # -- real worker processes, SIGKILL ----------------------------------------------------
@@ -306,13 +300,14 @@ def test_a_sharded_claim_marks_all_but_the_first_started(r: Any, clock: Clock) -
 
 
 def test_a_spare_that_waits_too_long_goes_back_for_another_worker(
-    rr: Any, monkeypatch: pytest.MonkeyPatch
+    live_driver: Driver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # One slot, its handler hung (no timeout), three spares behind it. Heartbeats
     # would keep the spares forever; past the spare bound (here the 0.6 s ttl) they
     # go back to pending, unspent, and stay there for another worker.
     monkeypatch.setattr(claims, "SPARE_WAIT_FLOOR", 0.0)
-    q = leaseq.Queue("spares", redis=rr)
+    q = live_driver.queue("spares")
+    rr = live_driver.redis
     blocker = q.enqueue({}, id="blocker", max_attempts=1)
     spares = q.enqueue_many([{} for _ in range(3)], max_attempts=1)
     hung, let_go = threading.Event(), threading.Event()
@@ -324,9 +319,8 @@ def test_a_spare_that_waits_too_long_goes_back_for_another_worker(
             hung.set()
             let_go.wait(30)
 
-    first = leaseq.Worker(q, handler, concurrency=1, prefetch=3, ttl=0.6, handle_signals=False)
-    t = threading.Thread(target=first.run, daemon=True)
-    t.start()
+    first = live_driver.worker(handler, queue=q, concurrency=1, prefetch=3, ttl=0.6)
+    first.start()
     try:
         assert hung.wait(10)
         wait_until(lambda: q.stats().active == 4, 10, what="the spares leased")
@@ -338,31 +332,37 @@ def test_a_spare_that_waits_too_long_goes_back_for_another_worker(
             assert (job.attempts, job.max_attempts) == (1, 2)
             assert _refunds(rr, q, job_id) == 0
         assert q.stats().active == 1  # the worker did not take them again
-        second = leaseq.Worker(q, handler, concurrency=3, ttl=5.0, handle_signals=False)
+        second = live_driver.worker(handler, queue=q, concurrency=3, ttl=5.0)
         second.run(burst=True)
-        assert second.counts["succeeded"] == 3
+        assert second.processed == 3
+        if second.counts is not None:
+            assert second.counts["succeeded"] == 3
     finally:
         let_go.set()
         first.stop()
-        t.join(10)
-    assert not t.is_alive()
+        first.join(10)
     assert sorted(runs) == sorted([blocker, *spares])  # each ran once
     for job_id in [blocker, *spares]:
         assert _job(q, job_id).state is leaseq.State.SUCCEEDED
-    assert (first.counts["succeeded"], first.counts["released"], first.counts["lost"]) == (1, 3, 0)
+    assert first.processed == 1
+    if first.counts is not None:
+        assert (first.counts["succeeded"], first.counts["released"], first.counts["lost"]) == (
+            1,
+            3,
+            0,
+        )
     assert q.stats().totals.get("refunded", 0) == 0
 
 
-@pytest.mark.parametrize("kind", ["threaded", "aio"])
 def test_slow_handlers_do_not_claim_and_hand_back_spares_at_every_freed_slot(
-    rr: Any, monkeypatch: pytest.MonkeyPatch, kind: str
+    live_driver: Driver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Each job takes longer than a spare may wait (the 0.3 s ttl, no floor), so the
     # first spare goes back. Without a hold that lasts, every freed slot claimed a
     # spare again and handed it back (max_attempts +1 each time); now spares stay
     # off while jobs finish this slowly, and every job runs once.
     monkeypatch.setattr(claims, "SPARE_WAIT_FLOOR", 0.0)
-    q = leaseq.Queue(f"slow-{kind}", redis=rr)
+    q = live_driver.queue(f"slow-{live_driver.name}")
     ids = q.enqueue_many([{} for _ in range(6)], max_attempts=1)
     runs: list[str] = []
 
@@ -370,24 +370,7 @@ def test_slow_handlers_do_not_claim_and_hand_back_spares_at_every_freed_slot(
         runs.append(lease.id)
         time.sleep(0.5)  # the slow work itself, not a wait for anything
 
-    if kind == "threaded":
-        leaseq.Worker(q, handler, concurrency=1, prefetch=1, ttl=0.3, handle_signals=False).run(
-            burst=True
-        )
-    else:
-        aq = leaseq.aio.Queue(
-            q.name, redis=aioredis.Redis(port=rr.connection_pool.connection_kwargs["port"])
-        )
-
-        async def drain() -> None:
-            try:
-                await leaseq.aio.Worker(aq, handler, concurrency=1, prefetch=1, ttl=0.3).run(
-                    burst=True
-                )
-            finally:
-                await aq.redis.aclose()
-
-        asyncio.run(drain())
+    live_driver.worker(handler, queue=q, concurrency=1, prefetch=1, ttl=0.3).run(burst=True)
     assert sorted(runs) == sorted(ids)  # each ran once
     handed_back = sum(_job(q, job_id).max_attempts - 1 for job_id in ids)
     assert handed_back <= 1, f"{handed_back} hand-backs of spares"

@@ -1,11 +1,10 @@
 """Workers register themselves (lua/register.lua, lua/workers.lua, leaseq.store.registry):
-rows with a TTL, an index trimmed on read, both workers, a SIGKILLed process,
+rows with a TTL, an index trimmed on read, both workers (on every driver), a SIGKILLed process,
 and ``leaseq workers``. On fakeredis and a real server, sync and async.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -19,7 +18,8 @@ import leaseq
 import leaseq.aio
 from leaseq.cli.main import main
 from leaseq.store.registry import REGISTRY_TTL, refresh_every
-from tests.support.backends import Clock, async_client
+from tests.support.backends import Clock
+from tests.support.drivers import Driver
 from tests.support.servers import RedisServer, wait_until
 from tests.support.workers import Workers
 
@@ -114,56 +114,26 @@ def test_refresh_interval_is_the_heartbeat_bounded_by_the_registry_ttl() -> None
 # -- the workers register while they run --------------------------------------------
 
 
-def test_the_threaded_worker_registers_while_it_runs_and_leaves_at_stop(
-    q: leaseq.Queue,
-) -> None:
+def test_a_worker_registers_while_it_runs_and_leaves_at_stop(driver: Driver) -> None:
+    q = driver.q
     gate = threading.Event()
     q.enqueue({"n": 1})
-    worker = leaseq.Worker(
-        q, lambda lease: gate.wait(10), concurrency=3, ttl=3.0, handle_signals=False
-    )
-    runner = threading.Thread(target=worker.run)
-    runner.start()
+    w = driver.worker(lambda lease: gate.wait(10), concurrency=3, ttl=3.0)
+    w.start()
     try:
         wait_until(lambda: len(q.workers()) == 1, 10, what="the worker's row")
-        (w,) = q.workers()
-        assert (w.id, w.concurrency, w.pid) == (q.worker_id, 3, os.getpid())
+        (row,) = q.workers()
+        assert (row.id, row.concurrency, row.pid) == (w.worker.queue.worker_id, 3, os.getpid())
         gate.set()
         # The next refresh (every ttl / 3 = 1 s) carries the count.
         wait_until(lambda: q.workers()[0].done == 1, 10, what="the done count")
         assert q.workers()[0].running == 0
     finally:
         gate.set()
-        worker.stop()
-        runner.join(10)
+        w.stop()
+        w.join(10)
+    assert w.processed == 1
     assert q.workers() == []
-
-
-def test_the_async_worker_registers_while_it_runs_and_leaves_at_stop(r: Any) -> None:
-    async def main() -> None:
-        client = async_client(r)
-        queue = leaseq.aio.Queue("emails", redis=client)
-        gate = asyncio.Event()
-
-        async def handler(lease: leaseq.Lease) -> None:
-            await gate.wait()
-
-        await queue.enqueue({"n": 1})
-        worker = leaseq.aio.Worker(queue, handler, concurrency=2, ttl=30.0)
-        run = asyncio.ensure_future(worker.run())
-        for _ in range(200):
-            if await queue.workers():
-                break
-            await asyncio.sleep(0.05)
-        (w,) = await queue.workers()
-        assert (w.id, w.concurrency) == (queue.worker_id, 2)
-        gate.set()
-        worker.stop()
-        assert await asyncio.wait_for(run, 10) == 1
-        assert await queue.workers() == []
-        await client.aclose()
-
-    asyncio.run(main())
 
 
 @pytest.mark.slow

@@ -1,5 +1,7 @@
 """Handler timeouts: the ``timeout`` field, and both workers failing an
-attempt whose handler ran past it, on fakeredis and a real server.
+attempt whose handler ran past it (one case each, on every driver), on
+fakeredis and a real server; an ``async def`` handler cancelled at its
+timeout is the asyncio worker's alone.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import pytest
 
 import leaseq
 import leaseq.aio
+from tests.support import handlers
 from tests.support.backends import async_client
+from tests.support.drivers import Driver, differs
 from tests.support.servers import wait_until
 
 BAD = [float("nan"), float("inf"), -float("inf"), True, False, -1, 0, 0.0, 86_401, "5", [1]]
@@ -28,20 +32,6 @@ def _job(q: leaseq.Queue, job_id: str) -> leaseq.Job:
     job = q.get(job_id)
     assert job is not None
     return job
-
-
-class Running:
-    """A worker's run() in a thread, stopped and joined at the end of the test."""
-
-    def __init__(self, worker: leaseq.Worker, burst: bool = False) -> None:
-        self.worker = worker
-        self.thread = threading.Thread(target=worker.run, kwargs={"burst": burst}, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.worker.stop(now=True)
-        self.thread.join(10)
-        assert not self.thread.is_alive()
 
 
 # -- the field ----------------------------------------------------------------------------
@@ -102,13 +92,13 @@ def test_sharded_enqueue_takes_a_timeout(r: Any) -> None:
     assert len(ids) == 6
 
 
-# -- the threaded worker -----------------------------------------------------------------
+# -- both workers (every driver) -----------------------------------------------------------
 
 
 def test_a_handler_past_its_timeout_is_failed_retried_then_dead(
-    r: Any, caplog: pytest.LogCaptureFixture
+    driver: Driver, caplog: pytest.LogCaptureFixture
 ) -> None:
-    q = _queue(r, max_attempts=2)
+    q = driver.queue("slow", backoff=0.0, max_attempts=2)
     job_id = q.enqueue({"n": 1}, timeout=0.2)
     release = threading.Event()
     returned: list[int] = []
@@ -120,11 +110,9 @@ def test_a_handler_past_its_timeout_is_failed_retried_then_dead(
 
     caplog.set_level(logging.INFO, logger="leaseq.worker")
     stuck: list[int] = []
-    w = leaseq.Worker(
-        q, handler, concurrency=2, ttl=30.0, handle_signals=False, on_stuck=stuck.append
-    )
+    w = driver.worker(handler, queue=q, concurrency=2, ttl=30.0, on_stuck=stuck.append)
     started = time.monotonic()
-    run = Running(w)
+    w.start()
     try:
         wait_until(lambda: _job(q, job_id).state is leaseq.State.DEAD, 10, what="the dead job")
         # Both attempts ran inside the 30 s lease: each was released at its timeout,
@@ -132,37 +120,39 @@ def test_a_handler_past_its_timeout_is_failed_retried_then_dead(
         assert time.monotonic() - started < 10
         job = _job(q, job_id)
         assert job.attempts == 2 and job.last_error == "timed out after 0.2 s"
-        wait_until(lambda: stuck and stuck[-1] == 2, 5, what="two stuck threads reported")
-        assert w.counts["failed"] == 1 and w.counts["dead"] == 1
-        before = r.hgetall(q.keys.job(job_id))
+        if w.hears_stuck:
+            wait_until(lambda: stuck and stuck[-1] == 2, 5, what="two stuck threads reported")
+        if w.counts is not None:
+            assert w.counts["failed"] == 1 and w.counts["dead"] == 1
+        before = driver.redis.hgetall(q.keys.job(job_id))
         release.set()  # the stuck threads return their results now: discarded
-        wait_until(lambda: stuck[-1] == 0, 5, what="the threads to return")
+        if w.hears_stuck:
+            wait_until(lambda: stuck[-1] == 0, 5, what="the threads to return")
+        wait_until(lambda: len(returned) == 2, 5, what="the threads to return")
         assert sorted(returned) == [1, 2]
-        assert r.hgetall(q.keys.job(job_id)) == before
+        wait_until(lambda: "outcome discarded" in caplog.text, 5, what="the discard logged")
+        assert driver.redis.hgetall(q.keys.job(job_id)) == before
         assert _job(q, job_id).result is None
-        assert "outcome discarded" in caplog.text
     finally:
         release.set()
-        run.stop()
+        w.stop(now=True)
+        w.join(10)
 
 
-def test_worker_default_timeout_yields_to_the_jobs_own(r: Any) -> None:
-    q = _queue(r, max_attempts=1)
+def test_worker_default_timeout_yields_to_the_jobs_own(driver: Driver) -> None:
+    q = driver.queue("slow", backoff=0.0, max_attempts=1)
     default = q.enqueue({"s": 0.6})
     own_long = q.enqueue({"s": 0.6}, timeout=10.0)
     own_short = q.enqueue({"s": 0.6}, timeout=0.1)
-    w = leaseq.Worker(
-        q, lambda lease: time.sleep(lease.payload["s"]) or "ok", timeout=0.2, handle_signals=False
-    )
-    w.run(burst=True)
+    driver.worker(handlers.sleep, queue=q, timeout=0.2).run(burst=True)
     wait_until(lambda: _job(q, own_long).state is leaseq.State.SUCCEEDED, 10, what="own_long")
     assert _job(q, default).last_error == "timed out after 0.2 s"
     assert _job(q, default).state is leaseq.State.DEAD
     assert _job(q, own_short).last_error == "timed out after 0.1 s"
 
 
-def test_a_stuck_thread_keeps_its_slot_until_it_returns(r: Any) -> None:
-    q = _queue(r, max_attempts=1)
+def test_a_stuck_thread_keeps_its_slot_until_it_returns(driver: Driver) -> None:
+    q = driver.queue("slow", backoff=0.0, max_attempts=1)
     first = q.enqueue("stuck", timeout=0.1)
     q.enqueue("next")
     release = threading.Event()
@@ -175,26 +165,56 @@ def test_a_stuck_thread_keeps_its_slot_until_it_returns(r: Any) -> None:
             events.append("stuck returned")
 
     stuck: list[int] = []
-    w = leaseq.Worker(q, handler, concurrency=1, handle_signals=False, on_stuck=stuck.append)
-    run = Running(w)
+    w = driver.worker(handler, queue=q, concurrency=1, on_stuck=stuck.append)
+    w.start()
     try:
-        wait_until(lambda: stuck == [1], 10, what="the stuck thread reported")
-        assert _job(q, first).state is leaseq.State.DEAD
+        if w.hears_stuck:
+            wait_until(lambda: stuck == [1], 10, what="the stuck thread reported")
+        wait_until(lambda: _job(q, first).state is leaseq.State.DEAD, 10, what="the timeout")
         assert events == ["start stuck"]  # the one slot is still taken
         release.set()
         wait_until(lambda: "start next" in events, 10, what="the next job to start")
         assert events == ["start stuck", "stuck returned", "start next"]
     finally:
         release.set()
-        run.stop()
+        w.stop(now=True)
+        w.join(10)
 
 
-def test_a_handler_that_finishes_in_time_completes(r: Any) -> None:
-    q = _queue(r)
+def test_a_handler_that_finishes_in_time_completes(driver: Driver) -> None:
+    q = driver.queue("slow", backoff=0.0)
     job_id = q.enqueue(1, timeout=5.0)
-    leaseq.Worker(q, lambda lease: "done", timeout=0.5, handle_signals=False).run(burst=True)
+    driver.worker(lambda lease: "done", queue=q, timeout=0.5).run(burst=True)
     job = _job(q, job_id)
     assert job.state is leaseq.State.SUCCEEDED and job.result == "done" and job.attempts == 1
+
+
+def test_a_plain_handler_past_its_timeout_is_discarded_and_run_waits_for_it(
+    driver: Driver, request: pytest.FixtureRequest
+) -> None:
+    differs(
+        request,
+        driver,
+        "thread",
+        "a burst run of leaseq.Worker returns while a handler thread stuck past its "
+        "timeout still runs; aio.Worker's returns only once that thread has returned",
+    )
+    q = driver.queue("slow", backoff=0.0, max_attempts=1)
+    returned: list[str] = []
+
+    def handler(lease: leaseq.Lease) -> str:
+        time.sleep(0.5)
+        returned.append(lease.id)
+        return "late"
+
+    job_id = q.enqueue(1, timeout=0.1)
+    driver.worker(handler, queue=q, ttl=30.0).run(burst=True)
+    job = _job(q, job_id)
+    # The job is dead with the timeout, no result stored; run() returned after the
+    # thread did (its slot stayed busy).
+    assert job.state is leaseq.State.DEAD and job.result is None
+    assert job.last_error == "timed out after 0.1 s"
+    assert returned == [job.id]
 
 
 # -- the asyncio worker -----------------------------------------------------------------
@@ -232,25 +252,3 @@ def test_async_handler_past_its_timeout_is_cancelled_and_failed(r: Any) -> None:
     assert cancelled == [1, 2]
     assert fast is not None and fast.state is leaseq.State.SUCCEEDED and fast.result == "fast"
     assert took < 10  # released at the timeout, not at the 30 s lease's end
-
-
-def test_async_worker_plain_handler_past_its_timeout_is_discarded(r: Any) -> None:
-    aq = leaseq.aio.Queue("slow", redis=async_client(r), backoff=0.0, max_attempts=1)
-    returned: list[str] = []
-
-    def handler(lease: leaseq.Lease) -> str:
-        time.sleep(0.5)
-        returned.append(lease.id)
-        return "late"
-
-    async def main() -> leaseq.Job | None:
-        job_id = await aq.enqueue(1, timeout=0.1)
-        await leaseq.aio.Worker(aq, handler, ttl=30.0).run(burst=True)
-        return await aq.get(job_id)
-
-    job = asyncio.run(main())
-    # run() returned after the thread did (its slot stayed busy), and its result
-    # was dropped: the job is dead with the timeout, no result stored.
-    assert job is not None and returned == [job.id]
-    assert job.state is leaseq.State.DEAD and job.result is None
-    assert job.last_error == "timed out after 0.1 s"
