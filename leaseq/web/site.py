@@ -94,6 +94,7 @@ class Site:
             response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict", path=path)
 
     def now(self, stats: list[Stats]) -> float:
+        """The server's clock, in seconds: the newest of ``stats``' readings, else TIME."""
         if stats:
             return max(s.server_time for s in stats)
         with _redis.translate_errors():
