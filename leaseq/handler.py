@@ -238,8 +238,25 @@ def load_handler(spec: str) -> Handler:
         raise InvalidArgument(
             f"handler must look like module:function (or a module of tasks), not {spec!r}"
         )
+    module = _import(module_name)
+    if not sep:  # a module: the typed tasks it defines
+        from leaseq.work.tasks import tasks_of_module
+
+        found = tasks_of_module(module)
+        if not found:
+            raise InvalidArgument(
+                f"module {module_name!r} defines no tasks (@queue.task); "
+                "name a handler as module:function"
+            )
+        return Kinds(found)
+    return _handler_in(module, module_name, attr, spec)
+
+
+def _import(module_name: str) -> Any:
+    """The user's module; InvalidArgument when there is none by that name,
+    HandlerImportError when it is there and fails to import."""
     try:
-        obj: Any = importlib.import_module(module_name)
+        return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if (
             exc.name is not None
@@ -253,16 +270,12 @@ def load_handler(spec: str) -> Handler:
         raise _import_failed(module_name, exc) from None
     except (Exception, SystemExit) as exc:  # the user's code ran and broke
         raise _import_failed(module_name, exc) from None
-    if not sep:  # a module: the typed tasks it defines
-        from leaseq.work.tasks import tasks_of_module
 
-        found = tasks_of_module(obj)
-        if not found:
-            raise InvalidArgument(
-                f"module {module_name!r} defines no tasks (@queue.task); "
-                "name a handler as module:function"
-            )
-        return Kinds(found)
+
+def _handler_in(module: Any, module_name: str, attr: str, spec: str) -> Handler:
+    """The handler ``attr`` (dotted) of ``module`` names: a function, a dict of
+    handlers by kind, or a queue's typed tasks."""
+    obj = module
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)

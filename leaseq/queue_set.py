@@ -24,6 +24,25 @@ __all__ = ["AsyncQueueSet", "QueueSet", "members", "parse_queue_spec", "queue_se
 MAX_WEIGHT = 1000
 
 
+def _checked_weights(weights: Sequence[int], count: int) -> list[int]:
+    """One integer weight 1..MAX_WEIGHT per queue; raises InvalidArgument."""
+    weights = list(weights)
+    if len(weights) != count:
+        raise InvalidArgument(f"{len(weights)} weights for {count} queues")
+    for w in weights:
+        if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= MAX_WEIGHT:
+            raise InvalidArgument(f"a weight is an integer 1..{MAX_WEIGHT}, not {w!r}")
+    return weights
+
+
+def _settings_of(queue: Any) -> QueueSettings:
+    """A leaseq queue's settings; raises InvalidArgument for anything else."""
+    core = getattr(queue, "_core", None)
+    if not isinstance(core, QueueSettings):
+        raise InvalidArgument(f"a queue set takes leaseq queues, not {queue!r}")
+    return core
+
+
 class QueueSetBase(QueueGroup):
     """The queues, their order and the operations a worker runs on them."""
 
@@ -35,19 +54,9 @@ class QueueSetBase(QueueGroup):
         if len(set(names)) != len(names):
             raise InvalidArgument(f"a queue is listed twice: {', '.join(names)}")
         if weights is not None:
-            weights = list(weights)
-            if len(weights) != len(queues):
-                raise InvalidArgument(f"{len(weights)} weights for {len(queues)} queues")
-            for w in weights:
-                if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= MAX_WEIGHT:
-                    raise InvalidArgument(f"a weight is an integer 1..{MAX_WEIGHT}, not {w!r}")
+            weights = _checked_weights(weights, len(queues))
         first = queues[0]
-        cores: list[QueueSettings] = []
-        for q in queues:
-            core = getattr(q, "_core", None)
-            if not isinstance(core, QueueSettings):
-                raise InvalidArgument(f"a queue set takes leaseq queues, not {q!r}")
-            cores.append(core)
+        cores = [_settings_of(q) for q in queues]
         for q, core in zip(queues[1:], cores[1:], strict=True):
             if not _same_server(first.redis, q.redis):
                 raise InvalidArgument(

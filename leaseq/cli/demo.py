@@ -106,26 +106,9 @@ def _burst(workers: list[Worker]) -> None:
 
 
 def _run_processes(q: Queue, url: str, prefix: str, out: Console) -> str:
-    cmd = [
-        sys.executable,
-        "-m",
-        "leaseq.cli",
-        "--prefix",
-        prefix,
-        "worker",
-        q.name,
-        "leaseq.cli.demo:handler",
-        "--concurrency",
-        "2",
-        "--ttl",
-        "1.0",
-        "--grace",
-        "5",
-        "--log-level",
-        "ERROR",
-    ]
     # The URL goes in the environment, not argv, where `ps` would show its password.
     env = {**os.environ, "LEASEQ_URL": url}
+    cmd = _worker_command(q, prefix)
     procs = [subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env) for _ in range(3)]
     try:
         _step(
@@ -133,18 +116,9 @@ def _run_processes(q: Queue, url: str, prefix: str, out: Console) -> str:
             f"2. started 3 worker processes (pids {', '.join(str(p.pid) for p in procs)}),"
             " leases of 1 s",
         )
-        by_pid = {p.pid: p for p in procs}
-
-        def holding() -> tuple[subprocess.Popen[bytes], Job] | None:
-            if any(p.poll() is not None for p in procs):
-                raise LeaseqError("demo: a worker process exited early (see its stderr above)")
-            for job in q.ls(State.ACTIVE):
-                pid = (job.worker or "").split(":")[-2:-1]
-                if pid and pid[0].isdigit() and int(pid[0]) in by_pid:
-                    return by_pid[int(pid[0])], job
-            return None
-
-        found: tuple[subprocess.Popen[bytes], Job] = _until(holding, 30.0, "a worker's first job")
+        found: tuple[subprocess.Popen[bytes], Job] = _until(
+            lambda: _holding(q, procs), 30.0, "a worker's first job"
+        )
         doomed, held = found
         doomed.send_signal(signal.SIGKILL)
         doomed.wait()
@@ -165,15 +139,56 @@ def _run_processes(q: Queue, url: str, prefix: str, out: Console) -> str:
         _until(lambda: _drained(q), 60.0, "the queue to drain")
         return held.id
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        _stop(procs)
+
+
+def _worker_command(q: Queue, prefix: str) -> list[str]:
+    """``leaseq worker`` on the demo's handler, with short leases."""
+    return [
+        sys.executable,
+        "-m",
+        "leaseq.cli",
+        "--prefix",
+        prefix,
+        "worker",
+        q.name,
+        "leaseq.cli.demo:handler",
+        "--concurrency",
+        "2",
+        "--ttl",
+        "1.0",
+        "--grace",
+        "5",
+        "--log-level",
+        "ERROR",
+    ]
+
+
+def _holding(
+    q: Queue, procs: list[subprocess.Popen[bytes]]
+) -> tuple[subprocess.Popen[bytes], Job] | None:
+    """One of ``procs`` that holds a job, and the job (None: none yet)."""
+    if any(p.poll() is not None for p in procs):
+        raise LeaseqError("demo: a worker process exited early (see its stderr above)")
+    by_pid = {p.pid: p for p in procs}
+    for job in q.ls(State.ACTIVE):
+        pid = (job.worker or "").split(":")[-2:-1]
+        if pid and pid[0].isdigit() and int(pid[0]) in by_pid:
+            return by_pid[int(pid[0])], job
+    return None
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM each worker still running; SIGKILL one not gone in 10 s."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def _drained(q: Queue) -> bool:

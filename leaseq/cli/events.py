@@ -100,37 +100,55 @@ def events(
             raise InvalidArgument(
                 "--on/--off/--maxlen/--settings take no --since, --follow, --limit or --job"
             )
-        if switch is None and maxlen is None:
-            got = q.event_settings()
-        else:
-            got = q.set_events(None if switch is None else switch == "on", maxlen=maxlen)
-        if as_json:
-            click.echo(_encode.encode(got).decode())
-        else:
-            click.echo(_settings(queue, got))
+        _configure(q, queue, switch, maxlen, as_json)
         return
     start: str | Event = since if since is not None else ("$" if follow else "0")
     try:
         if not follow:
-            tail = limit is not None and since is None
-            if tail and job_id is None:
-                start = _before_newest(c.redis, q.keys.events, limit or 1)
-            found: Any = q.events(start, limit=None if tail or job_id else limit)
-            seen: list[Event] = []  # the job's enqueue, once the stream yields it
-            if job_id is not None:
-                found = _of_job(found, job_id, seen)
-            if tail:
-                found = collections.deque(found, maxlen=limit)
-            elif job_id is not None and limit is not None:
-                found = itertools.islice(found, limit)
-            for event in found:
-                click.echo(_encode.encode(event).decode() if as_json else line(event))
-            if job_id is not None and not seen:
-                _note_trimmed(q, job_id)
+            _print_past(c, q, start, since, limit, job_id, as_json)
             return
         _follow(q, start, limit, as_json, job_id)
     except KeyboardInterrupt:
         return  # Ctrl-C is the way out of --follow, not an error
+
+
+def _configure(q: Queue, queue: str, switch: str | None, maxlen: int | None, as_json: bool) -> None:
+    """--on, --off, --maxlen: change the queue's event settings; --settings: show them."""
+    if switch is None and maxlen is None:
+        got = q.event_settings()
+    else:
+        got = q.set_events(None if switch is None else switch == "on", maxlen=maxlen)
+    if as_json:
+        click.echo(_encode.encode(got).decode())
+    else:
+        click.echo(_settings(queue, got))
+
+
+def _print_past(
+    c: Any,
+    q: Queue,
+    start: str | Event,
+    since: str | None,
+    limit: int | None,
+    job_id: str | None,
+    as_json: bool,
+) -> None:
+    """The events the stream holds from ``start`` (--limit alone: the newest N)."""
+    tail = limit is not None and since is None
+    if tail and job_id is None:
+        start = _before_newest(c.redis, q.keys.events, limit or 1)
+    found: Any = q.events(start, limit=None if tail or job_id else limit)
+    seen: list[Event] = []  # the job's enqueue, once the stream yields it
+    if job_id is not None:
+        found = _of_job(found, job_id, seen)
+    if tail:
+        found = collections.deque(found, maxlen=limit)
+    elif job_id is not None and limit is not None:
+        found = itertools.islice(found, limit)
+    for event in found:
+        click.echo(_encode.encode(event).decode() if as_json else line(event))
+    if job_id is not None and not seen:
+        _note_trimmed(q, job_id)
 
 
 def _of_job(found: Any, job_id: str, enqueues: list[Event]) -> Iterator[Event]:

@@ -20,6 +20,7 @@ import click
 import msgspec
 from rich.console import Console
 
+from leaseq.cli.payloads import parse_json
 from leaseq.cli.terminal import Column, fit, grid, span, terminal_width
 from leaseq.errors import DamagedRow, InvalidArgument, ServerUnavailable
 from leaseq.sharded import ShardedQueue
@@ -81,10 +82,8 @@ def cancel(c: Any, queue: str, job_id: str) -> None:
 def update(c: Any, queue: str, job_id: str, payload: str) -> None:
     """Replace the PAYLOAD (JSON) of a job that has not started. The old payload
     is kept in the event stream entry of the change (leaseq events)."""
-    from leaseq.cli.main import _json
-
     part, _ = c.holder(queue, job_id)
-    part.update(job_id, payload=_json(payload, "PAYLOAD"))
+    part.update(job_id, payload=parse_json(payload, "PAYLOAD"))
     click.echo(f"job {job_id} updated (the old payload is in the event stream)")
 
 

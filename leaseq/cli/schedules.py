@@ -2,7 +2,7 @@
 
 ``register(group)`` adds ``schedule``, ``schedules``, ``unschedule`` and
 ``limits`` to the ``leaseq`` click group. The group's context object (the
-``_Ctx`` of ``leaseq.cli.main``) gives the client, prefix and URL; errors are
+``Ctx`` of ``leaseq.cli.context``) gives the client, prefix and URL; errors are
 raised as leaseq errors and printed as one line by ``leaseq.cli.main``.
 """
 

@@ -220,43 +220,71 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
     """A job row from HGETALL as a Job; raises DamagedRow naming the field."""
     if not raw:
         return None
-    row: dict[str, Any] = {}
-    once: dict[str, int] = {}
-    payload: Any = None
-    result: Any = None
-    progress: Any = None
-    for key, value in raw.items():
-        field = as_text(key)
-        if field == "payload":
-            payload = value
-            row[field] = ""
-        elif field == "result":
-            result = value
-        elif field == "progress":
-            progress = value
-        elif field.startswith("once:"):
-            once[field[5:]] = int(as_text(value)) if as_text(value).isdigit() else 0
-        else:
-            try:
-                row[field] = as_text(value)
-            except UnicodeDecodeError:  # set by hand to bytes that are not UTF-8
-                raise DamagedRow(job_id, field, value, "not UTF-8 text") from None
-            if field == "timeout" and not (row[field].isascii() and row[field].isdigit()):
-                # What claim reads as no limit (digits only) must not read as a
-                # limit here: msgspec would take "1e3" or "2.5" as a number.
-                raise DamagedRow(job_id, field, value, "not a whole number of ms")
+    row, once, blobs = _split_row(job_id, raw)
     try:
         r = msgspec.convert(row, _Row, strict=False)
     except msgspec.ValidationError as exc:
         found = _FIELD_IN_ERROR.search(str(exc))
         field = next((g for g in found.groups() if g), "?") if found else "?"
         raise DamagedRow(job_id, field, row.get(field), str(exc)) from None
+    payload: Any = blobs.get("payload")
+    result: Any = blobs.get("result")
+    progress: Any = blobs.get("progress")
     try:
         payload = codec.decode_payload(payload)
         result = None if result is None else codec.decode_any(result)
         progress = None if progress is None else msgspec.json.decode(progress)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise DamagedRow(job_id, "payload", payload, str(exc)) from None
+    return _job(queue, job_id, r, once, payload, result, progress)
+
+
+_BLOBS = ("payload", "result", "progress")
+"""Fields decoded by the codec, not converted as text (``payload`` also counts as a
+text field present, so a row without one is told apart)."""
+
+
+def _split_row(
+    job_id: str, raw: dict[Any, Any]
+) -> tuple[dict[str, Any], dict[str, int], dict[str, Any]]:
+    """A raw row as its text fields, its ``once:`` markers and its encoded blobs."""
+    row: dict[str, Any] = {}
+    once: dict[str, int] = {}
+    blobs: dict[str, Any] = {}
+    for key, value in raw.items():
+        field = as_text(key)
+        if field in _BLOBS:
+            blobs[field] = value
+            if field == "payload":
+                row[field] = ""
+        elif field.startswith("once:"):
+            once[field[5:]] = int(as_text(value)) if as_text(value).isdigit() else 0
+        else:
+            row[field] = _text_field(job_id, field, value)
+    return row, once, blobs
+
+
+def _text_field(job_id: str, field: str, value: Any) -> str:
+    try:
+        text = as_text(value)
+    except UnicodeDecodeError:  # set by hand to bytes that are not UTF-8
+        raise DamagedRow(job_id, field, value, "not UTF-8 text") from None
+    if field == "timeout" and not (text.isascii() and text.isdigit()):
+        # What claim reads as no limit (digits only) must not read as a
+        # limit here: msgspec would take "1e3" or "2.5" as a number.
+        raise DamagedRow(job_id, field, value, "not a whole number of ms")
+    return text
+
+
+def _job(
+    queue: str,
+    job_id: str,
+    r: _Row,
+    once: dict[str, int],
+    payload: Any,
+    result: Any,
+    progress: Any,
+) -> Job:
     return Job(
         id=job_id,
         queue=queue,

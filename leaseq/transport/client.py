@@ -179,6 +179,25 @@ def translate(exc: BaseException, script: str = "") -> LeaseqError | None:
     where = f"{script}.lua: " if script else ""
     text = redact(str(exc))
     name = type(exc).__name__
+    found = _connection_error(exc, text)
+    if found is not None:
+        return found
+    if isinstance(exc, _rex("DataError")):
+        return InvalidArgument(f"redis-py cannot send this argument: {text}")
+    if isinstance(exc, rex.ResponseError):
+        return _response_error(exc, text, where)
+    if isinstance(exc, _rex("ClusterError")):
+        return ServerBusy(f"Redis Cluster error: {text or name}")
+    if isinstance(exc, _rex("RedisClusterException")):
+        return ServerUnavailable(f"Redis Cluster is unavailable: {text or name}")
+    if isinstance(exc, rex.RedisError):
+        return ScriptError(f"redis-py failed a leaseq call: {where}{name}: {text}")
+    return None
+
+
+def _connection_error(exc: BaseException, text: str) -> LeaseqError | None:
+    """The leaseq error for a refused login, a server not ready, a full pool, a lost
+    connection or an unreadable reply; None for any other error."""
     auth = (
         _rex("AuthenticationError"),
         _rex("AuthorizationError"),
@@ -201,16 +220,6 @@ def translate(exc: BaseException, script: str = "") -> LeaseqError | None:
             f"Redis sent a reply that cannot be read ({text}): is this a Redis server, "
             "and does the URL's scheme (redis:// or rediss://) match its TLS setting?"
         )
-    if isinstance(exc, _rex("DataError")):
-        return InvalidArgument(f"redis-py cannot send this argument: {text}")
-    if isinstance(exc, rex.ResponseError):
-        return _response_error(exc, text, where)
-    if isinstance(exc, _rex("ClusterError")):
-        return ServerBusy(f"Redis Cluster error: {text or name}")
-    if isinstance(exc, _rex("RedisClusterException")):
-        return ServerUnavailable(f"Redis Cluster is unavailable: {text or name}")
-    if isinstance(exc, rex.RedisError):
-        return ScriptError(f"redis-py failed a leaseq call: {where}{name}: {text}")
     return None
 
 

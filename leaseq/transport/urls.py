@@ -51,21 +51,7 @@ def check_url(url: object) -> str:
             f"bad Redis URL {shown!r}: its user or password holds '/', '?' or '#'; "
             "percent-encode them (%2F, %3F, %23)"
         )
-    for name, values in urllib.parse.parse_qs(urllib.parse.urlsplit(url).query).items():
-        # redis-py reads these as floats and only fails at the first call (or
-        # never: nan): a timeout must be a finite number of seconds > 0.
-        if name in _SECONDS:
-            for value in values:
-                try:
-                    seconds = float(value)
-                except ValueError:
-                    seconds = math.nan
-                least = 0.0 if name == "health_check_interval" else None  # 0: no checks
-                if not math.isfinite(seconds) or seconds < 0 or (least is None and seconds == 0):
-                    raise InvalidArgument(
-                        f"bad Redis URL {shown!r}: {name} must be a finite number of "
-                        f"seconds > 0, not {value!r}"
-                    )
+    _check_timeouts(url, shown)
     if scheme in SENTINEL_SCHEMES:
         sentinel_target(url)
     elif scheme != "unix":
@@ -76,6 +62,26 @@ def check_url(url: object) -> str:
                 f"like /0, not {redact(path)!r}"
             )
     return url
+
+
+def _check_timeouts(url: str, shown: str) -> None:
+    """Refuse a timeout option of ``url`` that is not a finite number of seconds."""
+    for name, values in urllib.parse.parse_qs(urllib.parse.urlsplit(url).query).items():
+        # redis-py reads these as floats and only fails at the first call (or
+        # never: nan): a timeout must be a finite number of seconds > 0.
+        if name not in _SECONDS:
+            continue
+        least = 0.0 if name == "health_check_interval" else None  # 0: no checks
+        for value in values:
+            try:
+                seconds = float(value)
+            except ValueError:
+                seconds = math.nan
+            if not math.isfinite(seconds) or seconds < 0 or (least is None and seconds == 0):
+                raise InvalidArgument(
+                    f"bad Redis URL {shown!r}: {name} must be a finite number of "
+                    f"seconds > 0, not {value!r}"
+                )
 
 
 @dataclasses.dataclass(frozen=True)

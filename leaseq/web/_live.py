@@ -87,25 +87,29 @@ class Hub:
                 if key not in self._cursors:
                     self._cursors[key] = self._newest(redis, key)
             for start in range(0, len(keys), STREAMS_PER_READ):
-                chunk = keys[start : start + STREAMS_PER_READ]
-                wait = BLOCK_MS / 1000 / (len(keys) // STREAMS_PER_READ + 1)
-                block = max(1, int(_redis.wake_timeout(redis, wait) * 1000))
-                try:
-                    self.reads += 1
-                    got = redis.xread({k: self._cursors[k] for k in chunk}, count=100, block=block)
-                except Exception as exc:  # down, or a stream key damaged: try again soon
-                    log.debug("live: XREAD failed (%s); again in a moment", exc)
-                    time.sleep(1.0)
-                    continue
-                moved = set()
-                for key, entries in _pairs(got):
-                    name = key.decode() if isinstance(key, bytes) else str(key)
-                    if entries:
-                        last = entries[-1][0]
-                        self._cursors[name] = last.decode() if isinstance(last, bytes) else last
-                        moved.add(streams.get(name, ""))
-                if moved:
-                    self._tell(moved)
+                self._read(redis, keys[start : start + STREAMS_PER_READ], len(keys), streams)
+
+    def _read(self, redis: Any, chunk: list[str], total: int, streams: dict[str, str]) -> None:
+        """One blocking XREAD of ``chunk``'s streams (its share of ``BLOCK_MS`` over
+        ``total`` streams); tells the pages whose queues moved."""
+        wait = BLOCK_MS / 1000 / (total // STREAMS_PER_READ + 1)
+        block = max(1, int(_redis.wake_timeout(redis, wait) * 1000))
+        try:
+            self.reads += 1
+            got = redis.xread({k: self._cursors[k] for k in chunk}, count=100, block=block)
+        except Exception as exc:  # down, or a stream key damaged: try again soon
+            log.debug("live: XREAD failed (%s); again in a moment", exc)
+            time.sleep(1.0)
+            return
+        moved = set()
+        for key, entries in _pairs(got):
+            name = key.decode() if isinstance(key, bytes) else str(key)
+            if entries:
+                last = entries[-1][0]
+                self._cursors[name] = last.decode() if isinstance(last, bytes) else last
+                moved.add(streams.get(name, ""))
+        if moved:
+            self._tell(moved)
 
     @staticmethod
     def _newest(redis: Any, key: str) -> str:

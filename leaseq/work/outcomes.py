@@ -119,13 +119,7 @@ def decide(
       cancellation of an async handler reads "cancelled".
     """
     if raised is None:
-        if result is None:
-            return DONE
-        if encode is not None:
-            problem = _unstorable(result, encode)
-            if problem:
-                return Outcome("dead", error=problem, label="result")
-        return Outcome("complete", result=result, label="done")
+        return _returned(result, encode)
     if isinstance(raised, Retry):
         text = f"Retry: {raised.reason}"
         try:
@@ -135,6 +129,22 @@ def decide(
                 "retry", error=f"{text} (bad delay, queue backoff used: {exc})", label="retry"
             )
         return Outcome("retry", retry_in=raised.in_, error=text, label="retry")
+    return _failed(raised)
+
+
+def _returned(result: Any, encode: Encode | None) -> Outcome:
+    """``decide`` for a handler that returned ``result``."""
+    if result is None:
+        return DONE
+    if encode is not None:
+        problem = _unstorable(result, encode)
+        if problem:
+            return Outcome("dead", error=problem, label="result")
+    return Outcome("complete", result=result, label="done")
+
+
+def _failed(raised: BaseException) -> Outcome:
+    """``decide`` for a handler that raised anything but ``Retry``."""
     if isinstance(raised, Dead):
         return Outcome("dead", error=f"Dead: {raised.reason}", label="dead")
     if isinstance(raised, HandlerTimeout):  # the worker's verdict: an ordinary failure

@@ -18,7 +18,7 @@ import redis
 
 import leaseq
 from leaseq.store.scripts import SCRIPTS
-from leaseq.transport import drive as _drive
+from leaseq.transport import lower as _lower
 from tests.support.servers import RedisServer
 
 # A second server build to run these on, when one is at hand: say Redis 6.2
@@ -128,7 +128,7 @@ def test_a_server_without_shebangs_gets_the_plain_twins() -> None:
     client = fakeredis.FakeRedis()  # its Lua cannot compile '#!lua', like Redis 6.2's
     q = leaseq.Queue("old", redis=client)
     q.enqueue("x", id="x")
-    assert getattr(client, _drive._PLAIN) is True
+    assert getattr(client, _lower.PLAIN) is True
     lease = q.claim()
     assert lease is not None
     q.complete(lease)

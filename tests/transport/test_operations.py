@@ -29,7 +29,8 @@ from leaseq.store.queue_ops import QueueOps
 from leaseq.store.reads import stats_call
 from leaseq.store.sharded_ops import ShardedOps
 from leaseq.store.steps import Call, Command, Op
-from leaseq.transport.drive import Invoke, Pump, SyncDriver
+from leaseq.transport.drive import SyncDriver
+from leaseq.transport.lower import Invoke, Pump
 from tests.support import suite
 from tests.support.servers import wait_until
 from tests.transport import test_sharded

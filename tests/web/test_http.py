@@ -198,7 +198,7 @@ def test_search_by_id_and_bounded_substring(
     monkeypatch.setattr(source_mod, "SEARCH_PAGE", 7)
     found = source_mod.Source(r).search(source_mod.Source(r).queue("emails"), "example", limit=30)
     assert (found.scanned, found.total) == (30, 75) and len(found.jobs) == 30
-    monkeypatch.setattr("leaseq.web.app.SCAN_LIMIT", 30)
+    monkeypatch.setattr("leaseq.web.job_pages.SCAN_LIMIT", 30)
     assert (
         "scanned 30 of 75 jobs (a search reads at most 30 rows in all"
         in c.get("/search?q=zzz").text

@@ -1,0 +1,252 @@
+"""The job commands of ``leaseq``: enqueue, wait, ls, retry, reap, purge. Each is a
+thin client of the Queue API; output fits the terminal, ``--json`` is for machines."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import Progress
+
+from leaseq.cli import terminal as _terminal
+from leaseq.cli.context import STATES, Ctx, out, pass_ctx
+from leaseq.cli.payloads import json_lines, parse_json
+from leaseq.cli.terminal import row as _row
+from leaseq.errors import DamagedRow
+from leaseq.sharded import ShardedQueue
+from leaseq.types import State, Unique
+
+__all__ = ["enqueue", "ls_", "purge", "reap", "retry", "wait_"]
+
+ENQUEUE_BATCH = 1000
+
+
+@click.command()
+@click.argument("queue")
+@click.argument("payload", required=False)
+@click.option(
+    "--file", "path", type=click.File("rb"), help="JSON lines, one payload each; - = stdin."
+)
+@click.option("--id", "job_id", default=None, help="Job id (single payload only).")
+@click.option("--delay", type=float, default=None, help="Seconds before the job may run.")
+@click.option("--priority", type=int, default=0, show_default=True, help="0..1000000, lower first.")
+@click.option("--max-attempts", type=int, default=None)
+@click.option("--kind", default=None, help="The jobs' kind (a worker's handler dict picks by it).")
+@click.option("--timeout", type=float, default=None, help="Seconds a handler may run on each.")
+@click.option("--group", default=None, help="The jobs' fair group (claims rotate between groups).")
+@click.option(
+    "--unique",
+    default=None,
+    metavar="KEY",
+    help="Uniqueness key: while a job holding KEY is unfinished, no other is made.",
+)
+@click.option(
+    "--shards",
+    type=int,
+    default=None,
+    help="Enqueue to a ShardedQueue of N shards (default: found).",
+)
+@pass_ctx
+def enqueue(
+    c: Ctx,
+    queue: str,
+    payload: str | None,
+    path: Any,
+    job_id: str | None,
+    delay: float | None,
+    priority: int,
+    max_attempts: int | None,
+    kind: str | None,
+    timeout: float | None,
+    group: str | None,
+    unique: str | None,
+    shards: int | None,
+) -> None:
+    """Add one job (PAYLOAD, JSON text) or many (--file, JSON lines). With
+    --unique, a job whose KEY is held prints the holder's id."""
+    if (payload is None) == (path is None):
+        raise click.UsageError("give either a JSON PAYLOAD or --file PATH")
+    q = c.producer(queue, shards)
+    opts: dict[str, Any] = {
+        "delay": delay,
+        "priority": priority,
+        "max_attempts": max_attempts,
+        "kind": kind,
+        "timeout": timeout,
+        "group": group,
+    }
+    if unique is not None:
+        opts["unique"] = Unique(unique)
+    if payload is not None:
+        out.print(q.enqueue(parse_json(payload, "payload"), id=job_id, **opts))
+        return
+    if job_id is not None:
+        raise click.UsageError("--id goes with a single PAYLOAD, not --file")
+    # Every line is decoded, parsed and encoded first, so a bad one (not UTF-8,
+    # not JSON, too large) is named and nothing is written.
+    codec = (q.shards[0] if isinstance(q, ShardedQueue) else q)._core.codec
+    items = list(json_lines(path, codec.encode))
+    done = 0
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(f"enqueue to {queue}", total=len(items))
+        for start in range(0, len(items), ENQUEUE_BATCH):
+            done += len(q.enqueue_many(items[start : start + ENQUEUE_BATCH], **opts))
+            bar.update(task, completed=done)
+    out.print(f"enqueued {done} job(s) to {queue}")
+
+
+@click.command(name="wait")
+@click.argument("queue")
+@click.argument("job_id", metavar="ID")
+@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait.")
+@pass_ctx
+def wait_(c: Ctx, queue: str, job_id: str, timeout: float) -> None:
+    """Wait until job ID finishes; print it as JSON. Exit 0 only if it succeeded
+    (1: dead or cancelled, 2: still unfinished at --timeout)."""
+    part, _ = c.holder(queue, job_id)
+    job = part.wait(job_id, timeout=timeout)
+    if job is None:
+        click.echo(json.dumps({"id": job_id, "state": None, "finished": False}))
+        sys.exit(2)
+    click.echo(json.dumps(_terminal.job_doc(job), default=repr))
+    if job.state is not State.SUCCEEDED:
+        sys.exit(1)
+
+
+@click.command(name="ls")
+@click.argument("queue")
+@click.option("--state", type=click.Choice(STATES), default="pending", show_default=True)
+@click.option("--offset", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON array of jobs (as show --json).")
+@pass_ctx
+def ls_(c: Ctx, queue: str, state: str, offset: int, limit: int, as_json: bool) -> None:
+    """List jobs in one state, a page at a time."""
+    target = c.target(queue)
+    total = getattr(target.stats(), state)
+    damaged: list[DamagedRow] = []
+    jobs = target.ls(state, offset=offset, limit=limit, damaged=damaged)
+    if as_json:
+        click.echo(json.dumps([_terminal.job_doc(j) for j in jobs], indent=2, sort_keys=True))
+        for exc in damaged:  # stdout stays one JSON document
+            click.echo(f"leaseq: warning: damaged row: {exc}", err=True)
+        return
+    # Fits the terminal: one line a job, headers whole; a long id keeps its
+    # start and end (order-2026-…-0042), the text cells their start. Where
+    # jobs failed, the error message gets the room; a column that is the same
+    # nothing on every row (priority 0, no worker, no error) is left out.
+    width = _terminal.terminal_width()
+    failed = any(j.last_error for j in jobs)
+    columns = [
+        _terminal.Column("id", keep="middle", share=0.45, least=20),
+        _terminal.Column("attempts", keep=None),
+        _terminal.Column("priority", keep=None),
+        _terminal.Column("group", keep="end", least=6),
+        _terminal.Column("worker", keep="middle"),
+        _terminal.Column("error", least=10, share=0.3 if failed else 0.0, first=True),
+        _terminal.Column("payload", least=7),
+    ]
+    rows = [_row(j) for j in jobs]
+    blank = {"priority": "0", "group": "", "worker": "", "error": ""}
+    drop = set() if state in ("active", "pending") else {"worker"}  # on `show`; room for the error
+    keep = [
+        i
+        for i, col in enumerate(columns)
+        if col.header not in drop
+        and (col.header not in blank or any(r[i] != blank[col.header] for r in rows))
+    ]
+    table = _terminal.fit(
+        _terminal.grid(f"{queue}: {state} ({total})"),
+        [columns[i] for i in keep],
+        [[r[i] for i in keep] for r in rows],
+        width,
+    )
+    out.print(table, width=width)
+    for exc in damaged:  # an operator should see these, not lose the page to them
+        out.print(f"damaged row: {exc}")
+    if offset + len(jobs) + len(damaged) < total:
+        shown = offset + len(jobs) + len(damaged)
+        out.print(f"showing {offset + 1}-{shown} of {total}; next page: --offset {shown}")
+
+
+@click.command()
+@click.argument("queue")
+@click.argument("job_id", metavar="[ID]", required=False)
+@click.option("--all-dead", is_flag=True, help="Retry every dead job of the queue.")
+@click.option("--attempts", type=int, default=None, help="More tries to allow (default: queue's).")
+@click.option("--payload", default=None, help="A new payload (JSON) for the job: edit, then retry.")
+@pass_ctx
+def retry(
+    c: Ctx,
+    queue: str,
+    job_id: str | None,
+    all_dead: bool,
+    attempts: int | None,
+    payload: str | None,
+) -> None:
+    """Make a dead job (or every dead job) pending again."""
+    if (job_id is None) == (not all_dead):
+        raise click.UsageError("give either a job ID or --all-dead")
+    if payload is not None and all_dead:
+        raise click.UsageError("--payload goes with one job ID, not --all-dead")
+    if all_dead:
+        done = c.target(queue).retry_all_dead(attempts=attempts)
+        more = attempts if attempts is not None else c.queue(queue)._core.max_attempts
+        why = (
+            f"--attempts {attempts}"
+            if attempts is not None
+            else "leaseq's default max_attempts; --attempts N sets another"
+        )
+        out.print(
+            f"retried {done} dead job(s) in {queue}, each with {more} more tries ({why}; "
+            "max_attempts is raised, as attempts fences leases and never goes down)"
+        )
+        return
+    assert job_id is not None
+    part, job = c.holder(queue, job_id)
+    if payload is not None:
+        limit = part.retry_dead(job_id, attempts=attempts, payload=parse_json(payload, "--payload"))
+    else:
+        limit = part.retry_dead(job_id, attempts=attempts)
+    if job.cancelled_children:
+        out.print(
+            f"note: the {job.cancelled_children} waiting child job(s) that {job_id} cancelled "
+            "when it failed stay cancelled; enqueue them again to run them (docs/workflows.md)"
+        )
+    why = (
+        f"--attempts {attempts}"
+        if attempts is not None
+        else "leaseq's default max_attempts; --attempts N sets another"
+    )
+    out.print(
+        f"job {job_id} is pending again with {limit - job.attempts} more tries ({why}): "
+        f"max_attempts raised from {job.max_attempts} to {limit}, as attempts stays at "
+        f"{job.attempts} (it fences leases and never goes down)"
+    )
+
+
+@click.command()
+@click.argument("queue")
+@pass_ctx
+def reap(c: Ctx, queue: str) -> None:
+    """Hand back every expired lease of QUEUE."""
+    requeued, died = c.target(queue).reap()  # a sharded queue reaps every shard
+    out.print(f"reaped {queue}: {requeued} returned to pending, {died} dead-lettered")
+
+
+@click.command()
+@click.argument("queue")
+@click.option("--state", type=click.Choice([s for s in STATES if s != "active"]), required=True)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@pass_ctx
+def purge(c: Ctx, queue: str, state: str, yes: bool) -> None:
+    """Delete every job of QUEUE in STATE."""
+    target = c.target(queue)
+    count = getattr(target.stats(), state)
+    if not yes:
+        click.confirm(f"delete {count} {state} job(s) from {queue}?", abort=True, err=True)
+    gone = target.purge(state)
+    out.print(f"purged {gone} {state} job(s) from {queue}")

@@ -1,0 +1,270 @@
+"""Lowering: an operation's steps as client calls, still without I/O.
+
+``lower`` turns each step of an operation (``leaseq.store.steps``) into the
+client invocations it implies: a script ``Call`` becomes an EVALSHA (with the
+SCRIPT LOAD retry on NOSCRIPT, after a restart, a flush or a failover to a
+fresh replica; the plain twin on a server that cannot compile ``#!lua``), the
+one-time eviction-policy check and, with ``durable=``, a WAIT. ``Pump`` steps
+one lowered operation for a driver (``leaseq.transport.drive``), which only
+invokes each call and hands back its reply or its error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import redis.exceptions as rex
+
+from leaseq.errors import LeaseqError
+from leaseq.store.replies import stream_entries
+from leaseq.store.settings import QueueSettings
+from leaseq.store.steps import Call, Command, Listen, Op, Rows, Scan, Step, Wake
+from leaseq.transport import client as _redis
+
+__all__ = ["PLAIN", "Checked", "Invoke", "Pump", "lower"]
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class Invoke:
+    """One client call: ``start(client)`` returns redis-py's reply (an awaitable on
+    an async client, an async iterator for a scan), ``finish`` shapes it.
+    ``script`` names the Lua script for error messages."""
+
+    start: Callable[[Any], Any]
+    finish: Callable[[Any], Any] = lambda reply: reply
+    script: str = ""
+
+
+class NoScript(LeaseqError):
+    """The server does not have the script cached (internal: ``lower`` loads it)."""
+
+
+class NoShebang(LeaseqError):
+    """The server cannot compile a ``#!lua`` line (internal: ``lower`` falls back
+    to the script's plain twin)."""
+
+
+def _rows(client: Any, keys: Any) -> Any:
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.hgetall(key)
+    return pipe.execute(raise_on_error=False)
+
+
+def _config_policy(client: Any) -> Any:
+    try:
+        return client.config_get("maxmemory-policy")
+    except (AttributeError, NotImplementedError):  # a client without CONFIG: cannot tell
+        return None
+
+
+def _invokes(step: Step) -> Generator[Invoke, Any, Any]:
+    """The client calls of one non-script step, and its reply."""
+    if isinstance(step, Command):
+        name, args = step.name, step.args
+        return (yield Invoke(lambda c: getattr(c, name)(*args)))
+    if isinstance(step, Wake):
+        wake_keys, timeout = [step.key, *step.more], step.timeout
+        return (
+            yield Invoke(
+                lambda c: c.blpop(wake_keys, timeout=_redis.wake_timeout(c, timeout)),
+                lambda got: got is not None,
+            )
+        )
+    if isinstance(step, Listen):
+        stream, after, wait = step.key, step.after, step.timeout
+        return (
+            yield Invoke(
+                lambda c: c.xread(
+                    {stream: after},
+                    count=1000,
+                    block=max(1, int(_redis.wake_timeout(c, wait) * 1000)),  # 0 = forever
+                ),
+                stream_entries,
+            )
+        )
+    if isinstance(step, Rows):
+        keys = step.keys
+        return (yield Invoke(lambda c: _rows(c, keys))) if keys else []
+    if isinstance(step, Scan):
+        match = step.match
+        return (yield Invoke(lambda c: c.scan_iter(match=match, count=1000), list))
+    raise TypeError(f"not a leaseq step: {step!r}")
+
+
+class Checked:
+    """What a driver remembers between operations: has the server been looked at."""
+
+    _checked: bool
+    _core: QueueSettings
+
+    def _first_checks(self) -> Op[None]:
+        """Steps run once, before this driver's first script call (and again after
+        one raised): the queue's own checks of the server's state."""
+        return
+        yield
+
+
+PLAIN = "_leaseq_plain_scripts"
+"""Set on a client whose server cannot compile a ``#!lua`` line (before Redis 7,
+fakeredis): from then on it gets the scripts' plain twins (see ``scripts``)."""
+
+
+def _evalsha(
+    call: Call[Any], plain: bool | None, wait: tuple[int, int] | None = None
+) -> Generator[Invoke, Any, Any]:
+    """EVALSHA of ``call``'s script (its plain twin if ``plain``; None: as the
+    client was marked, read in the same step), loading it on NOSCRIPT.
+
+    ``wait``: (replicas, timeout ms) of ``durable=``: then a ``WAIT`` goes right
+    after the EVALSHA in one pipeline, so **on the same connection** — WAIT
+    counts only its own connection's writes, and sent as a call of its own,
+    redis-py may run it on another pooled connection (another thread's turn),
+    one that wrote nothing, which it would acknowledge at once. The reply is
+    then (the script's reply, the replicas that acknowledged)."""
+    keys, args, script = call.keys, call.args, call.script
+
+    def twin(c: Any) -> bool:
+        return bool(getattr(c, PLAIN, False)) if plain is None else plain
+
+    def evalsha(c: Any) -> Any:
+        sha = script.plain_sha if twin(c) else script.sha
+        if wait is None:
+            return c.evalsha(sha, len(keys), *keys, *args)
+        pipe = c.pipeline(transaction=False)
+        pipe.evalsha(sha, len(keys), *keys, *args)
+        pipe.execute_command("WAIT", *wait)
+        return pipe.execute(raise_on_error=False)
+
+    def replies(got: Any) -> Any:
+        if wait is None:
+            return got
+        for item in got:
+            if isinstance(item, Exception):
+                raise item
+        return got[0], int(got[1])
+
+    try:
+        return (yield Invoke(evalsha, replies, script=script.name))
+    except NoScript:
+        yield Invoke(
+            lambda c: c.script_load(script.plain if twin(c) else script.source), script=script.name
+        )
+        return (yield Invoke(evalsha, replies, script=script.name))
+
+
+def _call(call: Call[R], driver: Checked) -> Generator[Invoke, Any, R]:
+    """The client calls of one script call: EVALSHA (loading the script on
+    NOSCRIPT), the eviction check before a queue's first call, the WAIT of
+    ``durable=``; returns the parsed reply."""
+    core = driver._core
+    if not driver._checked:
+        driver._checked = True
+        try:
+            try:
+                policy = yield Invoke(_config_policy)
+            except LeaseqError:
+                policy = None  # CONFIG is often forbidden on managed servers; not fatal
+            _redis.check_server_reply(policy)
+            yield from lower(driver._first_checks(), driver)
+        except BaseException:
+            driver._checked = False  # look again at the next call
+            raise
+    replicas = core.replicas_for(call)
+    timeout, key = core.durable_timeout_ms, call.keys[0] if call.keys else ""
+    # durable= (docs/scaling.md): the WAIT rides with the EVALSHA on its connection,
+    # except on a cluster client, which sends it to the key's node (its pipelines
+    # route by key, and a WAIT has none).
+    wait = None
+    if replicas and not (yield Invoke(lambda c: hasattr(c, "get_node_from_key"))):
+        wait = (replicas, timeout)
+    try:
+        # The twin is chosen inside the EVALSHA step: no step of its own on
+        # every call (single enqueues pay each step's Python).
+        reply = yield from _evalsha(call, None, wait)
+    except NoShebang:
+        # Only the shebang source fails so: the server compiled nothing, so it
+        # ran nothing; mark the client and send the plain twin.
+        yield Invoke(lambda c: setattr(c, PLAIN, True))
+        reply = yield from _evalsha(call, True, wait)
+    if wait is not None:
+        reply, acked = reply
+        return core.check_replicated(call, acked, call.parse(reply))
+    result = call.parse(reply)
+    if replicas:
+        acked = yield Invoke(
+            lambda c: c.execute_command("WAIT", replicas, timeout, **_redis._wait_args(c, key)),
+            int,
+        )
+        result = core.check_replicated(call, acked, result)
+    return result
+
+
+def lower(op: Op[R], driver: Checked) -> Generator[Invoke, Any, R]:
+    """``op`` as a sequence of client calls. A leaseq error from a call is thrown
+    into ``op`` at the ``yield`` of the step that made it."""
+    reply: Any = None
+    error: LeaseqError | None = None
+    while True:
+        try:
+            step = op.throw(error) if error is not None else op.send(reply)
+        except StopIteration as stop:
+            result: R = stop.value
+            return result
+        try:
+            if isinstance(step, Call):
+                reply = yield from _call(step, driver)
+            else:
+                reply = yield from _invokes(step)
+            error = None
+        except LeaseqError as exc:
+            reply, error = None, exc
+
+
+class Pump(Generic[R]):
+    """Steps one lowered operation: ``step`` is the next client call, ``done``
+    says it returned ``result``. A driver runs the step and hands back its
+    reply or its error."""
+
+    def __init__(self, op: Op[R], driver: Checked) -> None:
+        self._gen = lower(op, driver)
+        self.done = False
+        self.result: Any = None
+        self.step: Invoke = Invoke(lambda c: None)
+        self.send(None)
+
+    def send(self, reply: Any) -> None:
+        self._advance(lambda: self._gen.send(reply))
+
+    def fail(self, exc: Exception) -> None:
+        """The client call of ``step`` raised ``exc``: hand it to the operation as
+        a leaseq error (``translate``); anything else is a bug and propagates.
+        (A plain method, not a context manager around each call: the single
+        enqueue pays every microsecond of this path.)"""
+        script = self.step.script
+        error: LeaseqError | None
+        if isinstance(exc, LeaseqError):
+            error = exc
+        elif isinstance(exc, rex.NoScriptError):
+            error = NoScript(script)
+        elif isinstance(exc, rex.ResponseError) and "near '#'" in str(exc):
+            error = NoShebang(script)  # Redis before 7, fakeredis
+        else:
+            error = _redis.translate(exc, script)
+            if error is None:
+                raise exc
+        error.__suppress_context__ = True
+        self.throw(error)
+
+    def throw(self, error: LeaseqError) -> None:
+        self._advance(lambda: self._gen.throw(error))
+
+    def _advance(self, resume: Callable[[], Invoke]) -> None:
+        try:
+            self.step = resume()
+        except StopIteration as stop:
+            self.done, self.result = True, stop.value

@@ -1,0 +1,204 @@
+"""The dashboard's pages of jobs: a queue's jobs in one state a page at a time (read
+through the state's index, never a scan of rows), one job with its stored row,
+history, failures and workflow, and the search across queues.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from leaseq.errors import DamagedKey, InvalidArgument, LeaseqError
+from leaseq.store.events import Event, job_history
+from leaseq.store.keys import check_job_id
+from leaseq.types import Job
+from leaseq.web._source import SCAN_LIMIT
+from leaseq.web.formatting import (
+    PAGE_SIZE,
+    PAGE_SIZES,
+    STATES,
+    TIME_FIELDS,
+    base_path,
+    field_order,
+    fmt_time,
+    graph,
+    group_limits_text,
+    int_param,
+    job_row,
+    pretty,
+    queue_row,
+    quote,
+)
+from leaseq.web.site import Site
+
+
+def queue(site: Site, request: Request) -> Response:
+    name = request.path_params["name"]
+    target = site.source.queue(name)
+    state = request.query_params.get("state", "pending")
+    if state not in STATES:
+        raise InvalidArgument(f"unknown state {state!r}: use one of {', '.join(STATES)}")
+    size = int_param(request.query_params.get("size"), PAGE_SIZE)
+    size = size if size in PAGE_SIZES else PAGE_SIZE
+    stats = site.source.stats(target)
+    total = getattr(stats, state)
+    pages = max(1, math.ceil(total / size))
+    page = min(max(1, int_param(request.query_params.get("page"), 1)), pages)
+    offset = (page - 1) * size
+    damaged: list[Any] = []
+    jobs = target.ls(state, offset=offset, limit=size, damaged=damaged)
+    now = stats.server_time
+    here = f"{base_path(request)}/queues/{quote(name)}?state={state}&page={page}&size={size}"
+    row = queue_row(stats, now)
+    groups = group_limits_text(site.source.limits(target))
+    if groups:
+        row["limits"] = " · ".join(x for x in (row["limits"], groups) if x)
+    return site.render(
+        request,
+        "queue.html",
+        here=here,
+        live_queue=name,
+        q=row,
+        state=state,
+        jobs=[job_row(j, now) for j in jobs],
+        has_kind=any(j.kind for j in jobs),
+        has_group=any(j.group for j in jobs),
+        damaged=[{"id": getattr(d, "job_id", ""), "text": str(d)} for d in damaged],
+        page=page,
+        pages=pages,
+        size=size,
+        sizes=PAGE_SIZES,
+        first=offset + 1 if jobs else 0,
+        last=offset + len(jobs),
+        total=total,
+    )
+
+
+def job(site: Site, request: Request) -> Response:
+    name = request.path_params["name"]
+    job_id = request.path_params["job_id"]
+    target = site.source.queue(name)
+    try:
+        raw, job, problem = site.source.row(target, job_id)
+    except DamagedKey as exc:
+        raw, job, problem = {}, None, str(exc)
+    now = site.now([])
+    fields = _fields(raw, now)
+    try:
+        trail = site.source.trail(target, job_id)
+    except LeaseqError:  # the row went meanwhile, or the stream will not read
+        trail = None
+    events = job_history(job, [] if trail is None else trail.events)
+    history = _history(events, now)
+    failures = [] if job is None else _failures(job, now)
+    payload = pretty(job.payload) if job else raw.get("payload", "")
+    result = pretty(job.result) if job and job.result is not None else raw.get("result")
+    return site.render(
+        request,
+        "job.html",
+        graph=graph(target, job) if job else None,
+        here=f"{base_path(request)}/queues/{quote(name)}/jobs/{quote(job_id)}",
+        name=name,
+        live_queue=name,
+        job_id=job_id,
+        job=job_row(job, now) if job else None,
+        job_state=raw.get("state", ""),
+        problem=problem,
+        fields=fields,
+        payload=payload,
+        result=result,
+        trail=trail,
+        history=history,
+        failures=failures,
+        traceback=job.traceback if job else None,
+    )
+
+
+def _fields(raw: dict[str, str], now: float) -> list[dict[str, str]]:
+    """A row's stored fields but payload and result, in reading order; times also
+    as people read them."""
+    fields = []
+    for field in sorted(raw, key=field_order):
+        if field in ("payload", "result"):
+            continue
+        value = raw[field]
+        readable = ""
+        if field in TIME_FIELDS and value.lstrip("-").isdigit():
+            try:
+                t = fmt_time(int(value) / 1000, now, lease=field == "lease_until")
+                readable = f"{t['iso']}  ({t['text']})"
+            except (OverflowError, ValueError):  # hundreds of digits, set by hand
+                readable = "out of range"
+        fields.append({"name": field, "raw": value, "readable": readable})
+    return fields
+
+
+def _history(events: list[Event], now: float) -> list[dict[str, Any]]:
+    """A job's transitions, from the event stream and from its row."""
+    return [
+        {
+            "at": fmt_time(e.at, now),
+            "from": "new" if e.from_state is None else e.from_state.value,
+            "to": "deleted" if e.to_state is None else e.to_state.value,
+            "attempt": e.attempt,
+            "source": "stream" if e.stream_id else "row",
+        }
+        for e in events
+    ]
+
+
+def _failures(job: Job, now: float) -> list[dict[str, Any]]:
+    """A job's failed attempts, as its row keeps them."""
+    return [
+        {
+            "attempt": f.attempt,
+            "claimed": fmt_time(f.claimed_at, now),
+            "failed": fmt_time(f.failed_at, now),
+            "to": f.to,
+            "worker": f.worker or "",
+            "error": f.error,
+        }
+        for f in job.failures
+    ]
+
+
+def search(site: Site, request: Request) -> Response:
+    needle = request.query_params.get("q", "").strip()
+    only = request.query_params.get("queue", "")
+    names = sorted(site.source.names())
+    chosen = [only] if only else names
+    exact: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    budget = SCAN_LIMIT  # rows read over all the queues searched, not per queue
+    for name in chosen if needle else []:
+        target = site.source.queue(name)
+        try:
+            site.source.holder(target, check_job_id(needle))
+            exact.append({"queue": name, "id": needle})
+        except LeaseqError:
+            pass  # not an id, or not this queue's
+        found = site.source.search(target, needle, budget)
+        budget = max(0, budget - found.scanned)
+        now = site.now([])
+        results.append(
+            {
+                "queue": name,
+                "jobs": [job_row(j, now) for j in found.jobs],
+                "scanned": found.scanned,
+                "total": found.total,
+                "damaged": found.damaged,
+            }
+        )
+    return site.render(
+        request,
+        "search.html",
+        needle=needle,
+        only=only,
+        names=names,
+        exact=exact,
+        results=results,
+        limit=SCAN_LIMIT,
+    )
