@@ -4,16 +4,10 @@
 --        moving it, when an unfinished job's children are settled: lib/job_finished.lua)
 -- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row (a key of another type, damaged by hand, goes too)
--- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
--- KEYS[3]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
--- KEYS[4]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids
--- KEYS[5]  leaseq:{<queue>}:dead       ZSET  dead ids
--- KEYS[6]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids
--- KEYS[7]  leaseq:{<queue>}:meta       HASH  the event switch (fields events, events_maxlen), clock
--- KEYS[8]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
--- KEYS[9]  leaseq:{<queue>}:done       STREAM  ids waiters look at (lib/signal_done.lua): a job deleted
+-- KEYS[2]  leaseq:{<queue>}:meta       HASH  the event switch (fields events, events_maxlen), clock
+-- KEYS[3]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
+-- KEYS[4]  leaseq:{<queue>}:done       STREAM  ids waiters look at (lib/signal_done.lua): a job deleted
 --          before it finished is signalled, so its waiters raise JobNotFound at once
--- KEYS[10] leaseq:{<queue>}:waiting    ZSET  ids waiting for parents, score = enqueued_at ms epoch
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
 --          for it are the SET graph_prefix .. <id>

@@ -2,24 +2,18 @@
 -- transition: every state -> (deleted); active too only when forced
 -- clock: server TIME (never behind the queue's meta clock), stamped as the pause
 -- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
--- KEYS[1]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
--- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting
--- KEYS[3]  leaseq:{<queue>}:active     ZSET  ids under lease
--- KEYS[4]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids
--- KEYS[5]  leaseq:{<queue>}:dead       ZSET  dead ids
--- KEYS[6]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids
--- KEYS[7]  leaseq:{<queue>}:meta       HASH  counters, clock, paused flag
--- KEYS[8]  leaseq:{<queue>}:wake       LIST  wake-up tokens
--- KEYS[9]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
--- KEYS[10] leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
--- KEYS[11] leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
--- KEYS[12] leaseq:{<queue>}:group_active HASH  group -> leases active now
--- KEYS[13] leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
--- KEYS[14] leaseq:{<queue>}:waiting    ZSET  ids waiting for parents
--- KEYS[15] leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
--- KEYS[16] leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id
--- KEYS[17] leaseq:{<queue>}:unique_windows  ZSET  throttle windows by end
--- KEYS[18] leaseq:{<queue>}:group_rate_held  ZSET  groups held back at their rate
+-- KEYS[1]  leaseq:{<queue>}:active     ZSET  ids under lease
+-- KEYS[2]  leaseq:{<queue>}:meta       HASH  counters, clock, paused flag
+-- KEYS[3]  leaseq:{<queue>}:wake       LIST  wake-up tokens
+-- KEYS[4]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
+-- KEYS[5]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
+-- KEYS[6]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[7]  leaseq:{<queue>}:group_active HASH  group -> leases active now
+-- KEYS[8]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[9]  leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
+-- KEYS[10] leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id
+-- KEYS[11] leaseq:{<queue>}:unique_windows  ZSET  throttle windows by end
+-- KEYS[12] leaseq:{<queue>}:group_rate_held  ZSET  groups held back at their rate
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  limit, the most jobs to delete in this call (integer >= 1)
 -- ARGV[3]  force, 1 deletes leased (active) jobs too, 0 refuses while any exist

@@ -5,15 +5,11 @@
 -- KEYS[1]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
 -- KEYS[3]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
--- KEYS[4]  leaseq:{<queue>}:succeeded  ZSET  succeeded ids, score = ms epoch the row expires
--- KEYS[5]  leaseq:{<queue>}:dead       ZSET  dead ids, score = died ms epoch
--- KEYS[6]  leaseq:{<queue>}:cancelled  ZSET  cancelled ids, score = ms epoch the row expires
--- KEYS[7]  leaseq:{<queue>}:meta       HASH  counters, clock
--- KEYS[8]  leaseq:{<queue>}:limits     HASH  global limits: concurrency, rate, per_ms
--- KEYS[9]  leaseq:{<queue>}:claims     ZSET  claim times of the rate span, score = ms epoch
--- KEYS[10]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
--- KEYS[11]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
--- KEYS[12]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents
+-- KEYS[4]  leaseq:{<queue>}:meta       HASH  counters, clock
+-- KEYS[5]  leaseq:{<queue>}:limits     HASH  global limits: concurrency, rate, per_ms
+-- KEYS[6]  leaseq:{<queue>}:claims     ZSET  claim times of the rate span, score = ms epoch
+-- KEYS[7]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
+-- KEYS[8]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  soon_ms, the window for "leases expiring soon" (integer ms >= 0)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest pending job's row (job_prefix)

@@ -9,8 +9,9 @@ it out as Lua:
 - ``state_indexes(K, skip)``: every state's index key from the script's ``K``
   table, in ``State`` order, as ``{ state = <name>, key = <key>, expiring =
   <bool> }`` (``skip`` names one state to leave out). A script that reads or
-  empties every index (stats, drop, delete) loops over it; a script whose
-  header lacks a state's index fails at once, naming the state.
+  empties every index (stats, drop, delete) loops over it. The library's header
+  declares every state's index, so the loader passes them all to each caller
+  (``leaseq.store.scripts``): a new state needs no line in any script's header.
 
 No script spells a list of state names of its own; tests/store/test_states.py
 fails when the files and ``State`` differ, or when another Lua file spells a
@@ -57,12 +58,16 @@ end
 
 def _state_indexes() -> str:
     rows = "\n".join(f"  {{ '{s.value}', {'true' if s.expiring else 'false'} }}," for s in State)
+    keys = "".join(
+        f"-- KEYS  leaseq:{{<queue>}}:{s.value}  ZSET  ids in state {s.value}\n" for s in State
+    )
     return f"""-- state_indexes(K, skip): every state's index key in K (the caller's KEYS by name),
 -- in State order, as {{ state = <name>, key = <key>, expiring = <bool> }}; the state
 -- named skip (or nil) is left out. expiring: the index's score is when the row
 -- expires (keep_succeeded), so a count of live rows counts scores above now.
--- A state whose index the caller's header does not declare is an error naming it.
-{_DO_NOT_EDIT}local STATE_INDEXES = {{
+-- The library declares every index, so the loader passes them all to its callers;
+-- a state missing from K is an error naming it.
+{keys}{_DO_NOT_EDIT}local STATE_INDEXES = {{
 {rows}
 }}
 local function state_indexes(K, skip)

@@ -2,7 +2,15 @@
 -- in State order, as { state = <name>, key = <key>, expiring = <bool> }; the state
 -- named skip (or nil) is left out. expiring: the index's score is when the row
 -- expires (keep_succeeded), so a count of live rows counts scores above now.
--- A state whose index the caller's header does not declare is an error naming it.
+-- The library declares every index, so the loader passes them all to its callers;
+-- a state missing from K is an error naming it.
+-- KEYS  leaseq:{<queue>}:waiting  ZSET  ids in state waiting
+-- KEYS  leaseq:{<queue>}:pending  ZSET  ids in state pending
+-- KEYS  leaseq:{<queue>}:scheduled  ZSET  ids in state scheduled
+-- KEYS  leaseq:{<queue>}:active  ZSET  ids in state active
+-- KEYS  leaseq:{<queue>}:succeeded  ZSET  ids in state succeeded
+-- KEYS  leaseq:{<queue>}:dead  ZSET  ids in state dead
+-- KEYS  leaseq:{<queue>}:cancelled  ZSET  ids in state cancelled
 -- Generated from leaseq.types.State by `python -m leaseq.store.states`; do not edit
 -- by hand (a test compares them).
 local STATE_INDEXES = {
