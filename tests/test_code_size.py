@@ -19,6 +19,7 @@ ROOT = PACKAGE.parent
 MODULE_LINES = 600
 FUNCTION_LINES = 60
 
+
 def _modules() -> list[Path]:
     return sorted(PACKAGE.rglob("*.py"))
 
