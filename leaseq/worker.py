@@ -38,7 +38,7 @@ from leaseq.work.chores import Chores
 from leaseq.work.claims import Prefetch, held_back, held_wait, log_handed_back
 from leaseq.work.heartbeat import extend_due
 from leaseq.work.held import HeldTable, Task
-from leaseq.work.log import log_job
+from leaseq.work.log import log_job, log_started, log_stopped
 from leaseq.work.outage import Backoff, Outage, error_kind, log_fatal
 from leaseq.work.outcomes import DONE, check_worker, decide, result_encoder
 from leaseq.work.timeouts import Timeouts
@@ -211,15 +211,7 @@ class Worker:
         if self._stopping:  # stop() came first: the reporter need not wait to see it
             self._done.put(None)
         old = _signals.install(self._on_signal, self.handle_signals)
-        self._log(
-            logging.INFO,
-            None,
-            "worker %s started (concurrency=%d, ttl=%gs%s)",
-            self.worker_id,
-            self.concurrency,
-            self.ttl,
-            ", burst" if burst else "",
-        )
+        log_started(self.queue.name, self.worker_id, self.concurrency, self.ttl, burst)
         # Each thread is bound to this run's queues: a handler still running after a
         # hard stop must never pick up work from a later run().
         threads = [
@@ -244,13 +236,7 @@ class Worker:
             self._join_claimer(claimer)
             self._unregister()
             _signals.restore(old)
-            self._log(
-                logging.INFO,
-                None,
-                "worker %s stopped (%s)",
-                self.worker_id,
-                ", ".join(f"{k}={v}" for k, v in self.counts.items()),
-            )
+            log_stopped(self.queue.name, self.worker_id, self.counts)
 
     def _join_claimer(self, claimer: threading.Thread) -> None:
         """Let the claimer finish before run() returns, so no thread of this run
