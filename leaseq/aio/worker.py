@@ -42,7 +42,7 @@ from leaseq.work.heartbeat import heard
 from leaseq.work.log import log_job, log_started, log_stopped
 from leaseq.work.outage import Backoff, Outage, error_kind, log_fatal
 from leaseq.work.outcomes import check_worker, result_encoder
-from leaseq.work.shutdown import past_grace
+from leaseq.work.shutdown import may_end, past_grace
 
 __all__ = ["AsyncHandler", "Worker"]
 
@@ -224,7 +224,7 @@ class Worker:
                 if held:
                     await asyncio.wait({stop_wait}, timeout=held_wait(hint))
                     continue
-                if burst and not leases and not self._tasks and not self._spare:
+                if burst and not leases and may_end(len(self._tasks) + len(self._spare), 0):
                     return self.processed
                 await self._idle(chores, hint, stop_wait)
             await self._release_spare()
