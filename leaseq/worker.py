@@ -38,9 +38,10 @@ from leaseq.work.chores import Chores
 from leaseq.work.claims import Prefetch, held_back, held_wait, log_handed_back
 from leaseq.work.heartbeat import extend_due
 from leaseq.work.held import HeldTable, Task
-from leaseq.work.log import log_job
+from leaseq.work.log import log_job, log_started, log_stopped
 from leaseq.work.outage import Backoff, Outage, error_kind, log_fatal
 from leaseq.work.outcomes import DONE, check_worker, decide, result_encoder
+from leaseq.work.shutdown import may_end
 from leaseq.work.timeouts import Timeouts
 from leaseq.work.told import Told
 from leaseq.work.writes import OutcomeWriter, gather, unstarted
@@ -211,15 +212,7 @@ class Worker:
         if self._stopping:  # stop() came first: the reporter need not wait to see it
             self._done.put(None)
         old = _signals.install(self._on_signal, self.handle_signals)
-        self._log(
-            logging.INFO,
-            None,
-            "worker %s started (concurrency=%d, ttl=%gs%s)",
-            self.worker_id,
-            self.concurrency,
-            self.ttl,
-            ", burst" if burst else "",
-        )
+        log_started(self.queue.name, self.worker_id, self.concurrency, self.ttl, burst)
         # Each thread is bound to this run's queues: a handler still running after a
         # hard stop must never pick up work from a later run().
         threads = [
@@ -244,13 +237,7 @@ class Worker:
             self._join_claimer(claimer)
             self._unregister()
             _signals.restore(old)
-            self._log(
-                logging.INFO,
-                None,
-                "worker %s stopped (%s)",
-                self.worker_id,
-                ", ".join(f"{k}={v}" for k, v in self.counts.items()),
-            )
+            log_stopped(self.queue.name, self.worker_id, self.counts)
 
     def _join_claimer(self, claimer: threading.Thread) -> None:
         """Let the claimer finish before run() returns, so no thread of this run
@@ -339,14 +326,15 @@ class Worker:
         """A burst run's claim got nothing: False (the run is done) once nothing is
         held, nothing settled since the claim and no limit holds pending jobs back."""
         with self._cond:
-            if self._held.tasks or gen != self._held.gen:
-                self._cond.wait_for(self._settled_since(gen), 1.0)
+            if not self._may_end() or gen != self._held.gen:
+                settled = self._settled_since(gen)
+                self._cond.wait_for(lambda: settled() or self._may_end(), 1.0)
                 return True
         if held_back(members(self.queue)):  # a limit holds pending jobs: not done yet
             self._wake.wait(held_wait(wait))
             return True
         with self._cond:
-            if not self._held.tasks and gen == self._held.gen:
+            if self._may_end() and gen == self._held.gen:
                 self._claimer_done = True
                 self._done.put(None)
                 return False
@@ -355,6 +343,10 @@ class Worker:
     def _busy(self) -> int:
         """Leases held plus threads stuck past a timeout (call holding ``_cond``)."""
         return len(self._held.tasks) + len(self._timeouts.stuck)
+
+    def _may_end(self) -> bool:
+        """Whether run() may end now (``may_end``; call holding ``_cond``)."""
+        return may_end(len(self._held.tasks), len(self._timeouts.stuck))
 
     def _settled_since(self, gen: int) -> Callable[[], bool]:
         return lambda: self._held.gen != gen or self._stopping
@@ -524,7 +516,7 @@ class Worker:
         unwritten += unstarted(self._work)  # back now, not after the running ones
         if not (self._hard or time.monotonic() - self._stop_at >= self.grace):
             with self._cond:
-                return not self._held.tasks and not unwritten
+                return self._may_end() and not unwritten
         # Out of time: hand back what is still running; its outcome will be discarded.
         # A handler that returned first is not running: its outcome is written, though
         # it may not have reached the done queue yet (set on the task, not put), so

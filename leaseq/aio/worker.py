@@ -39,10 +39,10 @@ from leaseq.work.chores import Chores
 from leaseq.work.claims import Prefetch, held_back_async, held_wait, log_handed_back
 from leaseq.work.completions import cut_off
 from leaseq.work.heartbeat import heard
-from leaseq.work.log import log_job
+from leaseq.work.log import log_job, log_started, log_stopped
 from leaseq.work.outage import Backoff, Outage, error_kind, log_fatal
 from leaseq.work.outcomes import check_worker, result_encoder
-from leaseq.work.shutdown import past_grace
+from leaseq.work.shutdown import may_end, past_grace
 
 __all__ = ["AsyncHandler", "Worker"]
 
@@ -187,11 +187,13 @@ class Worker:
             self._stop.clear()
             self._running = False
             self._jobs.close()
+            log_stopped(self.queue.name, self.queue.worker_id, {"processed": self.processed})
         if fatal is not None:
             raise fatal
         return processed
 
     async def _run(self, burst: bool) -> int:
+        log_started(self.queue.name, self.queue.worker_id, self.concurrency, self.ttl, burst)
         loop = asyncio.get_running_loop()
         stop_wait = asyncio.ensure_future(self._stop.wait())
         beater = asyncio.ensure_future(self._heartbeat())
@@ -222,7 +224,7 @@ class Worker:
                 if held:
                     await asyncio.wait({stop_wait}, timeout=held_wait(hint))
                     continue
-                if burst and not leases and not self._tasks and not self._spare:
+                if burst and not leases and may_end(len(self._tasks) + len(self._spare), 0):
                     return self.processed
                 await self._idle(chores, hint, stop_wait)
             await self._release_spare()

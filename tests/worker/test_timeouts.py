@@ -18,7 +18,7 @@ import leaseq
 import leaseq.aio
 from tests.support import handlers
 from tests.support.backends import async_client
-from tests.support.drivers import Driver, differs
+from tests.support.drivers import Driver
 from tests.support.servers import wait_until
 
 BAD = [float("nan"), float("inf"), -float("inf"), True, False, -1, 0, 0.0, 86_401, "5", [1]]
@@ -190,15 +190,8 @@ def test_a_handler_that_finishes_in_time_completes(driver: Driver) -> None:
 
 
 def test_a_plain_handler_past_its_timeout_is_discarded_and_run_waits_for_it(
-    driver: Driver, request: pytest.FixtureRequest
+    driver: Driver,
 ) -> None:
-    differs(
-        request,
-        driver,
-        "thread",
-        "a burst run of leaseq.Worker returns while a handler thread stuck past its "
-        "timeout still runs; aio.Worker's returns only once that thread has returned",
-    )
     q = driver.queue("slow", backoff=0.0, max_attempts=1)
     returned: list[str] = []
 
