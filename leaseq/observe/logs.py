@@ -2,7 +2,7 @@
 finished job (``--log-jobs``).
 
 Every line the workers log carries ``queue``, ``job_id`` and ``attempt`` as
-record fields (``_outcomes.log_job``); failures, retries, dead-letters and
+record fields (``leaseq.work.log.log_job``); failures, retries, dead-letters and
 lost leases are WARNING lines. ``JsonFormatter`` writes each record as one
 object: ``time`` (ISO 8601, UTC), ``level``, ``logger``, ``message``, and the
 job fields when the line is about a job (``queue``, ``job_id``, ``attempt``,
