@@ -282,7 +282,7 @@ class Worker:
                         self._writer.hand_back(leases)
                         return
                 backoff.reset()
-                self._outage.ok()
+                self._outage.ok("claim")
                 if not leases and not self._idle(burst, gen, wait):
                     return
             except LeaseqError as exc:
@@ -500,7 +500,7 @@ class Worker:
             if chores.tick(now, self.queue):
                 self.queue.tick()
             backoff.reset()
-            self._outage.ok()
+            self._outage.ok("redis call")
         except LeaseqError as exc:
             if error_kind(exc) == "transient":
                 return time.monotonic() + self._outage.failed("redis call", exc, backoff)

@@ -211,7 +211,7 @@ class Worker:
                 try:
                     leases, hint, held = await self._claim_pass(chores, burst)
                     backoff.reset()
-                    self._outage.ok()
+                    self._outage.ok("claim")
                 except LeaseqError as exc:
                     if error_kind(exc) != "transient":
                         self._end(exc)
@@ -507,6 +507,7 @@ class Worker:
                     started if any(started) else None,
                 )
                 backoff.reset()
+                self._outage.ok("heartbeat")
             except LeaseqError as exc:
                 kind = error_kind(exc)
                 if kind == "fatal":
@@ -514,7 +515,8 @@ class Worker:
                     return
                 if kind == "transient":
                     delay = min(every, self._outage.failed("heartbeat", exc, backoff))
-                else:
+                else:  # answered, with an error about one of the leases
+                    self._outage.ok("heartbeat")
                     log_job(self.queue.name, logging.WARNING, None, "heartbeat: %s", exc)
                 continue
             for held, result, told in zip(beating, results, started, strict=True):

@@ -302,10 +302,11 @@ class AsyncJobs:
                     state = await asyncio.shield(call)
                     log_written(self.queue.name, ctx.lease, outcome, state.value)
                 self.processed += 1
-                self.outage.ok()
+                self.outage.ok("outcome")
                 return
             except AlreadyFinished:
                 self.processed += 1  # a replay: our own write landed
+                self.outage.ok("outcome")
                 return
             except LeaseqError as exc:
                 kind = error_kind(exc)
@@ -314,7 +315,9 @@ class AsyncJobs:
                     continue
                 if kind == "fatal":
                     self.end(exc)
-                # Someone else holds or finished the job: our outcome does not count.
+                else:  # answered: someone else holds or finished the job
+                    self.outage.ok("outcome")
+                # Our outcome does not count.
                 log_job(self.queue.name, logging.WARNING, ctx.lease, "outcome dropped: %s", exc)
                 return
 

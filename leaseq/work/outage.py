@@ -50,11 +50,17 @@ class Backoff:
 class Outage:
     """One clear line per outage: a WARNING when calls start failing with a
     transient error, DEBUG for the retries after it, INFO once calls work again.
-    Shared by the threads (or tasks) of one worker."""
+    Shared by the threads (or tasks) of one worker.
+
+    Calls are told apart by ``what`` (claim, heartbeat, outcome...): the outage
+    ends once every kind that failed has gone through again, not at the first
+    call of another kind that happens to land (a claim between two failed
+    writes does not make it two outages)."""
 
     def __init__(self, queue: str) -> None:
         self.queue = queue
         self.since: float | None = None
+        self._failing: set[str] = set()
         self._lock = threading.Lock()
 
     def failed(self, what: str, exc: BaseException, backoff: Backoff) -> float:
@@ -64,6 +70,7 @@ class Outage:
             first = self.since is None
             if first:
                 self.since = time.monotonic()
+            self._failing.add(what)
         log_job(
             self.queue,
             logging.WARNING if first else logging.DEBUG,
@@ -77,11 +84,14 @@ class Outage:
         )
         return delay
 
-    def ok(self) -> None:
-        """A call went through: end the outage, if there was one."""
+    def ok(self, what: str) -> None:
+        """A ``what`` call was answered: end the outage once no kind still fails."""
         if self.since is None:
             return
         with self._lock:
+            self._failing.discard(what)
+            if self._failing:
+                return
             since, self.since = self.since, None
         if since is not None:
             log_job(

@@ -24,6 +24,7 @@ from redis.retry import Retry
 import leaseq
 import leaseq.aio
 from leaseq.observe.worker_metrics import WorkerMetrics
+from leaseq.work.outage import Backoff, Outage
 from tests.support import LEASEQ, ROOT, handlers
 from tests.support.drivers import Driver
 from tests.support.servers import RedisServer, wait_until
@@ -154,6 +155,26 @@ def test_transient_errors_are_retried_with_one_log_line(
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len([m for m in warnings if "retrying in" in m]) == 1, warnings
     assert any("Redis answers again" in r.getMessage() for r in caplog.records)
+
+
+def test_an_outage_ends_when_every_kind_of_call_that_failed_goes_through(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A claim landing between two failed writes is not the end of the outage:
+    # the writes still fail. One WARNING, one INFO, and only after the writes work.
+    outage, backoff = Outage("life"), Backoff()
+    busy = leaseq.ServerUnavailable("READONLY (failover)")
+    with caplog.at_level(logging.DEBUG, logger="leaseq.worker"):
+        outage.failed("outcome", busy, backoff)
+        outage.failed("claim", busy, backoff)
+        outage.ok("claim")
+        outage.failed("outcome", busy, backoff)
+        assert outage.since is not None
+        outage.ok("outcome")
+    levels = [r.levelno for r in caplog.records]
+    assert levels == [logging.WARNING, logging.DEBUG, logging.DEBUG, logging.INFO]
+    assert "answers again" in caplog.records[-1].getMessage()
+    assert outage.since is None
 
 
 def test_a_fatal_error_ends_run_with_it_and_releases_held_jobs(live_driver: Driver) -> None:
