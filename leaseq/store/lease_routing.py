@@ -4,8 +4,8 @@ A sharded queue (``ShardedOps``: its shards) and a worker's set of queues
 (``QueueSetOps``: its queues) each hold several ``QueueOps``-like parts. A
 lease belongs to exactly one part; these operations send it there, and send
 a batch as one call per part with the results back in the given order. Each
-of the two is given a ``LeaseRouting`` and names its operations in its table
-(``extend = through("leases", LeaseRouting.extend)``).
+of the two is given a ``LeaseRouting`` as ``leases`` and takes the table of
+those operations from ``RoutedLeases``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from leaseq.errors import InvalidArgument, LeaseLost
+from leaseq.store.queue_ops import through
 from leaseq.store.steps import Call, Op, joined
 from leaseq.types import Lease, State
 
@@ -122,3 +123,21 @@ class LeaseRouting:
             r, d = yield from part.reap()
             requeued, died = requeued + r, died + d
         return requeued, died
+
+
+class RoutedLeases:
+    """The lease operations of a queue made of parts, each sent to the lease's
+    part through the ``LeaseRouting`` the class sets as ``leases``."""
+
+    leases: LeaseRouting
+
+    extend = through("leases", LeaseRouting.extend)
+    extend_many = through("leases", LeaseRouting.extend_many)
+    complete = through("leases", LeaseRouting.complete)
+    complete_many = through("leases", LeaseRouting.complete_many)
+    complete_calls = through("leases", LeaseRouting.complete_calls)
+    fail = through("leases", LeaseRouting.fail)
+    release = through("leases", LeaseRouting.release)
+    once = through("leases", LeaseRouting.once)
+    progress = through("leases", LeaseRouting.progress)
+    reap = through("leases", LeaseRouting.reap)

@@ -8,8 +8,8 @@ hand-back of expired leases ``leaseq.store.reap``.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -28,6 +28,8 @@ from leaseq.store.scripts import SCRIPTS
 from leaseq.store.settings import QueueSettings
 from leaseq.store.steps import Call, Op, joined
 from leaseq.types import Lease, State
+
+R = TypeVar("R")
 
 __all__ = [
     "ERROR_LIMIT",
@@ -75,6 +77,33 @@ def own(queue: QueueSettings, leases: Sequence[Lease]) -> None:
 
 
 # -- extend ----------------------------------------------------------------------------
+
+
+def fenced(
+    queue: QueueSettings, script: str, lease: Lease, read: Callable[[list[Any]], R], **args: Any
+) -> Call[R]:
+    """A call of ``script`` on one job under ``lease``'s token (ARGV ``token`` and
+    ``incarnation``, the row's key from its id, ``args`` the rest): ``read``
+    makes the result of an OK reply; LOST becomes LeaseLost (``refusal``),
+    DAMAGED a DamagedRow."""
+    own(queue, [lease])
+
+    def parse(reply: list[Any]) -> R:
+        code = as_text(reply[0])
+        if code == "DAMAGED":
+            raise DamagedRow(lease.id, as_text(reply[1]), as_text(reply[2]))
+        if code != "OK":
+            raise refusal(script, lease, reply)
+        return read(reply)
+
+    return SCRIPTS[script].call(
+        queue.keys,
+        parse,
+        at={"id": lease.id},
+        token=lease.attempt,
+        incarnation=lease.incarnation,
+        **args,
+    )
 
 
 def extend_call(
@@ -275,21 +304,13 @@ def fail_call(
     dead: bool,
     traceback: str | None = None,
 ) -> Call[State]:
-    own(queue, [lease])
     retry_ms = queue.retry_delay_ms(lease, retry_in)
-
-    def parse(reply: list[Any]) -> State:
-        if as_text(reply[0]) != "OK":
-            raise refusal("fail", lease, reply)
-        return State(as_text(reply[1]))
-
-    return SCRIPTS["fail"].call(
-        queue.keys,
-        parse,
-        at={"id": lease.id},
+    return fenced(
+        queue,
+        "fail",
+        lease,
+        lambda reply: State(as_text(reply[1])),
         id=lease.id,
-        token=lease.attempt,
-        incarnation=lease.incarnation,
         error=v.text(error, "error", ERROR_LIMIT),
         retry_ms=retry_ms,
         dead_now=1 if dead else 0,
@@ -317,22 +338,7 @@ def fail(
 
 
 def release_call(queue: QueueSettings, lease: Lease) -> Call[None]:
-    own(queue, [lease])
-
-    def parse(reply: list[Any]) -> None:
-        if as_text(reply[0]) == "DAMAGED":
-            raise DamagedRow(lease.id, as_text(reply[1]), as_text(reply[2]))
-        if as_text(reply[0]) != "OK":
-            raise refusal("release", lease, reply)
-
-    return SCRIPTS["release"].call(
-        queue.keys,
-        parse,
-        at={"id": lease.id},
-        id=lease.id,
-        token=lease.attempt,
-        incarnation=lease.incarnation,
-    )
+    return fenced(queue, "release", lease, lambda reply: None, id=lease.id)
 
 
 def release(queue: QueueSettings, lease: Lease) -> Op[None]:
@@ -341,22 +347,8 @@ def release(queue: QueueSettings, lease: Lease) -> Op[None]:
 
 
 def once_call(queue: QueueSettings, lease: Lease, name: str) -> Call[bool]:
-    own(queue, [lease])
     marker = check_job_id(name, "marker name")
-
-    def parse(reply: list[Any]) -> bool:
-        if as_text(reply[0]) != "OK":
-            raise refusal("once", lease, reply)
-        return int(reply[1]) == 1
-
-    return SCRIPTS["once"].call(
-        queue.keys,
-        parse,
-        at={"id": lease.id},
-        token=lease.attempt,
-        incarnation=lease.incarnation,
-        name=marker,
-    )
+    return fenced(queue, "once", lease, lambda reply: int(reply[1]) == 1, name=marker)
 
 
 def once(queue: QueueSettings, lease: Lease, name: str) -> Op[bool]:
@@ -369,7 +361,6 @@ def once(queue: QueueSettings, lease: Lease, name: str) -> Op[bool]:
 
 def progress_call(queue: QueueSettings, lease: Lease, value: Any) -> Call[None]:
     """Store ``value`` (JSON, at most PROGRESS_BYTES encoded) as the row's progress."""
-    own(queue, [lease])
     try:
         text = json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
@@ -378,18 +369,7 @@ def progress_call(queue: QueueSettings, lease: Lease, value: Any) -> Call[None]:
     if size > PROGRESS_BYTES:
         raise PayloadTooLarge(size, PROGRESS_BYTES)
 
-    def parse(reply: list[Any]) -> None:
-        if as_text(reply[0]) != "OK":
-            raise refusal("progress", lease, reply)
-
-    return SCRIPTS["progress"].call(
-        queue.keys,
-        parse,
-        at={"id": lease.id},
-        token=lease.attempt,
-        incarnation=lease.incarnation,
-        value=text,
-    )
+    return fenced(queue, "progress", lease, lambda reply: None, value=text)
 
 
 def progress(queue: QueueSettings, lease: Lease, value: Any) -> Op[None]:

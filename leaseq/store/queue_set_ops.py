@@ -33,15 +33,14 @@ from typing import Any
 
 from leaseq.errors import InvalidArgument
 from leaseq.store.claim import WAKE_SLICE
-from leaseq.store.lease_routing import LeaseRouting
-from leaseq.store.queue_ops import through
+from leaseq.store.lease_routing import LeaseRouting, RoutedLeases
 from leaseq.store.steps import Op, Wake
 from leaseq.types import Lease
 
 __all__ = ["QueueSetOps"]
 
 
-class QueueSetOps:
+class QueueSetOps(RoutedLeases):
     """The worker's operations over several queues' operations (``QueueOps`` or
     ``ShardedOps``), in ``names`` order; ``weights`` (one positive integer per
     queue) makes the order weighted, None strict. ``together``: every wake list
@@ -62,18 +61,6 @@ class QueueSetOps:
         self._index = {name: i for i, name in enumerate(self.names)}
         self._current = [0] * len(self.members)  # smooth weighted round robin
         self._cursor = itertools.count()
-
-    # a lease, on its queue: leaseq.store.lease_routing
-    extend = through("leases", LeaseRouting.extend)
-    extend_many = through("leases", LeaseRouting.extend_many)
-    complete = through("leases", LeaseRouting.complete)
-    complete_many = through("leases", LeaseRouting.complete_many)
-    complete_calls = through("leases", LeaseRouting.complete_calls)
-    fail = through("leases", LeaseRouting.fail)
-    release = through("leases", LeaseRouting.release)
-    once = through("leases", LeaseRouting.once)
-    progress = through("leases", LeaseRouting.progress)
-    reap = through("leases", LeaseRouting.reap)
 
     @property
     def name(self) -> str:

@@ -23,7 +23,7 @@ from leaseq.store.enqueue import Enqueued, check_options, enqueue_calls, enqueue
 from leaseq.store.events import EventSettings
 from leaseq.store.history import History
 from leaseq.store.keys import check_job_id, shard_of
-from leaseq.store.lease_routing import LeaseRouting
+from leaseq.store.lease_routing import LeaseRouting, RoutedLeases
 from leaseq.store.limits import Limits
 from leaseq.store.queue_ops import QueueOps, through
 from leaseq.store.registry import WorkerInfo
@@ -80,7 +80,7 @@ def on_job_shard(op: Callable[..., Any]) -> Callable[..., Any]:
     return routed
 
 
-class ShardedOps:
+class ShardedOps(RoutedLeases):
     """The operations of one logical queue over its shards' ``QueueOps``.
 
     A job's shard is ``crc32(id) % N`` (``keys.shard_of``), so every producer
@@ -97,17 +97,6 @@ class ShardedOps:
         self.workflows = ShardedWorkflows(self.shards)
         self._cursor = itertools.count()
 
-    # a lease, on its shard: leaseq.store.lease_routing
-    extend = through("leases", LeaseRouting.extend)
-    extend_many = through("leases", LeaseRouting.extend_many)
-    complete = through("leases", LeaseRouting.complete)
-    complete_many = through("leases", LeaseRouting.complete_many)
-    complete_calls = through("leases", LeaseRouting.complete_calls)
-    fail = through("leases", LeaseRouting.fail)
-    release = through("leases", LeaseRouting.release)
-    once = through("leases", LeaseRouting.once)
-    progress = through("leases", LeaseRouting.progress)
-    reap = through("leases", LeaseRouting.reap)
     # workflows, on one shard: leaseq.store.sharded_workflows
     enqueue_flow = through("workflows", ShardedWorkflows.enqueue_flow)
     results = through("workflows", ShardedWorkflows.results)
