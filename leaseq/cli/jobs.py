@@ -108,8 +108,10 @@ def wait_(c: Ctx, queue: str, job_id: str, timeout: float) -> None:
     (1: dead or cancelled, 2: still unfinished at --timeout)."""
     part, _ = c.holder(queue, job_id)
     job = part.wait(job_id, timeout=timeout)
-    if job is None:
-        click.echo(json.dumps({"id": job_id, "state": None, "finished": False}))
+    if job is None:  # say where it is (scheduled, pending, active...), not null
+        now = part.get(job_id)
+        state = None if now is None else now.state.value
+        click.echo(json.dumps({"id": job_id, "state": state, "finished": False}))
         sys.exit(2)
     click.echo(json.dumps(_terminal.job_doc(job), default=repr))
     if job.state is not State.SUCCEEDED:

@@ -113,7 +113,7 @@ def drop_call(queue: QueueSettings, force: bool, limit: int = DROP_LIMIT) -> Cal
 
     def parse(reply: Any) -> tuple[int, int]:
         if as_text(reply[0]) != "OK":
-            raise admin_error("drop", f"(queue {queue.name})", reply)
+            raise admin_error("drop", f"queue {queue.name!r}", reply)
         return int(reply[1]), int(reply[2])
 
     return SCRIPTS["drop"].call(queue.keys, parse, limit=limit, force=1 if force else 0)

@@ -148,7 +148,10 @@ def test_cli_wait_prints_json_and_exits_by_state(capsys: Any) -> None:
     code, out, _ = cli("wait", "mail", "bad")
     assert code == 1 and json.loads(out)["state"] == "dead"
     code, out, _ = cli("wait", "mail", "open", "--timeout", "0.2")
-    assert code == 2 and json.loads(out)["finished"] is False
+    assert code == 2 and json.loads(out) == {"id": "open", "state": "pending", "finished": False}
+    later = q.enqueue({}, delay=60)
+    code, out, _ = cli("wait", "mail", later, "--timeout", "0.2")  # where it is, not null
+    assert code == 2 and json.loads(out)["state"] == "scheduled"
     code, _, err = cli("wait", "mail", "nope")
     assert code != 0 and "no job 'nope'" in err and "Traceback" not in err
 
