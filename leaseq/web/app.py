@@ -31,7 +31,7 @@ from leaseq.types import TRANSITIONS, State
 from leaseq.web import actions, job_pages, pages
 from leaseq.web._security import Gate, parse_auth
 from leaseq.web._source import Source
-from leaseq.web.formatting import quote
+from leaseq.web.formatting import MountedAt, quote
 from leaseq.web.site import Site
 
 __all__ = ["create_app"]
@@ -123,7 +123,7 @@ def _routes(site: Site) -> list[BaseRoute]:
 
 
 def _middleware(auth: str | None, allowed_hosts: Sequence[str] | None) -> list[Middleware]:
-    middleware = [Middleware(Gate, auth=parse_auth(auth))]
+    middleware = [Middleware(MountedAt), Middleware(Gate, auth=parse_auth(auth))]
     if allowed_hosts is not None:
         # Checked first: with DNS rebinding a hostile page is same-origin with
         # the dashboard, so the CSRF check (Origin against Host) cannot tell.

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from leaseq.errors import LeaseqError
 from leaseq.observe.humanize import span, utc
@@ -46,9 +47,26 @@ def section(path: str) -> str:
     return "/"
 
 
+BASE_KEY = "leaseq.base"
+"""The scope key ``MountedAt`` keeps the app's own mount path in."""
+
+
+class MountedAt:
+    """Middleware: note where the app is mounted before routing, as a request
+    inside a mount of its own (``/static``) sees that mount in ``root_path``: a
+    404 there drew every link under ``/static/``."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope.setdefault(BASE_KEY, scope.get("root_path", ""))
+        await self.app(scope, receive, send)
+
+
 def base_path(request: Request) -> str:
     """Where this app is mounted ('' at the root)."""
-    return str(request.scope.get("root_path", "")).rstrip("/")
+    return str(request.scope.get(BASE_KEY, request.scope.get("root_path", ""))).rstrip("/")
 
 
 def quote(text: str) -> str:

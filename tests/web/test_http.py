@@ -310,6 +310,11 @@ def test_mounts_under_any_path(seeded: leaseq.Queue, r: Any) -> None:
     html = c.get("/ops/jobs/").text
     assert 'href="/ops/jobs/queues/emails"' in html and 'href="/ops/jobs/static/leaseq.css"' in html
     assert c.get("/ops/jobs/static/leaseq.js").status_code == 200
+    # A 404 inside the static mount links to the app's pages, not under /static/.
+    missing = c.get("/ops/jobs/static/")
+    assert missing.status_code == 404 and "no such page" in missing.text
+    assert 'href="/ops/jobs/static/leaseq.css"' in missing.text
+    assert "/static/static/" not in missing.text and "/static/queues" not in missing.text
     page = c.get("/ops/jobs/queues/emails?state=dead").text
     assert 'action="/ops/jobs/queues/emails/actions"' in page
     token = c.cookies.get("leaseq_csrf")
