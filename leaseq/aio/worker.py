@@ -77,18 +77,21 @@ class Worker:
     as in ``leaseq.Worker`` (``leaseq.work.claims.Prefetch``: by default about
     50 ms of work at the rate jobs finish); they are heartbeated while they
     wait and handed back at once by ``stop()``, and a crash before they start
-    spends no attempt. ``reap_interval`` is how often (seconds) the worker reaps
-    expired leases of crashed workers (default: ``ttl``). ``grace`` is how
+    spends no attempt. ``reap_interval``: seconds between full reaps of the
+    expired leases of crashed workers (10, as ``leaseq.Worker``). ``grace`` is how
     long ``stop()`` lets in-flight handlers finish before cancelling them and
     releasing their jobs back to pending (one that has returned by then has its
-    outcome written, ``leaseq.work.shutdown.past_grace``). ``trace_parent``: as in
+    outcome written, ``leaseq.work.shutdown.past_grace``). ``worker_id``: the
+    name in the registry and on each lease (default: the queue's). ``trace_parent``: as in
     ``leaseq.Worker`` (``leaseq.observe.tracing``). ``timeout``: seconds a handler may
     run when its job has no ``timeout`` of its own (None: no limit). Past it an
     ``async def`` handler is cancelled and the attempt fails with "timed out
     after N s" (retried or dead by the usual rules), its lease freed at once; a
     plain handler's thread cannot be cancelled: the attempt fails alike, what
-    the thread returns is discarded, and its slot stays busy until it returns.
+    the thread returns is discarded, and its slot stays busy until it returns
+    (``on_stuck(n)`` hears how many are stuck, as in ``leaseq.Worker``).
     ``queue`` may be a list of queues with ``weights`` as for ``leaseq.Worker``.
+    The figures are ``leaseq.Worker``'s: ``counts`` by outcome, ``processed``, ``limit``.
     """
 
     def __init__(
@@ -100,24 +103,27 @@ class Worker:
         concurrency: int = 4,
         ttl: float = 30.0,
         prefetch: int | None = None,
-        reap_interval: float | None = None,
+        reap_interval: float = 10.0,
         grace: float = 30.0,
+        worker_id: str | None = None,
         metrics: JobObserver | None = None,
         trace_parent: str = "link",
         timeout: float | None = None,
+        on_stuck: Callable[[int], None] | None = None,
     ) -> None:
         handler = as_handler(handler)  # a dict of handlers by kind: picked per job
         served: AsyncQueueLike = queue_set(queue, weights, asynchronous=True)  # several: a QueueSet
         check_worker(handler, concurrency, ttl, grace, reap_interval, prefetch, timeout)
         self.prefetch = prefetch
         self.timeout = None if timeout is None else float(timeout)
-        self._tracer = JobTracer.make(served.name, served.worker_id, trace_parent)
+        self.worker_id = worker_id or served.worker_id
+        self._tracer = JobTracer.make(served.name, self.worker_id, trace_parent)
         """Spans for each job (``leaseq.observe.tracing``); None without opentelemetry."""
         self.queue = served
         self.handler = handler
         self.concurrency = concurrency
         self.ttl = float(ttl)
-        self.reap_interval = self.ttl if reap_interval is None else float(reap_interval)
+        self.reap_interval = float(reap_interval)
         self.grace = float(grace)
         self.metrics = metrics if metrics is not None else installed()
         """Worker-local figures (``leaseq.observe.worker_metrics``); None records nothing."""
@@ -135,36 +141,63 @@ class Worker:
             encode=result_encoder(served),
             outage=self._outage,
             end=self._end,
+            on_stuck=on_stuck,
+            freed=self._freed,
         )
-        self._tasks: dict[asyncio.Task[None], Held] = {}
-        """The job task of each running lease (``AsyncJobs.process``)."""
-        self._spare: deque[Held] = deque()
-        self._handing: deque[Held] = deque()
-        """Overdue spares on their way back (``_release_overdue``), each until its
-        release has answered: a run() that ends meanwhile releases them too."""
-        self._in_flight: asyncio.Future[tuple[list[Lease], float | None]] | None = None
-        """The claim call in flight when run() was cancelled (``_claim``)."""
-        """Prefetched leases, in claim order, waiting for a free handler slot."""
+        self._held()
         self._prefetch = Prefetch(concurrency, prefetch, 0.0)  # made afresh by each run()
         self._stop = asyncio.Event()
+        self._now = asyncio.Event()
+        """A hard stop (``stop(now=True)``, or a second stop): no grace."""
         self._wake: asyncio.Future[bool] | None = None
         """This run's wait on the wake list, kept across passes (``_idle``)."""
         self._fatal: LeaseqError | None = None
         self._running = False
 
+    def _held(self) -> None:
+        """The tables of the leases held, empty (each run() leaves them so)."""
+        self._tasks: dict[asyncio.Task[None], Held] = {}
+        """The job task of each running lease (``AsyncJobs.process``), until its
+        outcome is written."""
+        self._busy = 0
+        """Handler slots taken (``Held.slot``): jobs whose handler has not returned."""
+        self._slot_freed: asyncio.Future[None] | None = None
+        """What ``_idle`` waits on for a slot to free, if it waits."""
+        self._spare: deque[Held] = deque()
+        """Prefetched leases, in claim order, waiting for a free handler slot."""
+        self._handing: deque[Held] = deque()
+        """Overdue spares on their way back (``_release_overdue``), each until its
+        release has answered: a run() that ends meanwhile releases them too."""
+        self._in_flight: asyncio.Future[tuple[list[Lease], float | None]] | None = None
+        """The claim call in flight when run() was cancelled (``_claim``)."""
+
     @property
     def processed(self) -> int:
-        """Jobs whose outcome this worker wrote (completed, failed or retried)."""
+        """Jobs whose outcome this worker wrote: completed, failed (to retry) or dead."""
         return self._jobs.processed
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Outcomes this worker wrote (or, for ``lost``, discarded) since it was made:
+        ``succeeded``, ``failed`` (to retry), ``dead``, ``released``, ``lost``."""
+        return self._jobs.counts
+
+    @property
+    def limit(self) -> int:
+        """Most leases held at once; with adaptive prefetch it moves with the job rate."""
+        return self._prefetch.limit
 
     def __repr__(self) -> str:
         return f"aio.Worker({self.queue!r}, concurrency={self.concurrency}, ttl={self.ttl})"
 
-    def stop(self) -> None:
+    def stop(self, now: bool = False) -> None:
         """Ask ``run`` to stop claiming and return once in-flight jobs are done
-        (or after ``grace`` seconds, releasing the rest). Safe from a signal handler
-        installed with ``loop.add_signal_handler``. A stop before ``run()`` makes
-        that run return at once; each ``run()`` consumes it."""
+        (or after ``grace`` seconds, releasing the rest; at once with ``now``, or
+        at a second stop). Call it on the worker's loop (a signal handler installed
+        with ``loop.add_signal_handler`` is). A stop before ``run()`` makes that
+        run return at once; each ``run()`` consumes it."""
+        if now or self._stop.is_set():
+            self._now.set()
         self._stop.set()
 
     async def run(self, *, burst: bool = False) -> int:
@@ -185,15 +218,16 @@ class Worker:
         finally:
             fatal, self._fatal = self._fatal, None
             self._stop.clear()
+            self._now.clear()
             self._running = False
             self._jobs.close()
-            log_stopped(self.queue.name, self.queue.worker_id, {"processed": self.processed})
+            log_stopped(self.queue.name, self.worker_id, self.counts)
         if fatal is not None:
             raise fatal
         return processed
 
     async def _run(self, burst: bool) -> int:
-        log_started(self.queue.name, self.queue.worker_id, self.concurrency, self.ttl, burst)
+        log_started(self.queue.name, self.worker_id, self.concurrency, self.ttl, burst)
         loop = asyncio.get_running_loop()
         stop_wait = asyncio.ensure_future(self._stop.wait())
         beater = asyncio.ensure_future(self._heartbeat())
@@ -219,7 +253,7 @@ class Worker:
                     delay = self._outage.failed("claim", exc, backoff)
                     await asyncio.wait({stop_wait}, timeout=delay)
                     continue
-                if (leases or self._spare) and len(self._tasks) < self.concurrency:
+                if (leases or self._spare) and self._busy < self.concurrency:
                     continue  # there may be more right away
                 if held:
                     await asyncio.wait({stop_wait}, timeout=held_wait(hint))
@@ -266,7 +300,7 @@ class Worker:
     def _admit(self, leases: list[Lease], free: int) -> None:
         """Start the first ``free`` leases; keep the rest as spares, heartbeated from
         now and started as slots free."""
-        report = self._bridge() if leases else None  # one bridge serves the claim
+        report = self._jobs.bridge() if leases else None  # one bridge serves the claim
         now = asyncio.get_running_loop().time()
         for i, lease in enumerate(leases):
             held = Held(JobContext(lease, report=report), since=now)
@@ -282,10 +316,12 @@ class Worker:
         """Sleep until a slot frees, a job is enqueued, something falls due by
         itself, or stop() is called."""
         loop = asyncio.get_running_loop()
-        waiters: set[asyncio.Future[Any]] = {stop_wait, *self._tasks}
+        self._slot_freed = freed = loop.create_future()
+        # A slot freed, or a job task ended (its outcome written: room to claim).
+        waiters: set[asyncio.Future[Any]] = {stop_wait, freed, *self._tasks}
         timeout = min(_IDLE_SLICE if hint is None else hint, _IDLE_SLICE, TICK_INTERVAL)
         timeout = min(timeout, chores.next_register - loop.time())
-        if len(self._tasks) < self.concurrency:
+        if self._busy < self.concurrency:
             if self._wake is None or self._wake.done():
                 # Kept across iterations: cancelling a BLPOP costs a reconnect.
                 self._wake = asyncio.ensure_future(self.queue.wait_for_wake(timeout))
@@ -295,6 +331,8 @@ class Worker:
                 self._wake.add_done_callback(lambda f: f.cancelled() or f.exception())
             waiters.add(self._wake)
         await asyncio.wait(waiters, timeout=max(timeout, 0.001), return_when="FIRST_COMPLETED")
+        self._slot_freed = None
+        freed.cancel()
         wake = self._wake
         if wake is not None and wake.done() and not wake.cancelled():
             with contextlib.suppress(ServerUnavailable):
@@ -346,14 +384,16 @@ class Worker:
         await self._release_spare()
         if hasattr(self.queue, "unregister_worker"):
             with contextlib.suppress(LeaseqError):  # else the row simply expires
-                await self.queue.unregister_worker(self.queue.worker_id)
+                await self.queue.unregister_worker(self.worker_id)
 
     async def _claim(self, want: int, free: int) -> tuple[list[Lease], float | None]:
         """``claim_now``, shielded from run()'s cancellation. Cancelled while the call
         is in flight, the claim script may already have run: its leases would be
         this worker's, and nobody else's until they expire. So the call goes on and
         run()'s cleanup waits for it (``_claimed_in_flight``) to hand them back."""
-        call = asyncio.ensure_future(self.queue.claim_now(want, ttl=self.ttl, started=free))
+        call = asyncio.ensure_future(
+            self.queue.claim_now(want, ttl=self.ttl, worker=self.worker_id, started=free)
+        )
         try:
             return await asyncio.shield(call)
         except asyncio.CancelledError:
@@ -384,7 +424,7 @@ class Worker:
         if hasattr(self.queue, "register_worker"):
             held = len(self._tasks) + len(self._spare)  # running or prefetched
             await self.queue.register_worker(
-                self.queue.worker_id, **chores.row(self.concurrency, self.processed, held)
+                self.worker_id, **chores.row(self.concurrency, self.processed, held)
             )
 
     def _end(self, exc: LeaseqError) -> None:
@@ -404,7 +444,20 @@ class Worker:
         lease expires)."""
         if not self._tasks:
             return
-        await asyncio.wait(set(self._tasks), timeout=self.grace)
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.grace
+        hard = asyncio.ensure_future(self._now.wait())
+        try:  # until they are done, the grace is over, or a hard stop comes (a pass
+            # at least: a handler that has just returned gets its task resumed)
+            while True:
+                left = max(0.0, give_up - loop.time())
+                await asyncio.wait(
+                    {hard, *self._tasks}, timeout=left, return_when="FIRST_COMPLETED"
+                )
+                if not self._tasks or self._now.is_set() or loop.time() >= give_up:
+                    break
+        finally:
+            hard.cancel()
         running, _ = past_grace(self._tasks.items(), lambda item: self._jobs.returned(item[1]))
         for task, held in running:
             held.handed_back = True  # process() releases the job once its handler ends
@@ -419,14 +472,22 @@ class Worker:
         # too. So the wait is bounded (cut_off); run()'s cleanup cuts off what is left.
         await cut_off(late)
 
+    def _freed(self) -> None:
+        self._busy -= 1
+        waiting = self._slot_freed
+        if waiting is not None and not waiting.done():
+            waiting.set_result(None)
+
     def _start(self, held: Held) -> None:
+        held.slot = True
+        self._busy += 1
         task = asyncio.ensure_future(self._jobs.process(held))
         self._tasks[task] = held
         task.add_done_callback(self._finished)
 
     def _start_spare(self) -> int:
         """Start prefetched leases in the free handler slots; returns the slots still free."""
-        free = self.concurrency - len(self._tasks)
+        free = self.concurrency - self._busy
         while free > 0 and self._spare:
             held = self._spare.popleft()
             held.report = True  # the next heartbeat tells the server it started
@@ -470,19 +531,6 @@ class Worker:
             # A bug in the worker itself: say so rather than lose it silently.
             log_job(self.queue.name, logging.ERROR, None, "job task failed: %r", task.exception())
 
-    def _bridge(self) -> Callable[[Lease, Any], Any] | None:
-        """``current_job().progress`` for a plain handler in the thread pool: runs
-        the queue's ``progress`` on this loop and waits for it."""
-        report = getattr(self.queue, "progress", None)
-        if report is None:
-            return None
-        loop = asyncio.get_running_loop()
-
-        def bridge(lease: Lease, value: Any) -> Any:
-            return asyncio.run_coroutine_threadsafe(report(lease, value), loop).result()
-
-        return bridge
-
     async def _heartbeat(self) -> None:
         """Every ``ttl / 3``, extend every running job's lease in one ``extend_many``
         call (one call for the worker, not one per job); a lease found lost gets its
@@ -523,41 +571,7 @@ class Worker:
                 if self._jobs.beats.get(id(held.ctx)) is not held:  # finished (or timed out)
                     continue
                 if isinstance(result, LeaseLost):
-                    self._lease_lost(held, result)
+                    self._jobs.lost(held, result, self._spare)
                 else:
                     heard(held.ctx, result)
                     held.report = held.report and not told
-
-    def _lease_lost(self, held: Held, result: LeaseLost) -> None:
-        """A heartbeat found ``held``'s lease lost (or its job cancelled): ``heard``
-        marks its context; a running handler is cancelled, a spare never starts."""
-        ctx = held.ctx
-        self._jobs.beats.pop(id(ctx), None)
-        if held.job is not None and held.job.done():
-            # Its outcome is being written, and that call hears its own
-            # answer: this beat may have run just after it landed (the row
-            # succeeded under this very token), or a reply was lost and its
-            # retry will find AlreadyFinished. Not a lost lease.
-            return
-        verdict = heard(ctx, result)
-        if held.job is None:  # prefetched: it never starts (process() looks first)
-            with contextlib.suppress(ValueError):  # unless just taken to start
-                self._spare.remove(held)
-            log_job(self.queue.name, logging.INFO, ctx.lease, "prefetched lease lost: %s", result)
-            return
-        if verdict == "cancelled":
-            log_job(
-                self.queue.name,
-                logging.INFO,
-                ctx.lease,
-                "the job was cancelled while running; cancelling its handler",
-            )
-        else:
-            log_job(
-                self.queue.name,
-                logging.WARNING,
-                ctx.lease,
-                "heartbeat found the lease lost (%s); cancelling its handler",
-                result,
-            )
-        held.job.cancel()

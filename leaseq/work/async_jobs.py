@@ -23,17 +23,21 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from leaseq.errors import AlreadyFinished, LeaseqError
+from leaseq.errors import AlreadyFinished, LeaseLost, LeaseqError
 from leaseq.handler import JobContext, Kinds, _set_current, _set_current_task
 from leaseq.observe.observer import JobObserver
 from leaseq.observe.tracing import JobTracer
 from leaseq.protocols import AsyncQueueLike
 from leaseq.types import Lease
 from leaseq.work.completions import Completions
+from leaseq.work.heartbeat import heard
 from leaseq.work.log import log_job, log_written
 from leaseq.work.outage import Backoff, Outage, error_kind
 from leaseq.work.outcomes import Encode, HandlerTimeout, Outcome, decide, job_timeout
 from leaseq.work.told import Told
+
+_COUNTED = {"complete": "succeeded", "retry": "failed", "dead": "dead"}
+"""The ``counts`` entry of a replayed write, by its outcome's kind."""
 
 
 def is_async_handler(handler: Any) -> bool:
@@ -78,6 +82,10 @@ class Held:
     """When it was claimed, the loop's clock (seconds): how long a spare has waited."""
     handed_back: bool = False
     """A stop past its grace cancelled the handler while it ran: the job is released."""
+    slot: bool = False
+    """It holds one of the ``concurrency`` handler slots: from its start until its
+    handler has returned (and a plain one's thread too), not while its outcome
+    is written, so the next job starts meanwhile."""
 
 
 class AsyncJobs:
@@ -97,15 +105,22 @@ class AsyncJobs:
         encode: Callable[[Lease], Encode | None],
         outage: Outage,
         end: Callable[[LeaseqError], None],
+        on_stuck: Callable[[int], None] | None = None,
+        freed: Callable[[], None] = lambda: None,
     ) -> None:
         self.queue, self.handler, self.concurrency = queue, handler, concurrency
         self.ttl, self.timeout, self.metrics, self.tracer = ttl, timeout, metrics, tracer
         self.encode, self.outage, self.end = encode, outage, end
         """``end(exc)``: a fatal error of a write; the worker stops with it."""
         self.is_async = is_async_handler(handler)
-        self.processed = 0
-        """Jobs whose outcome was written (completed, failed or retried)."""
-        self.completions = Completions(queue)
+        self.counts = {"succeeded": 0, "failed": 0, "dead": 0, "released": 0, "lost": 0}
+        """Outcomes written (or, for ``lost``, discarded) since the worker was made."""
+        self.on_stuck = on_stuck
+        self.freed = freed
+        """Called as a job gives its handler slot back (``Held.slot``)."""
+        self.stuck = 0
+        """Plain handlers' threads still running past their job's timeout."""
+        self.completions = Completions(queue, lambda: len(self.beats))
         self.failing: set[asyncio.Future[Any]] = set()  # fail calls of write in flight
         self.beats: dict[int, Held] = {}
         """The leases the heartbeat extends, by id() of their JobContext: every
@@ -114,6 +129,26 @@ class AsyncJobs:
         self.pool: ThreadPoolExecutor | None = None
         self.threads: dict[int, Future[Any]] = {}
         """The pool thread of each running plain handler, by id() of its JobContext."""
+
+    @property
+    def processed(self) -> int:
+        """Jobs whose outcome was written: completed, failed (to retry) or dead."""
+        c = self.counts
+        return c["succeeded"] + c["failed"] + c["dead"]
+
+    def _stuck(self, change: int) -> None:
+        """One more (or fewer) thread stuck past its timeout: ``on_stuck`` hears the count."""
+        self.stuck += change
+        if self.on_stuck is not None:
+            try:
+                self.on_stuck(self.stuck)
+            except Exception:  # a hook's bug must not end the job's task
+                logging.getLogger("leaseq.worker").exception("on_stuck hook failed")
+
+    def _free(self, held: Held) -> None:
+        if held.slot:
+            held.slot = False
+            self.freed()
 
     def close(self) -> None:
         """At the end of a run: let the pool's threads go (those running finish alone)."""
@@ -195,10 +230,12 @@ class AsyncJobs:
             raised, outcome = self._outcome(ctx, job)
             told.finished(outcome.kind, ctx.lease)
             told.span_end(outcome, raised, lost=False)
+            self._free(held)  # its handler has returned: the next job may start
             await self._write(ctx, outcome)
             if cancelled:
                 raise asyncio.CancelledError
         finally:
+            self._free(held)
             self.beats.pop(id(ctx), None)
             told.span_end(None, None, lost=False)  # a bug of the worker's own: still end it
             self.threads.pop(id(ctx), None)
@@ -225,10 +262,12 @@ class AsyncJobs:
         if ours:
             with contextlib.suppress(LeaseqError):
                 await self.queue.release(ctx.lease)
+                self.counts["released"] += 1
 
     async def _discard(self, ctx: JobContext, told: Told) -> None:
         """The lease was lost while the handler ran: its outcome is dropped."""
         log_job(self.queue.name, logging.WARNING, ctx.lease, "lease lost: outcome discarded")
+        self.counts["lost"] += 1
         told.finished("lost", ctx.lease)
         if told.observer is not None:
             told.observer.lost(self.queue.name)
@@ -266,7 +305,11 @@ class AsyncJobs:
         ctx.lost.set()  # current_job().lost: a plain handler may notice and return
         if thread is not None and not thread.done():
             # The thread keeps its pool slot: so does this job, until it returns.
-            await asyncio.wait({asyncio.wrap_future(thread)})
+            self._stuck(+1)
+            try:
+                await asyncio.wait({asyncio.wrap_future(thread)})
+            finally:
+                self._stuck(-1)
             log_job(
                 self.queue.name,
                 logging.WARNING,
@@ -282,6 +325,7 @@ class AsyncJobs:
             try:
                 if outcome.kind == "complete":
                     await self.completions.complete(ctx.lease, outcome.result)
+                    self.counts["succeeded"] += 1
                 else:
                     dead = outcome.kind == "dead"
                     call = asyncio.ensure_future(
@@ -300,12 +344,12 @@ class AsyncJobs:
                     self.failing.add(call)
                     call.add_done_callback(self._failed)
                     state = await asyncio.shield(call)
+                    self.counts["dead" if state.value == "dead" else "failed"] += 1
                     log_written(self.queue.name, ctx.lease, outcome, state.value)
-                self.processed += 1
                 self.outage.ok("outcome")
                 return
-            except AlreadyFinished:
-                self.processed += 1  # a replay: our own write landed
+            except AlreadyFinished:  # a replay: our own write landed
+                self.counts[_COUNTED.get(outcome.kind, "failed")] += 1
                 self.outage.ok("outcome")
                 return
             except LeaseqError as exc:
@@ -317,6 +361,7 @@ class AsyncJobs:
                     self.end(exc)
                 else:  # answered: someone else holds or finished the job
                     self.outage.ok("outcome")
+                    self.counts["lost"] += 1
                 # Our outcome does not count.
                 log_job(self.queue.name, logging.WARNING, ctx.lease, "outcome dropped: %s", exc)
                 return
@@ -337,6 +382,54 @@ class AsyncJobs:
         thread = self.threads.get(id(held.ctx))
         return thread is None or thread.done()
 
+    def bridge(self) -> Callable[[Lease, Any], Any] | None:
+        """``current_job().progress`` for a plain handler in the thread pool: runs
+        the queue's ``progress`` on this loop and waits for it."""
+        report = getattr(self.queue, "progress", None)
+        if report is None:
+            return None
+        loop = asyncio.get_running_loop()
+
+        def bridge(lease: Lease, value: Any) -> Any:
+            return asyncio.run_coroutine_threadsafe(report(lease, value), loop).result()
+
+        return bridge
+
+    def lost(self, held: Held, result: LeaseLost, spare: deque[Held]) -> None:
+        """A heartbeat found ``held``'s lease lost (or its job cancelled): ``heard``
+        marks its context; a running handler is cancelled, a spare never starts
+        (it leaves ``spare``, the worker's prefetched leases)."""
+        ctx = held.ctx
+        self.beats.pop(id(ctx), None)
+        if held.job is not None and held.job.done():
+            # Its outcome is being written, and that call hears its own
+            # answer: this beat may have run just after it landed (the row
+            # succeeded under this very token), or a reply was lost and its
+            # retry will find AlreadyFinished. Not a lost lease.
+            return
+        verdict = heard(ctx, result)
+        if held.job is None:  # prefetched: it never starts (process() looks first)
+            with contextlib.suppress(ValueError):  # unless just taken to start
+                spare.remove(held)
+            log_job(self.queue.name, logging.INFO, ctx.lease, "prefetched lease lost: %s", result)
+            return
+        if verdict == "cancelled":
+            log_job(
+                self.queue.name,
+                logging.INFO,
+                ctx.lease,
+                "the job was cancelled while running; cancelling its handler",
+            )
+        else:
+            log_job(
+                self.queue.name,
+                logging.WARNING,
+                ctx.lease,
+                "heartbeat found the lease lost (%s); cancelling its handler",
+                result,
+            )
+        held.job.cancel()
+
     async def give_back(self, leases: deque[Held], what: str) -> LeaseqError | None:
         """Release ``leases`` (unstarted) from the head, each leaving the deque once
         its release has answered. A lease lost meanwhile, or a damaged row, costs
@@ -348,6 +441,7 @@ class AsyncJobs:
             self.beats.pop(id(held.ctx), None)
             try:
                 await self.queue.release(held.ctx.lease)
+                self.counts["released"] += 1
             except LeaseqError as exc:
                 if error_kind(exc) != "job":
                     log_job(

@@ -16,14 +16,10 @@ maps them, and says so:
 
 - ``processed``: the asyncio worker's own count; for the threaded worker the
   outcomes it wrote (``succeeded + failed + dead`` of its ``counts``).
-  ``counts`` (by outcome, with ``released`` and ``lost``) is the threaded
-  worker's alone: None on asyncio.
-- ``stop(now=True)``: the threaded worker's hard stop; on asyncio, cancelling
-  the task of ``run()`` (its ``stop()`` has no ``now``).
+- ``stop``: the asyncio worker's must be called on its loop (a signal handler
+  of ``loop.add_signal_handler`` is); the threaded worker's from any thread.
 - ``handle_signals=False`` is passed to the threaded worker (the asyncio
-  worker installs no handlers). ``on_stuck`` is the threaded worker's alone:
-  the asyncio driver does not pass it on (``Run.hears_stuck`` says whether
-  the hook is heard).
+  worker installs no handlers).
 """
 
 from __future__ import annotations
@@ -62,8 +58,6 @@ class Run:
 
     worker: Any
     """The worker itself (``leaseq.Worker`` or ``leaseq.aio.Worker``): public API only."""
-    hears_stuck = False
-    """Whether the worker calls ``on_stuck`` (the threaded worker's hook)."""
 
     def run(self, burst: bool = True) -> None:
         """Run the worker (by default in burst mode) until it returns; raises what it raised."""
@@ -93,14 +87,12 @@ class Run:
         raise NotImplementedError
 
     @property
-    def counts(self) -> dict[str, int] | None:
-        """The threaded worker's outcome counts; None on asyncio (it has none)."""
-        return None
+    def counts(self) -> dict[str, int]:
+        """The worker's outcome counts: succeeded, failed, dead, released, lost."""
+        return dict(self.worker.counts)
 
 
 class ThreadRun(Run):
-    hears_stuck = True
-
     def __init__(self, queue: Any, handler: Any, options: dict[str, Any]) -> None:
         options.setdefault("handle_signals", False)
         self.worker = leaseq.Worker(queue, handler, **options)
@@ -140,15 +132,10 @@ class ThreadRun(Run):
         c = self.worker.counts
         return int(c["succeeded"] + c["failed"] + c["dead"])
 
-    @property
-    def counts(self) -> dict[str, int] | None:
-        return dict(self.worker.counts)
-
 
 class AsyncioRun(Run):
     def __init__(self, driver: Driver, queue: Any, handler: Any, opts: Any) -> None:
         self._driver = driver
-        opts.pop("on_stuck", None)  # the threaded worker's hook: aio.Worker has none
         self.worker = driver.call(_made(leaseq.aio.Worker, queue, handler, **opts))
         self._task: asyncio.Task[int] | None = None
 
@@ -166,12 +153,7 @@ class AsyncioRun(Run):
         return task
 
     def stop(self, now: bool = False) -> None:
-        if now:
-            task = self._task
-            if task is not None:
-                self._driver.loop.call_soon_threadsafe(task.cancel)
-            return
-        self._driver.loop.call_soon_threadsafe(self.worker.stop)
+        self._driver.loop.call_soon_threadsafe(self.worker.stop, now)
 
     def join(self, timeout: float = RUN_LIMIT) -> None:
         assert self._task is not None, "join before start"

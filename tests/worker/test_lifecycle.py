@@ -413,8 +413,7 @@ def test_a_job_released_at_stop_is_counted_released_not_lost(driver: Driver) -> 
     w.stop()
     w.join(10)
     assert w.processed == 0
-    if w.counts is not None:
-        assert (w.counts["released"], w.counts["lost"]) == (1, 0)
+    assert (w.counts["released"], w.counts["lost"]) == (1, 0)
     assert _lost(metrics) == [0]
 
 

@@ -335,8 +335,7 @@ def test_a_spare_that_waits_too_long_goes_back_for_another_worker(
         second = live_driver.worker(handler, queue=q, concurrency=3, ttl=5.0)
         second.run(burst=True)
         assert second.processed == 3
-        if second.counts is not None:
-            assert second.counts["succeeded"] == 3
+        assert second.counts["succeeded"] == 3
     finally:
         let_go.set()
         first.stop()
@@ -345,12 +344,11 @@ def test_a_spare_that_waits_too_long_goes_back_for_another_worker(
     for job_id in [blocker, *spares]:
         assert _job(q, job_id).state is leaseq.State.SUCCEEDED
     assert first.processed == 1
-    if first.counts is not None:
-        assert (first.counts["succeeded"], first.counts["released"], first.counts["lost"]) == (
-            1,
-            3,
-            0,
-        )
+    assert (first.counts["succeeded"], first.counts["released"], first.counts["lost"]) == (
+        1,
+        3,
+        0,
+    )
     assert q.stats().totals.get("refunded", 0) == 0
 
 

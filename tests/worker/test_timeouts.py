@@ -120,14 +120,11 @@ def test_a_handler_past_its_timeout_is_failed_retried_then_dead(
         assert time.monotonic() - started < 10
         job = _job(q, job_id)
         assert job.attempts == 2 and job.last_error == "timed out after 0.2 s"
-        if w.hears_stuck:
-            wait_until(lambda: stuck and stuck[-1] == 2, 5, what="two stuck threads reported")
-        if w.counts is not None:
-            assert w.counts["failed"] == 1 and w.counts["dead"] == 1
+        wait_until(lambda: stuck and stuck[-1] == 2, 5, what="two stuck threads reported")
+        assert w.counts["failed"] == 1 and w.counts["dead"] == 1
         before = driver.redis.hgetall(q.keys.job(job_id))
         release.set()  # the stuck threads return their results now: discarded
-        if w.hears_stuck:
-            wait_until(lambda: stuck[-1] == 0, 5, what="the threads to return")
+        wait_until(lambda: stuck[-1] == 0, 5, what="the threads to return")
         wait_until(lambda: len(returned) == 2, 5, what="the threads to return")
         assert sorted(returned) == [1, 2]
         wait_until(lambda: "outcome discarded" in caplog.text, 5, what="the discard logged")
@@ -168,8 +165,7 @@ def test_a_stuck_thread_keeps_its_slot_until_it_returns(driver: Driver) -> None:
     w = driver.worker(handler, queue=q, concurrency=1, on_stuck=stuck.append)
     w.start()
     try:
-        if w.hears_stuck:
-            wait_until(lambda: stuck == [1], 10, what="the stuck thread reported")
+        wait_until(lambda: stuck == [1], 10, what="the stuck thread reported")
         wait_until(lambda: _job(q, first).state is leaseq.State.DEAD, 10, what="the timeout")
         assert events == ["start stuck"]  # the one slot is still taken
         release.set()

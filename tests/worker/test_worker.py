@@ -38,8 +38,7 @@ def test_return_value_completes_with_result(driver: Driver) -> None:
     w = driver.worker(handlers.echo, concurrency=3)
     w.run(burst=True)
     assert w.processed == 25
-    if w.counts is not None:
-        assert w.counts["succeeded"] == 25
+    assert w.counts["succeeded"] == 25
     for i, job_id in enumerate(ids):
         job = _job(q, job_id)
         assert job.state is leaseq.State.SUCCEEDED and job.result == {"i": i}
@@ -65,8 +64,7 @@ def test_exception_with_attempts_left_schedules_a_retry(driver: Driver) -> None:
     job = _job(q, job_id)
     assert job.state is leaseq.State.SCHEDULED and job.attempts == 1
     assert w.processed == 1
-    if w.counts is not None:
-        assert w.counts["failed"] == 1
+    assert w.counts["failed"] == 1
 
 
 def test_retry_exception_sets_the_delay(driver: Driver) -> None:
@@ -97,8 +95,7 @@ def test_dead_exception_dead_letters_at_once(driver: Driver) -> None:
     assert job.state is leaseq.State.DEAD and job.attempts == 1
     assert job.last_error == "Dead: bad input"
     assert w.processed == 1
-    if w.counts is not None:
-        assert w.counts["dead"] == 1
+    assert w.counts["dead"] == 1
 
 
 def test_every_outcome_in_one_burst(live_driver: Driver) -> None:
@@ -267,8 +264,7 @@ def test_burst_with_nothing_returns(driver: Driver) -> None:
     w = driver.worker(handlers.noop)
     w.run(burst=True)
     assert w.processed == 0
-    if w.counts is not None:
-        assert w.counts["succeeded"] == 0
+    assert w.counts["succeeded"] == 0
 
 
 @pytest.mark.parametrize("groups", [True, False], ids=["queue-and-group", "queue"])
@@ -288,8 +284,7 @@ def test_burst_waits_out_limits_that_hold_pending_jobs_back(
     w = live_driver.worker(handlers.noop, queue=q, ttl=5.0)
     w.run(burst=True)
     assert w.processed == 10
-    if w.counts is not None:
-        assert w.counts["succeeded"] == 10
+    assert w.counts["succeeded"] == 10
     assert q.stats().pending == 0
 
 
