@@ -50,6 +50,9 @@ __all__ = ["Worker"]
 
 logger = logging.getLogger("leaseq.worker")
 
+Inbox = queue_mod.SimpleQueue[Task | None]
+"""The handler threads' queue of leases to run, and the reporter's of those run."""
+
 MAX_IDLE_WAIT = 5.0
 """Longest single block on the wake list: a lost wake-up only delays a job this much."""
 
@@ -155,9 +158,10 @@ class Worker:
 
     def _reset(self) -> None:
         self._held.reset()
-        self._work: queue_mod.SimpleQueue[Task | None] = queue_mod.SimpleQueue()
-        self._done: queue_mod.SimpleQueue[Task | None] = queue_mod.SimpleQueue()
+        self._work: Inbox = queue_mod.SimpleQueue()
+        self._done: Inbox = queue_mod.SimpleQueue()
         self._claimer_done = False
+        self._carried: set[Task] = set()
         self._wake = threading.Event()
         self._prefetch = Prefetch(self.concurrency, self.prefetch, time.monotonic(), ttl=self.ttl)
         """Most leases held at once (``limit``); adaptive, it moves with the job rate."""
@@ -215,10 +219,11 @@ class Worker:
         log_started(self.queue.name, self.worker_id, self.concurrency, self.ttl, burst)
         # Each thread is bound to this run's queues: a handler still running after a
         # hard stop must never pick up work from a later run().
+        self._carried = set(self._timeouts.stuck)  # see _may_take
         threads = [
             threading.Thread(
                 target=self._handler_loop,
-                args=(self._work, self._done),
+                args=(self._work, self._done, i),
                 name=f"leaseq-handler-{i}",
                 daemon=True,
             )
@@ -384,12 +389,13 @@ class Worker:
 
     # -- handler threads -------------------------------------------------------
 
-    def _handler_loop(
-        self, work: queue_mod.SimpleQueue[Task | None], done: queue_mod.SimpleQueue[Task | None]
-    ) -> None:
+    def _handler_loop(self, work: Inbox, done: Inbox, slot: int) -> None:
         loop: asyncio.AbstractEventLoop | None = None  # made for the first async handler
         try:
             while True:
+                if self._carried:  # rare: see _may_take
+                    with self._cond:
+                        self._cond.wait_for(lambda: self._may_take(slot))
                 task = work.get()
                 if task is None:
                     return
@@ -399,7 +405,12 @@ class Worker:
             if loop is not None:
                 loop.close()
 
-    def _begin(self, task: Task, done: queue_mod.SimpleQueue[Task | None]) -> bool:
+    def _may_take(self, slot: int) -> bool:
+        """Threads of an earlier run still running (handed back at a hard stop) hold
+        their slots: until they return, as many of this run's threads wait."""
+        return self._stopping or slot < self.concurrency - len(self._carried & self._timeouts.stuck)
+
+    def _begin(self, task: Task, done: Inbox) -> bool:
         """A handler thread took ``task``: True to run it; False if it went back
         unstarted (the worker is stopping, or the lease is lost) or was handed
         back while it waited (``Timeouts.begin``)."""
@@ -417,10 +428,7 @@ class Worker:
         return True
 
     def _run_one(
-        self,
-        task: Task,
-        done: queue_mod.SimpleQueue[Task | None],
-        loop: asyncio.AbstractEventLoop | None,
+        self, task: Task, done: Inbox, loop: asyncio.AbstractEventLoop | None
     ) -> asyncio.AbstractEventLoop | None:
         """Run ``task``'s handler and queue its outcome for the reporter (unless it
         timed out meanwhile); returns this thread's event loop, if an async

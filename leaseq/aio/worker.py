@@ -61,6 +61,12 @@ _WRITE_WAIT = 5.0
 to be written (a server that does not answer must not hold run() forever)."""
 
 
+def _soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> None:
+    """``fn(*args)`` on ``loop`` from another thread; nothing once the loop is closed."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(fn, *args)
+
+
 def _cancel_lost(task: asyncio.Task[Any] | None) -> bool:
     """Whether ``task`` was asked to cancel and yet runs on: redis-py 8 can swallow a
     cancel that lands while a command is in flight (the call returns as if none had
@@ -170,6 +176,8 @@ class Worker:
         release has answered: a run() that ends meanwhile releases them too."""
         self._in_flight: asyncio.Future[tuple[list[Lease], float | None]] | None = None
         """The claim call in flight when run() was cancelled (``_claim``)."""
+        self._serving = False
+        """run()'s loop is taking work: a freed slot may start a spare."""
 
     @property
     def processed(self) -> int:
@@ -237,6 +245,8 @@ class Worker:
             self.concurrency, self.prefetch, loop.time(), self.processed, ttl=self.ttl
         )
         backoff = Backoff()
+        self._serving = True
+        self._jobs.orphan_returned = lambda: _soon(loop, self._freed, 0)
         try:
             me = asyncio.current_task()
             while not self._stop.is_set():
@@ -253,22 +263,25 @@ class Worker:
                     delay = self._outage.failed("claim", exc, backoff)
                     await asyncio.wait({stop_wait}, timeout=delay)
                     continue
-                if (leases or self._spare) and self._busy < self.concurrency:
+                if (leases or self._spare) and self._free_slots() > 0:
                     continue  # there may be more right away
                 if held:
                     await asyncio.wait({stop_wait}, timeout=held_wait(hint))
                     continue
-                if burst and not leases and may_end(len(self._tasks) + len(self._spare), 0):
+                held_now = len(self._tasks) + len(self._spare)
+                if burst and not leases and may_end(held_now, len(self._jobs.orphans)):
                     return self.processed
                 await self._idle(chores, hint, stop_wait)
+            self._serving = False
             await self._release_spare()
             if self._fatal is None:
                 await self._drain()
             return self.processed
         finally:
+            self._serving = False
             leftovers: list[asyncio.Future[Any]] = [stop_wait, beater, *self._tasks]
             leftovers += [self._wake] if self._wake is not None else []
-            await self._unwind(leftovers)
+            await self._unwind(leftovers, dict(self._tasks))
 
     async def _claim_pass(
         self, chores: Chores, burst: bool
@@ -321,7 +334,7 @@ class Worker:
         waiters: set[asyncio.Future[Any]] = {stop_wait, freed, *self._tasks}
         timeout = min(_IDLE_SLICE if hint is None else hint, _IDLE_SLICE, TICK_INTERVAL)
         timeout = min(timeout, chores.next_register - loop.time())
-        if self._busy < self.concurrency:
+        if self._free_slots() > 0:
             if self._wake is None or self._wake.done():
                 # Kept across iterations: cancelling a BLPOP costs a reconnect.
                 self._wake = asyncio.ensure_future(self.queue.wait_for_wake(timeout))
@@ -338,13 +351,15 @@ class Worker:
             with contextlib.suppress(ServerUnavailable):
                 wake.result()
 
-    async def _unwind(self, leftovers: list[asyncio.Future[Any]]) -> None:
+    async def _unwind(
+        self, leftovers: list[asyncio.Future[Any]], jobs: dict[asyncio.Task[None], Held]
+    ) -> None:
         """Cancel what this run started and clean up (``_clean_up``), shielded: a
         second cancel (another Ctrl-C, a wait_for around the task) still lets the
         leases go back, within the cleanup's own bound, and then goes on."""
         for future in leftovers:
             future.cancel()
-        cleanup = asyncio.ensure_future(self._clean_up(leftovers))
+        cleanup = asyncio.ensure_future(self._clean_up(leftovers, jobs))
         again = False
         while not cleanup.done():
             try:
@@ -354,7 +369,9 @@ class Worker:
         if again:
             raise asyncio.CancelledError
 
-    async def _clean_up(self, leftovers: list[asyncio.Future[Any]]) -> None:
+    async def _clean_up(
+        self, leftovers: list[asyncio.Future[Any]], jobs: dict[asyncio.Task[None], Held]
+    ) -> None:
         """run()'s last steps, within ``_CLEANUP_WAIT`` s whatever the server does:
         let the cancelled tasks unwind (a cancelled BLPOP drops its connection, a
         cancelled job releases its lease, or writes its outcome if its handler
@@ -369,6 +386,12 @@ class Worker:
         if leftovers:
             _, late = await asyncio.wait(leftovers, timeout=_CLEANUP_WAIT)
             await cut_off(late)  # a release the server does not answer
+        for task, held in jobs.items():
+            if held.job is None and task.cancelled():
+                # Cancelled before its first step (a spare a freed slot started just
+                # as run() was cancelled): it never ran, so it goes back as a spare.
+                self._busy -= 1
+                self._spare.append(held)
         await self._jobs.completions.finish(max(0.0, give_up - loop.time()))
         if self._jobs.failing:  # failures on the wire: their handlers have run too
             _, late = await asyncio.wait(
@@ -472,8 +495,18 @@ class Worker:
         # too. So the wait is bounded (cut_off); run()'s cleanup cuts off what is left.
         await cut_off(late)
 
-    def _freed(self) -> None:
-        self._busy -= 1
+    def _free_slots(self) -> int:
+        """Handler slots free: ``concurrency`` less the handlers running, and less the
+        plain handlers' threads that run on after their job was handed back."""
+        return self.concurrency - self._busy - len(self._jobs.orphans)
+
+    def _freed(self, taken: int = 1) -> None:
+        """A handler returned (``taken`` 0: an orphan thread did): its slot takes
+        the next spare at once (a handler must not wait for the run loop, which
+        may be awaiting a claim), and an idle run loop wakes."""
+        self._busy -= taken
+        if self._serving and not self._stop.is_set():
+            self._start_spare()
         waiting = self._slot_freed
         if waiting is not None and not waiting.done():
             waiting.set_result(None)
@@ -487,7 +520,7 @@ class Worker:
 
     def _start_spare(self) -> int:
         """Start prefetched leases in the free handler slots; returns the slots still free."""
-        free = self.concurrency - self._busy
+        free = self._free_slots()
         while free > 0 and self._spare:
             held = self._spare.popleft()
             held.report = True  # the next heartbeat tells the server it started

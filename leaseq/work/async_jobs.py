@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import inspect
 import logging
 from collections import deque
@@ -118,9 +119,13 @@ class AsyncJobs:
         self.on_stuck = on_stuck
         self.freed = freed
         """Called as a job gives its handler slot back (``Held.slot``)."""
+        self.orphans: set[Future[Any]] = set()
+        """Pool threads still running whose job task has ended (``_orphan``)."""
+        self.orphan_returned: Callable[[], None] = lambda: None
+        """Called, from the pool thread, as one of ``orphans`` returns."""
         self.stuck = 0
         """Plain handlers' threads still running past their job's timeout."""
-        self.completions = Completions(queue, lambda: len(self.beats))
+        self.completions = Completions(queue, lambda: len(self.beats), self.counts)
         self.failing: set[asyncio.Future[Any]] = set()  # fail calls of write in flight
         self.beats: dict[int, Held] = {}
         """The leases the heartbeat extends, by id() of their JobContext: every
@@ -144,6 +149,18 @@ class AsyncJobs:
                 self.on_stuck(self.stuck)
             except Exception:  # a hook's bug must not end the job's task
                 logging.getLogger("leaseq.worker").exception("on_stuck hook failed")
+
+    def _orphan(self, thread: Future[Any]) -> None:
+        """A plain handler's thread runs on after its job was handed back (a stop
+        past its grace, run() cancelled): it keeps a handler slot until it returns,
+        in this run and the next (``orphans``), so ``concurrency`` holds."""
+        self.orphans.add(thread)
+
+        def returned(f: Future[Any]) -> None:  # in the pool thread
+            self.orphans.discard(f)
+            self.orphan_returned()
+
+        thread.add_done_callback(returned)
 
     def _free(self, held: Held) -> None:
         if held.slot:
@@ -212,7 +229,10 @@ class AsyncJobs:
                     await self._timed_out(ctx, job, limit or 0.0)
                     return
             except asyncio.CancelledError:
-                if held.handed_back or not self.returned(held):
+                if not held.handed_back and self.returned(held) and not job.done():
+                    # Its thread has returned; the task that awaits it resumes next.
+                    await asyncio.wait({job}, timeout=1.0)
+                if held.handed_back or not job.done() or not self.returned(held):
                     # This task was cancelled (a fatal error, run() cancelled, a
                     # handler ignoring its cancellation past the grace) or its
                     # handler was (stop past its grace): hand the job back.
@@ -235,10 +255,12 @@ class AsyncJobs:
             if cancelled:
                 raise asyncio.CancelledError
         finally:
+            thread = self.threads.pop(id(ctx), None)
+            if thread is not None and not thread.done():
+                self._orphan(thread)
             self._free(held)
             self.beats.pop(id(ctx), None)
             told.span_end(None, None, lost=False)  # a bug of the worker's own: still end it
-            self.threads.pop(id(ctx), None)
 
     def _outcome(
         self, ctx: JobContext, job: asyncio.Future[Any]
@@ -303,13 +325,16 @@ class AsyncJobs:
             self.metrics.finished(self.queue.name, outcome.kind, limit, ctx.lease)
         await self._write(ctx, outcome)
         ctx.lost.set()  # current_job().lost: a plain handler may notice and return
-        if thread is not None and not thread.done():
-            # The thread keeps its pool slot: so does this job, until it returns.
+        running = job if thread is None else asyncio.wrap_future(thread)
+        if not running.done():
+            # A thread cannot be cancelled, and a coroutine may swallow its
+            # cancellation: either keeps its slot, so this job does, until it ends.
             self._stuck(+1)
             try:
-                await asyncio.wait({asyncio.wrap_future(thread)})
+                await asyncio.wait({running})
             finally:
                 self._stuck(-1)
+        if thread is not None:
             log_job(
                 self.queue.name,
                 logging.WARNING,
@@ -323,9 +348,8 @@ class AsyncJobs:
         backoff = Backoff()
         while not ctx.lost.is_set():
             try:
-                if outcome.kind == "complete":
+                if outcome.kind == "complete":  # counted where it lands (Completions)
                     await self.completions.complete(ctx.lease, outcome.result)
-                    self.counts["succeeded"] += 1
                 else:
                     dead = outcome.kind == "dead"
                     call = asyncio.ensure_future(
@@ -342,14 +366,12 @@ class AsyncJobs:
                     # stay active and run again once its lease expired). run()'s
                     # cleanup waits for it, within its bound.
                     self.failing.add(call)
-                    call.add_done_callback(self._failed)
+                    call.add_done_callback(functools.partial(self._failed, outcome))
                     state = await asyncio.shield(call)
-                    self.counts["dead" if state.value == "dead" else "failed"] += 1
                     log_written(self.queue.name, ctx.lease, outcome, state.value)
                 self.outage.ok("outcome")
                 return
-            except AlreadyFinished:  # a replay: our own write landed
-                self.counts[_COUNTED.get(outcome.kind, "failed")] += 1
+            except AlreadyFinished:  # a replay: our own write landed (counted there)
                 self.outage.ok("outcome")
                 return
             except LeaseqError as exc:
@@ -361,17 +383,24 @@ class AsyncJobs:
                     self.end(exc)
                 else:  # answered: someone else holds or finished the job
                     self.outage.ok("outcome")
-                    self.counts["lost"] += 1
                 # Our outcome does not count.
                 log_job(self.queue.name, logging.WARNING, ctx.lease, "outcome dropped: %s", exc)
                 return
 
-    def _failed(self, call: asyncio.Future[Any]) -> None:
-        """A ``fail`` call of ``_write`` ended (its error, if its job task is gone, is
-        read here, so asyncio does not warn)."""
+    def _failed(self, outcome: Outcome, call: asyncio.Future[Any]) -> None:
+        """A ``fail`` call of ``_write`` ended: counted here, where it lands (its job
+        task may have been cancelled meanwhile), and its error read, so asyncio
+        does not warn."""
         self.failing.discard(call)
-        if not call.cancelled():
-            call.exception()
+        if call.cancelled():
+            return
+        exc = call.exception()
+        if exc is None:
+            self.counts["dead" if call.result().value == "dead" else "failed"] += 1
+        elif isinstance(exc, AlreadyFinished):  # a replay: our own write landed
+            self.counts[_COUNTED.get(outcome.kind, "failed")] += 1
+        elif isinstance(exc, LeaseqError) and error_kind(exc) == "job":
+            self.counts["lost"] += 1
 
     def returned(self, held: Held) -> bool:
         """Whether ``held``'s handler has returned (or raised): its job future is done

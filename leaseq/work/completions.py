@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Callable, Collection
 from typing import Any
 
+from leaseq.errors import AlreadyFinished
 from leaseq.protocols import AsyncQueueLike
 from leaseq.types import Lease
 from leaseq.work.outcomes import WRITE_BATCH, completion_batch
@@ -47,9 +48,17 @@ class Completions:
     alone; a replayed one finds AlreadyFinished).
     """
 
-    def __init__(self, queue: AsyncQueueLike, held: Callable[[], int] = lambda: 0) -> None:
+    def __init__(
+        self,
+        queue: AsyncQueueLike,
+        held: Callable[[], int] = lambda: 0,
+        counts: dict[str, int] | None = None,
+    ) -> None:
         self.queue = queue
         self.held = held
+        self.counts = counts if counts is not None else {"succeeded": 0, "lost": 0}
+        """Where each completion is counted as it lands: ``succeeded`` (a replay's
+        AlreadyFinished too) or ``lost``, even if its job task is gone by then."""
         self._waiting: list[tuple[Lease, Any, asyncio.Future[None]]] = []
         self._writer: asyncio.Task[None] | None = None
 
@@ -104,11 +113,20 @@ class Completions:
                 if isinstance(exc, asyncio.CancelledError):
                     raise
                 continue
-            by_lease = {(lost.job_id, lost.token): lost for lost in refused}
-            for lease, _, done in batch:
-                if not done.done():  # its job task was cancelled meanwhile
-                    lost = by_lease.get((lease.id, lease.attempt))
-                    if lost is None:
-                        done.set_result(None)
-                    else:
-                        done.set_exception(lost)
+            self._landed(batch, refused)
+
+    def _landed(
+        self, batch: list[tuple[Lease, Any, asyncio.Future[None]]], refused: list[Any]
+    ) -> None:
+        """Count a call's completions and answer each waiter: None, or its refusal."""
+        by_lease = {(lost.job_id, lost.token): lost for lost in refused}
+        for lease, _, done in batch:
+            lost = by_lease.get((lease.id, lease.attempt))
+            landed = lost is None or isinstance(lost, AlreadyFinished)
+            self.counts["succeeded" if landed else "lost"] += 1
+            if done.done():  # its job task was cancelled meanwhile
+                continue
+            if lost is None:
+                done.set_result(None)
+            else:
+                done.set_exception(lost)

@@ -89,13 +89,14 @@ class HeldTable:
 
     def forget(self, tasks: list[Task]) -> list[Task]:
         """Settle ``tasks`` (call holding ``cond``): no longer held, the claimer
-        woken; returns the timed-out ones (the caller asks ``Timeouts.settled``)."""
+        woken; returns those timed out or handed back at a stop, whose thread may
+        run on (the caller asks ``Timeouts.settled``)."""
         timed_out = []
         for task in tasks:
             key = task.key
             if self.tasks.get(key) is task:
                 del self.tasks[key]
-            if task.timed_out:
+            if task.timed_out or task.handed_back:
                 timed_out.append(task)
         self.finished += len(tasks)
         self.gen += 1

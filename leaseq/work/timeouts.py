@@ -68,8 +68,10 @@ class Timeouts:
         starts and as it returns), uncontended but for the rare choice."""
 
     def reset(self) -> None:
+        """A new run(): no limits armed. ``stuck`` stays: a thread of an earlier run
+        still running (handed back at a hard stop, say) holds its slot in this
+        one too, or the run would start ``concurrency`` more beside it."""
         with self.cond:
-            self.stuck = set()
             self.next_at = math.inf
 
     def arm(self, task: Task) -> None:
@@ -125,11 +127,16 @@ class Timeouts:
             task.returned = True
             if not task.timed_out:
                 task.outcome = outcome
-                return True
+                if not task.handed_back:
+                    return True
         with self.cond:
             was_stuck = task in self.stuck
             self.stuck.discard(task)
             self.cond.notify_all()  # the claimer may use the slot again
+        if not task.timed_out:  # handed back at a stop: the writer discards it
+            if was_stuck:
+                self.report()
+            return True
         late = time.monotonic() - task.timeout_at
         if task.ctx.cancelled.is_set():
             log_job(
@@ -217,14 +224,18 @@ class Timeouts:
 
     def settled(self, task: Task) -> bool:
         """``task`` was written (or discarded) and forgotten: a timed-out one whose
-        thread still runs becomes stuck. Call holding ``cond``; True if the stuck
-        count changed (then call ``report`` once the lock is let go)."""
-        if not task.timed_out:
+        thread still runs becomes stuck, and so does one handed back at a stop
+        while it ran (its thread holds a slot, in the next run() too). Call
+        holding ``cond``; True if the stuck count changed (then call ``report``
+        once the lock is let go)."""
+        running = task.started and not task.returned
+        if not (task.timed_out or (task.handed_back and running)):
             return False
         task.ctx.lost.set()  # current_job().lost: the handler may notice and return
-        if task.returned:
-            return False
-        self.stuck.add(task)
+        with self._decided:  # returned() decides under it whether it saw the task stuck
+            if task.returned:
+                return False
+            self.stuck.add(task)
         return True
 
     def report(self) -> None:

@@ -637,3 +637,66 @@ def test_cancelling_run_as_a_handler_returns_writes_its_outcome(
     assert runs == 1
     assert job is not None and job.state is state, job and (job.state, job.max_attempts)
     assert job.attempts == 1 and job.max_attempts == 1
+
+
+@pytest.mark.parametrize("kind", ["async", "plain"])
+def test_counts_after_a_cancelled_run_match_the_rows(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop, kind: str
+) -> None:
+    # run() cancelled mid-drain: the completions that were waiting still go out
+    # (their handlers ran), though their job tasks are cancelled. Each is counted
+    # where it lands, so counts says what the rows say.
+    async def async_noop(lease: leaseq.Lease) -> None:
+        return None
+
+    def plain_noop(lease: leaseq.Lease) -> None:
+        return None
+
+    async def scenario() -> tuple[dict[str, int], leaseq.Stats]:
+        await live.enqueue_many([{} for _ in range(3000)])
+        handler = async_noop if kind == "async" else plain_noop
+        worker = leaseq.aio.Worker(live, handler, concurrency=8)
+        task = asyncio.ensure_future(worker.run())
+        while (await live.stats()).succeeded < 300:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 10.0)
+        return dict(worker.counts), await live.stats()
+
+    counts, stats = run(loop, scenario())
+    assert stats.active == 0
+    assert counts["succeeded"] == stats.succeeded > 0
+    assert stats.pending == 3000 - stats.succeeded
+    assert counts["lost"] == 0
+
+
+def test_an_async_handler_that_swallows_its_timeout_keeps_its_slot(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    # A coroutine that catches its cancellation at the timeout and runs on still
+    # holds its handler slot (as a thread past its timeout does): concurrency holds.
+    running = peak = 0
+    stuck: list[int] = []
+
+    async def handler(lease: leaseq.Lease) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.3)  # swallowed: it runs on past its timeout
+        finally:
+            running -= 1
+
+    async def scenario() -> leaseq.Stats:
+        await live.enqueue_many([{} for _ in range(6)], max_attempts=1)
+        worker = leaseq.aio.Worker(live, handler, concurrency=2, timeout=0.1, on_stuck=stuck.append)
+        await asyncio.wait_for(worker.run(burst=True), 20.0)
+        return await live.stats()
+
+    stats = run(loop, scenario())
+    assert peak == 2, peak
+    assert stats.dead == 6 and stats.active == 0
+    assert max(stuck) <= 2 and stuck[-1] == 0

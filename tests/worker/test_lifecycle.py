@@ -501,3 +501,31 @@ def test_run_twice_at_once_is_refused(live_driver: Driver) -> None:
         w.run(burst=True)
     w.stop()
     w.join(10)
+
+
+def test_a_hard_stop_then_a_new_run_keeps_to_concurrency(live_driver: Driver) -> None:
+    """Handlers still running in threads after stop(now=True) (their jobs handed
+    back) hold their slots in the next run() too: never more than ``concurrency``
+    handlers at once."""
+    q = live_driver.queue("again")
+    lock, running, peak = threading.Lock(), [0], [0]
+    entered = threading.Event()
+
+    def handler(lease: leaseq.Lease) -> None:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        entered.set()
+        time.sleep(0.6)
+        with lock:
+            running[0] -= 1
+
+    q.enqueue_many([{} for _ in range(6)])
+    w = live_driver.worker(handler, queue=q, concurrency=2, ttl=5.0)
+    w.start()
+    assert entered.wait(10)
+    w.stop(now=True)
+    w.join(10)
+    w.run(burst=True)
+    assert peak[0] == 2, peak[0]
+    wait_until(lambda: q.stats().succeeded == 6, 20, what="every job done")
