@@ -253,7 +253,8 @@ class Timeouts:
                 self.queue,
                 logging.WARNING,
                 None,
-                "%d handler thread(s) still running past their timeout",
+                "%d handler thread(s) still running after their job was given up "
+                "(past a timeout, cancelled, or handed back at a stop)",
                 count,
             )
         if self.on_stuck is not None:
