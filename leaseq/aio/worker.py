@@ -37,9 +37,9 @@ from leaseq.types import Lease
 from leaseq.work.async_jobs import AsyncJobs, Held
 from leaseq.work.chores import Chores
 from leaseq.work.claims import Prefetch, held_back_async, held_wait, log_handed_back
-from leaseq.work.completions import cut_off
 from leaseq.work.heartbeat import heard
 from leaseq.work.log import log_job, log_started, log_stopped
+from leaseq.work.loop_calls import cancel_lost, cut_off, soon
 from leaseq.work.outage import Backoff, Outage, error_kind, log_fatal
 from leaseq.work.outcomes import check_worker, result_encoder
 from leaseq.work.shutdown import may_end, past_grace
@@ -59,20 +59,6 @@ cancelled: a server that stops answering must not hold run() forever."""
 _WRITE_WAIT = 5.0
 """Longest a stop past its grace waits for the outcomes of handlers that returned
 to be written (a server that does not answer must not hold run() forever)."""
-
-
-def _soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> None:
-    """``fn(*args)`` on ``loop`` from another thread; nothing once the loop is closed."""
-    with contextlib.suppress(RuntimeError):
-        loop.call_soon_threadsafe(fn, *args)
-
-
-def _cancel_lost(task: asyncio.Task[Any] | None) -> bool:
-    """Whether ``task`` was asked to cancel and yet runs on: redis-py 8 can swallow a
-    cancel that lands while a command is in flight (the call returns as if none had
-    come; ``cancelling()`` still counts it). Python 3.11+; False before."""
-    cancelling = getattr(task, "cancelling", None)
-    return cancelling is not None and cancelling() > 0
 
 
 class Worker:
@@ -246,11 +232,11 @@ class Worker:
         )
         backoff = Backoff()
         self._serving = True
-        self._jobs.orphan_returned = lambda: _soon(loop, self._freed, 0)
+        self._jobs.orphan_returned = lambda: soon(loop, self._freed, 0)
         try:
             me = asyncio.current_task()
             while not self._stop.is_set():
-                if _cancel_lost(me):
+                if cancel_lost(me):
                     raise asyncio.CancelledError
                 try:
                     leases, hint, held = await self._claim_pass(chores, burst)

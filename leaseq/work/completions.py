@@ -4,12 +4,13 @@ in few ``complete_many`` calls (``completion_batch`` decides which share one).""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import Any
 
 from leaseq.errors import AlreadyFinished
 from leaseq.protocols import AsyncQueueLike
 from leaseq.types import Lease
+from leaseq.work.loop_calls import cut_off
 from leaseq.work.outcomes import WRITE_BATCH, completion_batch
 
 LINGER = 0.01
@@ -17,21 +18,6 @@ LINGER = 0.01
 longer than the threaded worker's (``leaseq.work.writes.OUTCOME_LINGER``), as
 fewer jobs end per millisecond on an event loop (measured: 2 ms gave about 5
 jobs a call on a no-op drain, 10 ms about 10, at the same jobs/s)."""
-
-
-async def cut_off(futures: Collection[asyncio.Future[Any]]) -> None:
-    """Cancel ``futures`` and wait for them briefly. A cancel can be lost inside
-    the Redis client (seen on a server that stopped answering while a connection
-    was being made: the call went on to a new handshake), so it is repeated; what
-    still runs after that is left behind, its exception read when it ends."""
-    for _ in range(3):
-        if not futures:
-            return
-        for future in futures:
-            future.cancel()
-        _, futures = await asyncio.wait(futures, timeout=0.5)
-    for future in futures:
-        future.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
 class Completions:
