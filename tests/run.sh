@@ -22,8 +22,8 @@
 #            the built-in django.tasks (main runs them on the django-tasks backport).
 #
 # Two lanes, one a core (LEASEQ_SERIAL=1: one pass after the other). The main and
-# oldest passes are cut in two (-1: MAIN_1 below; -2: the rest of tests/, so
-# together exactly the whole pass); the pieces, longest first (CHUNKS), are
+# oldest passes are cut in three (-1: PIECE_1 below; -2: PIECE_2; -3: the rest of
+# tests/, so together exactly the whole pass); the pieces, longest first (CHUNKS), are
 # taken by whichever lane is free, so the lanes end within a piece of each
 # other. Each piece fails if pytest fails or if no test passed in it
 # (tests/conftest.py); all run, then a summary; the exit code is the first failing
@@ -36,10 +36,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The first piece of the main and oldest passes (see above): paths under tests/.
-MAIN_1=(tests/store tests/transport/test_aio.py tests/test_*.py)
-# The pieces, longest first (seconds on a 2-core box, 2026-12: main-2 544,
-# oldest-2 ~500, main-1 339, oldest-1 ~260, server2 ~250, django 2).
-CHUNKS=(main-2 oldest-2 main-1 oldest-1 server2 django)
+PIECE_1=(tests/store tests/transport/test_aio.py tests/test_*.py)
+PIECE_2=(tests/worker)
+# The pieces, longest first (seconds on a 2-core box, 2026-12, before the cut
+# in three: main-1 309, main-2 and -3 567 together, oldest-1 209, oldest-2 and -3
+# 542, server2 265, django 2).
+CHUNKS=(main-2 oldest-2 main-1 server2 main-3 oldest-3 oldest-1 django)
 # What the server2 pass runs (see above).
 SERVER2_TESTS=(tests/store tests/transport tests/worker/test_failover.py)
 # Extras the suite needs, comma-separated (add e.g. web here): .[test,web]
@@ -168,13 +170,10 @@ one_pass() {  # one_pass NAME PYTEST-ARGS...
   shift
   case "$pass" in
     main) run_pass main .venv/bin/python -- "$@" ;;
-    main-1) run_pass main-1 .venv/bin/python -- "${MAIN_1[@]}" "$@" ;;
-    main-2) run_pass main-2 .venv/bin/python -- tests "${NOT_MAIN_1[@]}" "$@" ;;
-    oldest-1 | oldest-2)
-      local paths=("${MAIN_1[@]}")
-      [ "$pass" = oldest-1 ] || paths=(tests "${NOT_MAIN_1[@]}")
+    main-[123]) run_pass "$pass" .venv/bin/python -- $(piece_paths "$pass") "$@" ;;
+    oldest-[123])
       run_pass "$pass" .venv-oldest/bin/python LEASEQ_BACKENDS=real \
-        "LEASEQ_EXPECT_REDIS_PY=$REDIS_PY_OLDEST" -- "${paths[@]}" "$@"
+        "LEASEQ_EXPECT_REDIS_PY=$REDIS_PY_OLDEST" -- $(piece_paths "$pass") "$@"
       ;;
     server2)
       if [ -x "$SERVER2_BIN" ]; then
@@ -208,8 +207,16 @@ for pass in $passes; do
       ;;
   esac
 done
-NOT_MAIN_1=()
-for path in "${MAIN_1[@]}"; do NOT_MAIN_1+=("--ignore=$path"); done
+piece_paths() {  # piece_paths main-2: the pytest paths of that piece, one per word
+  case "${1##*-}" in
+    1) echo "${PIECE_1[@]}" ;;
+    2) echo "${PIECE_2[@]}" ;;
+    3)
+      echo tests
+      for path in "${PIECE_1[@]}" "${PIECE_2[@]}"; do echo "--ignore=$path"; done
+      ;;
+  esac
+}
 live=""
 if [ -n "${LEASEQ_SERIAL:-}" ] || [ "$(nproc 2>/dev/null || echo 1)" -lt 2 ] ||
   [ "$(echo $passes | wc -w)" -lt 2 ]; then
@@ -220,7 +227,7 @@ else
   # one no lane has taken yet (mkdir is atomic: one of two racing lanes wins).
   pieces=()
   for piece in "${CHUNKS[@]}"; do
-    [[ " $passes " == *" ${piece%-[12]} "* ]] && pieces+=("$piece")
+    [[ " $passes " == *" ${piece%-[123]} "* ]] && pieces+=("$piece")
   done
   lane() {
     local piece
