@@ -267,8 +267,10 @@ def wake_timeout(client: Any, timeout: float) -> float:
     if limit is not None:
         # Room for the round trip and for the server's own lateness: Redis
         # ends a BLPOP on its cron tick (hz 10), up to ~100 ms after the
-        # timeout. A fifth of the limit, at least 150 ms, at most a second.
-        timeout = min(timeout, limit - max(min(limit * 0.2, 1.0), 0.15))
+        # timeout, and a loaded client host adds its own. A fifth of the limit,
+        # at least 250 ms (150 ms left a 0.4 s limit 50 ms to spare, and a
+        # busy CI box overran it), at most a second.
+        timeout = min(timeout, limit - max(min(limit * 0.2, 1.0), 0.25))
     return max(timeout, 0.01)
 
 
