@@ -191,8 +191,10 @@ class JobNotFound(LeaseqError, LookupError):
 class JobStateError(LeaseqError):
     """The job exists but is in a state where this operation does not apply."""
 
-    def __init__(self, job_id: str, state: str, wanted: str) -> None:
-        super().__init__(f"job {job_id!r} is {state}; {wanted}")
+    def __init__(self, job_id: str, state: str, wanted: str, *, message: str = "") -> None:
+        """``message`` replaces the usual "job 'x' is <state>; <wanted>" where the
+        subject is not one job (a ``drop`` refused names the queue)."""
+        super().__init__(message or f"job {job_id!r} is {state}; {wanted}")
         self.job_id = job_id
         self.state = state
 

@@ -122,12 +122,9 @@ def admin_error(op: str, job_id: str, reply: Sequence[Any]) -> Exception:
             job_id, "dead", "its children are still being settled: retry it in a moment"
         )
     if code == "ACTIVE":  # drop.lua: the queue still has leases in flight
-        busy = JobStateError(job_id, "active", "")
-        busy.args = (
-            f"{job_id} has {int(reply[1])} lease(s) in flight: stop its workers first, "
-            "or drop with force",
-        )
-        return busy
+        wanted = "stop its workers first, or drop with force"
+        held = f"{job_id} has {int(reply[1])} lease(s) in flight"
+        return JobStateError(job_id, "active", wanted, message=f"{held}: {wanted}")
     return ScriptError(f"{op}: unexpected reply {reply!r}")
 
 

@@ -35,14 +35,11 @@ class Completions:
     """
 
     def __init__(
-        self,
-        queue: AsyncQueueLike,
-        held: Callable[[], int] = lambda: 0,
-        counts: dict[str, int] | None = None,
+        self, queue: AsyncQueueLike, held: Callable[[], int], counts: dict[str, int]
     ) -> None:
         self.queue = queue
         self.held = held
-        self.counts = counts if counts is not None else {"succeeded": 0, "lost": 0}
+        self.counts = counts
         """Where each completion is counted as it lands: ``succeeded`` (a replay's
         AlreadyFinished too) or ``lost``, even if its job task is gone by then."""
         self._waiting: list[tuple[Lease, Any, asyncio.Future[None]]] = []
