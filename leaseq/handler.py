@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import importlib
+import inspect
 import os
 import threading
 import traceback
@@ -117,6 +118,16 @@ class Kinds:
 
     def __repr__(self) -> str:
         return f"Kinds({sorted(self.handlers)})"
+
+
+def all_async(handler: Handler) -> bool:
+    """Whether every handler ``handler`` may call is ``async def`` (a function, a
+    partial of one, an object whose ``__call__`` is; each of a ``Kinds``)."""
+    fns = handler.handlers.values() if isinstance(handler, Kinds) else (handler,)
+    return all(
+        inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
+        for fn in fns
+    )
 
 
 def as_handler(handler: Handlers) -> Handler:

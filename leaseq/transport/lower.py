@@ -131,8 +131,8 @@ def _evalsha(
     def twin(c: Any) -> bool:
         return bool(getattr(c, PLAIN, False)) if plain is None else plain
 
-    def evalsha(c: Any) -> Any:
-        sha = script.plain_sha if twin(c) else script.sha
+    def evalsha(c: Any, chosen: bool | None = None) -> Any:
+        sha = script.plain_sha if (twin(c) if chosen is None else chosen) else script.sha
         if wait is None:
             return c.evalsha(sha, len(keys), *keys, *args)
         pipe = c.pipeline(transaction=False)
@@ -151,10 +151,13 @@ def _evalsha(
     try:
         return (yield Invoke(evalsha, replies, script=script.name))
     except NoScript:
+        # Load and send again the same twin: another thread may mark the client
+        # between the two steps, and the retry must call what was loaded.
+        chosen = yield Invoke(twin)
         yield Invoke(
-            lambda c: c.script_load(script.plain if twin(c) else script.source), script=script.name
+            lambda c: c.script_load(script.plain if chosen else script.source), script=script.name
         )
-        return (yield Invoke(evalsha, replies, script=script.name))
+        return (yield Invoke(lambda c: evalsha(c, chosen), replies, script=script.name))
 
 
 def _call(call: Call[R], driver: Checked) -> Generator[Invoke, Any, R]:

@@ -5,11 +5,15 @@ ask it what is due; they only make the calls.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import random
 from typing import Any
 
+from leaseq.errors import LeaseqError
 from leaseq.store.registry import refresh_every
 from leaseq.store.schedules import TICK_INTERVAL
+from leaseq.work.log import log_job
 
 
 class Chores:
@@ -62,3 +66,25 @@ class Chores:
             "done": done,
             "running": running,
         }
+
+
+def reap(queue: Any, name: str) -> None:
+    """A full reap of ``queue`` (the worker's calls), logged when it found any."""
+    requeued, died = queue.reap()
+    if requeued or died:
+        log_job(
+            name,
+            logging.INFO,
+            None,
+            "reaped expired leases: %d to pending, %d dead",
+            requeued,
+            died,
+        )
+
+
+def leave(queue: Any, served: Any, worker_id: str) -> None:
+    """Take this worker's row out of the registry as its run ends (a queue without
+    one has nothing to leave; a failure leaves the row to expire)."""
+    if hasattr(served, "unregister_worker"):
+        with contextlib.suppress(LeaseqError):
+            queue.unregister_worker(worker_id)

@@ -55,3 +55,4 @@ def extend_due(queue: Any, due: list[Task], now: float, ttl: float, every: float
             task.reported = task.reported or new
         else:
             log_job(queue.name, logging.WARNING, task, "heartbeat found the lease lost: %s", result)
+            task.interrupt()  # an async def handler is cancelled: its outcome would be refused

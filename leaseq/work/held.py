@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from leaseq.handler import JobContext
@@ -42,6 +42,23 @@ class Task:
     handed_back: bool = False
     """Released by this worker (not lost to another): at shutdown while its handler
     ran, or unstarted, a spare that waited too long (no handler thread runs it then)."""
+    interrupted: bool = False
+    """Its handler is to stop: its lease was lost, its time is up, or a stop's grace ran out."""
+    cancel: Callable[[], None] | None = None
+    """Cancels its ``async def`` handler while that runs (a plain one cannot be stopped)."""
+
+    def interrupt(self) -> None:
+        """Stop its handler if it can be stopped (``async def``): its outcome no longer counts."""
+        self.interrupted = True
+        if self.cancel is not None:
+            self.cancel()
+
+    def on_interrupt(self, cancel: Callable[[], None]) -> None:
+        """Its handler thread says how to cancel the handler now running (at once
+        if ``interrupt`` came first)."""
+        self.cancel = cancel
+        if self.interrupted:
+            cancel()
 
     @property
     def key(self) -> tuple[str, str, int, int]:

@@ -168,6 +168,7 @@ class Timeouts:
             for task in due:
                 task.timed_out = True
                 task.outcome = decide(HandlerTimeout(task.limit or 0.0))
+                task.interrupt()
             self.next_at = min(
                 (t.timeout_at for t in tasks.values() if t.outcome is None), default=math.inf
             )
@@ -198,6 +199,7 @@ class Timeouts:
                 task.timed_out = True
                 task.timeout_at = now
                 task.outcome = decide(HandlerTimeout(0.0))
+                task.interrupt()
         for task in due:
             log_job(
                 self.queue,
@@ -220,6 +222,7 @@ class Timeouts:
             for task in running:
                 task.handed_back = True  # counted released, not lost, when it returns
                 task.ctx.lost.set()
+                task.interrupt()
         return running, done
 
     def settled(self, task: Task) -> bool:
