@@ -10,6 +10,7 @@ handler's outcome is discarded, so a long handler should check ``ctx.lost``
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import importlib
@@ -19,10 +20,12 @@ import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from leaseq.errors import HandlerImportError, InvalidArgument, LeaseLost, LeaseqError
 from leaseq.types import Lease
+
+T = TypeVar("T")
 
 __all__ = [
     "Dead",
@@ -185,6 +188,73 @@ class JobContext:
 
     report: Callable[[Lease, Any], Any] | None = None
     """How ``progress`` reaches the queue (set by the worker)."""
+    queue: Any = None
+    """The queue whose calls ``step`` makes, blocking (set by the worker)."""
+    aqueue: Any = None
+    """Under ``aio.Worker``: its ``aio`` queue, which ``astep`` awaits."""
+    _steps: dict[str, Any] | None = None
+    """The steps recorded on the job, read at this run's first step."""
+    _names: set[str] | None = None
+    """The step names this run has used."""
+
+    def step(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """A durable step (docs/durable.md): the result recorded for ``name`` on
+        this job if there is one, without calling ``fn``; else ``fn(*args,
+        **kwargs)``, its result recorded under this lease's token and returned as
+        the queue's codec reads it back. Raises LeaseLost (nothing recorded) once
+        the lease is gone, InvalidArgument for a name used twice in one run,
+        InvalidPayload or PayloadTooLarge for a result the codec refuses. In an
+        ``async def`` handler under ``aio.Worker``, ``await astep(...)``."""
+        recorded = self._begin_step(name)
+        if self.aqueue is not None and _on_a_loop():
+            raise InvalidArgument(f"step {name!r}: in an async def handler, await ctx.astep(...)")
+        if recorded is None:
+            recorded = self._steps = self._steps_queue().recorded_steps(self.lease)
+        if name in recorded:
+            return recorded[name]  # type: ignore[no-any-return]
+        value = fn(*args, **kwargs)
+        if inspect.isawaitable(value):
+            _close(value)
+            raise InvalidArgument(f"step {name!r}: {fn!r} is async: await ctx.astep(...)")
+        recorded[name] = self._steps_queue().record_step(self.lease, name, value)
+        return recorded[name]  # type: ignore[no-any-return]
+
+    async def astep(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """``step`` for an ``async def`` handler: ``fn`` may be plain or ``async def``."""
+        recorded = self._begin_step(name)
+        if recorded is None:
+            recorded = self._steps = await self._acall("recorded_steps", self.lease)
+        if name in recorded:
+            return recorded[name]
+        value = fn(*args, **kwargs)
+        if inspect.isawaitable(value):
+            value = await value
+        recorded[name] = await self._acall("record_step", self.lease, name, value)
+        return recorded[name]
+
+    def _begin_step(self, name: str) -> dict[str, Any] | None:
+        """Check ``name`` and the lease; returns the steps read so far (None: not yet)."""
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument(f"a step's name is a non-empty str, not {name!r}")
+        names = self._names = self._names if self._names is not None else set()
+        if name in names:
+            raise InvalidArgument(
+                f"step {name!r} ran twice in one run: each step of a job needs a name of its own"
+            )
+        names.add(name)
+        self.raise_if_lost()
+        return self._steps
+
+    def _steps_queue(self) -> Any:
+        if self.queue is None:
+            raise LookupError("this job context has no queue to record steps in")
+        return self.queue
+
+    async def _acall(self, op: str, *args: Any) -> Any:
+        if self.aqueue is not None:
+            return await getattr(self.aqueue, op)(*args)
+        # leaseq.Worker: its queue blocks, so off this handler's loop
+        return await asyncio.to_thread(getattr(self._steps_queue(), op), *args)
 
     def progress(self, value: Any) -> None:
         """Store a small JSON ``value`` as the job's ``progress`` (``Job.progress``),
@@ -206,6 +276,20 @@ class JobContext:
                 queue=lease.queue,
                 incarnation=lease.incarnation,
             )
+
+
+def _on_a_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _close(awaitable: Any) -> None:
+    close = getattr(awaitable, "close", None)
+    if close is not None:
+        close()  # not left to warn "never awaited"
 
 
 _local = threading.local()

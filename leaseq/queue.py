@@ -193,6 +193,8 @@ class QueueAPI(TaskHost):
     get = Operation(QueueOps.get)
     wait = Operation(QueueOps.wait)
     progress = Operation(QueueOps.progress)
+    record_step = Operation(QueueOps.record_step)
+    recorded_steps = Operation(QueueOps.recorded_steps)
     wait_many = Operation(QueueOps.wait_many)
     ls = Operation(QueueOps.ls)
     stats = Operation(QueueOps.stats)

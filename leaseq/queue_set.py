@@ -99,6 +99,8 @@ class QueueSetBase(QueueGroup):
     release = Operation(QueueSetOps.release)
     once = Operation(QueueSetOps.once)
     progress = Operation(QueueSetOps.progress)
+    record_step = Operation(QueueSetOps.record_step)
+    recorded_steps = Operation(QueueSetOps.recorded_steps)
     reap = Operation(QueueSetOps.reap)
     tick = Operation(QueueSetOps.tick)
     register_worker = Operation(QueueSetOps.register_worker)

@@ -269,6 +269,9 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     last_error: str | None = None
     result: Any = None
     once: dict[str, int] = msgspec.field(default_factory=dict)
+    steps: dict[str, Any] = msgspec.field(default_factory=dict)
+    """Its durable steps' recorded results, by step name (row fields ``step:<name>``;
+    ``current_job().step``, docs/durable.md)."""
     incarnation: int = 0
     """The row's incarnation as its leases carry it (see ``Lease``)."""
     prefetched: int | None = None

@@ -138,6 +138,7 @@ def test_row_table_documents_every_row_field() -> None:
         *_Row.__struct_fields__,
         "result",
         "once:<name>",
+        "step:<name>",
         "schedule",
         "due_at",
         "keep",

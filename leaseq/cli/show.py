@@ -81,7 +81,8 @@ def _head_rows(job: Job) -> list[tuple[str, str]]:
 
 
 def _tail_rows(job: Job, now: float) -> list[tuple[str, str]]:
-    """The job's times (as ISO and relative to ``now``), worker, error and ``once`` marks."""
+    """The job's times (as ISO and relative to ``now``), worker, error, ``once``
+    marks and recorded steps."""
     rows = []
     for name in ("enqueued_at", "run_at", "claimed_at", "lease_until", "finished_at"):
         value = getattr(job, name)
@@ -93,7 +94,18 @@ def _tail_rows(job: Job, now: float) -> list[tuple[str, str]]:
         rows.append(("last_error", job.last_error))
     for name, value in job.once.items():
         rows.append((f"once:{name}", f"at attempt {value}"))
+    for name, value in job.steps.items():  # durable steps, in the order recorded
+        rows.append((f"step:{name}", _short(value)))
     return rows
+
+
+STEP_WIDTH = 50
+"""Most characters of a step's result shown on its line (``show --json`` has it whole)."""
+
+
+def _short(value: object) -> str:
+    text = json.dumps(value, default=repr, ensure_ascii=False)
+    return text if len(text) <= STEP_WIDTH else text[: STEP_WIDTH - 1] + "…"
 
 
 def _failures(job: Job) -> Table:

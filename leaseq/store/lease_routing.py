@@ -116,6 +116,16 @@ class LeaseRouting:
         InvalidPayload."""
         yield from self._for(lease).progress(lease, value)
 
+    def record_step(self, lease: Lease, name: str, value: Any) -> Op[Any]:
+        """As ``Queue.record_step``, on the lease's shard (or queue)."""
+        recorded: Any = yield from self._for(lease).record_step(lease, name, value)
+        return recorded
+
+    def recorded_steps(self, lease: Lease) -> Op[dict[str, Any]]:
+        """As ``Queue.recorded_steps``, on the lease's shard (or queue)."""
+        steps: dict[str, Any] = yield from self._for(lease).recorded_steps(lease)
+        return steps
+
     def reap(self) -> Op[tuple[int, int]]:
         """Reap every shard (or queue): (returned to pending, dead-lettered), summed."""
         requeued = died = 0
@@ -140,4 +150,6 @@ class RoutedLeases:
     release = through("leases", LeaseRouting.release)
     once = through("leases", LeaseRouting.once)
     progress = through("leases", LeaseRouting.progress)
+    record_step = through("leases", LeaseRouting.record_step)
+    recorded_steps = through("leases", LeaseRouting.recorded_steps)
     reap = through("leases", LeaseRouting.reap)

@@ -151,6 +151,8 @@ class QueueOps:
     release = on_settings(_leases.release)
     once = on_settings(_leases.once)
     progress = on_settings(_leases.progress)
+    record_step = on_settings(_leases.record_step)
+    recorded_steps = on_settings(_leases.recorded_steps)
     reap = on_settings(_reap.reap)
     # reading: leaseq.store.reads, leaseq.store.wait
     get = on_settings(_reads.get)

@@ -234,7 +234,13 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
         progress = None if progress is None else msgspec.json.decode(progress)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise DamagedRow(job_id, "payload", payload, str(exc)) from None
-    return _job(queue, job_id, r, once, payload, result, progress)
+    steps: dict[str, Any] = {}
+    for name, value in blobs.get("steps", {}).items():
+        try:
+            steps[name] = codec.decode_any(value)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            raise DamagedRow(job_id, f"step:{name}", value, str(exc)) from None
+    return _job(queue, job_id, r, once, payload, result, progress, steps)
 
 
 _BLOBS = ("payload", "result", "progress")
@@ -245,7 +251,8 @@ text field present, so a row without one is told apart)."""
 def _split_row(
     job_id: str, raw: dict[Any, Any]
 ) -> tuple[dict[str, Any], dict[str, int], dict[str, Any]]:
-    """A raw row as its text fields, its ``once:`` markers and its encoded blobs."""
+    """A raw row as its text fields, its ``once:`` markers and its encoded blobs
+    (``steps``: the ``step:`` fields by step name)."""
     row: dict[str, Any] = {}
     once: dict[str, int] = {}
     blobs: dict[str, Any] = {}
@@ -257,6 +264,8 @@ def _split_row(
                 row[field] = ""
         elif field.startswith("once:"):
             once[field[5:]] = int(as_text(value)) if as_text(value).isdigit() else 0
+        elif field.startswith("step:"):  # a durable step's result, in the codec's bytes
+            blobs.setdefault("steps", {})[field[5:]] = value
         else:
             row[field] = _text_field(job_id, field, value)
     return row, once, blobs
@@ -282,6 +291,7 @@ def _job(
     payload: Any,
     result: Any,
     progress: Any,
+    steps: dict[str, Any],
 ) -> Job:
     return Job(
         id=job_id,
@@ -300,6 +310,7 @@ def _job(
         last_error=r.last_error,
         result=result,
         once=once,
+        steps=steps,
         incarnation=row_number(r.incarnation, r.enqueued_at),
         prefetched=r.prefetched,
         refunds=r.refunds,

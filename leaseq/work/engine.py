@@ -46,14 +46,14 @@ from leaseq.work.chores import Chores, leave, reap
 from leaseq.work.claims import Prefetch, held_back, held_wait, log_handed_back
 from leaseq.work.heartbeat import extend_due
 from leaseq.work.held import HeldTable, Task
+from leaseq.work.job_runs import JobRuns
 from leaseq.work.log import log_job, log_started, log_stopped
 from leaseq.work.loop_slots import LoopSlots
 from leaseq.work.on_loop import run_handler
 from leaseq.work.outage import Backoff, Outage, error_kind, log_fatal
-from leaseq.work.outcomes import DONE, check_worker, decide, result_encoder
+from leaseq.work.outcomes import check_worker, result_encoder
 from leaseq.work.shutdown import may_end
 from leaseq.work.timeouts import Timeouts
-from leaseq.work.told import Told
 from leaseq.work.writes import OutcomeWriter, gather, unstarted
 
 __all__ = ["Engine"]
@@ -101,15 +101,12 @@ class Engine:
         self._calls = served if calls is None else calls
         self._members = members_of(served) if members is None else members
         self._report = getattr(self._calls, "progress", None)  # current_job().progress(value)
+        self._aqueue = None if calls is None else served  # aio.Worker's: what astep awaits
         self.loop: asyncio.AbstractEventLoop | None = None
         """Where ``async def`` handlers run (None: each handler thread's own loop)."""
         self._slots: LoopSlots | None = None
-        self.handler = handler
-        self.concurrency = concurrency
-        self.ttl = float(ttl)
-        self.prefetch = prefetch
-        self.grace = float(grace)
-        self.reap_interval = float(reap_interval)
+        self.handler, self.concurrency, self.ttl = handler, concurrency, float(ttl)
+        self.prefetch, self.grace, self.reap_interval = prefetch, float(grace), float(reap_interval)
         self.worker_id = worker_id or served.worker_id
         self.handle_signals = handle_signals
         self.metrics = metrics if metrics is not None else installed()
@@ -125,11 +122,14 @@ class Engine:
         self._held = HeldTable(self._cond)
         """The leases held (``leaseq.work.held``), emptied by each run."""
         self._writer = OutcomeWriter(self._calls, self.counts, self._held.holds, self._settle)
-        self._encode = result_encoder(served)
         self._outage = Outage(served.name)
         self.timeout = None if timeout is None else float(timeout)
         self._timeouts = Timeouts(
             served.name, self._cond, self.timeout, lambda: self._done.put(None), on_stuck
+        )
+        encode = result_encoder(served)
+        self.runs = JobRuns(
+            served.name, self.ttl, self.metrics, self._tracer, encode, self._timeouts
         )
         self._clear_stop()
         self._reset()
@@ -305,6 +305,9 @@ class Engine:
                 self._prefetch.adapt(self._held.finished, time.monotonic())
             return None
 
+    def _context(self, lease: Lease) -> JobContext:
+        return JobContext(lease, report=self._report, queue=self._calls, aqueue=self._aqueue)
+
     def _idle(self, burst: bool, gen: int, wait: float | None) -> bool:
         """After a claim that got nothing: wait for a wake-up (at most as long as the
         claim says nothing changes by itself); False once the claimer is done."""
@@ -363,9 +366,7 @@ class Engine:
         now = time.monotonic()
         beat = now + self.beat_every
         tasks = [
-            Task(
-                lease, JobContext(lease, report=self._report), beat, prefetched=i >= idle, since=now
-            )
+            Task(lease, self._context(lease), beat, prefetched=i >= idle, since=now)
             for i, lease in enumerate(leases)
         ]
         with self._cond:
@@ -428,7 +429,7 @@ class Engine:
         _set_current(task.ctx)
         raised: BaseException | None = None
         value: Any = None
-        told = self.told(task)
+        told = self.runs.told(task)
         try:
             value = self.handler(task.ctx.lease)
             if value is not None and inspect.isawaitable(value):  # an async def handler
@@ -437,42 +438,8 @@ class Engine:
             raised = exc
         finally:
             _set_current(None)
-        self.finish(task, done, raised, value, told)
+        self.runs.finish(task, done, raised, value, told)
         return loop
-
-    def told(self, task: Task) -> Told | None:
-        """What this job's run tells metrics and tracing, if either is on."""
-        if self.metrics is None and self._tracer is None:
-            return None
-        return Told(self.queue.name, self.metrics, task.lease, self.ttl, self._tracer)
-
-    def finish(
-        self,
-        task: Task,
-        done: Inbox,
-        raised: BaseException | None,
-        value: Any,
-        told: Told | None,
-    ) -> None:
-        """``task``'s handler ended (``raised``, or returned ``value``): queue its
-        outcome for the reporter, unless it timed out or was handed back meanwhile."""
-        outcome = (
-            DONE
-            if raised is None and value is None
-            else decide(raised, value, self._encode(task.lease))
-        )
-        if told is not None:
-            told.finished(outcome.kind, task.lease)
-        written = self._timeouts.returned(task, outcome)  # else: timed out, discarded
-        if told is not None:  # a run that timed out ends with its timeout outcome
-            ended = task.outcome if task.outcome is not None else outcome
-            told.span_end(ended, raised if written else None, written and task.ctx.lost.is_set())
-        if written:
-            done.put(task)
-
-    def bug(self, exc: BaseException) -> None:
-        """A bug of the worker itself: said, not lost silently."""
-        self._log(logging.ERROR, None, "worker error: %r", exc)
 
     # -- the reporter (the thread that called run) -------------------------------
 

@@ -6,10 +6,10 @@ live on the loop). So when every handler ``aio.Worker`` may call is ``async
 def``, the engine starts no handler threads: its ``concurrency`` slots are
 here, on the caller's loop. A slot takes the next lease from the engine's
 work queue, runs its handler as a task, hands the outcome to the engine
-(``Engine.finish``: the reporter writes it, as for a thread) and takes the
+(``JobRuns.finish``: the reporter writes it, as for a thread) and takes the
 next one, all on the loop; the claimer only kicks the loop once per claim.
-The job is begun and finished by the engine's own steps (``begin``,
-``finish``), so a slot decides nothing a handler thread would not.
+The job is begun and finished by the engine's own steps (``Engine.begin``,
+``JobRuns.finish``), so a slot decides nothing a handler thread would not.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class LoopSlots:
     async def _job(self, task: Task, done: Inbox) -> None:
         _set_current_task(task.ctx)  # this task's own context: current_job()
         engine = self.engine
-        told = engine.told(task)
+        told = engine.runs.told(task)
         raised: BaseException | None = None
         value: Any = None
         try:
@@ -92,7 +92,7 @@ class LoopSlots:
                 value = await value
         except BaseException as exc:  # a cancel, SystemExit: this job's end, not the loop's
             raised = exc
-        engine.finish(task, done, raised, value, told)
+        engine.runs.finish(task, done, raised, value, told)
 
     def _cancel(self, job: asyncio.Task[None]) -> None:
         # From the reporter's thread: a task is cancelled on its own loop.
@@ -102,7 +102,7 @@ class LoopSlots:
     def _ended(self, task: Task, done: Inbox, job: asyncio.Task[None]) -> None:
         self.running -= 1
         if job.cancelled():  # before its first step: the handler never ran
-            self.engine.finish(task, done, asyncio.CancelledError(), None, None)
+            self.engine.runs.finish(task, done, asyncio.CancelledError(), None, None)
         elif (exc := job.exception()) is not None:  # a bug of the engine's own steps
-            self.engine.bug(exc)
+            self.engine.runs.bug(exc)
         self._fill()

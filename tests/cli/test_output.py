@@ -194,3 +194,22 @@ def test_eviction_warning_is_one_clean_line() -> None:
         assert ".py" not in done.stderr and "warnings.warn" not in done.stderr
     finally:
         server.stop()
+
+
+def test_show_lists_the_recorded_steps_at_80_columns(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    q = cli.queue()
+    q.enqueue({"order": 7}, id="o7")
+    lease = q.claim(ttl=60.0)
+    assert lease is not None
+    q.record_step(lease, "charge", {"charge_id": "ch_1", "amount": 1250})
+    q.record_step(lease, "receipt", "x" * 200)
+    code, out, _ = cli("show", "mail", "o7")
+    assert code == 0 and max(len(line) for line in _lines(out)) <= 80, out
+    assert re.search(r'step:charge\s+\{"charge_id": "ch_1", "amount": 1250\}', out), out
+    (line,) = [li for li in _lines(out) if "step:receipt" in li]
+    assert line.rstrip().endswith("…")  # cut to its line; show --json has it whole
+    code, out, _ = cli("show", "mail", "o7", "--json")
+    assert json.loads(out)["steps"]["receipt"] == "x" * 200

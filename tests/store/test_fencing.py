@@ -32,6 +32,7 @@ STALE_OPS: dict[str, Callable[[leaseq.Queue, leaseq.Lease], object]] = {
     "release": lambda q, lease: q.release(lease),
     "once": lambda q, lease: q.once(lease, "charge"),
     "progress": lambda q, lease: q.progress(lease, {"done": 1}),
+    "record_step": lambda q, lease: q.record_step(lease, "charge", {"ok": 1}),
     "complete_many": lambda q, lease: _raise_first(q.complete_many([lease])),
     "extend_many": lambda q, lease: _raise_first(
         [r for r in q.extend_many([lease]) if isinstance(r, leaseq.LeaseLost)]

@@ -21,7 +21,7 @@ import leaseq
 from leaseq.store.enqueue import enqueue_calls
 from tests.support.backends import Clock
 from tests.support.servers import wait_until
-from tests.support.store import all_keys, claim_one, index, row, server_ms
+from tests.support.store import all_keys, claim_one, index, row, server_ms, snapshot
 
 # -- the shortest path -----------------------------------------------------------------
 
@@ -462,6 +462,46 @@ def test_once_is_true_only_the_first_time_across_attempts(q: leaseq.Queue) -> No
     assert job is not None and job.once == {"charge": 1, "email": 1}
     with pytest.raises(leaseq.LeaseLost):
         q.once(first, "other")
+
+
+# -- durable steps ---------------------------------------------------------------------
+
+
+def test_a_step_records_once_under_the_lease_and_reads_back_through_the_codec(
+    q: leaseq.Queue, r: Any
+) -> None:
+    job_id = q.enqueue("x")
+    first = claim_one(q)
+    assert q.recorded_steps(first) == {}
+    assert q.record_step(first, "charge", {"ids": (1, 2)}) == {"ids": [1, 2]}
+    assert q.record_step(first, "charge", "again") == {"ids": [1, 2]}  # the first stands
+    q.fail(first, "x", retry_in=0)
+    second = claim_one(q)
+    assert q.recorded_steps(second) == {"charge": {"ids": [1, 2]}}
+    job = q.get(job_id)
+    assert job is not None and job.steps == {"charge": {"ids": [1, 2]}}
+    assert r.hget(f"leaseq:{{emails}}:job:{job_id}", "step:charge") == b'{"ids":[1,2]}'
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "error"),
+    [
+        ("", 1, leaseq.InvalidArgument),
+        ("a b", 1, leaseq.InvalidArgument),
+        ("ok", float("nan"), leaseq.InvalidPayload),
+        ("ok", object(), leaseq.InvalidPayload),
+        ("ok", "x" * (2 << 20), leaseq.PayloadTooLarge),
+    ],
+)
+def test_a_step_the_checks_refuse_writes_nothing(
+    q: leaseq.Queue, r: Any, name: str, value: Any, error: type[Exception]
+) -> None:
+    q.enqueue("x", id="j")
+    lease = claim_one(q)
+    before = snapshot(r)
+    with pytest.raises(error):
+        q.record_step(lease, name, value)
+    assert snapshot(r) == before
 
 
 # -- more ordering and timing ---------------------------------------------------------

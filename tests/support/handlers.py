@@ -63,6 +63,22 @@ def kill_self(lease: leaseq.Lease) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def ten_steps(lease: leaseq.Lease) -> list[int]:
+    """Ten durable steps, each noting its run in payload['log'] (a file path); on
+    the first attempt, step payload['kill_at'] SIGKILLs this worker process in
+    its body (the body ran, its record never landed)."""
+
+    def body(n: int) -> int:
+        with open(lease.payload["log"], "a") as f:
+            f.write(f"{n}\n")
+        if n == lease.payload.get("kill_at") and lease.attempt == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return n * n
+
+    ctx = leaseq.current_job()
+    return [ctx.step(f"step-{n}", body, n) for n in range(1, 11)]
+
+
 async def async_echo(lease: leaseq.Lease) -> Any:
     """An async def handler: the threaded worker and the CLI must run it too."""
     await asyncio.sleep(0)

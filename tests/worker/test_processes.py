@@ -94,6 +94,26 @@ def test_sigkill_mid_job_is_reaped_and_finished_elsewhere(rr: Any, workers: Work
     assert job.last_error is not None and "lease expired (attempt 1" in job.last_error
 
 
+def test_a_job_killed_at_its_sixth_step_resumes_there(
+    rr: Any, workers: Workers, tmp_path: Path
+) -> None:
+    # Durable steps (docs/durable.md): steps 1-5 were recorded before the SIGKILL,
+    # so the next worker skips them; step 6's body had run, unrecorded: it runs again.
+    q = _q(rr)
+    log = tmp_path / "steps.log"
+    job_id = q.enqueue({"log": str(log), "kill_at": 6})
+    doomed = workers.start("jobs", "ten_steps", "--ttl", "0.5")
+    assert doomed.wait(timeout=30) == -signal.SIGKILL
+    workers.start("jobs", "ten_steps", "--ttl", "0.5")
+    wait_until(
+        lambda: _job(q, job_id).state is leaseq.State.SUCCEEDED, 15, what="the job to finish"
+    )
+    job = _job(q, job_id)
+    assert [int(n) for n in log.read_text().split()] == [1, 2, 3, 4, 5, 6, 6, 7, 8, 9, 10]
+    assert job.result == [n * n for n in range(1, 11)] and job.attempts == 2
+    assert job.steps == {f"step-{n}": n * n for n in range(1, 11)}
+
+
 def test_heartbeats_hold_a_job_five_times_its_lease(rr: Any, workers: Workers) -> None:
     q = _q(rr)
     job_id = q.enqueue({"s": 1.0})

@@ -1,0 +1,136 @@
+"""Durable steps (docs/durable.md) on every worker driver: ``current_job().step``
+in a plain handler, ``await current_job().astep`` in an ``async def`` one. A
+retry skips what an earlier attempt recorded; a name used twice, or a result
+the codec refuses, fails the attempt with nothing recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import Counter
+from typing import Any
+
+import leaseq
+from tests.support.drivers import Driver
+
+
+def test_a_retry_skips_the_steps_an_earlier_attempt_recorded(driver: Driver) -> None:
+    ran: Counter[str] = Counter()
+
+    def body(name: str, value: Any) -> Any:
+        ran[name] += 1
+        return value
+
+    def handler(lease: leaseq.Lease) -> Any:
+        ctx = leaseq.current_job()
+        charged = ctx.step("charge", body, "charge", {"amount": 5, "ids": (1, 2)})
+        mailed = ctx.step("mail", body, "mail", "sent")
+        if lease.attempt == 1:
+            raise leaseq.Retry(0)  # after two steps: the retry starts over, from them
+        shipped = ctx.step("ship", body, "ship", 3)
+        return [charged, mailed, shipped]
+
+    q = driver.q
+    job_id = q.enqueue({}, max_attempts=3)
+    driver.worker(handler).run(burst=True)
+    job = q.get(job_id)
+    assert job is not None and job.state is leaseq.State.SUCCEEDED, job
+    assert job.attempts == 2
+    # The recorded result comes back as the codec reads it: the tuple a list,
+    # on the first run as on the retry.
+    assert job.result == [{"amount": 5, "ids": [1, 2]}, "sent", 3]
+    assert ran == {"charge": 1, "mail": 1, "ship": 1}
+    assert job.steps == {"charge": {"amount": 5, "ids": [1, 2]}, "mail": "sent", "ship": 3}
+
+
+def test_async_handlers_await_their_steps_with_plain_and_async_bodies(driver: Driver) -> None:
+    ran: Counter[str] = Counter()
+
+    def plain(value: int) -> int:
+        ran["plain"] += 1
+        return value
+
+    async def slow(value: int) -> int:
+        ran["slow"] += 1
+        await asyncio.sleep(0)
+        return value * 10
+
+    async def handler(lease: leaseq.Lease) -> Any:
+        ctx = leaseq.current_job()
+        a = await ctx.astep("a", plain, 1)
+        b = await ctx.astep("b", slow, 2)
+        if lease.attempt == 1:
+            raise leaseq.Retry(0)
+        return a + b
+
+    q = driver.q
+    job_id = q.enqueue({}, max_attempts=3)
+    driver.worker(handler).run(burst=True)
+    job = q.get(job_id)
+    assert job is not None and (job.state, job.result) == (leaseq.State.SUCCEEDED, 21), job
+    assert ran == {"plain": 1, "slow": 1}
+
+
+def test_a_step_name_used_twice_in_one_run_fails_the_attempt(driver: Driver) -> None:
+    def handler(lease: leaseq.Lease) -> Any:
+        ctx = leaseq.current_job()
+        ctx.step("page", lambda: 1)
+        return ctx.step("page", lambda: 2)
+
+    q = driver.q
+    job_id = q.enqueue({}, max_attempts=1)
+    driver.worker(handler).run(burst=True)
+    job = q.get(job_id)
+    assert job is not None and job.state is leaseq.State.DEAD
+    assert "InvalidArgument" in (job.last_error or "") and "ran twice" in (job.last_error or "")
+    assert job.steps == {"page": 1}  # the first stands
+
+
+def test_a_result_the_codec_refuses_records_nothing(driver: Driver) -> None:
+    def handler(lease: leaseq.Lease) -> Any:
+        return leaseq.current_job().step("ratio", lambda: math.nan)
+
+    q = driver.q
+    job_id = q.enqueue({}, max_attempts=1)
+    driver.worker(handler).run(burst=True)
+    job = q.get(job_id)
+    assert job is not None and job.state is leaseq.State.DEAD
+    assert "InvalidPayload" in (job.last_error or "") and "non-finite" in (job.last_error or "")
+    assert job.steps == {}
+
+
+def test_a_sync_step_in_an_async_handler_says_to_await_astep(driver: Driver) -> None:
+    async def handler(lease: leaseq.Lease) -> Any:
+        return leaseq.current_job().step("x", lambda: 1)
+
+    q = driver.q
+    job_id = q.enqueue({}, max_attempts=1)
+    driver.worker(handler).run(burst=True)
+    job = q.get(job_id)
+    assert job is not None
+    if driver.name == "asyncio":  # it would block the loop its queue's calls run on
+        assert job.state is leaseq.State.DEAD and "astep" in (job.last_error or "")
+    else:  # its own loop, in its own thread: the blocking call is allowed
+        assert (job.state, job.result) == (leaseq.State.SUCCEEDED, 1)
+
+
+def test_a_typed_task_records_its_steps(driver: Driver) -> None:
+    q = driver.q
+    ran: Counter[str] = Counter()
+
+    def base(n: int) -> int:
+        ran["base"] += 1
+        return n * 10
+
+    @q.task(name="steps.total", max_attempts=3)
+    def total(n: int) -> int:
+        ctx = leaseq.current_job()
+        got = ctx.step("base", base, n)
+        if ctx.lease.attempt == 1:
+            raise leaseq.Retry(0)
+        return got + 1
+
+    job_id = total.enqueue(4)
+    driver.worker(q.tasks).run(burst=True)
+    assert total.wait(job_id, timeout=5) == 41
+    assert ran == {"base": 1}
