@@ -24,6 +24,7 @@ from leaseq.store.leases import (
     fail_call,
     once_call,
     progress_call,
+    record_step_call,
     release_call,
 )
 from leaseq.store.pause import pause_call, resume_call
@@ -344,6 +345,7 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
         "release": release_call(core, lease),
         "once": once_call(core, lease, "m"),
         "progress": progress_call(core, lease, 1),
+        "step": record_step_call(core, lease, "s", 1),
         "reap": reap_call(core),
         "cancel": cancel_call(core, "ID"),
         "retry": retry_call(core, "ID", None),
