@@ -205,45 +205,49 @@ class JobContext:
         the lease is gone, InvalidArgument for a name used twice in one run,
         InvalidPayload or PayloadTooLarge for a result the codec refuses. In an
         ``async def`` handler under ``aio.Worker``, ``await astep(...)``."""
-        recorded = self._begin_step(name)
         if self.aqueue is not None and _on_a_loop():
             raise InvalidArgument(f"step {name!r}: in an async def handler, await ctx.astep(...)")
+        recorded = self._begin_step(name)
         if recorded is None:
             recorded = self._steps = self._steps_queue().recorded_steps(self.lease)
-        if name in recorded:
-            return recorded[name]  # type: ignore[no-any-return]
-        value = fn(*args, **kwargs)
-        if inspect.isawaitable(value):
-            _close(value)
-            raise InvalidArgument(f"step {name!r}: {fn!r} is async: await ctx.astep(...)")
-        recorded[name] = self._steps_queue().record_step(self.lease, name, value)
-        return recorded[name]  # type: ignore[no-any-return]
+        if name not in recorded:
+            value = fn(*args, **kwargs)
+            if inspect.isawaitable(value):
+                _close(value)
+                raise InvalidArgument(f"step {name!r}: {fn!r} is async: await ctx.astep(...)")
+            recorded[name] = self._steps_queue().record_step(self.lease, name, value)
+        return self._ended_step(name, recorded)  # type: ignore[no-any-return]
 
     async def astep(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """``step`` for an ``async def`` handler: ``fn`` may be plain or ``async def``."""
         recorded = self._begin_step(name)
         if recorded is None:
             recorded = self._steps = await self._acall("recorded_steps", self.lease)
-        if name in recorded:
-            return recorded[name]
-        value = fn(*args, **kwargs)
-        if inspect.isawaitable(value):
-            value = await value
-        recorded[name] = await self._acall("record_step", self.lease, name, value)
-        return recorded[name]
+        if name not in recorded:
+            value = fn(*args, **kwargs)
+            if inspect.isawaitable(value):
+                value = await value
+            recorded[name] = await self._acall("record_step", self.lease, name, value)
+        return self._ended_step(name, recorded)
 
     def _begin_step(self, name: str) -> dict[str, Any] | None:
         """Check ``name`` and the lease; returns the steps read so far (None: not yet)."""
         if not isinstance(name, str) or not name:
             raise InvalidArgument(f"a step's name is a non-empty str, not {name!r}")
-        names = self._names = self._names if self._names is not None else set()
-        if name in names:
+        if self._names is not None and name in self._names:
             raise InvalidArgument(
                 f"step {name!r} ran twice in one run: each step of a job needs a name of its own"
             )
-        names.add(name)
         self.raise_if_lost()
         return self._steps
+
+    def _ended_step(self, name: str, recorded: dict[str, Any]) -> Any:
+        """Step ``name`` returned (ran and was recorded, or was recorded before):
+        its name is used for this run. One that raised may be tried again."""
+        if self._names is None:
+            self._names = set()
+        self._names.add(name)
+        return recorded[name]
 
     def _steps_queue(self) -> Any:
         if self.queue is None:
@@ -261,7 +265,16 @@ class JobContext:
         fenced by the lease. Raises LeaseLost when the lease is gone."""
         if self.report is None:
             raise LookupError("this job context has no queue to report progress to")
+        if self.aqueue is not None and _on_a_loop():
+            raise InvalidArgument("progress: in an async def handler, await ctx.aprogress(value)")
         self.report(self.lease, value)
+
+    async def aprogress(self, value: Any) -> None:
+        """``progress`` for an ``async def`` handler (awaited, not blocking its loop)."""
+        if self.aqueue is not None:
+            await self.aqueue.progress(self.lease, value)
+        else:
+            await asyncio.to_thread(self.progress, value)
 
     def raise_if_lost(self) -> None:
         """Raise LeaseLost if the lease is gone (a cheap local check, no Redis call)."""

@@ -99,6 +99,7 @@ class Worker:
         self.ttl = self._engine.ttl
         self.worker_id = self._engine.worker_id
         self._running = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         return f"aio.Worker({self.queue!r}, concurrency={self.concurrency}, ttl={self.ttl})"
@@ -152,6 +153,13 @@ class Worker:
 
     async def _run(self, burst: bool) -> None:
         loop = asyncio.get_running_loop()
+        if self._loop is not None and self._loop is not loop:
+            # Its aio queue's client is bound to the loop of its first use.
+            raise RuntimeError(
+                f"{self!r} ran on another event loop before: its aio queue's client "
+                "belongs to that loop; make the queue and the worker on the loop that runs them"
+            )
+        self._loop = loop
         self._engine.loop = loop
         for face in self._faces:
             face.loop = loop
@@ -166,7 +174,8 @@ class Worker:
             with contextlib.suppress(RuntimeError):  # the loop is closed: no one waits
                 loop.call_soon_threadsafe(_settle, ended, outcome)
 
-        threading.Thread(target=target, name="leaseq-aio-worker", daemon=True).start()
+        thread = threading.Thread(target=target, name="leaseq-aio-worker", daemon=True)
+        thread.start()
         cancelled = False
         while not ended.done():
             try:
@@ -174,6 +183,7 @@ class Worker:
             except asyncio.CancelledError:
                 cancelled = True  # a second cancel too: the stop is under way
                 self._engine.stop(now=True)
+        thread.join(1.0)  # it has only to return: none of the run's threads outlives it
         if cancelled:
             raise asyncio.CancelledError
         raised = ended.result()

@@ -94,7 +94,7 @@ def _tail_rows(job: Job, now: float) -> list[tuple[str, str]]:
         rows.append(("last_error", job.last_error))
     for name, value in job.once.items():
         rows.append((f"once:{name}", f"at attempt {value}"))
-    for name, value in job.steps.items():  # durable steps, in the order recorded
+    for name, value in sorted(job.steps.items()):  # durable steps, by name
         rows.append((f"step:{name}", _short(value)))
     return rows
 

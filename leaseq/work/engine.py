@@ -231,6 +231,9 @@ class Engine:
             for _ in threads:
                 self._work.put(None)
             self._join_claimer(claimer)
+            if not self._timeouts.stuck:  # every handler returned: their threads end now
+                for t in threads:
+                    t.join(1.0)
             leave(self._calls, self.queue, self.worker_id)
             _signals.restore(old)
             log_stopped(self.queue.name, self.worker_id, self.counts)
@@ -433,7 +436,11 @@ class Engine:
         try:
             value = self.handler(task.ctx.lease)
             if value is not None and inspect.isawaitable(value):  # an async def handler
-                value, loop = run_handler(value, task.ctx, self.loop, loop, task.on_interrupt)
+                if self.loop is None:  # leaseq.Worker: a loop of this thread's, kept
+                    loop = loop or asyncio.new_event_loop()
+                on = self.loop or loop
+                assert on is not None
+                value = run_handler(value, task.ctx, on, self.loop is None, task.on_interrupt)
         except BaseException as exc:  # SystemExit in a thread would hang the job
             raised = exc
         finally:

@@ -68,6 +68,9 @@ class LoopQueue:
         loop = self.loop
         assert loop is not None, "LoopQueue used before its run set the loop"
         if _running_loop() is loop:
+            close = getattr(awaitable, "close", None)
+            if close is not None:
+                close()  # never run: not left to warn "never awaited"
             raise RuntimeError(
                 f"{name}() of an aio queue called from its own event loop's thread: "
                 "await the queue's method there"

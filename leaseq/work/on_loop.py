@@ -96,26 +96,27 @@ class OnLoop:
 def run_handler(
     awaitable: Awaitable[Any],
     ctx: JobContext,
-    loop: asyncio.AbstractEventLoop | None,
-    own: asyncio.AbstractEventLoop | None,
+    loop: asyncio.AbstractEventLoop,
+    own: bool,
     interrupt: Callable[[Callable[[], None]], None],
-) -> tuple[Any, asyncio.AbstractEventLoop | None]:
+) -> Any:
     """Run an ``async def`` handler's ``awaitable`` from its handler thread, on
-    ``loop`` if given, else on ``own`` (this thread's loop, made if None); give
-    ``interrupt`` the way to cancel it (a lost lease, a timeout, a stop past its
-    grace). Returns its value and the thread's loop; raises what it raised (a
-    SystemExit as itself, not out of the loop)."""
+    ``loop``: the caller's, which another thread runs, or (``own``) this
+    thread's, run here; give ``interrupt`` the way to cancel it (a lost lease, a
+    timeout, a stop past its grace). Returns its value; raises what it raised (a
+    SystemExit as itself, not out of the loop; a cancel as asyncio's)."""
     try:
-        if loop is not None:
+        if not own:
             run = OnLoop(loop, _as_job(awaitable, ctx))
             interrupt(run.cancel)
-            return run.result(), own
-        own = own or asyncio.new_event_loop()
-        task = own.create_task(_as_job(awaitable, ctx))
-        interrupt(lambda: _cancel_on(own, task))
-        return own.run_until_complete(task), own
+            return run.result()
+        task = loop.create_task(_as_job(awaitable, ctx))
+        interrupt(lambda: _cancel_on(loop, task))
+        return loop.run_until_complete(task)
     except Exited as exc:
         raise exc.exit from None
+    except concurrent.futures.CancelledError:  # the same end, whichever loop ran it
+        raise asyncio.CancelledError() from None
 
 
 def _cancel_on(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:

@@ -177,8 +177,9 @@ class Timeouts:
                 self.queue,
                 logging.WARNING,
                 task,
-                "handler passed its timeout of %gs: failing the attempt; its thread "
-                "cannot be killed and keeps its slot until it returns",
+                "handler passed its timeout of %gs: failing the attempt; an async def "
+                "handler is cancelled, a thread cannot be killed and keeps its slot "
+                "until it returns",
                 task.limit or 0.0,
             )
         return due
@@ -205,8 +206,9 @@ class Timeouts:
                 self.queue,
                 logging.WARNING,
                 task,
-                "job cancelled while its handler runs: outcome discarded; its thread "
-                "cannot be killed and keeps its slot until it returns",
+                "job cancelled while its handler runs: outcome discarded; an async def "
+                "handler is cancelled, a thread cannot be killed and keeps its slot "
+                "until it returns",
             )
         return due
 
@@ -256,7 +258,7 @@ class Timeouts:
                 self.queue,
                 logging.WARNING,
                 None,
-                "%d handler thread(s) still running after their job was given up "
+                "%d handler(s) still running after their job was given up "
                 "(past a timeout, cancelled, or handed back at a stop)",
                 count,
             )

@@ -634,3 +634,27 @@ def test_an_async_handler_that_swallows_its_timeout_keeps_its_slot(
     assert peak == 2, peak
     assert stats.dead == 6 and stats.active == 0
     assert max(stuck) <= 2 and stuck[-1] == 0
+
+
+def test_a_worker_run_on_a_second_event_loop_says_why_it_cannot(
+    live: leaseq.aio.Queue, loop: asyncio.AbstractEventLoop
+) -> None:
+    # Its aio queue's client belongs to the loop of its first run: a second loop
+    # (a second asyncio.run, say) would lose claims' replies on that client.
+    async def handler(lease: leaseq.Lease) -> None:
+        return None
+
+    worker = run(loop, _made_on_loop(live, handler))
+    run(loop, live.enqueue({}))
+    assert run(loop, worker.run(burst=True)) == 1
+    other = asyncio.new_event_loop()
+    try:
+        with pytest.raises(RuntimeError, match="another event loop"):
+            other.run_until_complete(worker.run(burst=True))
+    finally:
+        other.close()
+    assert run(loop, live.stats()).active == 0
+
+
+async def _made_on_loop(queue: leaseq.aio.Queue, handler: Any) -> leaseq.aio.Worker:
+    return leaseq.aio.Worker(queue, handler)

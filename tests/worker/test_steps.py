@@ -134,3 +134,50 @@ def test_a_typed_task_records_its_steps(driver: Driver) -> None:
     driver.worker(q.tasks).run(burst=True)
     assert total.wait(job_id, timeout=5) == 41
     assert ran == {"base": 1}
+
+
+def test_a_step_that_raised_may_be_tried_again_in_the_same_run(driver: Driver) -> None:
+    tries: list[int] = []
+
+    def flaky() -> str:
+        tries.append(1)
+        if len(tries) < 3:
+            raise ConnectionError("try again")
+        return "ok"
+
+    def handler(lease: leaseq.Lease) -> Any:
+        ctx = leaseq.current_job()
+        for _ in range(5):  # the handler's own retry loop around one step
+            try:
+                return ctx.step("call", flaky)
+            except ConnectionError:
+                continue
+        return None
+
+    q = driver.q
+    job_id = q.enqueue({}, max_attempts=1)
+    driver.worker(handler).run(burst=True)
+    job = q.get(job_id)
+    assert job is not None and (job.state, job.result) == (leaseq.State.SUCCEEDED, "ok"), job
+    assert len(tries) == 3 and job.steps == {"call": "ok"}
+
+
+def test_async_handlers_report_progress_with_aprogress(driver: Driver) -> None:
+    async def handler(lease: leaseq.Lease) -> Any:
+        ctx = leaseq.current_job()
+        await ctx.aprogress({"pct": 50})
+        try:
+            ctx.progress({"pct": 60})  # blocking: refused on aio.Worker's loop
+        except leaseq.InvalidArgument as exc:
+            return str(exc)
+        return "blocking call allowed"
+
+    q = driver.q
+    job_id = q.enqueue({}, max_attempts=1)
+    driver.worker(handler).run(burst=True)
+    job = q.get(job_id)
+    assert job is not None and job.state is leaseq.State.SUCCEEDED
+    if driver.name == "asyncio":
+        assert "aprogress" in job.result and job.progress == {"pct": 50}
+    else:  # leaseq.Worker: the handler's loop is its thread's own
+        assert job.result == "blocking call allowed" and job.progress == {"pct": 60}

@@ -142,3 +142,35 @@ def test_a_stop_past_grace_in_an_outage_spends_one_failing_call_not_one_per_job(
         t.join(10)
         client.close()
         server.stop()
+
+
+def test_async_handlers_that_raise_reuse_their_threads_loop(q: leaseq.Queue) -> None:
+    # Each handler thread keeps one event loop for its async handlers, whether they
+    # return or raise: a loop made anew for each failing job would leak its sockets.
+    import asyncio
+    import gc
+    import warnings
+
+    made = 0
+    real = asyncio.new_event_loop
+
+    def counted() -> asyncio.AbstractEventLoop:
+        nonlocal made
+        made += 1
+        return real()
+
+    async def fails(lease: leaseq.Lease) -> None:
+        raise ValueError("x")
+
+    q.enqueue_many([{} for _ in range(40)], max_attempts=1)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        asyncio.new_event_loop = counted  # type: ignore[assignment]
+        try:
+            _worker(q, fails, concurrency=2).run(burst=True)
+        finally:
+            asyncio.new_event_loop = real  # type: ignore[assignment]
+        gc.collect()
+    assert q.stats().dead == 40
+    assert made <= 2, f"{made} event loops for 40 jobs on 2 threads"
+    assert not [w for w in seen if "unclosed event loop" in str(w.message)]
