@@ -331,6 +331,18 @@ def _set_current_task(ctx: JobContext) -> None:
     _task_ctx.set(ctx)
 
 
+def check_spec(spec: str) -> tuple[str, str, str]:
+    """``spec``'s parts (module, ``":"`` or ``""``, attribute) once it looks like a
+    handler spec (``module:function`` or a bare ``module`` of tasks); raises
+    InvalidArgument. Nothing is imported."""
+    module_name, sep, attr = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+    if not module_name or (sep and not attr):
+        raise InvalidArgument(
+            f"handler must look like module:function (or a module of tasks), not {spec!r}"
+        )
+    return module_name, sep, attr
+
+
 def load_handler(spec: str) -> Handler:
     """Import ``module:function`` (dots allowed after the colon): a handler, a
     dict of handlers by kind, or a queue (its typed tasks); or a bare ``module``:
@@ -341,11 +353,7 @@ def load_handler(spec: str) -> Handler:
     module itself fails to import (SyntaxError, an ImportError inside it, any
     exception at import), naming the error and its file:line in one line.
     """
-    module_name, sep, attr = spec.partition(":")
-    if not module_name or (sep and not attr):
-        raise InvalidArgument(
-            f"handler must look like module:function (or a module of tasks), not {spec!r}"
-        )
+    module_name, sep, attr = check_spec(spec)
     module = _import(module_name)
     if not sep:  # a module: the typed tasks it defines
         from leaseq.work.tasks import tasks_of_module

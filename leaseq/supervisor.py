@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from leaseq.errors import InvalidArgument
+from leaseq.handler import check_spec
 from leaseq.store import validate as v
 from leaseq.work import signals as _signals
 
@@ -110,8 +110,7 @@ class Supervisor:
         v.worker_settings(concurrency, ttl, grace, None)
         v.timeout_ms(timeout)
         v.seconds_to_ms(kill_grace, "kill_grace", minimum_ms=0, maximum=v.MAX_TIMEOUT)
-        if ":" not in handler:
-            raise InvalidArgument(f"handler must be a module:function spec, not {handler!r}")
+        check_spec(handler)  # module:function, or a module of typed tasks
         self.queue = queue
         self.handler = handler
         self.url = url

@@ -209,7 +209,7 @@ def test_api_supervisor_runs_and_stops(rr: Any, redis_server: RedisServer) -> No
     assert s.run() == 0
     assert _done(q) == len(ids) and s.restarts == 0 and s.pids == []
     with pytest.raises(leaseq.InvalidArgument):
-        leaseq.Supervisor("jobs", "no_colon", processes=2)
+        leaseq.Supervisor("jobs", "module:", processes=2)
     with pytest.raises(leaseq.InvalidArgument):
         leaseq.Supervisor("jobs", "m:f", processes=0)
 

@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import json
+import subprocess
 from typing import Any
 
 import msgspec
@@ -16,7 +17,9 @@ import pytest
 
 import leaseq
 import leaseq.aio
+from tests.support import LEASEQ, ROOT
 from tests.support.cli import Cli
+from tests.support.servers import RedisServer
 
 
 class Point(msgspec.Struct, frozen=True):
@@ -253,3 +256,18 @@ def test_ten_thousand_calls_in_one_enqueue_many(rr: Any) -> None:
     leaseq.Worker(q, q.tasks, concurrency=8, handle_signals=False).run(burst=True)
     assert [label.wait(i, timeout=5.0) for i in (ids[0], ids[1], ids[-1])] == ["0y", "1x", "9999x"]
     assert q.stats().succeeded == 10_000
+
+
+def test_worker_processes_serve_a_module_of_tasks(rr: Any, redis_server: RedisServer) -> None:
+    # The module form README shows (leaseq worker QUEUE myapp.tasks) with --processes.
+    from tests.support import tasks
+
+    q = leaseq.Queue("mail", redis=rr)
+    add = q.task(name="add")(tasks.add.fn)
+    ids = [add.enqueue(i, 1) for i in range(20)]
+    cmd = [LEASEQ, "--url", redis_server.url, "worker", "mail", "tests.support.tasks"]
+    done = subprocess.run(
+        [*cmd, "--processes", "2", "--burst"], cwd=ROOT, capture_output=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert [add.wait(job_id, timeout=5.0) for job_id in ids] == [i + 1 for i in range(20)]
