@@ -15,7 +15,7 @@ from leaseq.cli.context import Ctx, pass_ctx
 from leaseq.cli.ops import FORWARD
 from leaseq.cli.terminal import RedactingFormatter
 from leaseq.errors import InvalidArgument
-from leaseq.handler import load_handler
+from leaseq.handler import check_spec, load_handler
 from leaseq.observe.tracing import TRACE_PARENT_MODES
 from leaseq.queue import Queue
 from leaseq.queue_set import parse_queue_spec
@@ -23,6 +23,7 @@ from leaseq.sharded import ShardedQueue
 from leaseq.store import validate as _validate
 from leaseq.supervisor import Supervisor, report_stuck, watch_parent
 from leaseq.transport import client as _redis
+from leaseq.work.tasks import queues_of_module
 from leaseq.worker import Worker
 
 __all__ = ["worker"]
@@ -92,6 +93,7 @@ def worker(c: Ctx, /, queue: str, handler: str, **options: Any) -> None:
     # The numbers first, so a bad --ttl is reported as such even with no server.
     _check_numbers(o)
     names, weights = parse_queue_spec(queue)
+    _check_tasks_queue(handler, names)
     targets = [c.producer(name, o.shards) for name in names]
     if o.processes is not None:
         sys.exit(_supervise(c, o, o.processes, queue, handler, targets))
@@ -109,6 +111,20 @@ def worker(c: Ctx, /, queue: str, handler: str, **options: Any) -> None:
         on_stuck=None if o.status_fd is None else report_stuck(o.status_fd),
     )
     _serve(c, w, targets, queue, handler, o)
+
+
+def _check_tasks_queue(handler: str, names: list[str]) -> None:
+    """A module of typed tasks is served on its tasks' queue: on another, the
+    worker would sit idle, or take other apps' jobs and spend their attempts on
+    UnknownKind. Raises InvalidArgument naming the queues its tasks use."""
+    module_name, sep, _ = check_spec(handler)
+    own = set() if sep else queues_of_module(sys.modules[module_name])
+    if own and not own & set(names):
+        raise InvalidArgument(
+            f"{module_name} defines tasks of queue {', '.join(sorted(own))}, and this "
+            f"worker serves {', '.join(names)}: their jobs are enqueued on "
+            f"{'that queue' if len(own) == 1 else 'those queues'}, so serve it"
+        )
 
 
 @dataclass(frozen=True)

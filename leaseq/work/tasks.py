@@ -56,7 +56,7 @@ from leaseq.store.keys import check_job_id
 from leaseq.store.steps import Op
 from leaseq.types import JOB_OPTIONS, Job, Lease, State
 
-__all__ = ["Task", "TaskHost", "tasks_of_module"]
+__all__ = ["Task", "TaskHost", "queues_of_module", "tasks_of_module"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -353,3 +353,12 @@ def tasks_of_module(module: Any) -> dict[str, Handler]:
     """The handlers of every task a module defines (``leaseq worker QUEUE myapp.tasks``)."""
     found = {obj.name: obj.handler for obj in vars(module).values() if isinstance(obj, Task)}
     return dict(sorted(found.items()))
+
+
+def queues_of_module(module: Any) -> set[str]:
+    """The names of the queues whose typed tasks ``module`` defines."""
+    return {
+        str(obj.queue.name)
+        for obj in vars(module).values()
+        if isinstance(obj, Task) and getattr(obj.queue, "name", None)
+    }

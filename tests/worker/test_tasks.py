@@ -271,3 +271,16 @@ def test_worker_processes_serve_a_module_of_tasks(rr: Any, redis_server: RedisSe
     )
     assert done.returncode == 0, done.stderr.decode()
     assert [add.wait(job_id, timeout=5.0) for job_id in ids] == [i + 1 for i in range(20)]
+
+
+def test_the_cli_worker_refuses_a_queue_its_tasks_do_not_use(cli: Cli) -> None:
+    # tests.support.tasks declares its tasks on "mail": served on "emails" the worker
+    # would sit idle, or take other apps' jobs there and fail them as UnknownKind.
+    job_id = cli.queue("emails").enqueue({}, kind="something-else")
+    code, _, err = cli("worker", "emails", "tests.support.tasks", "--burst")
+    assert code != 0 and "Traceback" not in err
+    assert "defines tasks of queue mail" in err and "serves emails" in err, err
+    job = cli.queue("emails").get(job_id)
+    assert job is not None and job.state is leaseq.State.PENDING  # nothing taken
+    code, _, err = cli("worker", "emails,mail", "tests.support.tasks", "--burst")
+    assert code == 0, err  # one of its queues: served
