@@ -72,6 +72,17 @@ class Dead(LeaseqError):
         self.reason = reason or "dead-lettered by the handler"
 
 
+class Suspend(BaseException):
+    """Raised by ``current_job().sleep`` to end the attempt asleep (docs/durable.md).
+    A BaseException, like a cancel: a handler's ``except Exception`` must not
+    swallow it and run on as if it had slept."""
+
+    def __init__(self, name: str, seconds: float) -> None:
+        super().__init__(f"sleep {name!r} for {seconds:g} s")
+        self.name = name
+        self.seconds = seconds
+
+
 class UnknownKind(LeaseqError):
     """A job's kind has no handler in this worker's dict (raised instead of running it).
 
@@ -230,8 +241,26 @@ class JobContext:
             recorded[name] = await self._acall("record_step", self.lease, name, value)
         return self._ended_step(name, recorded)
 
+    def sleep(self, name: str, seconds: float) -> None:
+        """A durable sleep (docs/durable.md): the first time, end this attempt and
+        suspend the job for ``seconds`` on the server clock (state ``suspended``: no
+        lease, no worker slot, the attempt refunded); the handler runs again from
+        the top once the time has passed, its recorded steps returning their
+        results, and this call returns at once. No I/O: the same in plain and
+        ``async def`` handlers. Raises InvalidArgument for a bad name or duration."""
+        from leaseq.store import validate
+
+        recorded = self._begin_step(name)
+        if recorded is None:  # a retry whose steps no one read yet (the worker reads them)
+            recorded = self._steps = self._steps_queue().recorded_steps(self.lease)
+        if name in recorded:
+            return self._ended_step(name, recorded)  # type: ignore[no-any-return]
+        validate.delay_ms(seconds, "sleep")
+        raise Suspend(name, float(seconds))
+
     def _begin_step(self, name: str) -> dict[str, Any] | None:
-        """Check ``name`` and the lease; returns the steps read so far (None: not yet)."""
+        """Check ``name`` and the lease; returns the steps read so far (None: not
+        yet; a first attempt has none: no record outlives its incarnation's claim)."""
         if not isinstance(name, str) or not name:
             raise InvalidArgument(f"a step's name is a non-empty str, not {name!r}")
         if self._names is not None and name in self._names:
@@ -239,6 +268,8 @@ class JobContext:
                 f"step {name!r} ran twice in one run: each step of a job needs a name of its own"
             )
         self.raise_if_lost()
+        if self._steps is None and self.lease.attempt == 1:
+            self._steps = {}
         return self._steps
 
     def _ended_step(self, name: str, recorded: dict[str, Any]) -> Any:

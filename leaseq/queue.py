@@ -195,6 +195,7 @@ class QueueAPI(TaskHost):
     progress = Operation(QueueOps.progress)
     record_step = Operation(QueueOps.record_step)
     recorded_steps = Operation(QueueOps.recorded_steps)
+    suspend = Operation(QueueOps.suspend)
     wait_many = Operation(QueueOps.wait_many)
     ls = Operation(QueueOps.ls)
     stats = Operation(QueueOps.stats)

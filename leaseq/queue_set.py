@@ -101,6 +101,7 @@ class QueueSetBase(QueueGroup):
     progress = Operation(QueueSetOps.progress)
     record_step = Operation(QueueSetOps.record_step)
     recorded_steps = Operation(QueueSetOps.recorded_steps)
+    suspend = Operation(QueueSetOps.suspend)
     reap = Operation(QueueSetOps.reap)
     tick = Operation(QueueSetOps.tick)
     register_worker = Operation(QueueSetOps.register_worker)

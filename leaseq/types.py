@@ -62,6 +62,11 @@ class State(str, enum.Enum):
     pending or dead), ``release`` (-> pending), ``reap`` once the lease expired
     (-> pending, or dead when no attempts remain) and ``cancel`` (-> cancelled:
     the running attempt's lease is lost)."""
+    SUSPENDED = "suspended"
+    """Asleep by its own handler's ``current_job().sleep`` (docs/durable.md): no
+    lease, no worker slot, its attempt refunded. Left by the promotion inside
+    ``claim`` once ``run_at`` passes, or ``run_now`` (-> pending), or ``cancel``
+    (-> cancelled)."""
     SUCCEEDED = "succeeded"
     """Done. Terminal; the row is deleted after ``keep_succeeded`` or by ``purge``."""
     DEAD = "dead"
@@ -103,8 +108,16 @@ TRANSITIONS: Mapping[State, frozenset[State]] = MappingProxyType(
         State.PENDING: frozenset({State.ACTIVE, State.CANCELLED, State.DEAD}),
         State.SCHEDULED: frozenset({State.PENDING, State.CANCELLED}),
         State.ACTIVE: frozenset(
-            {State.SUCCEEDED, State.SCHEDULED, State.PENDING, State.DEAD, State.CANCELLED}
+            {
+                State.SUCCEEDED,
+                State.SCHEDULED,
+                State.PENDING,
+                State.SUSPENDED,
+                State.DEAD,
+                State.CANCELLED,
+            }
         ),
+        State.SUSPENDED: frozenset({State.PENDING, State.CANCELLED}),
         State.SUCCEEDED: frozenset(),
         State.DEAD: frozenset({State.PENDING}),
         State.CANCELLED: frozenset(),
@@ -366,6 +379,8 @@ class Stats(msgspec.Struct, frozen=True, kw_only=True):
     waiting: int = 0
     """Jobs waiting for their parents (``depends_on``)."""
     active: int
+    suspended: int = 0
+    """Jobs asleep (``current_job().sleep``) until their ``run_at``."""
     succeeded: int
     dead: int
     cancelled: int

@@ -1,5 +1,5 @@
 -- cancel.lua: cancel a job: it will never run (again); a running attempt loses its lease.
--- transition: waiting | pending | scheduled | active -> cancelled (the row then lives keep_ms)
+-- transition: waiting | pending | scheduled | active | suspended -> cancelled (the row then lives keep_ms)
 -- clock: server TIME (never behind the queue's meta clock), for finished_at and retention
 -- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
@@ -12,6 +12,7 @@
 -- KEYS[8]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents, score = enqueued_at ms epoch
 -- KEYS[9]  leaseq:{<queue>}:wake         LIST  wake-up tokens (children released; lib/free_unique.lua; a freed limit slot)
 -- KEYS[10] leaseq:{<queue>}:active       ZSET  ids under lease, score = lease_until ms epoch
+-- KEYS[11] leaseq:{<queue>}:suspended    ZSET  ids asleep, score = run_at ms epoch
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  keep_ms, how long to keep the row (integer ms; 0 = delete now, -1 = until purged)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job's parents and children (job_prefix);
@@ -48,6 +49,7 @@ local now = now_ms(meta)
 redis.call('ZREM', pending, id)
 redis.call('ZREM', scheduled, id)
 redis.call('ZREM', K.waiting, id)
+redis.call('ZREM', K.suspended, id)
 redis.call('HSET', job, 'state', 'cancelled', 'finished_at', now)
 redis.call('HDEL', job, 'run_at', 'delay')
 if state == 'active' then

@@ -16,6 +16,7 @@
 -- KEYS[11] leaseq:{<queue>}:group_active HASH  group -> leases active now
 -- KEYS[12] leaseq:{<queue>}:group_rate_held  ZSET  groups held back at their rate, score = ms epoch
 --           they may claim again (lib/rotate_groups.lua)
+-- KEYS[13] leaseq:{<queue>}:suspended  ZSET  ids asleep, score = run_at ms epoch (the wait's end)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  count, how many jobs to lease at most (integer >= 1; more than 1000 lease 1000)
 -- ARGV[3]  lease_ms, the lease length (integer ms >= 1)
@@ -263,11 +264,11 @@ if redis.call('ZCARD', pending) == 0 then
 end
 
 -- How long a blocked claimer may sleep before something changes by itself:
--- the next scheduled job falls due, or the earliest lease runs out (then a
+-- the next scheduled job falls due (or a sleep ends), or the earliest lease runs out (then a
 -- claim reaps it). Enqueues wake it sooner through the wake list. Only a
 -- claim that got nothing sleeps, so only then is it worth working out.
 local wait_ms = -1
-for _, index in ipairs(got == 0 and { scheduled, active, K.group_rate_held } or {}) do
+for _, index in ipairs(got == 0 and { scheduled, K.suspended, active, K.group_rate_held } or {}) do
   local head = redis.call('ZRANGE', index, 0, 0, 'WITHSCORES')
   if #head > 0 then
     local ms = math.max(0, tonumber(head[2]) - now)

@@ -110,7 +110,7 @@ class Worker:
     @property
     def counts(self) -> dict[str, int]:
         """Outcomes this worker wrote (or, for ``lost``, discarded) since it was made:
-        ``succeeded``, ``failed`` (to retry), ``dead``, ``released``, ``lost``."""
+        ``succeeded``, ``failed`` (to retry), ``dead``, ``released``, ``suspended``, ``lost``."""
         return self._engine.counts
 
     @property

@@ -10,7 +10,7 @@ its kind and calls it. ``get_result(id)`` reads the job back as a
 - ``priority``: Django's -100..100, larger sooner, is leaseq's ``100 - p``
   (0..200, smaller sooner); the default 0 is leaseq priority 100.
 - ``run_after``: ``delay`` = seconds from now (this process's clock) to it.
-- status: pending, scheduled and waiting are READY; active is RUNNING;
+- status: pending, scheduled and waiting are READY; active and suspended are RUNNING;
   succeeded is SUCCESSFUL; dead and cancelled are FAILED.
 - ``errors``: the job's last failure, its exception's class path and text.
 - ``worker_ids``: the last worker, once per attempt (leaseq keeps the last
@@ -77,6 +77,7 @@ STATUS = {
     State.PENDING: TaskResultStatus.READY,
     State.SCHEDULED: TaskResultStatus.READY,
     State.ACTIVE: TaskResultStatus.RUNNING,
+    State.SUSPENDED: TaskResultStatus.RUNNING,  # started, asleep between its steps
     State.SUCCEEDED: TaskResultStatus.SUCCESSFUL,
     State.DEAD: TaskResultStatus.FAILED,
     State.CANCELLED: TaskResultStatus.FAILED,

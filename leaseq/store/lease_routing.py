@@ -126,6 +126,11 @@ class LeaseRouting:
         steps: dict[str, Any] = yield from self._for(lease).recorded_steps(lease)
         return steps
 
+    def suspend(self, lease: Lease, name: str, seconds: float) -> Op[float]:
+        """As ``Queue.suspend``, on the lease's shard (or queue)."""
+        wakes: float = yield from self._for(lease).suspend(lease, name, seconds)
+        return wakes
+
     def reap(self) -> Op[tuple[int, int]]:
         """Reap every shard (or queue): (returned to pending, dead-lettered), summed."""
         requeued = died = 0
@@ -152,4 +157,5 @@ class RoutedLeases:
     progress = through("leases", LeaseRouting.progress)
     record_step = through("leases", LeaseRouting.record_step)
     recorded_steps = through("leases", LeaseRouting.recorded_steps)
+    suspend = through("leases", LeaseRouting.suspend)
     reap = through("leases", LeaseRouting.reap)

@@ -53,6 +53,8 @@ __all__ = [
     "record_step",
     "record_step_call",
     "recorded_steps",
+    "suspend",
+    "suspend_call",
     "release",
     "release_call",
 ]
@@ -421,3 +423,31 @@ def recorded_steps(queue: QueueSettings, lease: Lease) -> Op[dict[str, Any]]:
             except (msgspec.ValidationError, msgspec.DecodeError) as exc:
                 raise DamagedRow(lease.id, field, value, str(exc)) from None
     return steps
+
+
+def suspend_call(queue: QueueSettings, lease: Lease, name: str, seconds: float) -> Call[float]:
+    """End the attempt of ``lease`` asleep for ``seconds`` (``current_job().sleep``):
+    the job goes to ``suspended`` until then, the step ``name`` recorded so the run
+    that resumes passes it. The call's result is when it wakes (epoch seconds,
+    server clock). Raises InvalidArgument before anything is sent."""
+    step = check_job_id(name, "step name")
+    sleep_ms = v.delay_ms(seconds, "sleep")
+    return fenced(
+        queue,
+        "suspend",
+        lease,
+        lambda reply: int(reply[1]) / 1000.0,
+        id=lease.id,
+        name=step,
+        value=queue.codec.encode(None, f"the record of sleep {step!r}"),
+        sleep_ms=sleep_ms,
+    )
+
+
+def suspend(queue: QueueSettings, lease: Lease, name: str, seconds: float) -> Op[float]:
+    """Suspend the job of ``lease`` for ``seconds``: its attempt ends (refunded, not a
+    failure), it holds no lease nor worker slot, and a claim promotes it to pending
+    once the time has passed (docs/durable.md). Returns when it wakes (epoch
+    seconds). Raises LeaseLost, InvalidArgument."""
+    wakes: float = yield suspend_call(queue, lease, name, seconds)
+    return wakes

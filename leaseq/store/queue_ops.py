@@ -153,6 +153,7 @@ class QueueOps:
     progress = on_settings(_leases.progress)
     record_step = on_settings(_leases.record_step)
     recorded_steps = on_settings(_leases.recorded_steps)
+    suspend = on_settings(_leases.suspend)
     reap = on_settings(_reap.reap)
     # reading: leaseq.store.reads, leaseq.store.wait
     get = on_settings(_reads.get)

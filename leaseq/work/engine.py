@@ -63,6 +63,9 @@ logger = logging.getLogger("leaseq.worker")
 Inbox = queue_mod.SimpleQueue[Task | None]
 """The handler threads' queue of leases to run, and the reporter's of those run."""
 
+COUNTS = ("succeeded", "failed", "dead", "released", "suspended", "lost")
+"""A worker's ``counts``, by outcome."""
+
 MAX_IDLE_WAIT = 5.0
 """Longest single block on the wake list: a lost wake-up only delays a job this much."""
 
@@ -107,14 +110,13 @@ class Engine:
         self._slots: LoopSlots | None = None
         self.handler, self.concurrency, self.ttl = handler, concurrency, float(ttl)
         self.prefetch, self.grace, self.reap_interval = prefetch, float(grace), float(reap_interval)
-        self.worker_id = worker_id or served.worker_id
-        self.handle_signals = handle_signals
+        self.worker_id, self.handle_signals = worker_id or served.worker_id, handle_signals
         self.metrics = metrics if metrics is not None else installed()
         """Worker-local figures (``leaseq.observe.worker_metrics``); None records nothing."""
         if self.metrics is not None:
             self.metrics.slots(served.name, concurrency)
         self.beat_every = self.ttl / 3
-        self.counts = {"succeeded": 0, "failed": 0, "dead": 0, "released": 0, "lost": 0}
+        self.counts = dict.fromkeys(COUNTS, 0)
         """Outcomes this worker wrote (or, for ``lost``, discarded) since it was made."""
         self._cond = threading.Condition(threading.RLock())
         self._claim_lock = threading.Lock()
@@ -438,6 +440,9 @@ class Engine:
             if value is not None and inspect.isawaitable(value):  # an async def handler
                 if self.loop is None:  # leaseq.Worker: a loop of this thread's, kept
                     loop = loop or asyncio.new_event_loop()
+                elif task.lease.attempt > 1:  # on aio.Worker's loop, sleep() reads no I/O
+                    with contextlib.suppress(LeaseqError):  # else read by the first step
+                        task.ctx._steps = self._calls.recorded_steps(task.lease)
                 on = self.loop or loop
                 assert on is not None
                 value = run_handler(value, task.ctx, on, self.loop is None, task.on_interrupt)

@@ -20,6 +20,7 @@ import functools
 import queue as queue_mod
 from typing import TYPE_CHECKING, Any
 
+from leaseq.errors import LeaseqError
 from leaseq.handler import _set_current_task, all_async
 from leaseq.work.held import Task
 
@@ -87,7 +88,11 @@ class LoopSlots:
         raised: BaseException | None = None
         value: Any = None
         try:
-            value = engine.handler(task.ctx.lease)
+            ctx = task.ctx
+            if ctx.lease.attempt > 1 and ctx.aqueue is not None:  # sleep() reads no I/O
+                with contextlib.suppress(LeaseqError):  # else read by the first step
+                    ctx._steps = await ctx.aqueue.recorded_steps(ctx.lease)
+            value = engine.handler(ctx.lease)
             if value is not None:
                 value = await value
         except BaseException as exc:  # a cancel, SystemExit: this job's end, not the loop's

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from leaseq.errors import InvalidArgument, InvalidPayload, PayloadTooLarge
-from leaseq.handler import Dead, Retry, UnknownKind, describe_error, format_traceback
+from leaseq.handler import (
+    Dead,
+    Retry,
+    Suspend,
+    UnknownKind,
+    describe_error,
+    format_traceback,
+)
 from leaseq.protocols import members
 from leaseq.store import validate as v
 from leaseq.types import Lease
@@ -60,11 +67,13 @@ class Outcome:
     ``kind``: ``complete`` (store ``result``), ``retry`` (``fail``: after
     ``retry_in`` seconds, None = the queue's backoff; dead once attempts are
     used up), ``dead`` (``fail(dead=True)``), ``release`` (back to pending,
-    attempt refunded: shutdown only). ``error`` is the ``last_error`` text;
+    attempt refunded: shutdown only), ``suspend`` (asleep for ``retry_in``
+    seconds, ``error`` naming the sleep's step: ``current_job().sleep``).
+    ``error`` is otherwise the ``last_error`` text;
     ``label`` names the cause in log lines.
     """
 
-    kind: Literal["complete", "retry", "dead", "release"]
+    kind: Literal["complete", "retry", "dead", "release", "suspend"]
     result: Any = None
     retry_in: float | None = None
     error: str = ""
@@ -145,6 +154,8 @@ def _returned(result: Any, encode: Encode | None) -> Outcome:
 
 def _failed(raised: BaseException) -> Outcome:
     """``decide`` for a handler that raised anything but ``Retry``."""
+    if isinstance(raised, Suspend):  # not a failure: the handler asked to sleep
+        return Outcome("suspend", retry_in=raised.seconds, error=raised.name, label="sleep")
     if isinstance(raised, Dead):
         return Outcome("dead", error=f"Dead: {raised.reason}", label="dead")
     if isinstance(raised, HandlerTimeout):  # the worker's verdict: an ordinary failure

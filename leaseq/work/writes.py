@@ -152,6 +152,9 @@ class OutcomeWriter:
             why = "shutdown" if outcome is RELEASE else outcome.error
             self.release(task, logging.INFO, f"released ({why})")
             return
+        if outcome.kind == "suspend":
+            self._suspend(task, outcome)
+            return
         try:
             state = self.queue.fail(
                 task.lease,
@@ -170,6 +173,17 @@ class OutcomeWriter:
             return
         self.counts["dead" if state.value == "dead" else "failed"] += 1
         log_written(self.queue.name, task.lease, outcome, state.value)
+
+    def _suspend(self, task: Task, outcome: Outcome) -> None:
+        """The handler slept (``current_job().sleep``): the job waits in suspended."""
+        try:
+            wakes = self.queue.suspend(task.lease, outcome.error, outcome.retry_in or 0.0)
+        except (LeaseLost, DamagedRow, InvalidArgument) as exc:
+            self.counts["lost"] += 1
+            self._log(logging.WARNING, task, "sleep not written (%s): outcome discarded", exc)
+            return
+        self.counts["suspended"] += 1
+        self._log(logging.INFO, task, "asleep (%s) until %.3f", outcome.error, wakes)
 
     def hand_back(self, leases: list[Lease]) -> None:
         """Release leases a claim brought in after the stop (never left active)."""

@@ -1,31 +1,37 @@
--- promote_due(scheduled, pending, K, job_prefix, now, limit, log):
--- move at most limit scheduled jobs whose time has come (score <= now) to
--- pending, noting each scheduled -> pending in log (event_log). Returns how
+-- promote_due(scheduled, pending, K, job_prefix, now, limit, log): move the
+-- jobs whose time has come (score <= now) to pending: at most limit scheduled
+-- ones (a delay, a retry's backoff) and at most limit suspended ones (a
+-- handler's sleep ended), noting each move in log (event_log). Returns how
 -- many it moved.
+-- KEYS  leaseq:{<queue>}:suspended  ZSET  ids asleep (current_job().sleep), score = run_at ms epoch
 --!include lib/log_event.lua
 --!include lib/push_pending.lua
 --!include lib/read_row.lua
 --!include lib/state_kind.lua
 --!include lib/to_count.lua
 local function promote_due(scheduled, pending, K, job_prefix, now, limit, log)
-  local ids = redis.call('ZRANGEBYSCORE', scheduled, '-inf', now, 'LIMIT', 0, limit)
-  for _, id in ipairs(ids) do
-    redis.call('ZREM', scheduled, id)
-    local job = job_prefix .. id
-    local row = read_row(job, 'state', 'priority', 'attempts')
-    -- The row is the truth: an index entry whose row is gone or moved on
-    -- is simply dropped.
-    if row and row[1] == 'scheduled' then
-      redis.call('HDEL', job, 'run_at')
-      push_pending(pending, K, job, id, to_count(row[2]) or 0)
-      log_event(log, 'scheduled', 'pending', id, row[3])
-    elseif (not row or not row[1] or not state_kind(row[1]))
-        and redis.call('EXISTS', job) == 1 then
-      -- Damaged by hand (not a hash, no state, a state leaseq never
-      -- writes): hand it to pending as it is, where claim dead-letters it
-      -- with the reason rather than let it vanish from every index.
-      redis.call('ZADD', pending, 0, id)
+  local moved = 0
+  for _, from in ipairs({ { scheduled, 'scheduled' }, { K.suspended, 'suspended' } }) do
+    local ids = redis.call('ZRANGEBYSCORE', from[1], '-inf', now, 'LIMIT', 0, limit)
+    for _, id in ipairs(ids) do
+      redis.call('ZREM', from[1], id)
+      local job = job_prefix .. id
+      local row = read_row(job, 'state', 'priority', 'attempts')
+      -- The row is the truth: an index entry whose row is gone or moved on
+      -- is simply dropped.
+      if row and row[1] == from[2] then
+        redis.call('HDEL', job, 'run_at')
+        push_pending(pending, K, job, id, to_count(row[2]) or 0)
+        log_event(log, from[2], 'pending', id, row[3])
+      elseif (not row or not row[1] or not state_kind(row[1]))
+          and redis.call('EXISTS', job) == 1 then
+        -- Damaged by hand (not a hash, no state, a state leaseq never
+        -- writes): hand it to pending as it is, where claim dead-letters it
+        -- with the reason rather than let it vanish from every index.
+        redis.call('ZADD', pending, 0, id)
+      end
     end
+    moved = moved + #ids
   end
-  return #ids
+  return moved
 end

@@ -8,6 +8,7 @@
 -- KEYS  leaseq:{<queue>}:pending  ZSET  ids in state pending
 -- KEYS  leaseq:{<queue>}:scheduled  ZSET  ids in state scheduled
 -- KEYS  leaseq:{<queue>}:active  ZSET  ids in state active
+-- KEYS  leaseq:{<queue>}:suspended  ZSET  ids in state suspended
 -- KEYS  leaseq:{<queue>}:succeeded  ZSET  ids in state succeeded
 -- KEYS  leaseq:{<queue>}:dead  ZSET  ids in state dead
 -- KEYS  leaseq:{<queue>}:cancelled  ZSET  ids in state cancelled
@@ -18,6 +19,7 @@ local STATE_INDEXES = {
   { 'pending', false },
   { 'scheduled', false },
   { 'active', false },
+  { 'suspended', false },
   { 'succeeded', true },
   { 'dead', false },
   { 'cancelled', true },

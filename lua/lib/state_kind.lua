@@ -8,6 +8,7 @@ local STATE_KINDS = {
   pending = 'unfinished',
   scheduled = 'unfinished',
   active = 'unfinished',
+  suspended = 'unfinished',
   succeeded = 'finished',
   dead = 'finished',
   cancelled = 'finished',

@@ -584,3 +584,33 @@ def test_enqueue_many_dedups_within_one_batch(q: leaseq.Queue) -> None:
     assert row(q, "a")["payload"] == '"a"'
     assert len(set(q.enqueue_many(["n1", "n2", "n3"]))) == 3
     assert q.stats().pending == 6 and q.stats().totals["enqueued"] == 6
+
+
+def test_a_sleep_parks_the_job_in_its_own_index_until_a_claim_wakes_it(
+    q: leaseq.Queue, r: Any, clock: Clock
+) -> None:
+    nap = clock.lease(5.0, 0.2)
+    job_id = q.enqueue("x", max_attempts=1)
+    first = claim_one(q)
+    wakes = q.suspend(first, "nap", nap)
+    job = q.get(job_id)
+    assert job is not None and (job.state, job.steps) == (leaseq.State.SUSPENDED, {"nap": None})
+    assert job.run_at == pytest.approx(wakes) and job.max_attempts == 2  # the attempt refunded
+    assert list(index(q, "suspended")) == [job_id] and index(q, "active") == {}
+    assert q.stats().suspended == 1 and q.claim(ttl=5.0) is None  # asleep: not claimable
+    with pytest.raises(leaseq.LeaseLost):
+        q.complete(first)  # its lease ended with the sleep
+    clock.advance(nap + 0.01)
+    second = claim_one(q)  # the claim wakes it first
+    assert (second.id, second.attempt) == (job_id, 2)
+    assert q.recorded_steps(second) == {"nap": None}
+    q.complete(second, result="done")
+    job = q.get(job_id)
+    assert job is not None and (job.state, job.result) == (leaseq.State.SUCCEEDED, "done")
+
+
+def test_a_suspended_job_can_be_deleted(q: leaseq.Queue, r: Any) -> None:
+    job_id = q.enqueue("x")
+    q.suspend(claim_one(q), "nap", 60.0)
+    assert q.delete(job_id) == "suspended"  # the state it was in
+    assert q.get(job_id) is None and index(q, "suspended") == {} and q.stats().suspended == 0

@@ -26,6 +26,7 @@ from leaseq.store.leases import (
     progress_call,
     record_step_call,
     release_call,
+    suspend_call,
 )
 from leaseq.store.pause import pause_call, resume_call
 from leaseq.store.purge import delete_call, drop_call, purge_page
@@ -346,6 +347,7 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
         "once": once_call(core, lease, "m"),
         "progress": progress_call(core, lease, 1),
         "step": record_step_call(core, lease, "s", 1),
+        "suspend": suspend_call(core, lease, "s", 1.0),
         "reap": reap_call(core),
         "cancel": cancel_call(core, "ID"),
         "retry": retry_call(core, "ID", None),

@@ -97,7 +97,13 @@ def test_every_move_the_scripts_make_is_declared_and_every_declared_one_is_made(
 ) -> None:
     # One of each transition: claim, complete, fail (retry now, later, dead),
     # release, reap, cancel (pending, scheduled, active), promotion, run_now, retry_dead,
-    # and a row that can never run, dead-lettered by claim.
+    # and a row that can never run, dead-lettered by claim; a durable sleep that
+    # a claim wakes, and one cancelled asleep.
+    q.enqueue("sleeps", id="sleeps")
+    q.suspend(claim_one(q), "nap", 0.5)
+    q.enqueue("sleeps on", id="sleeps-on")
+    q.suspend(claim_one(q), "nap", 60.0)
+    q.cancel("sleeps-on")
     q.cancel(q.enqueue("cancel me"))
     q.cancel(q.enqueue("cancel me later", delay=60.0))
     q.enqueue("cancel me running")

@@ -143,6 +143,7 @@ EXCLUDED: dict[str, str] = {
     "store.fencing.many_concurrent_reapers_move_each_job_once": _THREADS,
     "store.fencing.claims_racing_reapers_never_double_hand_out": _THREADS,
     "worker.thread_worker.run_returns_only_after_its_claimer_stopped": _THREADED_WORKER,
+    "worker.thread_worker.async_handlers_that_raise_reuse_their_threads_loop": _THREADED_WORKER,
     "worker.thread_worker.an_outcome_set_as_the_grace_runs_out_is_written_not_released": (
         _THREADED_WORKER
     ),

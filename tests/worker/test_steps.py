@@ -12,6 +12,7 @@ from typing import Any
 
 import leaseq
 from tests.support.drivers import Driver
+from tests.support.servers import wait_until
 
 
 def test_a_retry_skips_the_steps_an_earlier_attempt_recorded(driver: Driver) -> None:
@@ -181,3 +182,83 @@ def test_async_handlers_report_progress_with_aprogress(driver: Driver) -> None:
         assert "aprogress" in job.result and job.progress == {"pct": 50}
     else:  # leaseq.Worker: the handler's loop is its thread's own
         assert job.result == "blocking call allowed" and job.progress == {"pct": 60}
+
+
+# -- sleep: the suspended state ------------------------------------------------------
+
+
+def _sleeper(ran: Counter[str]) -> Any:
+    def handler(lease: leaseq.Lease) -> Any:
+        if lease.payload.get("other"):
+            return "other"
+        ctx = leaseq.current_job()
+        ctx.step("before", lambda: ran.update(["before"]) or 1)
+        ctx.sleep("nap", 0.3)
+        ran["after"] += 1
+        return "woke"
+
+    return handler
+
+
+def test_a_sleep_suspends_the_job_and_frees_the_slot_then_resumes_past_its_steps(
+    live_driver: Driver,
+) -> None:
+    ran: Counter[str] = Counter()
+    q = live_driver.q
+    job_id = q.enqueue({}, max_attempts=1)
+    other = q.enqueue({"other": True}, max_attempts=1)
+    run = live_driver.worker(_sleeper(ran), concurrency=1)
+    run.start()
+    try:
+        wait_until(lambda: q.stats().suspended == 1, 10, what="the job to sleep")
+        job = q.get(job_id)
+        assert job is not None and job.state is leaseq.State.SUSPENDED and job.run_at
+        assert job.steps == {"before": 1, "nap": None}
+        wait_until(lambda: _state(q, job_id) is leaseq.State.SUCCEEDED, 10, what="the resume")
+        # The one slot was free while it slept: the other job ran meanwhile.
+        assert _state(q, other) is leaseq.State.SUCCEEDED
+    finally:
+        run.stop()
+        run.join()
+    job = q.get(job_id)
+    assert job is not None and job.result == "woke"
+    # A sleep is not a failure: max_attempts=1, two claims, no error.
+    assert (job.attempts, job.last_error) == (2, None)
+    assert ran["before"] == 1 and ran["after"] == 1
+    assert run.counts["suspended"] == 1
+
+
+def test_an_async_handler_sleeps_without_io_in_the_call(live_driver: Driver) -> None:
+    async def handler(lease: leaseq.Lease) -> Any:
+        ctx = leaseq.current_job()
+        first = await ctx.astep("first", lambda: lease.attempt)
+        ctx.sleep("nap", 0.2)
+        return first
+
+    q = live_driver.q
+    job_id = q.enqueue({}, max_attempts=1)
+    run = live_driver.worker(handler)
+    run.start()
+    try:
+        wait_until(lambda: _state(q, job_id) is leaseq.State.SUCCEEDED, 10, what="the resume")
+    finally:
+        run.stop()
+        run.join()
+    job = q.get(job_id)
+    assert job is not None and job.result == 1 and job.attempts == 2
+
+
+def test_a_suspended_job_can_be_cancelled_and_then_never_resumes(live_driver: Driver) -> None:
+    ran: Counter[str] = Counter()
+    q = live_driver.q
+    job_id = q.enqueue({}, max_attempts=1)
+    live_driver.worker(_sleeper(ran)).run(burst=True)  # burst: a sleeping job does not hold it
+    assert _state(q, job_id) is leaseq.State.SUSPENDED
+    assert q.cancel(job_id) is True
+    assert _state(q, job_id) is leaseq.State.CANCELLED and q.stats().suspended == 0
+    assert ran == {"before": 1}
+
+
+def _state(q: leaseq.Queue, job_id: str) -> leaseq.State | None:
+    job = q.get(job_id)
+    return None if job is None else job.state
