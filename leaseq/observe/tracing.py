@@ -184,13 +184,14 @@ class Send:
 
 
 def outcome_name(outcome: Outcome | None, lease: Lease, lost: bool) -> str:
-    """``leaseq.outcome`` of a run: succeeded, retried, dead, lost or released."""
+    """``leaseq.outcome`` of a run: succeeded, retried, dead, lost, released or
+    suspended (``current_job().sleep``)."""
     if lost:
         return "lost"
     if outcome is None or outcome.kind == "release":
         return "released"
-    if outcome.kind == "complete":
-        return "succeeded"
+    if outcome.kind in ("complete", "suspend"):
+        return "succeeded" if outcome.kind == "complete" else "suspended"
     if outcome.kind == "retry" and lease.attempt < lease.max_attempts:
         return "retried"
     return "dead"
@@ -226,7 +227,7 @@ class JobSpan:
         span = self._span
         name = outcome_name(outcome, self._lease, lost)
         span.set_attribute("leaseq.outcome", name)
-        if raised is not None:
+        if raised is not None and name != "suspended":  # a sleep raises, but is no error
             span.record_exception(raised)
             span.set_attribute("error.type", type(raised).__qualname__)
         if name in ("retried", "dead", "lost"):

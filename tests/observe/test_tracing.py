@@ -648,6 +648,8 @@ def test_outcome_names() -> None:
     assert name(Outcome("dead"), lease, False) == "dead"
     assert name(RELEASE, lease, False) == name(None, lease, False) == "released"
     assert name(Outcome("complete"), lease, True) == "lost"
+    # A sleep (current_job().sleep) ends the attempt at its last one too: not dead.
+    assert name(Outcome("suspend", retry_in=1.0, error="nap"), last, False) == "suspended"
 
 
 def test_the_dashboards_job_page_shows_the_traceparent(wq: leaseq.Queue, r: Any) -> None:
