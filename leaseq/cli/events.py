@@ -10,6 +10,8 @@ from __future__ import annotations
 import collections
 import itertools
 import math
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -203,6 +205,21 @@ def _follow(
     restart is named on stderr and the tail resumes after the last event printed
     (a wrong URL or password still fails at once: the first read is not retried)."""
     q.event_settings()  # fails fast: a bad URL, password or key never gets retried
+    # Ctrl-C is the way out, even for a process started with SIGINT ignored (a
+    # background job of a shell without job control, a CI lane): Python then
+    # installs no handler of its own, and --follow would never end.
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGINT, signal.default_int_handler) if main else None
+    try:
+        _tail(q, start, limit, as_json, job_id)
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
+
+
+def _tail(
+    q: Queue, start: str | Event, limit: int | None, as_json: bool, job_id: str | None
+) -> None:
     left = limit
     while True:
         try:

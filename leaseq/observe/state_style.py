@@ -32,7 +32,7 @@ STYLES: Mapping[State, StateStyle] = MappingProxyType(
         State.PENDING: StateStyle("pend", "pending", "#2454c5"),
         State.SCHEDULED: StateStyle("sched", "", "#6d3fc0"),
         State.ACTIVE: StateStyle("run", "active", "#0b7a75"),
-        State.SUSPENDED: StateStyle("zzz", "suspended (asleep)", "#9a6700"),
+        State.SUSPENDED: StateStyle("zzz", "suspended (asleep)", "#a1367c"),
         State.SUCCEEDED: StateStyle("done", "succeeded", "#2e7d32"),
         State.DEAD: StateStyle("dead", "", "#b42318"),
         State.CANCELLED: StateStyle("canc", "cancelled", "#545b6b"),

@@ -484,3 +484,29 @@ def test_live_updates_arrive_by_push_from_the_event_stream(browser: Any, client:
         for page in pages:
             page.close()
         served.stop()
+
+
+def test_a_sleeping_job_shows_in_its_state_tab_with_its_steps(browser: Any, client: Any) -> None:
+    # The suspended state (current_job().sleep) as a person sees it: its count on the
+    # overview, its tab on the queue page, and the job's page with its recorded steps.
+    orders = leaseq.Queue("orders", redis=client)
+    orders.enqueue({"order": 7}, id="order-7")
+    lease = orders.claim(ttl=60.0, worker="web-3:99:abc123")
+    assert lease is not None
+    orders.record_step(lease, "charge", {"charge_id": "ch_7", "cents": 1299})
+    orders.suspend(lease, "refund-window", 86_400)
+    served = Served(client, title="redis://127.0.0.1/0")
+    page = browser.new_page(viewport={"width": 1280, "height": 640})
+    try:
+        page.goto(served.url + "/")
+        assert cell(page, "orders", "suspended") == "1"
+        page.goto(served.url + "/queues/orders?state=suspended")
+        assert page.locator("text=order-7").first.is_visible()
+        shot(page, "suspended-tab")
+        page.goto(served.url + "/queues/orders/jobs/order-7")
+        body = page.locator("body").inner_text()
+        assert "suspended" in body and "charge_id" in body, body[:2000]
+        shot(page, "suspended-job")
+    finally:
+        page.close()
+        served.stop()
