@@ -224,7 +224,7 @@ class JobContext:
         if name not in recorded:
             value = fn(*args, **kwargs)
             if inspect.isawaitable(value):
-                _close(value)
+                close_unawaited(value)
                 raise InvalidArgument(f"step {name!r}: {fn!r} is async: await ctx.astep(...)")
             recorded[name] = self._steps_queue().record_step(self.lease, name, value)
         return self._ended_step(name, recorded)  # type: ignore[no-any-return]
@@ -330,10 +330,11 @@ def _on_a_loop() -> bool:
     return True
 
 
-def _close(awaitable: Any) -> None:
+def close_unawaited(awaitable: Any) -> None:
+    """Close a coroutine that will never run, so it does not warn "never awaited"."""
     close = getattr(awaitable, "close", None)
     if close is not None:
-        close()  # not left to warn "never awaited"
+        close()
 
 
 _local = threading.local()

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from leaseq.errors import ServerUnavailable
+from leaseq.handler import close_unawaited
 from leaseq.work.on_loop import OnLoop
 
 __all__ = ["LoopQueue"]
@@ -68,9 +69,7 @@ class LoopQueue:
         loop = self.loop
         assert loop is not None, "LoopQueue used before its run set the loop"
         if _running_loop() is loop:
-            close = getattr(awaitable, "close", None)
-            if close is not None:
-                close()  # never run: not left to warn "never awaited"
+            close_unawaited(awaitable)  # never run
             raise RuntimeError(
                 f"{name}() of an aio queue called from its own event loop's thread: "
                 "await the queue's method there"
