@@ -27,6 +27,7 @@ from leaseq.errors import (
     ServerBusy,
     ServerFull,
     ServerUnavailable,
+    SignalTimeout,
     TaskFailed,
     WaitTimeout,
 )
@@ -40,7 +41,7 @@ from leaseq.store.keys import QueueKeys
 from leaseq.store.limits import GroupLimits, Limits
 from leaseq.store.schedules import Schedule
 from leaseq.supervisor import Supervisor
-from leaseq.types import Backoff, Failure, Job, Lease, State, Stats, Step, Unique
+from leaseq.types import Backoff, Failure, Job, Lease, State, Stats, Step, TimedOut, Unique
 from leaseq.work.tasks import Task
 from leaseq.worker import Worker
 
@@ -87,12 +88,14 @@ __all__ = [
     "ServerFull",
     "ServerUnavailable",
     "ShardedQueue",
+    "SignalTimeout",
     "State",
     "Stats",
     "Step",
     "Supervisor",
     "Task",
     "TaskFailed",
+    "TimedOut",
     "WaitTimeout",
     "Worker",
     "current_job",

@@ -30,6 +30,7 @@ __all__ = [
     "ServerBusy",
     "ServerFull",
     "ServerUnavailable",
+    "SignalTimeout",
     "TaskFailed",
     "WaitTimeout",
 ]
@@ -287,6 +288,19 @@ class WaitTimeout(LeaseqError, TimeoutError):
     def __init__(self, job_id: str, timeout: float) -> None:
         super().__init__(f"job {job_id!r} did not finish within {timeout:g}s")
         self.job_id = job_id
+        self.timeout = timeout
+
+
+class SignalTimeout(LeaseqError, TimeoutError):
+    """``current_job().wait_for`` ended with no signal: its ``timeout`` passed (or an
+    operator ran the job now). Raised on the run that resumes, and again on any
+    later run: the wait is recorded as timed out (docs/durable.md)."""
+
+    def __init__(self, name: str, key: str, timeout: float | None) -> None:
+        within = "" if timeout is None else f" within {timeout:g}s"
+        super().__init__(f"wait {name!r}: no signal {key!r}{within}")
+        self.name = name
+        self.key = key
         self.timeout = timeout
 
 

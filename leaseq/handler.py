@@ -22,8 +22,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from leaseq.errors import HandlerImportError, InvalidArgument, LeaseLost, LeaseqError
-from leaseq.types import Lease
+from leaseq.errors import (
+    HandlerImportError,
+    InvalidArgument,
+    LeaseLost,
+    LeaseqError,
+    SignalTimeout,
+)
+from leaseq.types import Lease, TimedOut
 
 T = TypeVar("T")
 
@@ -73,14 +79,18 @@ class Dead(LeaseqError):
 
 
 class Suspend(BaseException):
-    """Raised by ``current_job().sleep`` to end the attempt asleep (docs/durable.md).
-    A BaseException, like a cancel: a handler's ``except Exception`` must not
-    swallow it and run on as if it had slept."""
+    """Raised by ``current_job().sleep`` and ``wait_for`` to end the attempt
+    suspended (docs/durable.md). A BaseException, like a cancel: a handler's
+    ``except Exception`` must not swallow it and run on as if it had slept.
+    ``key``: the signal key of a wait (None: a sleep); ``seconds``: how long
+    until it wakes anyway (None: a wait with no timeout)."""
 
-    def __init__(self, name: str, seconds: float) -> None:
-        super().__init__(f"sleep {name!r} for {seconds:g} s")
+    def __init__(self, name: str, seconds: float | None, key: str | None = None) -> None:
+        until = "" if seconds is None else f" for {seconds:g} s"
+        super().__init__(f"wait {name!r} for {key!r}{until}" if key else f"sleep {name!r}{until}")
         self.name = name
         self.seconds = seconds
+        self.key = key
 
 
 class UnknownKind(LeaseqError):
@@ -258,11 +268,36 @@ class JobContext:
         validate.delay_ms(seconds, "sleep")
         raise Suspend(name, float(seconds))
 
+    def wait_for(self, name: str, key: str, timeout: float | None = None) -> Any:
+        """A durable wait for a signal (docs/durable.md): the first time, end this
+        attempt and suspend the job until ``q.signal(key, payload)`` (or until
+        ``timeout`` seconds pass on the server clock; None: no limit); the handler
+        runs again from the top, and this call returns the signal's payload, or
+        raises SignalTimeout if the time ran out first. A signal sent before the
+        wait is kept (``q.signal``): the wait resumes at once. No I/O, like
+        ``sleep``. Raises InvalidArgument for a bad name, key or timeout."""
+        from leaseq.store import validate
+        from leaseq.store.keys import check_job_id
+
+        recorded = self._begin_step(name)
+        if recorded is None:  # a retry whose steps no one read yet (the worker reads them)
+            recorded = self._steps = self._steps_queue().recorded_steps(self.lease)
+        if name in recorded:
+            value = self._ended_step(name, recorded)
+            if isinstance(value, TimedOut):
+                raise SignalTimeout(name, key, timeout)
+            return value
+        check_job_id(key, "signal key")
+        if timeout is not None:
+            validate.delay_ms(timeout, "timeout")
+        raise Suspend(name, None if timeout is None else float(timeout), key)
+
     def _begin_step(self, name: str) -> dict[str, Any] | None:
         """Check ``name`` and the lease; returns the steps read so far (None: not
         yet; a first attempt has none: no record outlives its incarnation's claim)."""
-        if not isinstance(name, str) or not name:
-            raise InvalidArgument(f"a step's name is a non-empty str, not {name!r}")
+        from leaseq.store.keys import check_job_id
+
+        check_job_id(name, "step name")  # here, not at the write: a sleep writes after the handler
         if self._names is not None and name in self._names:
             raise InvalidArgument(
                 f"step {name!r} ran twice in one run: each step of a job needs a name of its own"

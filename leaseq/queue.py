@@ -196,6 +196,7 @@ class QueueAPI(TaskHost):
     record_step = Operation(QueueOps.record_step)
     recorded_steps = Operation(QueueOps.recorded_steps)
     suspend = Operation(QueueOps.suspend)
+    signal = Operation(QueueOps.signal)
     wait_many = Operation(QueueOps.wait_many)
     ls = Operation(QueueOps.ls)
     stats = Operation(QueueOps.stats)

@@ -27,6 +27,8 @@ __all__ = [
     "State",
     "Stats",
     "Step",
+    "TIMED_OUT",
+    "TimedOut",
     "Unique",
 ]
 
@@ -329,6 +331,20 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     the last failure was an expired lease or an explicit ``fail``)."""
     failures: tuple[Failure, ...] = ()
     """The job's failed attempts, oldest first: the newest 10 are kept."""
+    wait_key: str | None = None
+    """While it is suspended in ``current_job().wait_for``: the signal key it waits
+    for (``q.signal``); None otherwise (a sleep, or not suspended)."""
+    wait_step: str | None = None
+    """The step name of that wait: the signal's payload is recorded under it."""
+
+
+class TimedOut(msgspec.Struct, frozen=True, tag="timed_out"):
+    """The record of a signal wait that ended with no signal: its ``timeout``
+    passed, or an operator ran the job now (``Job.steps`` shows it as this;
+    the row holds an empty ``step:<name>``). ``wait_for`` raises SignalTimeout."""
+
+
+TIMED_OUT = TimedOut()
 
 
 class Backoff(msgspec.Struct, frozen=True, kw_only=True):

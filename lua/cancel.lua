@@ -12,7 +12,7 @@
 -- KEYS[8]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents, score = enqueued_at ms epoch
 -- KEYS[9]  leaseq:{<queue>}:wake         LIST  wake-up tokens (children released; lib/free_unique.lua; a freed limit slot)
 -- KEYS[10] leaseq:{<queue>}:active       ZSET  ids under lease, score = lease_until ms epoch
--- KEYS[11] leaseq:{<queue>}:suspended    ZSET  ids asleep, score = run_at ms epoch
+-- KEYS[11] leaseq:{<queue>}:suspended    ZSET  ids asleep or waiting, score = run_at ms epoch
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  keep_ms, how long to keep the row (integer ms; 0 = delete now, -1 = until purged)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job's parents and children (job_prefix);
@@ -24,6 +24,7 @@
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is past cancelling;
 --         {'DAMAGED', '<key>', 'not a hash'} when the job key holds another type
 --!include lib/allow_oom.lua
+--!include lib/end_wait.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/free_unique.lua
@@ -50,6 +51,8 @@ redis.call('ZREM', pending, id)
 redis.call('ZREM', scheduled, id)
 redis.call('ZREM', K.waiting, id)
 redis.call('ZREM', K.suspended, id)
+-- A job waiting for a signal stops waiting: a signal afterwards resumes nothing.
+if state == 'suspended' then end_wait(K, job, id, nil) end
 redis.call('HSET', job, 'state', 'cancelled', 'finished_at', now)
 redis.call('HDEL', job, 'run_at', 'delay')
 if state == 'active' then

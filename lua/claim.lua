@@ -270,7 +270,7 @@ end
 local wait_ms = -1
 for _, index in ipairs(got == 0 and { scheduled, K.suspended, active, K.group_rate_held } or {}) do
   local head = redis.call('ZRANGE', index, 0, 0, 'WITHSCORES')
-  if #head > 0 then
+  if #head > 0 and head[2] ~= 'inf' then -- a wait for a signal alone has no end
     local ms = math.max(0, tonumber(head[2]) - now)
     if wait_ms < 0 or ms < wait_ms then wait_ms = ms end
   end

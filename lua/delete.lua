@@ -17,6 +17,7 @@
 -- returns: {'OK', state} with the state the job was in ('damaged' for a row without a known one)
 -- errors: {'GONE'} for an unknown id; {'STATE', 'active'} while a lease is held;
 --         {'PINNED', n} for a finished job that n unfinished children still depend on
+--!include lib/end_wait.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/free_unique.lua
@@ -55,6 +56,7 @@ if state_kind(state) ~= 'finished' then
   job_finished(K, id, job, 'deleted', now, log)
 end
 free_unique(K, job, id, now or now_ms(K.meta, true))
+if state == 'suspended' then end_wait(K, job, id, nil) end
 redis.call('DEL', job)
 -- Every index but active's (an active row was refused above): a damaged row's
 -- id may be in any of them.

@@ -14,6 +14,9 @@
 -- KEYS[10] leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id
 -- KEYS[11] leaseq:{<queue>}:unique_windows  ZSET  throttle windows by end
 -- KEYS[12] leaseq:{<queue>}:group_rate_held  ZSET  groups held back at their rate
+-- KEYS[13] leaseq:{<queue>}:waiters    ZSET  jobs waiting for a signal (current_job().wait_for)
+-- KEYS[14] leaseq:{<queue>}:signals    HASH  kept signals: signal key -> payload
+-- KEYS[15] leaseq:{<queue>}:signal_ends  ZSET  kept signals' keys by end
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  limit, the most jobs to delete in this call (integer >= 1)
 -- ARGV[3]  force, 1 deletes leased (active) jobs too, 0 refuses while any exist
@@ -87,6 +90,7 @@ if remaining == 0 then
   for _, g in ipairs(redis.call('ZRANGE', K.group_rate_held, 0, -1)) do names[#names + 1] = g end
   for _, g in ipairs(names) do redis.call('DEL', K.group_prefix .. g) end
   redis.call('DEL', meta, wake, K.groups, K.group_held, K.group_active,
-    K.done, K.events, K.releasing, K.unique, K.unique_windows, K.group_rate_held)
+    K.done, K.events, K.releasing, K.unique, K.unique_windows, K.group_rate_held,
+    K.waiters, K.signals, K.signal_ends)
 end
 return { 'OK', deleted, remaining }

@@ -22,6 +22,7 @@
 -- returns: flat array: deleted, more (1 if the page was full), upto, the next cursor's score
 --          and skip, then id, field, value triples of the jobs stepped over as damaged
 -- errors: none; a job key that is not a hash is reported and left alone
+--!include lib/end_wait.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/free_unique.lua
@@ -72,6 +73,7 @@ for i = 1, #page, 2 do
     elseif got[1] == state then
       if unfinished then job_finished(K, id, job, 'deleted', now, log) end
       free_unique(K, job, id, now)
+      if state == 'suspended' then end_wait(K, job, id, nil) end
       redis.call('DEL', job)
       deleted = deleted + 1
       log_event(log, state, 'deleted', id, got[2])

@@ -3,11 +3,9 @@
 -- clock: server TIME, read without moving the queue's floor, only to stamp the event-stream entry
 -- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
--- KEYS[2]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
--- KEYS[3]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
--- KEYS[4]  leaseq:{<queue>}:meta       HASH  counters, seq
--- KEYS[5]  leaseq:{<queue>}:wake       LIST  wake-up tokens
--- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
+-- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
+-- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters, seq
+-- KEYS[4]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
@@ -18,29 +16,20 @@
 --!include lib/allow_oom.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
---!include lib/group_done.lua
 --!include lib/lease_check.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/push_pending.lua
+--!include lib/refund_lease.lua
 --!include lib/to_count.lua
 
-local job, active, pending, meta, wake = K.job, K.active, K.pending, K.meta, K.wake
+local job, pending, meta = K.job, K.pending, K.meta
 allow_oom(meta) -- a full server must still let this script drain the queue
 local id = A.id
 local refused, group = lease_check(job, A.token, A.incarnation)
 if refused then return refused end
-
--- attempts never goes down (it is the fencing token), so the attempt this
--- lease used is refunded by raising max_attempts instead.
-local max_attempts = redis.call('HGET', job, 'max_attempts')
-if not to_count(max_attempts) then
-  return { 'DAMAGED', 'max_attempts', max_attempts or '' }
-end
-redis.call('HSET', job, 'max_attempts', to_count(max_attempts) + 1)
-redis.call('HDEL', job, 'lease_until', 'prefetched')
-redis.call('ZREM', active, id)
-group_done(K, job, group)
+refused = refund_lease(K, job, id, group)
+if refused then return refused end
 redis.call('HINCRBY', meta, 'released', 1)
 push_pending(pending, K, job, id,
   to_count(redis.call('HGET', job, 'priority')) or 0)

@@ -1,5 +1,5 @@
--- run_now.lua: make a scheduled job claimable now instead of at its due time.
--- transition: scheduled -> pending
+-- run_now.lua: make a scheduled or suspended job claimable now instead of at its due time.
+-- transition: scheduled | suspended -> pending (a signal wait so ended counts as timed out)
 -- clock: server TIME, read without moving the queue's floor, only to stamp the event-stream entry
 -- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
@@ -8,11 +8,13 @@
 -- KEYS[4]  leaseq:{<queue>}:meta       HASH  counters, seq
 -- KEYS[5]  leaseq:{<queue>}:wake       LIST  wake-up tokens
 -- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
+-- KEYS[7]  leaseq:{<queue>}:suspended  ZSET  ids asleep or waiting, score = run_at ms epoch
 -- ARGV[1]  id, the job id (string)
 -- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: {'OK'}
--- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is not scheduled
+-- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is neither scheduled nor suspended
 --!include lib/allow_oom.lua
+--!include lib/end_wait.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/log_event.lua
@@ -25,11 +27,14 @@ allow_oom(meta) -- a full server must still let this script run
 local id = A.id
 local row = redis.call('HMGET', job, 'state', 'priority', 'attempts')
 if not row[1] then return { 'GONE' } end
-if row[1] ~= 'scheduled' then return { 'STATE', row[1] } end
+if row[1] ~= 'scheduled' and row[1] ~= 'suspended' then return { 'STATE', row[1] } end
 redis.call('ZREM', scheduled, id)
+redis.call('ZREM', K.suspended, id)
 redis.call('HDEL', job, 'run_at')
+-- A sleep is already recorded; a wait for a signal ends as if its time ran out.
+if row[1] == 'suspended' then end_wait(K, job, id, '') end
 push_pending(pending, K, job, id, to_count(row[2]) or 0)
 local log = event_log(K.events, nil, meta)
-log_event(log, 'scheduled', 'pending', id, row[3])
+log_event(log, row[1], 'pending', id, row[3])
 if log.n > 0 then flush_events(log, now_ms(meta, true)) end
 return { 'OK' }

@@ -1,53 +1,73 @@
--- suspend.lua: end a held lease's attempt asleep until a time (current_job().sleep): no lease, no slot, the attempt refunded.
--- transition: active -> suspended
+-- suspend.lua: end a held lease's attempt asleep (sleep) or waiting for a signal (wait_for): no lease, no slot, refunded.
+-- transition: active -> suspended; active -> pending (a wait whose signal is already kept)
 -- clock: server TIME (never behind the queue's meta clock), for the wake time run_at
 -- flags: none (it may grow a row: a full server refuses it whole, before it writes)
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
--- KEYS[2]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
--- KEYS[3]  leaseq:{<queue>}:suspended  ZSET  ids asleep, score = run_at ms epoch
--- KEYS[4]  leaseq:{<queue>}:meta       HASH  counters, seq, clock
--- KEYS[5]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
+-- KEYS[2]  leaseq:{<queue>}:suspended  ZSET  ids asleep or waiting, score = run_at ms epoch (+inf: no end)
+-- KEYS[3]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
+-- KEYS[4]  leaseq:{<queue>}:waiters    ZSET  '<signal key> <id>' of every job waiting for a signal, score 0
+-- KEYS[5]  leaseq:{<queue>}:signals    HASH  kept signals: signal key -> payload
+-- KEYS[6]  leaseq:{<queue>}:signal_ends  ZSET  kept signals' keys, score = kept until ms epoch
+-- KEYS[7]  leaseq:{<queue>}:meta       HASH  counters, seq, clock
+-- KEYS[8]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
--- ARGV[4]  name, the sleep's step name (string); stored as field 'step:<name>', so the run that
---          resumes passes it at once
--- ARGV[5]  value, the step's record, encoded by the queue's codec (bytes)
--- ARGV[6]  sleep_ms, how long to sleep (integer ms >= 0)
+-- ARGV[4]  name, the step's name (string): a sleep is recorded as field 'step:<name>' now, so the
+--          run that resumes passes it at once; a wait is recorded when it ends (lib/end_wait.lua)
+-- ARGV[5]  value, a sleep's record, encoded by the queue's codec (bytes; unused by a wait)
+-- ARGV[6]  sleep_ms, how long until it wakes (integer ms >= 0), or -1: a wait with no timeout
+-- ARGV[7]  key, the signal key a wait is for (string), or '' for a sleep
 -- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
--- returns: {'OK', run_at} the ms epoch it wakes at
+-- returns: {'OK', run_at} the ms epoch it wakes at (-1: only a signal wakes it);
+--          {'OK', 0} when a kept signal resumed the wait at once (the job is pending)
 -- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation;
 --         {'DAMAGED', field, value} when max_attempts is not a count (the lease then runs out)
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
---!include lib/group_done.lua
 --!include lib/lease_check.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
+--!include lib/push_pending.lua
+--!include lib/refund_lease.lua
 --!include lib/to_count.lua
 
-local job, meta, id = K.job, K.meta, A.id
+local job, meta, id, key = K.job, K.meta, A.id, A.key
 local refused, group = lease_check(job, A.token, A.incarnation)
 if refused then return refused end
-local max_attempts = redis.call('HGET', job, 'max_attempts')
-if not to_count(max_attempts) then
-  return { 'DAMAGED', 'max_attempts', max_attempts or '' }
+-- A sleep or a wait is not a failure: its attempt is refunded.
+refused = refund_lease(K, job, id, group)
+if refused then return refused end
+local now = now_ms(meta)
+local log = event_log(K.events, nil, meta)
+local step = 'step:' .. A.name
+
+local kept = key ~= '' and (tonumber(redis.call('ZSCORE', K.signal_ends, key)) or 0) > now
+  and redis.call('HGET', K.signals, key)
+if kept then
+  -- Signalled before it waited: the kept payload is its record, and it runs again now.
+  redis.call('HSET', job, step, kept)
+  push_pending(K.pending, K, job, id, to_count(redis.call('HGET', job, 'priority')) or 0)
+  log_event(log, 'active', 'pending', id, A.token)
+  flush_events(log, now)
+  return { 'OK', 0 }
 end
 
--- A sleep is not a failure: attempts still grows at every claim (the fencing
--- token), so the attempt it used is refunded by raising max_attempts, as a
--- release does.
-local now = now_ms(meta)
-local run_at = now + tonumber(A.sleep_ms)
-redis.call('HSET', job, 'max_attempts', to_count(max_attempts) + 1)
+local sleep_ms = tonumber(A.sleep_ms)
+local run_at = sleep_ms >= 0 and now + sleep_ms or -1
 redis.call('HSET', job, 'state', 'suspended')
-redis.call('HSET', job, 'run_at', run_at)
-redis.call('HSET', job, 'step:' .. A.name, A.value)
-redis.call('HDEL', job, 'lease_until', 'prefetched')
-redis.call('ZREM', K.active, id)
-redis.call('ZADD', K.suspended, run_at, id)
-group_done(K, job, group)
-local log = event_log(K.events, nil, meta)
+if key == '' then
+  redis.call('HSET', job, step, A.value)
+else
+  redis.call('HSET', job, 'wait_key', key, 'wait_step', A.name)
+  redis.call('ZADD', K.waiters, 0, key .. ' ' .. id)
+end
+if run_at >= 0 then
+  redis.call('HSET', job, 'run_at', run_at)
+  redis.call('ZADD', K.suspended, run_at, id)
+else
+  redis.call('ZADD', K.suspended, '+inf', id)
+end
 log_event(log, 'active', 'suspended', id, A.token)
-if log.n > 0 then flush_events(log, now) end
+flush_events(log, now)
 return { 'OK', run_at }

@@ -1,5 +1,5 @@
-"""Operator commands of the ``leaseq`` CLI: pause, resume, cancel, update, delete, drop, web,
-workers.
+"""Operator commands of the ``leaseq`` CLI: pause, resume, cancel, update, signal, delete,
+drop, web, workers.
 
 They are registered on the main click group by ``register`` (one line in
 ``leaseq.cli.main``) and reach the queue through the group's context object (its
@@ -24,6 +24,7 @@ from leaseq.cli.payloads import parse_json
 from leaseq.cli.terminal import Column, fit, grid, span, terminal_width
 from leaseq.errors import DamagedRow, InvalidArgument, ServerUnavailable
 from leaseq.sharded import ShardedQueue
+from leaseq.store.durable import SIGNAL_KEEP
 from leaseq.transport import client as _redis
 
 __all__ = ["register"]
@@ -85,6 +86,27 @@ def update(c: Any, queue: str, job_id: str, payload: str) -> None:
     part, _ = c.holder(queue, job_id)
     part.update(job_id, payload=parse_json(payload, "PAYLOAD"))
     click.echo(f"job {job_id} updated (the old payload is in the event stream)")
+
+
+@click.command()
+@click.argument("queue")
+@click.argument("key")
+@click.argument("payload", required=False)
+@click.option(
+    "--keep",
+    type=float,
+    default=SIGNAL_KEEP,
+    show_default=True,
+    help="Seconds the signal is kept for jobs that wait for KEY later (0: none).",
+)
+@click.pass_obj
+def signal(c: Any, queue: str, key: str, payload: str | None, keep: float) -> None:
+    """Send the signal KEY: resume every job of QUEUE waiting for it
+    (current_job().wait_for), its wait returning PAYLOAD (JSON; default null)."""
+    value = None if payload is None else parse_json(payload, "PAYLOAD")
+    resumed = c.target(queue).signal(key, value, keep=keep)
+    kept = f"; kept {keep:g} s for later waiters" if keep else ""
+    click.echo(f"signal {key} resumed {resumed} job(s){kept}")
 
 
 @click.command()
@@ -394,7 +416,7 @@ def _add_log_options(command: click.Command) -> None:
 
 def register(group: click.Group) -> None:
     """Add the operator commands to the ``leaseq`` group (and ``stats --watch``)."""
-    for command in (pause, resume, cancel, update, delete, drop, web, workers):
+    for command in (pause, resume, cancel, update, signal, delete, drop, web, workers):
         group.add_command(command)
     if "stats" in group.commands:
         _add_watch(group.commands["stats"])

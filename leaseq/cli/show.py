@@ -17,7 +17,7 @@ from leaseq.cli.terminal import when as _when
 from leaseq.errors import DamagedKey, DamagedRow
 from leaseq.observe.humanize import utc
 from leaseq.transport import client as _redis
-from leaseq.types import Job, State
+from leaseq.types import Job, State, TimedOut
 
 __all__ = ["show"]
 
@@ -76,8 +76,14 @@ def _head_rows(job: Job) -> list[tuple[str, str]]:
         ("after", None if job.after is None else after),
         ("progress", None if job.progress is None else json.dumps(job.progress)),
         ("flow", job.flow or None),
+        ("waits_for", None if job.wait_key is None else _waits_for(job)),
     ]
     return rows + [(name, value) for name, value in shown if value is not None]
+
+
+def _waits_for(job: Job) -> str:
+    """What a suspended job's wait resumes on: its signal key, and its step."""
+    return f"signal {job.wait_key} (step {job.wait_step}; leaseq signal {job.queue} {job.wait_key})"
 
 
 def _tail_rows(job: Job, now: float) -> list[tuple[str, str]]:
@@ -95,7 +101,8 @@ def _tail_rows(job: Job, now: float) -> list[tuple[str, str]]:
     for name, value in job.once.items():
         rows.append((f"once:{name}", f"at attempt {value}"))
     for name, value in sorted(job.steps.items()):  # durable steps, by name
-        rows.append((f"step:{name}", _short(value)))
+        shown = "(timed out: no signal)" if isinstance(value, TimedOut) else _short(value)
+        rows.append((f"step:{name}", shown))
     return rows
 
 

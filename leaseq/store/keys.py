@@ -265,6 +265,22 @@ class QueueKeys:
         may claim again, ms epoch."""
         return self.stem + "group_rate_held"
 
+    @property
+    def waiters(self) -> str:
+        """ZSET, score 0, of ``<signal key> <id>`` for every job waiting for a signal
+        (``current_job().wait_for``): a key's waiters sort together, by id."""
+        return self.stem + "waiters"
+
+    @property
+    def signals(self) -> str:
+        """HASH signal key -> payload of the signals kept for later waiters (``q.signal``)."""
+        return self.stem + "signals"
+
+    @property
+    def signal_ends(self) -> str:
+        """ZSET of the kept signals' keys; score = until when each is kept, ms epoch."""
+        return self.stem + "signal_ends"
+
     def index(self, state: str) -> str:
         """The index ZSET of a state (every state has exactly one), named as the state:
         ``{prefix}:{<queue>}:pending``. Its score per state is in docs/keys-and-rows.md."""

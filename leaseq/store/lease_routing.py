@@ -126,9 +126,11 @@ class LeaseRouting:
         steps: dict[str, Any] = yield from self._for(lease).recorded_steps(lease)
         return steps
 
-    def suspend(self, lease: Lease, name: str, seconds: float) -> Op[float]:
+    def suspend(
+        self, lease: Lease, name: str, seconds: float | None, key: str | None = None
+    ) -> Op[float | None]:
         """As ``Queue.suspend``, on the lease's shard (or queue)."""
-        wakes: float = yield from self._for(lease).suspend(lease, name, seconds)
+        wakes: float | None = yield from self._for(lease).suspend(lease, name, seconds, key)
         return wakes
 
     def reap(self) -> Op[tuple[int, int]]:

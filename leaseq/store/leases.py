@@ -26,7 +26,7 @@ from leaseq.store.keys import check_job_id
 from leaseq.store.replies import as_text, refusal
 from leaseq.store.scripts import SCRIPTS
 from leaseq.store.settings import QueueSettings
-from leaseq.store.steps import Call, Command, Op, joined
+from leaseq.store.steps import Call, Op, joined
 from leaseq.types import Lease, State
 
 R = TypeVar("R")
@@ -50,11 +50,6 @@ __all__ = [
     "once_call",
     "progress",
     "progress_call",
-    "record_step",
-    "record_step_call",
-    "recorded_steps",
-    "suspend",
-    "suspend_call",
     "release",
     "release_call",
 ]
@@ -381,73 +376,3 @@ def progress(queue: QueueSettings, lease: Lease, value: Any) -> Op[None]:
     """Store a small JSON ``value`` (<= 4096 bytes) as the job's ``progress``,
     fenced like every lease write. Raises LeaseLost, InvalidPayload."""
     yield progress_call(queue, lease, value)
-
-
-# -- durable steps (docs/durable.md) -----------------------------------------------------
-
-
-def record_step_call(queue: QueueSettings, lease: Lease, name: str, value: Any) -> Call[Any]:
-    """Record ``value`` as the result of the job's step ``name`` (row field
-    ``step:<name>``), encoded by the queue's codec; the call's result is the
-    step's recorded value as the codec reads it back (the earlier record's,
-    if there was one). Raises InvalidArgument, InvalidPayload, PayloadTooLarge
-    before anything is sent."""
-    step = check_job_id(name, "step name")
-    data = queue.codec.encode(value, f"the result of step {step!r}")
-
-    def read(reply: list[Any]) -> Any:
-        return queue.codec.decode_any(data if int(reply[1]) == 1 else reply[2])
-
-    return fenced(queue, "step", lease, read, name=step, value=data)
-
-
-def record_step(queue: QueueSettings, lease: Lease, name: str, value: Any) -> Op[Any]:
-    """Record the result of the job's durable step ``name`` under ``lease``'s
-    token; the first record of a name stands. Returns the recorded value as it
-    reads back (what a later run's ``step`` returns). Raises LeaseLost (nothing
-    recorded), InvalidArgument, InvalidPayload, PayloadTooLarge."""
-    recorded: Any = yield record_step_call(queue, lease, name, value)
-    return recorded
-
-
-def recorded_steps(queue: QueueSettings, lease: Lease) -> Op[dict[str, Any]]:
-    """The results recorded for the job's durable steps, by step name (one read of
-    its row; empty if it has none, or no row). A read: it needs no lease held."""
-    raw = yield Command("hgetall", (queue.keys.job(lease.id),))
-    steps: dict[str, Any] = {}
-    for key, value in (raw or {}).items():
-        field = as_text(key)
-        if field.startswith("step:"):
-            try:
-                steps[field[5:]] = queue.codec.decode_any(value)
-            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-                raise DamagedRow(lease.id, field, value, str(exc)) from None
-    return steps
-
-
-def suspend_call(queue: QueueSettings, lease: Lease, name: str, seconds: float) -> Call[float]:
-    """End the attempt of ``lease`` asleep for ``seconds`` (``current_job().sleep``):
-    the job goes to ``suspended`` until then, the step ``name`` recorded so the run
-    that resumes passes it. The call's result is when it wakes (epoch seconds,
-    server clock). Raises InvalidArgument before anything is sent."""
-    step = check_job_id(name, "step name")
-    sleep_ms = v.delay_ms(seconds, "sleep")
-    return fenced(
-        queue,
-        "suspend",
-        lease,
-        lambda reply: int(reply[1]) / 1000.0,
-        id=lease.id,
-        name=step,
-        value=queue.codec.encode(None, f"the record of sleep {step!r}"),
-        sleep_ms=sleep_ms,
-    )
-
-
-def suspend(queue: QueueSettings, lease: Lease, name: str, seconds: float) -> Op[float]:
-    """Suspend the job of ``lease`` for ``seconds``: its attempt ends (refunded, not a
-    failure), it holds no lease nor worker slot, and a claim promotes it to pending
-    once the time has passed (docs/durable.md). Returns when it wakes (epoch
-    seconds). Raises LeaseLost, InvalidArgument."""
-    wakes: float = yield suspend_call(queue, lease, name, seconds)
-    return wakes

@@ -26,6 +26,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 from leaseq.store import cancel as _cancel
 from leaseq.store import claim as _claim
 from leaseq.store import clock as _clock
+from leaseq.store import durable as _durable
 from leaseq.store import edit as _edit
 from leaseq.store import enqueue as _enqueue
 from leaseq.store import events as _events
@@ -136,7 +137,7 @@ class QueueOps:
     results = on_settings(_workflows.results)
     parent_results = on_settings(_workflows.parent_results)
     children = on_settings(_workflows.children)
-    # consuming: leaseq.store.claim, leaseq.store.leases, leaseq.store.reap
+    # consuming: leaseq.store.claim, leaseq.store.leases, leaseq.store.durable, leaseq.store.reap
     claim = on_settings(_claim.claim)
     claim_many = on_settings(_claim.claim_many)
     claim_now = on_settings(_claim.claim_now)
@@ -151,9 +152,10 @@ class QueueOps:
     release = on_settings(_leases.release)
     once = on_settings(_leases.once)
     progress = on_settings(_leases.progress)
-    record_step = on_settings(_leases.record_step)
-    recorded_steps = on_settings(_leases.recorded_steps)
-    suspend = on_settings(_leases.suspend)
+    record_step = on_settings(_durable.record_step)
+    recorded_steps = on_settings(_durable.recorded_steps)
+    suspend = on_settings(_durable.suspend)
+    signal = on_settings(_durable.signal)
     reap = on_settings(_reap.reap)
     # reading: leaseq.store.reads, leaseq.store.wait
     get = on_settings(_reads.get)

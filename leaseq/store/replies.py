@@ -24,12 +24,13 @@ from leaseq.errors import (
     ScriptError,
 )
 from leaseq.store.payloads import Codec
-from leaseq.types import TRANSITIONS, Failure, Job, Lease, State
+from leaseq.types import TIMED_OUT, TRANSITIONS, Failure, Job, Lease, State
 
 __all__ = [
     "admin_error",
     "as_ints",
     "as_text",
+    "decode_steps",
     "loose_text",
     "parse_failures",
     "parse_job",
@@ -178,6 +179,8 @@ class _Row(msgspec.Struct, kw_only=True):
     flow: str | None = None
     traceback: str | None = None
     failures: str | None = None
+    wait_key: str | None = None
+    wait_step: str | None = None
 
 
 _LEFT_BY_FAIL = frozenset(s.value for s in TRANSITIONS[State.ACTIVE] - {State.SUCCEEDED})
@@ -234,13 +237,24 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
         progress = None if progress is None else msgspec.json.decode(progress)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise DamagedRow(job_id, "payload", payload, str(exc)) from None
+    steps = decode_steps(codec, job_id, blobs.get("steps", {}))
+    return _job(queue, job_id, r, once, payload, result, progress, steps)
+
+
+def decode_steps(codec: Codec, job_id: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """A row's ``step:`` fields (by step name) as the values they record: each
+    decoded by the queue's codec, an empty one (no codec writes it) as
+    ``TIMED_OUT``, a signal wait that ended with no signal. Raises DamagedRow."""
     steps: dict[str, Any] = {}
-    for name, value in blobs.get("steps", {}).items():
+    for name, value in raw.items():
+        if not value:
+            steps[name] = TIMED_OUT
+            continue
         try:
             steps[name] = codec.decode_any(value)
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             raise DamagedRow(job_id, f"step:{name}", value, str(exc)) from None
-    return _job(queue, job_id, r, once, payload, result, progress, steps)
+    return steps
 
 
 _BLOBS = ("payload", "result", "progress")
@@ -330,6 +344,8 @@ def _job(
         flow=r.flow,
         traceback=r.traceback,
         failures=parse_failures(r.failures),
+        wait_key=r.wait_key,
+        wait_step=r.wait_step,
     )
 
 

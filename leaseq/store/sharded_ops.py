@@ -19,6 +19,7 @@ from leaseq.errors import DamagedRow, InvalidArgument
 from leaseq.store import history as _hist
 from leaseq.store import validate as v
 from leaseq.store.claim import WAKE_SLICE, block_until
+from leaseq.store.durable import SIGNAL_KEEP
 from leaseq.store.enqueue import Enqueued, check_options, enqueue_calls, enqueue_traced
 from leaseq.store.events import EventSettings
 from leaseq.store.history import History
@@ -344,6 +345,14 @@ class ShardedOps(RoutedLeases):
         for shard in self.shards:
             paused = (yield from shard.pause()) or paused
         return paused
+
+    def signal(self, key: str, payload: Any = None, *, keep: float = SIGNAL_KEEP) -> Op[int]:
+        """Signal ``key`` on every shard (a waiter may be on any, and so may a later
+        one: each keeps the signal); returns how many jobs it resumed in all."""
+        resumed = 0
+        for shard in self.shards:
+            resumed += yield from shard.signal(key, payload, keep=keep)
+        return resumed
 
     def resume(self) -> Op[bool]:
         """Resume every shard; True if any was paused."""

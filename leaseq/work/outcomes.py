@@ -67,8 +67,9 @@ class Outcome:
     ``kind``: ``complete`` (store ``result``), ``retry`` (``fail``: after
     ``retry_in`` seconds, None = the queue's backoff; dead once attempts are
     used up), ``dead`` (``fail(dead=True)``), ``release`` (back to pending,
-    attempt refunded: shutdown only), ``suspend`` (asleep for ``retry_in``
-    seconds, ``error`` naming the sleep's step: ``current_job().sleep``).
+    attempt refunded: shutdown only), ``suspend`` (``current_job().sleep`` or
+    ``wait_for``: ``error`` names the step, ``result`` the signal key of a wait,
+    ``retry_in`` the seconds until it wakes anyway, None for no limit).
     ``error`` is otherwise the ``last_error`` text;
     ``label`` names the cause in log lines.
     """
@@ -155,7 +156,10 @@ def _returned(result: Any, encode: Encode | None) -> Outcome:
 def _failed(raised: BaseException) -> Outcome:
     """``decide`` for a handler that raised anything but ``Retry``."""
     if isinstance(raised, Suspend):  # not a failure: the handler asked to sleep
-        return Outcome("suspend", retry_in=raised.seconds, error=raised.name, label="sleep")
+        label = "sleep" if raised.key is None else "wait"
+        return Outcome(
+            "suspend", result=raised.key, retry_in=raised.seconds, error=raised.name, label=label
+        )
     if isinstance(raised, Dead):
         return Outcome("dead", error=f"Dead: {raised.reason}", label="dead")
     if isinstance(raised, HandlerTimeout):  # the worker's verdict: an ordinary failure

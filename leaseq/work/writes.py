@@ -175,15 +175,17 @@ class OutcomeWriter:
         log_written(self.queue.name, task.lease, outcome, state.value)
 
     def _suspend(self, task: Task, outcome: Outcome) -> None:
-        """The handler slept (``current_job().sleep``): the job waits in suspended."""
+        """The handler slept or waits for a signal (``current_job().sleep``,
+        ``wait_for``): the job waits in suspended."""
         try:
-            wakes = self.queue.suspend(task.lease, outcome.error, outcome.retry_in or 0.0)
+            wakes = self.queue.suspend(task.lease, outcome.error, outcome.retry_in, outcome.result)
         except (LeaseLost, DamagedRow, InvalidArgument) as exc:
             self.counts["lost"] += 1
             self._log(logging.WARNING, task, "sleep not written (%s): outcome discarded", exc)
             return
         self.counts["suspended"] += 1
-        self._log(logging.INFO, task, "asleep (%s) until %.3f", outcome.error, wakes)
+        how = "for a signal" if wakes is None else f"until {wakes:.3f}"
+        self._log(logging.INFO, task, "suspended (%s) %s", outcome.error, how)
 
     def hand_back(self, leases: list[Lease]) -> None:
         """Release leases a claim brought in after the stop (never left active)."""

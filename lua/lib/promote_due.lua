@@ -1,9 +1,10 @@
 -- promote_due(scheduled, pending, K, job_prefix, now, limit, log): move the
 -- jobs whose time has come (score <= now) to pending: at most limit scheduled
 -- ones (a delay, a retry's backoff) and at most limit suspended ones (a
--- handler's sleep ended), noting each move in log (event_log). Returns how
--- many it moved.
+-- handler's sleep ended, or a signal wait's timeout: its step is recorded as timed out,
+-- lib/end_wait.lua), noting each move in log (event_log). Returns how many it moved.
 -- KEYS  leaseq:{<queue>}:suspended  ZSET  ids asleep (current_job().sleep), score = run_at ms epoch
+--!include lib/end_wait.lua
 --!include lib/log_event.lua
 --!include lib/push_pending.lua
 --!include lib/read_row.lua
@@ -21,6 +22,7 @@ local function promote_due(scheduled, pending, K, job_prefix, now, limit, log)
       -- is simply dropped.
       if row and row[1] == from[2] then
         redis.call('HDEL', job, 'run_at')
+        if from[2] == 'suspended' then end_wait(K, job, id, '') end
         push_pending(pending, K, job, id, to_count(row[2]) or 0)
         log_event(log, from[2], 'pending', id, row[3])
       elseif (not row or not row[1] or not state_kind(row[1]))

@@ -245,3 +245,41 @@ def test_show_prints_the_unique_key(memory_cli: Cli) -> None:
     q.enqueue({}, id="a", unique=leaseq.Unique("sync-user-42"))
     code, out, _ = memory_cli("show", "mail", "a")
     assert code == 0 and "unique_key" in out and "sync-user-42" in out
+
+
+def test_signal_resumes_waiters_and_show_says_what_a_job_waits_for(cli: Cli) -> None:
+    q = cli.queue()
+    job_id = q.enqueue({}, max_attempts=1)
+    lease = q.claim()
+    assert lease is not None
+    q.record_step(lease, "charge", 100)
+    q.suspend(lease, "approval", None, "approved:7")
+    code, out, _ = cli("show", "mail", job_id)
+    text = " ".join(out.split())
+    assert code == 0 and "suspended" in text
+    assert "waits_for signal approved:7 (step approval; leaseq signal mail approved:7)" in text
+    assert "step:charge 100" in text
+    code, out, _ = cli("signal", "mail", "approved:7", '{"by": "ann"}')
+    said = "signal approved:7 resumed 1 job(s); kept 86400 s for later waiters"
+    assert (code, out.strip()) == (0, said)
+    job = q.get(job_id)
+    assert job is not None and job.state is leaseq.State.PENDING
+    assert job.steps == {"charge": 100, "approval": {"by": "ann"}}
+    code, out, _ = cli("signal", "mail", "approved:7", "--keep", "0")
+    assert (code, out.strip()) == (0, "signal approved:7 resumed 0 job(s)")
+    _one_line_error(*cli("signal", "mail", "a b"), "invalid signal key")
+    _one_line_error(*cli("signal", "mail", "k", "{nope"), "bad JSON in PAYLOAD")
+    _one_line_error(*cli("signal", "mail", "k", "--keep", "nan"), "keep")
+
+
+def test_show_says_a_wait_timed_out(memory_cli: Cli) -> None:
+    q = memory_cli.queue()
+    job_id = q.enqueue({}, max_attempts=1)
+    lease = q.claim()
+    assert lease is not None
+    q.suspend(lease, "approval", 3600, "k")
+    q.run_now(job_id)  # an operator ends the wait: it counts as timed out
+    code, out, _ = memory_cli("show", "mail", job_id)
+    assert code == 0 and "step:approval (timed out: no signal)" in " ".join(out.split())
+    code, out, _ = memory_cli("show", "mail", job_id, "--json")
+    assert '"approval": {\n      "type": "timed_out"\n    }' in out

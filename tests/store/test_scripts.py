@@ -16,6 +16,7 @@ from leaseq.store import events, history, registry
 from leaseq.store.cancel import cancel_call
 from leaseq.store.claim import claim_call
 from leaseq.store.clock import reset_clock_call
+from leaseq.store.durable import record_step_call, signal_call, suspend_call
 from leaseq.store.edit import run_now_call, update_call
 from leaseq.store.enqueue import enqueue_calls
 from leaseq.store.leases import (
@@ -24,9 +25,7 @@ from leaseq.store.leases import (
     fail_call,
     once_call,
     progress_call,
-    record_step_call,
     release_call,
-    suspend_call,
 )
 from leaseq.store.pause import pause_call, resume_call
 from leaseq.store.purge import delete_call, drop_call, purge_page
@@ -348,6 +347,7 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
         "progress": progress_call(core, lease, 1),
         "step": record_step_call(core, lease, "s", 1),
         "suspend": suspend_call(core, lease, "s", 1.0),
+        "signal": signal_call(core, "k", b"1", 1000, 10),
         "reap": reap_call(core),
         "cancel": cancel_call(core, "ID"),
         "retry": retry_call(core, "ID", None),

@@ -79,6 +79,22 @@ def ten_steps(lease: leaseq.Lease) -> list[int]:
     return [ctx.step(f"step-{n}", body, n) for n in range(1, 11)]
 
 
+def order(lease: leaseq.Lease) -> Any:
+    """A durable order (docs/durable.md): charge once (noted in payload['log']),
+    sleep payload['nap'] seconds, wait for the signal 'approved:<order>', ship."""
+
+    def charge() -> str:
+        with open(lease.payload["log"], "a") as f:
+            f.write(f"{lease.payload['order']}\n")
+        return f"ch_{lease.payload['order']}"
+
+    ctx = leaseq.current_job()
+    charged = ctx.step("charge", charge)
+    ctx.sleep("nap", lease.payload["nap"])
+    approval = ctx.wait_for("approval", f"approved:{lease.payload['order']}")
+    return [charged, approval]
+
+
 async def async_echo(lease: leaseq.Lease) -> Any:
     """An async def handler: the threaded worker and the CLI must run it too."""
     await asyncio.sleep(0)

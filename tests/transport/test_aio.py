@@ -48,6 +48,7 @@ from tests.store import (
     test_retention,
     test_schedules,
     test_scripts,
+    test_signals,
     test_states,
     test_unique,
     test_validation,
@@ -92,6 +93,7 @@ SUITE_MODULES = (
     test_errors,
     test_unique,
     test_workflows,
+    test_signals,
 )
 
 

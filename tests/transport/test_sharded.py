@@ -201,6 +201,31 @@ def test_threaded_worker_drains_a_sharded_queue(sq: leaseq.ShardedQueue) -> None
     assert sq.stats().succeeded == 50
 
 
+def test_durable_steps_sleeps_and_waits_route_by_lease_and_signals_reach_every_shard(
+    sq: leaseq.ShardedQueue,
+) -> None:
+    ids = sq.enqueue_many([{"i": i} for i in range(20)])
+    assert len({shard_index(sq, i) for i in ids}) == SHARDS
+    charged: Counter[int] = Counter()
+
+    def handler(lease: leaseq.Lease) -> Any:
+        ctx = leaseq.current_job()
+        i = lease.payload["i"]
+        ctx.step("charge", lambda: charged.update([i]) or i)
+        ctx.sleep("nap", 0)
+        return [i, ctx.wait_for("approval", "all-approved")]
+
+    worker = leaseq.Worker(sq, handler, concurrency=4, ttl=5.0)  # type: ignore[arg-type]
+    worker.run(burst=True)  # each job sleeps, wakes, then waits: no slot held
+    assert sq.stats().suspended == 20
+    assert sq.signal("all-approved", "yes") == 20
+    worker = leaseq.Worker(sq, handler, concurrency=4, ttl=5.0)  # type: ignore[arg-type]
+    worker.run(burst=True)
+    assert sorted(sq.results(ids)) == sorted([i, "yes"] for i in range(20))
+    assert charged == Counter(range(20))
+    assert sq.signal("all-approved") == 0
+
+
 def test_settings_and_names(store: Any) -> None:
     for bad in (0, -1, 2000, True, 2.0):
         with pytest.raises(leaseq.InvalidArgument):

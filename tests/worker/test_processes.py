@@ -114,6 +114,26 @@ def test_a_job_killed_at_its_sixth_step_resumes_there(
     assert job.steps == {f"step-{n}": n * n for n in range(1, 11)}
 
 
+def test_worker_processes_sleep_and_wait_for_signals(
+    rr: Any, workers: Workers, tmp_path: Path
+) -> None:
+    # --processes 2: the children run the one worker core, so sleeps and waits
+    # suspend there as in-process; no child holds a job while it waits.
+    q = _q(rr)
+    log = tmp_path / "charges.log"
+    ids = [q.enqueue({"order": n, "nap": 0.2, "log": str(log)}) for n in range(6)]
+    workers.start("jobs", "order", "--processes", "2", "--concurrency", "1")
+    wait_until(
+        lambda: q.stats().suspended == 6 and all(_job(q, i).wait_key for i in ids),
+        20,
+        what="every order to wait for its approval",
+    )
+    assert sum(q.signal(f"approved:{n}", {"ok": n}) for n in range(6)) == 6
+    wait_until(lambda: q.stats().succeeded == 6, 20, what="every order to ship")
+    assert [_job(q, i).result for i in ids] == [[f"ch_{n}", {"ok": n}] for n in range(6)]
+    assert sorted(int(n) for n in log.read_text().split()) == list(range(6))  # charged once
+
+
 def test_heartbeats_hold_a_job_five_times_its_lease(rr: Any, workers: Workers) -> None:
     q = _q(rr)
     job_id = q.enqueue({"s": 1.0})
