@@ -248,6 +248,7 @@ def job_row(job: Job, now: float) -> dict[str, Any]:
         "last_error": job.last_error or "",
         "kind": job.kind or "",
         "group": job.group or "",
+        "wait_key": job.wait_key or "",
         "progress": progress(job.progress),
         "progress_json": "" if job.progress is None else preview(job.progress, 80),
         "payload": preview(job.payload),

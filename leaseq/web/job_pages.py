@@ -14,7 +14,7 @@ from starlette.responses import Response
 from leaseq.errors import DamagedKey, InvalidArgument, LeaseqError
 from leaseq.store.events import Event, job_history
 from leaseq.store.keys import check_job_id
-from leaseq.types import Job
+from leaseq.types import Job, State, TimedOut
 from leaseq.web._source import SCAN_LIMIT
 from leaseq.web.formatting import (
     PAGE_SIZE,
@@ -28,6 +28,7 @@ from leaseq.web.formatting import (
     group_limits_text,
     int_param,
     job_row,
+    preview,
     pretty,
     queue_row,
     quote,
@@ -114,7 +115,32 @@ def job(site: Site, request: Request) -> Response:
         history=history,
         failures=failures,
         traceback=job.traceback if job else None,
+        steps=_steps(job, raw, now) if job else [],
     )
+
+
+def _steps(job: Job, raw: dict[str, str], now: float) -> list[dict[str, str]]:
+    """A durable job's steps in the order its row holds them (the order recorded,
+    while the row is small enough to keep it), then one line for where it is
+    now: asleep, waiting for a signal, running. Empty for a job with no steps
+    and no wait."""
+    order = [f[5:] for f in raw if f.startswith("step:")]
+    steps = []
+    for name in order:
+        value = job.steps.get(name)
+        if isinstance(value, TimedOut):
+            steps.append({"name": name, "kind": "timed out", "value": "no signal came"})
+        else:
+            steps.append({"name": name, "kind": "done", "value": preview(value, 120)})
+    if job.wait_key is not None:
+        until = fmt_time(job.run_at, now)["text"]
+        what = f"signal {job.wait_key}" + (f", or {until} (timeout)" if until else "")
+        steps.append({"name": job.wait_step or "", "kind": "waiting", "value": what})
+    elif job.state is State.SUSPENDED:
+        steps.append({"name": "", "kind": "asleep", "value": fmt_time(job.run_at, now)["text"]})
+    elif steps and job.state is State.ACTIVE:
+        steps.append({"name": "", "kind": "running", "value": f"attempt {job.attempts}"})
+    return steps
 
 
 def _fields(raw: dict[str, str], now: float) -> list[dict[str, str]]:

@@ -487,26 +487,42 @@ def test_live_updates_arrive_by_push_from_the_event_stream(browser: Any, client:
 
 
 def test_a_sleeping_job_shows_in_its_state_tab_with_its_steps(browser: Any, client: Any) -> None:
-    # The suspended state (current_job().sleep) as a person sees it: its count on the
-    # overview, its tab on the queue page, and the job's page with its recorded steps.
+    # The suspended state (current_job().sleep, wait_for) as a person sees it: its
+    # count on the overview, its tab with when each wakes and what it waits for,
+    # and a job's page with its step timeline.
     orders = leaseq.Queue("orders", redis=client)
     orders.enqueue({"order": 7}, id="order-7")
+    orders.enqueue({"order": 8}, id="order-8")
     lease = orders.claim(ttl=60.0, worker="web-3:99:abc123")
     assert lease is not None
     orders.record_step(lease, "charge", {"charge_id": "ch_7", "cents": 1299})
     orders.suspend(lease, "refund-window", 86_400)
-    served = Served(client, title="redis://127.0.0.1/0")
+    other = orders.claim(ttl=60.0)
+    assert other is not None
+    orders.record_step(other, "charge", {"charge_id": "ch_8", "cents": 500})
+    orders.suspend(other, "approval", None, "approved:8")
+    served = Served(client, title="redis://127.0.0.1/0", allow_actions=True)
     page = browser.new_page(viewport={"width": 1280, "height": 640})
     try:
         page.goto(served.url + "/")
-        assert cell(page, "orders", "suspended") == "1"
+        assert cell(page, "orders", "suspended") == "2"
         page.goto(served.url + "/queues/orders?state=suspended")
-        assert page.locator("text=order-7").first.is_visible()
+        row7 = page.locator("tr[data-job='order-7']").inner_text()
+        row8 = page.locator("tr[data-job='order-8']").inner_text()
+        assert "in 24 h" in row7 or "in 23 h" in row7, row7
+        assert "a time (sleep)" in row7, row7
+        assert "on its signal" in row8 and "signal approved:8" in row8, row8
+        assert page.locator("button[data-action='run_now']").is_visible()
         shot(page, "suspended-tab")
-        page.goto(served.url + "/queues/orders/jobs/order-7")
-        body = page.locator("body").inner_text()
-        assert "suspended" in body and "charge_id" in body, body[:2000]
+        page.goto(served.url + "/queues/orders/jobs/order-8")
+        steps = page.locator("[data-steps] li").all_inner_texts()
+        assert len(steps) == 2, steps
+        assert steps[0].startswith("charge done") and "ch_8" in steps[0], steps
+        assert steps[1].startswith("approval waiting") and "signal approved:8" in steps[1], steps
         shot(page, "suspended-job")
+        page.goto(served.url + "/queues/orders/jobs/order-7")
+        steps = page.locator("[data-steps] li").all_inner_texts()
+        assert [s.split()[0] for s in steps] == ["charge", "refund-window", "asleep"], steps
     finally:
         page.close()
         served.stop()
