@@ -31,6 +31,13 @@ Two kinds of worker process (``--runner``):
 - ``leaseq``: the real ``leaseq worker`` CLI (``leaseq.Worker``: prefetch,
   heartbeats, batched completions) running ``bench.chaos:leaseq_handler``;
   once mode only, since its handler's effect goes through ``once``.
+- ``durable``: the same, running ``bench.chaos:durable_handler``: three
+  durable steps with a sleep between the first two (docs/durable.md). Each
+  step's body logs the attempt it ran in and returns it, so the run also
+  checks that no step's body ran in an attempt after the one its record
+  came from (``steps_rerun_after_record``: a recorded step never runs
+  again). A body may run twice when a kill falls between it and its record:
+  ``step_bodies_repeated`` counts those, as expected.
 
 ``python -m bench.chaos failover [...]`` runs the failover mode instead: a
 Sentinel-managed primary SIGKILLed or failed over under load
@@ -127,6 +134,42 @@ def leaseq_handler(lease: leaseq.Lease) -> None:
     if q.once(lease, "effect"):
         time.sleep(0.001)  # a kill here is a once-miss
         r.hincrby(effects, lease.id, 1)
+
+
+def durable_handler(lease: leaseq.Lease) -> None:
+    """``leaseq_handler`` behind three durable steps and a sleep (``--runner durable``)."""
+    ctx = leaseq.current_job()
+
+    def body(name: str) -> int:
+        client = leaseq.current_job().queue.redis
+        client.rpush(f"{lease.queue}:bodies", f"{lease.id} {name} {lease.attempt}")
+        time.sleep(random.uniform(0, 0.005))
+        return lease.attempt
+
+    ctx.step("fetch", body, "fetch")
+    ctx.sleep("nap", 0.05)
+    ctx.step("transform", body, "transform")
+    ctx.step("store", body, "store")
+    leaseq_handler(lease)
+
+
+def step_report(q: leaseq.Queue, r: Any) -> dict[str, int]:
+    """What ``--runner durable`` adds to the report (see the module's docstring)."""
+    ran: dict[tuple[str, str], list[int]] = {}
+    for entry in r.lrange(f"{q.name}:bodies", 0, -1):
+        job_id, name, attempt = entry.decode().split()
+        ran.setdefault((job_id, name), []).append(int(attempt))
+    rerun = repeated = 0
+    steps: dict[str, dict[str, Any]] = {}
+    for (job_id, name), attempts in ran.items():
+        if job_id not in steps:
+            job = q.get(job_id)
+            steps[job_id] = {} if job is None else job.steps
+        recorded = steps[job_id].get(name)
+        repeated += len(attempts) > 1
+        if isinstance(recorded, int):
+            rerun += any(a > recorded for a in attempts)
+    return {"steps_rerun_after_record": rerun, "step_bodies_repeated": repeated}
 
 
 def handle(
@@ -237,9 +280,10 @@ class Workers:
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         env = dict(os.environ, PYTHONPATH=str(ROOT), LEASEQ_URL=self.url)
-        if self.runner == "leaseq":
+        if self.runner in ("leaseq", "durable"):
+            handler = "leaseq_handler" if self.runner == "leaseq" else "durable_handler"
             cmd = [sys.executable, "-m", "leaseq.cli", "worker", self.queue]
-            cmd += ["bench.chaos:leaseq_handler", "--ttl", str(self.ttl), "--concurrency", "2"]
+            cmd += [f"bench.chaos:{handler}", "--ttl", str(self.ttl), "--concurrency", "2"]
             cmd += ["--log-level", "WARNING"]
             return subprocess.Popen(cmd, cwd=ROOT, env=env)
         cmd = [sys.executable, "-m", "bench.chaos", "worker", "--url", self.url]
@@ -310,8 +354,8 @@ def drive(
     files of acknowledged completions (see ``work``). ``runner``: ``loop`` or
     ``leaseq`` (see the module docstring).
     """
-    if runner == "leaseq" and mode != "once":
-        raise ValueError("--runner leaseq runs once mode only")
+    if runner != "loop" and mode != "once":
+        raise ValueError(f"--runner {runner} runs once mode only")
     r = redis.Redis.from_url(url)
     q = leaseq.Queue(queue, redis=r, max_attempts=MAX_ATTEMPTS, backoff=0.0, keep_succeeded=None)
     rng = random.Random(seed)
@@ -328,7 +372,7 @@ def drive(
                 next_kill = now + rng.uniform(0.5, 1.5) * kill_every
             try:
                 s = q.stats()
-                if s.pending + s.scheduled + s.active == 0 and not busy:
+                if s.pending + s.scheduled + s.active + s.suspended == 0 and not busy:
                     break
             except leaseq.ServerUnavailable:
                 pass
@@ -340,6 +384,8 @@ def drive(
     elapsed = time.monotonic() - started
     q.reap()
     report = check(q, r, ids, mode)
+    if runner == "durable":
+        report.update(step_report(q, r))
     report.update(
         mode=mode,
         runner=runner,
@@ -428,6 +474,7 @@ def ok(report: dict[str, Any]) -> bool:
         and report["over_max_attempts"] == 0
         and report["active_after_reap"] == 0
         and report["expired_after_reap"] == 0
+        and report.get("steps_rerun_after_record", 0) == 0
         and (report["mode"] == "once" or report["once_misses"] == 0)
     )
 
@@ -455,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ttl", type=float, default=0.5, help="lease length, seconds")
     p.add_argument("--timeout", type=float, default=600.0)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--runner", choices=["loop", "leaseq"], default="loop")
+    p.add_argument("--runner", choices=["loop", "leaseq", "durable"], default="loop")
     args = p.parse_args(argv)
     if args.cmd == "worker":
         work(args.url, args.queue, args.mode, args.ttl, args.seed, args.acks)
