@@ -215,6 +215,8 @@ class JobContext:
     """Under ``aio.Worker``: its ``aio`` queue, which ``astep`` awaits."""
     _steps: dict[str, Any] | None = None
     """The steps recorded on the job, read at this run's first step."""
+    _unread: BaseException | None = None
+    """Why the worker could not read them before an async handler started."""
     _names: set[str] | None = None
     """The step names this run has used."""
 
@@ -262,7 +264,7 @@ class JobContext:
 
         recorded = self._begin_step(name)
         if recorded is None:  # a retry whose steps no one read yet (the worker reads them)
-            recorded = self._steps = self._steps_queue().recorded_steps(self.lease)
+            recorded = self._read_steps_now()
         if name in recorded:
             return self._ended_step(name, recorded)  # type: ignore[no-any-return]
         validate.delay_ms(seconds, "sleep")
@@ -281,7 +283,7 @@ class JobContext:
 
         recorded = self._begin_step(name)
         if recorded is None:  # a retry whose steps no one read yet (the worker reads them)
-            recorded = self._steps = self._steps_queue().recorded_steps(self.lease)
+            recorded = self._read_steps_now()
         if name in recorded:
             value = self._ended_step(name, recorded)
             if isinstance(value, TimedOut):
@@ -314,6 +316,15 @@ class JobContext:
             self._names = set()
         self._names.add(name)
         return recorded[name]
+
+    def _read_steps_now(self) -> dict[str, Any]:
+        """The recorded steps, read now for a sleep or a wait (blocking). On
+        ``aio.Worker``'s loop that cannot be: the worker read them before the
+        handler started, and this raises why that read failed."""
+        if self.aqueue is not None and _on_a_loop():
+            raise self._unread or LookupError("the job's recorded steps were not read")
+        self._steps = self._steps_queue().recorded_steps(self.lease)
+        return self._steps
 
     def _steps_queue(self) -> Any:
         if self.queue is None:

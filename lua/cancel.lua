@@ -10,9 +10,9 @@
 -- KEYS[6]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- KEYS[7]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[8]  leaseq:{<queue>}:waiting    ZSET  ids waiting for parents, score = enqueued_at ms epoch
--- KEYS[9]  leaseq:{<queue>}:wake         LIST  wake-up tokens (children released; lib/free_unique.lua; a freed limit slot)
--- KEYS[10] leaseq:{<queue>}:active       ZSET  ids under lease, score = lease_until ms epoch
--- KEYS[11] leaseq:{<queue>}:suspended    ZSET  ids asleep or waiting, score = run_at ms epoch
+-- KEYS[9]  leaseq:{<queue>}:active       ZSET  ids under lease, score = lease_until ms epoch
+-- KEYS[10] leaseq:{<queue>}:suspended    ZSET  ids asleep or waiting, score = run_at ms epoch
+-- KEYS[11] leaseq:{<queue>}:waiters    ZSET  '<signal key> <id>' of every job waiting for a signal, score 0
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  keep_ms, how long to keep the row (integer ms; 0 = delete now, -1 = until purged)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job's parents and children (job_prefix);
@@ -24,6 +24,7 @@
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is past cancelling;
 --         {'DAMAGED', '<key>', 'not a hash'} when the job key holds another type
 --!include lib/allow_oom.lua
+--!include lib/check_type.lua
 --!include lib/end_wait.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
@@ -36,6 +37,7 @@
 --!include lib/signal_done.lua
 --!include lib/state_kind.lua
 --!include lib/trim_finished.lua
+--!include lib/wake_held.lua
 
 local job, pending, scheduled, cancelled, meta = K.job, K.pending, K.scheduled, K.cancelled, K.meta
 allow_oom(meta) -- a full server must still let this script drain the queue
@@ -45,6 +47,7 @@ if type(state) == 'table' and state['err'] then return { 'DAMAGED', '<key>', 'no
 if not state then return { 'GONE' } end
 if state == 'cancelled' then return { 'OK', 0 } end
 if state_kind(state) ~= 'unfinished' then return { 'STATE', state } end
+if state == 'suspended' then check_type(K.waiters, 'zset') end -- before any write
 
 local now = now_ms(meta)
 redis.call('ZREM', pending, id)
@@ -64,9 +67,7 @@ if state == 'active' then
              'cancelled while running (attempt ' .. (redis.call('HGET', job, 'attempts') or '?') .. ')')
   group_done(K, job, nil)
   -- A slot freed under a concurrency limit: wake a claimer it held back.
-  if redis.call('HDEL', meta, 'limit_held') == 1 and redis.call('LLEN', K.wake) < 64 then
-    redis.call('RPUSH', K.wake, '1')
-  end
+  wake_held(K)
 end
 redis.call('HINCRBY', meta, 'cancelled', 1)
 free_unique(K, job, id, now)

@@ -8,6 +8,7 @@
 -- KEYS[3]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[4]  leaseq:{<queue>}:done       STREAM  ids waiters look at (lib/signal_done.lua): a job deleted
 --          before it finished is signalled, so its waiters raise JobNotFound at once
+-- KEYS[5]  leaseq:{<queue>}:waiters    ZSET  '<signal key> <id>' of every job waiting for a signal, score 0
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
 --          for it are the SET graph_prefix .. <id>
@@ -17,6 +18,7 @@
 -- returns: {'OK', state} with the state the job was in ('damaged' for a row without a known one)
 -- errors: {'GONE'} for an unknown id; {'STATE', 'active'} while a lease is held;
 --         {'PINNED', n} for a finished job that n unfinished children still depend on
+--!include lib/check_type.lua
 --!include lib/end_wait.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
@@ -36,6 +38,7 @@ if type(state) == 'table' or not state then state = 'damaged' end
 -- An active row is a held lease: deleting it would let the holder's
 -- complete meet a missing row. Let it finish, or expire and be reaped.
 if state == 'active' then return { 'STATE', state } end
+if state == 'suspended' then check_type(K.waiters, 'zset') end -- before any write
 local attempts = redis.pcall('HGET', job, 'attempts')
 if not state_kind(state) then state = 'damaged' end
 -- A finished row that unfinished children still need (pinned), or whose

@@ -36,6 +36,7 @@
 --!include lib/now_ms.lua
 --!include lib/push_pending.lua
 --!include lib/to_count.lua
+--!include lib/wake_held.lua
 --!include lib/wake_if_first.lua
 
 local job, active, pending, scheduled, dead, meta, wake =
@@ -52,7 +53,7 @@ redis.call('ZREM', active, id)
 group_done(K, job, group)
 bump_counter(K, 'failed', 1, now)
 -- A slot freed under a concurrency limit: wake a claimer it held back.
-if redis.call('HDEL', meta, 'limit_held') == 1 then redis.call('RPUSH', wake, '1') end
+wake_held(K)
 local row = redis.call('HMGET', job, 'attempts', 'max_attempts', 'priority')
 local attempts, max_attempts = to_count(row[1]), to_count(row[2])
 if A.dead_now == '1' or not max_attempts or attempts >= max_attempts then

@@ -8,6 +8,7 @@
 -- KEYS[3]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[4]  leaseq:{<queue>}:done       STREAM  ids waiters look at (lib/signal_done.lua): purged pending
 --          or scheduled jobs are signalled, so their waiters raise JobNotFound at once
+-- KEYS[5]  leaseq:{<queue>}:waiters    ZSET  '<signal key> <id>' of every job waiting for a signal, score 0
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  state, the state being purged (string; never 'active')
 -- ARGV[3]  limit, the most index entries to look at in this call (integer >= 1)
@@ -22,6 +23,7 @@
 -- returns: flat array: deleted, more (1 if the page was full), upto, the next cursor's score
 --          and skip, then id, field, value triples of the jobs stepped over as damaged
 -- errors: none; a job key that is not a hash is reported and left alone
+--!include lib/check_type.lua
 --!include lib/end_wait.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
@@ -48,6 +50,7 @@ local log = event_log(K.events, nil, K.meta)
 -- the clock (moving its floor); otherwise it is only read, for the stream and
 -- the uniqueness windows.
 local unfinished = state_kind(state) == 'unfinished'
+if state == 'suspended' then check_type(K.waiters, 'zset') end -- before any write
 local now = now_ms(K.meta, not unfinished)
 for i = 1, #page, 2 do
   local id, score = page[i], page[i + 1]

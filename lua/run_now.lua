@@ -9,11 +9,13 @@
 -- KEYS[5]  leaseq:{<queue>}:wake       LIST  wake-up tokens
 -- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[7]  leaseq:{<queue>}:suspended  ZSET  ids asleep or waiting, score = run_at ms epoch
+-- KEYS[8]  leaseq:{<queue>}:waiters    ZSET  '<signal key> <id>' of every job waiting for a signal, score 0
 -- ARGV[1]  id, the job id (string)
 -- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: {'OK'}
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is neither scheduled nor suspended
 --!include lib/allow_oom.lua
+--!include lib/check_type.lua
 --!include lib/end_wait.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
@@ -28,6 +30,7 @@ local id = A.id
 local row = redis.call('HMGET', job, 'state', 'priority', 'attempts')
 if not row[1] then return { 'GONE' } end
 if row[1] ~= 'scheduled' and row[1] ~= 'suspended' then return { 'STATE', row[1] } end
+if row[1] == 'suspended' then check_type(K.waiters, 'zset') end -- before any write
 redis.call('ZREM', scheduled, id)
 redis.call('ZREM', K.suspended, id)
 redis.call('HDEL', job, 'run_at')

@@ -11,14 +11,16 @@
 -- KEYS[7]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- ARGV[1]  key, the signal key (string)
 -- ARGV[2]  payload, the signal's payload, encoded by the queue's codec (bytes)
--- ARGV[3]  keep_ms, how long later waiters still find it (integer ms >= 0; 0 keeps nothing)
--- ARGV[4]  limit, the most waiters to resume in this call (integer >= 1); it also stops after
---          0.75 ms of its own work (server TIME), the rest left for the next call
+-- ARGV[3]  keep_ms, how long later waiters still find it (integer ms >= 0; 0 keeps nothing and
+--          withdraws a signal kept before; -1: a later call of the same signal, which keeps as is)
+-- ARGV[4]  limit, the most waiters to resume in this call (integer >= 1); it also stops once it
+--          has worked 0.75 ms (server TIME), past its first waiter, the rest left for the next call
 -- ARGV[5]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the waiting jobs' rows (job_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: {'OK', resumed, more} with more = 1 while waiters of the key are left for the next call
 -- errors: none (a waiter whose row is gone or moved on is dropped from the index)
+--!include lib/check_type.lua
 --!include lib/elapsed_us.lua
 --!include lib/end_wait.lua
 --!include lib/event_log.lua
@@ -32,6 +34,8 @@
 local BUDGET_US = 750
 local started = elapsed_us()
 local key, payload, limit = A.key, A.payload, tonumber(A.limit)
+for _, k in ipairs({ K.waiters, K.signal_ends, K.suspended, K.pending }) do check_type(k, 'zset') end
+check_type(K.signals, 'hash')
 local now = now_ms(K.meta)
 -- Kept signals that are past their time go first, a bounded few per call: each
 -- call adds at most one, so the index never outgrows what is kept.
@@ -39,9 +43,14 @@ for _, old in ipairs(redis.call('ZRANGEBYSCORE', K.signal_ends, '-inf', now, 'LI
   redis.call('ZREM', K.signal_ends, old)
   redis.call('HDEL', K.signals, old)
 end
+-- The newest signal of a key is the one kept: keep_ms 0 withdraws an older one.
+-- A later page of the same signal (keep_ms -1) leaves it as its first page set it.
 if tonumber(A.keep_ms) > 0 then
   redis.call('HSET', K.signals, key, payload)
   redis.call('ZADD', K.signal_ends, now + tonumber(A.keep_ms), key)
+elseif tonumber(A.keep_ms) == 0 then
+  redis.call('HDEL', K.signals, key)
+  redis.call('ZREM', K.signal_ends, key)
 end
 
 -- Every waiter of key is a member '<key> <id>': a key has no space, so they
@@ -49,12 +58,17 @@ end
 -- call that stops at its time budget has fetched little it does not use.
 local log = event_log(K.events, nil, K.meta)
 local seen, resumed, more = 0, 0, 1
-while more == 1 do
-  if seen >= limit or elapsed_us(started) > BUDGET_US then break end
+while more == 1 and seen < limit do
   local members = redis.call('ZRANGEBYLEX', K.waiters, '[' .. key .. ' ', '(' .. key .. '!',
     'LIMIT', 0, math.min(8, limit - seen))
   if #members < math.min(8, limit - seen) then more = 0 end
   for _, member in ipairs(members) do
+    -- Checked before each waiter, not each batch: a big payload makes one
+    -- resume cost more than a batch's budget. What is left stays indexed.
+    if seen > 0 and elapsed_us(started) > BUDGET_US then
+      more = 1
+      break
+    end
     local id = string.sub(member, #key + 2)
     local job = A.job_prefix .. id
     local row = read_row(job, 'state', 'wait_key', 'wait_step', 'priority', 'attempts')
@@ -70,8 +84,9 @@ while more == 1 do
     else
       redis.call('ZREM', K.waiters, member)
     end
+    seen = seen + 1
   end
-  seen = seen + #members
+  if elapsed_us(started) > BUDGET_US then break end
 end
 flush_events(log, now)
 return { 'OK', resumed, more }

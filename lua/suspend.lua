@@ -23,6 +23,7 @@
 --          {'OK', 0} when a kept signal resumed the wait at once (the job is pending)
 -- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation;
 --         {'DAMAGED', field, value} when max_attempts is not a count (the lease then runs out)
+--!include lib/check_type.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/lease_check.lua
@@ -35,6 +36,14 @@
 local job, meta, id, key = K.job, K.meta, A.id, A.key
 local refused, group = lease_check(job, A.token, A.incarnation)
 if refused then return refused end
+-- Every index it may write is checked before the first write.
+check_type(K.suspended, 'zset')
+if key ~= '' then
+  check_type(K.waiters, 'zset')
+  check_type(K.signals, 'hash')
+  check_type(K.signal_ends, 'zset')
+  check_type(K.pending, 'zset')
+end
 -- A sleep or a wait is not a failure: its attempt is refunded.
 refused = refund_lease(K, job, id, group)
 if refused then return refused end
@@ -42,8 +51,16 @@ local now = now_ms(meta)
 local log = event_log(K.events, nil, meta)
 local step = 'step:' .. A.name
 
-local kept = key ~= '' and (tonumber(redis.call('ZSCORE', K.signal_ends, key)) or 0) > now
-  and redis.call('HGET', K.signals, key)
+local kept = false
+if key ~= '' then
+  local ends = tonumber(redis.call('ZSCORE', K.signal_ends, key))
+  if ends and ends > now then
+    kept = redis.call('HGET', K.signals, key)
+  elseif ends then -- past its time: it goes now rather than at a later signal's sweep
+    redis.call('ZREM', K.signal_ends, key)
+    redis.call('HDEL', K.signals, key)
+  end
+end
 if kept then
   -- Signalled before it waited: the kept payload is its record, and it runs again now.
   redis.call('HSET', job, step, kept)

@@ -104,9 +104,15 @@ def signal(c: Any, queue: str, key: str, payload: str | None, keep: float) -> No
     """Send the signal KEY: resume every job of QUEUE waiting for it
     (current_job().wait_for), its wait returning PAYLOAD (JSON; default null)."""
     value = None if payload is None else parse_json(payload, "PAYLOAD")
-    resumed = c.target(queue).signal(key, value, keep=keep)
+    try:
+        target = c.target(queue)
+        new = ""
+    except InvalidArgument:  # a signal may come before any job of its queue
+        target = c.queue(queue)
+        new = f" (no queue {queue} yet: check its name)"
+    resumed = target.signal(key, value, keep=keep)
     kept = f"; kept {keep:g} s for later waiters" if keep else ""
-    click.echo(f"signal {key} resumed {resumed} job(s){kept}")
+    click.echo(f"signal {key} resumed {resumed} job(s){kept}{new}")
 
 
 @click.command()

@@ -4,6 +4,7 @@ with its workflow, failed attempts, traceback, payload and result."""
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 import click
@@ -83,7 +84,9 @@ def _head_rows(job: Job) -> list[tuple[str, str]]:
 
 def _waits_for(job: Job) -> str:
     """What a suspended job's wait resumes on: its signal key, and its step."""
-    return f"signal {job.wait_key} (step {job.wait_step}; leaseq signal {job.queue} {job.wait_key})"
+    # Quoted: a key may hold characters a shell reads (';', '$', '|', ...).
+    command = f"leaseq signal {shlex.quote(job.queue)} {shlex.quote(job.wait_key or '')}"
+    return f"signal {job.wait_key} (step {job.wait_step}; {command})"
 
 
 def _tail_rows(job: Job, now: float) -> list[tuple[str, str]]:

@@ -134,8 +134,11 @@ def signal(
 ) -> Op[int]:
     """Resume every job waiting in ``current_job().wait_for`` on ``key`` now, its
     ``wait_for`` returning ``payload``, and keep the signal ``keep`` seconds (a
-    day by default; 0: not kept) for jobs that wait on ``key`` later: they
-    resume at once. Returns how many jobs it resumed, ``SIGNAL_PAGE`` a call.
+    day by default) for jobs that wait on ``key`` later: they resume at once.
+    The newest signal of a key is the one kept: ``keep=0`` keeps nothing and
+    withdraws one kept before. Returns how many jobs it resumed, at most
+    ``SIGNAL_PAGE`` a script call. The payload is recorded in each resumed
+    job's row (its step): a signal to N waiters stores it N times.
     ``payload`` is checked as an enqueue's. Raises InvalidArgument,
     InvalidPayload, PayloadTooLarge before anything is sent."""
     key = check_job_id(key, "signal key")
@@ -146,5 +149,6 @@ def signal(
         page: tuple[int, bool] = yield signal_call(queue, key, data, keep_ms, SIGNAL_PAGE)
         resumed, more = page
         total += resumed
+        keep_ms = -1  # the later calls leave the kept signal as the first one set it
         if not more:
             return total

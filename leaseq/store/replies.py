@@ -9,7 +9,7 @@ DamagedRow naming the field that would not convert).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -104,7 +104,7 @@ def admin_error(op: str, job_id: str, reply: Sequence[Any]) -> Exception:
         wanted = {
             "cancel": "only unfinished jobs can be cancelled",
             "delete": "an active job holds a lease: let it finish or expire first",
-            "run_now": "only a scheduled job can be run now",
+            "run_now": "only a scheduled or suspended job can be run now",
             "update": "only a job that has not started (waiting, pending, scheduled) "
             "can be updated; retry_dead(id, payload=...) edits a dead one",
         }.get(op, "only dead jobs can be retried")
@@ -228,15 +228,19 @@ def parse_job(codec: Codec, queue: str, job_id: str, raw: dict[Any, Any]) -> Job
         found = _FIELD_IN_ERROR.search(str(exc))
         field = next((g for g in found.groups() if g), "?") if found else "?"
         raise DamagedRow(job_id, field, row.get(field), str(exc)) from None
-    payload: Any = blobs.get("payload")
-    result: Any = blobs.get("result")
-    progress: Any = blobs.get("progress")
-    try:
-        payload = codec.decode_payload(payload)
-        result = None if result is None else codec.decode_any(result)
-        progress = None if progress is None else msgspec.json.decode(progress)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise DamagedRow(job_id, "payload", payload, str(exc)) from None
+    decoders: dict[str, Callable[[Any], Any]] = {
+        "payload": codec.decode_payload,
+        "result": codec.decode_any,
+        "progress": msgspec.json.decode,
+    }
+    decoded: dict[str, Any] = {}
+    for field, decode in decoders.items():
+        stored = blobs.get(field)
+        try:  # a missing payload decodes as the codec says; the others are None
+            decoded[field] = decode(stored) if stored is not None or field == "payload" else None
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            raise DamagedRow(job_id, field, stored, str(exc)) from None
+    payload, result, progress = decoded["payload"], decoded["result"], decoded["progress"]
     steps = decode_steps(codec, job_id, blobs.get("steps", {}))
     return _job(queue, job_id, r, once, payload, result, progress, steps)
 

@@ -28,8 +28,8 @@ from leaseq.web.formatting import (
     group_limits_text,
     int_param,
     job_row,
-    preview,
     pretty,
+    preview,
     queue_row,
     quote,
 )

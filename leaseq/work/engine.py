@@ -441,8 +441,10 @@ class Engine:
                 if self.loop is None:  # leaseq.Worker: a loop of this thread's, kept
                     loop = loop or asyncio.new_event_loop()
                 elif task.lease.attempt > 1:  # on aio.Worker's loop, sleep() reads no I/O
-                    with contextlib.suppress(LeaseqError):  # else read by the first step
+                    try:
                         task.ctx._steps = self._calls.recorded_steps(task.lease)
+                    except LeaseqError as exc:  # read again by astep; a sleep raises it
+                        task.ctx._unread = exc
                 on = self.loop or loop
                 assert on is not None
                 value = run_handler(value, task.ctx, on, self.loop is None, task.on_interrupt)

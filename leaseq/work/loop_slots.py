@@ -90,8 +90,10 @@ class LoopSlots:
         try:
             ctx = task.ctx
             if ctx.lease.attempt > 1 and ctx.aqueue is not None:  # sleep() reads no I/O
-                with contextlib.suppress(LeaseqError):  # else read by the first step
+                try:
                     ctx._steps = await ctx.aqueue.recorded_steps(ctx.lease)
+                except LeaseqError as exc:  # read again by astep; a sleep raises it
+                    ctx._unread = exc
             value = engine.handler(ctx.lease)
             if value is not None:
                 value = await value

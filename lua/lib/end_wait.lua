@@ -4,7 +4,8 @@
 -- that ended without one (it timed out, or was run now): no codec encodes a value to ''.
 -- key and step: the row's wait_key and wait_step if the caller read them (nil: read here).
 -- Returns the wait's step name, or nil for a row that waits for no signal (a sleep).
--- The caller has checked that job is a hash.
+-- The caller has checked that job is a hash, and K.waiters (lib/check_type.lua) before its
+-- first write.
 -- KEYS  leaseq:{<queue>}:waiters  ZSET  '<signal key> <id>' of every job waiting for a signal, score 0
 local function end_wait(K, job, id, value, key, step)
   if not key then

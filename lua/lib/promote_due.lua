@@ -4,6 +4,8 @@
 -- handler's sleep ended, or a signal wait's timeout: its step is recorded as timed out,
 -- lib/end_wait.lua), noting each move in log (event_log). Returns how many it moved.
 -- KEYS  leaseq:{<queue>}:suspended  ZSET  ids asleep (current_job().sleep), score = run_at ms epoch
+-- KEYS  leaseq:{<queue>}:waiters  ZSET  '<signal key> <id>' of every job waiting for a signal, score 0
+--!include lib/check_type.lua
 --!include lib/end_wait.lua
 --!include lib/log_event.lua
 --!include lib/push_pending.lua
@@ -14,6 +16,7 @@ local function promote_due(scheduled, pending, K, job_prefix, now, limit, log)
   local moved = 0
   for _, from in ipairs({ { scheduled, 'scheduled' }, { K.suspended, 'suspended' } }) do
     local ids = redis.call('ZRANGEBYSCORE', from[1], '-inf', now, 'LIMIT', 0, limit)
+    if #ids > 0 and from[2] == 'suspended' then check_type(K.waiters, 'zset') end
     for _, id in ipairs(ids) do
       redis.call('ZREM', from[1], id)
       local job = job_prefix .. id

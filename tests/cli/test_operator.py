@@ -283,3 +283,17 @@ def test_show_says_a_wait_timed_out(memory_cli: Cli) -> None:
     assert code == 0 and "step:approval (timed out: no signal)" in " ".join(out.split())
     code, out, _ = memory_cli("show", "mail", job_id, "--json")
     assert '"approval": {\n      "type": "timed_out"\n    }' in out
+
+
+def test_signal_quotes_the_key_it_suggests_and_works_before_any_job(memory_cli: Cli) -> None:
+    q = memory_cli.queue()
+    job_id = q.enqueue({}, max_attempts=1)
+    lease = q.claim()
+    assert lease is not None
+    q.suspend(lease, "w", None, "order:7;touch$IFS/tmp/x")
+    code, out, _ = memory_cli("show", "mail", job_id)
+    assert "leaseq signal mail 'order:7;touch$IFS/tmp/x'" in " ".join(out.split())
+    code, out, _ = memory_cli("signal", "brandnew", "approved:1", '"yes"')
+    assert code == 0 and "resumed 0 job(s)" in out and "no queue brandnew yet" in out
+    fresh = memory_cli.queue("brandnew")
+    assert fresh.redis.hget(fresh.keys.signals, "approved:1") == b'"yes"'

@@ -121,7 +121,7 @@ def test_run_now_makes_a_scheduled_job_claimable(q: leaseq.Queue, r: Any) -> Non
     lease = claim_one(q, ttl=5.0)
     assert (lease.id, lease.attempt) == ("later", 1)
     before = snapshot(r)
-    with pytest.raises(leaseq.JobStateError, match="only a scheduled job"):
+    with pytest.raises(leaseq.JobStateError, match="only a scheduled or suspended job"):
         q.run_now("later")
     with pytest.raises(leaseq.JobNotFound):
         q.run_now("nope")

@@ -69,6 +69,9 @@ def test_damaged_pending_row_is_dead_lettered_and_the_rest_run(
         ("timeout", "9" * 30),
         ("timeout", "1e3"),  # claim reads only digits (none here): get must agree
         ("timeout", "2.5"),
+        ("progress", "{nope"),
+        ("result", "{nope"),
+        ("payload", "{nope"),
     ],
 )
 def test_get_of_a_damaged_row_names_the_field(

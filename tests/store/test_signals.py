@@ -160,3 +160,72 @@ def test_purge_of_suspended_jobs_takes_them_out_of_the_waiters(q: leaseq.Queue, 
     _waiting(q, 3, "k")
     assert q.purge("suspended") == 3
     assert r.zcard(q.keys.waiters) == 0 and q.stats().suspended == 0
+
+
+@pytest.mark.parametrize("damaged", ["waiters", "signals", "signal_ends", "suspended"])
+def test_a_damaged_key_refuses_a_wait_whole_and_the_lease_stays_held(
+    q: leaseq.Queue, r: Any, damaged: str
+) -> None:
+    q.enqueue({}, id="a", max_attempts=1)
+    lease = claim_one(q)
+    r.set(getattr(q.keys, damaged), "junk")  # overwritten by hand
+    before = snapshot(r)
+    with pytest.raises(leaseq.DamagedKey):
+        q.suspend(lease, "w", None, "k")
+    assert snapshot(r) == before  # nothing half moved: still active, still indexed
+    r.delete(getattr(q.keys, damaged))
+    assert q.suspend(lease, "w", None, "k") is None
+
+
+def test_a_damaged_waiters_key_moves_nothing_half_way(q: leaseq.Queue, r: Any) -> None:
+    ids = _waiting(q, 3, "k", timeout=0.0)  # due at once: a claim's promotion ends them
+    r.rename(q.keys.waiters, "saved")
+    r.set(q.keys.waiters, "junk")
+    before = _unclocked(r)
+    for call in (
+        lambda: q.signal("k"),
+        lambda: q.cancel(ids[0]),
+        lambda: q.run_now(ids[1]),
+        lambda: q.delete(ids[2]),
+        lambda: q.purge("suspended"),
+        lambda: q.claim(ttl=30.0),
+    ):
+        with pytest.raises(leaseq.DamagedKey):
+            call()
+        assert _unclocked(r) == before
+    r.delete(q.keys.waiters)
+    r.rename("saved", q.keys.waiters)
+    assert len(q.claim_many(10, ttl=30.0)) == 3  # repaired: every wait timed out, none lost
+
+
+def _unclocked(r: Any) -> dict[str, Any]:
+    """``snapshot`` but the queue's clock floor, which a claim may move before it
+    meets the damage (moving it is harmless: it only ever goes forward)."""
+    state = snapshot(r)
+    kind, meta, *rest = state["leaseq:{emails}:meta"]
+    state["leaseq:{emails}:meta"] = (kind, {k: v for k, v in meta.items() if k != "clock"}, *rest)
+    return state
+
+
+def test_a_sleep_or_wait_wakes_a_claimer_the_concurrency_limit_held(
+    q: leaseq.Queue, r: Any
+) -> None:
+    q.set_limits(concurrency=1)
+    q.enqueue_many([{"n": 1}, {"n": 2}])
+    lease = claim_one(q)
+    assert q.claim(ttl=30.0) is None  # held back at the limit: marked in meta
+    r.delete(q.keys.wake)
+    q.suspend(lease, "nap", 60.0)
+    assert r.llen(q.keys.wake) == 1  # the blocked claimer is woken for the freed slot
+    assert claim_one(q).payload == {"n": 2}
+
+
+def test_the_newest_signal_of_a_key_is_the_one_kept(q: leaseq.Queue, r: Any) -> None:
+    q.signal("k", "old", keep=3600)
+    q.signal("k", "new", keep=0)  # withdraws the kept "old"
+    assert r.hlen(q.keys.signals) == 0
+    q.enqueue({}, id="a", max_attempts=1)
+    assert q.suspend(claim_one(q), "w", None, "k") is None  # waits: nothing kept
+    q.signal("k", "newer", keep=3600)
+    q.signal("k", "newest")
+    assert r.hget(q.keys.signals, "k") == b'"newest"'

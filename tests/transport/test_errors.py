@@ -273,6 +273,7 @@ def test_every_error_survives_a_trip_between_processes() -> None:
         errors.NotReplicated: errors.NotReplicated("complete", 2, 1, None),
         errors.TaskFailed: errors.TaskFailed("j1", "dead", "ValueError: no"),
         errors.WaitTimeout: errors.WaitTimeout("j1", 2.5),
+        errors.SignalTimeout: errors.SignalTimeout("approval", "approved:7", 60.0),
         errors.InvalidTaskArgument: errors.InvalidTaskArgument("send", "to", "not a str"),
     }
     classes = [

@@ -122,7 +122,7 @@ def test_worker_processes_sleep_and_wait_for_signals(
     q = _q(rr)
     log = tmp_path / "charges.log"
     ids = [q.enqueue({"order": n, "nap": 0.2, "log": str(log)}) for n in range(6)]
-    workers.start("jobs", "order", "--processes", "2", "--concurrency", "1")
+    supervisor = workers.start("jobs", "order", "--processes", "2", "--concurrency", "1")
     wait_until(
         lambda: q.stats().suspended == 6 and all(_job(q, i).wait_key for i in ids),
         20,
@@ -132,6 +132,8 @@ def test_worker_processes_sleep_and_wait_for_signals(
     wait_until(lambda: q.stats().succeeded == 6, 20, what="every order to ship")
     assert [_job(q, i).result for i in ids] == [[f"ch_{n}", {"ok": n}] for n in range(6)]
     assert sorted(int(n) for n in log.read_text().split()) == list(range(6))  # charged once
+    supervisor.send_signal(signal.SIGTERM)  # its children stop with it, none left to
+    assert supervisor.wait(timeout=30) == 0  # claim the next test's jobs
 
 
 def test_heartbeats_hold_a_job_five_times_its_lease(rr: Any, workers: Workers) -> None:
