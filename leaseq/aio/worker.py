@@ -29,6 +29,7 @@ from leaseq.observe.observer import JobObserver
 from leaseq.protocols import AsyncQueueLike, members
 from leaseq.queue_set import queue_set
 from leaseq.types import Lease
+from leaseq.work import signals as _signals
 from leaseq.work.engine import Engine
 from leaseq.work.loop_queue import LoopQueue
 
@@ -72,6 +73,7 @@ class Worker:
         trace_parent: str = "link",
         timeout: float | None = None,
         on_stuck: Callable[[int], None] | None = None,
+        handle_signals: bool = False,
     ) -> None:
         served = queue_set(queue, weights, asynchronous=True)  # several: a QueueSet
         faces = [LoopQueue(q, self._cut_at) for q in (served, *members(served))]
@@ -98,6 +100,7 @@ class Worker:
         self.concurrency = concurrency
         self.ttl = self._engine.ttl
         self.worker_id = self._engine.worker_id
+        self._handle_signals = handle_signals
         self._running = False
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -145,9 +148,14 @@ class Worker:
         if self._running:
             raise RuntimeError(f"{self!r} is already running: one run() at a time")
         self._running = True
+        # With handle_signals (leaseq worker --asyncio): SIGTERM/SIGINT stop it as
+        # they stop leaseq.Worker, the second at once. Installed only from the
+        # main thread; a signal handler runs there between the loop's steps.
+        old = _signals.install(self._engine.on_signal, self._handle_signals)
         try:
             await self._run(burst)
         finally:
+            _signals.restore(old)
             self._running = False
         return self.processed
 

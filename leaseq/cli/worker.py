@@ -3,6 +3,7 @@ process or, with ``--processes``, in children under a supervisor."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import sys
@@ -65,6 +66,13 @@ __all__ = ["worker"]
     help="With --processes: seconds a handler may stay stuck past its timeout before "
     "its process is killed and replaced.",
 )
+@click.option(
+    "--asyncio",
+    "use_asyncio",
+    is_flag=True,
+    help="Run leaseq.aio.Worker on one event loop: async def handlers share it with "
+    "the aio queues and clients their module made (leaseq.aio.Queue tasks).",
+)
 @click.option("--status-fd", type=int, default=None, hidden=True)  # a supervised child's pipe
 @click.option("--log-level", default="INFO", show_default=True)
 @click.option(
@@ -97,20 +105,50 @@ def worker(c: Ctx, /, queue: str, handler: str, **options: Any) -> None:
     targets = [c.producer(name, o.shards) for name in names]
     if o.processes is not None:
         sys.exit(_supervise(c, o, o.processes, queue, handler, targets))
+    settings: dict[str, Any] = {
+        "weights": None if len(targets) == 1 else weights,
+        "concurrency": o.concurrency,
+        "ttl": o.ttl,
+        "prefetch": o.prefetch,
+        "grace": o.grace,
+        "trace_parent": o.trace_parent,
+        "timeout": o.timeout,
+        "on_stuck": None if o.status_fd is None else report_stuck(o.status_fd),
+    }
+    _preflight(c, targets, queue, handler)
+    if o.use_asyncio:
+        asyncio.run(_serve_async(c, targets, fn, settings, o))
+        return
     # Worker takes any queue with the Queue API; the QueueLike protocol will say so.
-    w = Worker(
-        cast(Any, targets[0] if len(targets) == 1 else targets),
-        fn,
-        weights=None if len(targets) == 1 else weights,
-        concurrency=o.concurrency,
-        ttl=o.ttl,
-        prefetch=o.prefetch,
-        grace=o.grace,
-        trace_parent=o.trace_parent,
-        timeout=o.timeout,
-        on_stuck=None if o.status_fd is None else report_stuck(o.status_fd),
+    w = Worker(cast(Any, targets[0] if len(targets) == 1 else targets), fn, **settings)
+    if o.status_fd is not None:
+        watch_parent(w.stop)
+    w.run(burst=o.burst)
+
+
+async def _serve_async(
+    c: Ctx, targets: list[Queue | ShardedQueue], fn: Any, settings: dict[str, Any], o: _Options
+) -> None:
+    """``leaseq worker --asyncio``: ``aio.Worker`` on this process's one event loop,
+    on aio twins of the queues, stopped by SIGTERM/SIGINT as ``Worker`` is."""
+    import leaseq.aio
+
+    served = [
+        leaseq.aio.ShardedQueue.from_url(c.url, t.name, shards=len(t.shards), prefix=c.prefix)
+        if isinstance(t, ShardedQueue)
+        else leaseq.aio.Queue.from_url(c.url, t.name, prefix=c.prefix)
+        for t in targets
+    ]
+    w = leaseq.aio.Worker(
+        served[0] if len(served) == 1 else served, fn, **settings, handle_signals=True
     )
-    _serve(c, w, targets, queue, handler, o)
+    if o.status_fd is not None:
+        watch_parent(w.stop)
+    try:
+        await w.run(burst=o.burst)
+    finally:
+        for q in served:
+            await q.close()
 
 
 def _check_tasks_queue(handler: str, names: list[str]) -> None:
@@ -140,6 +178,7 @@ class _Options:
     timeout: float | None
     processes: int | None
     kill_grace: float
+    use_asyncio: bool
     status_fd: int | None
     log_level: str
     trace_parent: str
@@ -181,6 +220,7 @@ def _supervise(
     """Run ``processes`` workers as children under a Supervisor; its exit code."""
     extra = [] if o.prefetch is None else ["--prefetch", str(o.prefetch)]
     extra += ["--trace-parent", o.trace_parent]
+    extra += ["--asyncio"] if o.use_asyncio else []
     extra += click.get_current_context().meta.get(FORWARD, [])  # --log-format, --log-jobs
     sup = Supervisor(
         queue,
@@ -200,33 +240,18 @@ def _supervise(
         cwd=os.getcwd(),
     )
     for each in targets:
-        _preflight(each)
+        each.stats()  # as _preflight: one line for a wrong password, before any child
     return sup.run()
 
 
-def _serve(
-    c: Ctx,
-    w: Worker,
-    targets: list[Queue | ShardedQueue],
-    queue: str,
-    handler: str,
-    o: _Options,
-) -> None:
-    """Run the worker in this process, once the queues answer."""
-    target = targets[0]
-    if o.status_fd is not None:
-        watch_parent(w.stop)
+def _preflight(c: Ctx, targets: list[Queue | ShardedQueue], queue: str, handler: str) -> None:
+    """One read of each queue before a worker starts, so a wrong password, a
+    missing ACL permission or an unreachable server ends the command with
+    one line instead of a worker that retries forever; then the log line."""
     for each in targets:
-        _preflight(each)
+        each.stats()
+    target = targets[0]
     kind = f" ({len(target.shards)} shards)" if isinstance(target, ShardedQueue) else ""
     logging.getLogger("leaseq.worker").info(
         "queue=%s job=- attempt=- serving %s%s from %s", queue, handler, kind, _redis.redact(c.url)
     )
-    w.run(burst=o.burst)
-
-
-def _preflight(target: Queue | ShardedQueue) -> None:
-    """One read of the queue before a worker starts, so a wrong password, a
-    missing ACL permission or an unreachable server ends the command with
-    one line instead of a worker that retries forever."""
-    target.stats()

@@ -207,7 +207,7 @@ class Engine:
         self._reset()
         if self._stopping:  # stop() came first: the reporter need not wait to see it
             self._done.put(None)
-        old = _signals.install(self._on_signal, self.handle_signals)
+        old = _signals.install(self.on_signal, self.handle_signals)
         log_started(self.queue.name, self.worker_id, self.concurrency, self.ttl, burst)
         # Each thread is bound to this run's queues: a handler still running after a
         # hard stop must never pick up work from a later run().
@@ -260,7 +260,8 @@ class Engine:
 
     # -- signals -----------------------------------------------------------
 
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """A stop signal (SIGTERM, SIGINT): stop, at once if a stop is under way."""
         second = self._stopping
         self._log(logging.WARNING, None, "%s", _signals.stop_line(signum, second, self.grace))
         self.stop(now=second)

@@ -34,6 +34,13 @@ def _work(*args: str) -> None:
     call_command("leaseq_worker", "--burst", "--concurrency", "1", *args)
 
 
+def test_the_worker_command_names_an_unknown_backend_in_one_line(tasks: Any) -> None:
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="--backend 'nope'"):
+        _work("--backend", "nope")
+
+
 def test_a_task_runs_through_leaseq_and_its_result_reads_back(tasks: Any) -> None:
     backend = default_task_backend
     assert (backend.supports_defer, backend.supports_async_task) == (True, True)

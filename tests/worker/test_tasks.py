@@ -9,17 +9,19 @@ import asyncio
 import dataclasses
 import datetime as dt
 import json
+import signal
 import subprocess
 from typing import Any
 
 import msgspec
 import pytest
+import redis
 
 import leaseq
 import leaseq.aio
 from tests.support import LEASEQ, ROOT
 from tests.support.cli import Cli
-from tests.support.servers import RedisServer
+from tests.support.servers import RedisServer, wait_until
 
 
 class Point(msgspec.Struct, frozen=True):
@@ -284,3 +286,38 @@ def test_the_cli_worker_refuses_a_queue_its_tasks_do_not_use(cli: Cli) -> None:
     assert job is not None and job.state is leaseq.State.PENDING  # nothing taken
     code, _, err = cli("worker", "emails,mail", "tests.support.tasks", "--burst")
     assert code == 0, err  # one of its queues: served
+
+
+def test_the_cli_runs_aio_tasks_on_one_loop_with_asyncio(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # leaseq worker --asyncio: aio.Worker on one event loop, where the tasks' own
+    # aio queue (made at import) can be awaited; SIGTERM stops it as it stops Worker.
+    monkeypatch.setenv("LEASEQ_TEST_URL", redis_server.url)
+    cmd = [LEASEQ, "--url", redis_server.url, "worker", "aiojobs", "tests.support.aio_tasks"]
+
+    async def enqueue() -> str:
+        from tests.support import aio_tasks
+
+        try:
+            return await aio_tasks.fan.enqueue(5)
+        finally:
+            await aio_tasks.queue.close()
+
+    job_id = asyncio.run(enqueue())
+    done = subprocess.run([*cmd, "--asyncio", "--burst"], cwd=ROOT, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    q = leaseq.Queue("aiojobs", redis=redis.Redis.from_url(redis_server.url))
+    assert q.stats().succeeded == 6  # the fan and its five leaves
+    assert q.get(job_id).result == 5  # type: ignore[union-attr]
+    # Not in burst: it runs until SIGTERM, then exits 0 with nothing in flight.
+    proc = subprocess.Popen(
+        [*cmd, "--asyncio", "--concurrency", "2"], cwd=ROOT, stderr=subprocess.PIPE
+    )
+    try:
+        wait_until(lambda: q.workers() != [], 20, what="the worker to register")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+    assert b"SIGTERM: stopping" in (proc.stderr.read() if proc.stderr else b"")

@@ -38,7 +38,10 @@ class Command(BaseCommand):  # type: ignore[misc]
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        backend = task_backends[options["backend"]]
+        try:
+            backend = task_backends[options["backend"]]
+        except Exception as exc:  # InvalidTaskBackend(Error), by Django version
+            raise CommandError(f"--backend {options['backend']!r}: {exc}") from None
         if not isinstance(backend, LeaseqBackend):
             raise CommandError(f"TASKS[{options['backend']!r}] is not a leaseq backend")
         try:
