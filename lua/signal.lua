@@ -34,8 +34,11 @@
 local BUDGET_US = 750
 local started = elapsed_us()
 local key, payload, limit = A.key, A.payload, tonumber(A.limit)
-for _, k in ipairs({ K.waiters, K.signal_ends, K.suspended, K.pending }) do check_type(k, 'zset') end
+check_type(K.waiters, 'zset')
 check_type(K.signals, 'hash')
+check_type(K.signal_ends, 'zset')
+check_type(K.suspended, 'zset')
+check_type(K.pending, 'zset')
 local now = now_ms(K.meta)
 -- Kept signals that are past their time go first, a bounded few per call: each
 -- call adds at most one, so the index never outgrows what is kept.

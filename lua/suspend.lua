@@ -10,6 +10,7 @@
 -- KEYS[6]  leaseq:{<queue>}:signal_ends  ZSET  kept signals' keys, score = kept until ms epoch
 -- KEYS[7]  leaseq:{<queue>}:meta       HASH  counters, seq, clock
 -- KEYS[8]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
+-- KEYS[9]  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
@@ -32,6 +33,7 @@
 --!include lib/push_pending.lua
 --!include lib/refund_lease.lua
 --!include lib/to_count.lua
+--!include lib/wake_if_first.lua
 
 local job, meta, id, key = K.job, K.meta, A.id, A.key
 local refused, group = lease_check(job, A.token, A.incarnation)
@@ -82,6 +84,9 @@ end
 if run_at >= 0 then
   redis.call('HSET', job, 'run_at', run_at)
   redis.call('ZADD', K.suspended, run_at, id)
+  -- An idle claimer planned its sleep before this wake time existed: a short
+  -- sleep would otherwise last until its idle cap (seconds).
+  wake_if_first(K.suspended, K.wake, run_at)
 else
   redis.call('ZADD', K.suspended, '+inf', id)
 end

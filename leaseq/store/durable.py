@@ -29,9 +29,12 @@ __all__ = [
 
 SIGNAL_KEEP = 86_400.0
 """How long ``q.signal`` keeps a signal for jobs that wait for it later: a day."""
-SIGNAL_PAGE = 500
-"""Most waiters one signal call resumes (it also stops after 0.75 ms of work: lua/signal.lua; the
-rest follow in the next calls of the same ``signal``)."""
+SIGNAL_PAGE = 64
+"""Most waiters one signal call resumes; it also stops after 0.75 ms of work by the
+server's ``TIME`` (lua/signal.lua), usually first: about 30 here. The count is what
+bounds a call on a server whose ``TIME`` stands still inside a script (Valkey 8
+returns the call's start), where 64 resumes take about 2 ms. The rest follow in
+the next calls of the same ``signal``."""
 
 
 def record_step_call(queue: QueueSettings, lease: Lease, name: str, value: Any) -> Call[Any]:

@@ -5,6 +5,7 @@ cancelled waiter is resumed by nothing; run_now ends a wait as a timeout."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any
 
@@ -76,9 +77,13 @@ def test_a_wait_that_times_out_raises_signal_timeout_on_the_resumed_run(
     q = live_driver.q
     job_id = q.enqueue({"order": 3}, max_attempts=1)
     run = live_driver.worker(_waiter(ran, timeout=0.3))
+    started = time.monotonic()
     run.start()
     try:
         wait_until(lambda: _state(q, job_id) is leaseq.State.SUCCEEDED, 10, what="the timeout")
+        # The idle claimer is woken for the new wake time, not left to its
+        # seconds-long idle cap (it took 4 s before suspend left a token).
+        assert time.monotonic() - started < 2.5
     finally:
         run.stop()
         run.join()
