@@ -226,8 +226,9 @@ def test_a_sleep_or_wait_wakes_a_claimer_the_concurrency_limit_held(
     lease = claim_one(q)
     assert q.claim(ttl=30.0) is None  # held back at the limit: marked in meta
     r.delete(q.keys.wake)
-    q.suspend(lease, "nap", 60.0)
+    q.suspend(lease, "w", None, "k")  # a wait with no end: no wake time to wake for
     assert r.llen(q.keys.wake) == 1  # the blocked claimer is woken for the freed slot
+    assert r.hget(q.keys.meta, "limit_held") is None
     assert claim_one(q).payload == {"n": 2}
 
 
