@@ -232,7 +232,7 @@ class JobContext:
             raise InvalidArgument(f"step {name!r}: in an async def handler, await ctx.astep(...)")
         recorded = self._begin_step(name)
         if recorded is None:
-            recorded = self._steps = self._steps_queue().recorded_steps(self.lease)
+            recorded = self._read_steps_now()
         if name not in recorded:
             value = fn(*args, **kwargs)
             if inspect.isawaitable(value):
@@ -318,9 +318,9 @@ class JobContext:
         return recorded[name]
 
     def _read_steps_now(self) -> dict[str, Any]:
-        """The recorded steps, read now for a sleep or a wait (blocking). On
-        ``aio.Worker``'s loop that cannot be: the worker read them before the
-        handler started, and this raises why that read failed."""
+        """The recorded steps, read now (blocking). On ``aio.Worker``'s loop that
+        cannot be: the worker read them before the handler started, and this
+        raises why that read failed."""
         if self.aqueue is not None and _on_a_loop():
             raise self._unread or LookupError("the job's recorded steps were not read")
         self._steps = self._steps_queue().recorded_steps(self.lease)

@@ -115,7 +115,11 @@ def worker(c: Ctx, /, queue: str, handler: str, **options: Any) -> None:
         "timeout": o.timeout,
         "on_stuck": None if o.status_fd is None else report_stuck(o.status_fd),
     }
-    _preflight(c, targets, queue, handler)
+    _preflight(targets)
+    kind = f" ({len(targets[0].shards)} shards)" if isinstance(targets[0], ShardedQueue) else ""
+    logging.getLogger("leaseq.worker").info(
+        "queue=%s job=- attempt=- serving %s%s from %s", queue, handler, kind, _redis.redact(c.url)
+    )
     if o.use_asyncio:
         asyncio.run(_serve_async(c, targets, fn, settings, o))
         return
@@ -239,19 +243,13 @@ def _supervise(
         extra_args=extra,
         cwd=os.getcwd(),
     )
-    for each in targets:
-        each.stats()  # as _preflight: one line for a wrong password, before any child
+    _preflight(targets)  # before any child starts
     return sup.run()
 
 
-def _preflight(c: Ctx, targets: list[Queue | ShardedQueue], queue: str, handler: str) -> None:
+def _preflight(targets: list[Queue | ShardedQueue]) -> None:
     """One read of each queue before a worker starts, so a wrong password, a
     missing ACL permission or an unreachable server ends the command with
-    one line instead of a worker that retries forever; then the log line."""
+    one line instead of a worker that retries forever."""
     for each in targets:
         each.stats()
-    target = targets[0]
-    kind = f" ({len(target.shards)} shards)" if isinstance(target, ShardedQueue) else ""
-    logging.getLogger("leaseq.worker").info(
-        "queue=%s job=- attempt=- serving %s%s from %s", queue, handler, kind, _redis.redact(c.url)
-    )
