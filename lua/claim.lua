@@ -18,7 +18,8 @@
 --           they may claim again (lib/rotate_groups.lua)
 -- KEYS[13] leaseq:{<queue>}:suspended  ZSET  ids asleep, score = run_at ms epoch (the wait's end)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
--- ARGV[2]  count, how many jobs to lease at most (integer >= 1; more than 1000 lease 1000)
+-- ARGV[2]  count, how many jobs to lease at most (integer >= 1; more than 1000 lease 1000;
+--          fewer once the call has worked its time budget: lib/over_budget.lua)
 -- ARGV[3]  lease_ms, the lease length (integer ms >= 1)
 -- ARGV[4]  worker, the worker id, stored in the row (string)
 -- ARGV[5]  sweep, the maintenance limit: most scheduled jobs to promote and expired leases to reap (integer >= 0)
@@ -36,7 +37,8 @@
 --          or the earliest lease ends; -1 if none, if jobs were leased, or while the queue is
 --          paused: then sleep on the wake list, which resume.lua fills;
 --          or, when a global limit held the claim back, ms until a slot frees),
---          k; when k > 0, then w and the w field names of a lease (LEASE below: id, attempts
+--          k, cut (1: the call stopped at its time budget, more may be ready; else 0);
+--          when k > 0, then w and the w field names of a lease (LEASE below: id, attempts
 --          = the fencing token, incarnation = the row's (0 for a row written before
 --          incarnations), max_attempts, lease_until and enqueued_at (ms epoch), payload,
 --          kind ('' = none), timeout_ms (the handler's limit; 0 = none), traceparent
@@ -47,11 +49,13 @@
 --!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
 --!include lib/dead_letter.lua
+--!include lib/elapsed_us.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/job_finished.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
+--!include lib/over_budget.lua
 --!include lib/pending_score.lua
 --!include lib/promote_due.lua
 --!include lib/read_row.lua
@@ -63,12 +67,14 @@
 --!include lib/tally.lua
 --!include lib/to_count.lua
 
+local started_us = elapsed_us()
 local pending, scheduled, active, dead, meta, wake =
   K.pending, K.scheduled, K.active, K.dead, K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script drain the queue
 local job_prefix = A.job_prefix
 -- Bounded work per call whatever the caller asks: at most 1000 leases, and
--- at most 1000 stale or unclaimable entries popped on top of them.
+-- at most 1000 stale or unclaimable entries popped on top of them; and a time
+-- budget (over_budget): a claim that has worked it stops with what it leased.
 local count = math.min(tonumber(A.count), 1000)
 local budget = count + 1000
 local lease_ms = tonumber(A.lease_ms)
@@ -78,11 +84,19 @@ local started = tonumber(A.started) or count
 local log = event_log(K.events, K.done, meta)
 local now = now_ms(meta, false, log.clock)
 
+-- Maintenance in pages of SWEEP_PAGE, up to limit each, while the time budget lasts.
+local SWEEP_PAGE = 16
+for _ = 1, math.ceil(limit / SWEEP_PAGE) do
+  if promote_due(scheduled, pending, K, job_prefix, now, SWEEP_PAGE, log) < SWEEP_PAGE
+      or over_budget(started_us) then break end
+end
+for _ = 1, math.ceil(limit / SWEEP_PAGE) do
+  local requeued, died = reap_expired(active, pending, dead, K, job_prefix, now, SWEEP_PAGE, log)
+  if requeued + died < SWEEP_PAGE or over_budget(started_us) then break end
+end
 if limit > 0 then
-  promote_due(scheduled, pending, K, job_prefix, now, limit, log)
-  reap_expired(active, pending, dead, K, job_prefix, now, limit, log)
   -- Children of a big parent that its finishing call left to settle (workflows).
-  settle_deferred(K, now, log, 1000)
+  settle_deferred(K, now, log, 1000, started_us)
 end
 
 if redis.call('HGET', meta, 'paused') then
@@ -90,7 +104,7 @@ if redis.call('HGET', meta, 'paused') then
   -- claimers sleep instead of spinning; resume.lua pushes fresh ones.
   redis.call('DEL', wake)
   flush_events(log, now)
-  return { now, -1, 0 }
+  return { now, -1, 0, 0 }
 end
 
 local out = {}
@@ -107,7 +121,7 @@ if count == 0 and redis.call('ZCARD', pending) > 0 then
   redis.call('HSET', meta, 'limit_held', 1)
   redis.call('DEL', wake)
   flush_events(log, now)
-  return { now, held_ms, 0 }
+  return { now, held_ms, 0, 0 }
 end
 
 -- The fields of a lease in the reply. The reply names them once, and
@@ -213,12 +227,25 @@ local function lease_one(id, from)
     return false
 end
 
+-- The time budget, looked at every BUDGET_EVERY leases (a lease costs ~10-40 us,
+-- a look one TIME): once it is spent the call counts as full, so both paths
+-- below stop where they are (rotate_groups puts back what it popped ahead).
+-- The ungrouped path pops CLAIM_PAGE ids at a time and looks after each page.
+local BUDGET_EVERY, CLAIM_PAGE = 4, 8
+local full, checked = false, 0
+local function leased_so_far()
+  if not full and got >= checked + BUDGET_EVERY then
+    checked = got
+    full = over_budget(started_us)
+  end
+  return full and count or got
+end
 -- Fair groups first (rotation between the groups with ready jobs and the
 -- ungrouped jobs as one more turn), then the ungrouped path as before.
-budget = rotate_groups(pending, K, count, budget, lease_one,
-  function() return got end, now, group_active, group_added)
-while got < count and budget > 0 do
-  local popped = redis.call('ZPOPMIN', pending, math.min(count - got, budget))
+budget = rotate_groups(pending, K, count, budget, lease_one, leased_so_far, now,
+  group_active, group_added)
+while not full and got < count and budget > 0 do
+  local popped = redis.call('ZPOPMIN', pending, math.min(count - got, budget, CLAIM_PAGE))
   if #popped == 0 then break end
   budget = budget - #popped / 2
   local grouped_at = nil
@@ -237,6 +264,9 @@ while got < count and budget > 0 do
     call_chunked('ZADD', pending, back, 1000)
     break
   end
+  -- Looked at after every page (stale entries lease nothing, yet take time too),
+  -- once the call has leased one: a claim always makes some headway.
+  full = got > 0 and over_budget(started_us)
 end
 
 if got > 0 then
@@ -276,10 +306,10 @@ for _, index in ipairs(got == 0 and { scheduled, K.suspended, active, K.group_ra
   end
 end
 flush_events(log, now)
-local head = { now, wait_ms, got }
+local head = { now, wait_ms, got, (full and got < count) and 1 or 0 }
 if got > 0 then
-  head[4] = WIDTH
-  for i = 1, WIDTH do head[4 + i] = LEASE[i] end
+  head[5] = WIDTH
+  for i = 1, WIDTH do head[5 + i] = LEASE[i] end
 end
 for i = 1, #out do head[#head + 1] = out[i] end
 return head

@@ -29,6 +29,8 @@
 --          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
 -- returns: the items refused, each as {i, 'LOST', state, attempts, incarnation} or {i, 'EFFECT', k, why}
 --          when effect k of item i cannot apply (then nothing of that item is written);
+--          and last, {i, 'LATER'} when the call stopped at its time budget (lib/over_budget.lua)
+--          before item i: items i..n were not looked at (the caller sends them again);
 --          an item not listed succeeded ({} when all did)
 -- errors: none beyond the per-item replies
 --!include lib/allow_oom.lua
@@ -36,6 +38,7 @@
 --!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
 --!include lib/effect_refusal.lua
+--!include lib/elapsed_us.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/free_unique.lua
@@ -44,6 +47,7 @@
 --!include lib/lease_check.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
+--!include lib/over_budget.lua
 --!include lib/retain_rows.lua
 --!include lib/signal_done.lua
 --!include lib/tally.lua
@@ -51,6 +55,7 @@
 --!include lib/trim_finished.lua
 --!include lib/unpin_parent.lua
 
+local started_us = elapsed_us()
 local active, succeeded, meta, wake = K.active, K.succeeded, K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script drain the queue
 local keep_ms, keep_count = tonumber(A.keep_ms), tonumber(A.keep_count)
@@ -88,7 +93,13 @@ local ended = {} -- ipairs gives its groups (tally)
 -- Workflows: the finished children per parent, each parent unpinned once after the loop.
 local unpins = {}
 
+local later = nil -- the first item not looked at, once the time budget is spent
 for i = 1, n do
+  -- The budget is looked at every 8 items; the first item is always done.
+  if i % 8 == 1 and i > 1 and over_budget(started_us) then
+    later = i
+    break
+  end
   local base = TAIL.args + (i - 1) * 3
   local id, token, incarnation = ARGV[base], ARGV[base + 1], ARGV[base + 2]
   local job = job_prefix .. id
@@ -165,4 +176,5 @@ if done > 0 then
     redis.call('RPUSH', wake, (table.unpack or unpack)(tokens))
   end
 end
+if later then out[#out + 1] = { later, 'LATER' } end
 return out

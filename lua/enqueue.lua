@@ -1,4 +1,5 @@
--- enqueue.lua: create jobs, one or many in one call; an existing id is left alone.
+-- enqueue.lua: create jobs, one or many in one call (fewer past its time budget); an existing id
+--              is left alone.
 -- transition: (none) -> pending | scheduled
 -- clock: server TIME (never behind the queue's meta clock), for enqueued_at and the due time of delayed jobs
 -- flags: none (it adds work: a full server refuses it whole, before it writes)
@@ -30,16 +31,20 @@
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, each with a queue-unique incarnation (job_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
 --          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
--- returns: one value per job: 1 if created, 0 if the id existed, or the holder's id (string)
---          when a job holding its uniqueness key exists (lib/unique_holder.lua: then nothing is
---          created; with unique_replace the holder's payload is replaced, or a successor parked)
+-- returns: one value per job looked at: 1 if created, 0 if the id existed, or the holder's id
+--          (string) when a job holding its uniqueness key exists (lib/unique_holder.lua: then
+--          nothing is created; with unique_replace the holder's payload is replaced, or a
+--          successor parked); fewer values than jobs when the call stopped at its time budget
+--          (lib/over_budget.lua): the jobs past the last value were not looked at
 -- errors: none of its own (input was validated by the caller)
 --!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
+--!include lib/elapsed_us.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
+--!include lib/over_budget.lua
 --!include lib/push_ready.lua
 --!include lib/reserve_incarnations.lua
 --!include lib/unique_holder.lua
@@ -53,41 +58,15 @@ local kind = A.kind
 local timeout_ms = tonumber(A.timeout_ms)
 local traceparent = A.traceparent
 local n = (#ARGV - TAIL.args + 1) / 2
+local started_us = elapsed_us()
 local log = event_log(K.events, nil, meta)
 local now = now_ms(meta, false, log.clock)
 local unpack_ = table.unpack or unpack
 
--- Dedup first: an id whose row exists, whatever its state (even succeeded
--- or dead), changes nothing. That is also what makes a replayed call safe.
--- Then uniqueness: a job whose key has a holder is not created (the holder's
--- id is its reply), or replaces the holder's payload, or is parked behind an
--- active holder (lib/unique_holder.lua).
-local out, fresh, parked = {}, {}, {}
+-- The fields every row of the call shares; a row's own payload (and number) go
+-- in base[8] (and base[12]) as it is written.
 local uniq = A.unique ~= '' and unique_holder(K, A, now, job_prefix) or nil
-for i = 1, n do
-  local id = ARGV[TAIL.args - 2 + i * 2]
-  local job = job_prefix .. id
-  if redis.call('EXISTS', job) == 1 or fresh[id] then
-    out[i] = 0
-  else
-    local verdict = uniq and uniq.take(i, id, ARGV[TAIL.args - 1 + i * 2]) or nil
-    if verdict == nil then
-      fresh[id] = i
-      fresh[#fresh + 1] = i
-      out[i] = 1
-    elseif verdict == true then
-      parked[#parked + 1] = i
-      fresh[id] = i
-      out[i] = 1
-    else
-      out[i] = verdict
-    end
-  end
-end
-local created = #fresh + #parked
-if created == 0 then return out end
-
--- One HINCRBY numbers the rows of the whole call: a row's incarnation is
+-- Row numbers: one HINCRBY a page numbers its rows. A row's incarnation is
 -- never reused in this queue, so a lease of an earlier row under the same id
 -- (deleted, expired, purged, then enqueued again with attempts back at 0)
 -- can never match the new row, even when its attempt number does.
@@ -97,7 +76,6 @@ if created == 0 then return out end
 -- clock is behind: the moment replies get lost and calls replayed), a replay
 -- of this call would write the same enqueued_at: then the rows are numbered.
 local numbered = A.numbered ~= '0' or uniq ~= nil or now_ms_held
-local incarnation = numbered and reserve_incarnations(meta, created, now) or 0
 local base = { 'state', 'pending', 'attempts', 0, 'max_attempts', max_attempts,
                'payload', '', 'enqueued_at', now }
 if numbered then
@@ -124,36 +102,79 @@ if traceparent ~= '' then
   base[#base + 1] = 'traceparent'
   base[#base + 1] = traceparent
 end
-local due, ready = {}, {}
 if delay_ms > 0 then
   base[2] = 'scheduled'
   base[#base + 1] = 'run_at'
   base[#base + 1] = now + delay_ms
-  for _, i in ipairs(fresh) do
-    due[#due + 1] = now + delay_ms
-    due[#due + 1] = ARGV[TAIL.args - 2 + i * 2]
-  end
-else
-  -- Made claimable below in one batch by push_ready, as every script that makes
-  -- jobs ready does: the FIFO sequence, the fair group, the wake-up tokens.
-  for _, i in ipairs(fresh) do
-    ready[#ready + 1] = { priority, ARGV[TAIL.args - 2 + i * 2], group }
-  end
 end
-
 local to = delay_ms > 0 and 'scheduled' or 'pending'
 local nb = #base
-for _, i in ipairs(fresh) do
-  log_event(log, 'new', to, ARGV[TAIL.args - 2 + i * 2], 0)
-  base[8] = ARGV[TAIL.args - 1 + i * 2]
-  if numbered then
-    incarnation = incarnation + 1
-    base[12] = string.format('%d', incarnation) -- 16 digits: see reserve_incarnations
+local incarnation = 0
+
+-- Page by page (PAGE jobs), while the time budget lasts (over_budget): the jobs
+-- not looked at get no reply value, and the caller sends them again.
+-- Dedup first: an id whose row exists, whatever its state (even succeeded
+-- or dead), changes nothing. That is also what makes a replayed call safe.
+-- Then uniqueness: a job whose key has a holder is not created (the holder's
+-- id is its reply), or replaces the holder's payload, or is parked behind an
+-- active holder (lib/unique_holder.lua).
+-- A call with uniqueness keys is one page: keep-last (unique_replace) may change the
+-- body of any earlier job of the call, so none is written before all are seen.
+local PAGE = uniq and n or 16
+local out, fresh, parked = {}, {}, {}
+local due, ready = {}, {}
+local looked = 0
+while looked < n do
+  local first = #fresh + 1
+  for i = looked + 1, math.min(n, looked + PAGE) do
+    local id = ARGV[TAIL.args - 2 + i * 2]
+    if redis.call('EXISTS', job_prefix .. id) == 1 or fresh[id] then
+      out[i] = 0
+    else
+      local verdict = uniq and uniq.take(i, id, ARGV[TAIL.args - 1 + i * 2]) or nil
+      if verdict == nil then
+        fresh[id] = i
+        fresh[#fresh + 1] = i
+        out[i] = 1
+      elseif verdict == true then
+        parked[#parked + 1] = i
+        fresh[id] = i
+        out[i] = 1
+      else
+        out[i] = verdict
+      end
+    end
   end
-  if uniq then base[8] = uniq.row(i, base, nb) end
-  redis.call('HSET', job_prefix .. ARGV[TAIL.args - 2 + i * 2], unpack_(base))
+  looked = math.min(n, looked + PAGE)
+  if numbered and #fresh >= first then
+    incarnation = reserve_incarnations(meta, #fresh - first + 1, now)
+  end
+  for f = first, #fresh do
+    local i = fresh[f]
+    local id = ARGV[TAIL.args - 2 + i * 2]
+    log_event(log, 'new', to, id, 0)
+    base[8] = ARGV[TAIL.args - 1 + i * 2]
+    if numbered then
+      incarnation = incarnation + 1
+      base[12] = string.format('%d', incarnation) -- 16 digits: see reserve_incarnations
+    end
+    if uniq then base[8] = uniq.row(i, base, nb) end
+    redis.call('HSET', job_prefix .. id, unpack_(base))
+    if delay_ms > 0 then
+      due[#due + 1] = now + delay_ms
+      due[#due + 1] = id
+    else
+      -- Made claimable below in one batch by push_ready, as every script that makes
+      -- jobs ready does: the FIFO sequence, the fair group, the wake-up tokens.
+      ready[#ready + 1] = { priority, id, group }
+    end
+  end
+  if looked < n and over_budget(started_us) then break end
 end
-if uniq then incarnation = uniq.park(parked, base, nb, incarnation, log) end
+local created = #fresh + #parked
+if created == 0 then return out end
+if numbered and #parked > 0 then incarnation = reserve_incarnations(meta, #parked, now) end
+if uniq then uniq.park(parked, base, nb, incarnation, log) end
 if delay_ms > 0 then
   call_chunked('ZADD', scheduled, due, 1000)
   wake_if_first(scheduled, wake, now + delay_ms)

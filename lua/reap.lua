@@ -1,4 +1,5 @@
--- reap.lua: hand back up to limit expired leases: to pending while attempts remain, else dead.
+-- reap.lua: hand back up to limit expired leases (fewer past the time budget): to pending while
+--           attempts remain, else dead.
 -- transition: active -> pending | dead (last_error says the lease expired)
 -- clock: server TIME (never behind the queue's meta clock), to tell which leases have expired
 -- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
@@ -19,22 +20,30 @@
 -- returns: {requeued, died, more} -- more is 1 when expired entries (or children to settle) remain
 -- errors: none
 --!include lib/allow_oom.lua
+--!include lib/elapsed_us.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/now_ms.lua
+--!include lib/over_budget.lua
 --!include lib/reap_expired.lua
 --!include lib/settle_deferred.lua
 --!include lib/sweep_waiting.lua
 
 local active, pending, dead, meta, wake = K.active, K.pending, K.dead, K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script drain the queue
+local started_us = elapsed_us()
 local now = now_ms(meta)
 local log = event_log(K.events, K.done, meta)
-local requeued, died = reap_expired(active, pending, dead, K, A.job_prefix, now,
-  tonumber(A.limit), log)
+-- In pages of 16 while the time budget lasts (over_budget).
+local requeued, died, limit = 0, 0, tonumber(A.limit)
+while limit > 0 do
+  local r, d = reap_expired(active, pending, dead, K, A.job_prefix, now, math.min(limit, 16), log)
+  requeued, died, limit = requeued + r, died + d, limit - 16
+  if r + d < 16 or over_budget(started_us) then break end
+end
 -- Children of a big parent that its finishing call left to settle (workflows),
 -- and waiting jobs whose parent went without finishing (deleted or damaged by hand).
-settle_deferred(K, now, log, tonumber(A.limit))
+settle_deferred(K, now, log, tonumber(A.limit), started_us)
 sweep_waiting(K, now, log, 100)
 flush_events(log, now)
 local more = 0

@@ -66,6 +66,8 @@ class Claimed:
     leases: list[Lease]
     undecodable: list[tuple[Lease, str]]
     wait: float | None
+    cut: bool = False
+    """The call stopped at its time budget (lua/lib/over_budget.lua): more may be ready."""
 
 
 # -- the call ------------------------------------------------------------------------
@@ -95,12 +97,12 @@ def claim_call(
 def parse_claim(queue: QueueSettings, reply: list[Any], worker: str) -> Claimed:
     """The leases of a claim reply, read by field name: the reply names the
     fields of a lease once (claim.lua's LEASE), then gives their values."""
-    wait_ms, count = int(reply[1]), int(reply[2])
+    wait_ms, count, cut = int(reply[1]), int(reply[2]), reply[3] == 1
     leases: list[Lease] = []
     bad: list[tuple[Lease, str]] = []
     if count:
-        width = int(reply[3])
-        at = {as_text(name): i for i, name in enumerate(reply[4 : 4 + width])}
+        width = int(reply[4])
+        at = {as_text(name): i for i, name in enumerate(reply[5 : 5 + width])}
         try:
             o_id, o_attempts, o_incarnation = at["id"], at["attempts"], at["incarnation"]
             o_max, o_until, o_enqueued = (
@@ -114,7 +116,7 @@ def parse_claim(queue: QueueSettings, reply: list[Any], worker: str) -> Claimed:
             raise ScriptError(f"claim: the reply names no lease field {missing}") from None
         decode = queue.codec.decode_payload
         name = queue.name
-        start = 4 + width
+        start = 5 + width
         for i in range(start, start + width * count, width):
             raw = reply[i + o_payload]
             try:
@@ -143,7 +145,7 @@ def parse_claim(queue: QueueSettings, reply: list[Any], worker: str) -> Claimed:
                 bad.append((lease, error))
             else:
                 leases.append(lease)
-    return Claimed(leases, bad, None if wait_ms < 0 else wait_ms / 1000.0)
+    return Claimed(leases, bad, None if wait_ms < 0 else wait_ms / 1000.0, cut)
 
 
 def settle_calls(queue: QueueSettings, claimed: Claimed) -> list[Call[State]]:
@@ -205,14 +207,20 @@ def claim_many(
     worker: str | None = None,
     block: float | None = None,
 ) -> Op[list[Lease]]:
-    """Lease up to ``count`` jobs in one script call (or wait up to ``block`` s for one)."""
+    """Lease up to ``count`` jobs (or wait up to ``block`` s for one): one script
+    call, and another for the rest each time a call stops at its time budget
+    (a short guest on a shared server: docs/limits-and-costs.md)."""
     call = claim_call(queue, count, ttl, worker)
+    count = min(count, CLAIM_LIMIT)
     give_up = block_until(block, time.monotonic())
     while True:
         claimed = yield call
         leases = yield from _settle(queue, claimed)
+        while claimed.cut and len(leases) < count:
+            claimed = yield claim_call(queue, count - len(leases), ttl, worker)
+            leases += yield from _settle(queue, claimed)
         wait = block_wait(give_up, claimed, time.monotonic())
-        if wait <= 0:
+        if wait <= 0 or leases:
             return leases
         yield Wake(queue.keys.wake, wait)
 

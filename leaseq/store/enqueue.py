@@ -16,7 +16,7 @@ from leaseq.store.parents import check_parents, check_policy, dependent_calls
 from leaseq.store.replies import as_text
 from leaseq.store.scripts import SCRIPTS
 from leaseq.store.settings import QueueSettings
-from leaseq.store.steps import Call, Op
+from leaseq.store.steps import Batch, Call, Op, Partial, joined
 from leaseq.types import JOB_OPTIONS, JobOptions, Unique
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ def enqueue_calls(
     traceparent: str = "",
     *,
     caller: str = "enqueue",
-) -> tuple[list[str], list[Call[Enqueued]]]:
+) -> tuple[list[str], Sequence[Call[Batch[int | str]]]]:
     """The ids and the script calls (chunks of ENQUEUE_CHUNK) that enqueue ``payloads``.
 
     ``options`` are the job options every item gets (``leaseq.JobOptions``;
@@ -147,42 +147,51 @@ def _plain_calls(
     job_ids: list[str],
     ukeys: list[str],
     head: dict[str, Any],
-) -> list[Call[Enqueued]]:
-    """The ``enqueue.lua`` calls of jobs without parents, ENQUEUE_CHUNK per call."""
+) -> list[Call[Batch[int | str]]]:
+    """The ``enqueue.lua`` calls of jobs without parents, ENQUEUE_CHUNK per call.
+    Every payload is encoded here, before any call runs."""
     encode = queue.codec.encode
+    encoded = [encode(p) for p in payloads]
     script, keys = SCRIPTS["enqueue"], queue.keys
-    calls: list[Call[Enqueued]] = []
-    for start in range(0, len(payloads), ENQUEUE_CHUNK):
+
+    def call(start: int, end: int) -> Call[Batch[int | str]]:
         jobs: list[str | bytes | int] = []
-        end = min(start + ENQUEUE_CHUNK, len(payloads))
         for i in range(start, end):
-            jobs += (job_ids[i], encode(payloads[i]))
+            jobs += (job_ids[i], encoded[i])
         unique = " ".join(ukeys[start:end])
         # A row under an id this client made needs no incarnation of its own
         # (lua/lib/row_number.lua): only a chunk with a chosen id or a
         # uniqueness key numbers its rows.
         chosen = ids is not None and any(ids[i] is not None for i in range(start, end))
         numbered = int(chosen or bool(ukeys))
-        calls.append(
-            script.call(keys, _enqueued, arg_tail=jobs, unique=unique, numbered=numbered, **head)
-        )
-    return calls
+
+        def parse(reply: list[Any]) -> Batch[int | str]:
+            got = _enqueued(reply)
+            if start + len(got) < end:  # stopped at its time budget: the rest again
+                return Partial(got, call(start + len(got), end))
+            return got
+
+        return script.call(keys, parse, arg_tail=jobs, unique=unique, numbered=numbered, **head)
+
+    return [
+        call(start, min(start + ENQUEUE_CHUNK, len(payloads)))
+        for start in range(0, len(payloads), ENQUEUE_CHUNK)
+    ]
 
 
-def _run(ids: list[str], calls: list[Call[Enqueued]]) -> Op[list[str]]:
+def _run(ids: list[str], calls: Sequence[Call[Batch[int | str]]]) -> Op[list[str]]:
     """Run the calls; a job not created for its uniqueness key gets its holder's id."""
-    at = 0
-    for call in calls:
-        replies = yield call
-        for k, reply in enumerate(replies):
-            if isinstance(reply, str):
-                ids[at + k] = reply
-        at += len(replies)
+    replies = yield from joined(calls)
+    for k, reply in enumerate(replies):
+        if isinstance(reply, str):
+            ids[k] = reply
     return ids
 
 
 def enqueue_traced(
-    queue: str, batch: bool, build: Callable[[str], tuple[list[str], list[Call[Enqueued]]]]
+    queue: str,
+    batch: bool,
+    build: Callable[[str], tuple[list[str], Sequence[Call[Batch[int | str]]]]],
 ) -> Op[list[str]]:
     """Run the enqueue calls ``build(traceparent)`` makes; return the ids (a job
     deduplicated by its uniqueness key: its holder's id).

@@ -15,7 +15,7 @@ from typing import Any
 
 from leaseq.errors import InvalidArgument, LeaseLost
 from leaseq.store.queue_ops import through
-from leaseq.store.steps import Call, Op, joined
+from leaseq.store.steps import Batch, Call, Op, joined
 from leaseq.types import Lease, State
 
 __all__ = ["LeaseRouting"]
@@ -76,12 +76,12 @@ class LeaseRouting:
 
     def complete_calls(
         self, leases: Sequence[Lease], results: Sequence[Any] | None = None
-    ) -> list[Call[list[LeaseLost]]]:
+    ) -> list[Call[Batch[LeaseLost]]]:
         """The calls of ``complete_many`` over every part, all built (and every
         result encoded) before the first runs."""
         if results is not None and len(results) != len(leases):
             raise InvalidArgument(f"{len(results)} results for {len(leases)} leases")
-        calls: list[Call[list[LeaseLost]]] = []
+        calls: list[Call[Batch[LeaseLost]]] = []
         for index, members in self._lease_groups(leases).items():
             part = None if results is None else [results[i] for i in members]
             calls += self.parts[index].complete_calls([leases[i] for i in members], part)

@@ -26,7 +26,7 @@ from leaseq.store.keys import check_job_id
 from leaseq.store.replies import as_text, refusal
 from leaseq.store.scripts import SCRIPTS
 from leaseq.store.settings import QueueSettings
-from leaseq.store.steps import Call, Op, joined
+from leaseq.store.steps import Batch, Call, Op, Partial, joined
 from leaseq.types import Lease, State
 
 R = TypeVar("R")
@@ -189,8 +189,9 @@ def complete_call(
     leases: Sequence[Lease],
     results: Sequence[Any] | None,
     effects: Sequence[Sequence[Any] | None] | None = None,
-) -> Call[list[LeaseLost]]:
-    """Complete ``leases`` in one call. ``effects[i]``: the Redis writes (see
+) -> Call[Batch[LeaseLost]]:
+    """Complete ``leases`` in one call (past its time budget, its reply is a
+    ``Partial`` with the call for the rest). ``effects[i]``: the Redis writes (see
     ``leaseq.store.effects``) applied with item i's completion, in the same
     script; the reply raises InvalidArgument when one cannot apply (that item
     is then left active, its lease held)."""
@@ -221,8 +222,12 @@ def complete_call(
     args += extras
     args += effect_args
 
-    def parse(reply: list[Any]) -> list[LeaseLost]:
-        # Only the refused items are listed, each by its place: first EFFECT, then refusals.
+    def parse(reply: list[Any]) -> Batch[LeaseLost]:
+        # Only the refused items are listed, each by its place: first EFFECT, then
+        # refusals, and last LATER when the call stopped at its time budget.
+        later = None
+        if reply and as_text(reply[-1][1]) == "LATER":
+            later = int(reply.pop()[0]) - 1
         others = [(leases[int(item[0]) - 1], item[1:]) for item in reply]
         for lease, item in others:
             if as_text(item[0]) == "EFFECT":
@@ -230,7 +235,16 @@ def complete_call(
                     f"effect {int(item[1])} of job {lease.id!r} cannot apply: "
                     f"{as_text(item[2])}; nothing was written and the lease still holds"
                 )
-        return [refusal("complete", lease, item) for lease, item in others]
+        lost = [refusal("complete", lease, item) for lease, item in others]
+        if later is None:
+            return lost
+        rest = complete_call(
+            queue,
+            leases[later:],
+            None if results is None else results[later:],
+            None if effects is None else effects[later:],
+        )
+        return Partial(lost, rest)
 
     return SCRIPTS["complete"].call(
         k,
@@ -246,7 +260,7 @@ def complete_call(
 
 def complete_calls(
     queue: QueueSettings, leases: Sequence[Lease], results: Sequence[Any] | None = None
-) -> list[Call[list[LeaseLost]]]:
+) -> list[Call[Batch[LeaseLost]]]:
     """The calls of ``complete_many``, LEASE_CHUNK leases per call. Every result
     is encoded here, so one that will not encode raises before any call runs."""
     if results is not None and len(results) != len(leases):
@@ -276,11 +290,15 @@ def complete(
     not at all. Allowed commands and key rules: ``leaseq.store.effects``. A bad
     effect raises InvalidArgument and nothing is written (the lease holds).
     """
-    lost = yield complete_call(
-        queue,
-        [lease],
-        None if result is None else [result],
-        None if effects is None else [effects],
+    lost = yield from joined(
+        [
+            complete_call(
+                queue,
+                [lease],
+                None if result is None else [result],
+                None if effects is None else [effects],
+            )
+        ]
     )
     if lost:
         raise lost[0]

@@ -20,7 +20,7 @@ from leaseq.store import history as _hist
 from leaseq.store import validate as v
 from leaseq.store.claim import WAKE_SLICE, block_until
 from leaseq.store.durable import SIGNAL_KEEP
-from leaseq.store.enqueue import Enqueued, check_options, enqueue_calls, enqueue_traced
+from leaseq.store.enqueue import check_options, enqueue_calls, enqueue_traced
 from leaseq.store.events import EventSettings
 from leaseq.store.history import History
 from leaseq.store.keys import check_job_id, shard_of
@@ -30,7 +30,7 @@ from leaseq.store.queue_ops import QueueOps, through
 from leaseq.store.registry import WorkerInfo
 from leaseq.store.schedules import Schedule
 from leaseq.store.sharded_workflows import ShardedWorkflows
-from leaseq.store.steps import Call, Op
+from leaseq.store.steps import Batch, Call, Op
 from leaseq.store.wait import wait_names
 from leaseq.types import Job, JobOptions, Lease, State, Stats
 
@@ -162,7 +162,7 @@ class ShardedOps(RoutedLeases):
             [None] * len(items) if ids is None else [check_job_id(i) for i in ids], options
         )
 
-        def build(tp: str) -> tuple[list[str], list[Call[Enqueued]]]:
+        def build(tp: str) -> tuple[list[str], Sequence[Call[Batch[int | str]]]]:
             # Validate and encode every call of every shard before any runs.
             calls = [
                 call

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar, Union
 
 from leaseq.store.scripts import Call
 
 __all__ = [
+    "Batch",
     "Call",
     "Command",
     "Feed",
     "Listen",
     "Op",
+    "Partial",
     "Rows",
     "Scan",
     "Step",
@@ -79,6 +81,19 @@ class Scan:
     match: str
 
 
+@dataclass(frozen=True, slots=True)
+class Partial(Generic[R_co]):
+    """A batch call's reply when its script stopped at its time budget
+    (lua/lib/over_budget.lua): what the items it reached gave, and the call
+    that does the rest (built by the first call's parse, from what it sent)."""
+
+    done: list[R_co]
+    rest: Call[Batch[R_co]]
+
+
+Batch = Union[list[R], Partial[R]]  # noqa: UP007 (a generic alias needs Union before 3.12)
+"""A batch call's reply: one list, or a part of it and the call for the rest."""
+
 Step = Call[Any] | Command | Rows | Wake | Listen | Scan
 Op = Generator[Step, Any, R]
 """An operation: yields steps, receives their replies, returns its result."""
@@ -88,12 +103,17 @@ each one's result is the next few items (maybe none); the driver runs them in
 turn and hands out the items, until the feed returns."""
 
 
-def joined(calls: Sequence[Call[list[R]]]) -> Op[list[R]]:
+def joined(calls: Sequence[Call[Batch[R]]]) -> Op[list[R]]:
     """Run ``calls`` in turn; their replies' lists, joined in order (the chunks of
-    one batch operation)."""
+    one batch operation). A call that stopped at its time budget is followed by
+    the call for its rest, so no call holds the server long."""
     out: list[R] = []
     for call in calls:
-        out += yield call
+        reply = yield call
+        while isinstance(reply, Partial):
+            out += reply.done
+            reply = yield reply.rest
+        out += reply
     return out
 
 

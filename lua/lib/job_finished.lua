@@ -24,7 +24,8 @@
 --!include lib/settle_children.lua
 --!include lib/to_count.lua
 --!include lib/unpin_parent.lua
-local SETTLE_BUDGET = 1000
+-- A page, as the claims after it settle (settle_deferred): the finishing call stays short.
+local SETTLE_BUDGET = 16
 local function job_finished(K, id, job, how, now, log, links, unpins)
   local row = links or redis.pcall('HMGET', job, 'depends_on', 'children')
   local damaged = row['err'] ~= nil

@@ -363,12 +363,14 @@ def test_a_group_emptied_then_refilled_in_one_claim_stays_in_the_rotation(q: Any
     q.enqueue({"g": 1}, id="g1", group="g")
     q.enqueue_many([{"h": i} for i in range(5)], group="h")
     r.hdel(q.keys.job("p"), "payload")  # damaged: the claim dead-letters it
-    first = q.claim_many(6, ttl=600.0)
-    assert [lease.id for lease in first][:2] == ["u0", "g1"]
+    first = [lease.id for lease in q.claim_many(6, ttl=600.0)]
+    assert first[:2] == ["u0", "g1"]
     assert text(r.hget(q.keys.job("p"), "state")) == "dead"
-    assert q.get("c").state is leaseq.State.PENDING  # type: ignore[union-attr]
+    # (claim_many's second call takes "c" when the first stopped at its time budget:
+    # fakeredis's Lua is slow.)
+    assert "c" in first or q.get("c").state is leaseq.State.PENDING  # type: ignore[union-attr]
     rest = {lease.id for lease in q.claim_many(100, ttl=600.0)}
-    assert "c" in rest
+    assert "c" in rest | set(first)
     assert r.zcard(q.keys.group("g")) == 0 and r.zscore(q.keys.groups, "g") is None
 
 

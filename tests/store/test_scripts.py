@@ -720,10 +720,10 @@ def test_the_claim_reply_names_its_lease_fields_once(q: leaseq.Queue) -> None:
         leaseq.store.scripts.Call(call.script, call.keys, call.args, lambda r: raw.extend(r))
     )
     assert seen is None
-    count, width = int(raw[2]), int(raw[3])
-    names = [n.decode() if isinstance(n, bytes) else n for n in raw[4 : 4 + width]]
-    assert count == 2 and len(set(names)) == width == len(names)
+    count, cut, width = int(raw[2]), int(raw[3]), int(raw[4])
+    names = [n.decode() if isinstance(n, bytes) else n for n in raw[5 : 5 + width]]
+    assert count == 2 and cut == 0 and len(set(names)) == width == len(names)
     assert {"id", "attempts", "incarnation", "payload", "timeout_ms"} <= set(names)
-    first = dict(zip(names, raw[4 + width : 4 + 2 * width], strict=True))
+    first = dict(zip(names, raw[5 + width : 5 + 2 * width], strict=True))
     assert first["id"] in (b"a", "a") and int(first["attempts"]) == 1
     assert int(first["timeout_ms"]) == 2000 and first["kind"] in (b"k", "k")

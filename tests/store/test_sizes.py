@@ -47,10 +47,12 @@ def test_the_claim_script_itself_caps_a_huge_count(rq: Any) -> None:
     args = list(call.args)
     args[1] = 5000  # what claim_many(5000) sent before the builder capped it
     claimed = q._run(dataclasses.replace(call, args=args))
-    assert len(claimed.leases) == 1000
+    # 1000 at most; fewer (16 at least) when the call stops at its time budget.
+    got = len(claimed.leases)
+    assert 16 <= got <= 1000 and (got == 1000 or claimed.cut)
     stats = q.stats()
-    assert (stats.active, stats.pending) == (1000, 4000)
-    assert rq.zcard(q.keys.active) == 1000  # every leased row is indexed
+    assert (stats.active, stats.pending) == (got, 5000 - got)
+    assert rq.zcard(q.keys.active) == got  # every leased row is indexed
 
 
 def test_batch_apis_at_ten_thousand_jobs(rq: Any) -> None:

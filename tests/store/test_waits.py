@@ -141,7 +141,7 @@ def test_a_big_batch_signals_in_entries_of_at_most_a_hundred_ids(q: leaseq.Queue
     signalled = [i for _, fields in entries for i in fields[b"ids"].decode().split()]
     assert sorted(signalled) == sorted(ids)
     assert all(len(fields[b"ids"].split()) <= 100 for _, fields in entries)
-    assert len(entries) == 10
+    assert len(entries) >= 10  # (more when a call stopped at its time budget)
 
 
 @pytest.mark.parametrize("how", ["delete", "purge"])
