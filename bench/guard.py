@@ -16,6 +16,10 @@ alike; the ring's start and direction change each round. The figures:
   taking turns in blocks of 500: jobs/s of the median block, and the median
   block's enqueue wall / ``LPUSH`` wall (a neighbour's burst spoils a block,
   not the figure);
+- **drain_p99**, **drain_hold**: during that drain, the p99 of another
+  client's ``PING`` sent every millisecond from a separate process, and the
+  longest call the server's ``SLOWLOG`` saw (bench/probe.py, loaded by path
+  like the tasks): how good a neighbour the queue is on a shared server;
 - **enqueue_many**: N jobs in calls of 1,000, jobs/s of the median call
   (leaseq only);
 - **Redis bytes per job**: the ``used_memory`` delta over the N pending jobs
@@ -82,6 +86,8 @@ FIGURES = (
     Figure("enqueue", "enqueue, 1 client, one call each (jobs/s)"),
     Figure("lpush", "bare LPUSH, same connection (calls/s)"),
     Figure("enqueue_per_lpush", "enqueue wall / LPUSH wall", 2),
+    Figure("drain_p99", "another client's PING p99 during the drain (ms)", 2),
+    Figure("drain_hold", "longest call during the drain, SLOWLOG (ms)", 2),
     Figure("enqueue_many", "enqueue_many, batches of 1,000 (jobs/s)"),
     Figure("bytes_single", "Redis bytes / pending job, one by one"),
     Figure("bytes_batch", "Redis bytes / pending job, in batches"),
@@ -97,6 +103,8 @@ class Target(NamedTuple):
 
 TARGETS = {
     "drain": Target(">= 4x huey", lambda _, vs_huey: None if vs_huey is None else vs_huey >= 4),
+    "drain_p99": Target("<= 1 ms, <= huey's", lambda this, vs: this <= 1 and (vs or 0) <= 1),
+    "drain_hold": Target("<= 2 ms", lambda this, _: this <= 2),
     "enqueue_per_lpush": Target("<= 1.2", lambda this, _: this <= 1.2),
     "enqueue_many": Target(">= 200,000/s", lambda this, _: this >= 200_000),
     "bytes_single": Target("<= 226", lambda this, _: this <= 226),
@@ -240,6 +248,18 @@ def measure(
     return (_huey if kind == "huey" else _leaseq)(r, url, jobs, peer, Turns(coord, me, to))
 
 
+@contextlib.contextmanager
+def neighbour(r: Any, url: str, out: dict[str, float]) -> Iterator[None]:
+    """Another client's p99 and the longest call while the block runs, into ``out``."""
+    probe = importlib.import_module("guard_probe")  # bench/probe.py, by path (main)
+    held: list[Any] = []
+    seen: list[Any] = []
+    with probe.watching(r, held), probe.probing(url, seen):
+        yield
+    out["drain_p99"] = seen[0].p99 if seen else float("nan")
+    out["drain_hold"] = held[0].longest_us / 1000
+
+
 def _leaseq(r: Any, url: str, jobs: int, peer: Any, turn: Turns) -> dict[str, float]:
     import leaseq
 
@@ -271,7 +291,8 @@ def _leaseq(r: Any, url: str, jobs: int, peer: Any, turn: Turns) -> dict[str, fl
         out["bytes_batch"] = (used(r) - base) / jobs
         worker = [sys.executable, "-m", "leaseq.cli", "--url", url, "worker", QUEUE]
         worker += [f"{peer.__name__}:handler", "--burst"]
-        out["drain"] = drain(r, jobs, worker, peer.COUNTER, exits=True)
+        with neighbour(r, url, out):
+            out["drain"] = drain(r, jobs, worker, peer.COUNTER, exits=True)
         out["bytes_finished"] = (used(r) - base) / jobs
     return out
 
@@ -293,7 +314,8 @@ def _huey(r: Any, url: str, jobs: int, peer: Any, turn: Turns) -> dict[str, floa
             pass  # huey has no batch enqueue; the turns keep the sides in step
     with turn():
         consumer = [sys.executable, "-m", "huey.bin.huey_consumer", f"{peer.__name__}.huey"]
-        out["drain"] = drain(r, jobs, [*consumer, "-w", "1"], peer.COUNTER, exits=False)
+        with neighbour(r, url, out):
+            out["drain"] = drain(r, jobs, [*consumer, "-w", "1"], peer.COUNTER, exits=False)
         out["bytes_finished"] = (used(r) - base) / jobs
     return out
 
@@ -379,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     with Scratch("leaseq-guard-") as scratch, contextlib.ExitStack() as stack:
         tasks = scratch.module("guard_peer_tasks", (ROOT_BENCH / "peer_tasks.py").read_text())
+        scratch.module("guard_probe", (ROOT_BENCH / "probe.py").read_text())
         sides, notes = sides_of(args, scratch)
         coord_server = stack.enter_context(Server())  # holds only the turn tokens
         coord = coord_server.client()

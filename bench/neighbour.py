@@ -29,131 +29,22 @@ no call past 2 ms and a probe p99 <= 1 ms, max <= 3 ms. Never run by the tests.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import redis
 
+from bench.probe import SLOW_US, Holds, Probe, probing, watching
 from bench.server import Server, machine
 
 ROOT = Path(__file__).resolve().parent.parent
 QUEUE = "nb"
-SLOW_US = 250
-HOLD_TARGET_US = 2000
-
-
-# -- the probe: another client -----------------------------------------------------
-
-
-def _probe(url: str, stop: Any, out: Any) -> None:
-    r = redis.Redis.from_url(url)
-    r.ping()
-    lat: list[float] = []
-    tick = time.perf_counter()
-    while not stop.is_set():
-        t0 = time.perf_counter()
-        r.ping()
-        lat.append(time.perf_counter() - t0)
-        tick += 0.001
-        pause = tick - time.perf_counter()
-        if pause > 0:
-            time.sleep(pause)
-        else:
-            tick = time.perf_counter()
-    out.send(lat)
-
-
-class Probe(NamedTuple):
-    p50: float
-    p99: float
-    max: float
-    n: int
-
-
-@contextmanager
-def probing(url: str, into: list[Probe]) -> Iterator[None]:
-    """Ping ``url`` every ms from another process while the block runs."""
-    ctx = multiprocessing.get_context("fork")
-    stop = ctx.Event()
-    mine, theirs = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_probe, args=(url, stop, theirs), daemon=True)
-    proc.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        lat = sorted(mine.recv())
-        proc.join(10)
-    if lat:
-        into.append(
-            Probe(
-                lat[len(lat) // 2] * 1e3,
-                lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e3,
-                lat[-1] * 1e3,
-                len(lat),
-            )
-        )
-
-
-# -- SLOWLOG ------------------------------------------------------------------------
-
-
-def script_names(r: redis.Redis) -> dict[str, str]:
-    from leaseq.store.scripts import SCRIPTS
-
-    names = {}
-    for name, script in SCRIPTS.items():
-        names[script.sha] = name
-        if script.plain_sha:
-            names[script.plain_sha] = name
-    return names
-
-
-class Holds(NamedTuple):
-    longest_us: int
-    over: int
-    slowest: str
-    calls_over_1ms: int
-
-
-def holds(r: redis.Redis, names: dict[str, str]) -> Holds:
-    """Read and sum up the SLOWLOG since it was reset: leaseq's calls only."""
-    longest, over, over_1, slowest = 0, 0, 0, ""
-    for entry in r.slowlog_get(1_000_000):
-        cmd = entry["command"].split(b" ")
-        verb = cmd[0].upper()
-        if verb in (b"PING", b"SLOWLOG", b"CONFIG", b"INCR", b"FLUSHALL"):
-            continue
-        what = verb.decode()
-        if verb in (b"EVALSHA", b"EVALSHA_RO") and len(cmd) > 1:
-            what = names.get(cmd[1].decode(), what)
-        us = int(entry["duration"])
-        over += us > HOLD_TARGET_US
-        over_1 += us > 1000
-        if us > longest:
-            longest, slowest = us, what
-    return Holds(longest, over, slowest, over_1)
-
-
-@contextmanager
-def watching(r: redis.Redis, into: list[Holds]) -> Iterator[None]:
-    names = script_names(r)
-    r.config_set("slowlog-log-slower-than", SLOW_US)
-    r.config_set("slowlog-max-len", 1_000_000)
-    r.slowlog_reset()
-    try:
-        yield
-    finally:
-        into.append(holds(r, names))
-        r.config_set("slowlog-log-slower-than", 10_000)
 
 
 # -- scenarios ----------------------------------------------------------------------
@@ -366,6 +257,11 @@ def main(argv: list[str] | None = None) -> int:
             print(table(runs[-1:]).splitlines()[-1], flush=True)
     print()
     print(table(runs))
+    print()
+    for run in runs:
+        parts = sorted(run.holds.by_script.items(), key=lambda kv: -kv[1][1])
+        text = ", ".join(f"{k} {n} over / {top / 1e3:.2f} ms" for k, (n, top) in parts[:6])
+        print(f"- {run.name}: {text}")
     if args.rounds > 1:
         for name in names:
             p99s = [r.probe.p99 for r in runs if r.name == name and r.probe]

@@ -232,7 +232,9 @@ def claim_now(
     worker: str | None = None,
     started: int | None = None,
 ) -> Op[tuple[list[Lease], float | None]]:
-    """One claim call that never waits, for loops that block their own way (Worker).
+    """A claim that never waits, for loops that block their own way (Worker): one
+    script call, and another for the rest each time a call stops at its time
+    budget (so a worker's plan is not cut short by a slow server).
 
     Returns the leases (0..count) and the seconds until something may become
     claimable by itself — the next scheduled job falls due or the earliest
@@ -242,6 +244,11 @@ def claim_now(
     """
     claimed = yield claim_call(queue, count, ttl, worker, started)
     leases = yield from _settle(queue, claimed)
+    count = min(count, CLAIM_LIMIT)
+    while claimed.cut and len(leases) < count:
+        first = None if started is None else max(0, started - len(leases))
+        claimed = yield claim_call(queue, count - len(leases), ttl, worker, first)
+        leases += yield from _settle(queue, claimed)
     return leases, claimed.wait
 
 

@@ -223,19 +223,7 @@ def complete_call(
     args += effect_args
 
     def parse(reply: list[Any]) -> Batch[LeaseLost]:
-        # Only the refused items are listed, each by its place: first EFFECT, then
-        # refusals, and last LATER when the call stopped at its time budget.
-        later = None
-        if reply and as_text(reply[-1][1]) == "LATER":
-            later = int(reply.pop()[0]) - 1
-        others = [(leases[int(item[0]) - 1], item[1:]) for item in reply]
-        for lease, item in others:
-            if as_text(item[0]) == "EFFECT":
-                raise InvalidArgument(
-                    f"effect {int(item[1])} of job {lease.id!r} cannot apply: "
-                    f"{as_text(item[2])}; nothing was written and the lease still holds"
-                )
-        lost = [refusal("complete", lease, item) for lease, item in others]
+        lost, later = _completed(leases, reply)
         if later is None:
             return lost
         rest = complete_call(
@@ -256,6 +244,24 @@ def complete_call(
         n=len(leases),
         extras=len(extras) // 3,
     )
+
+
+def _completed(leases: Sequence[Lease], reply: list[Any]) -> tuple[list[LeaseLost], int | None]:
+    """A complete reply: the refusals, and where the call stopped at its time
+    budget (the index of the first lease not looked at; None: it did them all).
+    Only the refused items are listed, each by its place: first EFFECT, then
+    refusals, and last LATER."""
+    later = None
+    if reply and as_text(reply[-1][1]) == "LATER":
+        later = int(reply.pop()[0]) - 1
+    others = [(leases[int(item[0]) - 1], item[1:]) for item in reply]
+    for lease, item in others:
+        if as_text(item[0]) == "EFFECT":
+            raise InvalidArgument(
+                f"effect {int(item[1])} of job {lease.id!r} cannot apply: "
+                f"{as_text(item[2])}; nothing was written and the lease still holds"
+            )
+    return [refusal("complete", lease, item) for lease, item in others], later
 
 
 def complete_calls(

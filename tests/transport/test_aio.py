@@ -31,6 +31,7 @@ from tests.observe import test_tracing
 from tests.store import (
     test_admin,
     test_bad_input,
+    test_budget,
     test_cancel,
     test_clock,
     test_damage,
@@ -85,6 +86,7 @@ SUITE_MODULES = (
     test_registry,
     test_groups,
     test_waits,
+    test_budget,
     test_kinds,
     test_discovery,
     test_events,

@@ -1,0 +1,103 @@
+"""Calls that stop at their time budget (lua/lib/over_budget.lua): a claim, a
+completion batch or an enqueue batch that has worked ~0.75 ms on the server's
+clock stops and says what it left, and the client sends the rest, so no call
+holds a shared server long. What users see must not change: every job is
+enqueued, claimed and completed once, in order.
+
+On a server whose ``TIME`` stands still inside a script (Valkey 8, fakeredis
+under a frozen clock) the budget never runs out and the count bounds alone
+apply: then each batch is one call per chunk, as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+import leaseq
+from leaseq.store.enqueue import ENQUEUE_CHUNK
+from tests.support.store import index
+
+
+def _time_moves_in_a_script(r: Any) -> bool:
+    """Does TIME advance while one script runs (Redis), or stand still (Valkey 8)?"""
+    moved = r.eval(
+        "local a = redis.call('TIME') local x = 0 "
+        "for i = 1, 3000000 do x = x + i end "
+        "local b = redis.call('TIME') return (a[1] ~= b[1] or a[2] ~= b[2]) and 1 or 0",
+        0,
+    )
+    return bool(moved)
+
+
+def _evalsha_calls(r: Any) -> int:
+    """Script calls so far (0 on fakeredis, which keeps no command stats)."""
+    try:
+        stats = r.info("commandstats")
+    except redis.ResponseError:
+        return 0
+    return sum(int(v["calls"]) for k, v in stats.items() if k.startswith("cmdstat_evalsha"))
+
+
+def _counts_calls(r: Any) -> bool:
+    """A real server (it keeps command stats) whose TIME moves inside a script."""
+    try:
+        r.info("commandstats")
+    except redis.ResponseError:
+        return False
+    return _time_moves_in_a_script(r)
+
+
+def test_a_big_enqueue_many_is_cut_by_time_and_keeps_every_job_in_order(
+    q: leaseq.Queue, r: Any
+) -> None:
+    n = 3 * ENQUEUE_CHUNK
+    before = _evalsha_calls(r)
+    ids = q.enqueue_many([{"i": i} for i in range(n)])
+    calls = _evalsha_calls(r) - before
+    if _counts_calls(r):
+        assert calls > 3, "3,000 enqueues fit no 0.75 ms budget: the client sent the rest"
+    elif not _time_moves_in_a_script(r) and calls:
+        assert calls == 3
+    assert len(set(ids)) == n and q.stats().pending == n
+    assert q.stats().totals["enqueued"] == n
+    # FIFO across the cut calls: claimed in the order enqueued.
+    claimed = []
+    while len(claimed) < n:
+        claimed += [lease.id for lease in q.claim_many(1000, ttl=600.0)]
+    assert claimed == ids
+
+
+def test_a_cut_enqueue_replayed_creates_nothing_twice(q: leaseq.Queue, r: Any) -> None:
+    ids = [f"job-{i}" for i in range(2_500)]
+    payloads = [{"i": i} for i in range(2_500)]
+    assert q.enqueue_many(payloads[:1_200], ids=ids[:1_200]) == ids[:1_200]
+    # The whole batch again (a producer retrying after a lost reply): the first
+    # 1,200 exist, the rest are created, each once.
+    assert q.enqueue_many(payloads, ids=ids) == ids
+    assert q.stats().pending == 2_500 and q.stats().totals["enqueued"] == 2_500
+    assert set(index(q, "pending")) == set(ids)
+
+
+def test_claim_many_goes_on_past_a_cut_claim_and_complete_many_past_a_cut_completion(
+    q: leaseq.Queue, r: Any
+) -> None:
+    ids = q.enqueue_many([{"i": i} for i in range(2_000)])
+    before = _evalsha_calls(r)
+    leases = q.claim_many(1_000, ttl=600.0)
+    claims = _evalsha_calls(r) - before
+    assert [lease.id for lease in leases] == ids[:1_000]
+    leases += q.claim_many(1_000, ttl=600.0)
+    assert len(leases) == 2_000 and q.stats().active == 2_000
+    before = _evalsha_calls(r)
+    assert q.complete_many(leases, results=[lease.payload["i"] for lease in leases]) == []
+    completes = _evalsha_calls(r) - before
+    if _counts_calls(r):
+        assert claims > 1 and completes > 4  # 4 = 2,000 / LEASE_CHUNK
+    stats = q.stats()
+    assert (stats.active, stats.succeeded, stats.totals["succeeded"]) == (0, 2_000, 2_000)
+    assert q.results(ids[:3]) == [0, 1, 2]
+    # A stale lease among them is refused alone, wherever a call was cut.
+    again = q.complete_many(leases[1_500:1_510])
+    assert [lost.job_id for lost in again] == ids[1_500:1_510]
