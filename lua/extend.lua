@@ -14,14 +14,18 @@
 -- ARGV[4..] items, three values per item: id (string), token (the lease's attempts, decimal string),
 --           incarnation (the lease's row incarnation, decimal string)
 -- derives: nothing
--- returns: one reply per item: {'OK', lease_until ms epoch}, {'LOST', state, attempts, incarnation}
---          when the lease is not held under token, or {'CAPPED', deadline ms epoch}
---          when the cap leaves no time at all (nothing written for that item)
+-- returns: one reply per item looked at: {'OK', lease_until ms epoch}, {'LOST', state, attempts,
+--          incarnation} when the lease is not held under token, or {'CAPPED', deadline ms epoch}
+--          when the cap leaves no time at all (nothing written for that item); fewer replies
+--          than items when the call stopped at its time budget (lib/over_budget.lua): the
+--          items past the last reply were not looked at
 -- errors: none beyond the per-item replies
 --!include lib/allow_oom.lua
 --!include lib/call_chunked.lua
+--!include lib/elapsed_us.lua
 --!include lib/lease_check.lua
 --!include lib/now_ms.lua
+--!include lib/over_budget.lua
 --!include lib/to_count.lua
 
 local active, meta = K.active, K.meta
@@ -31,8 +35,12 @@ local lease_ms, cap_ms, started = tonumber(A.lease_ms), tonumber(A.cap_ms), A.st
 -- changes nothing, the clock floor included.
 local now = nil
 local out, members = {}, {}
+local started_us = elapsed_us()
 
 for i = TAIL.keys, #KEYS do
+  -- The time budget, looked at every 8 items (the first is always done): the
+  -- items past the last reply were not looked at, and the caller sends them again.
+  if #out % 8 == 0 and #out > 0 and over_budget(started_us) then break end
   local job = KEYS[i]
   local at = TAIL.args + 3 * (i - TAIL.keys)
   local id, token, incarnation = ARGV[at], ARGV[at + 1], ARGV[at + 2]

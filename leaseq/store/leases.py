@@ -108,8 +108,9 @@ def fenced(
 
 def extend_call(
     queue: QueueSettings, leases: Sequence[Lease], ttl: float, started: Sequence[bool] | None = None
-) -> Call[list[Lease | LeaseLost]]:
-    """Heartbeat ``leases`` (one call): per lease, the lease with its new
+) -> Call[Batch[Lease | LeaseLost]]:
+    """Heartbeat ``leases`` (one call; past its time budget, its reply is a
+    ``Partial`` with the call for the rest): per lease, the lease with its new
     deadline, or the LeaseLost (LeaseCapReached past the cap) it met.
     ``started[i]``: lease i was prefetched and its handler has now started."""
     own(queue, leases)
@@ -124,13 +125,19 @@ def extend_call(
         jobs.append(k.job(lease.id))
         items += (lease.id, lease.attempt, lease.incarnation)
 
-    def parse(reply: list[Any]) -> list[Lease | LeaseLost]:
-        return [
+    def parse(reply: list[Any]) -> Batch[Lease | LeaseLost]:
+        done: list[Lease | LeaseLost] = [
             msgspec.structs.replace(lease, deadline=int(item[1]) / 1000.0)
             if as_text(item[0]) == "OK"
             else refusal("extend", lease, item)
-            for lease, item in zip(leases, reply, strict=True)
+            for lease, item in zip(leases, reply, strict=False)
         ]
+        if len(done) == len(leases):
+            return done
+        # Stopped at its time budget: the leases past the last reply, again.
+        rest = leases[len(done) :]
+        flags = None if started is None else started[len(done) :]
+        return Partial(done, extend_call(queue, rest, ttl, flags))
 
     return SCRIPTS["extend"].call(
         k,
@@ -145,7 +152,7 @@ def extend_call(
 
 def extend_calls(
     queue: QueueSettings, leases: Sequence[Lease], ttl: float, started: Sequence[bool] | None = None
-) -> list[Call[list[Lease | LeaseLost]]]:
+) -> list[Call[Batch[Lease | LeaseLost]]]:
     """``extend_call`` for any number of leases, LEASE_CHUNK per call."""
     return [
         extend_call(
@@ -161,7 +168,7 @@ def extend_calls(
 def extend(queue: QueueSettings, lease: Lease, ttl: float = 30.0) -> Op[Lease]:
     """Push the deadline to now + ``ttl`` (server clock), within ``lease_cap``
     of the claim; return the lease with its new deadline. Raises LeaseLost."""
-    (result,) = yield extend_call(queue, [lease], ttl)
+    (result,) = yield from joined([extend_call(queue, [lease], ttl)])
     if isinstance(result, LeaseLost):
         raise result
     renewed: Lease = result

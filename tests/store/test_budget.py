@@ -90,11 +90,20 @@ def test_claim_many_goes_on_past_a_cut_claim_and_complete_many_past_a_cut_comple
     assert [lease.id for lease in leases] == ids[:1_000]
     leases += q.claim_many(1_000, ttl=600.0)
     assert len(leases) == 2_000 and q.stats().active == 2_000
+    # Heartbeats too: every lease extended, in order, whatever the cuts.
+    before = _evalsha_calls(r)
+    extended = q.extend_many(leases, ttl=900.0)
+    extends = _evalsha_calls(r) - before
+    assert [lease.id for lease in extended] == [lease.id for lease in leases]  # type: ignore[union-attr]
+    assert all(
+        isinstance(new, leaseq.Lease) and new.deadline > old.deadline
+        for new, old in zip(extended, leases, strict=True)
+    )
     before = _evalsha_calls(r)
     assert q.complete_many(leases, results=[lease.payload["i"] for lease in leases]) == []
     completes = _evalsha_calls(r) - before
     if _counts_calls(r):
-        assert claims > 1 and completes > 4  # 4 = 2,000 / LEASE_CHUNK
+        assert claims > 1 and extends > 4 and completes > 4  # 4 = 2,000 / LEASE_CHUNK
     stats = q.stats()
     assert (stats.active, stats.succeeded, stats.totals["succeeded"]) == (0, 2_000, 2_000)
     assert q.results(ids[:3]) == [0, 1, 2]
