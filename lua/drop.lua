@@ -18,7 +18,8 @@
 -- KEYS[14] leaseq:{<queue>}:signals    HASH  kept signals: signal key -> payload
 -- KEYS[15] leaseq:{<queue>}:signal_ends  ZSET  kept signals' keys by end
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
--- ARGV[2]  limit, the most jobs to delete in this call (integer >= 1)
+-- ARGV[2]  limit, the most jobs to delete in this call (integer >= 1; fewer once the call
+--          has worked its time budget: lib/over_budget.lua)
 -- ARGV[3]  force, 1 deletes leased (active) jobs too, 0 refuses while any exist
 -- ARGV[4]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
 --          the ZSET group_prefix .. <name>
@@ -34,13 +35,16 @@
 --          streams are gone too (so the last call's deletions leave no event)
 -- errors: {'ACTIVE', n} when not forced and n leases are in flight (nothing written)
 --!include lib/allow_oom.lua
+--!include lib/elapsed_us.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
+--!include lib/over_budget.lua
 --!include lib/state_indexes.lua
 --!include lib/state_kind.lua
 
+local started_us = elapsed_us()
 local meta, wake = K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script run
 local job_prefix, limit, force = A.job_prefix, tonumber(A.limit), A.force == '1'
@@ -51,24 +55,30 @@ if held > 0 and not force then return { 'ACTIVE', held } end
 if not redis.call('HGET', meta, 'paused') then
   redis.call('HSET', meta, 'paused', now_ms(meta))
 end
-local deleted, budget = 0, limit
+-- In pages of PAGE jobs, up to limit, while the time budget lasts (over_budget;
+-- one page at least).
+local PAGE = 16
+local deleted, budget, cut = 0, limit, false
 local log = event_log(K.events, K.done, meta)
 local indexes = state_indexes(K)
 for _, index in ipairs(indexes) do
-  if budget <= 0 then break end
-  local ids = redis.call('ZRANGE', index.key, 0, budget - 1)
-  for _, id in ipairs(ids) do
-    local got = redis.pcall('HMGET', job_prefix .. id, 'state', 'attempts')
-    local gone = redis.call('DEL', job_prefix .. id)
-    redis.call('DEL', K.graph_prefix .. id)
-    if gone == 1 then
-      local from = not got['err'] and state_kind(got[1] or '') and got[1] or 'damaged'
-      log_event(log, from, 'deleted', id, not got['err'] and got[2] or 0)
+  while budget > 0 and not cut do
+    local ids = redis.call('ZRANGE', index.key, 0, math.min(PAGE, budget) - 1)
+    for _, id in ipairs(ids) do
+      local got = redis.pcall('HMGET', job_prefix .. id, 'state', 'attempts')
+      local gone = redis.call('DEL', job_prefix .. id)
+      redis.call('DEL', K.graph_prefix .. id)
+      if gone == 1 then
+        local from = not got['err'] and state_kind(got[1] or '') and got[1] or 'damaged'
+        log_event(log, from, 'deleted', id, not got['err'] and got[2] or 0)
+      end
+      deleted = deleted + gone
+      redis.call('ZREM', index.key, id)
     end
-    deleted = deleted + gone
-    redis.call('ZREM', index.key, id)
+    budget = budget - #ids
+    if #ids == 0 then break end -- this index is empty: on to the next
+    cut = over_budget(started_us)
   end
-  budget = budget - #ids
 end
 local remaining = 0
 for _, index in ipairs(indexes) do

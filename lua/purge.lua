@@ -11,7 +11,8 @@
 -- KEYS[5]  leaseq:{<queue>}:waiters    ZSET  '<signal key> <id>' of every job waiting for a signal, score 0
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  state, the state being purged (string; never 'active')
--- ARGV[3]  limit, the most index entries to look at in this call (integer >= 1)
+-- ARGV[3]  limit, the most index entries to look at in this call (integer >= 1; fewer once
+--          the call has worked its time budget: lib/over_budget.lua)
 -- ARGV[4]  upto, the snapshot's highest score (a score string; '' on the first page: take it now)
 -- ARGV[5]  after, the cursor's score (a score string; '-inf' on the first page)
 -- ARGV[6]  skip, entries at the cursor's score this purge stepped over (integer >= 0)
@@ -20,10 +21,12 @@
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, their parents and children;
 --          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
--- returns: flat array: deleted, more (1 if the page was full), upto, the next cursor's score
+-- returns: flat array: deleted, more (1 unless the snapshot's last entry was reached: after a
+--          full page, or one cut short at the time budget), upto, the next cursor's score
 --          and skip, then id, field, value triples of the jobs stepped over as damaged
 -- errors: none; a job key that is not a hash is reported and left alone
 --!include lib/check_type.lua
+--!include lib/elapsed_us.lua
 --!include lib/end_wait.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
@@ -31,8 +34,10 @@
 --!include lib/job_finished.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
+--!include lib/over_budget.lua
 --!include lib/signal_done.lua
 --!include lib/state_kind.lua
+local started_us = elapsed_us()
 local index = K.index
 local job_prefix, state, limit = A.job_prefix, A.state, tonumber(A.limit)
 local upto, after, skip = A.upto, A.after, tonumber(A.skip)
@@ -43,7 +48,6 @@ if upto == '' then
   if #last == 0 then return { 0, 0, '', after, skip } end
   upto = last[2]
 end
-local page = redis.call('ZRANGEBYSCORE', index, after, upto, 'WITHSCORES', 'LIMIT', skip, limit)
 local deleted, damaged, gone = 0, {}, {}
 local log = event_log(K.events, nil, K.meta)
 -- Unfinished jobs settle their workflows as they go (job_finished), which reads
@@ -52,45 +56,58 @@ local log = event_log(K.events, nil, K.meta)
 local unfinished = state_kind(state) == 'unfinished'
 if state == 'suspended' then check_type(K.waiters, 'zset') end -- before any write
 local now = now_ms(K.meta, not unfinished)
-for i = 1, #page, 2 do
-  local id, score = page[i], page[i + 1]
-  local job = job_prefix .. id
-  if score ~= after then
-    after, skip = score, 0
-  end
-  local got = redis.pcall('HMGET', job, 'state', 'attempts', 'children')
-  if got['err'] then
-    -- Not a hash (overwritten by hand): not leaseq's to delete. Step over it.
-    skip = skip + 1
-    damaged[#damaged + 1] = id
-    damaged[#damaged + 1] = '<key>'
-    damaged[#damaged + 1] = 'not a hash'
-  else
-    -- Only delete a row that really is in this state; an index entry that
-    -- drifted is just dropped, so a purge never takes a job it did not mean to.
-    if got[1] == state and not unfinished and ((tonumber(got[3]) or 0) > 0
-        or redis.call('EXISTS', K.graph_prefix .. id) == 1) then
-      -- A finished row unfinished children still need stays (see delete.lua),
-      -- stepped over like a damaged one, and purged once they finish.
+-- In pages of PAGE entries, up to limit, while the time budget lasts (over_budget;
+-- one page at least).
+local PAGE, looked, more = 16, 0, 1
+while looked < limit do
+  local want = math.min(PAGE, limit - looked)
+  local page = redis.call('ZRANGEBYSCORE', index, after, upto, 'WITHSCORES', 'LIMIT', skip, want)
+  for i = 1, #page, 2 do
+    local id, score = page[i], page[i + 1]
+    local job = job_prefix .. id
+    if score ~= after then
+      after, skip = score, 0
+    end
+    local got = redis.pcall('HMGET', job, 'state', 'attempts', 'children')
+    if got['err'] then
+      -- Not a hash (overwritten by hand): not leaseq's to delete. Step over it.
       skip = skip + 1
-    elseif got[1] == state then
-      if unfinished then job_finished(K, id, job, 'deleted', now, log) end
-      free_unique(K, job, id, now)
-      if state == 'suspended' then end_wait(K, job, id, nil) end
-      redis.call('DEL', job)
-      deleted = deleted + 1
-      log_event(log, state, 'deleted', id, got[2])
-      gone[#gone + 1] = id
-      redis.call('ZREM', index, id)
+      damaged[#damaged + 1] = id
+      damaged[#damaged + 1] = '<key>'
+      damaged[#damaged + 1] = 'not a hash'
     else
-      redis.call('ZREM', index, id)
+      -- Only delete a row that really is in this state; an index entry that
+      -- drifted is just dropped, so a purge never takes a job it did not mean to.
+      if got[1] == state and not unfinished and ((tonumber(got[3]) or 0) > 0
+          or redis.call('EXISTS', K.graph_prefix .. id) == 1) then
+        -- A finished row unfinished children still need stays (see delete.lua),
+        -- stepped over like a damaged one, and purged once they finish.
+        skip = skip + 1
+      elseif got[1] == state then
+        if unfinished then job_finished(K, id, job, 'deleted', now, log) end
+        free_unique(K, job, id, now)
+        if state == 'suspended' then end_wait(K, job, id, nil) end
+        redis.call('DEL', job)
+        deleted = deleted + 1
+        log_event(log, state, 'deleted', id, got[2])
+        gone[#gone + 1] = id
+        redis.call('ZREM', index, id)
+      else
+        redis.call('ZREM', index, id)
+      end
     end
   end
+  looked = looked + #page / 2
+  if #page < 2 * want then
+    more = 0 -- the snapshot's last entry is behind the cursor
+    break
+  end
+  if over_budget(started_us) then break end
 end
 if log.n > 0 then flush_events(log, now or now_ms(K.meta, true)) end
 if #gone > 0 and unfinished then
   signal_done(K.done, gone)
 end
-local out = { deleted, #page == 2 * limit and 1 or 0, upto, after, skip }
+local out = { deleted, more, upto, after, skip }
 for i = 1, #damaged do out[#out + 1] = damaged[i] end
 return out

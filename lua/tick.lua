@@ -13,30 +13,40 @@
 -- ARGV[3..] schedules, four values per schedule: name; the stamp read (version:last_fired);
 --           the due time read (ms epoch); the due time after it (ms epoch, computed by
 --           the client from the definition, after both that due time and the clock
---           read; -1 parks a schedule whose definition cannot be read)
+--           read; -1 parks a schedule whose definition cannot be read); looked at in
+--           order, and none past the time budget (lib/over_budget.lua) after the first page
 -- derives: leaseq:{<queue>}:schedule:<name>  HASH  each schedule (schedule_prefix);
 --          leaseq:{<queue>}:job:<id>  HASH  the jobs it makes (job_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
 --          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
 --          A schedule with a uniqueness key (field unique) skips a due time while the key's
 --          holder is unfinished (counted in its field skipped), and its job holds the key.
--- returns: {jobs created, schedules moved on}
+-- returns: {jobs created, schedules moved on, schedules looked at: fewer than sent when the call
+--          stopped at its time budget (the caller reads the rest again)}
 -- errors: none; a schedule changed, removed or fired since the read is left alone
 --!include lib/bump_counter.lua
+--!include lib/elapsed_us.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
+--!include lib/over_budget.lua
 --!include lib/push_pending.lua
 --!include lib/reserve_incarnations.lua
 --!include lib/unique_held.lua
 
+local started_us = elapsed_us()
 local index, pending, meta, wake = K.schedules, K.pending, K.meta, K.wake
 local schedule_prefix, job_prefix = A.schedule_prefix, A.job_prefix
 local now = now_ms(meta)
-local created, moved = 0, 0
+local created, moved, looked = 0, 0, 0
 local log = event_log(K.events, nil, meta)
+-- In pages of PAGE schedules while the time budget lasts (over_budget; one page
+-- at least): a schedule that makes a job costs a score of calls.
+local PAGE = 8
 for i = TAIL.args, #ARGV, 4 do
+  if looked > 0 and looked % PAGE == 0 and over_budget(started_us) then break end
+  looked = looked + 1
   local name, stamp, due, after = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
   local key = schedule_prefix .. name
   local row = {}
@@ -85,7 +95,6 @@ for i = TAIL.args, #ARGV, 4 do
         end
         push_pending(pending, K, job, id, priority)
         log_event(log, 'new', 'pending', id, 0)
-        bump_counter(K, 'enqueued', 1, now)
         created = created + 1
       end
       redis.call('HSET', key, 'last_fired', due, 'next_due', after)
@@ -95,5 +104,6 @@ for i = TAIL.args, #ARGV, 4 do
     moved = moved + 1
   end
 end
+if created > 0 then bump_counter(K, 'enqueued', created, now) end
 flush_events(log, now)
-return { created, moved }
+return { created, moved, looked }

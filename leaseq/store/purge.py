@@ -27,7 +27,8 @@ __all__ = [
 ]
 
 DROP_LIMIT = 1000
-"""Most jobs one drop call deletes, so no call blocks the server for long."""
+"""Most jobs one drop call deletes; fewer once it has worked its time budget
+(lua/lib/over_budget.lua), so no call blocks the server for long."""
 
 
 def purge_page(
@@ -60,8 +61,9 @@ def purge_page(
 
 def purge_op(queue: QueueSettings, state: State | str, limit: int = PAGE_LIMIT) -> Run:
     """Delete every job that was in ``state``'s index when the run began,
-    ``limit`` index entries per call. Raises InvalidArgument (a bad or active
-    state) before any call."""
+    ``limit`` index entries per call at most (fewer once a call has worked its
+    time budget: the page says more is left). Raises InvalidArgument (a bad or
+    active state) before any call."""
     purge_page(queue, state)  # validates the state before the first call
     return paged(lambda cursor: purge_page(queue, state, cursor, limit))
 
@@ -105,7 +107,8 @@ def delete(queue: QueueSettings, job_id: str) -> Op[str]:
 def drop_call(queue: QueueSettings, force: bool, limit: int = DROP_LIMIT) -> Call[tuple[int, int]]:
     """One step of deleting the whole queue: ``(rows deleted, jobs remaining)``.
 
-    Run it until nothing remains; the queue is paused from the first call
+    It deletes ``limit`` jobs at most, fewer once it has worked its time
+    budget. Run it until nothing remains; the queue is paused from the first call
     on, and its meta hash (counters, the flag) goes with the last job.
     Without ``force`` a queue with leases in flight is refused (JobStateError
     naming how many), before anything is written.
@@ -121,7 +124,8 @@ def drop_call(queue: QueueSettings, force: bool, limit: int = DROP_LIMIT) -> Cal
 
 def drop(queue: QueueSettings, *, force: bool = False) -> Op[int]:
     """Delete the whole queue: every job, its counters and flags; returns how many
-    rows went. Paused from the first call on (1,000 jobs per call). Raises
+    rows went. Paused from the first call on (1,000 jobs per call at most, fewer
+    past a call's time budget). Raises
     JobStateError while leases are in flight, unless ``force``: then their
     holders' completions meet LeaseLost."""
     deleted = 0

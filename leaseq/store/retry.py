@@ -94,7 +94,8 @@ def retry_page(
 
 def retry_all_dead_op(queue: QueueSettings, attempts: int | None, limit: int = PAGE_LIMIT) -> Run:
     """Retry every job that was dead when the run began, once each, ``limit``
-    entries per call. Raises InvalidArgument (bad attempts) before any call."""
+    entries per call at most (fewer once a call has worked its time budget: the
+    page says more is left). Raises InvalidArgument (bad attempts) before any call."""
     op = uuid.uuid4().hex
     retry_page(queue, attempts, op)  # validates attempts before the first call
     return paged(lambda cursor: retry_page(queue, attempts, op, cursor, limit))

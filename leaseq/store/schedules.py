@@ -56,10 +56,13 @@ Steps = Generator[Call[Any], Any, T]
 TICK_INTERVAL = 1.0
 """Seconds between the ticks a worker makes in its loop (threaded and asyncio):
 a schedule fires within about this long after its due time while a worker runs."""
-TICK_BATCH = 100
-"""Most due schedules one tick call turns into jobs; ``tick`` loops for more."""
-MAX_TICK_ROUNDS = 20
-"""Most tick calls one ``tick()`` makes (a bound, whatever the schedules do)."""
+TICK_BATCH = 16
+"""Most due schedules one read of ``tick`` takes; it sends them to tick calls until each
+is looked at (a call stops at its time budget, lua/lib/over_budget.lua), then reads
+again for more."""
+MAX_TICK_ROUNDS = 125
+"""Most reads one ``tick()`` makes (a bound, whatever the schedules do): 2,000 due
+times, as before."""
 MIN_EVERY = 0.01
 """Shortest interval of an ``every=`` schedule, in seconds (10 ms)."""
 MAX_EVERY = 10 * 366 * 86_400.0
@@ -354,13 +357,14 @@ def unschedule(queue: QueueSettings, name: str) -> Op[bool]:
 
 
 def read_schedules(queue: QueueSettings, page: int = 1000) -> Op[list[Schedule]]:
-    """Every schedule of the queue, by next due time, read ``page`` at a time."""
+    """Every schedule of the queue, by next due time, read ``page`` at most a call
+    (fewer when a call stops at its time budget: the next goes on from there)."""
     out: list[Schedule] = []
     offset = 0
     while True:
         _now, total, found = yield _read(queue, "all", offset, page)
         out += [_as_schedule(queue, name, fields) for name, fields in found if fields]
-        offset += page
+        offset += len(found)
         if offset >= total or not found:
             return out
 
@@ -376,7 +380,7 @@ def tick(queue: QueueSettings) -> Op[int]:
     k = queue.keys
     made = 0
     for _ in range(MAX_TICK_ROUNDS):
-        now, _total, found = yield _read(queue, "due", 0, TICK_BATCH)
+        now, due_now, found = yield _read(queue, "due", 0, TICK_BATCH)
         args: list[str | bytes | int] = []
         for name, fields in found:
             # A stale entry or a damaged due time goes to the script too: it
@@ -387,9 +391,13 @@ def tick(queue: QueueSettings) -> Op[int]:
             args += (name, _stamp(fields), raw_due, after)
         if not args:
             return made
-        created, _moved = yield SCRIPTS["tick"].call(k, lambda r: r, arg_tail=args)
-        made += int(created)
-        if len(found) < TICK_BATCH:
+        while args:
+            # A call that stops at its time budget has looked at fewer than it was
+            # sent (one page at least): the rest, as read, go in the next call.
+            created, _moved, looked = yield SCRIPTS["tick"].call(k, lambda r: r, arg_tail=args)
+            made += int(created)
+            args = args[4 * max(1, int(looked)) :]
+        if len(found) >= due_now:  # all that were due (a read may stop short too)
             return made
     return made
 

@@ -19,6 +19,7 @@ import pytest
 import redis
 
 import leaseq
+from leaseq.store import paging as _paging
 from leaseq.store import purge as _purge
 from leaseq.store import retry as _retry
 from leaseq.store.claim import claim_call
@@ -104,10 +105,37 @@ def test_drop_refuses_leases_in_flight_unless_forced(q: leaseq.Queue, r: Any) ->
     assert q.stats().pending == 0
 
 
+def _time_moves_in_a_script(r: Any) -> bool:
+    """Does TIME advance while one script runs (Redis), or stand still (Valkey 8,
+    fakeredis under a frozen clock)? Only then can a call stop at its time budget."""
+    moved = r.eval(
+        "local a = redis.call('TIME') local x = 0 "
+        "for i = 1, 3000000 do x = x + i end "
+        "local b = redis.call('TIME') return (a[1] ~= b[1] or a[2] ~= b[2]) and 1 or 0",
+        0,
+    )
+    return bool(moved)
+
+
 def test_drop_works_through_a_big_queue_in_bounded_calls(q: leaseq.Queue, r: Any) -> None:
     q.enqueue_many([{"n": i} for i in range(2500)])
-    assert q.drop() == 2500
+    q.enqueue_many([{"n": i} for i in range(100)], delay=600)  # a second index
+    steps = _purge.drop(q._core)
+    call, replies = next(steps), []
+    try:
+        while True:
+            replies.append(q._run(call))
+            call = steps.send(replies[-1])
+    except StopIteration as stop:
+        assert stop.value == 2600
     assert r.dbsize() == 0
+    # Every call deleted some jobs, at most DROP_LIMIT, and said what remained;
+    # 2,600 deletions fit no call's time budget (0.75 ms) where time moves.
+    left = 2600
+    for gone, remaining in replies:
+        assert 0 < gone <= _purge.DROP_LIMIT and remaining == left - gone
+        left = remaining
+    assert len(replies) > (3 if _time_moves_in_a_script(r) else 2)
 
 
 def test_run_now_makes_a_scheduled_job_claimable(q: leaseq.Queue, r: Any) -> None:
@@ -230,6 +258,43 @@ def test_purge_ends_while_jobs_keep_arriving(q: leaseq.Queue, r: Any) -> None:
         result = stop.value
     assert result.done == 10 and pages <= 5
     assert q.stats().pending == 3 * pages  # every arrival survived
+
+
+def _pages(q: leaseq.Queue, run: _paging.Run) -> tuple[list[_paging.Page], int]:
+    """Drive a paged run by hand: its pages, and what it returned as done."""
+    pages = [q._run(next(run))]
+    try:
+        while True:
+            pages.append(q._run(run.send(pages[-1])))
+    except StopIteration as stop:
+        return pages, stop.value.done
+
+
+def test_runs_go_on_past_a_page_cut_at_the_time_budget(q: leaseq.Queue, r: Any) -> None:
+    # 1,200 dead rows (written directly: quick), retried then purged in pages of
+    # up to 1,000 entries; a page cut short at the time budget says more is left.
+    with r.pipeline(transaction=False) as pipe:
+        for i in range(1200):
+            job = {"state": "dead", "attempts": 1, "max_attempts": 1, "payload": '"p"'}
+            pipe.hset(q.keys.job(f"j{i:04d}"), mapping=job)
+            pipe.zadd(q.keys.dead, {f"j{i:04d}": i})
+        pipe.execute()
+    cuts = _time_moves_in_a_script(r)
+    for run, retrying in (
+        (_retry.retry_all_dead_op(q._core, None), True),
+        (_purge.purge_op(q._core, "pending"), False),
+    ):
+        pages, done = _pages(q, run)
+        assert done == 1200 == sum(page.done for page in pages)
+        assert all(page.more for page in pages[:-1]) and not pages[-1].more
+        # Each page acts on one inner page (8 retries, 16 purges) at least, on a
+        # full page at most.
+        assert all(8 <= page.done <= 1000 for page in pages[:-1])
+        assert len(pages) > (2 if cuts else 1)
+        if retrying:
+            assert q.stats().pending == 1200 and r.zcard(q.keys.dead) == 0
+        else:
+            assert q.stats().pending == 0 and r.keys(q.keys.job_prefix + "*") == []
 
 
 def test_bad_arguments_are_refused_before_any_call(q: leaseq.Queue, r: Any) -> None:

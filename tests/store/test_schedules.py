@@ -148,12 +148,12 @@ def test_a_replayed_or_stale_tick_makes_nothing(q: Any, r: Any, clock: Clock) ->
     read = next(steps)
     fire = steps.send(run(read))
     assert fire.script.name == "tick"
-    assert run(fire) == [1, 1]
+    assert run(fire) == [1, 1, 1]  # made, moved on, looked at
     # redis-py replays a call whose reply was lost; a second ticker that read
     # the same due time sends the same call: both are no-ops, even with the
     # job's row already gone (purged, or kept for no time).
     r.delete(q.keys.job(jobs_of(q, "beat")[0]))
-    assert run(fire) == [0, 0]
+    assert run(fire) == [0, 0, 1]
     assert jobs_of(q, "beat") == []
 
 
@@ -226,7 +226,7 @@ def test_unschedule_while_a_tick_is_in_flight(q: Any, r: Any, clock: Clock) -> N
     fire = steps.send(q._run(next(steps)))
     assert q.unschedule("beat") is True
     assert q.unschedule("beat") is False
-    assert q._run(fire) == [0, 0]
+    assert q._run(fire) == [0, 0, 1]
     assert q.schedules() == [] and jobs_of(q, "beat") == []
     assert not r.exists(q.keys.schedule("beat"))
 
@@ -298,6 +298,85 @@ def test_a_stale_index_entry_is_dropped(q: Any, r: Any, clock: Clock) -> None:
     clock.past(made.next_due)
     assert q.tick() == 0
     assert r.zcard(q.keys.schedules) == 0
+
+
+def _due_now(q: Any, r: Any, names: list[str]) -> None:
+    """Make the schedules due at once, by hand (hash and index together)."""
+    at = server_ms(r) - 1000
+    for name in names:
+        r.hset(q.keys.schedule(name), "next_due", at)
+        r.zadd(q.keys.schedules, {name: at})
+
+
+def _ticked(q: Any, steps: Any, call: Any) -> tuple[int, list[tuple[int, int]]]:
+    """Drive a tick by hand from ``call``: what it made, and (schedules sent,
+    schedules looked at) of each tick call."""
+    calls = []
+    try:
+        while True:
+            reply = q._run(call)
+            if call.script.name == "tick":
+                sent = (len(call.args) - len(call.script.shape.args)) // 4
+                calls.append((sent, int(reply[2])))
+            call = steps.send(reply)
+    except StopIteration as stop:
+        return int(stop.value), calls
+
+
+def test_many_due_schedules_fire_in_one_tick(q: Any, r: Any, clock: Clock) -> None:
+    names = [f"s{i:02d}" for i in range(40)]
+    for name in names:
+        q.schedule(name, {"n": name}, every=600.0)
+    _due_now(q, r, names)
+    steps = sch.tick(q._core)
+    made, calls = _ticked(q, steps, next(steps))
+    assert made == 40 and all(len(jobs_of(q, name)) == 1 for name in names)
+    # Reads of TICK_BATCH; each call looks at a page (8) at least, or all it was
+    # sent, and the rest of a read go in the next call.
+    assert len(calls) >= 3 and sum(looked for _, looked in calls) == 40
+    assert all(min(8, sent) <= looked <= sent <= sch.TICK_BATCH for sent, looked in calls)
+    assert q.tick() == 0
+
+
+def _time_moves_in_a_script(r: Any) -> bool:
+    """Does TIME advance while one script runs (Redis), or stand still (Valkey 8,
+    fakeredis under a frozen clock)? Only then can a call stop at its time budget."""
+    moved = r.eval(
+        "local a = redis.call('TIME') local x = 0 "
+        "for i = 1, 3000000 do x = x + i end "
+        "local b = redis.call('TIME') return (a[1] ~= b[1] or a[2] ~= b[2]) and 1 or 0",
+        0,
+    )
+    return bool(moved)
+
+
+def test_a_tick_call_stops_at_its_time_budget_and_the_rest_go_next(
+    q: Any, r: Any, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = [f"s{i:03d}" for i in range(200)]
+    for name in names:
+        q.schedule(name, {"n": name}, every=600.0)
+    assert [s.name for s in q.schedules()] == names  # read whole, however many calls
+    _due_now(q, r, names)
+    monkeypatch.setattr(sch, "TICK_BATCH", 200)  # one read of up to 200, sent in one call
+    steps = sch.tick(q._core)
+    fire = steps.send(q._run(next(steps)))
+    sent = (len(fire.args) - len(fire.script.shape.args)) // 4
+    assert 16 <= sent <= 200  # the read too may stop at its budget, after a page of 16
+    reply = q._run(fire)
+    created, moved, looked = (int(n) for n in reply)
+    # The first `looked` as sent (one page of 8 at least), each made; no more.
+    assert 8 <= looked <= sent and created == moved == looked
+    assert [n for n in names if jobs_of(q, n)] == names[:looked]
+    if _time_moves_in_a_script(r):
+        assert looked < 200, "200 schedules fit no 0.75 ms budget"
+    try:
+        made, calls = _ticked(q, steps, steps.send(reply))
+    except StopIteration as stop:  # that call looked at all 200
+        made, calls = int(stop.value), []
+    assert made == 200 and all(len(jobs_of(q, n)) == 1 for n in names)  # the first call's too
+    if looked < sent:
+        assert calls[0][0] == sent - looked  # the rest as read, not read again
 
 
 # -- cron and DST (moved clock: fakeredis only) ------------------------------------------
