@@ -39,8 +39,11 @@ Enqueued = list[int | str]
 the id of the job holding the job's uniqueness key (then nothing was created)."""
 
 ENQUEUE_CHUNK = 1000
-"""Jobs per enqueue script call: big enough to amortise the round trip,
-small enough that one call never blocks the server for long."""
+"""Most jobs one enqueue script call is sent (a count bound beside its time
+budget, lua/lib/over_budget.lua)."""
+FIRST_WINDOW = 128
+"""Jobs the first call of an ``enqueue_many`` is sent; the next ones grow or
+shrink with what each call did in its time budget (``_next_window``)."""
 
 
 def _enqueued(reply: list[Any]) -> Enqueued:
@@ -148,35 +151,44 @@ def _plain_calls(
     ukeys: list[str],
     head: dict[str, Any],
 ) -> list[Call[Batch[int | str]]]:
-    """The ``enqueue.lua`` calls of jobs without parents, ENQUEUE_CHUNK per call.
-    Every payload is encoded here, before any call runs."""
+    """The ``enqueue.lua`` calls of jobs without parents: the first, whose reply
+    brings the next (``Partial``), window by window (``_next_window``). Every
+    payload is encoded here, before any call runs."""
     encode = queue.codec.encode
     encoded = [encode(p) for p in payloads]
-    script, keys = SCRIPTS["enqueue"], queue.keys
+    script, keys, n = SCRIPTS["enqueue"], queue.keys, len(payloads)
 
-    def call(start: int, end: int) -> Call[Batch[int | str]]:
+    def call(start: int, stop: int) -> Call[Batch[int | str]]:
         jobs: list[str | bytes | int] = []
-        for i in range(start, end):
+        for i in range(start, stop):
             jobs += (job_ids[i], encoded[i])
-        unique = " ".join(ukeys[start:end])
+        unique = " ".join(ukeys[start:stop])
         # A row under an id this client made needs no incarnation of its own
-        # (lua/lib/row_number.lua): only a chunk with a chosen id or a
+        # (lua/lib/row_number.lua): only a call with a chosen id or a
         # uniqueness key numbers its rows.
-        chosen = ids is not None and any(ids[i] is not None for i in range(start, end))
+        chosen = ids is not None and any(ids[i] is not None for i in range(start, stop))
         numbered = int(chosen or bool(ukeys))
 
         def parse(reply: list[Any]) -> Batch[int | str]:
             got = _enqueued(reply)
-            if start + len(got) < end:  # stopped at its time budget: the rest again
-                return Partial(got, call(start + len(got), end))
-            return got
+            at = start + len(got)
+            if at >= n:
+                return got
+            return Partial(got, call(at, min(n, at + _next_window(stop - start, len(got)))))
 
         return script.call(keys, parse, arg_tail=jobs, unique=unique, numbered=numbered, **head)
 
-    return [
-        call(start, min(start + ENQUEUE_CHUNK, len(payloads)))
-        for start in range(0, len(payloads), ENQUEUE_CHUNK)
-    ]
+    return [call(0, min(n, FIRST_WINDOW))] if n else []
+
+
+def _next_window(sent: int, done: int) -> int:
+    """Jobs the next enqueue call sends, after one that was sent ``sent`` and did
+    ``done``: twice as many when it did them all (up to ENQUEUE_CHUNK), what it
+    did and half again when it stopped at its time budget, so what is sent again
+    stays small (a call's whole ARGV is read however few it does)."""
+    if done >= sent:
+        return min(ENQUEUE_CHUNK, 2 * sent)
+    return max(16, done + done // 2)
 
 
 def _run(ids: list[str], calls: Sequence[Call[Batch[int | str]]]) -> Op[list[str]]:

@@ -54,8 +54,10 @@ __all__ = [
     "release_call",
 ]
 
-LEASE_CHUNK = 500
-"""Leases per complete or extend call (complete_many, extend_many)."""
+LEASE_CHUNK = 64
+"""Leases sent in one complete or extend call (complete_many, extend_many): a
+call that stops at its time budget has the rest sent again, so each call is
+sent about what one budget does, not a big batch read again and again."""
 ERROR_LIMIT = 8192
 """Longest last_error kept, in characters."""
 TRACEBACK_LIMIT = 16384

@@ -28,7 +28,8 @@ from leaseq.store.steps import Call
 __all__ = ["PAGE_LIMIT", "START", "Cursor", "OpResult", "Page", "Run", "paged"]
 
 PAGE_LIMIT = 1000
-"""Index entries one purge or retry-all page looks at."""
+"""Index entries one purge or retry-all call looks at at most; fewer once the
+call has worked its time budget (lua/lib/over_budget.lua): its page says more."""
 
 Cursor = tuple[str, str, int]
 """Where a paged operator run is: (snapshot's top score, cursor score, entries
