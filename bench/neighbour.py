@@ -22,7 +22,7 @@ Two figures per scenario, taken while the measured step runs and nothing else:
 - **another client's latency**: a separate process sending ``PING`` on its own
   connection every millisecond; p50, p99 and max in ms.
 
-Ratios and medians only travel between machines; the targets (issue 31) are
+Ratios and medians only travel between machines; the good-neighbour targets are
 no call past 2 ms and a probe p99 <= 1 ms, max <= 3 ms. Never run by the tests.
 """
 

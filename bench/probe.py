@@ -20,7 +20,7 @@ import redis
 SLOW_US = 250
 """SLOWLOG threshold while watching: calls under it are not logged."""
 HOLD_TARGET_US = 2000
-"""No call may hold the server longer (issue 31)."""
+"""No call may hold a shared server longer: the hold-time target."""
 
 
 def _probe(url: str, stop: Any, out: Any) -> None:
