@@ -34,19 +34,17 @@
 --!include lib/job_finished.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
---!include lib/over_budget.lua
 --!include lib/signal_done.lua
+--!include lib/snapshot_pages.lua
 --!include lib/state_kind.lua
 local started_us = elapsed_us()
 local index = K.index
-local job_prefix, state, limit = A.job_prefix, A.state, tonumber(A.limit)
-local upto, after, skip = A.upto, A.after, tonumber(A.skip)
-if upto == '' then
-  -- The snapshot: the purge ends at the entry that was last when it began,
-  -- however many arrive meanwhile.
-  local last = redis.call('ZRANGE', index, -1, -1, 'WITHSCORES')
-  if #last == 0 then return { 0, 0, '', after, skip } end
-  upto = last[2]
+local job_prefix, state = A.job_prefix, A.state
+-- The snapshot (snapshot_pages): the purge ends at the entry that was last when
+-- it began, however many arrive meanwhile. An empty index: nothing to do, nothing written.
+local cursor = { upto = A.upto, after = A.after, skip = tonumber(A.skip) }
+if cursor.upto == '' and redis.call('ZCARD', index) == 0 then
+  return { 0, 0, '', cursor.after, cursor.skip }
 end
 local deleted, damaged, gone = 0, {}, {}
 local log = event_log(K.events, nil, K.meta)
@@ -56,58 +54,40 @@ local log = event_log(K.events, nil, K.meta)
 local unfinished = state_kind(state) == 'unfinished'
 if state == 'suspended' then check_type(K.waiters, 'zset') end -- before any write
 local now = now_ms(K.meta, not unfinished)
--- In pages of PAGE entries, up to limit, while the time budget lasts (over_budget;
--- one page at least).
-local PAGE, looked, more = 16, 0, 1
-while looked < limit do
-  local want = math.min(PAGE, limit - looked)
-  local page = redis.call('ZRANGEBYSCORE', index, after, upto, 'WITHSCORES', 'LIMIT', skip, want)
-  for i = 1, #page, 2 do
-    local id, score = page[i], page[i + 1]
-    local job = job_prefix .. id
-    if score ~= after then
-      after, skip = score, 0
-    end
-    local got = redis.pcall('HMGET', job, 'state', 'attempts', 'children')
-    if got['err'] then
-      -- Not a hash (overwritten by hand): not leaseq's to delete. Step over it.
-      skip = skip + 1
-      damaged[#damaged + 1] = id
-      damaged[#damaged + 1] = '<key>'
-      damaged[#damaged + 1] = 'not a hash'
-    else
-      -- Only delete a row that really is in this state; an index entry that
-      -- drifted is just dropped, so a purge never takes a job it did not mean to.
-      if got[1] == state and not unfinished and ((tonumber(got[3]) or 0) > 0
-          or redis.call('EXISTS', K.graph_prefix .. id) == 1) then
-        -- A finished row unfinished children still need stays (see delete.lua),
-        -- stepped over like a damaged one, and purged once they finish.
-        skip = skip + 1
-      elseif got[1] == state then
-        if unfinished then job_finished(K, id, job, 'deleted', now, log) end
-        free_unique(K, job, id, now)
-        if state == 'suspended' then end_wait(K, job, id, nil) end
-        redis.call('DEL', job)
-        deleted = deleted + 1
-        log_event(log, state, 'deleted', id, got[2])
-        gone[#gone + 1] = id
-        redis.call('ZREM', index, id)
-      else
-        redis.call('ZREM', index, id)
-      end
-    end
+local more = snapshot_pages(index, cursor, tonumber(A.limit), 16, started_us, function(id)
+  local job = job_prefix .. id
+  local got = redis.pcall('HMGET', job, 'state', 'attempts', 'children')
+  if got['err'] then
+    -- Not a hash (overwritten by hand): not leaseq's to delete. Step over it.
+    damaged[#damaged + 1] = id
+    damaged[#damaged + 1] = '<key>'
+    damaged[#damaged + 1] = 'not a hash'
+    return true
   end
-  looked = looked + #page / 2
-  if #page < 2 * want then
-    more = 0 -- the snapshot's last entry is behind the cursor
-    break
+  -- Only delete a row that really is in this state; an index entry that
+  -- drifted is just dropped, so a purge never takes a job it did not mean to.
+  if got[1] == state and not unfinished and ((tonumber(got[3]) or 0) > 0
+      or redis.call('EXISTS', K.graph_prefix .. id) == 1) then
+    -- A finished row unfinished children still need stays (see delete.lua),
+    -- stepped over like a damaged one, and purged once they finish.
+    return true
   end
-  if over_budget(started_us) then break end
-end
-if log.n > 0 then flush_events(log, now or now_ms(K.meta, true)) end
+  if got[1] == state then
+    if unfinished then job_finished(K, id, job, 'deleted', now, log) end
+    free_unique(K, job, id, now)
+    if state == 'suspended' then end_wait(K, job, id, nil) end
+    redis.call('DEL', job)
+    deleted = deleted + 1
+    log_event(log, state, 'deleted', id, got[2])
+    gone[#gone + 1] = id
+  end
+  redis.call('ZREM', index, id)
+  return false
+end)
+if log.n > 0 then flush_events(log, now) end
 if #gone > 0 and unfinished then
   signal_done(K.done, gone)
 end
-local out = { deleted, more, upto, after, skip }
+local out = { deleted, more, cursor.upto, cursor.after, cursor.skip }
 for i = 1, #damaged do out[#out + 1] = damaged[i] end
 return out

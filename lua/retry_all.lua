@@ -6,8 +6,7 @@
 -- KEYS[1]  leaseq:{<queue>}:dead       ZSET  dead ids, score = died ms epoch
 -- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters, seq
--- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens
--- KEYS[5]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
+-- KEYS[4]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  extra, attempts to grant on top of those already used (integer >= 1)
 -- ARGV[3]  limit, the most dead-set entries to look at (integer >= 1; fewer once the call
@@ -26,55 +25,32 @@
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/now_ms.lua
---!include lib/over_budget.lua
 --!include lib/retry_row.lua
+--!include lib/snapshot_pages.lua
 
 local started_us = elapsed_us()
-local dead, pending, meta, wake = K.dead, K.pending, K.meta, K.wake
-local job_prefix, extra, limit = A.job_prefix, tonumber(A.extra), tonumber(A.limit)
-local op, upto, after, skip = A.op, A.upto, A.after, tonumber(A.skip)
-if upto == '' then
-  -- The snapshot: jobs that die from now on score at least this, and the
-  -- run stops here. One that dies again in this very millisecond is told
-  -- apart by retry_op.
-  local last = redis.call('ZRANGE', dead, -1, -1, 'WITHSCORES')
-  if #last == 0 then return { 0, 0, '', after, skip } end
-  upto = last[2]
-end
--- Retried entries leave the set; the ones stepped over stay, and they are
--- the first skip entries at the cursor's score. In pages of PAGE entries, up to
--- limit, while the time budget lasts (over_budget; one page at least).
-local PAGE = 8
-local retried, damaged, looked, more = 0, {}, 0, 1
+local dead, pending, meta = K.dead, K.pending, K.meta
+local job_prefix, extra, op = A.job_prefix, tonumber(A.extra), A.op
+-- The snapshot: jobs that die from now on score above its upto, and the run
+-- stops there. One that dies again in this very millisecond is told apart by
+-- retry_op. Retried entries leave the set; the ones stepped over stay.
+local cursor = { upto = A.upto, after = A.after, skip = tonumber(A.skip) }
+local retried, damaged = 0, {}
 local log = event_log(K.events, nil, meta)
-while looked < limit do
-  local want = math.min(PAGE, limit - looked)
-  local page = redis.call('ZRANGEBYSCORE', dead, after, upto, 'WITHSCORES', 'LIMIT', skip, want)
-  for i = 1, #page, 2 do
-    local id, score = page[i], page[i + 1]
-    local reply = retry_row(job_prefix .. id, dead, pending, K, id, extra, op, log)
-    if score ~= after then
-      after, skip = score, 0
-    end
-    if reply[1] == 'OK' then
-      retried = retried + 1
-    elseif reply[1] == 'DAMAGED' or reply[1] == 'SKIP' or reply[1] == 'SETTLING' then
-      skip = skip + 1
-      if reply[1] == 'DAMAGED' then
-        damaged[#damaged + 1] = id
-        damaged[#damaged + 1] = reply[2]
-        damaged[#damaged + 1] = reply[3]
-      end
-    end
+local more = snapshot_pages(dead, cursor, tonumber(A.limit), 8, started_us, function(id)
+  local reply = retry_row(job_prefix .. id, dead, pending, K, id, extra, op, log)
+  if reply[1] == 'OK' then
+    retried = retried + 1
+    return false
   end
-  looked = looked + #page / 2
-  if #page < 2 * want then
-    more = 0 -- the snapshot's last entry is behind the cursor
-    break
+  if reply[1] == 'DAMAGED' then
+    damaged[#damaged + 1] = id
+    damaged[#damaged + 1] = reply[2]
+    damaged[#damaged + 1] = reply[3]
   end
-  if over_budget(started_us) then break end
-end
+  return reply[1] == 'DAMAGED' or reply[1] == 'SKIP' or reply[1] == 'SETTLING'
+end)
 if log.n > 0 then flush_events(log, now_ms(meta, true)) end
-local out = { retried, more, upto, after, skip }
+local out = { retried, more, cursor.upto, cursor.after, cursor.skip }
 for i = 1, #damaged do out[#out + 1] = damaged[i] end
 return out
