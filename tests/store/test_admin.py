@@ -26,7 +26,7 @@ from leaseq.store.claim import claim_call
 from leaseq.store.leases import fail_call
 from tests.support.backends import Clock
 from tests.support.security import PASSWORD
-from tests.support.store import claim_one, index, row, snapshot
+from tests.support.store import claim_one, index, row, snapshot, time_moves_in_a_script
 
 # -- delete, drop, run_now -------------------------------------------------------------
 
@@ -105,18 +105,6 @@ def test_drop_refuses_leases_in_flight_unless_forced(q: leaseq.Queue, r: Any) ->
     assert q.stats().pending == 0
 
 
-def _time_moves_in_a_script(r: Any) -> bool:
-    """Does TIME advance while one script runs (Redis), or stand still (Valkey 8,
-    fakeredis under a frozen clock)? Only then can a call stop at its time budget."""
-    moved = r.eval(
-        "local a = redis.call('TIME') local x = 0 "
-        "for i = 1, 3000000 do x = x + i end "
-        "local b = redis.call('TIME') return (a[1] ~= b[1] or a[2] ~= b[2]) and 1 or 0",
-        0,
-    )
-    return bool(moved)
-
-
 def test_drop_works_through_a_big_queue_in_bounded_calls(q: leaseq.Queue, r: Any) -> None:
     q.enqueue_many([{"n": i} for i in range(2500)])
     q.enqueue_many([{"n": i} for i in range(100)], delay=600)  # a second index
@@ -135,7 +123,7 @@ def test_drop_works_through_a_big_queue_in_bounded_calls(q: leaseq.Queue, r: Any
     for gone, remaining in replies:
         assert 0 < gone <= _purge.DROP_LIMIT and remaining == left - gone
         left = remaining
-    assert len(replies) > (3 if _time_moves_in_a_script(r) else 2)
+    assert len(replies) > (3 if time_moves_in_a_script(r) else 2)
 
 
 def test_run_now_makes_a_scheduled_job_claimable(q: leaseq.Queue, r: Any) -> None:
@@ -279,7 +267,7 @@ def test_runs_go_on_past_a_page_cut_at_the_time_budget(q: leaseq.Queue, r: Any) 
             pipe.hset(q.keys.job(f"j{i:04d}"), mapping=job)
             pipe.zadd(q.keys.dead, {f"j{i:04d}": i})
         pipe.execute()
-    cuts = _time_moves_in_a_script(r)
+    cuts = time_moves_in_a_script(r)
     for run, retrying in (
         (_retry.retry_all_dead_op(q._core, None), True),
         (_purge.purge_op(q._core, "pending"), False),

@@ -18,18 +18,7 @@ import redis
 import leaseq
 from leaseq.store.enqueue import ENQUEUE_CHUNK, FIRST_WINDOW
 from leaseq.store.leases import LEASE_CHUNK
-from tests.support.store import index
-
-
-def _time_moves_in_a_script(r: Any) -> bool:
-    """Does TIME advance while one script runs (Redis), or stand still (Valkey 8)?"""
-    moved = r.eval(
-        "local a = redis.call('TIME') local x = 0 "
-        "for i = 1, 300000 do x = x + i end "
-        "local b = redis.call('TIME') return (a[1] ~= b[1] or a[2] ~= b[2]) and 1 or 0",
-        0,
-    )
-    return bool(moved)
+from tests.support.store import index, time_moves_in_a_script
 
 
 def _evalsha_calls(r: Any) -> int:
@@ -47,7 +36,7 @@ def _counts_calls(r: Any) -> bool:
         r.info("commandstats")
     except redis.ResponseError:
         return False
-    return _time_moves_in_a_script(r)
+    return time_moves_in_a_script(r)
 
 
 def test_a_big_enqueue_many_is_cut_by_time_and_keeps_every_job_in_order(
@@ -65,7 +54,7 @@ def test_a_big_enqueue_many_is_cut_by_time_and_keeps_every_job_in_order(
         windows += 1
     if _counts_calls(r):
         assert calls > windows, "1,500 enqueues fit no 0.75 ms budget: the client sent the rest"
-    elif not _time_moves_in_a_script(r) and calls:
+    elif not time_moves_in_a_script(r) and calls:
         assert calls == windows
     assert len(set(ids)) == n and q.stats().pending == n
     assert q.stats().totals["enqueued"] == n

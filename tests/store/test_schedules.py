@@ -23,7 +23,7 @@ import leaseq
 from leaseq.store import schedules as sch
 from tests.support.backends import Clock
 from tests.support.servers import wait_until
-from tests.support.store import all_keys, server_ms, text
+from tests.support.store import all_keys, server_ms, text, time_moves_in_a_script
 
 
 def jobs_of(q: Any, name: str) -> list[str]:
@@ -338,18 +338,6 @@ def test_many_due_schedules_fire_in_one_tick(q: Any, r: Any, clock: Clock) -> No
     assert q.tick() == 0
 
 
-def _time_moves_in_a_script(r: Any) -> bool:
-    """Does TIME advance while one script runs (Redis), or stand still (Valkey 8,
-    fakeredis under a frozen clock)? Only then can a call stop at its time budget."""
-    moved = r.eval(
-        "local a = redis.call('TIME') local x = 0 "
-        "for i = 1, 3000000 do x = x + i end "
-        "local b = redis.call('TIME') return (a[1] ~= b[1] or a[2] ~= b[2]) and 1 or 0",
-        0,
-    )
-    return bool(moved)
-
-
 def test_a_tick_call_stops_at_its_time_budget_and_the_rest_go_next(
     q: Any, r: Any, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -368,7 +356,7 @@ def test_a_tick_call_stops_at_its_time_budget_and_the_rest_go_next(
     # The first `looked` as sent (one page of 8 at least), each made; no more.
     assert 8 <= looked <= sent and created == moved == looked
     assert [n for n in names if jobs_of(q, n)] == names[:looked]
-    if _time_moves_in_a_script(r):
+    if time_moves_in_a_script(r):
         assert looked < 200, "200 schedules fit no 0.75 ms budget"
     try:
         made, calls = _ticked(q, steps, steps.send(reply))

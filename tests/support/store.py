@@ -34,6 +34,19 @@ def all_keys(r: Any) -> list[str]:
     return sorted(text(k) for k in r.keys("*"))
 
 
+def time_moves_in_a_script(r: Any) -> bool:
+    """Does TIME advance while one script runs (Redis), or stand still (Valkey 8,
+    fakeredis under a frozen clock)? Only where it moves can a call stop at its
+    time budget (lua/lib/over_budget.lua); elsewhere the count bounds alone apply."""
+    moved = r.eval(
+        "local a = redis.call('TIME') local x = 0 "
+        "for i = 1, 300000 do x = x + i end "
+        "local b = redis.call('TIME') return (a[1] ~= b[1] or a[2] ~= b[2]) and 1 or 0",
+        0,
+    )
+    return bool(moved)
+
+
 def server_ms(r: Any) -> int:
     """The server's TIME in integer ms, as the scripts compute it."""
     sec, usec = r.time()
