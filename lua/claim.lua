@@ -87,7 +87,7 @@ local now = now_ms(meta, false, log.clock)
 -- Maintenance in pages of SWEEP_PAGE, up to limit each, while the time budget lasts.
 local SWEEP_PAGE = 16
 for _ = 1, math.ceil(limit / SWEEP_PAGE) do
-  if promote_due(scheduled, pending, K, job_prefix, now, SWEEP_PAGE, log) < SWEEP_PAGE
+  if promote_due(K, job_prefix, now, SWEEP_PAGE, log) < SWEEP_PAGE
       or over_budget(started_us) then break end
 end
 for _ = 1, math.ceil(limit / SWEEP_PAGE) do

@@ -3,41 +3,29 @@
 -- clock: server TIME, read without moving the queue's floor, only to stamp the event-stream entry
 -- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:job:<id>   HASH  the job row
--- KEYS[2]  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
--- KEYS[3]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
--- KEYS[4]  leaseq:{<queue>}:meta       HASH  counters, seq
--- KEYS[5]  leaseq:{<queue>}:wake       LIST  wake-up tokens
--- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
--- KEYS[7]  leaseq:{<queue>}:suspended  ZSET  ids asleep or waiting, score = run_at ms epoch
--- KEYS[8]  leaseq:{<queue>}:waiters    ZSET  '<signal key> <id>' of every job waiting for a signal, score 0
+-- KEYS[2]  leaseq:{<queue>}:meta       HASH  counters, seq
+-- KEYS[3]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
+-- KEYS[4]  leaseq:{<queue>}:waiters    ZSET  '<signal key> <id>' of every job waiting for a signal, score 0
 -- ARGV[1]  id, the job id (string)
 -- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: {'OK'}
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is neither scheduled nor suspended
 --!include lib/allow_oom.lua
 --!include lib/check_type.lua
---!include lib/end_wait.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
---!include lib/log_event.lua
 --!include lib/now_ms.lua
---!include lib/push_pending.lua
---!include lib/to_count.lua
+--!include lib/resume_row.lua
 
-local job, scheduled, pending, meta, wake = K.job, K.scheduled, K.pending, K.meta, K.wake
+local job, meta = K.job, K.meta
 allow_oom(meta) -- a full server must still let this script run
 local id = A.id
 local row = redis.call('HMGET', job, 'state', 'priority', 'attempts')
 if not row[1] then return { 'GONE' } end
 if row[1] ~= 'scheduled' and row[1] ~= 'suspended' then return { 'STATE', row[1] } end
 if row[1] == 'suspended' then check_type(K.waiters, 'zset') end -- before any write
-redis.call('ZREM', scheduled, id)
-redis.call('ZREM', K.suspended, id)
-redis.call('HDEL', job, 'run_at')
 -- A sleep is already recorded; a wait for a signal ends as if its time ran out.
-if row[1] == 'suspended' then end_wait(K, job, id, '') end
-push_pending(pending, K, job, id, to_count(row[2]) or 0)
 local log = event_log(K.events, nil, meta)
-log_event(log, row[1], 'pending', id, row[3])
+resume_row(K, job, id, row[1], row[2], row[3], log, '')
 if log.n > 0 then flush_events(log, now_ms(meta, true)) end
 return { 'OK' }

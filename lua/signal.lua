@@ -14,7 +14,7 @@
 -- ARGV[3]  keep_ms, how long later waiters still find it (integer ms >= 0; 0 keeps nothing and
 --          withdraws a signal kept before; -1: a later call of the same signal, which keeps as is)
 -- ARGV[4]  limit, the most waiters to resume in this call (integer >= 1); it also stops once it
---          has worked 0.75 ms (server TIME), past its first waiter, the rest left for the next call
+--          has worked its time budget (lib/over_budget.lua), past its first waiter, the rest left for the next call
 -- ARGV[5]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the waiting jobs' rows (job_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
@@ -22,16 +22,13 @@
 -- errors: none (a waiter whose row is gone or moved on is dropped from the index)
 --!include lib/check_type.lua
 --!include lib/elapsed_us.lua
---!include lib/end_wait.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
---!include lib/log_event.lua
 --!include lib/now_ms.lua
---!include lib/push_pending.lua
+--!include lib/over_budget.lua
 --!include lib/read_row.lua
---!include lib/to_count.lua
+--!include lib/resume_row.lua
 
-local BUDGET_US = 750
 local started = elapsed_us()
 local key, payload, limit = A.key, A.payload, tonumber(A.limit)
 check_type(K.waiters, 'zset')
@@ -68,7 +65,7 @@ while more == 1 and seen < limit do
   for _, member in ipairs(members) do
     -- Checked before each waiter, not each batch: a big payload makes one
     -- resume cost more than a batch's budget. What is left stays indexed.
-    if seen > 0 and elapsed_us(started) > BUDGET_US then
+    if seen > 0 and over_budget(started) then
       more = 1
       break
     end
@@ -78,18 +75,14 @@ while more == 1 and seen < limit do
     -- The row is the truth: a member whose job was deleted, cancelled or woke
     -- by its timeout is only dropped.
     if row and row[1] == 'suspended' and row[2] == key then
-      end_wait(K, job, id, payload, key, row[3])
-      redis.call('HDEL', job, 'run_at')
-      redis.call('ZREM', K.suspended, id)
-      push_pending(K.pending, K, job, id, to_count(row[4]) or 0)
-      log_event(log, 'suspended', 'pending', id, row[5])
+      resume_row(K, job, id, 'suspended', row[4], row[5], log, payload, key, row[3])
       resumed = resumed + 1
     else
       redis.call('ZREM', K.waiters, member)
     end
     seen = seen + 1
   end
-  if elapsed_us(started) > BUDGET_US then break end
+  if over_budget(started) then break end
 end
 flush_events(log, now)
 return { 'OK', resumed, more }
