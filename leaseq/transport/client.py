@@ -92,13 +92,18 @@ _CLASS_CODES = {
 }
 
 
+_KNOWN_CODES = frozenset(_CLASS_CODES.values()) | _AUTH_CODES | _BUSY_CODES | {"OOM"}
+
+
 def _code(exc: BaseException, text: str) -> str:
     # redis-py strips the code of the errors it knows (WRONGPASS, OOM, ...)
     # from the message and keeps it in status_code (redis-py >= 6); a wrapped
     # script error ("ERR Error running script ...: OOM command not allowed")
     # carries it inside.
+    # redis-py 8.2 keeps any first word there ("ACL failure in script: ..."
+    # gives "ACL"): only a code leaseq knows counts; the text decides the rest.
     code = getattr(exc, "status_code", None)
-    if isinstance(code, str) and code and code != "ERR":
+    if isinstance(code, str) and code in _KNOWN_CODES:
         return code
     for klass in type(exc).__mro__:
         if klass.__name__ in _CLASS_CODES:

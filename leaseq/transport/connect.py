@@ -80,7 +80,7 @@ class _SyncSentinel(Sentinel):
 
     def discover_master(self, service_name: str) -> Any:
         try:
-            return super().discover_master(service_name)  # type: ignore[no-untyped-call]
+            return super().discover_master(service_name)  # type: ignore[no-untyped-call,unused-ignore]
         except MasterNotFoundError:
             found = [_probe(s) for s in self.sentinels]
         raise _no_primary(service_name, self.sentinels, found) from None
