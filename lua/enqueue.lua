@@ -26,7 +26,11 @@
 --           or uniqueness keys), 0 = none does: every id was made by leaseq, and such a row's
 --           number is its enqueued_at (lib/row_number.lua); but while the clock floor holds
 --           the queue's time, every row is numbered
--- ARGV[13..] jobs, two values per job: id (string, chosen by the client so that a
+-- ARGV[13]  seq_from, the call's FIFO numbers ('' = reserve one per job sent now: the
+--           i-th job sent gets the reserved base + i; a number: the i-th job gets seq_from + i,
+--           for the rest of a call that stopped at its time budget, so that the calls of one
+--           batch, sent together, keep its order whichever runs first; lib/reserve_seq.lua)
+-- ARGV[14..] jobs, two values per job: id (string, chosen by the client so that a
 --           replayed call finds its own rows), payload (bytes, encoded and size-checked)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, each with a queue-unique incarnation (job_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
@@ -35,7 +39,9 @@
 --          (string) when a job holding its uniqueness key exists (lib/unique_holder.lua: then
 --          nothing is created; with unique_replace the holder's payload is replaced, or a
 --          successor parked); fewer values than jobs when the call stopped at its time budget
---          (lib/over_budget.lua): the jobs past the last value were not looked at
+--          (lib/over_budget.lua): the jobs past the last value were not looked at, and then a
+--          last value {'SEQ', base} says the FIFO base the call used (the rest's seq_from is
+--          base plus the values before it)
 -- errors: none of its own (input was validated by the caller)
 --!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
@@ -47,6 +53,7 @@
 --!include lib/over_budget.lua
 --!include lib/push_ready.lua
 --!include lib/reserve_incarnations.lua
+--!include lib/reserve_seq.lua
 --!include lib/unique_holder.lua
 --!include lib/wake_if_first.lua
 
@@ -108,6 +115,13 @@ if delay_ms > 0 then
   base[#base + 1] = now + delay_ms
 end
 local to = delay_ms > 0 and 'scheduled' or 'pending'
+-- FIFO numbers for the whole call up front, one per job sent, so a batch's calls
+-- sent together keep its order even when one stops at its budget and its rest
+-- comes after later calls (gaps, for ids that existed, cost nothing).
+local seq = 0
+if delay_ms == 0 then
+  seq = A.seq_from ~= '' and tonumber(A.seq_from) or reserve_seq(K, n)
+end
 local nb = #base
 local incarnation = 0
 
@@ -166,11 +180,12 @@ while looked < n do
     else
       -- Made claimable below in one batch by push_ready, as every script that makes
       -- jobs ready does: the FIFO sequence, the fair group, the wake-up tokens.
-      ready[#ready + 1] = { priority, id, group }
+      ready[#ready + 1] = { priority, id, group, seq + i }
     end
   end
   if looked < n and over_budget(started_us) then break end
 end
+if looked < n then out[#out + 1] = { 'SEQ', seq } end
 local created = #fresh + #parked
 if created == 0 then return out end
 if numbered and #parked > 0 then incarnation = reserve_incarnations(meta, #parked, now) end

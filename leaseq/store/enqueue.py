@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
+    "ENQUEUE_AHEAD",
     "ENQUEUE_CHUNK",
     "Enqueued",
     "check_options",
@@ -38,12 +39,16 @@ Enqueued = list[int | str]
 """An enqueue call's reply, one value per job: 1 created, 0 the id existed, or
 the id of the job holding the job's uniqueness key (then nothing was created)."""
 
-ENQUEUE_CHUNK = 1000
-"""Most jobs one enqueue script call is sent (a count bound beside its time
-budget, lua/lib/over_budget.lua)."""
-FIRST_WINDOW = 128
-"""Jobs the first call of an ``enqueue_many`` is sent; the next ones grow or
-shrink with what each call did in its time budget (``_next_window``)."""
+ENQUEUE_CHUNK = 256
+"""Most jobs one enqueue script call is sent: about half its time budget
+(lua/lib/over_budget.lua) of small jobs on a slow server, so few calls stop
+short and a call's ARGV, read whole however few it does, stays small."""
+ENQUEUE_AHEAD = 8
+"""Enqueue calls of one batch sent in one pipeline: one round trip per
+ENQUEUE_AHEAD * ENQUEUE_CHUNK jobs, while each call stays a short one on the
+server (other clients' commands run between them). The calls reserve their
+FIFO numbers up front, so the order holds when one stops short and its rest
+is sent after the others (lua/enqueue.lua, seq_from)."""
 
 
 def _enqueued(reply: list[Any]) -> Enqueued:
@@ -151,14 +156,15 @@ def _plain_calls(
     ukeys: list[str],
     head: dict[str, Any],
 ) -> list[Call[Batch[int | str]]]:
-    """The ``enqueue.lua`` calls of jobs without parents: the first, whose reply
-    brings the next (``Partial``), window by window (``_next_window``). Every
-    payload is encoded here, before any call runs."""
+    """The ``enqueue.lua`` calls of jobs without parents, ENQUEUE_CHUNK jobs each;
+    a call that stops at its time budget replies with the call for its rest
+    (``Partial``), which keeps the FIFO numbers it reserved. Every payload is
+    encoded here, before any call runs."""
     encode = queue.codec.encode
     encoded = [encode(p) for p in payloads]
     script, keys, n = SCRIPTS["enqueue"], queue.keys, len(payloads)
 
-    def call(start: int, stop: int) -> Call[Batch[int | str]]:
+    def call(start: int, stop: int, seq_from: str = "") -> Call[Batch[int | str]]:
         jobs: list[str | bytes | int] = []
         for i in range(start, stop):
             jobs += (job_ids[i], encoded[i])
@@ -170,30 +176,23 @@ def _plain_calls(
         numbered = int(chosen or bool(ukeys))
 
         def parse(reply: list[Any]) -> Batch[int | str]:
-            got = _enqueued(reply)
-            at = start + len(got)
-            if at >= n:
-                return got
-            return Partial(got, call(at, min(n, at + _next_window(stop - start, len(got)))))
+            if not reply or not isinstance(reply[-1], list):
+                return _enqueued(reply)
+            got = _enqueued(reply[:-1])  # stopped short: {'SEQ', base} ends it
+            rest_from = str(int(reply[-1][1]) + len(got))
+            return Partial(got, call(start + len(got), stop, rest_from))
 
-        return script.call(keys, parse, arg_tail=jobs, unique=unique, numbered=numbered, **head)
+        return script.call(
+            keys, parse, arg_tail=jobs, unique=unique, numbered=numbered, seq_from=seq_from, **head
+        )
 
-    return [call(0, min(n, FIRST_WINDOW))] if n else []
-
-
-def _next_window(sent: int, done: int) -> int:
-    """Jobs the next enqueue call sends, after one that was sent ``sent`` and did
-    ``done``: twice as many when it did them all (up to ENQUEUE_CHUNK), what it
-    did and half again when it stopped at its time budget, so what is sent again
-    stays small (a call's whole ARGV is read however few it does)."""
-    if done >= sent:
-        return min(ENQUEUE_CHUNK, 2 * sent)
-    return max(16, done + done // 2)
+    return [call(i, min(n, i + ENQUEUE_CHUNK)) for i in range(0, n, ENQUEUE_CHUNK)]
 
 
 def _run(ids: list[str], calls: Sequence[Call[Batch[int | str]]]) -> Op[list[str]]:
     """Run the calls; a job not created for its uniqueness key gets its holder's id."""
-    replies = yield from joined(calls)
+    ahead = ENQUEUE_AHEAD if all(c.script.name == "enqueue" for c in calls) else 1
+    replies = yield from joined(calls, ahead)
     for k, reply in enumerate(replies):
         if isinstance(reply, str):
             ids[k] = reply
@@ -251,7 +250,8 @@ def enqueue_many(
     ids: Sequence[str] | None = None,
     **options: Unpack[JobOptions],
 ) -> Op[list[str]]:
-    """Add many jobs in few script calls (chunks of 1000); return their ids in order.
+    """Add many jobs in few round trips (ENQUEUE_CHUNK jobs a call, ENQUEUE_AHEAD
+    calls a pipeline); return their ids in order.
     Every job gets the same ``options`` (as for ``enqueue``).
 
     Every item is validated and encoded first: one bad item rejects the

@@ -148,7 +148,8 @@ class ShardedOps(RoutedLeases):
         **options: Unpack[JobOptions],
     ) -> Op[list[str]]:
         """Add many jobs: every item is validated first (one bad item writes nothing),
-        then one script call per shard per 1000 jobs. Returns the ids in order.
+        then short script calls per shard (``leaseq.store.enqueue``), pipelined.
+        Returns the ids in order.
 
         Atomic per shard call, not across shards: a Redis error midway can
         leave earlier shards written (re-running with the same ids is safe).

@@ -17,6 +17,7 @@ from leaseq.store.scripts import Call
 __all__ = [
     "Batch",
     "Call",
+    "Calls",
     "Command",
     "Feed",
     "Listen",
@@ -82,6 +83,17 @@ class Scan:
 
 
 @dataclass(frozen=True, slots=True)
+class Calls:
+    """Script calls sent in one pipeline: one round trip, each still a call of its
+    own on the server (other clients' commands run between them). The reply is
+    their parsed replies, in order; the first error raises (the calls after it
+    have run). Only for calls that may run in any order of completion and be
+    sent again (``enqueue_many``'s)."""
+
+    calls: Sequence[Call[Any]]
+
+
+@dataclass(frozen=True, slots=True)
 class Partial(Generic[R_co]):
     """A batch call's reply when its script stopped at its time budget
     (lua/lib/over_budget.lua): what the items it reached gave, and the call
@@ -94,7 +106,7 @@ class Partial(Generic[R_co]):
 Batch = Union[list[R], Partial[R]]  # noqa: UP007 (a generic alias needs Union before 3.12)
 """A batch call's reply: one list, or a part of it and the call for the rest."""
 
-Step = Call[Any] | Command | Rows | Wake | Listen | Scan
+Step = Call[Any] | Calls | Command | Rows | Wake | Listen | Scan
 Op = Generator[Step, Any, R]
 """An operation: yields steps, receives their replies, returns its result."""
 Feed = Generator[Op[list[R]], Any, None]
@@ -103,17 +115,20 @@ each one's result is the next few items (maybe none); the driver runs them in
 turn and hands out the items, until the feed returns."""
 
 
-def joined(calls: Sequence[Call[Batch[R]]]) -> Op[list[R]]:
-    """Run ``calls`` in turn; their replies' lists, joined in order (the chunks of
-    one batch operation). A call that stopped at its time budget is followed by
-    the call for its rest, so no call holds the server long."""
+def joined(calls: Sequence[Call[Batch[R]]], ahead: int = 1) -> Op[list[R]]:
+    """Run ``calls`` in turn, ``ahead`` at a time in one pipeline (``Calls``); their
+    replies' lists, joined in order (the chunks of one batch operation). A call
+    that stopped at its time budget is followed by the call for its rest, so no
+    call holds the server long."""
     out: list[R] = []
-    for call in calls:
-        reply = yield call
-        while isinstance(reply, Partial):
-            out += reply.done
-            reply = yield reply.rest
-        out += reply
+    for at in range(0, len(calls), ahead):
+        group = calls[at : at + ahead]
+        replies = (yield Calls(group)) if len(group) > 1 else [(yield group[0])]
+        for reply in replies:
+            while isinstance(reply, Partial):
+                out += reply.done
+                reply = yield reply.rest
+            out += reply
     return out
 
 

@@ -11,16 +11,17 @@ invokes each call and hands back its reply or its error.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 import redis.exceptions as rex
 
-from leaseq.errors import LeaseqError
+from leaseq.errors import LeaseqError, ScriptError
 from leaseq.store.replies import stream_entries
 from leaseq.store.settings import QueueSettings
-from leaseq.store.steps import Call, Command, Listen, Op, Rows, Scan, Step, Wake
+from leaseq.store.steps import Call, Calls, Command, Listen, Op, Rows, Scan, Step, Wake
 from leaseq.transport import client as _redis
 
 __all__ = ["PLAIN", "Checked", "Invoke", "Pump", "lower"]
@@ -165,23 +166,82 @@ def _evalsha(
         return (yield Invoke(lambda c: evalsha(c, chosen), replies, script=script.name))
 
 
+def _check_first(driver: Checked) -> Generator[Invoke, Any, None]:
+    """Before a queue's first script call (and again after one raised): the
+    eviction-policy check and the queue's own checks of the server's state."""
+    if driver._checked:
+        return
+    driver._checked = True
+    try:
+        try:
+            policy = yield Invoke(_config_policy)
+        except LeaseqError:
+            policy = None  # CONFIG is often forbidden on managed servers; not fatal
+        _redis.check_server_reply(policy)
+        yield from lower(driver._first_checks(), driver)
+    except BaseException:
+        driver._checked = False  # look again at the next call
+        raise
+
+
+def _load(client: Any, source: str) -> Any:
+    return client.script_load(source)
+
+
+def _send_all(client: Any, calls: Sequence[Call[Any]], plain: bool) -> Any:
+    pipe = client.pipeline(transaction=False)
+    for call in calls:
+        sha = call.script.plain_sha if plain else call.script.sha
+        pipe.evalsha(sha, len(call.keys), *call.keys, *call.args)
+    return pipe.execute(raise_on_error=False)
+
+
+def _pipelined(calls: Sequence[Call[Any]], driver: Checked) -> Generator[Invoke, Any, list[Any]]:
+    """The client calls of a ``Calls`` step: every EVALSHA in one pipeline; the
+    calls the server did not run (NOSCRIPT, or a ``#!lua`` line it cannot
+    compile) are sent again once the scripts are loaded. Returns the parsed
+    replies in order; the first error raises. With ``durable=`` the calls go
+    one by one, each with its WAIT (``_call``)."""
+    if driver._core.replicas_for(calls[0]):
+        parsed = []
+        for call in calls:
+            parsed.append((yield from _call(call, driver)))
+        return parsed
+    yield from _check_first(driver)
+    replies: list[Any] = [None] * len(calls)
+    todo = list(range(len(calls)))
+    for _ in range(3):  # send; load and send again; the plain twins on an old server
+        plain = yield Invoke(lambda c: bool(getattr(c, PLAIN, False)))
+        sent = [calls[i] for i in todo]
+        got = yield Invoke(partial(_send_all, calls=sent, plain=plain), script=sent[0].script.name)
+        again: list[int] = []
+        for i, reply in zip(todo, got, strict=True):
+            if isinstance(reply, rex.NoScriptError):
+                again.append(i)
+            elif isinstance(reply, rex.ResponseError) and "near '#'" in str(reply) and not plain:
+                yield Invoke(lambda c: setattr(c, PLAIN, True))  # Redis before 7, fakeredis
+                again.append(i)
+            elif isinstance(reply, Exception):
+                error = _redis.translate(reply, calls[i].script.name)
+                raise reply if error is None else error
+            else:
+                replies[i] = reply
+        if not again:
+            return [call.parse(reply) for call, reply in zip(calls, replies, strict=True)]
+        plain = yield Invoke(lambda c: bool(getattr(c, PLAIN, False)))
+        for script in {calls[i].script for i in again}:
+            source = script.plain if plain else script.source
+            yield Invoke(partial(_load, source=source), script=script.name)
+        todo = again
+    raise ScriptError(f"{calls[todo[0]].script.name}: the server would not run it")
+
+
 def _call(call: Call[R], driver: Checked) -> Generator[Invoke, Any, R]:
     """The client calls of one script call: EVALSHA (loading the script on
     NOSCRIPT), the eviction check before a queue's first call, the WAIT of
     ``durable=``; returns the parsed reply."""
     core = driver._core
-    if not driver._checked:
-        driver._checked = True
-        try:
-            try:
-                policy = yield Invoke(_config_policy)
-            except LeaseqError:
-                policy = None  # CONFIG is often forbidden on managed servers; not fatal
-            _redis.check_server_reply(policy)
-            yield from lower(driver._first_checks(), driver)
-        except BaseException:
-            driver._checked = False  # look again at the next call
-            raise
+    yield from _check_first(driver)
     replicas = core.replicas_for(call)
     timeout, key = core.durable_timeout_ms, call.keys[0] if call.keys else ""
     # durable= (docs/scaling.md): the WAIT rides with the EVALSHA on its connection,
@@ -226,6 +286,8 @@ def lower(op: Op[R], driver: Checked) -> Generator[Invoke, Any, R]:
         try:
             if isinstance(step, Call):
                 reply = yield from _call(step, driver)
+            elif isinstance(step, Calls):
+                reply = yield from _pipelined(step.calls, driver)
             else:
                 reply = yield from _invokes(step)
             error = None

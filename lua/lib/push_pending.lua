@@ -13,14 +13,10 @@
 -- KEYS  leaseq:{<queue>}:wake        LIST  wake-up tokens for blocked claimers
 -- ARGV  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are the ZSET group_prefix .. <name>
 --!include lib/pending_score.lua
+--!include lib/reserve_seq.lua
 local function push_pending(pending, K, job, id, priority)
   local meta, wake = K.meta, K.wake
-  local seq = redis.call('HINCRBY', meta, 'seq', 1)
-  if (seq > PENDING_SEQ_RESTART and redis.call('ZCARD', pending) == 0)
-      or seq >= PENDING_PRIORITY_FACTOR then
-    redis.call('HSET', meta, 'seq', 1)
-    seq = 1
-  end
+  local seq = reserve_seq(K, 1) + 1
   redis.call('HSET', job, 'state', 'pending')
   local score = pending_score(priority, seq)
   local group = redis.call('HGET', job, 'group')

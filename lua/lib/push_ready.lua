@@ -1,7 +1,8 @@
 -- push_ready(K, ready): make many jobs claimable at once; ready is a list of
--- { priority, id, group or nil } in the order they became ready, their rows
--- already saying 'pending'. pending_score's scores and rules for the FIFO
--- sequence (meta field seq), reserved with one HINCRBY for the batch, one ZADD
+-- { priority, id, group or nil, seq or nil } in the order they became ready, their rows
+-- already saying 'pending'. pending_score's scores; their FIFO numbers are the entries'
+-- own seq (numbers the caller reserved earlier: all have one or none does) or else
+-- reserved now for the batch (reserve_seq, one HINCRBY); one ZADD
 -- per 1000 into ZSET K.pending, and a wake-up token per job on LIST K.wake (64
 -- at most, one RPUSH). A fair group's jobs go as push_pending puts them (their
 -- group's ZSET K.group_prefix .. <name> under the score, pending at PENDING_GROUPED + score,
@@ -15,18 +16,14 @@
 -- ARGV  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are the ZSET group_prefix .. <name>
 --!include lib/call_chunked.lua
 --!include lib/pending_score.lua
+--!include lib/reserve_seq.lua
 local function push_ready(K, ready)
   if #ready == 0 then return end
-  local last = redis.call('HINCRBY', K.meta, 'seq', #ready)
-  if (last - #ready > PENDING_SEQ_RESTART and redis.call('ZCARD', K.pending) == 0)
-      or last >= PENDING_PRIORITY_FACTOR then
-    redis.call('HSET', K.meta, 'seq', #ready)
-    last = #ready
-  end
-  local members, seq, groups, order = {}, last - #ready, {}, {}
+  local members, seq, groups, order = {}, 0, {}, {}
+  if not ready[1][4] then seq = reserve_seq(K, #ready) end
   for _, r in ipairs(ready) do
     seq = seq + 1
-    local score, group = pending_score(r[1], seq), r[3]
+    local score, group = pending_score(r[1], r[4] or seq), r[3]
     if group then
       local list = groups[group]
       if not list then
