@@ -709,6 +709,25 @@ def test_script_flush_between_calls(q: leaseq.Queue, r: Any) -> None:
     assert row(q, "a")["state"] == "succeeded" and row(q, "b")["state"] == "pending"
 
 
+def test_a_pipelined_batch_reloads_its_script_and_keeps_its_order(
+    q: leaseq.Queue, r: Any
+) -> None:
+    from leaseq.store.enqueue import ENQUEUE_AHEAD, ENQUEUE_CHUNK
+
+    n = ENQUEUE_AHEAD * ENQUEUE_CHUNK + 5  # a pipeline of calls, then one more
+    r.script_flush()  # every call of the first pipeline meets NOSCRIPT: loaded, sent again
+    ids = q.enqueue_many([{"i": i} for i in range(n)])
+    # A client never used (on fakeredis: it learns in that pipeline that the
+    # server cannot compile '#!lua', and sends the plain twins).
+    fresh = leaseq.Queue(q.name, redis=type(r)(connection_pool=r.connection_pool))
+    ids += fresh.enqueue_many([{"i": i} for i in range(n, 2 * n)])
+    assert q.stats().pending == 2 * n and len(set(ids)) == 2 * n
+    claimed: list[str] = []
+    while len(claimed) < 2 * n:
+        claimed += [lease.id for lease in q.claim_many(1000, ttl=60.0)]
+    assert claimed == ids
+
+
 def test_the_claim_reply_names_its_lease_fields_once(q: leaseq.Queue) -> None:
     """The claim reply is read by name: it carries the field names of a lease
     once (claim.lua's LEASE), then each lease's values in that order."""
