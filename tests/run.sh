@@ -132,9 +132,10 @@ if wants oldest; then
   venv .venv-oldest "$(oldest_python)" -e ".[$EXTRAS]" "redis==$REDIS_PY_OLDEST"
 fi
 if wants django && [ -n "$(django_python)" ]; then
-  # Only what tests/django needs: leaseq with its django extra, pytest, freezegun,
-  # and pytest-timeout for the per-test time limit of pyproject.toml.
-  venv .venv-django "$(django_python)" -e ".[django]" pytest freezegun pytest-timeout
+  # Only what tests/django needs: leaseq with its django and memory extras (the
+  # suite's fixtures import fakeredis), pytest, freezegun, and pytest-timeout for
+  # the per-test time limit of pyproject.toml.
+  venv .venv-django "$(django_python)" -e ".[django,memory]" pytest freezegun pytest-timeout
 fi
 if wants server2 && [ ! -x "$SERVER2_BIN" ]; then
   # Only the binary is wanted: no dependencies, outside every venv.

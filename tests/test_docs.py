@@ -82,7 +82,8 @@ def test_readme_opens_with_demo_then_tests() -> None:
     demo = text.index(".venv/bin/leaseq demo")
     tests = text.index("bash tests/run.sh")
     assert first_code < demo < tests
-    assert "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/leaseq demo" in text
+    setup = "python3 -m venv .venv && .venv/bin/pip install -e '.[memory]'"
+    assert f"{setup} && .venv/bin/leaseq demo" in text
     # Nothing but the title and one sentence before the demo command.
     assert text[:first_code].count("\n\n") <= 2
 

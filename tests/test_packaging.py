@@ -113,3 +113,32 @@ def test_the_wheel_ships_templates_and_assets(tmp_path: Any) -> None:
         if p.suffix in {".html", ".js", ".css"}
     }
     assert len(shipped) >= 9 and shipped <= names
+
+
+def test_a_core_install_carries_no_embedded_store() -> None:
+    """``pip install leaseq`` brings redis-py and msgspec, not fakeredis and its
+    native Lua runtime: they come with the memory extra (the demo, your tests)."""
+    from importlib.metadata import requires
+
+    def named(req: str) -> str:
+        return re.split(r"[\s\[<>=;!~]", req, maxsplit=1)[0].lower()
+
+    core = {named(d) for d in _project()["dependencies"]}
+    assert {"redis", "msgspec"} <= core and not core & {"fakeredis", "lupa"}
+    assert any(named(d) == "fakeredis" for d in _project()["optional-dependencies"]["memory"])
+    # What pip installed says the same (the metadata of this very install).
+    for req in requires("leaseq") or []:
+        if named(req) in ("fakeredis", "lupa"):
+            assert re.search(r"extra\s*==", req), f"{req}: not behind an extra"
+
+
+@pytest.mark.parametrize("missing", ["fakeredis", "lupa"])
+def test_memory_urls_without_the_extra_say_which_to_install(
+    monkeypatch: pytest.MonkeyPatch, missing: str
+) -> None:
+    import leaseq
+
+    monkeypatch.setitem(sys.modules, missing, None)  # import fails, as if not installed
+    with pytest.raises(ModuleNotFoundError, match=r"pip install 'leaseq\[memory\]'") as raised:
+        leaseq.Queue.from_url(f"memory://no-{missing}", "emails")
+    assert missing in str(raised.value) and raised.value.name == missing

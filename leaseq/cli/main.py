@@ -87,8 +87,8 @@ def main(argv: list[str] | None = None) -> None:
         _fail(exc.format_message().replace("\n", " "), exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except (LeaseqError, ValueError, LookupError) as exc:
-        _fail(str(exc))
+    except (LeaseqError, ValueError, LookupError, ModuleNotFoundError) as exc:
+        _fail(str(exc))  # ModuleNotFoundError: an extra not installed, named in the message
     except KeyboardInterrupt:
         _fail("interrupted", 130)
     except BrokenPipeError:

@@ -5,10 +5,11 @@ server, its table at 80 columns.
 from __future__ import annotations
 
 import re
+import sys
 
 import pytest
 
-from tests.support.cli import Cli, run_leaseq
+from tests.support.cli import Cli, _one_line_error, run_leaseq
 from tests.support.servers import RedisServer
 
 
@@ -20,6 +21,15 @@ def test_demo_on_memory(capsys: pytest.CaptureFixture[str]) -> None:
     assert "every job succeeded" in out and "did so at attempt 2" in out
     assert '"state"' in out and '"succeeded"' in out and "HGETALL" in out
     assert "5 of 5 succeeded" in out
+
+
+def test_demo_without_the_memory_extra_says_what_to_install(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "fakeredis", None)  # as if not installed
+    code, out, err = Cli(capsys, "memory://no-extra")("demo", "--jobs", "5")
+    _one_line_error(code, out, err, "fakeredis is missing", "pip install 'leaseq[memory]'")
+    assert "internal error" not in err
 
 
 def test_demo_fits_80_columns_and_its_table_a_line_a_job(
