@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
         "leaseq.aio",
         "leaseq",  # the package's __init__: re-exports only
     ),
-    ("leaseq.web", "leaseq.django"),
+    ("leaseq.web", "leaseq.django", "leaseq.testing"),
     ("leaseq.cli", "leaseq.__main__"),
 ]
 """Bottom to top. A module is in the layer of the longest prefix that names it."""

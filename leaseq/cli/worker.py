@@ -42,7 +42,11 @@ __all__ = ["worker"]
     help="Leases held beyond --concurrency (default: adapts to the job rate).",
 )
 @click.option("--grace", default=30.0, show_default=True, type=float, help="Seconds for shutdown.")
-@click.option("--burst", is_flag=True, help="Return once nothing is pending, due or in flight.")
+@click.option(
+    "--burst",
+    is_flag=True,
+    help="Return once nothing is claimable or in flight (docs/testing.md: what --burst means).",
+)
 @click.option(
     "--shards", type=int, default=None, help="Serve a ShardedQueue of N shards (default: found)."
 )
