@@ -141,6 +141,11 @@ _TASKS = (
     "real server"
 )
 
+_TESTING = (
+    "leaseq.testing serves sync queues: drain runs a leaseq.Worker (a test of an "
+    "asyncio app drains its sync twin on the same store)"
+)
+
 
 EXCLUDED: dict[str, str] = {
     "store.admin.retry_all_dead_retries_each_job_once_while_they_keep_dying": _PARSE_HOOK,
@@ -204,6 +209,11 @@ EXCLUDED: dict[str, str] = {
     "worker.tasks.bad_task_declarations_are_refused": _TASKS,
     "worker.tasks.typed_values_round_trip_through_the_worker": _TASKS,
     "worker.tasks.wait_raises_for_a_failed_job_and_on_timeout": _TASKS,
+    "worker.testing.a_burst_runs_a_dead_workers_expired_lease": _THREADED_WORKER,
+    "worker.testing.drain_ends_dead_jobs_and_wakes_sleepers_but_leaves_signal_waits": _TESTING,
+    "worker.testing.drain_runs_delayed_and_retried_jobs_without_waiting": _TESTING,
+    "worker.testing.drain_stops_at_its_limit_and_needs_handlers": _TESTING,
+    "worker.testing.jobs_lists_every_state_in_order_past_a_page": _TESTING,
     "web.http.edit_and_retry_a_dead_job_shows_the_diff_first": _WEB,
     "web.http.a_running_job_can_be_cancelled_and_group_rates_are_shown": _WEB,
 }
