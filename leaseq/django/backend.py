@@ -9,10 +9,13 @@ its kind and calls it. ``get_result(id)`` reads the job back as a
 
 - ``priority``: Django's -100..100, larger sooner, is leaseq's ``100 - p``
   (0..200, smaller sooner); the default 0 is leaseq priority 100.
-- ``run_after``: ``delay`` = seconds from now (this process's clock) to it.
+- ``run_after``: ``delay`` = seconds from now (this process's clock) to it;
+  kept in the payload (``run_after``, epoch seconds) so a result read back has it.
+- ``enqueued_at``: the row's, on the server's clock (``enqueue`` reads it back).
 - status: pending, scheduled and waiting are READY; active and suspended are RUNNING;
   succeeded is SUCCESSFUL; dead and cancelled are FAILED.
-- ``errors``: the job's last failure, its exception's class path and text.
+- ``errors``: one per failed attempt the row's log keeps (the newest 10), each
+  its exception's class path and traceback (``format_exception``'s text).
 - ``worker_ids``: the last worker, once per attempt (leaseq keeps the last
   worker only), so ``attempts`` is the job's attempts.
 """
@@ -28,12 +31,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import SuspiciousOperation
 from django.db import close_old_connections
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from leaseq.errors import InvalidArgument, InvalidName
-from leaseq.handler import UnknownKind
 from leaseq.queue import Queue, connect
 from leaseq.types import Job, Lease, State
 
@@ -96,9 +99,26 @@ class TaskRaised(Exception):
 
     def __init__(self, exc: BaseException) -> None:
         path = f"{type(exc).__module__}.{type(exc).__qualname__}"
-        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        super().__init__(f"{path}: {exc}\n{tb}".rstrip())
+        self.traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        """What Django's own backends store as ``TaskError.traceback``."""
+        super().__init__(f"{path}: {exc}\n{self.traceback}".rstrip())
         self.path = path
+
+
+_TRACEBACK = "\nTraceback (most recent call last):\n"
+
+
+def _task_error(text: str) -> TaskError:
+    """A failure as the row stores it (``last_error``, or one of its log's errors)
+    as Django's ``TaskError``: a task's exception (``TaskRaised``) names its class
+    path and keeps its traceback; anything else (a lease that ran out, a cancel)
+    is a ``LeaseqError`` with the text as its traceback."""
+    if not text.startswith(RAISED):
+        return TaskError(exception_class_path="leaseq.errors.LeaseqError", traceback=text)
+    path = text[len(RAISED) :].split(":", 1)[0]
+    at = text.find(_TRACEBACK)
+    tb = text[at + 1 :] + "\n" if at >= 0 else text
+    return TaskError(exception_class_path=path, traceback=tb)
 
 
 class LeaseqBackend(BaseTaskBackend):  # type: ignore[misc]
@@ -119,17 +139,23 @@ class LeaseqBackend(BaseTaskBackend):  # type: ignore[misc]
     def __init__(self, alias: str, params: Mapping[str, Any]) -> None:
         super().__init__(alias, params)
         self.queue_names: list[str] = list(params.get("QUEUES", [DEFAULT_TASK_QUEUE_NAME]))
-        """The queues in the order given (``manage.py leaseq_worker`` serves them so)."""
+        """The queues in the order given (``manage.py leaseq_worker`` serves them so);
+        ``[]``: any queue name, as Django reads it."""
         options = dict(params.get("OPTIONS", {}))
         url = options.pop("url", None) or os.environ.get("LEASEQ_URL", "redis://localhost:6379/0")
         options.setdefault("max_attempts", 1)
-        client = connect(url)
-        self._queues = {name: Queue(name, redis=client, **options) for name in self.queue_names}
+        self._client, self._options = connect(url), options
+        self._queues = {name: self._make(name) for name in self.queue_names}
+
+    def _make(self, name: str) -> Queue:
+        return Queue(name, redis=self._client, **self._options)
 
     def queue(self, name: str) -> Queue:
         """The leaseq queue behind ``queue_name``. Raises InvalidArgument for a
-        queue this backend does not list."""
+        queue this backend does not list (with ``QUEUES: []``, any valid name)."""
         found = self._queues.get(name)
+        if found is None and not self.queue_names:
+            found = self._queues[name] = self._make(name)  # InvalidName for a bad one
         if found is None:
             raise InvalidArgument(
                 f"queue {name!r} is not one of this backend's QUEUES ({', '.join(self._queues)})"
@@ -154,24 +180,32 @@ class LeaseqBackend(BaseTaskBackend):  # type: ignore[misc]
             errors=[],
             worker_ids=[],
         )
-        delay = None
+        delay, payload = None, {"args": result.args, "kwargs": result.kwargs}
         if task.run_after is not None:
             delay = max(0.0, (task.run_after - _now()).total_seconds())
-        self.queue(task.queue_name).enqueue(
-            {"args": result.args, "kwargs": result.kwargs},
+            payload["run_after"] = task.run_after.timestamp()
+        queue = self.queue(task.queue_name)
+        queue.enqueue(
+            payload,
             id=result.id,
             kind=task.module_path,
             priority=PRIORITY_ZERO - task.priority,
             delay=delay,
         )
-        object.__setattr__(result, "enqueued_at", _now())
+        # The row's time (the server's clock, ms), so the result read back equals
+        # this one: one more round trip, which the reference backends pay too.
+        job = queue.get(result.id)
+        object.__setattr__(result, "enqueued_at", _time(job.enqueued_at) if job else _now())
         task_enqueued.send(type(self), task_result=result)
         return result
 
     # -- reading ---------------------------------------------------------------
 
     def get_result(self, result_id: str) -> TaskResult:
-        for queue in self._queues.values():
+        queues = list(self._queues.values())
+        if not self.queue_names:  # any queue: those the server holds too
+            queues += [self.queue(n) for n in Queue.queues(self._client) if n not in self._queues]
+        for queue in queues:
             try:
                 job = queue.get(result_id)
             except InvalidName:
@@ -182,18 +216,18 @@ class LeaseqBackend(BaseTaskBackend):  # type: ignore[misc]
 
     def result(self, job: Job) -> TaskResult:
         """``job`` as a ``TaskResult`` (see the module doc for the mapping)."""
-        task = self._task(job.kind, job.id)
+        try:
+            task = self._task(job.kind, job.id)
+        except ImportError as exc:
+            raise SuspiciousOperation(f"job {job.id!r}: {exc}") from None
+        payload = job.payload if isinstance(job.payload, dict) else {}
         # A priority set outside Django's range by hand: keep the task's own.
         with contextlib.suppress(Exception):
-            task = task.using(queue_name=job.queue, priority=PRIORITY_ZERO - job.priority)
-        payload = job.payload if isinstance(job.payload, dict) else {}
-        errors = []
-        if job.last_error and job.state is not State.SUCCEEDED:
-            text = job.last_error
-            path = "leaseq.errors.LeaseqError"  # a lease that expired, a cancel, ...
-            if text.startswith(RAISED):
-                path = text[len(RAISED) :].split(":", 1)[0]
-            errors.append(TaskError(exception_class_path=path, traceback=text))
+            task = task.using(
+                backend=self.alias, queue_name=job.queue, priority=PRIORITY_ZERO - job.priority
+            )
+        with contextlib.suppress(Exception):
+            task = task.using(run_after=_time(payload["run_after"]))
         result = TaskResult(
             task=task,
             id=job.id,
@@ -205,19 +239,21 @@ class LeaseqBackend(BaseTaskBackend):  # type: ignore[misc]
             args=payload.get("args", []),
             kwargs=payload.get("kwargs", {}),
             backend=self.alias,
-            errors=errors,
+            errors=[_task_error(text) for text in _failures(job)],
             worker_ids=[job.worker] * job.attempts if job.worker else [],
         )
         object.__setattr__(result, "_return_value", job.result)
         return result
 
     def _task(self, kind: str | None, job_id: str) -> Task:
+        """The Django task a job names; ImportError when its kind names none (a
+        job that is not a Django task, or whose module or function is gone)."""
         try:
             task = import_string(kind or "")
-        except ImportError:
-            task = None
+        except ImportError as exc:
+            raise ImportError(f"its task {kind!r} cannot be imported: {exc}") from None
         if not isinstance(task, Task):
-            raise TaskResultDoesNotExist(f"job {job_id!r} has no Django task ({kind!r})")
+            raise ImportError(f"{kind!r} is not a Django task")
         return task
 
     # -- running (the worker's side) -----------------------------------------------
@@ -232,8 +268,8 @@ class LeaseqBackend(BaseTaskBackend):  # type: ignore[misc]
         def run(lease: Lease) -> Any:
             try:
                 task = self._task(lease.kind, lease.id)
-            except TaskResultDoesNotExist:
-                raise UnknownKind(lease.kind, []) from None
+            except ImportError as exc:
+                raise TaskRaised(exc) from None  # an attempt failed: the row says why
             result = self._running(lease, task)
             close_old_connections()
             task_started.send(type(self), task_result=result)
@@ -246,10 +282,10 @@ class LeaseqBackend(BaseTaskBackend):  # type: ignore[misc]
                 value = normalize_json(raw)
                 status = TaskResultStatus.SUCCESSFUL
                 return value
-            except Exception as exc:
+            except BaseException as exc:  # SystemExit, KeyboardInterrupt too: the task's end
                 raised = TaskRaised(exc)
                 result.errors.append(
-                    TaskError(exception_class_path=raised.path, traceback=str(raised))
+                    TaskError(exception_class_path=raised.path, traceback=raised.traceback)
                 )
                 if lease.attempt < lease.max_attempts:
                     status = TaskResultStatus.READY  # it will be retried
@@ -281,6 +317,20 @@ class LeaseqBackend(BaseTaskBackend):  # type: ignore[misc]
             errors=[],
             worker_ids=[lease.worker] * lease.attempt,
         )
+
+
+def _failures(job: Job) -> list[str]:
+    """The texts of the job's failures, oldest first: its attempt log (the newest
+    10, 300 characters each), the newest in full (``last_error``); a cancel's
+    reason after them."""
+    texts = [f.error for f in sorted(job.failures, key=lambda f: f.attempt)]
+    if job.last_error and job.state is State.CANCELLED:
+        texts.append(job.last_error)
+    elif job.last_error and texts:
+        texts[-1] = job.last_error
+    elif job.last_error and job.state is not State.SUCCEEDED:
+        texts.append(job.last_error)
+    return texts
 
 
 def _now() -> dt.datetime:

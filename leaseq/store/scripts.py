@@ -40,11 +40,13 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from importlib.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
+    # Only a type: imported at run time, importlib.abc's warns on 3.12+.
+    from importlib.abc import Traversable
+
     from leaseq.store.keys import QueueKeys
 
 __all__ = [

@@ -30,7 +30,13 @@ def django_tasks(redis_server: RedisServer) -> Any:
                     "BACKEND": "leaseq.django.LeaseqBackend",
                     "QUEUES": ["default", "emails"],
                     "OPTIONS": {"url": redis_server.url, "keep_succeeded": 600.0},
-                }
+                },
+                # QUEUES []: any queue name, as Django reads it.
+                "anyqueue": {
+                    "BACKEND": "leaseq.django.LeaseqBackend",
+                    "QUEUES": [],
+                    "OPTIONS": {"url": redis_server.url, "keep_succeeded": 600.0},
+                },
             },
         )
         django.setup()

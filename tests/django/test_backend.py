@@ -149,3 +149,69 @@ def test_bad_calls_write_nothing(tasks: Any) -> None:
     with pytest.raises(TypeError):
         tasks.add.enqueue(object(), 2)  # not JSON
     assert default_task_backend.queue("default").stats().pending == 0
+
+
+def test_the_result_enqueue_returns_is_the_one_read_back(tasks: Any) -> None:
+    result = tasks.add.enqueue(1, 2)
+    again = default_task_backend.get_result(result.id)
+    assert result.enqueued_at == again.enqueued_at  # the row's time, the server's clock
+    before = result.enqueued_at
+    result.refresh()
+    assert result.enqueued_at == before and result.enqueued_at.tzinfo is not None
+
+
+def test_errors_carry_python_tracebacks_and_every_failed_attempt(tasks: Any) -> None:
+    boom = tasks.explode.enqueue("no luck")
+    leaving = tasks.leave.enqueue(3)
+    flaky = tasks.flaky.enqueue("x")
+    _work()
+    (error,) = default_task_backend.get_result(boom.id).errors
+    # What Django's own backends store: "".join(traceback.format_exception(exc)).
+    assert error.traceback.startswith("Traceback (most recent call last):\n")
+    assert error.traceback.endswith("ValueError: no luck\n")
+    assert "TaskRaised" not in error.traceback
+    exited = default_task_backend.get_result(leaving.id)
+    assert exited.status == TaskResultStatus.FAILED
+    (error,) = exited.errors
+    assert error.exception_class is SystemExit and error.traceback.endswith("SystemExit: 3\n")
+    # Failed once, then retried by hand and succeeded: the failure stays on record.
+    assert default_task_backend.get_result(flaky.id).status == TaskResultStatus.FAILED
+    default_task_backend.queue("default").retry_dead(flaky.id)
+    _work()
+    done = default_task_backend.get_result(flaky.id)
+    assert done.status == TaskResultStatus.SUCCESSFUL and done.return_value == "x"
+    (error,) = done.errors
+    assert error.exception_class is ValueError and "x not yet" in error.traceback
+
+
+def test_run_after_reads_back(tasks: Any) -> None:
+    when = timezone.now() + dt.timedelta(hours=2)
+    result = tasks.add.using(run_after=when).enqueue(1, 1)
+    got = default_task_backend.get_result(result.id).task.run_after
+    assert got is not None and abs((got - when).total_seconds()) < 0.001
+
+
+def test_queues_empty_means_any_queue(tasks: Any) -> None:
+    from django.core.management.base import CommandError
+
+    anywhere = tasks.add.using(backend="anyqueue", queue_name="reports")
+    result = anywhere.enqueue(4, 5)
+    backend = result.task.get_backend()
+    assert backend.get_result(result.id).task.queue_name == "reports"
+    with pytest.raises(CommandError, match="--queues"):
+        _work("--backend", "anyqueue")
+    _work("--backend", "anyqueue", "--queues", "reports")
+    assert backend.get_result(result.id).return_value == 9
+
+
+def test_a_job_that_is_no_django_task(tasks: Any) -> None:
+    from django.core.exceptions import SuspiciousOperation
+
+    queue = default_task_backend.queue("default")
+    plain = queue.enqueue({"args": [], "kwargs": {}}, kind="nope.missing")
+    with pytest.raises(SuspiciousOperation, match="cannot be imported"):
+        default_task_backend.get_result(plain)
+    _work()
+    job = queue.get(plain)
+    assert job is not None and job.state is leaseq.State.DEAD
+    assert "ImportError" in (job.last_error or "") and "nope.missing" in (job.last_error or "")

@@ -709,9 +709,7 @@ def test_script_flush_between_calls(q: leaseq.Queue, r: Any) -> None:
     assert row(q, "a")["state"] == "succeeded" and row(q, "b")["state"] == "pending"
 
 
-def test_a_pipelined_batch_reloads_its_script_and_keeps_its_order(
-    q: leaseq.Queue, r: Any
-) -> None:
+def test_a_pipelined_batch_reloads_its_script_and_keeps_its_order(q: leaseq.Queue, r: Any) -> None:
     from leaseq.store.enqueue import ENQUEUE_AHEAD, ENQUEUE_CHUNK
 
     n = ENQUEUE_AHEAD * ENQUEUE_CHUNK + 5  # a pipeline of calls, then one more

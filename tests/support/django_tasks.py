@@ -39,3 +39,16 @@ def which_attempt(context: TaskContext, tag: str) -> list[Any]:
 @task()
 async def shout(word: str) -> str:
     return word.upper()
+
+
+@task()
+def leave(code: int) -> None:
+    raise SystemExit(code)
+
+
+@task()
+def flaky(tag: str) -> str:
+    if f"flaky:{tag}" not in ran:
+        ran.append(f"flaky:{tag}")
+        raise ValueError(f"{tag} not yet")
+    return tag

@@ -50,6 +50,11 @@ class Command(BaseCommand):  # type: ignore[misc]
                 if options["queues"]
                 else (backend.queue_names, None)
             )
+            if not names:
+                raise CommandError(
+                    f"TASKS[{options['backend']!r}] has QUEUES []: any queue, so say which "
+                    "to serve with --queues"
+                )
             queues = [backend.queue(name) for name in names]
             worker = Worker(
                 queues if len(queues) > 1 else queues[0],
