@@ -9,20 +9,25 @@
 -- ARGV[1]  id, the job id (string)
 -- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: {'OK'}
--- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is neither scheduled nor suspended
+-- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is neither scheduled nor suspended;
+--         {'PARKED', holder id} for a keep-last successor parked behind its key's holder
 --!include lib/allow_oom.lua
 --!include lib/check_type.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/now_ms.lua
+--!include lib/parked.lua
 --!include lib/resume_row.lua
 
 local job, meta = K.job, K.meta
 allow_oom(meta) -- a full server must still let this script run
 local id = A.id
-local row = redis.call('HMGET', job, 'state', 'priority', 'attempts')
+local row = redis.call('HMGET', job, 'state', 'priority', 'attempts', 'after')
 if not row[1] then return { 'GONE' } end
 if row[1] ~= 'scheduled' and row[1] ~= 'suspended' then return { 'STATE', row[1] } end
+-- A keep-last successor waits for its key's holder to finish: run now, two jobs
+-- of one key would run at once.
+if row[1] == 'scheduled' and parked(K, id) then return { 'PARKED', row[4] or '' } end
 if row[1] == 'suspended' then check_type(K.waiters, 'zset') end -- before any write
 -- A sleep is already recorded; a wait for a signal ends as if its time ran out.
 local log = event_log(K.events, nil, meta)

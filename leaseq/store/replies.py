@@ -118,6 +118,13 @@ def admin_error(op: str, job_id: str, reply: Sequence[Any]) -> Exception:
             f"{int(reply[1])} unfinished child job(s) still depend on it: delete it once "
             "they finish (docs/workflows.md)",
         )
+    if code == "PARKED":  # run_now.lua: a keep-last successor waiting for its key's holder
+        return JobStateError(
+            job_id,
+            "scheduled",
+            f"it is parked behind {as_text(reply[1])!r}, the job holding its uniqueness key: "
+            "it becomes due when that job finishes",
+        )
     if code == "SETTLING":  # retry.lua: a dead job whose children are being settled
         return JobStateError(
             job_id, "dead", "its children are still being settled: retry it in a moment"

@@ -24,8 +24,8 @@
 -- KEYS  leaseq:{<queue>}:scheduled       ZSET  ids waiting for a time (parked keep-last duplicates)
 --!include lib/log_edit.lua
 --!include lib/log_event.lua
+--!include lib/parked.lua
 --!include lib/state_kind.lua
-local PARKED = 9007199254740991 -- 2^53 - 1: never due until free_unique rescores it
 local function unique_holder(K, A, now, job_prefix)
   local keys = {}
   for key in string.gmatch(A.unique, '%S+') do keys[#keys + 1] = key end

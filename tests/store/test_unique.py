@@ -156,6 +156,11 @@ def test_keep_last_with_an_active_holder_queues_one_successor(q: leaseq.Queue) -
     assert job.state == leaseq.State.SCHEDULED
     assert q.claim() is None  # the successor waits for its holder
     assert _rows(q) == 2  # one active and one queued
+    # Not even run_now lets it run beside its holder (leaseq.testing.drain relies on it).
+    before = snapshot(q.redis)
+    with pytest.raises(leaseq.JobStateError, match="parked behind") as refused:
+        q.run_now(second)
+    assert first in str(refused.value) and snapshot(q.redis) == before
     q.complete(lease)
     nxt = claim_one(q)
     assert nxt.id == second and nxt.payload == {"v": 4}

@@ -213,6 +213,7 @@ EXCLUDED: dict[str, str] = {
     "worker.testing.drain_ends_dead_jobs_and_wakes_sleepers_but_leaves_signal_waits": _TESTING,
     "worker.testing.drain_runs_delayed_and_retried_jobs_without_waiting": _TESTING,
     "worker.testing.drain_stops_at_its_limit_and_needs_handlers": _TESTING,
+    "worker.testing.drain_runs_a_keep_last_successor_after_its_holder": _TESTING,
     "worker.testing.jobs_lists_every_state_in_order_past_a_page": _TESTING,
     "web.http.edit_and_retry_a_dead_job_shows_the_diff_first": _WEB,
     "web.http.a_running_job_can_be_cancelled_and_group_rates_are_shown": _WEB,

@@ -106,3 +106,18 @@ def test_a_burst_runs_a_dead_workers_expired_lease(q: leaseq.Queue, r: Any) -> N
     worker = leaseq.Worker(q, lambda lease: ran.append(lease.attempt), handle_signals=False)
     worker.run(burst=True)
     assert ran == [2] and q.stats().succeeded == 1
+
+
+def test_drain_runs_a_keep_last_successor_after_its_holder(q: leaseq.Queue) -> None:
+    ran: list[int] = []
+    keep_last = leaseq.Unique("report", replace=True)
+
+    def handler(lease: leaseq.Lease) -> None:
+        ran.append(lease.payload)
+        if lease.payload == 1:
+            q.enqueue(2, unique=keep_last)  # parked behind this running job
+            leaseq.current_job().sleep("nap", 3600.0)  # still the key's holder, asleep
+
+    q.enqueue(1, unique=keep_last)
+    assert drain(q, handler) == 3  # 1, 1 again after its nap, then 2: never beside it
+    assert ran == [1, 1, 2] and q.stats().succeeded == 2
