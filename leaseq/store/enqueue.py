@@ -5,9 +5,9 @@ producer span around it, and the ``enqueue`` and ``enqueue_many`` operations."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from leaseq.errors import InvalidArgument
+from leaseq.errors import InvalidArgument, NotReplicated
 from leaseq.observe.tracing import Send, check_traceparent
 from leaseq.store import validate as v
 from leaseq.store.groups import check_group
@@ -30,6 +30,7 @@ __all__ = [
     "enqueue",
     "enqueue_calls",
     "enqueue_many",
+    "batch_ahead",
     "enqueue_traced",
     "option_args",
     "unique_keys",
@@ -43,6 +44,14 @@ ENQUEUE_CHUNK = 256
 """Most jobs one enqueue script call is sent: about half its time budget
 (lua/lib/over_budget.lua) of small jobs on a slow server, so few calls stop
 short and a call's ARGV, read whole however few it does, stays small."""
+ENQUEUE_BYTES = 128 * 1024
+"""Most payload bytes one enqueue call is sent (one job at least): Redis copies
+a call's whole ARGV before the script runs, ~1.3 ms a MB on a slow box, and no
+time budget inside the script can stop that."""
+UNIQUE_CHUNK = 32
+"""Most jobs one enqueue call with uniqueness keys is sent: such a call is one
+page (lua/enqueue.lua: keep-last may rewrite any earlier job of the call), so
+it cannot stop at its budget, and 256 held a slow server ~9 ms."""
 ENQUEUE_AHEAD = 8
 """Enqueue calls of one batch sent in one pipeline: one round trip per
 ENQUEUE_AHEAD * ENQUEUE_CHUNK jobs, while each call stays a short one on the
@@ -156,15 +165,20 @@ def _plain_calls(
     ukeys: list[str],
     head: dict[str, Any],
 ) -> list[Call[Batch[int | str]]]:
-    """The ``enqueue.lua`` calls of jobs without parents, ENQUEUE_CHUNK jobs each;
-    a call that stops at its time budget replies with the call for its rest
-    (``Partial``), which keeps the FIFO numbers it reserved. Every payload is
-    encoded here, before any call runs."""
+    """The ``enqueue.lua`` calls of jobs without parents, one per window
+    (``_windows``); a call that stops at its time budget replies with the call
+    for its rest (``Partial``), sized by what it did (the rest is sent again
+    whole otherwise, and read whole however little is done), keeping the FIFO
+    numbers its window reserved. Every payload is encoded here, before any
+    call runs."""
     encode = queue.codec.encode
     encoded = [encode(p) for p in payloads]
-    script, keys, n = SCRIPTS["enqueue"], queue.keys, len(payloads)
+    script, keys = SCRIPTS["enqueue"], queue.keys
 
-    def call(start: int, stop: int, seq_from: str = "") -> Call[Batch[int | str]]:
+    def call(start: int, stop: int, end: int, seq_from: str = "") -> Call[Batch[int | str]]:
+        """The call for jobs start..stop of the window that ends at ``end``;
+        ``seq_from`` as lua/enqueue.lua takes it ('' for a window's first call,
+        which is sent the whole window)."""
         jobs: list[str | bytes | int] = []
         for i in range(start, stop):
             jobs += (job_ids[i], encoded[i])
@@ -176,36 +190,78 @@ def _plain_calls(
         numbered = int(chosen or bool(ukeys))
 
         def parse(reply: list[Any]) -> Batch[int | str]:
-            if not reply or not isinstance(reply[-1], list):
-                return _enqueued(reply)
-            got = _enqueued(reply[:-1])  # stopped short: {'SEQ', base} ends it
-            rest_from = str(int(reply[-1][1]) + len(got))
-            return Partial(got, call(start + len(got), stop, rest_from))
+            cut = bool(reply) and isinstance(reply[-1], list)  # {'SEQ', base} ends it
+            got = _enqueued(reply[:-1] if cut else reply)
+            at = start + len(got)
+            if at >= end:
+                return got
+            if cut:  # the rest: what it did and half again
+                first, size = int(reply[-1][1]) + len(got), max(16, len(got) + len(got) // 2)
+            else:  # a piece of a rest that did all it was sent: the window goes on
+                first, size = int(seq_from) + len(got), 2 * (stop - start)
+            return Partial(got, call(at, min(end, at + size), end, str(first)))
 
         return script.call(
             keys, parse, arg_tail=jobs, unique=unique, numbered=numbered, seq_from=seq_from, **head
         )
 
-    return [call(i, min(n, i + ENQUEUE_CHUNK)) for i in range(0, n, ENQUEUE_CHUNK)]
+    most = UNIQUE_CHUNK if ukeys else ENQUEUE_CHUNK
+    return [call(start, stop, stop) for start, stop in _windows(encoded, most)]
 
 
-def _run(ids: list[str], calls: Sequence[Call[Batch[int | str]]]) -> Op[list[str]]:
-    """Run the calls; a job not created for its uniqueness key gets its holder's id."""
-    ahead = ENQUEUE_AHEAD if all(c.script.name == "enqueue" for c in calls) else 1
-    replies = yield from joined(calls, ahead)
+def _windows(encoded: Sequence[bytes], most: int) -> list[tuple[int, int]]:
+    """The batch cut into windows (start, stop) of at most ``most`` jobs and
+    ENQUEUE_BYTES of payload (one job at least), in order."""
+    out: list[tuple[int, int]] = []
+    start = size = 0
+    for i, body in enumerate(encoded):
+        if i > start and (i - start >= most or size + len(body) > ENQUEUE_BYTES):
+            out.append((start, i))
+            start, size = i, 0
+        size += len(body)
+    if encoded:
+        out.append((start, len(encoded)))
+    return out
+
+
+def _run(ids: list[str], calls: Sequence[Call[Batch[int | str]]], ahead: int) -> Op[list[str]]:
+    """Run the calls, ``ahead`` to a pipeline; a job not created for its
+    uniqueness key gets its holder's id. NotReplicated (``durable=``) comes
+    once the whole batch is applied, with the ids as its result."""
+    if len(set(ids)) < len(ids):
+        # An id twice in the batch: the first must be written first, and with
+        # calls pipelined a later one could run before a cut call's rest.
+        ahead = 1
+    try:
+        replies = yield from joined(calls, ahead)
+    except NotReplicated as exc:
+        _holders(ids, cast(list[Any], exc.result))  # joined's: the batch's replies
+        raise NotReplicated(exc.op, exc.wanted, exc.acked, ids) from None
+    _holders(ids, replies)
+    return ids
+
+
+def _holders(ids: list[str], replies: Sequence[Any]) -> None:
     for k, reply in enumerate(replies):
         if isinstance(reply, str):
             ids[k] = reply
-    return ids
+
+
+def batch_ahead(*queues: QueueSettings) -> int:
+    """How many enqueue calls of a batch go in one pipeline: ENQUEUE_AHEAD, or
+    one at a time on a ``durable=`` queue (each call then waits for its WAIT)."""
+    return 1 if any(q.durable for q in queues) else ENQUEUE_AHEAD
 
 
 def enqueue_traced(
     queue: str,
     batch: bool,
     build: Callable[[str], tuple[list[str], Sequence[Call[Batch[int | str]]]]],
+    ahead: int = 1,
 ) -> Op[list[str]]:
-    """Run the enqueue calls ``build(traceparent)`` makes; return the ids (a job
-    deduplicated by its uniqueness key: its holder's id).
+    """Run the enqueue calls ``build(traceparent)`` makes, ``ahead`` to a pipeline
+    (``batch_ahead``); return the ids (a job deduplicated by its uniqueness key:
+    its holder's id).
 
     Inside a valid current span (opentelemetry installed) the calls run under
     a PRODUCER span whose traceparent every row stores (``leaseq.observe.tracing``);
@@ -214,12 +270,12 @@ def enqueue_traced(
     send = Send.start(queue)
     if send is None:
         ids, calls = build("")
-        return (yield from _run(ids, calls))
+        return (yield from _run(ids, calls, ahead))
     error: BaseException | None = None
     try:
         ids, calls = build(send.traceparent)
         send.sent(ids, batch)
-        return (yield from _run(ids, calls))
+        return (yield from _run(ids, calls, ahead))
     except BaseException as exc:
         error = exc
         raise
@@ -237,9 +293,12 @@ def enqueue(
     within one), ``group``, ``kind``, ``timeout``. Raises InvalidPayload,
     PayloadTooLarge, InvalidName or InvalidArgument before writing anything.
     """
-    ids = yield from enqueue_traced(
-        queue.name, False, lambda tp: enqueue_calls(queue, [payload], [id], options, tp)
-    )
+    try:
+        ids = yield from enqueue_traced(
+            queue.name, False, lambda tp: enqueue_calls(queue, [payload], [id], options, tp)
+        )
+    except NotReplicated as exc:  # durable=: applied; its result is the id
+        raise NotReplicated(exc.op, exc.wanted, exc.acked, cast(list[str], exc.result)[0]) from None
     return ids[0]
 
 
@@ -263,5 +322,6 @@ def enqueue_many(
             queue.name,
             True,
             lambda tp: enqueue_calls(queue, items, ids, options, tp, caller="enqueue_many"),
+            batch_ahead(queue),
         )
     )

@@ -20,7 +20,7 @@ from leaseq.store import history as _hist
 from leaseq.store import validate as v
 from leaseq.store.claim import WAKE_SLICE, block_until
 from leaseq.store.durable import SIGNAL_KEEP
-from leaseq.store.enqueue import check_options, enqueue_calls, enqueue_traced
+from leaseq.store.enqueue import batch_ahead, check_options, enqueue_calls, enqueue_traced
 from leaseq.store.events import EventSettings
 from leaseq.store.history import History
 from leaseq.store.keys import check_job_id, shard_of
@@ -178,7 +178,8 @@ class ShardedOps(RoutedLeases):
             ]
             return job_ids, calls
 
-        return (yield from enqueue_traced(self.shards[0].settings.name, True, build))
+        ahead = batch_ahead(*(shard.settings for shard in self.shards))
+        return (yield from enqueue_traced(self.shards[0].settings.name, True, build, ahead))
 
     # -- consuming ------------------------------------------------------------
 

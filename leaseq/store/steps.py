@@ -12,6 +12,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, Union
 
+from leaseq.errors import NotReplicated
 from leaseq.store.scripts import Call
 
 __all__ = [
@@ -119,16 +120,31 @@ def joined(calls: Sequence[Call[Batch[R]]], ahead: int = 1) -> Op[list[R]]:
     """Run ``calls`` in turn, ``ahead`` at a time in one pipeline (``Calls``); their
     replies' lists, joined in order (the chunks of one batch operation). A call
     that stopped at its time budget is followed by the call for its rest, so no
-    call holds the server long."""
+    call holds the server long. On a ``durable=`` queue a call the replicas did
+    not acknowledge in time still ran: the batch goes on, then NotReplicated is
+    raised with the whole batch's result."""
     out: list[R] = []
+    missed: list[NotReplicated] = []
     for at in range(0, len(calls), ahead):
         group = calls[at : at + ahead]
-        replies = (yield Calls(group)) if len(group) > 1 else [(yield group[0])]
+        replies: list[Any] = (yield Calls(group)) if len(group) > 1 else [None]
         for reply in replies:
-            while isinstance(reply, Partial):
+            step = group[0] if len(group) == 1 else None
+            while True:
+                if step is not None:
+                    try:
+                        reply = yield step
+                    except NotReplicated as exc:  # applied on the primary
+                        missed.append(exc)
+                        reply = exc.result
+                if not isinstance(reply, Partial):
+                    break
                 out += reply.done
-                reply = yield reply.rest
+                step = reply.rest
             out += reply
+    if missed:
+        first = missed[0]
+        raise NotReplicated(first.op, first.wanted, min(m.acked for m in missed), out)
     return out
 
 

@@ -118,3 +118,44 @@ def test_claim_many_goes_on_past_a_cut_claim_and_complete_many_past_a_cut_comple
     # A stale lease among them is refused alone, wherever a call was cut.
     again = q.complete_many(leases[700:710])
     assert [lost.job_id for lost in again] == ids[700:710]
+
+
+def test_enqueue_calls_are_bounded_by_bytes_and_unique_ones_by_a_small_count(
+    q: leaseq.Queue, r: Any
+) -> None:
+    from leaseq.store.enqueue import ENQUEUE_BYTES, UNIQUE_CHUNK, _windows
+
+    # Redis copies a call's whole ARGV before the script runs: big payloads go
+    # in windows of at most ENQUEUE_BYTES (one job at least), in order.
+    bodies = [b"x" * size for size in (50_000, 50_000, 50_000, 200_000, 10, 10, 70_000)]
+    windows = _windows(bodies, ENQUEUE_CHUNK)
+    assert windows == [(0, 2), (2, 3), (3, 4), (4, 7)]
+    assert all(
+        stop - start == 1 or sum(len(b) for b in bodies[start:stop]) <= ENQUEUE_BYTES
+        for start, stop in windows
+    )
+    assert _windows([b"x"] * 600, 256) == [(0, 256), (256, 512), (512, 600)]
+    big = [{"i": i, "pad": "x" * 50_000} for i in range(30)]
+    ids = q.enqueue_many(big)
+    claimed = [lease.id for lease in q.claim_many(100, ttl=60.0)]
+    assert claimed == ids
+    # A call with uniqueness keys cannot stop at its budget: it is sent few jobs.
+    before = _evalsha_calls(r)
+    q.enqueue_many([{"u": i} for i in range(100)], unique=leaseq.Unique(lambda p: f"u{p['u']}"))
+    if _evalsha_calls(r):
+        assert _evalsha_calls(r) - before >= -(-100 // UNIQUE_CHUNK)
+
+
+def test_a_repeated_id_keeps_its_first_payload_whatever_the_cuts(
+    q: leaseq.Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Calls of 1,500 (cut by time on a real server), pipelined: the later
+    # occurrence of an id must not be written before the first's cut call's rest.
+    monkeypatch.setattr(enqueue_module, "ENQUEUE_CHUNK", 1_500)
+    ids = [f"j{i}" for i in range(4_500)]
+    ids[3_000] = "j1400"  # late in the first call: past where a cut stops it
+    got = q.enqueue_many([{"i": i} for i in range(4_500)], ids=ids)
+    assert got == ids
+    job = q.get("j1400")
+    assert job is not None and job.payload == {"i": 1_400}
+    assert q.stats().pending == 4_499

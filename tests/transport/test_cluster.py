@@ -273,8 +273,15 @@ def test_durable_beyond_the_replicas_raises_with_the_result(
     with pytest.raises(leaseq.NotReplicated) as info:
         q.enqueue({"n": 1}, id="j")
     assert (info.value.op, info.value.wanted, info.value.acked) == ("enqueue", 2, 1)
-    assert info.value.result == [1]  # the enqueue call created its one job
+    assert info.value.result == "j"  # what enqueue returns: the job id
     assert q.stats().pending == 1  # applied on the primary; stats never waits
+    # A batch: every call applied (one by one, each with its WAIT), then one
+    # NotReplicated whose result is what enqueue_many returns.
+    with pytest.raises(leaseq.NotReplicated) as batch:
+        q.enqueue_many([{"n": i} for i in range(1_000)])
+    ids = batch.value.result
+    assert isinstance(ids, list) and len(set(ids)) == 1_000
+    assert q.stats().pending == 1_001 and all(q.get(i) is not None for i in ids[::97])
     with pytest.raises(leaseq.NotReplicated) as claimed:
         q.claim(ttl=30.0)
     assert [lease.id for lease in claimed.value.result.leases] == ["j"]
