@@ -195,7 +195,9 @@ def retry(
     if payload is not None and all_dead:
         raise click.UsageError("--payload goes with one job ID, not --all-dead")
     if all_dead:
-        done = c.target(queue).retry_all_dead(attempts=attempts)
+        damaged: list[DamagedRow] = []
+        done = c.target(queue).retry_all_dead(attempts=attempts, damaged=damaged)
+        _stepped_over(damaged, "stayed dead")
         more = attempts if attempts is not None else c.queue(queue)._core.max_attempts
         why = (
             f"--attempts {attempts}"
@@ -250,5 +252,20 @@ def purge(c: Ctx, queue: str, state: str, yes: bool) -> None:
     count = getattr(target.stats(), state)
     if not yes:
         click.confirm(f"delete {count} {state} job(s) from {queue}?", abort=True, err=True)
-    gone = target.purge(state)
+    damaged: list[DamagedRow] = []
+    gone = target.purge(state, damaged=damaged)
     out.print(f"purged {gone} {state} job(s) from {queue}")
+    _stepped_over(damaged, "left in place")
+
+
+def _stepped_over(damaged: list[DamagedRow], what: str) -> None:
+    """Say which rows a run over a whole state stepped over (damaged by hand):
+    an operator would otherwise read 'purged N' and see them in stats later."""
+    for exc in damaged:
+        click.echo(f"leaseq: warning: {what}, a damaged row: {exc}", err=True)
+    if damaged:
+        click.echo(
+            f"leaseq: warning: {len(damaged)} damaged row(s) {what}: "
+            "leaseq delete QUEUE ID removes one",
+            err=True,
+        )

@@ -92,6 +92,23 @@ def test_purge_asks_unless_yes(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> Non
     _one_line_error(*cli("purge", "mail", "--state", "active", "--yes"), "active")
 
 
+def test_purge_and_retry_all_name_the_damaged_rows_they_step_over(cli: Cli) -> None:
+    q = cli.queue()
+    for _ in range(3):
+        _dead_job(q)
+    broken = _dead_job(q)
+    q.redis.set(q.keys.job(broken), "overwritten by hand")  # not a hash any more
+    code, out, err = cli("purge", "mail", "--state", "dead", "--yes")
+    assert code == 0 and "purged 3 dead job(s) from mail" in out
+    assert broken in err and "1 damaged row(s) left in place" in err
+    for _ in range(2):
+        _dead_job(q)
+    code, out, err = cli("retry", "mail", "--all-dead")
+    assert code == 0 and "retried 2 dead job(s)" in out
+    assert broken in err and "1 damaged row(s) stayed dead" in err
+    assert q.stats().dead == 1  # what the warnings said is still there
+
+
 class _Answer:
     def __init__(self, text: str) -> None:
         self.lines = text.splitlines(keepends=True)
