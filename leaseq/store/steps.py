@@ -120,28 +120,34 @@ def joined(calls: Sequence[Call[Batch[R]]], ahead: int = 1) -> Op[list[R]]:
     """Run ``calls`` in turn, ``ahead`` at a time in one pipeline (``Calls``); their
     replies' lists, joined in order (the chunks of one batch operation). A call
     that stopped at its time budget is followed by the call for its rest, so no
-    call holds the server long. On a ``durable=`` queue a call the replicas did
-    not acknowledge in time still ran: the batch goes on, then NotReplicated is
-    raised with the whole batch's result."""
-    out: list[R] = []
+    call holds the server long: at once when one call goes at a time, else at
+    the head of the next pipeline, beside the calls behind it (so a slow server
+    that cuts every call still gets ``ahead`` calls a round trip). On a
+    ``durable=`` queue (one at a time) a call the replicas did not acknowledge in
+    time still ran: the batch goes on, then NotReplicated is raised with the
+    whole batch's result."""
+    parts: list[list[R]] = [[] for _ in calls]
+    todo: list[tuple[int, Call[Batch[R]]]] = list(enumerate(calls))
     missed: list[NotReplicated] = []
-    for at in range(0, len(calls), ahead):
-        group = calls[at : at + ahead]
-        replies: list[Any] = (yield Calls(group)) if len(group) > 1 else [None]
-        for reply in replies:
-            step = group[0] if len(group) == 1 else None
-            while True:
-                if step is not None:
-                    try:
-                        reply = yield step
-                    except NotReplicated as exc:  # applied on the primary
-                        missed.append(exc)
-                        reply = exc.result
-                if not isinstance(reply, Partial):
-                    break
-                out += reply.done
-                step = reply.rest
-            out += reply
+    while todo:
+        group, todo = todo[:ahead], todo[ahead:]
+        if len(group) > 1:
+            replies: list[Any] = yield Calls([call for _, call in group])
+        else:
+            try:
+                replies = [(yield group[0][1])]
+            except NotReplicated as exc:  # applied on the primary
+                missed.append(exc)
+                replies = [exc.result]
+        rests = []
+        for (part, _), reply in zip(group, replies, strict=True):
+            if isinstance(reply, Partial):
+                parts[part] += reply.done
+                rests.append((part, reply.rest))
+            else:
+                parts[part] += reply
+        todo = rests + todo  # the oldest first
+    out = [item for part in parts for item in part]
     if missed:
         first = missed[0]
         raise NotReplicated(first.op, first.wanted, min(m.acked for m in missed), out)
