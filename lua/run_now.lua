@@ -27,7 +27,7 @@ if not row[1] then return { 'GONE' } end
 if row[1] ~= 'scheduled' and row[1] ~= 'suspended' then return { 'STATE', row[1] } end
 -- A keep-last successor waits for its key's holder to finish: run now, two jobs
 -- of one key would run at once.
-if row[1] == 'scheduled' and parked(K, id) then return { 'PARKED', row[4] or '' } end
+if row[1] == 'scheduled' and parked(K, id, row[4]) then return { 'PARKED', row[4] } end
 if row[1] == 'suspended' then check_type(K.waiters, 'zset') end -- before any write
 -- A sleep is already recorded; a wait for a signal ends as if its time ran out.
 local log = event_log(K.events, nil, meta)

@@ -189,24 +189,35 @@ def _load(client: Any, source: str) -> Any:
 
 
 def _send_all(client: Any, calls: Sequence[Call[Any]], plain: bool) -> Any:
+    """The calls' replies (errors in place), or None when this client's pipelines
+    refuse EVALSHA (redis-py's sync cluster pipeline before 5.1 blocks it as it
+    is queued, before anything is sent)."""
     pipe = client.pipeline(transaction=False)
-    for call in calls:
-        sha = call.script.plain_sha if plain else call.script.sha
-        pipe.evalsha(sha, len(call.keys), *call.keys, *call.args)
+    try:
+        for call in calls:
+            sha = call.script.plain_sha if plain else call.script.sha
+            pipe.evalsha(sha, len(call.keys), *call.keys, *call.args)
+    except rex.RedisClusterException:
+        return None
     return pipe.execute(raise_on_error=False)
+
+
+def _one_by_one(calls: Sequence[Call[Any]], driver: Checked) -> Generator[Invoke, Any, list[Any]]:
+    parsed = []
+    for call in calls:
+        parsed.append((yield from _call(call, driver)))
+    return parsed
 
 
 def _pipelined(calls: Sequence[Call[Any]], driver: Checked) -> Generator[Invoke, Any, list[Any]]:
     """The client calls of a ``Calls`` step: every EVALSHA in one pipeline; the
     calls the server did not run (NOSCRIPT, or a ``#!lua`` line it cannot
     compile) are sent again once the scripts are loaded. Returns the parsed
-    replies in order; the first error raises. With ``durable=`` the calls go
-    one by one, each with its WAIT (``_call``)."""
+    replies in order; the first error raises. With ``durable=``, and on a
+    client whose pipelines refuse EVALSHA, the calls go one by one (``_call``,
+    with its WAIT)."""
     if driver._core.replicas_for(calls[0]):
-        parsed = []
-        for call in calls:
-            parsed.append((yield from _call(call, driver)))
-        return parsed
+        return (yield from _one_by_one(calls, driver))
     yield from _check_first(driver)
     replies: list[Any] = [None] * len(calls)
     todo = list(range(len(calls)))
@@ -214,6 +225,8 @@ def _pipelined(calls: Sequence[Call[Any]], driver: Checked) -> Generator[Invoke,
         plain = yield Invoke(lambda c: bool(getattr(c, PLAIN, False)))
         sent = [calls[i] for i in todo]
         got = yield Invoke(partial(_send_all, calls=sent, plain=plain), script=sent[0].script.name)
+        if got is None:  # nothing was sent
+            return (yield from _one_by_one(calls, driver))
         again: list[int] = []
         for i, reply in zip(todo, got, strict=True):
             if isinstance(reply, rex.NoScriptError):
