@@ -29,7 +29,7 @@ from leaseq.errors import LeaseqError, ScriptError, ServerUnavailable
 from leaseq.store.steps import Call, Feed, Op, one
 from leaseq.transport import client as _redis
 from leaseq.transport.connect import recheck_primary, recheck_primary_async
-from leaseq.transport.lower import PLAIN, Checked, Pump
+from leaseq.transport.lower import PLAIN, Checked, Pump, no_shebang, queue_evalsha
 
 __all__ = [
     "AsyncDriver",
@@ -136,10 +136,7 @@ def call_many(client: Any, calls: Sequence[Call[Any]]) -> list[Any]:
             break
         plain = bool(getattr(client, PLAIN, False))
         pipe = client.pipeline(transaction=False)
-        for i in todo:
-            c = calls[i]
-            sha = c.script.plain_sha if plain else c.script.sha
-            pipe.evalsha(sha, len(c.keys), *c.keys, *c.args)
+        queue_evalsha(pipe, [calls[i] for i in todo], plain)
         with _redis.translate_errors():
             replies = pipe.execute(raise_on_error=False)
         again: list[int] = []
@@ -149,8 +146,8 @@ def call_many(client: Any, calls: Sequence[Call[Any]]) -> list[Any]:
                 with _redis.translate_errors(script.name):
                     client.script_load(script.plain if plain else script.source)
                 again.append(i)
-            elif isinstance(reply, rex.ResponseError) and "near '#'" in str(reply) and not plain:
-                setattr(client, PLAIN, True)  # Redis before 7, fakeredis
+            elif no_shebang(reply) and not plain:
+                setattr(client, PLAIN, True)
                 again.append(i)
             elif isinstance(reply, Exception):
                 results[i] = _redis.translate(reply, script.name) or reply
