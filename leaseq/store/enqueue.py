@@ -23,14 +23,12 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
-    "ENQUEUE_AHEAD",
     "ENQUEUE_CHUNK",
     "Enqueued",
     "check_options",
     "enqueue",
     "enqueue_calls",
     "enqueue_many",
-    "batch_ahead",
     "enqueue_traced",
     "option_args",
     "unique_keys",
@@ -52,12 +50,6 @@ UNIQUE_CHUNK = 32
 """Most jobs one enqueue call with uniqueness keys is sent: such a call is one
 page (lua/enqueue.lua: keep-last may rewrite any earlier job of the call), so
 it cannot stop at its budget, and 256 held a slow server ~9 ms."""
-ENQUEUE_AHEAD = 8
-"""Enqueue calls of one batch sent in one pipeline: one round trip per
-ENQUEUE_AHEAD * ENQUEUE_CHUNK jobs, while each call stays a short one on the
-server (other clients' commands run between them). The calls reserve their
-FIFO numbers up front, so the order holds when one stops short and its rest
-is sent after the others (lua/enqueue.lua, seq_from)."""
 
 
 def _enqueued(reply: list[Any]) -> Enqueued:
@@ -224,16 +216,12 @@ def _windows(encoded: Sequence[bytes], most: int) -> list[tuple[int, int]]:
     return out
 
 
-def _run(ids: list[str], calls: Sequence[Call[Batch[int | str]]], ahead: int) -> Op[list[str]]:
-    """Run the calls, ``ahead`` to a pipeline; a job not created for its
-    uniqueness key gets its holder's id. NotReplicated (``durable=``) comes
-    once the whole batch is applied, with the ids as its result."""
-    if len(set(ids)) < len(ids):
-        # An id twice in the batch: the first must be written first, and with
-        # calls pipelined a later one could run before a cut call's rest.
-        ahead = 1
+def _run(ids: list[str], calls: Sequence[Call[Batch[int | str]]]) -> Op[list[str]]:
+    """Run the calls in turn; a job not created for its uniqueness key gets its
+    holder's id. NotReplicated (``durable=``) comes once the whole batch is
+    applied, with the ids as its result."""
     try:
-        replies = yield from joined(calls, ahead)
+        replies = yield from joined(calls)
     except NotReplicated as exc:
         _holders(ids, cast(list[Any], exc.result))  # joined's: the batch's replies
         raise NotReplicated(exc.op, exc.wanted, exc.acked, ids) from None
@@ -247,21 +235,15 @@ def _holders(ids: list[str], replies: Sequence[Any]) -> None:
             ids[k] = reply
 
 
-def batch_ahead(*queues: QueueSettings) -> int:
-    """How many enqueue calls of a batch go in one pipeline: ENQUEUE_AHEAD, or
-    one at a time on a ``durable=`` queue (each call then waits for its WAIT)."""
-    return 1 if any(q.durable for q in queues) else ENQUEUE_AHEAD
-
-
 def enqueue_traced(
     queue: str,
     batch: bool,
     build: Callable[[str], tuple[list[str], Sequence[Call[Batch[int | str]]]]],
-    ahead: int = 1,
 ) -> Op[list[str]]:
-    """Run the enqueue calls ``build(traceparent)`` makes, ``ahead`` to a pipeline
-    (``batch_ahead``); return the ids (a job deduplicated by its uniqueness key:
-    its holder's id).
+    """Run the enqueue calls ``build(traceparent)`` makes, one after another
+    (each a short call on the server: other clients' commands run between
+    them); return the ids (a job deduplicated by its uniqueness key: its
+    holder's id).
 
     Inside a valid current span (opentelemetry installed) the calls run under
     a PRODUCER span whose traceparent every row stores (``leaseq.observe.tracing``);
@@ -270,12 +252,12 @@ def enqueue_traced(
     send = Send.start(queue)
     if send is None:
         ids, calls = build("")
-        return (yield from _run(ids, calls, ahead))
+        return (yield from _run(ids, calls))
     error: BaseException | None = None
     try:
         ids, calls = build(send.traceparent)
         send.sent(ids, batch)
-        return (yield from _run(ids, calls, ahead))
+        return (yield from _run(ids, calls))
     except BaseException as exc:
         error = exc
         raise
@@ -309,8 +291,8 @@ def enqueue_many(
     ids: Sequence[str] | None = None,
     **options: Unpack[JobOptions],
 ) -> Op[list[str]]:
-    """Add many jobs in few round trips (ENQUEUE_CHUNK jobs a call, ENQUEUE_AHEAD
-    calls a pipeline); return their ids in order.
+    """Add many jobs, ENQUEUE_CHUNK a call (fewer where a call stops at its time
+    budget: its rest is the next call); return their ids in order.
     Every job gets the same ``options`` (as for ``enqueue``).
 
     Every item is validated and encoded first: one bad item rejects the
@@ -322,6 +304,5 @@ def enqueue_many(
             queue.name,
             True,
             lambda tp: enqueue_calls(queue, items, ids, options, tp, caller="enqueue_many"),
-            batch_ahead(queue),
         )
     )

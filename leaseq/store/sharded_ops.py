@@ -20,7 +20,7 @@ from leaseq.store import history as _hist
 from leaseq.store import validate as v
 from leaseq.store.claim import WAKE_SLICE, block_until
 from leaseq.store.durable import SIGNAL_KEEP
-from leaseq.store.enqueue import batch_ahead, check_options, enqueue_calls, enqueue_traced
+from leaseq.store.enqueue import check_options, enqueue_calls, enqueue_traced
 from leaseq.store.events import EventSettings
 from leaseq.store.history import History
 from leaseq.store.keys import check_job_id, shard_of
@@ -148,7 +148,7 @@ class ShardedOps(RoutedLeases):
         **options: Unpack[JobOptions],
     ) -> Op[list[str]]:
         """Add many jobs: every item is validated first (one bad item writes nothing),
-        then short script calls per shard (``leaseq.store.enqueue``), pipelined.
+        then short script calls per shard, one after another (``leaseq.store.enqueue``).
         Returns the ids in order.
 
         Atomic per shard call, not across shards: a Redis error midway can
@@ -178,8 +178,7 @@ class ShardedOps(RoutedLeases):
             ]
             return job_ids, calls
 
-        ahead = batch_ahead(*(shard.settings for shard in self.shards))
-        return (yield from enqueue_traced(self.shards[0].settings.name, True, build, ahead))
+        return (yield from enqueue_traced(self.shards[0].settings.name, True, build))
 
     # -- consuming ------------------------------------------------------------
 

@@ -18,7 +18,6 @@ from leaseq.store.scripts import Call
 __all__ = [
     "Batch",
     "Call",
-    "Calls",
     "Command",
     "Feed",
     "Listen",
@@ -84,17 +83,6 @@ class Scan:
 
 
 @dataclass(frozen=True, slots=True)
-class Calls:
-    """Script calls sent in one pipeline: one round trip, each still a call of its
-    own on the server (other clients' commands run between them). The reply is
-    their parsed replies, in order; the first error raises (the calls after it
-    have run). Only for calls that may run in any order of completion and be
-    sent again (``enqueue_many``'s)."""
-
-    calls: Sequence[Call[Any]]
-
-
-@dataclass(frozen=True, slots=True)
 class Partial(Generic[R_co]):
     """A batch call's reply when its script stopped at its time budget
     (lua/lib/over_budget.lua): what the items it reached gave, and the call
@@ -107,7 +95,7 @@ class Partial(Generic[R_co]):
 Batch = Union[list[R], Partial[R]]  # noqa: UP007 (a generic alias needs Union before 3.12)
 """A batch call's reply: one list, or a part of it and the call for the rest."""
 
-Step = Call[Any] | Calls | Command | Rows | Wake | Listen | Scan
+Step = Call[Any] | Command | Rows | Wake | Listen | Scan
 Op = Generator[Step, Any, R]
 """An operation: yields steps, receives their replies, returns its result."""
 Feed = Generator[Op[list[R]], Any, None]
@@ -116,41 +104,32 @@ each one's result is the next few items (maybe none); the driver runs them in
 turn and hands out the items, until the feed returns."""
 
 
-def joined(calls: Sequence[Call[Batch[R]]], ahead: int = 1) -> Op[list[R]]:
-    """Run ``calls`` in turn, ``ahead`` at a time in one pipeline (``Calls``); their
-    replies' lists, joined in order (the chunks of one batch operation). A call
-    that stopped at its time budget is followed by the call for its rest, so no
-    call holds the server long: at once when one call goes at a time, else at
-    the head of the next pipeline, beside the calls behind it (so a slow server
-    that cuts every call still gets ``ahead`` calls a round trip). On a
-    ``durable=`` queue (one at a time) a call the replicas did not acknowledge in
-    time still ran: the batch goes on, then NotReplicated is raised with the
-    whole batch's result."""
-    parts: list[list[R]] = [[] for _ in calls]
-    todo: list[tuple[int, Call[Batch[R]]]] = list(enumerate(calls))
+def joined(calls: Sequence[Call[Batch[R]]]) -> Op[list[R]]:
+    """Run ``calls`` in turn; their replies' lists, joined in order (the chunks
+    of one batch operation). A call that stopped at its time budget is followed
+    at once by the call for its rest, so no call holds the server long and
+    other clients' commands run between them. On a ``durable=`` queue a call
+    the replicas did not acknowledge in time still ran: the batch goes on, then
+    NotReplicated is raised with the whole batch's result."""
+    out: list[R] = []
     missed: list[NotReplicated] = []
-    while todo:
-        group, todo = todo[:ahead], todo[ahead:]
-        if len(group) > 1:
-            replies: list[Any] = yield Calls([call for _, call in group])
-        else:
+    for first in calls:
+        call: Call[Batch[R]] | None = first
+        while call is not None:
             try:
-                replies = [(yield group[0][1])]
+                reply = yield call
             except NotReplicated as exc:  # applied on the primary
                 missed.append(exc)
-                replies = [exc.result]
-        rests = []
-        for (part, _), reply in zip(group, replies, strict=True):
+                reply = exc.result
             if isinstance(reply, Partial):
-                parts[part] += reply.done
-                rests.append((part, reply.rest))
+                out += reply.done
+                call = reply.rest
             else:
-                parts[part] += reply
-        todo = rests + todo  # the oldest first
-    out = [item for part in parts for item in part]
+                out += reply
+                call = None
     if missed:
-        first = missed[0]
-        raise NotReplicated(first.op, first.wanted, min(m.acked for m in missed), out)
+        first_miss = missed[0]
+        raise NotReplicated(first_miss.op, first_miss.wanted, min(m.acked for m in missed), out)
     return out
 
 

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Generic, TypeVar
 
 import redis.exceptions as rex
 
-from leaseq.errors import LeaseqError, ScriptError
+from leaseq.errors import LeaseqError
 from leaseq.store.replies import stream_entries
 from leaseq.store.settings import QueueSettings
-from leaseq.store.steps import Call, Calls, Command, Listen, Op, Rows, Scan, Step, Wake
+from leaseq.store.steps import Call, Command, Listen, Op, Rows, Scan, Step, Wake
 from leaseq.transport import client as _redis
 
 __all__ = ["PLAIN", "Checked", "Invoke", "Pump", "lower", "no_shebang", "queue_evalsha"]
@@ -184,10 +183,6 @@ def _check_first(driver: Checked) -> Generator[Invoke, Any, None]:
         raise
 
 
-def _load(client: Any, source: str) -> Any:
-    return client.script_load(source)
-
-
 def no_shebang(exc: BaseException) -> bool:
     """Whether ``exc`` says the server cannot compile a ``#!lua`` line (Redis
     before 7, fakeredis): it ran nothing, and its plain twin will run."""
@@ -199,80 +194,6 @@ def queue_evalsha(pipe: Any, calls: Sequence[Call[Any]], plain: bool) -> None:
     for call in calls:
         sha = call.script.plain_sha if plain else call.script.sha
         pipe.evalsha(sha, len(call.keys), *call.keys, *call.args)
-
-
-def _send_all(client: Any, calls: Sequence[Call[Any]], plain: bool) -> Any:
-    """The calls' replies (errors in place), or None when this client's pipelines
-    refuse EVALSHA (redis-py's sync cluster pipeline before 5.1 blocks it as it
-    is queued, before anything is sent)."""
-    pipe = client.pipeline(transaction=False)
-    try:
-        queue_evalsha(pipe, calls, plain)
-    except rex.RedisClusterException:
-        return None
-    return pipe.execute(raise_on_error=False)
-
-
-def _one_by_one(calls: Sequence[Call[Any]], driver: Checked) -> Generator[Invoke, Any, list[Any]]:
-    parsed = []
-    for call in calls:
-        parsed.append((yield from _call(call, driver)))
-    return parsed
-
-
-def _not_run(
-    calls: Sequence[Call[Any]], todo: list[int], got: list[Any], replies: list[Any], plain: bool
-) -> tuple[list[int], bool]:
-    """Sort the replies ``got`` of the calls ``todo``: what ran goes into
-    ``replies``; returns the calls the server did not run (NOSCRIPT, or a
-    ``#!lua`` line it cannot compile: send them again) and whether it was the
-    latter (the plain twins from now on). The first error raises."""
-    again: list[int] = []
-    shebang = False
-    for i, reply in zip(todo, got, strict=True):
-        if isinstance(reply, rex.NoScriptError):
-            again.append(i)
-        elif no_shebang(reply) and not plain:
-            shebang = True
-            again.append(i)
-        elif isinstance(reply, Exception):
-            error = _redis.translate(reply, calls[i].script.name)
-            raise reply if error is None else error
-        else:
-            replies[i] = reply
-    return again, shebang
-
-
-def _pipelined(calls: Sequence[Call[Any]], driver: Checked) -> Generator[Invoke, Any, list[Any]]:
-    """The client calls of a ``Calls`` step: every EVALSHA in one pipeline; the
-    calls the server did not run (NOSCRIPT, or a ``#!lua`` line it cannot
-    compile) are sent again once the scripts are loaded. Returns the parsed
-    replies in order; the first error raises. With ``durable=``, and on a
-    client whose pipelines refuse EVALSHA, the calls go one by one (``_call``,
-    with its WAIT)."""
-    if driver._core.replicas_for(calls[0]):
-        return (yield from _one_by_one(calls, driver))
-    yield from _check_first(driver)
-    replies: list[Any] = [None] * len(calls)
-    todo = list(range(len(calls)))
-    # The twin is read once and carried: what is loaded is what is sent next.
-    plain = yield Invoke(lambda c: bool(getattr(c, PLAIN, False)))
-    for _ in range(3):  # send; load and send again; the plain twins on an old server
-        sent = [calls[i] for i in todo]
-        got = yield Invoke(partial(_send_all, calls=sent, plain=plain), script=sent[0].script.name)
-        if got is None:  # nothing was sent
-            return (yield from _one_by_one(calls, driver))
-        again, shebang = _not_run(calls, todo, got, replies, plain)
-        if not again:
-            return [call.parse(reply) for call, reply in zip(calls, replies, strict=True)]
-        if shebang:
-            plain = True
-            yield Invoke(lambda c: setattr(c, PLAIN, True))
-        for script in {calls[i].script for i in again}:
-            source = script.plain if plain else script.source
-            yield Invoke(partial(_load, source=source), script=script.name)
-        todo = again
-    raise ScriptError(f"{calls[todo[0]].script.name}: the server would not run it")
 
 
 def _call(call: Call[R], driver: Checked) -> Generator[Invoke, Any, R]:
@@ -325,8 +246,6 @@ def lower(op: Op[R], driver: Checked) -> Generator[Invoke, Any, R]:
         try:
             if isinstance(step, Call):
                 reply = yield from _call(step, driver)
-            elif isinstance(step, Calls):
-                reply = yield from _pipelined(step.calls, driver)
             else:
                 reply = yield from _invokes(step)
             error = None

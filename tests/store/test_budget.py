@@ -18,7 +18,7 @@ import redis
 
 import leaseq
 import leaseq.store.enqueue as enqueue_module
-from leaseq.store.enqueue import ENQUEUE_AHEAD, ENQUEUE_CHUNK
+from leaseq.store.enqueue import ENQUEUE_CHUNK
 from leaseq.store.leases import LEASE_CHUNK
 from tests.support.store import index, time_moves_in_a_script
 
@@ -44,9 +44,9 @@ def _counts_calls(r: Any) -> bool:
 def test_a_big_enqueue_many_is_cut_by_time_and_keeps_every_job_in_order(
     q: leaseq.Queue, r: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Calls of 1,500 jobs (no 0.75 ms budget holds them), three in one pipeline:
-    # each stops short and its rest is sent after the next ones have run; the
-    # FIFO numbers each reserved up front keep the batch's order all the same.
+    # Calls of 1,500 jobs (no 0.75 ms budget holds them): each stops short and
+    # its rest goes in pieces; the FIFO numbers each call reserved up front keep
+    # the batch's order.
     monkeypatch.setattr(enqueue_module, "ENQUEUE_CHUNK", 1_500)
     n = 3 * 1_500
     leaseq.Queue("warm", redis=r).enqueue(1)  # the script loaded: no NOSCRIPT below
@@ -66,8 +66,8 @@ def test_a_big_enqueue_many_is_cut_by_time_and_keeps_every_job_in_order(
     assert claimed == ids
 
 
-def test_enqueue_many_pipelines_its_calls_and_keeps_priorities_apart(q: leaseq.Queue) -> None:
-    n = ENQUEUE_AHEAD * ENQUEUE_CHUNK + 7  # two pipelines, the second of one call
+def test_enqueue_many_of_many_calls_keeps_priorities_apart(q: leaseq.Queue) -> None:
+    n = 8 * ENQUEUE_CHUNK + 7  # nine calls, the last of seven jobs
     low = q.enqueue_many([{"i": i} for i in range(n)], priority=5)
     high = q.enqueue_many([{"i": i} for i in range(n)])
     claimed = []
@@ -149,8 +149,8 @@ def test_enqueue_calls_are_bounded_by_bytes_and_unique_ones_by_a_small_count(
 def test_a_repeated_id_keeps_its_first_payload_whatever_the_cuts(
     q: leaseq.Queue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Calls of 1,500 (cut by time on a real server), pipelined: the later
-    # occurrence of an id must not be written before the first's cut call's rest.
+    # Calls of 1,500 (cut by time on a real server): the later occurrence of an
+    # id must not be written before the rest of the first's cut call.
     monkeypatch.setattr(enqueue_module, "ENQUEUE_CHUNK", 1_500)
     ids = [f"j{i}" for i in range(4_500)]
     ids[3_000] = "j1400"  # late in the first call: past where a cut stops it

@@ -709,14 +709,16 @@ def test_script_flush_between_calls(q: leaseq.Queue, r: Any) -> None:
     assert row(q, "a")["state"] == "succeeded" and row(q, "b")["state"] == "pending"
 
 
-def test_a_pipelined_batch_reloads_its_script_and_keeps_its_order(q: leaseq.Queue, r: Any) -> None:
-    from leaseq.store.enqueue import ENQUEUE_AHEAD, ENQUEUE_CHUNK
+def test_a_batch_of_many_calls_reloads_its_script_and_keeps_its_order(
+    q: leaseq.Queue, r: Any
+) -> None:
+    from leaseq.store.enqueue import ENQUEUE_CHUNK
 
-    n = ENQUEUE_AHEAD * ENQUEUE_CHUNK + 5  # a pipeline of calls, then one more
-    r.script_flush()  # every call of the first pipeline meets NOSCRIPT: loaded, sent again
+    n = 8 * ENQUEUE_CHUNK + 5
+    r.script_flush()  # the first call meets NOSCRIPT: loaded, sent again
     ids = q.enqueue_many([{"i": i} for i in range(n)])
-    # A client never used (on fakeredis: it learns in that pipeline that the
-    # server cannot compile '#!lua', and sends the plain twins).
+    # A client never used (on fakeredis: its first call learns that the server
+    # cannot compile '#!lua', and it sends the plain twins).
     fresh = leaseq.Queue(q.name, redis=type(r)(connection_pool=r.connection_pool))
     ids += fresh.enqueue_many([{"i": i} for i in range(n, 2 * n)])
     assert q.stats().pending == 2 * n and len(set(ids)) == 2 * n

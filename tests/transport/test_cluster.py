@@ -185,7 +185,7 @@ def test_noscript_after_flush_reloads_on_the_right_node(cr: redis.cluster.RedisC
         assert q.fail(lease, "once more") is leaseq.State.PENDING
     cr.script_flush()
     assert [q.stats().pending for q in queues] == [1] * len(NAMES)
-    # A batch's pipelined calls after a flush: loaded on the queue's node, sent again.
+    # A batch's calls after a flush: loaded on the queue's node, sent again.
     cr.script_flush()
     ids = queues[0].enqueue_many([{"i": i} for i in range(3_000)])
     claimed: list[str] = []
