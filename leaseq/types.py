@@ -210,13 +210,20 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True):
 
     ``attempt`` is the fencing token: ``complete``, ``extend``, ``fail``,
     ``release`` and ``once`` succeed only while the row is still active at
-    this very attempt of this very row. ``incarnation`` names the row: each
-    row an enqueue creates under an id its caller chose gets a number never
-    used before in its queue, so a lease of an earlier row under the same id
-    (gone, then enqueued again, attempts back at 0) never acts on the new one.
+    this very attempt of this very row, under this very claim (``fence``).
+    ``incarnation`` names the row: each row an enqueue creates under an id its
+    caller chose gets a number never used before in its queue, so a lease of
+    an earlier row under the same id (gone, then enqueued again, attempts back
+    at 0) never acts on the new one.
     A row under an id leaseq made (never reused) stores no number: its
     ``enqueued_at`` in ms is its incarnation. Times are epoch seconds on the
     Redis server's clock.
+
+    ``fence`` names the claim: a random name each claim call makes and
+    stores in the rows it leases. After a failover that lost a claim the
+    promoted replica hands out the same ``attempt`` again, but under a fence
+    of its own, so the lost claim's holder can change nothing
+    (docs/leases-and-fencing.md, "The full token").
     """
 
     id: str
@@ -228,6 +235,9 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True):
     enqueued_at: float
     worker: str
     incarnation: int = 0
+    fence: str = ""
+    """The claim's random name, part of the fencing token ('' for a row
+    claimed before fences existed)."""
     kind: str | None = None
     """The job's kind (``enqueue(..., kind=)``), which a handler dict dispatches on."""
     timeout: float | None = None
@@ -289,6 +299,9 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     ``current_job().step``, docs/durable.md)."""
     incarnation: int = 0
     """The row's incarnation as its leases carry it (see ``Lease``)."""
+    fence: str | None = None
+    """The fence of the row's latest claim (see ``Lease``): with ``attempts``
+    and ``incarnation``, the full fencing token of its lease (None: never claimed)."""
     prefetched: int | None = None
     """The token of a lease handed out as a prefetch whose start the worker had
     not yet reported; it means something only while equal to ``attempts``."""

@@ -27,6 +27,9 @@
 --          are prefetched: their row gets prefetched = attempts, so a crash does not charge them
 -- ARGV[7]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
 --          the ZSET group_prefix .. <name>
+-- ARGV[8]  fence, this call's random name (string, from the client), stored in every row it
+--          leases: with attempts it is the lease's fencing token (lib/lease_check.lua), and a
+--          claim that a failover lost has a fence the promoted replica never wrote
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the rows it leases, promotes, reaps, and their
 --          parents and children (job_prefix);
 --          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
@@ -78,7 +81,7 @@ local job_prefix = A.job_prefix
 local count = math.min(tonumber(A.count), 1000)
 local budget = count + 1000
 local lease_ms = tonumber(A.lease_ms)
-local worker = A.worker
+local worker, fence = A.worker, A.fence
 local limit = tonumber(A.sweep)
 local started = tonumber(A.started) or count
 local log = event_log(K.events, K.done, meta)
@@ -173,10 +176,11 @@ local function lease_one(id, from)
       attempts = attempts + 1
       if got >= started then -- one HSET either way: this runs once per leased job
         redis.call('HSET', job, 'state', 'active', 'attempts', attempts,
-          'lease_until', deadline, 'claimed_at', now, 'worker', worker, 'prefetched', attempts)
+          'lease_until', deadline, 'claimed_at', now, 'worker', worker, 'fence', fence,
+          'prefetched', attempts)
       else
         redis.call('HSET', job, 'state', 'active', 'attempts', attempts,
-          'lease_until', deadline, 'claimed_at', now, 'worker', worker)
+          'lease_until', deadline, 'claimed_at', now, 'worker', worker, 'fence', fence)
       end
       -- Fair groups: the row's group counts one more lease (group_done undoes it).
       local group = row[7]

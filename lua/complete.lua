@@ -15,19 +15,19 @@
 -- ARGV[3]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string), for the rows keep_count trims
 -- ARGV[4]  n, the number of items (integer >= 1)
 -- ARGV[5]  extras, how many items carry a result or effects (integer >= 0)
--- ARGV[6..] items, three values per item: id (string), token (decimal string), incarnation
---           (decimal string); then per item that carries a result or effects (extras of them,
+-- ARGV[6..] items, four values per item: id (string), token (decimal string), incarnation
+--           (decimal string), fence (string); then per item that carries a result or effects (extras of them,
 --           in item order): its place i (integer, 1 = the first item), result (encoded bytes;
 --           '' = none), e (its number of effects, integer >= 0); then per effect, in that order:
 --           command (HINCRBY HSET SADD ZADD INCRBY SET XADD), argc (integer >= 1), then argc
---           arguments that follow the key. Most items carry neither: three values each keep
+--           arguments that follow the key. Most items carry neither: four values each keep
 --           the call small for the common case.
 -- derives: leaseq:{<queue>}:job:<id>  HASH  each item's row, the oldest succeeded rows, deleted
 --          past keep_count, and the rows of the jobs' parents and children (job_prefix);
 --          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
 --          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
--- returns: the items refused, each as {i, 'LOST', state, attempts, incarnation} or {i, 'EFFECT', k, why}
+-- returns: the items refused, each as {i, 'LOST', state, attempts, incarnation, fence} or {i, 'EFFECT', k, why}
 --          when effect k of item i cannot apply (then nothing of that item is written);
 --          and last, {i, 'LATER'} when the call stopped at its time budget (lib/over_budget.lua)
 --          before item i: items i..n were not looked at (the caller sends them again);
@@ -67,12 +67,12 @@ local now = nil
 local out = {}
 local done_jobs, done_ids, retained_ids, pinned = {}, {}, {}, {}
 local log = event_log(K.events, K.done, meta)
--- The few items with a result or effects come after the n items of three values.
+-- The few items with a result or effects come after the n items of four values.
 local results, effects_of = {}, {}
 local extras = tonumber(A.extras)
-local ek, ea = TAIL.keys, TAIL.args + 3 * n + 3 * extras
+local ek, ea = TAIL.keys, TAIL.args + 4 * n + 3 * extras
 for x = 1, extras do
-  local base = TAIL.args + 3 * n + 3 * (x - 1)
+  local base = TAIL.args + 4 * n + 3 * (x - 1)
   local i = tonumber(ARGV[base])
   results[i] = ARGV[base + 1]
   local effects = {}
@@ -102,12 +102,12 @@ for i = 1, n do
     later = i
     break
   end
-  local base = TAIL.args + (i - 1) * 3
-  local id, token, incarnation = ARGV[base], ARGV[base + 1], ARGV[base + 2]
+  local base = TAIL.args + (i - 1) * 4
+  local id, token, incarnation, fence = ARGV[base], ARGV[base + 1], ARGV[base + 2], ARGV[base + 3]
   local job = job_prefix .. id
   local result = results[i] or ''
   local effects = effects_of[i] or NO_EFFECTS
-  local refused, group, links, unique = lease_check(job, token, incarnation)
+  local refused, group, links, unique = lease_check(job, token, incarnation, fence)
   if not refused then
     for k, e in ipairs(effects) do
       local why = effect_refusal(e[1], e[2], e[3])

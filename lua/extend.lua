@@ -11,11 +11,11 @@
 -- ARGV[3]  started, flags, one character per item: '1' = its handler has started (clears the
 --          row's prefetched mark, so a crash now charges the attempt, and while the mark was
 --          there moves claimed_at to now: the cap counts from the start); anything else = no news
--- ARGV[4..] items, three values per item: id (string), token (the lease's attempts, decimal string),
---           incarnation (the lease's row incarnation, decimal string)
+-- ARGV[4..] items, four values per item: id (string), token (the lease's attempts, decimal string),
+--           incarnation (the lease's row incarnation, decimal string), fence (the lease's fence)
 -- derives: nothing
 -- returns: one reply per item looked at: {'OK', lease_until ms epoch}, {'LOST', state, attempts,
---          incarnation} when the lease is not held under token, or {'CAPPED', deadline ms epoch}
+--          incarnation, fence} when the lease is not held under token, or {'CAPPED', deadline ms epoch}
 --          when the cap leaves no time at all (nothing written for that item); fewer replies
 --          than items when the call stopped at its time budget (lib/over_budget.lua): the
 --          items past the last reply were not looked at
@@ -42,9 +42,9 @@ for i = TAIL.keys, #KEYS do
   -- items past the last reply were not looked at, and the caller sends them again.
   if #out % 8 == 0 and #out > 0 and over_budget(started_us) then break end
   local job = KEYS[i]
-  local at = TAIL.args + 3 * (i - TAIL.keys)
-  local id, token, incarnation = ARGV[at], ARGV[at + 1], ARGV[at + 2]
-  local refused = lease_check(job, token, incarnation)
+  local at = TAIL.args + 4 * (i - TAIL.keys)
+  local id, token, incarnation, fence = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
+  local refused = lease_check(job, token, incarnation, fence)
   if refused then
     out[#out + 1] = refused
   else

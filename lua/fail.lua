@@ -14,16 +14,17 @@
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
--- ARGV[4]  error, the failure text for last_error (string, already trimmed)
--- ARGV[5]  retry_ms, delay before the retry (integer ms >= 0)
--- ARGV[6]  dead_now, 1 to dead-letter whatever attempts remain, else 0
--- ARGV[7]  traceback, the handler's traceback for the traceback field ('' removes it)
+-- ARGV[4]  fence, the lease's fence (its claiming call's random name, string)
+-- ARGV[5]  error, the failure text for last_error (string, already trimmed)
+-- ARGV[6]  retry_ms, delay before the retry (integer ms >= 0)
+-- ARGV[7]  dead_now, 1 to dead-letter whatever attempts remain, else 0
+-- ARGV[8]  traceback, the handler's traceback for the traceback field ('' removes it)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job's parents and children (job_prefix);
 --          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
 --          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
 -- returns: {'OK', new state} -- 'scheduled', 'pending' or 'dead'
--- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation
+-- errors: {'LOST', state, attempts, incarnation, fence} when the lease is not held under token, incarnation and fence
 --!include lib/allow_oom.lua
 --!include lib/bump_counter.lua
 --!include lib/dead_letter.lua
@@ -44,7 +45,7 @@ local job, active, pending, scheduled, dead, meta, wake =
 allow_oom(meta) -- a full server must still let this script drain the queue
 local id, token, err = A.id, A.token, A.error
 local retry_ms = tonumber(A.retry_ms)
-local refused, group = lease_check(job, token, A.incarnation)
+local refused, group = lease_check(job, token, A.incarnation, A.fence)
 if refused then return refused end
 
 local log = event_log(K.events, K.done, meta)

@@ -9,9 +9,10 @@
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
+-- ARGV[4]  fence, the lease's fence (its claiming call's random name, string)
 -- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: {'OK'}
--- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation;
+-- errors: {'LOST', state, attempts, incarnation, fence} when the lease is not held under token, incarnation and fence;
 --         {'DAMAGED', field, value} when max_attempts is not a count (the lease then runs out)
 --!include lib/allow_oom.lua
 --!include lib/event_log.lua
@@ -26,7 +27,7 @@
 local job, pending, meta = K.job, K.pending, K.meta
 allow_oom(meta) -- a full server must still let this script drain the queue
 local id = A.id
-local refused, group = lease_check(job, A.token, A.incarnation)
+local refused, group = lease_check(job, A.token, A.incarnation, A.fence)
 if refused then return refused end
 refused = refund_lease(K, job, id, group)
 if refused then return refused end

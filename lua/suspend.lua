@@ -14,15 +14,16 @@
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
--- ARGV[4]  name, the step's name (string): a sleep is recorded as field 'step:<name>' now, so the
+-- ARGV[4]  fence, the lease's fence (its claiming call's random name, string)
+-- ARGV[5]  name, the step's name (string): a sleep is recorded as field 'step:<name>' now, so the
 --          run that resumes passes it at once; a wait is recorded when it ends (lib/end_wait.lua)
--- ARGV[5]  value, a sleep's record, encoded by the queue's codec (bytes; unused by a wait)
--- ARGV[6]  sleep_ms, how long until it wakes (integer ms >= 0), or -1: a wait with no timeout
--- ARGV[7]  key, the signal key a wait is for (string), or '' for a sleep
+-- ARGV[6]  value, a sleep's record, encoded by the queue's codec (bytes; unused by a wait)
+-- ARGV[7]  sleep_ms, how long until it wakes (integer ms >= 0), or -1: a wait with no timeout
+-- ARGV[8]  key, the signal key a wait is for (string), or '' for a sleep
 -- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: {'OK', run_at} the ms epoch it wakes at (-1: only a signal wakes it);
 --          {'OK', 0} when a kept signal resumed the wait at once (the job is pending)
--- errors: {'LOST', state, attempts, incarnation} when the lease is not held under token and incarnation;
+-- errors: {'LOST', state, attempts, incarnation, fence} when the lease is not held under token, incarnation and fence;
 --         {'DAMAGED', field, value} when max_attempts is not a count (the lease then runs out)
 --!include lib/check_type.lua
 --!include lib/event_log.lua
@@ -36,7 +37,7 @@
 --!include lib/wake_if_first.lua
 
 local job, meta, id, key = K.job, K.meta, A.id, A.key
-local refused, group = lease_check(job, A.token, A.incarnation)
+local refused, group = lease_check(job, A.token, A.incarnation, A.fence)
 if refused then return refused end
 -- Every index it may write is checked before the first write.
 check_type(K.suspended, 'zset')

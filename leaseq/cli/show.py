@@ -67,6 +67,8 @@ def _head_rows(job: Job) -> list[tuple[str, str]]:
         ("attempts", f"{job.attempts} of {job.max_attempts}"),
         ("priority", str(job.priority)),
     ]
+    if job.fence:  # claimed at least once: its lease's full fencing token
+        rows.append(("token", f"attempt {job.attempts}, row {job.incarnation}, claim {job.fence}"))
     after = f"{job.after} (queued behind it: runs once it finishes)"
     shown: list[tuple[str, str | None]] = [
         ("group", job.group),

@@ -9,6 +9,7 @@ against ``lease_cap``) -> ``claim_call``'s ``lease_ms`` ARGV -> ``claim.lua``.
 from __future__ import annotations
 
 import contextlib
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -83,18 +84,22 @@ def claim_call(
     lease_ms = queue.lease_ms(ttl)
     who = queue.worker_id if worker is None else check_job_id(worker, "worker id")
     first = count if started is None else min(v.integer(started, "started", 0, 10**9), count)
+    # The call's own name, stored in every row it leases: a claim that a failover
+    # loses leaves a fence the new primary never wrote (lua/lib/lease_check.lua).
+    fence = secrets.token_hex(8)
     return SCRIPTS["claim"].call(
         queue.keys,
-        lambda reply: parse_claim(queue, reply, who),
+        lambda reply: parse_claim(queue, reply, who, fence),
         count=count,
         lease_ms=lease_ms,
         worker=who,
         sweep=SWEEP_LIMIT,
         started=first,
+        fence=fence,
     )
 
 
-def parse_claim(queue: QueueSettings, reply: list[Any], worker: str) -> Claimed:
+def parse_claim(queue: QueueSettings, reply: list[Any], worker: str, fence: str) -> Claimed:
     """The leases of a claim reply, read by field name: the reply names the
     fields of a lease once (claim.lua's LEASE), then gives their values."""
     wait_ms, count, cut = int(reply[1]), int(reply[2]), reply[3] == 1
@@ -130,6 +135,7 @@ def parse_claim(queue: QueueSettings, reply: list[Any], worker: str) -> Claimed:
                 queue=name,
                 attempt=int(reply[i + o_attempts]),
                 incarnation=int(reply[i + o_incarnation]),
+                fence=fence,
                 max_attempts=int(reply[i + o_max]),
                 payload=payload,
                 deadline=int(reply[i + o_until]) / 1000.0,

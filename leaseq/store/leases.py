@@ -104,6 +104,7 @@ def fenced(
         at={"id": lease.id},
         token=lease.attempt,
         incarnation=lease.incarnation,
+        fence=lease.fence,
         **args,
     )
 
@@ -125,7 +126,7 @@ def extend_call(
     items: list[str | bytes | int] = []
     for lease in leases:
         jobs.append(k.job(lease.id))
-        items += (lease.id, lease.attempt, lease.incarnation)
+        items += (lease.id, lease.attempt, lease.incarnation, lease.fence)
 
     def parse(reply: list[Any]) -> Batch[Lease | LeaseLost]:
         done: list[Lease | LeaseLost] = [
@@ -206,7 +207,7 @@ def complete_call(
     is then left active, its lease held)."""
     own(queue, leases)
     k = queue.keys
-    # Three values per item; the few with a result or effects add theirs after
+    # Four values per item; the few with a result or effects add theirs after
     # all the items (complete.lua's ARGV), so a batch of plain completions
     # costs the least to pack and to read.
     args: list[str | bytes | int] = []
@@ -215,7 +216,7 @@ def complete_call(
     effect_args: list[str | bytes | int] = []
     encode = queue.codec.encode
     for i, lease in enumerate(leases):
-        args += (lease.id, lease.attempt, lease.incarnation)
+        args += (lease.id, lease.attempt, lease.incarnation, lease.fence)
         result = None if results is None else results[i]
         effect = None if effects is None else effects[i]
         if result is None and effect is None:

@@ -58,7 +58,7 @@ def loose_text(value: Any) -> str:
 
 
 def refusal(op: str, lease: Lease, reply: Sequence[Any]) -> LeaseLost:
-    """The exception for a {'LOST', state, attempts, incarnation} reply to a call
+    """The exception for a {'LOST', state, attempts, incarnation, fence} reply to a call
     on ``lease`` — the only place lease refusals become exceptions, each naming
     the lease's queue and row (``LeaseLost.queue``, ``.incarnation``). Only a row
     of the lease's own incarnation at its own token can be AlreadyFinished; the
@@ -74,7 +74,10 @@ def refusal(op: str, lease: Lease, reply: Sequence[Any]) -> LeaseLost:
         raise ScriptError(f"{op}: unexpected reply {reply!r}")
     state, attempts = as_text(reply[1]) or None, as_text(reply[2]) or None
     row_incarnation = as_text(reply[3]) if len(reply) > 3 else "0"
-    mine = attempts == str(token) and row_incarnation == str(incarnation)
+    row_fence = as_text(reply[4]) if len(reply) > 4 else ""
+    mine = (
+        attempts == str(token) and row_incarnation == str(incarnation) and row_fence == lease.fence
+    )
     # A replay of this very call finds the row where the call moved it: complete
     # to succeeded; fail or release to one of the other states an active job
     # goes to (TRANSITIONS[ACTIVE]).
@@ -160,6 +163,7 @@ class _Row(msgspec.Struct, kw_only=True):
     enqueued_at: Ms | None = None
     run_at: Ms | None = None
     incarnation: int | None = None
+    fence: str | None = None
     claimed_at: Ms | None = None
     lease_until: Ms | None = None
     finished_at: Ms | None = None
@@ -337,6 +341,7 @@ def _job(
         once=once,
         steps=steps,
         incarnation=row_number(r.incarnation, r.enqueued_at),
+        fence=r.fence,
         prefetched=r.prefetched,
         refunds=r.refunds,
         group=r.group,

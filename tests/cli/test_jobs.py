@@ -40,9 +40,16 @@ def test_show_prints_the_timeout(cli: Cli) -> None:
 def test_show_lease_deadline_is_relative(cli: Cli) -> None:
     q = cli.queue()
     job_id = q.enqueue({})
-    assert q.claim(ttl=60.0) is not None
+    code, out, _ = cli("show", "mail", job_id)
+    assert code == 0 and "token" not in out  # never claimed: no lease, no token
+    lease = q.claim(ttl=60.0)
+    assert lease is not None
     code, out, _ = cli("show", "mail", job_id)
     assert code == 0 and "active" in out and "expires in" in out
+    # The lease's full fencing token, on one line at 80 columns.
+    token = f"attempt 1, row {lease.incarnation}, claim {lease.fence}"
+    assert any(line.split()[:1] == ["token"] and token in line for line in out.splitlines())
+    assert max(len(line) for line in out.splitlines()) <= 80
 
 
 def test_enqueue_file_then_stats_json(cli: Cli, tmp_path: Path) -> None:

@@ -71,6 +71,41 @@ def test_stale_worker_after_reap_and_reclaim_changes_nothing(
     assert row(q, "job")["state"] == "succeeded"
 
 
+def _a_claim_lost_to_a_failover(q: leaseq.Queue, r: Any) -> tuple[leaseq.Lease, leaseq.Lease]:
+    """A claim the primary ran and its replica never saw: every key is put back
+    as it was before the claim (what the promoted replica holds), then the job
+    is claimed again there, at the same attempt."""
+    q.enqueue({"n": 1}, id="job")
+    replica = {key: r.dump(key) for key in r.keys("*")}
+    lost = claim_one(q, ttl=60.0)
+    r.flushdb()
+    for key, value in replica.items():
+        r.restore(key, 0, value)
+    fresh = claim_one(q, ttl=60.0)
+    assert fresh.attempt == lost.attempt == 1 and fresh.fence != lost.fence
+    return lost, fresh
+
+
+@pytest.mark.parametrize("op", sorted(STALE_OPS))
+def test_a_claim_lost_to_a_failover_changes_nothing_under_the_same_attempt(
+    q: leaseq.Queue, r: Any, op: str
+) -> None:
+    lost, fresh = _a_claim_lost_to_a_failover(q, r)
+    before = snapshot(r)
+    with pytest.raises(leaseq.LeaseLost) as info:
+        STALE_OPS[op](q, lost)
+    assert not isinstance(info.value, leaseq.AlreadyFinished)
+    assert info.value.state == "active" and info.value.attempts == "1"
+    assert snapshot(r) == before
+    q.complete(fresh, result="mine")
+    # Finished under the same attempt, it is still not the lost lease's win.
+    with pytest.raises(leaseq.LeaseLost) as info:
+        q.complete(lost, result="stale")
+    assert not isinstance(info.value, leaseq.AlreadyFinished)
+    job = q.get("job")
+    assert job is not None and job.result == "mine" and job.fence == fresh.fence
+
+
 @pytest.mark.parametrize("op", sorted(STALE_OPS))
 def test_stale_worker_after_reap_before_reclaim_changes_nothing(
     q: leaseq.Queue, r: Any, clock: Clock, op: str
