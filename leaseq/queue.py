@@ -18,7 +18,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from leaseq.errors import InvalidArgument
 from leaseq.store.keys import QueueKeys
 from leaseq.store.queue_ops import QueueOps, list_queues
-from leaseq.store.settings import DEFAULT_KEEP_SUCCEEDED_COUNT, QueueSettings
+from leaseq.store.settings import (
+    DEFAULT_ENQUEUE_RETRY,
+    DEFAULT_KEEP_SUCCEEDED_COUNT,
+    QueueSettings,
+)
 from leaseq.store.steps import Command, Op
 from leaseq.transport import connect as _connect
 from leaseq.transport.drive import AsyncDriver, FeedOperation, Operation, SyncDriver
@@ -66,7 +70,9 @@ class QueueBase:
     Settings are keyword-only and checked at construction; an unknown one is
     a TypeError. Durations are seconds (float). ``shard`` is set by
     ``ShardedQueue`` only (keys under the hash tag ``{<name>#<shard>}``);
-    ``durable`` and ``durable_timeout`` are described in docs/scale-out.md.
+    ``durable`` and ``durable_timeout`` are described in docs/scale-out.md;
+    ``enqueue_retry`` (seconds an enqueue is sent again while the server is
+    unavailable, 0 = never) in docs/high-availability.md.
     """
 
     _kind = "Queue"
@@ -99,6 +105,7 @@ class QueueBase:
         shard: int | None = None,
         durable: int = 0,
         durable_timeout: float = 1.0,
+        enqueue_retry: float = DEFAULT_ENQUEUE_RETRY,
     ) -> None:
         self._core = QueueSettings(
             name,
@@ -115,6 +122,7 @@ class QueueBase:
             shard=shard,
             durable=durable,
             durable_timeout=durable_timeout,
+            enqueue_retry=enqueue_retry,
         )
         if redis is None:
             raise InvalidArgument(f"{self._kind} needs a redis client (or use from_url)")

@@ -37,6 +37,9 @@ R = TypeVar("R")
 
 DEFAULT_KEEP_SUCCEEDED_COUNT = 10_000
 """Most succeeded rows a queue keeps by default (about 5.4 MB at ~540 B a row)."""
+DEFAULT_ENQUEUE_RETRY = 15.0
+"""Seconds an enqueue rides out an unavailable server by default: a Sentinel
+failover with a 5 s down-after takes ~7 s on loopback (docs/high-availability.md)."""
 CLOCK_HOLD = 10.0
 """Longest the clock floor holds a queue's time back behind the server's TIME,
 in seconds (lua/lib/now_ms.lua; docs/leases-and-fencing.md, "The server clock")."""
@@ -68,6 +71,7 @@ class QueueSettings:
         shard: int | None = None,
         durable: int = 0,
         durable_timeout: float = 1.0,
+        enqueue_retry: float = DEFAULT_ENQUEUE_RETRY,
     ) -> None:
         self.keys = QueueKeys(prefix, name, shard)
         self.name = name
@@ -104,6 +108,11 @@ class QueueSettings:
         self.durable_timeout_ms = v.seconds_to_ms(
             durable_timeout, "durable_timeout", minimum_ms=1, maximum=60.0
         )
+        self.enqueue_retry = (
+            v.seconds_to_ms(enqueue_retry, "enqueue_retry", minimum_ms=0, maximum=3600.0) / 1000.0
+        )
+        """Seconds an enqueue is sent again while the server is unavailable (a
+        failover, a restart); 0 = raise at once (``leaseq.transport.lower``)."""
 
     def lease_ms(self, ttl: float) -> int:
         """A lease length in ms: finite, > 0, at most MAX_TTL and the queue's lease_cap."""

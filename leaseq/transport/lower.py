@@ -11,17 +11,22 @@ invokes each call and hands back its reply or its error.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+import asyncio
+import inspect
+import time
+from collections.abc import Callable, Coroutine, Generator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 import redis.exceptions as rex
 
-from leaseq.errors import LeaseqError
+from leaseq.errors import LeaseqError, ServerFull, ServerUnavailable
 from leaseq.store.replies import stream_entries
 from leaseq.store.settings import QueueSettings
 from leaseq.store.steps import Call, Command, Listen, Op, Rows, Scan, Step, Wake
 from leaseq.transport import client as _redis
+from leaseq.transport.connect import recheck_primary, recheck_primary_async
 
 __all__ = ["PLAIN", "Checked", "Invoke", "Pump", "lower", "no_shebang", "queue_evalsha"]
 
@@ -114,6 +119,9 @@ class Checked:
         yield
 
 
+REACHED = "_leaseq_reached"
+"""Set on a client once a queue's first checks passed on it: an enqueue on it
+then rides out an unavailable server (``_ridden_out``)."""
 PLAIN = "_leaseq_plain_scripts"
 """Set on a client whose server cannot compile a ``#!lua`` line (before Redis 7,
 fakeredis): from then on it gets the scripts' plain twins (see ``scripts``)."""
@@ -178,6 +186,7 @@ def _check_first(driver: Checked) -> Generator[Invoke, Any, None]:
             policy = None  # CONFIG is often forbidden on managed servers; not fatal
         _redis.check_server_reply(policy)
         yield from lower(driver._first_checks(), driver)
+        yield Invoke(lambda c: setattr(c, REACHED, True))
     except BaseException:
         driver._checked = False  # look again at the next call
         raise
@@ -232,6 +241,49 @@ def _call(call: Call[R], driver: Checked) -> Generator[Invoke, Any, R]:
     return result
 
 
+REPLAYABLE = frozenset({"enqueue", "enqueue_flow"})
+"""Scripts sent again while the server is unavailable (``enqueue_retry``): the
+client makes every id before the call, so a replay of a call that did run
+(its reply lost) creates nothing twice."""
+FIRST_PAUSE, LONGEST_PAUSE = 0.05, 1.0
+"""Seconds between replays: doubling from the first, at most the longest."""
+
+
+def _pause(client: Any, seconds: float) -> Coroutine[Any, Any, None] | None:
+    """Wait ``seconds`` (an awaitable on an async client), after asking Sentinel
+    where the primary is now: a failover moves it."""
+    if inspect.iscoroutinefunction(getattr(client, "execute_command", None)):
+        return _pause_async(client, seconds)
+    recheck_primary(client)
+    time.sleep(seconds)
+    return None
+
+
+async def _pause_async(client: Any, seconds: float) -> None:
+    await recheck_primary_async(client)
+    await asyncio.sleep(seconds)
+
+
+def _ridden_out(call: Call[R], driver: Checked) -> Generator[Invoke, Any, R]:
+    """``_call``, sent again while the server is unavailable, for up to the
+    queue's ``enqueue_retry`` seconds (for a REPLAYABLE call), when its client
+    has reached a server before (a wrong URL or a server never started fails
+    at once). A full server (ServerFull) is no outage: it raises at once."""
+    window = driver._core.enqueue_retry
+    if window <= 0:
+        return (yield from _call(call, driver))
+    give_up, pause = time.monotonic() + window, FIRST_PAUSE
+    while True:
+        try:
+            return (yield from _call(call, driver))
+        except ServerUnavailable as exc:
+            reached = yield Invoke(lambda c: bool(getattr(c, REACHED, False)))
+            if isinstance(exc, ServerFull) or not reached or time.monotonic() + pause > give_up:
+                raise
+        yield Invoke(partial(_pause, seconds=pause))
+        pause = min(2 * pause, LONGEST_PAUSE)
+
+
 def lower(op: Op[R], driver: Checked) -> Generator[Invoke, Any, R]:
     """``op`` as a sequence of client calls. A leaseq error from a call is thrown
     into ``op`` at the ``yield`` of the step that made it."""
@@ -245,7 +297,8 @@ def lower(op: Op[R], driver: Checked) -> Generator[Invoke, Any, R]:
             return result
         try:
             if isinstance(step, Call):
-                reply = yield from _call(step, driver)
+                send = _ridden_out if step.script.name in REPLAYABLE else _call
+                reply = yield from send(step, driver)
             else:
                 reply = yield from _invokes(step)
             error = None

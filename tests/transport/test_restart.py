@@ -9,16 +9,25 @@ zero lost. docs/reliability.md says what weaker settings can lose.
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
+import redis.asyncio as aioredis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 import leaseq
+import leaseq.aio
 from bench import chaos
-from tests.support.servers import RedisServer
+from leaseq.store.settings import DEFAULT_ENQUEUE_RETRY
+from tests.support.proxy import Proxy
+from tests.support.servers import RedisServer, free_port
 
 
 @pytest.fixture
@@ -91,3 +100,93 @@ def test_sigkill_the_server_mid_run_loses_nothing_acknowledged(
         assert job is not None, f"acknowledged enqueue {job_id} is gone after the restart"
         assert job.state is leaseq.State.SUCCEEDED
     client.close()
+
+
+# -- producers ride out an outage (enqueue_retry) ---------------------------------------
+
+
+def _restart_soon(server: RedisServer, after: float = 0.5) -> threading.Thread:
+    """SIGKILL the server now and start it again (from its AOF) ``after`` s later."""
+    server.kill()
+    thread = threading.Timer(after, server.start)
+    thread.start()
+    return thread
+
+
+def test_an_enqueue_rides_out_a_server_restart(server: RedisServer) -> None:
+    q = leaseq.Queue("ride", redis=redis.Redis(port=server.port))
+    q.enqueue({"n": 0}, id="before")  # the client has reached the server
+    restart = _restart_soon(server)
+    assert q.enqueue({"n": 1}, id="during") == "during"  # no ServerUnavailable
+    restart.join()
+    restart = _restart_soon(server)
+    ids = q.enqueue_many([{"n": i} for i in range(10_000)])
+    restart.join()
+    stats = q.stats()
+    assert stats.pending == 10_002 and stats.totals["enqueued"] == 10_002
+    assert len(set(ids)) == 10_000
+    q.redis.close()
+
+
+def test_an_aio_enqueue_rides_out_a_server_restart(server: RedisServer) -> None:
+    async def scenario() -> int:
+        async with leaseq.aio.Queue("ride", redis=aioredis.Redis(port=server.port)) as q:
+            await q.enqueue({"n": 0})
+            restart = _restart_soon(server)
+            await q.enqueue_many([{"n": i} for i in range(100)])
+            restart.join()
+            return (await q.stats()).pending
+
+    assert asyncio.run(scenario()) == 101
+
+
+def test_an_enqueue_whose_reply_was_lost_is_sent_again_and_creates_nothing_twice(
+    server: RedisServer,
+) -> None:
+    proxy = Proxy(server.port)
+    q = leaseq.Queue("lost-reply", redis=redis.Redis(port=proxy.port, socket_timeout=0.5))
+    q.enqueue({"n": 0}, id="before")
+    proxy.set("drop_replies")  # the calls run; their replies never come back
+    mend = threading.Timer(1.0, proxy.set, ("pass",))
+    mend.start()
+    ids = q.enqueue_many([{"n": i} for i in range(500)])  # ids the client made
+    mend.join()
+    assert proxy.replies_dropped > 0
+    stats = q.stats()
+    assert stats.pending == 501 and stats.totals["enqueued"] == 501
+    assert q.get(ids[0]) is not None and q.get(ids[-1]) is not None
+    proxy.close()
+    q.redis.close()
+
+
+def _no_retry(port: int) -> redis.Redis:
+    """A client without redis-py's own retries (8.x retries a refused
+    connection for ~4 s a command): only leaseq's are timed."""
+    return redis.Redis(port=port, retry=Retry(NoBackoff(), 0))
+
+
+def test_what_an_enqueue_does_not_ride_out(server: RedisServer) -> None:
+    # A server never reached (a wrong port, a server not started): at once.
+    never = leaseq.Queue("never", redis=_no_retry(free_port()))
+    started = time.monotonic()
+    with pytest.raises(leaseq.ServerUnavailable):
+        never.enqueue({"n": 1})
+    assert time.monotonic() - started < DEFAULT_ENQUEUE_RETRY / 3
+    # enqueue_retry=0: at once, even on a client that reached the server.
+    q = leaseq.Queue("off", redis=_no_retry(server.port), enqueue_retry=0)
+    q.enqueue({"n": 0})
+    server.kill()
+    started = time.monotonic()
+    with pytest.raises(leaseq.ServerUnavailable):
+        q.enqueue({"n": 1})
+    assert time.monotonic() - started < DEFAULT_ENQUEUE_RETRY / 3
+    # A window that runs out raises the outage it met.
+    q = leaseq.Queue("short", redis=q.redis, enqueue_retry=0.3)
+    started = time.monotonic()
+    with pytest.raises(leaseq.ServerUnavailable):
+        q.enqueue({"n": 2})
+    assert 0.1 < time.monotonic() - started < DEFAULT_ENQUEUE_RETRY / 3
+    for bad in (-1, float("nan"), float("inf"), "5", True):
+        with pytest.raises(leaseq.InvalidArgument, match="enqueue_retry"):
+            leaseq.Queue("bad", redis=q.redis, enqueue_retry=bad)  # type: ignore[arg-type]
+    q.redis.close()
