@@ -41,6 +41,7 @@ from types import FrameType
 from typing import Any
 
 from leaseq.handler import check_spec
+from leaseq.observe.health import HEALTH
 from leaseq.store import validate as v
 from leaseq.work import signals as _signals
 
@@ -171,6 +172,8 @@ class Supervisor:
                 now = time.monotonic()
                 for slot in self._slots:
                     self._check(slot, now)
+                alive = sum(1 for s in self._slots if s.proc is not None and s.proc.poll() is None)
+                HEALTH.children(alive, self.processes)
             return 0
         finally:
             for slot in self._slots:  # only after an error: normally all are gone

@@ -417,6 +417,9 @@ class Stats(msgspec.Struct, frozen=True, kw_only=True):
     """Active jobs whose lease deadline has passed but that no reaper took yet."""
     expiring_soon: int
     """Active jobs whose lease ends within the next ``soon`` seconds."""
+    overdue: int = 0
+    """Scheduled jobs already due, not yet made pending (the next claim or reap
+    does): ``backlog`` counts them."""
     oldest_pending_age: float | None
     """Seconds since the job at the head of pending was enqueued."""
     next_due_in: float | None
@@ -444,6 +447,12 @@ class Stats(msgspec.Struct, frozen=True, kw_only=True):
     def counts(self) -> dict[State, int]:
         """The number of jobs in each state, in ``State`` order."""
         return {state: getattr(self, state.value) for state in State}
+
+    @property
+    def backlog(self) -> int:
+        """Jobs that could run now: pending, plus scheduled ones already due (the
+        figure an autoscaler scales workers on; docs/deploy.md)."""
+        return self.pending + self.overdue
 
 
 class Step(msgspec.Struct, frozen=True):

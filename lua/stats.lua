@@ -15,7 +15,7 @@
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest pending job's row (job_prefix)
 -- returns: two arrays of field, value pairs: the snapshot's fields by name (now_ms; one
 --          count per state, named as the state (lib/state_indexes.lua); expired, expiring_soon
---          (leases within soon_ms); oldest_pending_at (enqueued_at of the head of pending,
+--          (leases within soon_ms); overdue (scheduled jobs already due); oldest_pending_at (enqueued_at of the head of pending,
 --          ms epoch), next_due_at (ms epoch); concurrency, rate, per_ms, recent_claims,
 --          group_concurrency; groups_ready, groups_held; -1 where there is none), then
 --          the meta hash as its HGETALL gives it
@@ -38,6 +38,9 @@ for _, index in ipairs(state_indexes(K)) do
 end
 put('expired', redis.call('ZCOUNT', K.active, '-inf', now))
 put('expiring_soon', redis.call('ZCOUNT', K.active, '(' .. now, now + tonumber(A.soon_ms)))
+-- Scheduled jobs already due, not yet promoted (the next claim or reap does):
+-- with pending, the backlog an autoscaler reads.
+put('overdue', redis.call('ZCOUNT', K.scheduled, '-inf', now))
 local oldest = -1
 -- The lowest score is the highest priority, not the oldest job; across
 -- priorities the oldest is not indexed, so this reads the head's row only.

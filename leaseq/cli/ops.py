@@ -318,53 +318,71 @@ def _add_watch(command: click.Command) -> None:
 
 
 def _add_metrics_port(command: click.Command) -> None:
-    """Give ``leaseq worker`` a ``--metrics-port N`` option: Prometheus metrics of
-    its queue (from the queue's own counters, see leaseq.observe.metrics) on 127.0.0.1:N
-    while it runs. The worker command itself is unchanged."""
+    """Give ``leaseq worker`` ``--metrics-port N`` and ``--metrics-host H``: while it
+    runs, an HTTP endpoint on H:N (``leaseq.observe.endpoint``) with Prometheus
+    metrics of its queue (from the queue's own counters, see leaseq.observe.metrics)
+    and of this worker, its health probes and its queue's backlog for an
+    autoscaler. The worker command itself is unchanged."""
     if any(p.name == "metrics_port" for p in command.params) or command.callback is None:
         return
     run = command.callback
-    command.params.append(
+    command.params += [
         click.Option(
             ["--metrics-port"],
             type=click.IntRange(1, 65535),
             default=None,
             metavar="PORT",
-            help="Serve Prometheus metrics of QUEUE and of this worker on 127.0.0.1:PORT "
-            "(needs the web extra).",
-        )
-    )
+            help="Serve /metrics (Prometheus), /healthz, /readyz and /scale (the backlog, "
+            "for KEDA) of QUEUE and this worker on PORT (needs the web extra).",
+        ),
+        click.Option(
+            ["--metrics-host"],
+            default="127.0.0.1",
+            show_default=True,
+            metavar="HOST",
+            help="The address --metrics-port listens on (0.0.0.0 in a container, for "
+            "Prometheus and the kubelet's probes).",
+        ),
+    ]
 
     @functools.wraps(run)
-    def callback(*args: Any, metrics_port: int | None = None, **kwargs: Any) -> Any:
+    def callback(
+        *args: Any, metrics_port: int | None = None, metrics_host: str = "127.0.0.1", **kwargs: Any
+    ) -> Any:
         if metrics_port is not None:
-            try:
-                from leaseq.observe.metrics import serve
-                from leaseq.observe.worker_metrics import WorkerMetrics, install
-            except ImportError as exc:
-                raise InvalidArgument(
-                    f"--metrics-port needs prometheus-client ({exc.name} is missing): "
-                    "pip install 'leaseq[web]'"
-                ) from None
-            c = click.get_current_context().obj
-            name = str(kwargs["queue"])
-
-            def read() -> list[Any]:
-                try:  # looked up per scrape: the queue may be created after the worker
-                    target = c.target(name)
-                except InvalidArgument:
-                    target = c.queue(name)
-                return [target.stats()]
-
-            local = WorkerMetrics()  # the worker made next records into it
-            install(local)
-            try:
-                serve(metrics_port, read, "127.0.0.1", local)
-            except OSError as exc:
-                raise InvalidArgument(f"--metrics-port {metrics_port}: {exc.strerror}") from None
+            _serve_endpoint(str(kwargs["queue"]), metrics_host, metrics_port)
         return run(*args, **kwargs)
 
     command.callback = callback
+
+
+def _serve_endpoint(name: str, host: str, port: int) -> None:
+    """Start ``leaseq worker``'s endpoint (``--metrics-port``) for queue ``name``."""
+    try:
+        from leaseq.observe import endpoint
+        from leaseq.observe.metrics import CONTENT_TYPE, live
+        from leaseq.observe.worker_metrics import WorkerMetrics, install
+    except ImportError as exc:
+        raise InvalidArgument(
+            f"--metrics-port needs prometheus-client ({exc.name} is missing): "
+            "pip install 'leaseq[web]'"
+        ) from None
+    c = click.get_current_context().obj
+
+    def stats() -> Any:
+        try:  # looked up per scrape: the queue may be created after the worker
+            target = c.target(name)
+        except InvalidArgument:
+            target = c.queue(name)
+        return target.stats()
+
+    local = WorkerMetrics()  # the worker made next records into it
+    install(local)
+    text = live(lambda: [stats()], local)
+    try:
+        endpoint.serve(host, port, (CONTENT_TYPE, text), stats)
+    except OSError as exc:
+        raise InvalidArgument(f"--metrics-port: cannot listen on {host}:{port}: {exc}") from None
 
 
 FORWARD = "leaseq.forward"

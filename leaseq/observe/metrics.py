@@ -20,6 +20,9 @@ Metrics (see docs/operations.md for what to alert on):
 - ``leaseq_leases_expired{queue}`` gauge: leases past their deadline, not reaped yet.
 - ``leaseq_leases_expiring_soon{queue}`` gauge: leases ending within 10 s.
 - ``leaseq_queue_paused{queue}`` gauge: 1 while paused.
+- ``leaseq_backlog{queue}`` gauge: jobs that could run now (pending, plus
+  scheduled ones already due): what to scale workers on (docs/deploy.md).
+- ``leaseq_in_flight{queue}`` gauge: jobs under lease now.
 """
 
 from __future__ import annotations
@@ -28,61 +31,62 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from leaseq.types import State, Stats
 
-__all__ = ["CONTENT_TYPE", "OUTCOMES", "collect", "render", "serve"]
+__all__ = ["CONTENT_TYPE", "OUTCOMES", "collect", "live", "render"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 OUTCOMES = ("succeeded", "failed", "dead", "expired", "released", "cancelled")
 """The ``outcome`` label values of ``leaseq_jobs_finished_total`` (meta counter names)."""
 
 
+PER_QUEUE: tuple[tuple[str, str, str, Callable[[Stats], float]], ...] = (
+    ("counter", "leaseq_jobs_enqueued", "Job rows created since the queue began.",
+     lambda s: s.totals.get("enqueued", 0)),
+    ("counter", "leaseq_dead_retried", "Dead jobs made pending again by an operator.",
+     lambda s: s.totals.get("retried", 0)),
+    ("gauge", "leaseq_oldest_pending_age_seconds",
+     "Seconds since the job at the head of pending was enqueued (0: none pending).",
+     lambda s: s.oldest_pending_age or 0.0),
+    ("gauge", "leaseq_leases_expired",
+     "Leases past their deadline that no claim or reap handed back yet.", lambda s: s.expired),
+    ("gauge", "leaseq_leases_expiring_soon", "Leases ending within 10 seconds.",
+     lambda s: s.expiring_soon),
+    ("gauge", "leaseq_queue_paused", "1 while the queue is paused.",
+     lambda s: 1 if s.paused else 0),
+    ("gauge", "leaseq_backlog",
+     "Jobs that could run now: pending, plus scheduled ones already due.", lambda s: s.backlog),
+    ("gauge", "leaseq_in_flight", "Jobs under lease now.", lambda s: s.active),
+)  # fmt: skip
+"""The families with one sample per queue: kind, name, help, the value of a Stats."""
+
+
 def collect(stats: Iterable[Stats]) -> Iterator[Metric]:
     """The metric families for these queues' stats."""
     jobs = GaugeMetricFamily("leaseq_jobs", "Jobs in each state.", labels=["queue", "state"])
-    enqueued = CounterMetricFamily(
-        "leaseq_jobs_enqueued", "Job rows created since the queue began.", labels=["queue"]
-    )
     finished = CounterMetricFamily(
         "leaseq_jobs_finished",
         "Attempts and jobs that ended, by outcome (the queue's own counters).",
         labels=["queue", "outcome"],
     )
-    retried = CounterMetricFamily(
-        "leaseq_dead_retried", "Dead jobs made pending again by an operator.", labels=["queue"]
-    )
-    oldest = GaugeMetricFamily(
-        "leaseq_oldest_pending_age_seconds",
-        "Seconds since the job at the head of pending was enqueued (0: none pending).",
-        labels=["queue"],
-    )
-    expired = GaugeMetricFamily(
-        "leaseq_leases_expired",
-        "Leases past their deadline that no claim or reap handed back yet.",
-        labels=["queue"],
-    )
-    soon = GaugeMetricFamily(
-        "leaseq_leases_expiring_soon", "Leases ending within 10 seconds.", labels=["queue"]
-    )
-    paused = GaugeMetricFamily(
-        "leaseq_queue_paused", "1 while the queue is paused.", labels=["queue"]
-    )
+    families = [
+        (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(
+            name, text, labels=["queue"]
+        )
+        for kind, name, text, _ in PER_QUEUE
+    ]
     for s in stats:
         for state in State:
             jobs.add_metric([s.queue, state.value], getattr(s, state.value))
-        enqueued.add_metric([s.queue], s.totals.get("enqueued", 0))
         for outcome in OUTCOMES:
             finished.add_metric([s.queue, outcome], s.totals.get(outcome, 0))
-        retried.add_metric([s.queue], s.totals.get("retried", 0))
-        oldest.add_metric([s.queue], s.oldest_pending_age or 0.0)
-        expired.add_metric([s.queue], s.expired)
-        soon.add_metric([s.queue], s.expiring_soon)
-        paused.add_metric([s.queue], 1 if s.paused else 0)
-    yield from (jobs, enqueued, finished, retried, oldest, expired, soon, paused)
+        for family, (*_, value) in zip(families, PER_QUEUE, strict=True):
+            family.add_metric([s.queue], value(s))
+    yield from (jobs, finished, *families)
 
 
 class _Snapshot:
@@ -115,15 +119,13 @@ class _Live:
         return collect(stats)
 
 
-def serve(
-    port: int, read: Callable[[], Sequence[Stats]], host: str = "127.0.0.1", *extra: Any
-) -> Any:
-    """Serve ``/metrics`` on ``host:port`` in a daemon thread (``leaseq worker
-    --metrics-port``); ``read`` returns the stats to expose, called per scrape;
-    ``extra`` collectors (a ``leaseq.observe.worker_metrics.WorkerMetrics``) are served
-    too. Returns what ``prometheus_client.start_http_server`` returns."""
+def live(read: Callable[[], Sequence[Stats]], *extra: Any) -> Callable[[], bytes]:
+    """The maker of a ``/metrics`` text read anew at every scrape (``leaseq worker
+    --metrics-port``, ``leaseq.observe.endpoint``): ``read`` returns the stats to
+    expose; ``extra`` collectors (a ``leaseq.observe.worker_metrics.WorkerMetrics``)
+    are served too."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Live(read))
     for collector in extra:
         registry.register(collector)
-    return start_http_server(port, addr=host, registry=registry)
+    return lambda: bytes(generate_latest(registry))

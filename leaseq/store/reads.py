@@ -49,6 +49,7 @@ def stats_call(queue: QueueSettings, soon: float) -> Call[Stats]:
             **{state.value: got[state.value] for state in State},
             expired=got["expired"],
             expiring_soon=got["expiring_soon"],
+            overdue=got["overdue"],
             oldest_pending_age=None if oldest < 0 else max(0, now - oldest) / 1000,
             next_due_in=None if due < 0 else max(0, due - now) / 1000,
             server_time=now / 1000,

@@ -449,6 +449,7 @@ def merge_stats(name: str, parts: Sequence[Stats]) -> Stats:
         **{state.value: sum(p.counts()[state] for p in parts) for state in State},
         expired=sum(p.expired for p in parts),
         expiring_soon=sum(p.expiring_soon for p in parts),
+        overdue=sum(p.overdue for p in parts),
         oldest_pending_age=most((p.oldest_pending_age for p in parts), max),
         next_due_in=most((p.next_due_in for p in parts), min),
         server_time=max(p.server_time for p in parts),

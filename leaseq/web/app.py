@@ -114,6 +114,7 @@ def _routes(site: Site) -> list[BaseRoute]:
         Route("/server", page(pages.server), name="server"),
         Route("/live", page(pages.live), name="live"),
         Route("/metrics", page(pages.metrics), name="metrics"),
+        Route("/api/scale/{name}", page(pages.scale), name="scale"),
         Route("/queues/{name}", page(job_pages.queue), name="queue"),
         Route("/queues/{name}/jobs/{job_id:path}", page(job_pages.job), name="job"),
         Route("/queues/{name}/actions", page(actions.action), methods=["POST"], name="action"),

@@ -1,5 +1,6 @@
 """The dashboard's pages across queues: the overview, workers, schedules, limits
-and groups, events, the server; ``/metrics`` and the ``/live`` push stream.
+and groups, events, the server; ``/metrics``, ``/api/scale/<queue>`` and the
+``/live`` push stream.
 Each view is ``view(site, request)``, made an endpoint by ``Site.endpoint``.
 """
 
@@ -14,9 +15,10 @@ from typing import Any
 
 from markupsafe import Markup
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from leaseq.errors import LeaseqError
+from leaseq.observe.endpoint import scale_doc
 from leaseq.observe.humanize import span
 from leaseq.transport import client as _redis
 from leaseq.web import charts
@@ -234,6 +236,15 @@ def metrics(site: Site, request: Request) -> Response:
     for name, why in broken.items():
         log.warning("queue=%s left out of /metrics: %s", name, why)
     return Response(render(stats), media_type=CONTENT_TYPE)
+
+
+def scale(site: Site, request: Request) -> Response:
+    """``/api/scale/<queue>``: what an autoscaler reads of one queue, as JSON (KEDA's
+    ``metrics-api`` scaler, behind the dashboard's auth like every page: a
+    TriggerAuthentication gives it the token; docs/deploy.md). It answers while
+    no worker runs, so a queue can scale from zero."""
+    target = site.source.queue(request.path_params["name"])
+    return JSONResponse(scale_doc(site.source.stats(target)))
 
 
 async def live(site: Site, request: Request) -> Response:

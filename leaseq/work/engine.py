@@ -37,6 +37,7 @@ from typing import Any
 
 from leaseq.errors import LeaseqError
 from leaseq.handler import JobContext, _set_current, as_handler
+from leaseq.observe.health import HEALTH
 from leaseq.observe.observer import JobObserver, installed
 from leaseq.observe.tracing import JobTracer
 from leaseq.protocols import members as members_of
@@ -209,6 +210,7 @@ class Engine:
             self._done.put(None)
         old = _signals.install(self.on_signal, self.handle_signals)
         log_started(self.queue.name, self.worker_id, self.concurrency, self.ttl, burst)
+        HEALTH.running(self, self.queue.name)
         # Each thread is bound to this run's queues: a handler still running after a
         # hard stop must never pick up work from a later run().
         self._carried = set(self._timeouts.stuck)  # see _may_take
@@ -238,6 +240,7 @@ class Engine:
                     t.join(1.0)
             leave(self._calls, self.queue, self.worker_id)
             _signals.restore(old)
+            HEALTH.stopped(self)
             log_stopped(self.queue.name, self.worker_id, self.counts)
 
     def _join_claimer(self, claimer: threading.Thread) -> None:

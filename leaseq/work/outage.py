@@ -18,6 +18,7 @@ import time
 from typing import Literal
 
 from leaseq.errors import DamagedRow, InvalidArgument, LeaseLost, LeaseqError, ServerUnavailable
+from leaseq.observe.health import HEALTH
 from leaseq.work.log import log_job
 
 BACKOFF_START, BACKOFF_CAP = 0.1, 5.0
@@ -70,6 +71,7 @@ class Outage:
             first = self.since is None
             if first:
                 self.since = time.monotonic()
+                HEALTH.outage(self, self.since)
             self._failing.add(what)
         log_job(
             self.queue,
@@ -93,6 +95,7 @@ class Outage:
             if self._failing:
                 return
             since, self.since = self.since, None
+            HEALTH.outage(self, None)
         if since is not None:
             log_job(
                 self.queue,

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from leaseq.observe.health import HEALTH
 from leaseq.work.held import Task
 from leaseq.work.log import log_job
 from leaseq.work.outcomes import OVERDUE, RELEASE, HandlerTimeout, decide, job_timeout
@@ -253,6 +254,7 @@ class Timeouts:
             self._tell(count)
 
     def _tell(self, count: int) -> None:
+        HEALTH.stuck(self, count)
         if count:
             log_job(
                 self.queue,

@@ -18,6 +18,7 @@ import redis
 import leaseq
 from leaseq.errors import DamagedRow
 from tests.support.store import DIGITS, HUGE, NEGATIVE
+from tests.support.servers import wait_until
 from tests.support.web import client_for
 
 with warnings.catch_warnings():
@@ -339,6 +340,36 @@ def test_metrics(seeded: leaseq.Queue, r: Any) -> None:
     assert re.search(r'leaseq_jobs_finished_total\{outcome="dead",queue="emails"\} 1\.0', text)
     assert 'leaseq_queue_paused{queue="emails"} 1.0' in text
     assert "# TYPE leaseq_jobs_enqueued_total counter" in text
+
+
+def test_scale_api_gives_an_autoscaler_the_backlog_behind_the_auth(
+    seeded: leaseq.Queue, r: Any
+) -> None:
+    seeded.enqueue({"late": 1}, delay=3600.0)  # scheduled later: not backlog
+    due = seeded.enqueue({"due": 1}, delay=0.001)
+    wait_until(lambda: seeded.stats().overdue == 1, 5, what="the delayed job to fall due")
+    c = client_for(r, auth="s3cret")
+    bearer = {"authorization": "Bearer s3cret"}
+    assert c.get("/api/scale/emails").status_code == 401
+    # 75 seeded, one of them dead: 74 pending, and the due one not yet promoted.
+    assert c.get("/api/scale/emails", headers=bearer).json()["backlog"] == 75
+    lease = seeded.claim(ttl=60.0)  # promotes the due one, and leases one
+    assert lease is not None and lease.id != due
+    got = c.get("/api/scale/emails", headers=bearer)
+    assert got.status_code == 200 and got.headers["content-type"] == "application/json"
+    doc = got.json()
+    assert doc == {
+        "queue": "emails",
+        "backlog": 74,
+        "in_flight": 1,
+        "oldest_ready_age": doc["oldest_ready_age"],
+        "paused": False,
+    }
+    assert 0 <= doc["oldest_ready_age"] < 60
+    assert c.get("/api/scale/nope", headers=bearer).status_code >= 400
+    text = c.get("/metrics", headers=bearer).text
+    assert 'leaseq_backlog{queue="emails"} 74.0' in text
+    assert 'leaseq_in_flight{queue="emails"} 1.0' in text
 
 
 def test_leaseq_web_serves_on_loopback(redis_server: Any) -> None:

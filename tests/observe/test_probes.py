@@ -1,0 +1,136 @@
+"""A worker pod's endpoint (``leaseq worker --metrics-port --metrics-host``):
+``/healthz`` and ``/readyz`` as the kubelet reads them, ``/scale`` as KEDA's
+metrics-api scaler reads it, on a real worker process and a real server that
+is killed and started again.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import leaseq
+from leaseq.observe.health import Health
+from tests.support.servers import RedisServer, free_port, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_verdicts() -> None:
+    h, worker, log, timeouts = Health(), object(), object(), object()
+    assert not h.ready().ok and h.ready().reason == "no worker running"
+    assert h.live().ok
+    h.running(worker, "emails")
+    assert h.ready().ok
+    h.outage(log, 0.0)
+    assert not h.ready().ok and "Redis unavailable" in h.ready().reason
+    h.outage(log, None)
+    h.stuck(timeouts, 2)
+    assert not h.live().ok and h.live().reason == "2 handler(s) stuck past their timeout"
+    h.stopped(worker)
+    assert not h.live().ok  # stuck threads outlive their worker's stop
+    h.stuck(timeouts, 0)
+    assert h.live().ok
+    h.children(1, 2)
+    assert not h.ready().ok and h.ready().reason == "1 of 2 worker processes running"
+    h.children(2, 2)
+    assert h.ready().ok
+
+
+@pytest.fixture
+def server() -> Iterator[RedisServer]:
+    s = RedisServer("--appendonly", "yes", "--appendfsync", "always")  # outlives a kill
+    yield s
+    s.stop()
+
+
+def _get(port: int, path: str) -> httpx.Response | None:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}{path}", timeout=2.0)
+    except httpx.HTTPError:
+        return None
+
+
+def _status(port: int, path: str) -> int | None:
+    got = _get(port, path)
+    return None if got is None else got.status_code
+
+
+def _worker(url: str, port: int, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "leaseq"), "--url", url, "worker", "probed",
+         "tests.support.handlers:sleep", "--metrics-port", str(port),
+         "--metrics-host", "127.0.0.1", "--ttl", "5", *extra],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def test_ready_follows_redis_and_scale_gives_the_backlog(server: RedisServer) -> None:
+    url = f"redis://127.0.0.1:{server.port}/0"
+    q = leaseq.Queue.from_url(url, "probed", enqueue_retry=0)
+    q.pause()  # claims lease nothing: the backlog stays put
+    q.enqueue_many([{"s": 0} for _ in range(7)])
+    port = free_port()
+    proc = _worker(url, port)
+    try:
+        wait_until(lambda: _status(port, "/readyz") == 200, 20, what="the worker to be ready")
+        assert _status(port, "/healthz") == 200
+        scale = _get(port, "/scale")
+        assert scale is not None and scale.status_code == 200
+        assert scale.json() | {"oldest_ready_age": 0} == {
+            "queue": "probed",
+            "backlog": 7,
+            "in_flight": 0,
+            "oldest_ready_age": 0,
+            "paused": True,
+        }
+        server.kill()
+        wait_until(lambda: _status(port, "/readyz") == 503, 20, what="readyz to see Redis down")
+        got = _get(port, "/readyz")
+        assert got is not None and "Redis unavailable" in got.json()["reason"]
+        assert _status(port, "/healthz") == 200  # a restart would not bring Redis back
+        assert _status(port, "/scale") == 503
+        server.start()
+        wait_until(lambda: _status(port, "/readyz") == 200, 30, what="readyz once Redis is back")
+        q.resume()
+        wait_until(lambda: q.stats().succeeded == 7, 20, what="the backlog to drain")
+        assert _status(port, "/nope") == 404
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    q.close()
+
+
+def test_a_handler_stuck_past_its_timeout_fails_liveness(server: RedisServer) -> None:
+    url = f"redis://127.0.0.1:{server.port}/0"
+    q = leaseq.Queue.from_url(url, "probed")
+    port = free_port()
+    proc = _worker(url, port, "--timeout", "0.2", "--grace", "0.5")
+    try:
+        wait_until(lambda: _status(port, "/healthz") == 200, 20, what="the worker to be live")
+        q.enqueue({"s": 60})  # a thread cannot be killed: stuck once past 0.2 s
+        wait_until(lambda: _status(port, "/healthz") == 503, 20, what="healthz to see it stuck")
+        got: Any = _get(port, "/healthz")
+        assert got.json() == {"ok": False, "reason": "1 handler(s) stuck past their timeout"}
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)
+    q.close()
+
+
+def test_the_endpoint_refuses_an_address_it_cannot_bind(server: RedisServer) -> None:
+    url = f"redis://127.0.0.1:{server.port}/0"
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "leaseq"), "--url", url, "worker", "probed",
+         "tests.support.handlers:noop", "--metrics-port", "1", "--metrics-host", "192.0.2.1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "cannot listen on 192.0.2.1:1" in proc.stderr and "Traceback" not in proc.stderr
