@@ -353,6 +353,19 @@ class JobContext:
         else:
             await asyncio.to_thread(self.progress, value)
 
+    def parent_results(self) -> list[Any]:
+        """The results of this job's parents, in its ``depends_on`` order
+        (``Queue.parent_results``): what a fan-in task reads."""
+        if self.aqueue is not None and _on_a_loop():
+            raise InvalidArgument(
+                "parent_results: in an async def handler, await ctx.aparent_results()"
+            )
+        return list(self._steps_queue().parent_results(self.lease))
+
+    async def aparent_results(self) -> list[Any]:
+        """``parent_results`` for an ``async def`` handler (awaited)."""
+        return list(await self._acall("parent_results", self.lease))
+
     def raise_if_lost(self) -> None:
         """Raise LeaseLost if the lease is gone (a cheap local check, no Redis call)."""
         if self.lost.is_set():

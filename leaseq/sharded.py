@@ -77,6 +77,8 @@ class ShardedBase(Generic[Q]):
         )
         self.redis = redis
         self._core = self.shards[0]._core
+        for shard in self.shards[1:]:  # one table of typed tasks for every shard
+            shard._core.tasks = self._core.tasks
         self._checked = False
         self._owns_client = False
         self._ops = ShardedOps([shard._ops for shard in self.shards])

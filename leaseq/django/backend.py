@@ -28,7 +28,8 @@ import os
 import traceback
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 from django.conf import settings
 from django.core.exceptions import SuspiciousOperation
@@ -38,7 +39,8 @@ from django.utils.module_loading import import_string
 
 from leaseq.errors import InvalidArgument, InvalidName
 from leaseq.queue import Queue, connect
-from leaseq.types import Job, Lease, State
+from leaseq.store.enqueue import option_args
+from leaseq.types import Job, JobOptions, Lease, State, Unique
 
 try:  # Django 6.0 and later
     from django.tasks import (
@@ -50,7 +52,7 @@ try:  # Django 6.0 and later
     )
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import TaskError
-    from django.tasks.exceptions import TaskResultDoesNotExist
+    from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
     from django.utils.json import normalize_json
 except ImportError:  # the django-tasks backport
@@ -62,6 +64,7 @@ except ImportError:  # the django-tasks backport
     )
     from django_tasks.backends.base import BaseTaskBackend  # type: ignore[no-redef]
     from django_tasks.base import Task, TaskError  # type: ignore[no-redef]
+    from django_tasks.exceptions import InvalidTaskError as InvalidTask  # type: ignore[no-redef]
     from django_tasks.exceptions import TaskResultDoesNotExist  # type: ignore[no-redef]
     from django_tasks.signals import (  # type: ignore[no-redef]
         task_enqueued,
@@ -70,7 +73,7 @@ except ImportError:  # the django-tasks backport
     )
     from django_tasks.utils import normalize_json  # type: ignore[no-redef]
 
-__all__ = ["PRIORITY_ZERO", "LeaseqBackend", "TaskRaised"]
+__all__ = ["PRIORITY_ZERO", "LeaseqBackend", "LeaseqTask", "TaskRaised"]
 
 PRIORITY_ZERO = 100
 """leaseq priority = ``PRIORITY_ZERO - django priority``."""
@@ -121,6 +124,31 @@ def _task_error(text: str) -> TaskError:
     return TaskError(exception_class_path=path, traceback=tb)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseqTask(Task):  # type: ignore[misc]
+    """A Django task with leaseq's job options, which ``@task(...)`` passes on
+    (Django 6.1 and the backport hand the decorator's other keyword arguments to
+    the backend's ``task_class``): ``@task(max_attempts=3, timeout=60.0,
+    group="tenant-7")``. None (the default) leaves the queue's own; checked
+    when the task is made (``InvalidTask``) and kept by ``using()``."""
+
+    max_attempts: int | None = None
+    """Attempts before the job is dead-lettered (the backend's default: 1)."""
+    timeout: float | None = None
+    """Seconds one attempt may run (``enqueue(..., timeout=)``)."""
+    group: str | None = None
+    """The fair group its jobs take turns in (docs/flow-control.md)."""
+    unique: Unique | None = None
+    """At most one unfinished job per key (``leaseq.Unique``)."""
+
+    def job_options(self) -> JobOptions:
+        """The options given, as ``Queue.enqueue`` takes them."""
+        named = ("max_attempts", "timeout", "group", "unique")
+        return cast(
+            JobOptions, {k: getattr(self, k) for k in named if getattr(self, k) is not None}
+        )
+
+
 class LeaseqBackend(BaseTaskBackend):  # type: ignore[misc]
     """``TASKS = {"default": {"BACKEND": "leaseq.django.LeaseqBackend", "QUEUES":
     ["default"], "OPTIONS": {"url": "redis://...", ...}}}``.
@@ -131,6 +159,7 @@ class LeaseqBackend(BaseTaskBackend):  # type: ignore[misc]
     task once (a worker crash then dead-letters it: raise it to retry).
     """
 
+    task_class = LeaseqTask
     supports_defer = True
     supports_async_task = True
     supports_get_result = True
@@ -162,6 +191,14 @@ class LeaseqBackend(BaseTaskBackend):  # type: ignore[misc]
             )
         return found
 
+    def validate_task(self, task: Task) -> None:
+        super().validate_task(task)
+        if isinstance(task, LeaseqTask):
+            try:
+                option_args(self.queue(task.queue_name)._core, task.job_options(), "task")
+            except InvalidArgument as exc:
+                raise InvalidTask(f"task {task.module_path}: {exc}") from None
+
     # -- producing ---------------------------------------------------------------
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
@@ -185,13 +222,11 @@ class LeaseqBackend(BaseTaskBackend):  # type: ignore[misc]
             delay = max(0.0, (task.run_after - _now()).total_seconds())
             payload["run_after"] = task.run_after.timestamp()
         queue = self.queue(task.queue_name)
-        queue.enqueue(
-            payload,
-            id=result.id,
-            kind=task.module_path,
-            priority=PRIORITY_ZERO - task.priority,
-            delay=delay,
-        )
+        options: JobOptions = task.job_options() if isinstance(task, LeaseqTask) else {}
+        options["kind"] = task.module_path
+        options["priority"] = PRIORITY_ZERO - task.priority
+        options["delay"] = delay
+        queue.enqueue(payload, id=result.id, **options)
         # The row's time (the server's clock, ms), so the result read back equals
         # this one: one more round trip, which the reference backends pay too.
         job = queue.get(result.id)

@@ -9,9 +9,9 @@ from leaseq.store.keys import check_job_id
 from leaseq.store.replies import admin_error, as_text
 from leaseq.store.scripts import SCRIPTS
 from leaseq.store.settings import QueueSettings
-from leaseq.store.steps import Call, Op
+from leaseq.store.steps import Call, Command, Op
 
-__all__ = ["run_now", "run_now_call", "update", "update_call"]
+__all__ = ["checked_edit", "run_now", "run_now_call", "update", "update_call"]
 
 
 def update_call(queue: QueueSettings, job_id: str, payload: Any) -> Call[None]:
@@ -32,8 +32,19 @@ def update(queue: QueueSettings, job_id: str, *, payload: Any) -> Op[None]:
     scheduled); the old one goes to the event stream entry of the change.
     Checked as ``enqueue`` checks a payload, before anything is written.
     Raises JobNotFound, JobStateError (active or finished), InvalidPayload,
-    PayloadTooLarge."""
-    yield update_call(queue, job_id, payload)
+    PayloadTooLarge, and what a typed task of the job's kind raises for a call
+    that does not fit it (``QueueSettings.check_edit``)."""
+    call = update_call(queue, job_id, payload)
+    yield from checked_edit(queue, job_id, payload)
+    yield call
+
+
+def checked_edit(queue: QueueSettings, job_id: str, payload: Any) -> Op[None]:
+    """Check a new payload of ``job_id`` against the typed task of its kind, when
+    this process made typed tasks on the queue (one HGET of the kind; none else)."""
+    if queue.tasks:
+        kind = yield Command("hget", (queue.keys.job(job_id), "kind"))
+        queue.check_edit(None if kind is None else as_text(kind), payload)
 
 
 def run_now_call(queue: QueueSettings, job_id: str) -> Call[None]:

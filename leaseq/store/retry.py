@@ -9,6 +9,7 @@ from typing import Any
 
 from leaseq.errors import DamagedRow
 from leaseq.store import validate as v
+from leaseq.store.edit import checked_edit
 from leaseq.store.keys import check_job_id
 from leaseq.store.paging import PAGE_LIMIT, START, Cursor, Page, Run, paged
 from leaseq.store.replies import admin_error, as_text
@@ -61,8 +62,12 @@ def retry_dead(
     raised; returns the new max_attempts. ``payload``: a new payload, checked
     as ``enqueue`` checks one, written in the same call (edit and retry; the
     old one goes to the event stream). Raises JobNotFound, JobStateError,
-    InvalidPayload, PayloadTooLarge."""
-    bound: int = yield retry_call(queue, job_id, attempts, payload)
+    InvalidPayload, PayloadTooLarge, and what a typed task of the job's kind
+    raises for a call that does not fit it."""
+    call = retry_call(queue, job_id, attempts, payload)
+    if payload is not KEEP:
+        yield from checked_edit(queue, job_id, payload)
+    bound: int = yield call
     return bound
 
 

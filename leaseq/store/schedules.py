@@ -300,6 +300,7 @@ def schedule(
     writing."""
     check_queue_name(name, "schedule name")
     job = option_args(queue, options, "schedule")
+    queue.check_edit(options.get("kind"), payload)  # a typed task's call must fit it
     if job["delay_ms"]:
         raise InvalidArgument("a schedule's jobs run at their due time: delay= does not apply")
     if options.get("depends_on") or "on_parent_failure" in options:

@@ -108,11 +108,21 @@ class QueueSettings:
         self.durable_timeout_ms = v.seconds_to_ms(
             durable_timeout, "durable_timeout", minimum_ms=1, maximum=60.0
         )
+        self.tasks: dict[str, Any] = {}
+        """The typed tasks made on this queue, by kind (``leaseq.work.tasks``): an
+        edit of a job of such a kind is checked by the task (``check_edit``)."""
         self.enqueue_retry = (
             v.seconds_to_ms(enqueue_retry, "enqueue_retry", minimum_ms=0, maximum=3600.0) / 1000.0
         )
         """Seconds an enqueue is sent again while the server is unavailable (a
         failover, a restart); 0 = raise at once (``leaseq.transport.lower``)."""
+
+    def check_edit(self, kind: str | None, payload: Any) -> None:
+        """Raise what the typed task of ``kind`` raises for ``payload`` (a call that
+        does not fit its signature); nothing for a kind no task of this process has."""
+        task = self.tasks.get(kind) if kind else None
+        if task is not None:
+            task.check(payload)
 
     def lease_ms(self, ttl: float) -> int:
         """A lease length in ms: finite, > 0, at most MAX_TTL and the queue's lease_cap."""

@@ -158,7 +158,19 @@ class Task(Generic[P, R]):
         to their annotations; returns what it returns (a coroutine for ``async
         def``). Raises InvalidPayload or InvalidTaskArgument for a payload that
         does not fit."""
-        payload = lease.payload
+        bound = self._stored(lease.payload, f"job {lease.id!r}")
+        return self.fn(*bound.args, **bound.kwargs)
+
+    def check(self, payload: Any) -> None:
+        """Raise InvalidPayload or InvalidTaskArgument unless ``payload`` is a call
+        of this task in its stored form (``{"args": [...], "kwargs": {...}}``) that
+        fits the signature: what an edit of one of its jobs (``retry_dead(...,
+        payload=)``, ``update``, ``schedule(..., kind=)``) is checked by, before
+        anything is written."""
+        self._stored(payload, "the payload")
+
+    def _stored(self, payload: Any, what: str) -> inspect.BoundArguments:
+        """The arguments of a stored call, bound and converted to their annotations."""
         if (
             not isinstance(payload, dict)
             or not isinstance(payload.get("args", []), list)
@@ -166,14 +178,31 @@ class Task(Generic[P, R]):
             or set(payload) - {"args", "kwargs"}
         ):
             raise InvalidPayload(
-                f"task {self.name!r}: job {lease.id!r} has no call in its payload "
+                f"task {self.name!r}: {what} has no call in it "
                 '(want {"args": [...], "kwargs": {...}})'
             )
         bound = self._bind(payload.get("args", []), payload.get("kwargs", {}))
         types = self._types
         for name, value in bound.arguments.items():
             bound.arguments[name] = self._convert(name, value, types)
-        return self.fn(*bound.args, **bound.kwargs)
+        return bound
+
+    def schedule(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Create or change the schedule ``name`` of calls of this task: ``every=``
+        seconds or ``cron=`` (and ``tz=``) among ``kwargs`` as ``Queue.schedule``
+        takes them, the rest the call's arguments, checked now:
+        ``report.schedule("nightly", cron="0 3 * * *", region="eu")``."""
+        timing = {k: kwargs.pop(k) for k in ("every", "cron", "tz") if k in kwargs}
+        options = dict(self.job_options)
+        if options.pop("id", None) is not None:
+            raise InvalidArgument("id= names one job: a schedule makes a job per due time")
+        payload = self.payload(*args, **kwargs)
+        return self.queue.schedule(name, payload, kind=self.name, **timing, **options)
+
+    def retry_dead(self, job_id: str, *args: Any, **kwargs: Any) -> Any:
+        """Retry the dead job ``job_id`` of this task with a new call, checked now
+        (``Queue.retry_dead(job_id, payload=...)``); returns its new max_attempts."""
+        return self.queue.retry_dead(job_id, payload=self.payload(*args, **kwargs))
 
     @property
     def handler(self) -> Handler:
@@ -345,7 +374,9 @@ class TaskHost:
         return {name: task.handler for name, task in self._task_table().items()}
 
     def _task_table(self) -> dict[str, Task[Any, Any]]:
-        table: dict[str, Task[Any, Any]] = self.__dict__.setdefault("_leaseq_tasks", {})
+        # Kept on the queue's settings: the store's edits of a job (retry_dead,
+        # update, schedule) check a payload by its kind there (``Task.check``).
+        table: dict[str, Task[Any, Any]] = self._core.tasks  # type: ignore[attr-defined]
         return table
 
 

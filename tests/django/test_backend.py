@@ -215,3 +215,24 @@ def test_a_job_that_is_no_django_task(tasks: Any) -> None:
     job = queue.get(plain)
     assert job is not None and job.state is leaseq.State.DEAD
     assert "ImportError" in (job.last_error or "") and "nope.missing" in (job.last_error or "")
+
+
+def test_leaseq_job_options_through_the_task_decorator(tasks: Any) -> None:
+    try:
+        from django.tasks import task
+    except ImportError:
+        from django_tasks import task  # type: ignore[no-redef]
+
+    backend = default_task_backend
+    result = tasks.careful.using(priority=5).enqueue(7)  # using() keeps them
+    job = backend.queue("default").get(result.id)
+    assert job is not None and (job.max_attempts, job.timeout, job.group) == (3, 5.0, "tenant-7")
+    assert job.priority == 95
+    plain = backend.queue("default").get(tasks.add.enqueue(1, 2).id)
+    assert plain is not None and (plain.max_attempts, plain.timeout, plain.group) == (1, None, None)
+    with pytest.raises(InvalidTask, match="max_attempts"):
+        task(max_attempts=0)(tasks.plain)
+    with pytest.raises(InvalidTask, match="timeout"):
+        task(timeout=float("nan"))(tasks.plain)
+    with pytest.raises(TypeError):
+        task(retries=3)(tasks.plain)  # not an option: refused as Python refuses a keyword

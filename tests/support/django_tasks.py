@@ -52,3 +52,14 @@ def flaky(tag: str) -> str:
         ran.append(f"flaky:{tag}")
         raise ValueError(f"{tag} not yet")
     return tag
+
+
+@task(max_attempts=3, timeout=5.0, group="tenant-7")
+def careful(n: int) -> int:
+    """A task with leaseq's job options (``leaseq.django.LeaseqTask``)."""
+    return n
+
+
+def plain() -> None:
+    """Not a task: tests make tasks of it with bad options (Django wants a
+    module-level function)."""

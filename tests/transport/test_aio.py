@@ -207,6 +207,8 @@ EXCLUDED: dict[str, str] = {
     "worker.tasks.arguments_that_do_not_fit_are_refused_and_nothing_is_written": _TASKS,
     "worker.tasks.async_tasks_run_on_the_threaded_worker": _TASKS,
     "worker.tasks.bad_task_declarations_are_refused": _TASKS,
+    "worker.tasks.edits_of_a_tasks_jobs_are_checked_against_its_signature": _TASKS,
+    "worker.tasks.a_fan_in_task_reads_its_parents_results_from_its_job": _TASKS,
     "worker.tasks.typed_values_round_trip_through_the_worker": _TASKS,
     "worker.tasks.wait_raises_for_a_failed_job_and_on_timeout": _TASKS,
     "worker.testing.a_burst_runs_a_dead_workers_expired_lease": _THREADED_WORKER,

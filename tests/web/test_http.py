@@ -17,8 +17,8 @@ import redis
 
 import leaseq
 from leaseq.errors import DamagedRow
-from tests.support.store import DIGITS, HUGE, NEGATIVE
 from tests.support.servers import wait_until
+from tests.support.store import DIGITS, HUGE, NEGATIVE
 from tests.support.web import client_for
 
 with warnings.catch_warnings():

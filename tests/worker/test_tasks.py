@@ -162,6 +162,78 @@ def test_a_job_whose_payload_no_longer_fits_fails_its_attempt(q: leaseq.Queue) -
     assert "no call" in (junk.last_error or "")
 
 
+def test_edits_of_a_tasks_jobs_are_checked_against_its_signature(q: leaseq.Queue) -> None:
+    send_email, *_ = _tasks(q)
+    bad = {"args": [], "kwargs": {"to": "a@b.c", "subject": 10}}
+    job_id = send_email.options(max_attempts=1).enqueue("a@b.c", "hi")
+    before = q.get(job_id)
+    with pytest.raises(leaseq.InvalidTaskArgument) as info:
+        q.update(job_id, payload=bad)
+    assert info.value.argument == "subject"
+    with pytest.raises(leaseq.InvalidPayload, match="no call"):
+        q.update(job_id, payload={"to": "a@b.c"})
+    assert q.get(job_id) == before  # nothing written
+    q.update(job_id, payload={"args": ["b@c.d", "hello"], "kwargs": {}})
+    lease = q.claim(ttl=30.0)
+    assert lease is not None and lease.payload["args"] == ["b@c.d", "hello"]
+    q.fail(lease, "down", dead=True)
+    with pytest.raises(leaseq.InvalidTaskArgument):
+        q.retry_dead(job_id, payload=bad)
+    dead = q.get(job_id)
+    assert dead is not None and dead.state is leaseq.State.DEAD and dead.max_attempts == 1
+    # Typed: the task's own retry checks the call as enqueue does.
+    with pytest.raises(leaseq.InvalidTaskArgument):
+        send_email.retry_dead(job_id, "c@d.e")
+    # The queue's max_attempts (5) more tries after the one it used.
+    assert send_email.retry_dead(job_id, "c@d.e", "again", html=True) == 6
+    again = q.get(job_id)
+    assert again is not None and again.state is leaseq.State.PENDING
+    assert again.payload == {
+        "args": [],
+        "kwargs": {"to": "c@d.e", "subject": "again", "html": True},
+    }
+    # A schedule of the task's kind is checked; the task's own schedule too.
+    with pytest.raises(leaseq.InvalidTaskArgument):
+        q.schedule("digest", bad, every=60.0, kind=send_email.name)
+    with pytest.raises(leaseq.InvalidTaskArgument):
+        send_email.schedule("digest", "a@b.c", every=60.0)
+    assert q.schedules() == []
+    made = send_email.schedule("digest", "a@b.c", "daily", every=60.0)
+    assert made.kind == send_email.name and made.every == 60.0
+    # A kind no task of this process has is not checked: any payload goes.
+    other = q.enqueue({"free": "form"}, kind="elsewhere.task")
+    q.update(other, payload={"still": "free"})
+
+
+def test_a_fan_in_task_reads_its_parents_results_from_its_job(q: leaseq.Queue) -> None:
+    @q.task(name="part")
+    def part(n: int) -> int:
+        return n * 10
+
+    @q.task(name="total")
+    def total() -> int:
+        return sum(leaseq.current_job().parent_results())
+
+    parents = [part.enqueue(n) for n in (1, 2, 3)]
+    job_id = total.options(depends_on=parents).enqueue()
+    leaseq.Worker(q, q.tasks, handle_signals=False).run(burst=True)
+    assert total.wait(job_id, timeout=5.0) == 60
+
+
+def test_edits_on_a_sharded_queue_are_checked_on_every_shard(r: Any) -> None:
+    sharded = leaseq.ShardedQueue("wide", shards=3, redis=r, backoff=0.0)
+
+    @sharded.task(name="square")
+    def square(n: int) -> int:
+        return n * n
+
+    ids = [square.enqueue(i) for i in range(9)]  # over every shard
+    for job_id in ids:
+        with pytest.raises(leaseq.InvalidTaskArgument):
+            sharded.update(job_id, payload={"args": ["x"], "kwargs": {}})
+        sharded.update(job_id, payload={"args": [3], "kwargs": {}})
+
+
 def test_async_tasks_run_on_the_threaded_worker(q: leaseq.Queue) -> None:
     @q.task(name="double")
     async def double(n: int) -> int:
