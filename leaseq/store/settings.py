@@ -54,6 +54,13 @@ def default_worker_id() -> str:
 class QueueSettings:
     """A queue's validated settings, keys and codec. No I/O."""
 
+    tasks: dict[str, Any]
+    """The typed tasks made on this queue, by kind (``leaseq.work.tasks``): an
+    edit of a job of such a kind is checked by the task (``check_edit``)."""
+    enqueue_retry: float
+    """Seconds an enqueue is sent again while the server is unavailable (a
+    failover, a restart); 0 = raise at once (``leaseq.transport.lower``)."""
+
     def __init__(
         self,
         name: str,
@@ -108,14 +115,9 @@ class QueueSettings:
         self.durable_timeout_ms = v.seconds_to_ms(
             durable_timeout, "durable_timeout", minimum_ms=1, maximum=60.0
         )
-        self.tasks: dict[str, Any] = {}
-        """The typed tasks made on this queue, by kind (``leaseq.work.tasks``): an
-        edit of a job of such a kind is checked by the task (``check_edit``)."""
-        self.enqueue_retry = (
-            v.seconds_to_ms(enqueue_retry, "enqueue_retry", minimum_ms=0, maximum=3600.0) / 1000.0
-        )
-        """Seconds an enqueue is sent again while the server is unavailable (a
-        failover, a restart); 0 = raise at once (``leaseq.transport.lower``)."""
+        self.tasks = {}
+        retry_ms = v.seconds_to_ms(enqueue_retry, "enqueue_retry", minimum_ms=0, maximum=3600.0)
+        self.enqueue_retry = retry_ms / 1000.0
 
     def check_edit(self, kind: str | None, payload: Any) -> None:
         """Raise what the typed task of ``kind`` raises for ``payload`` (a call that
