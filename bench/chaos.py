@@ -47,14 +47,12 @@ Sentinel-managed primary SIGKILLed or failed over under load
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -63,6 +61,7 @@ from typing import Any
 import redis
 
 import leaseq
+from bench.server import Server
 
 QUEUE = "chaos"
 MAX_ATTEMPTS = 8
@@ -82,15 +81,26 @@ def working_key(queue: str) -> str:
 # -- the worker process ------------------------------------------------------------
 
 
-def work(url: str, queue: str, mode: str, ttl: float, seed: int, acks: str | None) -> None:
+def work(
+    url: str,
+    queue: str,
+    mode: str,
+    ttl: float,
+    seed: int,
+    acks: str | None,
+    history: str | None = None,
+) -> None:
     """A worker process: claim, log the delivery, fail or do the effect, complete.
 
     ``acks``: a file to which the id of every completion the server
     acknowledged is appended (flushed at once), so a test can check that the
-    server still has it after a crash.
+    server still has it after a crash. ``history``: a file for this worker's
+    records of ``bench.histories`` (each lease it was handed, each completion
+    acknowledged), flushed line by line.
     """
     r = redis.Redis.from_url(url)
     ack_file = open(acks, "a", buffering=1) if acks else None  # noqa: SIM115 - lives as long as we do
+    log = open(history, "a", buffering=1) if history else None  # noqa: SIM115 - the same
     q = leaseq.Queue(queue, redis=r, max_attempts=MAX_ATTEMPTS, backoff=0.0, keep_succeeded=None)
     deliveries, effects = app_keys(queue)
     rng = random.Random(seed)
@@ -103,9 +113,15 @@ def work(url: str, queue: str, mode: str, ttl: float, seed: int, acks: str | Non
             continue
         if lease is None:
             continue
+        token = {"id": lease.id, "attempt": lease.attempt, "fence": lease.fence}
+        if log:
+            log.write(json.dumps({"op": "lease", **token, "worker": os.getpid()}) + "\n")
         try:
-            if handle(q, r, lease, mode, rng, deliveries, effects) and ack_file:
-                ack_file.write(lease.id + "\n")
+            if handle(q, r, lease, mode, rng, deliveries, effects):
+                if ack_file:
+                    ack_file.write(lease.id + "\n")
+                if log:
+                    log.write(json.dumps({"op": "complete", **token}) + "\n")
         except leaseq.LeaseLost:
             pass  # reaped while we slept: someone else has (or had) it
         except (leaseq.ServerUnavailable, redis.ConnectionError):
@@ -190,7 +206,7 @@ def handle(
     if payload.get("flaky") and lease.attempt == 1:
         q.fail(lease, "flaky: first attempt fails", retry_in=0)
         return False
-    time.sleep(rng.uniform(0, 0.02))  # the "work"
+    time.sleep(payload.get("work", rng.uniform(0, 0.02)))  # the "work"
     if mode == "effects":
         q.complete(lease, effects=[("HINCRBY", effects, lease.id, 1)])
         return True
@@ -202,45 +218,6 @@ def handle(
 
 
 # -- the driver --------------------------------------------------------------------
-
-
-class Server:
-    """A throw-away redis-server on 127.0.0.1 and a free port."""
-
-    def __init__(self, *extra: str) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = int(s.getsockname()[1])
-        self.dir = tempfile.mkdtemp(prefix="leaseq-chaos-")
-        exe = shutil.which("redis-server") or "redis-server"
-        self.proc = subprocess.Popen(
-            [
-                *(exe, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", self.dir),
-                *("--save", "", "--appendonly", "no", *extra),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        client = redis.Redis(port=self.port)
-        give_up = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > give_up:
-                    raise
-                time.sleep(0.02)
-        client.close()
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def stop(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 MIN_AGE = 0.2
@@ -277,6 +254,8 @@ class Workers:
         self.born: list[float | None] = [None] * k
         """When each worker was first seen working (None: not yet)."""
         self.kills = 0
+        self.stalled: dict[int, float] = {}
+        """Workers SIGSTOPped now, and when each is to get its SIGCONT."""
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         env = dict(os.environ, PYTHONPATH=str(ROOT), LEASEQ_URL=self.url)
@@ -291,11 +270,12 @@ class Workers:
         cmd += ["--seed", str(self.rng.randrange(2**31))]
         if self.acks:
             cmd += ["--acks", os.path.join(self.acks, f"worker-{self.spawned}.acks")]
+            cmd += ["--history", os.path.join(self.acks, f"worker-{self.spawned}.history")]
         self.spawned += 1
         return subprocess.Popen(cmd, cwd=ROOT, env=env)
 
-    def kill_one(self) -> None:
-        now = time.monotonic()
+    def _grown(self, now: float) -> list[int]:
+        """The workers that have worked for MIN_AGE (and are not stalled now)."""
         try:
             working = {int(pid) for pid in self.redis.smembers(working_key(self.queue))}
         except redis.RedisError:  # the restart test has the server down: none is new
@@ -303,9 +283,32 @@ class Workers:
         for i, proc in enumerate(self.procs):
             if self.born[i] is None and proc.pid in working:
                 self.born[i] = now
-        grown = [
-            i for i, born in enumerate(self.born) if born is not None and now - born >= MIN_AGE
+        return [
+            i
+            for i, born in enumerate(self.born)
+            if born is not None and now - born >= MIN_AGE and i not in self.stalled
         ]
+
+    def stall_one(self, seconds: float) -> None:
+        """SIGSTOP a random worker for ``seconds`` (``resume_due`` sends SIGCONT):
+        a process paused past its lease (a GC pause, a frozen VM) wakes up still
+        holding leases that others hold now; fencing must refuse every write of it."""
+        grown = self._grown(time.monotonic())
+        if grown:
+            i = self.rng.choice(grown)
+            self.procs[i].send_signal(signal.SIGSTOP)
+            self.stalled[i] = time.monotonic() + seconds
+            self.kills += 1
+
+    def resume_due(self) -> None:
+        now = time.monotonic()
+        for i, until in list(self.stalled.items()):
+            if now >= until:
+                self.procs[i].send_signal(signal.SIGCONT)
+                del self.stalled[i]
+
+    def kill_one(self) -> None:
+        grown = self._grown(time.monotonic())
         if not grown:
             return
         i = self.rng.choice(grown)
@@ -317,16 +320,20 @@ class Workers:
 
     def stop(self) -> None:
         for proc in self.procs:
+            proc.send_signal(signal.SIGCONT)  # a stopped process dies at SIGKILL too; be sure
             proc.kill()
         for proc in self.procs:
             proc.wait()
         self.redis.close()
 
 
-def enqueue(q: leaseq.Queue, jobs: int, rng: random.Random) -> list[str]:
-    payloads = [
+def enqueue(q: leaseq.Queue, jobs: int, rng: random.Random, work: float = 0.0) -> list[str]:
+    """The run's jobs; ``work``: each takes up to that many seconds (0: up to 20 ms)."""
+    payloads: list[dict[str, Any]] = [
         {"i": i, "poison": rng.random() < 0.01, "flaky": rng.random() < 0.05} for i in range(jobs)
     ]
+    for payload in payloads if work else ():
+        payload["work"] = rng.uniform(0, work)
     return q.enqueue_many(payloads, ids=[f"j{i}" for i in range(jobs)])
 
 
@@ -344,6 +351,8 @@ def drive(
     during: Any = None,
     acks: str | None = None,
     runner: str = "loop",
+    stall: float = 0.0,
+    work: float = 0.0,
 ) -> dict[str, Any]:
     """Run one chaos run against ``url``; return the report (see ``check``).
 
@@ -351,15 +360,22 @@ def drive(
     kills the server from there); while it returns True the run goes on even
     with nothing left to do, so what it means to do happens however fast the
     workers drain. ``acks``: a directory for the workers'
-    files of acknowledged completions (see ``work``). ``runner``: ``loop`` or
-    ``leaseq`` (see the module docstring).
+    files of acknowledged completions and the run's history (``bench.histories``:
+    the workers' leases and completions, the producer's enqueues, the queue's
+    clock as the driver reads it; see ``work``). ``runner``: ``loop`` or
+    ``leaseq`` (see the module docstring). ``stall``: SIGSTOP a worker for that
+    many seconds every ``kill_every`` instead of SIGKILLing one (0: kill).
+    ``work``: the most seconds a job's work takes (0: 20 ms).
     """
     if runner != "loop" and mode != "once":
         raise ValueError(f"--runner {runner} runs once mode only")
     r = redis.Redis.from_url(url)
     q = leaseq.Queue(queue, redis=r, max_attempts=MAX_ATTEMPTS, backoff=0.0, keep_succeeded=None)
     rng = random.Random(seed)
-    ids = enqueue(q, jobs, rng)
+    ids = enqueue(q, jobs, rng, work)
+    log = open(os.path.join(acks, "driver.history"), "a", buffering=1) if acks else None  # noqa: SIM115
+    if log:
+        log.writelines(json.dumps({"op": "enqueue", "id": i, "kept": True}) + "\n" for i in ids)
     started = time.monotonic()
     pool = Workers(url, queue, mode, ttl, workers, seed, acks, runner)
     next_kill = started + kill_every
@@ -367,11 +383,14 @@ def drive(
         while True:
             now = time.monotonic()
             busy = during is not None and during(now - started) is True
+            pool.resume_due()
             if now >= next_kill:
-                pool.kill_one()
+                pool.stall_one(stall) if stall else pool.kill_one()
                 next_kill = now + rng.uniform(0.5, 1.5) * kill_every
             try:
                 s = q.stats()
+                if log:
+                    log.write(json.dumps({"op": "clock", "at": round(s.server_time * 1000)}) + "\n")
                 if s.pending + s.scheduled + s.active + s.suspended == 0 and not busy:
                     break
             except leaseq.ServerUnavailable:
@@ -381,6 +400,8 @@ def drive(
             time.sleep(0.05)
     finally:
         pool.stop()
+        if log:
+            log.close()
     elapsed = time.monotonic() - started
     q.reap()
     report = check(q, r, ids, mode)
@@ -494,6 +515,7 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--ttl", type=float, default=0.5)
     w.add_argument("--seed", type=int, default=0)
     w.add_argument("--acks", help="append acknowledged completions' ids to this file")
+    w.add_argument("--history", help="append this worker's history records to this file")
     p.add_argument("--url", help="a redis:// URL (default: start a redis-server here)")
     p.add_argument("--jobs", type=int, default=1000)
     p.add_argument("--workers", type=int, default=4)
@@ -505,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runner", choices=["loop", "leaseq", "durable"], default="loop")
     args = p.parse_args(argv)
     if args.cmd == "worker":
-        work(args.url, args.queue, args.mode, args.ttl, args.seed, args.acks)
+        work(args.url, args.queue, args.mode, args.ttl, args.seed, args.acks, args.history)
         return 0
     server = None if args.url else Server()
     try:

@@ -1,4 +1,4 @@
-"""A throwaway redis-server on a free 127.0.0.1 port, no persistence."""
+"""A throwaway redis-server on a free 127.0.0.1 port, no persistence unless asked."""
 
 from __future__ import annotations
 
@@ -37,17 +37,24 @@ def machine(r: redis.Redis) -> str:
 
 
 class Server:
-    """Starts redis-server in a temp dir; a context manager that always stops it."""
+    """Starts redis-server in a temp dir; a context manager that always stops it.
+    ``extra``: more server arguments (they come last, so they override the
+    defaults: ``"--appendonly", "yes"`` for a server that outlives a SIGKILL)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *extra: str) -> None:
         exe = shutil.which("redis-server")
         if exe is None:
             raise SystemExit("bench: redis-server is not installed")
         self.dir = tempfile.mkdtemp(prefix="leaseq-bench-")
         self.port = free_port()
-        args = [exe, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", self.dir]
-        args += ["--save", "", "--appendonly", "no", "--protected-mode", "yes"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.args = [exe, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", self.dir]
+        self.args += ["--save", "", "--appendonly", "no", "--protected-mode", "yes", *extra]
+        self._start()
+
+    def _start(self) -> None:
+        self.proc = subprocess.Popen(
+            self.args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         give_up = time.monotonic() + 10
         while True:
             try:
@@ -66,6 +73,13 @@ class Server:
     def client(self) -> redis.Redis:
         """A new redis-py client (hiredis parser when installed)."""
         return redis.Redis(host="127.0.0.1", port=self.port)
+
+    def crash(self) -> None:
+        """SIGKILL the server (no shutdown save: only what its AOF holds survives)
+        and start it again on the same port and directory."""
+        self.proc.kill()
+        self.proc.wait()
+        self._start()
 
     def stop(self) -> None:
         if self.proc.poll() is None:
