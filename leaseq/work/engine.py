@@ -45,7 +45,7 @@ from leaseq.types import Lease
 from leaseq.work import signals as _signals
 from leaseq.work.chores import Chores, leave, reap
 from leaseq.work.claims import Prefetch, held_back, held_wait, log_handed_back
-from leaseq.work.heartbeat import extend_due
+from leaseq.work.heartbeat import StartReports, extend_due
 from leaseq.work.held import HeldTable, Task
 from leaseq.work.job_runs import JobRuns
 from leaseq.work.log import log_job, log_started, log_stopped
@@ -125,6 +125,7 @@ class Engine:
         self._held = HeldTable(self._cond)
         """The leases held (``leaseq.work.held``), emptied by each run."""
         self._writer = OutcomeWriter(self._calls, self.counts, self._held.holds, self._settle)
+        self.starts = StartReports(self._calls, self.ttl)
         self._outage = Outage(served.name)
         self.timeout = None if timeout is None else float(timeout)
         self._timeouts = Timeouts(
@@ -440,6 +441,9 @@ class Engine:
         value: Any = None
         told = self.runs.told(task)
         try:
+            if task.prefetched and not task.reported:
+                self.starts.report(task)  # recorded before it runs (StartReports)
+            task.ctx.raise_if_lost()  # lost meanwhile: not run; its outcome is not written
             value = self.handler(task.ctx.lease)
             if value is not None and inspect.isawaitable(value):  # an async def handler
                 if self.loop is None:  # leaseq.Worker: a loop of this thread's, kept

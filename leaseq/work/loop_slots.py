@@ -89,6 +89,9 @@ class LoopSlots:
         value: Any = None
         try:
             ctx = task.ctx
+            if task.prefetched and not task.reported:  # recorded before it runs
+                await asyncio.to_thread(engine.starts.report, task)
+            ctx.raise_if_lost()  # lost meanwhile: not run; its outcome is not written
             if ctx.lease.attempt > 1 and ctx.aqueue is not None:  # sleep() reads no I/O
                 try:
                     ctx._steps = await ctx.aqueue.recorded_steps(ctx.lease)

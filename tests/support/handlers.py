@@ -63,6 +63,15 @@ def kill_self(lease: leaseq.Lease) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def logged_sleep(lease: leaseq.Lease) -> str:
+    """Note the run in payload['log'] (a file: one line per run, the job's id),
+    then sleep payload['s'] seconds."""
+    with open(lease.payload["log"], "a") as f:
+        f.write(f"{lease.id}\n")
+    time.sleep(float(lease.payload["s"]))
+    return "slept"
+
+
 def ten_steps(lease: leaseq.Lease) -> list[int]:
     """Ten durable steps, each noting its run in payload['log'] (a file path); on
     the first attempt, step payload['kill_at'] SIGKILLs this worker process in

@@ -8,10 +8,10 @@ real `leaseq worker` processes killed with SIGKILL on a real server.
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -252,7 +252,7 @@ def test_sigkill_does_not_charge_prefetched_jobs(rr: Any, workers: Workers) -> N
 
 
 @pytest.mark.slow
-def test_a_job_that_kills_its_worker_every_time_still_dies(
+def test_a_job_that_kills_its_worker_is_charged_every_time_it_ran(
     rr: Any,
     workers: Workers,
     tmp_path: Path,
@@ -260,7 +260,8 @@ def test_a_job_that_kills_its_worker_every_time_still_dies(
     q = _q(rr)
     runs = tmp_path / "runs"
     # Priority 1: each round a filler job (priority 0) is claimed first and
-    # started, so the bomb is the prefetched lease, the case a refund covers.
+    # started, so the bomb is the prefetched lease: its start is recorded
+    # before its handler runs (and kills the worker), so no crash is refunded.
     bomb = q.enqueue({"kill": str(runs)}, id="bomb", max_attempts=2, priority=1)
     for _ in range(20):
         wait_until(lambda: q.reap() is not None and not _active_bomb(q), 10, what="the reap")
@@ -275,10 +276,39 @@ def test_a_job_that_kills_its_worker_every_time_still_dies(
         assert _exits(proc, 15) == -signal.SIGKILL
     job = _job(q, bomb)
     assert job.state is leaseq.State.DEAD
-    # Bounded: the job's own attempts plus at most MAX_REFUNDS crashes refunded.
-    assert len(runs.read_text().split()) == job.attempts == 2 + MAX_REFUNDS
+    # Every run was charged: as many runs as attempts, and no refund.
+    assert len(runs.read_text().split()) == job.attempts == 2
+    assert job.refunds == 0
     assert job.last_error is not None and "no attempts left" in job.last_error
-    assert os.path.exists(runs)
+    assert "never reached a handler" not in job.last_error
+
+
+@pytest.mark.slow
+def test_no_job_that_ran_is_refunded_after_a_sigkill(
+    rr: Any, workers: Workers, tmp_path: Path
+) -> None:
+    # Jobs far shorter than a heartbeat (ttl / 3): before, a spare started and
+    # then killed with its worker was refunded as if it never ran.
+    q = _q(rr)
+    log = tmp_path / "runs"
+    ids = q.enqueue_many([{"log": str(log), "s": 0.1} for _ in range(40)], max_attempts=3)
+    doomed = workers.start("jobs", "logged_sleep", "--concurrency", "2", "--prefetch", "6",
+                           "--ttl", "6")  # fmt: skip
+    wait_until(lambda: log.exists() and len(log.read_text().split()) >= 9, 20, what="runs")
+    doomed.kill()
+    doomed.wait()
+    wait_until(lambda: q.reap() is not None and q.stats().active == 0, 20, what="the reaps")
+    workers.start("jobs", "logged_sleep", "--concurrency", "4", "--ttl", "6")
+    wait_until(lambda: q.stats().succeeded == 40, 30, what="every job to finish")
+    runs = Counter(log.read_text().split())
+    refunded = [i for i in ids if _job(q, i).refunds]
+    assert refunded, "the kill must have left spares that never started"
+    for job_id in ids:
+        job = _job(q, job_id)
+        # Every run was charged: a refund only for a job that never ran then.
+        assert job.attempts == runs[job_id] + job.refunds, (job_id, job, runs[job_id])
+        if job.refunds:
+            assert runs[job_id] == 1 and "never reached a handler" in (job.last_error or "")
 
 
 def _active_bomb(q: leaseq.Queue) -> bool:
