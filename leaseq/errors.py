@@ -238,7 +238,11 @@ class NotReplicated(LeaseqError):
 
 
 class ServerUnavailable(LeaseqError, ConnectionError):
-    """Redis could not be reached or timed out. The call may or may not have run."""
+    """Redis could not be reached or timed out. The call may or may not have run:
+    ``not_run`` is True when it provably did not (the connection failed before
+    the command was sent, or the server answered with a refusal)."""
+
+    not_run: bool = False
 
 
 class ServerBusy(ServerUnavailable):
@@ -247,8 +251,11 @@ class ServerBusy(ServerUnavailable):
     cluster resharding or down (TRYAGAIN, CLUSTERDOWN, MASTERDOWN, ASK/MOVED),
     persistence or replication refusing writes (MISCONF, NOREPLICAS).
 
-    Transient: workers retry with backoff. The call may or may not have run.
+    Transient: workers retry with backoff. The server answered with a refusal:
+    the call did not run (``not_run``).
     """
+
+    not_run = True
 
 
 class ServerFull(ServerUnavailable):

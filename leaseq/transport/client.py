@@ -16,6 +16,8 @@ from typing import Any
 
 import redis as redis_lib
 import redis.exceptions as rex
+from redis.asyncio.sentinel import MasterNotFoundError as AsyncNoPrimary
+from redis.sentinel import MasterNotFoundError
 
 from leaseq.errors import (
     AuthError,
@@ -200,6 +202,21 @@ def translate(exc: BaseException, script: str = "") -> LeaseqError | None:
     return None
 
 
+_UNSENT = (
+    "connecting to",
+    "Timeout connecting",
+    "while writing to socket",
+    "Timeout writing",
+    "Connection has data",
+    "Connection not ready",
+)
+"""What redis-py says when a command never reached the server whole: it failed
+to connect, or to write (a server gets a command whole before running it). A
+failed read says nothing: the call may have run, its reply lost. (No Sentinel
+naming a primary, ``MasterNotFoundError``, is a failed connect too.)"""
+_NO_PRIMARY = (MasterNotFoundError, AsyncNoPrimary)
+
+
 def _connection_error(exc: BaseException, text: str) -> LeaseqError | None:
     """The leaseq error for a refused login, a server not ready, a full pool, a lost
     connection or an unreadable reply; None for any other error."""
@@ -217,9 +234,13 @@ def _connection_error(exc: BaseException, text: str) -> LeaseqError | None:
     if isinstance(exc, _rex("SlotNotCoveredError")):
         return ServerBusy(f"no Redis Cluster node serves this slot now: {text}")
     if isinstance(exc, _rex("MaxConnectionsError")):
-        return ServerUnavailable(f"the client's connection pool is exhausted: {text}")
+        error = ServerUnavailable(f"the client's connection pool is exhausted: {text}")
+        error.not_run = True
+        return error
     if isinstance(exc, (rex.ConnectionError, rex.TimeoutError)):
-        return ServerUnavailable(f"Redis is unavailable: {text}")
+        error = ServerUnavailable(f"Redis is unavailable: {text}")
+        error.not_run = isinstance(exc, _NO_PRIMARY) or any(m in text for m in _UNSENT)
+        return error
     if isinstance(exc, _rex("InvalidResponse")):
         return ServerUnavailable(
             f"Redis sent a reply that cannot be read ({text}): is this a Redis server, "

@@ -242,9 +242,10 @@ def _call(call: Call[R], driver: Checked) -> Generator[Invoke, Any, R]:
 
 
 REPLAYABLE = frozenset({"enqueue", "enqueue_flow"})
-"""Scripts sent again while the server is unavailable (``enqueue_retry``): the
-client makes every id before the call, so a replay of a call that did run
-(its reply lost) creates nothing twice."""
+"""Scripts sent again while the server is unavailable (``enqueue_retry``), when
+the failure proves the call did not run (``ServerUnavailable.not_run``). One
+whose reply was lost is not: it may have run, and its job may be finished
+and deleted by now (``keep_succeeded``), so a replay would make it again."""
 FIRST_PAUSE, LONGEST_PAUSE = 0.05, 1.0
 """Seconds between replays: doubling from the first, at most the longest."""
 
@@ -268,7 +269,8 @@ def _ridden_out(call: Call[R], driver: Checked) -> Generator[Invoke, Any, R]:
     """``_call``, sent again while the server is unavailable, for up to the
     queue's ``enqueue_retry`` seconds (for a REPLAYABLE call), when its client
     has reached a server before (a wrong URL or a server never started fails
-    at once). A full server (ServerFull) is no outage: it raises at once."""
+    at once) and the failure proves the call did not run. A full server
+    (ServerFull) is no outage: it raises at once."""
     window = driver._core.enqueue_retry
     if window <= 0:
         return (yield from _call(call, driver))
@@ -278,7 +280,8 @@ def _ridden_out(call: Call[R], driver: Checked) -> Generator[Invoke, Any, R]:
             return (yield from _call(call, driver))
         except ServerUnavailable as exc:
             reached = yield Invoke(lambda c: bool(getattr(c, REACHED, False)))
-            if isinstance(exc, ServerFull) or not reached or time.monotonic() + pause > give_up:
+            late = time.monotonic() + pause > give_up
+            if isinstance(exc, ServerFull) or not exc.not_run or not reached or late:
                 raise
         yield Invoke(partial(_pause, seconds=pause))
         pause = min(2 * pause, LONGEST_PAUSE)

@@ -193,6 +193,26 @@ def test_busy_and_full_are_server_unavailable_auth_is_not() -> None:
         assert name in leaseq.__all__ and getattr(leaseq, name) is getattr(leaseq.errors, name)
 
 
+@pytest.mark.parametrize(
+    ("exc", "not_run"),
+    [
+        (rex.ConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused."), True),
+        (rex.TimeoutError("Timeout connecting to server"), True),
+        (rex.ConnectionError("Error 32 while writing to socket. Broken pipe."), True),
+        (rex.ConnectionError("Connection closed by server."), False),
+        (rex.TimeoutError("Timeout reading from socket"), False),
+        (rex.ReadOnlyError("READONLY You can't write against a read only replica."), True),
+        (rex.BusyLoadingError("LOADING Redis is loading the dataset in memory"), True),
+    ],
+)
+def test_an_outage_says_whether_the_call_provably_did_not_run(
+    exc: BaseException, not_run: bool
+) -> None:
+    # What an enqueue may be sent again on (enqueue_retry): a lost reply is not.
+    error = _redis.translate(exc, "enqueue")
+    assert isinstance(error, ServerUnavailable) and error.not_run is not_run
+
+
 def test_auth_error_text_never_holds_the_password() -> None:
     err = _translated(rex.AuthenticationError(f"redis://u:{PASSWORD}@h/0 refused"))
     assert PASSWORD not in str(err)
