@@ -23,6 +23,7 @@ from rich.console import Console
 from leaseq.cli.payloads import parse_json
 from leaseq.cli.terminal import Column, fit, grid, span, terminal_width
 from leaseq.errors import DamagedRow, InvalidArgument, ServerUnavailable
+from leaseq.queue_set import parse_queue_spec
 from leaseq.sharded import ShardedQueue
 from leaseq.store.durable import SIGNAL_KEEP
 from leaseq.transport import client as _redis
@@ -356,8 +357,9 @@ def _add_metrics_port(command: click.Command) -> None:
     command.callback = callback
 
 
-def _serve_endpoint(name: str, host: str, port: int) -> None:
-    """Start ``leaseq worker``'s endpoint (``--metrics-port``) for queue ``name``."""
+def _serve_endpoint(spec: str, host: str, port: int) -> None:
+    """Start ``leaseq worker``'s endpoint (``--metrics-port``) for its queues
+    (``spec``: the worker's QUEUE argument, ``a,b`` or ``a:2,b:1`` for several)."""
     try:
         from leaseq.observe import endpoint
         from leaseq.observe.metrics import CONTENT_TYPE, live
@@ -368,17 +370,21 @@ def _serve_endpoint(name: str, host: str, port: int) -> None:
             "pip install 'leaseq[web]'"
         ) from None
     c = click.get_current_context().obj
+    names, _ = parse_queue_spec(spec)
 
-    def stats() -> Any:
-        try:  # looked up per scrape: the queue may be created after the worker
-            target = c.target(name)
-        except InvalidArgument:
-            target = c.queue(name)
-        return target.stats()
+    def stats() -> list[Any]:
+        found = []
+        for name in names:
+            try:  # looked up per scrape: the queue may be created after the worker
+                target = c.target(name)
+            except InvalidArgument:
+                target = c.queue(name)
+            found.append(target.stats())
+        return found
 
     local = WorkerMetrics()  # the worker made next records into it
     install(local)
-    text = live(lambda: [stats()], local)
+    text = live(stats, local)
     try:
         endpoint.serve(host, port, (CONTENT_TYPE, text), stats)
     except OSError as exc:

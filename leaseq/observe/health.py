@@ -74,6 +74,12 @@ class Health:
         with self._lock:
             self._children = (alive, wanted)
 
+    @property
+    def supervising(self) -> bool:
+        """A supervisor's: its workers run in children, whose outages it does not
+        hear of (the endpoint then asks Redis itself for readiness)."""
+        return self._children is not None
+
     def live(self) -> Verdict:
         with self._lock:
             stuck = sum(self._stuck.values())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from leaseq.errors import InvalidArgument
 from leaseq.store.keys import check_job_id
 from leaseq.store.replies import admin_error, as_text
 from leaseq.store.scripts import SCRIPTS
@@ -39,12 +40,23 @@ def update(queue: QueueSettings, job_id: str, *, payload: Any) -> Op[None]:
     yield call
 
 
-def checked_edit(queue: QueueSettings, job_id: str, payload: Any) -> Op[None]:
-    """Check a new payload of ``job_id`` against the typed task of its kind, when
-    this process made typed tasks on the queue (one HGET of the kind; none else)."""
-    if queue.tasks:
-        kind = yield Command("hget", (queue.keys.job(job_id), "kind"))
-        queue.check_edit(None if kind is None else as_text(kind), payload)
+def checked_edit(
+    queue: QueueSettings,
+    job_id: str,
+    payload: Any,
+    kind: str | None = None,
+    new_payload: bool = True,
+) -> Op[None]:
+    """Check a new payload of ``job_id`` (``new_payload``) against the typed task
+    of its kind, when this process made typed tasks on the queue, and that the
+    job is of ``kind`` when one is given (one HGET of the kind; none else)."""
+    if queue.tasks or kind is not None:
+        raw = yield Command("hget", (queue.keys.job(job_id), "kind"))
+        found = None if raw is None else as_text(raw)
+        if kind is not None and found is not None and found != kind:
+            raise InvalidArgument(f"job {job_id!r} is of kind {found!r}, not {kind!r}")
+        if new_payload:
+            queue.check_edit(found, payload)
 
 
 def run_now_call(queue: QueueSettings, job_id: str) -> Call[None]:

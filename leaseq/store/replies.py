@@ -94,7 +94,16 @@ def refusal(op: str, lease: Lease, reply: Sequence[Any]) -> LeaseLost:
             queue=queue,
             incarnation=incarnation,
         )
-    return LeaseLost(job_id, token, state, attempts, queue=queue, incarnation=incarnation)
+    message = ""
+    if attempts == str(token) and row_incarnation == str(incarnation) and not mine:
+        # The same attempt of the same row, under another claim's fence: a claim
+        # lost to a failover, handed out again (docs/leases-and-fencing.md).
+        message = (
+            f"lease on job {job_id!r} (attempt {token}) is lost: row is {state} at "
+            f"attempts={attempts} under another claim (fence {row_fence or '-'}, "
+            f"this lease's {lease.fence or '-'})"
+        )
+    return LeaseLost(job_id, token, state, attempts, message, queue=queue, incarnation=incarnation)
 
 
 def admin_error(op: str, job_id: str, reply: Sequence[Any]) -> Exception:

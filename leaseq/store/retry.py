@@ -55,7 +55,12 @@ def retry_call(
 
 
 def retry_dead(
-    queue: QueueSettings, job_id: str, *, attempts: int | None = None, payload: Any = KEEP
+    queue: QueueSettings,
+    job_id: str,
+    *,
+    attempts: int | None = None,
+    payload: Any = KEEP,
+    kind: str | None = None,
 ) -> Op[int]:
     """Make a dead job pending again with ``attempts`` more tries (default: the
     queue's max_attempts). ``attempts`` in the row is kept, ``max_attempts``
@@ -63,10 +68,12 @@ def retry_dead(
     as ``enqueue`` checks one, written in the same call (edit and retry; the
     old one goes to the event stream). Raises JobNotFound, JobStateError,
     InvalidPayload, PayloadTooLarge, and what a typed task of the job's kind
-    raises for a call that does not fit it."""
+    raises for a call that does not fit it. ``kind``: the job must be of this
+    kind (InvalidArgument otherwise; a typed task's ``retry_dead`` passes its
+    name), read in the same HGET."""
     call = retry_call(queue, job_id, attempts, payload)
-    if payload is not KEEP:
-        yield from checked_edit(queue, job_id, payload)
+    if payload is not KEEP or kind is not None:
+        yield from checked_edit(queue, job_id, payload, kind, payload is not KEEP)
     bound: int = yield call
     return bound
 

@@ -17,7 +17,7 @@ from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from leaseq.errors import LeaseqError
+from leaseq.errors import InvalidArgument, LeaseqError
 from leaseq.observe.endpoint import scale_doc
 from leaseq.observe.humanize import span
 from leaseq.transport import client as _redis
@@ -243,7 +243,10 @@ def scale(site: Site, request: Request) -> Response:
     ``metrics-api`` scaler, behind the dashboard's auth like every page: a
     TriggerAuthentication gives it the token; docs/deploy.md). It answers while
     no worker runs, so a queue can scale from zero."""
-    target = site.source.queue(request.path_params["name"])
+    try:
+        target = site.source.queue(request.path_params["name"])
+    except InvalidArgument as exc:  # a scaler reads JSON, not the error page
+        return JSONResponse({"error": str(exc)}, status_code=404)
     return JSONResponse(scale_doc(site.source.stats(target)))
 
 

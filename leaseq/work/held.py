@@ -61,12 +61,14 @@ class Task:
             cancel()
 
     @property
-    def key(self) -> tuple[str, str, int, int]:
-        """This lease among the worker's: queue, job id, attempt and the row's
-        incarnation (the queues of a set may hold one id; a job deleted and
-        enqueued again under its id starts over at attempt 1)."""
+    def key(self) -> tuple[str, str, int, int, str]:
+        """This lease among the worker's: queue, job id, attempt, the row's
+        incarnation and the claim's fence (the queues of a set may hold one id;
+        a job deleted and enqueued again under its id starts over at attempt 1;
+        after a failover that lost a claim, this worker may be handed the same
+        attempt again, under another fence, while the first still runs)."""
         lease = self.lease
-        return lease.queue, lease.id, lease.attempt, lease.incarnation
+        return lease.queue, lease.id, lease.attempt, lease.incarnation, lease.fence
 
 
 class HeldTable:
@@ -79,7 +81,7 @@ class HeldTable:
 
     def __init__(self, cond: threading.Condition) -> None:
         self.cond = cond
-        self.tasks: dict[tuple[str, str, int, int], Task] = {}
+        self.tasks: dict[tuple[str, str, int, int, str], Task] = {}
         self.gen = 0
         self.finished = 0
         self.next_beat_at = math.inf

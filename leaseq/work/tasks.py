@@ -187,22 +187,34 @@ class Task(Generic[P, R]):
             bound.arguments[name] = self._convert(name, value, types)
         return bound
 
-    def schedule(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        """Create or change the schedule ``name`` of calls of this task: ``every=``
-        seconds or ``cron=`` (and ``tz=``) among ``kwargs`` as ``Queue.schedule``
-        takes them, the rest the call's arguments, checked now:
-        ``report.schedule("nightly", cron="0 3 * * *", region="eu")``."""
-        timing = {k: kwargs.pop(k) for k in ("every", "cron", "tz") if k in kwargs}
+    def schedule(
+        self,
+        name: str,
+        *,
+        every: float | None = None,
+        cron: str | None = None,
+        tz: str | None = None,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Create or change the schedule ``name`` of calls of this task (timing as
+        ``Queue.schedule`` takes it), each ``task(*args, **kwargs)``, checked now:
+        ``report.schedule("nightly", cron="0 3 * * *", kwargs={"region": "eu"})``.
+        The call is given apart, so a task's own ``tz`` or ``every`` is its own."""
         options = dict(self.job_options)
         if options.pop("id", None) is not None:
             raise InvalidArgument("id= names one job: a schedule makes a job per due time")
-        payload = self.payload(*args, **kwargs)
-        return self.queue.schedule(name, payload, kind=self.name, **timing, **options)
+        payload = self.payload(*args, **(kwargs or {}))
+        return self.queue.schedule(
+            name, payload, every=every, cron=cron, tz=tz, kind=self.name, **options
+        )
 
     def retry_dead(self, job_id: str, *args: Any, **kwargs: Any) -> Any:
         """Retry the dead job ``job_id`` of this task with a new call, checked now
-        (``Queue.retry_dead(job_id, payload=...)``); returns its new max_attempts."""
-        return self.queue.retry_dead(job_id, payload=self.payload(*args, **kwargs))
+        (``Queue.retry_dead(job_id, payload=...)``); returns its new max_attempts.
+        Raises InvalidArgument for a job of another kind."""
+        payload = self.payload(*args, **kwargs)
+        return self.queue.retry_dead(job_id, payload=payload, kind=self.name)
 
     @property
     def handler(self) -> Handler:

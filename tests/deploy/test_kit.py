@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 import kubernetes_validate
+import msgspec
 import pytest
 import yaml
 
@@ -87,11 +88,16 @@ def test_keda_scales_the_worker_on_the_dashboards_backlog_of_its_queue() -> None
     from leaseq.observe.endpoint import scale_doc
     from leaseq.types import Stats
 
-    doc = scale_doc(Stats(queue=queue, pending=3, scheduled=0, active=1, succeeded=0, dead=0,
-                          cancelled=0, expired=0, expiring_soon=0, oldest_pending_age=None,
-                          next_due_in=None, server_time=0.0, overdue=2))  # fmt: skip
-    assert doc[meta["valueLocation"]] == 5
-    assert float(meta["targetValue"]) > 0
+    stats = Stats(queue=queue, pending=3, scheduled=0, active=1, succeeded=0, dead=0,
+                  cancelled=0, expired=0, expiring_soon=0, oldest_pending_age=None,
+                  next_due_in=None, server_time=0.0, overdue=2)  # fmt: skip
+    # Running jobs count (no scale-in under them); a paused queue's waiting ones do not.
+    assert scale_doc(stats)[meta["valueLocation"]] == 1 + 3 + 2
+    paused = msgspec.structs.replace(stats, paused=True)
+    assert scale_doc(paused)[meta["valueLocation"]] == 1
+    # One worker per --concurrency jobs.
+    concurrency = _parsed(_container(worker)["args"])["concurrency"]
+    assert float(meta["targetValue"]) == concurrency
     # Bearer auth with the token the dashboard is given.
     auth = keda["TriggerAuthentication/" + trigger["authenticationRef"]["name"]]
     (ref,) = auth["spec"]["secretTargetRef"]

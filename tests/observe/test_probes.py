@@ -85,6 +85,7 @@ def test_ready_follows_redis_and_scale_gives_the_backlog(server: RedisServer) ->
         assert scale is not None and scale.status_code == 200
         assert scale.json() | {"oldest_ready_age": 0} == {
             "queue": "probed",
+            "demand": 0,  # paused: no worker could claim them
             "backlog": 7,
             "in_flight": 0,
             "oldest_ready_age": 0,
@@ -101,6 +102,8 @@ def test_ready_follows_redis_and_scale_gives_the_backlog(server: RedisServer) ->
         q.resume()
         wait_until(lambda: q.stats().succeeded == 7, 20, what="the backlog to drain")
         assert _status(port, "/nope") == 404
+        head = httpx.head(f"http://127.0.0.1:{port}/healthz", timeout=2)
+        assert head.status_code == 200 and head.content == b""
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=30)
@@ -134,3 +137,64 @@ def test_the_endpoint_refuses_an_address_it_cannot_bind(server: RedisServer) -> 
     )  # fmt: skip
     assert proc.returncode != 0
     assert "cannot listen on 192.0.2.1:1" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_worker_of_several_queues_scales_on_all_of_them_and_listens_on_ipv6(
+    server: RedisServer,
+) -> None:
+    url = f"redis://127.0.0.1:{server.port}/0"
+    high, low = (leaseq.Queue.from_url(url, name) for name in ("high", "low"))
+    for q in (high, low):
+        q.pause()
+        q.enqueue_many([{"s": 0} for _ in range(3)])
+    low.resume()  # low's 3 could start; high's 3 wait while it is paused
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "leaseq"), "--url", url, "worker", "high:2,low:1",
+         "tests.support.handlers:sleep", "--metrics-port", str(port), "--metrics-host", "::1",
+         "--concurrency", "1"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+
+        def scale() -> Any:
+            try:
+                got = httpx.get(f"http://[::1]:{port}/scale", timeout=2.0)
+            except httpx.HTTPError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                return None
+            return got.json() if got.status_code == 200 else None
+
+        doc = wait_until(scale, 20, what="the worker's /scale on [::1]")
+        assert doc["queue"] == "high,low" and doc["backlog"] + doc["in_flight"] >= 3
+        wait_until(lambda: low.stats().succeeded == 3, 20, what="low to drain")
+        doc = wait_until(scale, 20, what="/scale again")
+        assert (doc["demand"], doc["backlog"], doc["paused"]) == (0, 3, False)
+        text = httpx.get(f"http://[::1]:{port}/metrics", timeout=2.0).text
+        assert 'leaseq_backlog{queue="high"} 3.0' in text
+        assert 'leaseq_backlog{queue="low"} 0.0' in text
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    high.close()
+    low.close()
+
+
+def test_a_supervisor_is_not_ready_while_redis_is_down(server: RedisServer) -> None:
+    # Its workers run in children: their outages do not reach it, so its
+    # /readyz asks Redis itself.
+    url = f"redis://127.0.0.1:{server.port}/0"
+    port = free_port()
+    proc = _worker(url, port, "--processes", "2")
+    try:
+        wait_until(lambda: _status(port, "/readyz") == 200, 30, what="both children running")
+        server.kill()
+        wait_until(lambda: _status(port, "/readyz") == 503, 20, what="readyz to see Redis down")
+        got = _get(port, "/readyz")
+        assert got is not None and "Redis unavailable" in got.json()["reason"]
+        assert _status(port, "/healthz") == 200
+        server.start()
+        wait_until(lambda: _status(port, "/readyz") == 200, 30, what="readyz once Redis is back")
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)

@@ -96,6 +96,9 @@ def test_a_claim_lost_to_a_failover_changes_nothing_under_the_same_attempt(
         STALE_OPS[op](q, lost)
     assert not isinstance(info.value, leaseq.AlreadyFinished)
     assert info.value.state == "active" and info.value.attempts == "1"
+    assert f"under another claim (fence {fresh.fence}, this lease's {lost.fence})" in str(
+        info.value
+    )
     assert snapshot(r) == before
     q.complete(fresh, result="mine")
     # Finished under the same attempt, it is still not the lost lease's win.

@@ -360,13 +360,19 @@ def test_scale_api_gives_an_autoscaler_the_backlog_behind_the_auth(
     doc = got.json()
     assert doc == {
         "queue": "emails",
+        "demand": 75,  # the 74 that could start and the one running
         "backlog": 74,
         "in_flight": 1,
         "oldest_ready_age": doc["oldest_ready_age"],
         "paused": False,
     }
     assert 0 <= doc["oldest_ready_age"] < 60
-    assert c.get("/api/scale/nope", headers=bearer).status_code >= 400
+    unknown = c.get("/api/scale/nope", headers=bearer)
+    assert unknown.status_code == 404 and "no queue named 'nope'" in unknown.json()["error"]
+    seeded.pause()
+    paused = c.get("/api/scale/emails", headers=bearer).json()
+    assert (paused["demand"], paused["backlog"], paused["paused"]) == (1, 74, True)
+    seeded.resume()
     text = c.get("/metrics", headers=bearer).text
     assert 'leaseq_backlog{queue="emails"} 74.0' in text
     assert 'leaseq_in_flight{queue="emails"} 1.0' in text

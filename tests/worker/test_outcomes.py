@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import pytest
 import redis
 import redis.asyncio as aioredis
@@ -128,6 +129,25 @@ def test_a_completion_batch_holds_each_id_and_attempt_once() -> None:
     assert not admit(_lease("b", "j", 1))
     assert not admit(_lease("a", "j", 1, incarnation=7))
     assert admit(_lease("a", "j", 2)) and admit(_lease("b", "k", 1))
+
+
+def test_a_worker_holds_two_leases_of_one_attempt_apart_by_their_fences() -> None:
+    # After a failover that lost a claim the same worker may be handed the same
+    # attempt again under a new fence while the first run goes on: both are held,
+    # so the first is still heartbeated (and learns it is lost), not forgotten.
+    import threading
+
+    from leaseq.handler import JobContext
+    from leaseq.work.held import HeldTable, Task
+
+    first = msgspec.structs.replace(_lease("a", "j", 1), fence="f-lost")
+    again = msgspec.structs.replace(first, fence="f-new")
+    table = HeldTable(threading.Condition())
+    tasks = [Task(lease, JobContext(lease), 0.0) for lease in (first, again)]
+    with table.cond:
+        table.add(tasks, 0.0)
+    assert len(table.tasks) == 2 and all(table.holds(t) for t in tasks)
+    assert {t.lease.fence for t in table.beat_due(1.0)} == {"f-lost", "f-new"}
 
 
 def test_a_completion_batch_is_bounded() -> None:

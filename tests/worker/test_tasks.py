@@ -196,10 +196,22 @@ def test_edits_of_a_tasks_jobs_are_checked_against_its_signature(q: leaseq.Queue
     with pytest.raises(leaseq.InvalidTaskArgument):
         q.schedule("digest", bad, every=60.0, kind=send_email.name)
     with pytest.raises(leaseq.InvalidTaskArgument):
-        send_email.schedule("digest", "a@b.c", every=60.0)
+        send_email.schedule("digest", every=60.0, args=("a@b.c",))
     assert q.schedules() == []
-    made = send_email.schedule("digest", "a@b.c", "daily", every=60.0)
+    made = send_email.schedule("digest", every=60.0, args=("a@b.c", "daily"))
     assert made.kind == send_email.name and made.every == 60.0
+
+    # A task's own argument named like a timing one stays the task's.
+    @q.task(name="zoned")
+    def zoned(region: str, tz: str = "UTC") -> str:
+        return f"{region}/{tz}"
+
+    at = zoned.schedule("z", cron="0 3 * * *", kwargs={"region": "eu", "tz": "Europe/Paris"})
+    assert at.payload == {"args": [], "kwargs": {"region": "eu", "tz": "Europe/Paris"}}
+    # A task's retry_dead is for its own jobs: another kind's is refused, unwritten.
+    with pytest.raises(leaseq.InvalidArgument, match="is of kind"):
+        zoned.retry_dead(job_id, "eu")
+    assert q.get(job_id) == again
     # A kind no task of this process has is not checked: any payload goes.
     other = q.enqueue({"free": "form"}, kind="elsewhere.task")
     q.update(other, payload={"still": "free"})
