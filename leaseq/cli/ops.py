@@ -246,7 +246,6 @@ def workers(c: Any, queue: str | None, as_json: bool) -> None:
             f"no workers online under prefix {c.prefix!r}" + (f" on {queue}" if queue else "")
         )
         return
-    now = max(w.seen for _, w in rows)
     width = terminal_width()
     table = grid(
         f"leaseq workers ({_redis.redact(c.url)})",
@@ -264,8 +263,8 @@ def workers(c: Any, queue: str | None, as_json: bool) -> None:
             str(w.concurrency),
             str(w.running),
             str(w.done),
-            span(max(0.0, now - w.started)),
-            span(max(0.0, now - w.seen)),
+            span(w.up),
+            span(w.since_seen),
         ]
         for name, w in rows
     ]

@@ -71,6 +71,21 @@ class WorkerInfo(msgspec.Struct, frozen=True, kw_only=True):
     """Jobs the worker finished (any outcome) since it started."""
     running: int
     """Leases it held at the last refresh (running or prefetched)."""
+    listed_at: float
+    """The server's clock when this listing was read: what ``up`` and
+    ``since_seen`` are measured against. Not the newest ``seen`` of the
+    listing: a lone worker would always look just seen, a hung one never late."""
+
+    @property
+    def up(self) -> float:
+        """Seconds since the worker started, at ``listed_at``."""
+        return max(0.0, self.listed_at - self.started)
+
+    @property
+    def since_seen(self) -> float:
+        """Seconds since its last refresh, at ``listed_at``: a few heartbeats at
+        most for a worker that is well; more, and it is hung or cut off."""
+        return max(0.0, self.listed_at - self.seen)
 
 
 def register(
@@ -132,18 +147,19 @@ def _none(reply: Any) -> None:
 
 
 def _parse_list(reply: list[Any]) -> list[WorkerInfo]:
+    listed_at = int(reply[0]) / 1000
     out = []
     for i in range(1, len(reply) - 1, 2):
         flat = [as_text(x) for x in reply[i + 1]]
         row = dict(zip(flat[::2], flat[1::2], strict=True))
-        info = _info(as_text(reply[i]), row)
+        info = _info(as_text(reply[i]), row, listed_at)
         if info is not None:
             out.append(info)
     out.sort(key=lambda w: (w.started, w.id))
     return out
 
 
-def _info(worker: str, row: dict[str, str]) -> WorkerInfo | None:
+def _info(worker: str, row: dict[str, str], listed_at: float) -> WorkerInfo | None:
     """A row as WorkerInfo; None for one damaged by hand (never breaks a listing)."""
     try:
         seen = int(row["seen"])
@@ -158,6 +174,7 @@ def _info(worker: str, row: dict[str, str]) -> WorkerInfo | None:
             concurrency=int(row.get("concurrency", "0")),
             done=int(row.get("done", "0")),
             running=int(row.get("running", "0")),
+            listed_at=listed_at,
         )
     except (KeyError, ValueError):
         return None

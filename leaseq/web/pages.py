@@ -116,9 +116,10 @@ def workers(site: Site, request: Request) -> Response:
             "concurrency": w.concurrency,
             "running": w.running,
             "done": w.done,
-            "started": fmt_time(w.started, now),
-            "seen": fmt_time(w.seen, now),
-            "expires": fmt_time(w.expires, now),
+            # On the clock the registry was read on, as `leaseq workers` measures them.
+            "started": fmt_time(w.started, w.listed_at),
+            "seen": fmt_time(w.seen, w.listed_at),
+            "expires": fmt_time(w.expires, w.listed_at),
             "jobs": [held_job(j, now) for j in held.get(w.id, []) if j.queue == name],
         }
         for name, ws in online.items()

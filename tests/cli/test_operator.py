@@ -210,6 +210,21 @@ def test_operator_commands_cover_every_shard_of_a_sharded_queue(cli: Cli) -> Non
     _one_line_error(*cli("show", "hot", "nope"), "no job 'nope'")
 
 
+def test_workers_shows_seen_and_up_on_the_server_clock(memory_cli: Cli) -> None:
+    from freezegun import freeze_time
+
+    q = memory_cli.queue()
+    q.enqueue({})
+    with freeze_time("2026-01-01 00:00:00") as frozen:
+        q.register_worker("host-a:1:abc", ttl=60.0, concurrency=2)
+        frozen.tick(40.0)  # it has not refreshed since: hung, or cut off
+        code, out, err = memory_cli("workers")
+    assert code == 0, err
+    assert max(len(line) for line in out.splitlines()) <= 80
+    (line,) = [x for x in out.splitlines() if "host-a:1:abc" in x]
+    assert line.split()[-4:] == ["40", "s", "40", "s"], line  # up, seen
+
+
 def test_web_without_the_extra_says_how_to_install(
     memory_cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:

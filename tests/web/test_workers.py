@@ -47,6 +47,21 @@ def test_workers_page_lists_each_worker_and_drops_the_dead(
     assert 'data-worker="short-lived"' not in html and 'data-worker="host-a:1:abc"' in html
 
 
+def test_workers_page_says_how_long_ago_a_worker_was_seen_on_the_server_clock(
+    q: leaseq.Queue, r: Any, clock: Clock
+) -> None:
+    q.enqueue({"n": 1})
+    q.register_worker("quiet", ttl=60.0)
+    waited = clock.lease(40.0, 1.2)
+    clock.advance(waited)  # no refresh since: hung, or cut off
+    html = client_for(r).get("/workers").text
+    row = html[html.index('data-worker="quiet"') :].split("</tr>")[0]
+    started, seen = re.findall(r'<td class="num" title="[^"]*">([^<]*)</td>', row)[-2:]
+    for text in (started, seen):
+        number, unit, ago = text.split()
+        assert (unit, ago) == ("s", "ago") and int(number) >= int(waited), text
+
+
 def test_workers_page_without_workers_says_so(r: Any) -> None:
     html = client_for(r).get("/workers").text
     assert "No workers online" in html

@@ -46,6 +46,18 @@ def test_a_refresh_keeps_started_and_updates_the_counts(q: leaseq.Queue, clock: 
     assert (again.done, again.running) == (3, 1)
 
 
+def test_a_listing_measures_ages_on_the_server_clock(q: leaseq.Queue, clock: Clock) -> None:
+    # Against the clock the listing was read on, not the newest heartbeat in
+    # it: a lone worker that stopped refreshing must show how long it has been.
+    q.register_worker("quiet", ttl=60.0)
+    waited = clock.lease(40.0, 0.3)
+    clock.advance(waited)
+    (w,) = q.workers()
+    assert w.since_seen >= waited - 0.01 and w.up >= w.since_seen
+    assert w.listed_at == pytest.approx(w.seen + w.since_seen)
+    assert w.listed_at <= clock.server_now() + 0.01
+
+
 def test_a_worker_drops_off_once_its_ttl_passes(q: leaseq.Queue, r: Any, clock: Clock) -> None:
     q.register_worker("gone", ttl=clock.lease(2.0, 0.3))
     q.register_worker("alive", ttl=60.0)
