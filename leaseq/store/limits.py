@@ -99,6 +99,12 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     groups: dict[str, GroupLimits] = msgspec.field(default_factory=dict)
     """Groups with limits of their own (``set_group_limits``), by name."""
 
+    @property
+    def limited(self) -> bool:
+        """Any limit is set: queue-wide, per fair group, or a group's own."""
+        queue_wide = (self.concurrency, self.rate, self.group_concurrency, self.group_rate)
+        return any(x is not None for x in queue_wide) or bool(self.groups)
+
 
 def _parse(reply: list[Any]) -> Limits:
     h = {as_text(reply[i]): as_text(reply[i + 1]) for i in range(7, len(reply) - 1, 2)}

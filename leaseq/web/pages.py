@@ -165,8 +165,7 @@ def limits(site: Site, request: Request) -> Response:
     for name, lim in found.items():
         if isinstance(lim, Exception):
             continue
-        limited = (lim.concurrency, lim.rate, lim.group_concurrency) != (None, None, None)
-        if limited or lim.groups_ready or lim.groups_active or lim.groups_held:
+        if lim.limited or lim.groups_ready or lim.groups_active or lim.groups_held:
             rows.append({"queue": name, "limits": lim})
     chosen = request.query_params.get("queue", "")
     groups = site.source.groups(site.source.queue(chosen)) if chosen else []

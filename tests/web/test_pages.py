@@ -124,6 +124,27 @@ def test_limits_page_shows_limits_and_per_group_counts(q: leaseq.Queue, r: Any) 
     assert "held" in seven
 
 
+def test_limits_page_lists_every_queue_with_any_limit_and_the_group_rate(
+    q: leaseq.Queue, r: Any
+) -> None:
+    # Each queue has one kind of limit only, and no job: nothing but the limit
+    # can put it on the page.
+    leaseq.Queue("conc", redis=r).set_limits(concurrency=3)
+    leaseq.Queue("rated", redis=r).set_limits(rate=10, per=2.0)
+    leaseq.Queue("grouped", redis=r).set_limits(group_concurrency=2)
+    leaseq.Queue("group-rated", redis=r).set_limits(group_rate=7, group_per=3.0)
+    leaseq.Queue("one-group", redis=r).set_group_limits("tenant-1", rate=5, per=1.0)
+    leaseq.Queue("plain", redis=r).enqueue({})
+    q.enqueue({})
+    html = client_for(r).get("/limits").text
+    assert _rows(html, "data-limits") == ["conc", "group-rated", "grouped", "one-group", "rated"]
+    assert '<th class="num">group rate</th>' in html
+    row = html.split('data-limits="group-rated"')[1].split("</tr>")[0]
+    assert "7 per 3 s" in row
+    own = html.split('data-limits="one-group"')[1].split("</tr>")[0]
+    assert 'data-own-limits="1" title="tenant-1: rate 5 per 1 s"' in own
+
+
 def test_events_page_lists_newest_first_and_filters(q: leaseq.Queue, r: Any) -> None:
     ids = q.enqueue_many([{"n": n} for n in range(25)])
     lease = q.claim(ttl=60.0)
