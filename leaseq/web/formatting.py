@@ -184,11 +184,6 @@ def held_job(job: Job, now: float) -> dict[str, Any]:
     }
 
 
-def kind_of(payload: Any) -> str:
-    """A schedule's job kind, when its payload names one."""
-    return str(payload.get("kind", "")) if isinstance(payload, dict) else ""
-
-
 def server_facts(info: dict[str, Any]) -> dict[str, Any]:
     """The server page's facts from INFO, with the eviction warning."""
     used = int(info.get("used_memory", 0) or 0)

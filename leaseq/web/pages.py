@@ -30,7 +30,6 @@ from leaseq.web.formatting import (
     fmt_time,
     held_job,
     int_param,
-    kind_of,
     preview,
     queue_row,
     server_facts,
@@ -138,7 +137,7 @@ def schedules(site: Site, request: Request) -> Response:
             "rule": f"cron {s.cron}" + (f" ({s.tz})" if s.tz else "")
             if s.cron
             else f"every {span(s.every or 0)}",
-            "kind": kind_of(s.payload),
+            "kind": s.kind or "",  # what a handler dict picks by; not a payload field
             "next": fmt_time(s.next_due, now),
             "last": fmt_time(s.last_fired, now),
             "fired": s.fired,

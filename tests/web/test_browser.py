@@ -340,7 +340,7 @@ def seed_everything(client: Any) -> dict[str, str]:
     dead = leaseq.Queue("shop", redis=client, backoff=0.0)
     bounce = dead.enqueue({"to": "gone0@bounce.test"}, id="order-0001", max_attempts=2)
     leaseq.Worker(dead, handlers.smtp_bounce, handle_signals=False).run(burst=True)
-    dead.schedule("nightly-report", {"kind": "report"}, cron="0 3 * * *", tz="Europe/Berlin")
+    dead.schedule("nightly-report", {"n": 1}, cron="0 3 * * *", tz="Europe/Berlin", kind="report")
     thumbs = leaseq.Queue("thumbs", redis=client)
     thumbs.set_limits(concurrency=8, group_concurrency=1)
     thumbs.enqueue_many([{"n": n} for n in range(6)], kind="resize", group="tenant-7")
@@ -523,6 +523,55 @@ def test_a_sleeping_job_shows_in_its_state_tab_with_its_steps(browser: Any, clie
         page.goto(served.url + "/queues/orders/jobs/order-7")
         steps = page.locator("[data-steps] li").all_inner_texts()
         assert [s.split()[0] for s in steps] == ["charge", "refund-window", "asleep"], steps
+    finally:
+        page.close()
+        served.stop()
+
+
+def test_schedules_page_shows_the_kind_and_run_now_at_1280(browser: Any, client: Any) -> None:
+    # Schedules with long parts (a queue name, a time zone, a payload) at a
+    # laptop's width: each row's kind is shown and its one action can be
+    # clicked without scrolling sideways.
+    shop = leaseq.Queue("shop", redis=client)
+    shop.schedule(
+        "nightly-report",
+        {"customer": "acme-corporation-international", "format": "pdf", "lang": "en"},
+        cron="0 3 * * *",
+        tz="America/Argentina/Buenos_Aires",
+        kind="build_report",
+    )
+    shop.schedule("digest", {"to": "ops@example.com", "items": list(range(30))}, every=3600)
+    billing = leaseq.Queue("billing-eu-west-1", redis=client)
+    billing.schedule("sweep-expired-invoices", {"n": 1}, every=300, kind="billing.sweep_expired")
+    served = Served(client, title="redis://127.0.0.1/0", allow_actions=True)
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        page.goto(served.url + "/schedules")
+        kinds = {
+            row.get_attribute("data-schedule"): row.locator("td.kind").inner_text()
+            for row in page.locator("tr[data-schedule]").all()
+        }
+        assert kinds == {
+            "billing-eu-west-1/sweep-expired-invoices": "billing.sweep_expired",
+            "shop/digest": "",
+            "shop/nightly-report": "build_report",
+        }
+        shot(page, "schedules-1280")
+        buttons = page.locator("tr[data-schedule] button[data-action='fire']")
+        assert buttons.count() == 3
+        for i in range(3):
+            # On screen, and the element a click there reaches (not clipped by
+            # the table's scroll box, nor under another cell).
+            hit = buttons.nth(i).evaluate(
+                """b => { const r = b.getBoundingClientRect();
+                          const x = r.left + r.width / 2, y = r.top + r.height / 2;
+                          return [r.right <= innerWidth && r.left >= 0,
+                                  b.contains(document.elementFromPoint(x, y))]; }"""
+            )
+            assert hit == [True, True], i
+        page.locator("tr[data-schedule='shop/nightly-report'] button[data-action='fire']").click()
+        assert "nightly-report" in page.locator(".flash").inner_text()
+        assert shop.stats().pending == 1
     finally:
         page.close()
         served.stop()

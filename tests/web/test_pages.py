@@ -98,12 +98,27 @@ def test_queue_list_has_kind_group_and_progress_columns(q: leaseq.Queue, r: Any)
 
 
 def test_schedules_page_lists_every_queues_schedules(q: leaseq.Queue, r: Any) -> None:
-    q.schedule("nightly-report", {"kind": "report"}, cron="0 3 * * *", tz="Europe/Berlin")
+    q.schedule("nightly-report", {"n": 1}, cron="0 3 * * *", tz="Europe/Berlin", kind="report")
     leaseq.Queue("billing", redis=r).schedule("sweep", {"n": 1}, every=300)
     html = client_for(r).get("/schedules").text
     assert sorted(_rows(html, "data-schedule")) == ["billing/sweep", "emails/nightly-report"]
     assert "cron 0 3 * * * (Europe/Berlin)" in html and "every 5 min" in html
     assert ">report</td>" in html and "never" in html
+
+
+def test_schedules_page_shows_the_kind_of_the_jobs_a_schedule_makes(
+    q: leaseq.Queue, r: Any
+) -> None:
+    q.schedule("digest", {"to": "ops@example.com"}, every=3600, kind="send_digest")
+    # A payload field named "kind" is not the jobs' kind: a handler dict picks
+    # by the kind= alone, and would refuse these jobs.
+    q.schedule("legacy", {"kind": "report"}, every=3600)
+    html = client_for(r).get("/schedules").text
+    kind = {
+        name: re.search(r'<td class="mono kind">([^<]*)</td>', row).group(1)  # type: ignore[union-attr]
+        for name, row in re.findall(r'<tr data-schedule="emails/([^"]*)">(.*?)</tr>', html, re.S)
+    }
+    assert kind == {"digest": "send_digest", "legacy": ""}
 
 
 def test_limits_page_shows_limits_and_per_group_counts(q: leaseq.Queue, r: Any) -> None:
