@@ -137,22 +137,25 @@ def ls_(c: Ctx, queue: str, state: str, offset: int, limit: int, as_json: bool) 
             click.echo(f"leaseq: warning: damaged row: {exc}", err=True)
         return
     # Fits the terminal: one line a job, headers whole; a long id keeps its
-    # start and end (order-2026-…-0042), the text cells their start. Where
-    # jobs failed, the error message gets the room; a column that is the same
-    # nothing on every row (priority 0, no worker, no error) is left out.
+    # start and end (order-2026-…-0042), the text cells their start. The kind
+    # is a column of its own (whole up to 12 cells); where jobs failed, the
+    # error message and the payload share the room, the error the larger part
+    # (at 80 columns a dead list shows ~27 cells of the one, ~19 of the other).
+    # A column that is the same nothing on every row (priority 0, no kind, no
+    # worker, no error) is left out.
     width = _terminal.terminal_width()
-    failed = any(j.last_error for j in jobs)
     columns = [
-        _terminal.Column("id", keep="middle", share=0.45, least=20),
+        _terminal.Column("id", keep="middle", share=0.4, least=20),
         _terminal.Column("attempts", keep=None),
         _terminal.Column("priority", keep=None),
         _terminal.Column("group", keep="end", least=6),
         _terminal.Column("worker", keep="middle"),
-        _terminal.Column("error", least=10, share=0.3 if failed else 0.0, first=True),
-        _terminal.Column("payload", least=7),
+        _terminal.Column("kind", keep="middle", least=12),
+        _terminal.Column("error", least=10, share=0.35),
+        _terminal.Column("payload", least=9, share=0.25),
     ]
     rows = [_row(j) for j in jobs]
-    blank = {"priority": "0", "group": "", "worker": "", "error": ""}
+    blank = {"priority": "0", "group": "", "worker": "", "kind": "", "error": ""}
     drop = set() if state in ("active", "pending") else {"worker"}  # on `show`; room for the error
     keep = [
         i

@@ -37,11 +37,18 @@ def _queue(name: str) -> Queue:
 
 
 def _at(t: float | None, now: float) -> str:
-    """``12-01 03:00 (in 17 h)``: UTC on the server clock, short enough for 80 columns."""
+    """``12-01 03:00:00 (in 17h)``: UTC on the server clock, short enough for 80 columns."""
     if t is None:
         return "-"
     stamp = utc(t)
     when = "out of range" if stamp is None else stamp.strftime("%m-%d %H:%M:%S")
+    return f"{when} ({_ago(t, now)})"
+
+
+def _ago(t: float | None, now: float) -> str:
+    """``in 17h`` or ``3m ago`` (``-`` for never)."""
+    if t is None:
+        return "-"
     gap = abs(t - now)
     if gap < 120:
         span = f"{gap:.0f}s"
@@ -49,7 +56,7 @@ def _at(t: float | None, now: float) -> str:
         span = f"{gap / 60:.0f}m"
     else:
         span = f"{gap / 3600:.0f}h"
-    return f"{when} ({'in ' + span if t > now else span + ' ago'})"
+    return "in " + span if t > now else span + " ago"
 
 
 def _rule(s: Schedule) -> str:
@@ -136,21 +143,29 @@ def schedules(queue: str | None, as_json: bool) -> None:
         return
     now = _queue(rows[0].queue).stats().server_time
     width = terminal_width()
+    # At 80 columns the floors below add up to the room of six columns: a name
+    # gets the room before the other text grows, so one that fits is whole; a
+    # time due is whole (23 cells), a parked schedule's reason in its place is
+    # cut; "fired" is how long ago it last fired (its date, and how many times
+    # it fired, are in --json and on the dashboard's schedules page). One
+    # queue's schedules name it in the title instead of in a column.
+    one = len({s.queue for s in rows}) == 1
     columns = [
-        Column("queue", keep="middle", least=8),
-        Column("name", keep="middle", least=8),
-        Column("kind", keep="middle", least=4),
-        Column("rule", least=18),
-        Column("next due", keep=None),
-        Column("last fired", least=10),
+        Column("name", keep="middle", least=8, first=True),
+        Column("kind", keep="middle", least=10),
+        Column("rule", least=12),
+        Column("next due", least=23),
+        Column("fired", least=7),
     ]
-    # How many times each fired is in --json and on the dashboard's schedules
-    # page: at 80 columns the kind and the rule need the room more.
+    if not one:
+        columns.insert(0, Column("queue", keep="middle", least=10))
     cells = []
     for s in rows:
         nxt = s.error or "-" if s.next_due is None else _at(s.next_due, now)
-        cells.append([s.queue, s.name, s.kind or "-", _rule(s), nxt, _at(s.last_fired, now)])
-    table = fit(grid("leaseq schedules (server clock, UTC)"), columns, cells, width)
+        row = [s.name, s.kind or "-", _rule(s), nxt, _ago(s.last_fired, now)]
+        cells.append(row if one else [s.queue, *row])
+    title = "leaseq schedules" + (f" of {rows[0].queue}" if one else "")
+    table = fit(grid(f"{title} (server clock, UTC)"), columns, cells, width)
     out.print(table, width=width)
 
 

@@ -91,16 +91,17 @@ def _stamp(doc: dict[str, Any], name: str, t: float | None) -> None:
 
 
 def row(job: Job) -> list[str]:
+    """A job's cells in ``leaseq ls``: id, attempts, priority, group, worker,
+    kind, error, payload."""
     payload = json.dumps(job.payload) if not isinstance(job.payload, bytes) else repr(job.payload)
     error = (job.last_error or "").splitlines()[0] if job.last_error else ""
-    if job.kind:  # the kind heads the payload cell: "send_email {...}"
-        payload = f"{job.kind} {payload}"
     return [
         job.id,
         f"{job.attempts}/{job.max_attempts}",
         str(job.priority),
         job.group or "",
         job.worker or "",
+        job.kind or "",
         error,
         payload,
     ]
@@ -159,8 +160,9 @@ class Column:
 
 
 def grid(title: str | None = None, caption: str | None = None) -> Table:
-    """The CLI's table style: a rule under the header, no side borders, one space
-    between columns (so more of 80 columns goes to the cells)."""
+    """The CLI's table style: a rule under the header, no side borders, two
+    cells between columns (the padding collapsed, so more of 80 columns goes to
+    the cells)."""
     from rich import box
 
     return Table(
@@ -205,6 +207,9 @@ def _allot(columns: Sequence[Column], natural: list[int], room: int) -> list[int
         floor = max(cell_len(c.header), c.least, int(c.share * left))
         widths[i] = min(natural[i], floor)
     spare = left - sum(widths[i] for i in flex)
+    if spare < 0:
+        _squeeze(columns, widths, flex, -spare)
+        return widths
     for i in flex:
         if columns[i].first and spare > 0:
             more = min(spare, natural[i] - widths[i])
@@ -220,6 +225,24 @@ def _allot(columns: Sequence[Column], natural: list[int], room: int) -> list[int
             if widths[i] >= natural[i]:
                 growing.remove(i)
     return widths
+
+
+def _squeeze(columns: Sequence[Column], widths: list[int], flex: list[int], over: int) -> None:
+    """Take ``over`` cells from the shrinkable columns whose floors did not fit:
+    first from those above their ``least`` (a ``share``), then from text
+    (``keep="end"``) before names and ids (``"middle"``), the widest first,
+    none below its header. Left to the terminal instead, every column would
+    shrink alike, and a short name that fits would be cut to ``di…``."""
+
+    def order(i: int) -> tuple[bool, bool, int]:
+        return widths[i] > columns[i].least, columns[i].keep == "end", widths[i]
+
+    while over > 0:
+        able = [i for i in flex if widths[i] > cell_len(columns[i].header)]
+        if not able:
+            return
+        widths[max(able, key=order)] -= 1
+        over -= 1
 
 
 def _overhead(table: Table, n: int) -> int:

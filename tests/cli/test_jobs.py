@@ -93,7 +93,7 @@ def test_cli_enqueue_kind_and_a_worker_serving_a_dict(capsys: pytest.CaptureFixt
     code, out, _ = cli("show", "mail", "e")
     assert code == 0 and "kind" in out and "echo" in out
     code, out, _ = cli("ls", "mail")
-    assert code == 0 and "echo {" in out
+    assert code == 0 and re.search(r"^e +0/5 +echo +\{\"n\": 1\}", out, re.M), out
     code, _, err = cli("worker", "mail", "tests.support.handlers:KINDS", "--burst")
     assert code == 0, err
     q = cli.queue()

@@ -15,6 +15,7 @@ import leaseq
 from leaseq.cli.terminal import shorten
 from tests.support.cli import Cli, _one_line_error, run_leaseq_without_url
 from tests.support.servers import RedisServer
+from tests.support.store import HUGE
 
 LONG = [f"order-2026-03-17-customer-with-a-long-name-{i:04d}-tail" for i in range(5)]
 
@@ -78,6 +79,70 @@ def test_stats_schedules_with_long_names_fit(
             assert all("every 60 s" in r and re.search(r"\(in \d+s\)", r) for r in rows), out
 
 
+def _cells(line: str) -> list[str]:
+    """A table row's cells (the CLI's tables put two spaces or more between them)."""
+    return re.split(r"\s{2,}", line.strip())
+
+
+def test_schedules_at_80_columns_keep_a_name_whole_that_fits(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Parts that compete for the room: a long kind, a time zone, a parked
+    # schedule's reason in place of its due time, a time damaged by hand.
+    monkeypatch.setenv("COLUMNS", "80")
+    q = cli.queue()
+    q.schedule(
+        "digest", {"n": 1}, cron="0 3 * * *", tz="Europe/Amsterdam", kind="send_daily_digest"
+    )
+    q.schedule("cleanup", {"n": 2}, every=60.0, kind="cleanup_sessions")
+    q.schedule("broken", {"n": 3}, every=60.0)
+    q.redis.hset(q.keys.schedule("broken"), "error", "definition cannot be read; " + "x" * 60)
+    q.redis.hdel(q.keys.schedule("broken"), "next_due")
+    q.redis.hset(q.keys.schedule("cleanup"), "last_fired", HUGE)
+    leaseq.Queue.from_url(cli.url, "reports").schedule("weekly", {}, every=604_800.0)
+    for args in (("schedules",), ("schedules", "mail")):
+        code, out, err = cli(*args)
+        assert code == 0, err
+        lines = _lines(out)
+        assert max(len(line) for line in lines) <= 80, out
+        body = lines[next(i for i, line in enumerate(lines) if line.startswith("─")) + 1 :]
+        names = [_cells(line)[1 if len(args) == 1 else 0] for line in body]
+        every = ["broken", "cleanup", "digest", "weekly"]
+        assert sorted(names) == (every if len(args) == 1 else every[:3]), out
+        (digest,) = [line for line in lines if "digest" in _cells(line)]
+        assert "send_" in digest and "cron 0 3 * *" in digest, out  # the kind, the rule
+        assert re.search(r"\(in \d+h\)", digest), out  # the due time whole
+        assert "definition cannot" in out  # a parked one's reason, where its due time goes
+
+
+def test_ls_at_80_columns_shows_kind_and_payload_apart(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    q = cli.queue()
+    payload = {"to": "alice@example.com", "subject": "hello there"}
+    ids = q.enqueue_many([payload] * 2, kind="send_email", max_attempts=1)
+    q.enqueue({"to": "bob@example.com"})
+    q.enqueue(payload, kind="send_email", delay=1.0)
+    for lease in q.claim_many(2, ttl=60.0, worker="host-a.example.com:1234:abcdef"):
+        q.fail(lease, "ConnectionError: smtp.example.com refused the connection")
+    for state in ("dead", "scheduled"):
+        code, out, err = cli("ls", "mail", "--state", state)
+        assert code == 0, err
+        lines = _lines(out)
+        assert max(len(line) for line in lines) <= 80, out
+        header = _cells(next(line for line in lines if line.startswith("id ")))
+        assert "kind" in header and "payload" in header, out
+    code, out, _ = cli("ls", "mail", "--state", "dead")
+    header = _cells(next(line for line in _lines(out) if line.startswith("id ")))
+    for job_id in ids:
+        (line,) = [li for li in _lines(out) if li.startswith(job_id)]
+        cells = dict(zip(header, _cells(line), strict=True))
+        assert cells["kind"] == "send_email", out
+        assert len(cells["payload"]) >= 16 and cells["payload"].startswith('{"to": "alice'), out
+        assert cells["error"].startswith("ConnectionError: "), out
+
+
 def test_dead_list_at_80_columns_shows_the_error_message(
     cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -97,7 +162,9 @@ def test_dead_list_at_80_columns_shows_the_error_message(
         job = q.get(job_id)
         assert job is not None
         (line,) = [li for li in _lines(out) if job_id in li]
-        assert "RuntimeError: SMTP 550: no such user" in line, out
+        error, payload = _cells(line)[-2:]  # the room shared, the error's part the larger
+        assert error.startswith("RuntimeError: SMTP 550: no") and len(error) > len(payload), out
+        assert payload.startswith('{"to": "gone'), out
     code, out, _ = cli("show", "mail", ids[0])
     assert code == 0 and "failed attempts" in out and "traceback" in out
     assert 'File "mail.py", line 3, in send' in out
