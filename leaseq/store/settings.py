@@ -51,6 +51,24 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
+def _retention(keep_succeeded: float | None, keep_succeeded_count: int | None) -> tuple[int, int]:
+    """``(keep_ms, keep_count)`` of succeeded rows, checked; -1 is no bound, and a
+    count of 0 keeps none (so no time either)."""
+    keep_ms = (
+        -1
+        if keep_succeeded is None
+        else v.seconds_to_ms(
+            keep_succeeded, "keep_succeeded", minimum_ms=0, maximum=10 * 366 * 86_400.0
+        )
+    )
+    keep_count = (
+        -1
+        if keep_succeeded_count is None
+        else v.integer(keep_succeeded_count, "keep_succeeded_count", 0, 10**12)
+    )
+    return (0 if keep_count == 0 else keep_ms), keep_count
+
+
 class QueueSettings:
     """A queue's validated settings, keys and codec. No I/O."""
 
@@ -89,21 +107,9 @@ class QueueSettings:
         else:
             self.backoff = None
             self.constant_backoff_ms = v.delay_ms(backoff, "backoff")
-        self.keep_ms = (
-            -1
-            if keep_succeeded is None
-            else v.seconds_to_ms(
-                keep_succeeded, "keep_succeeded", minimum_ms=0, maximum=10 * 366 * 86_400.0
-            )
-        )
-        self.keep_count = (
-            -1
-            if keep_succeeded_count is None
-            else v.integer(keep_succeeded_count, "keep_succeeded_count", 0, 10**12)
-        )
-        """Most succeeded rows kept (-1: no bound); 0 deletes at completion."""
-        if self.keep_count == 0:
-            self.keep_ms = 0
+        self.keep_ms, self.keep_count = _retention(keep_succeeded, keep_succeeded_count)
+        """How long (ms) and how many succeeded rows are kept (-1: no bound); a
+        count of 0 deletes them at completion."""
         limit = v.integer(max_payload_bytes, "max_payload_bytes", 1, 512 * 1024 * 1024)
         self.codec = Codec(serializer, payload_type, limit)
         self.lease_cap_ms = v.seconds_to_ms(
