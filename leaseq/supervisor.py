@@ -14,9 +14,11 @@ so no password shows in a process list); nothing is pickled.
   stops claiming and finishes its in-flight jobs (``grace``), and the
   supervisor returns 0 once all have exited. A second signal is forwarded
   too (the children then release their jobs at once).
-- A child whose handler thread ran past its timeout reports it on a status
-  pipe (``--status-fd``: lines ``stuck N``); the child has already failed
-  that attempt with "timed out after N s". If the thread is still stuck
+- A child whose handler thread runs on after its job was given up (past its
+  timeout, or its job cancelled while it ran) reports it on a status pipe
+  (``--status-fd``: lines ``stuck N``); the child has already failed that
+  attempt ("timed out after N s") or dropped it (cancelled), and its own log
+  says which. If the thread is still stuck
   ``kill_grace`` seconds later, the supervisor SIGKILLs the child (a thread
   cannot be killed; a process can) and starts a new one at once. The killed
   child's other jobs come back by lease expiry and reaping.
@@ -77,14 +79,15 @@ class _Slot:
 class Supervisor:
     """Run ``processes`` ``leaseq worker`` children on ``queue`` with ``handler``
     (a ``module:function`` spec); restart the ones that die, stop them all on
-    SIGTERM/SIGINT, kill the ones stuck past a handler timeout.
+    SIGTERM/SIGINT, kill the ones whose handler runs on after its job was given up.
 
     ``concurrency``, ``ttl``, ``timeout``, ``grace``, ``burst`` and ``shards``
     are each child's ``leaseq worker`` options; ``url`` and ``prefix`` say
-    which Redis and keys. ``kill_grace``: seconds a handler may stay stuck
-    past its timeout before its child is killed. ``extra_args``: more
-    ``leaseq worker`` options, passed verbatim. ``run()`` returns the exit
-    code (0 after a clean stop, or once every burst child is done).
+    which Redis and keys. ``kill_grace``: seconds a handler may run on after
+    its job was given up (past its timeout, or cancelled) before its child is
+    killed. ``extra_args``: more ``leaseq worker`` options, passed verbatim.
+    ``run()`` returns the exit code (0 after a clean stop, or once every burst
+    child is done).
     """
 
     def __init__(
@@ -136,7 +139,7 @@ class Supervisor:
         self.restarts = 0
         """Children started again after one died or was killed."""
         self.killed = 0
-        """Children SIGKILLed for a handler stuck past its timeout."""
+        """Children SIGKILLed for a handler that ran on after its job was given up."""
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -235,8 +238,8 @@ class Supervisor:
             late = slot.stuck > 0 and since is not None and now - since >= self.kill_grace
             if late and not slot.killed:
                 logger.warning(
-                    "worker process %d (pid %d): %d handler(s) stuck %.1fs past their "
-                    "timeout: killing it",
+                    "worker process %d (pid %d): %d handler(s) still running %.1fs after "
+                    "their job was given up (its log says why): killing it",
                     slot.index,
                     proc.pid,
                     slot.stuck,

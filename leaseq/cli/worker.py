@@ -67,8 +67,8 @@ __all__ = ["worker"]
     type=float,
     default=5.0,
     show_default=True,
-    help="With --processes: seconds a handler may stay stuck past its timeout before "
-    "its process is killed and replaced.",
+    help="With --processes: seconds a handler may run on after its job was given up "
+    "(past its timeout, or cancelled) before its process is killed and replaced.",
 )
 @click.option(
     "--asyncio",
@@ -96,7 +96,8 @@ def worker(c: Ctx, /, queue: str, handler: str, **options: Any) -> None:
 
     With --processes N, a supervisor runs N such workers as child processes,
     restarts one that dies, forwards SIGTERM/SIGINT and kills one whose
-    handler is stuck past its timeout (plus --kill-grace)."""
+    handler runs on after its job was given up: past its timeout, or cancelled
+    (plus --kill-grace)."""
     o = _Options(**options)
     _log_to_stderr(o.log_level)
     if os.getcwd() not in sys.path:

@@ -8,9 +8,10 @@ failure and its end, a stuck handler): never per job. ``leaseq worker
 (``leaseq.observe.endpoint``; docs/deploy.md says what a probe should do
 with each).
 
-- **live**: nothing a restart would cure. A handler thread stuck past its
-  timeout cannot be killed from inside the process, so it is the one thing
-  that makes a worker not live; a supervisor kills such a child itself.
+- **live**: nothing a restart would cure. A handler thread that runs on after
+  its job was given up (past its timeout, cancelled, or handed back at a stop)
+  cannot be killed from inside the process, so it is the one thing that makes
+  a worker not live; a supervisor kills such a child itself.
 - **ready**: a worker runs (or every child of a supervisor does) and Redis
   answers its calls.
 
@@ -22,9 +23,28 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["HEALTH", "Health", "Verdict"]
+__all__ = ["GIVEN_UP", "HEALTH", "Health", "Verdict", "stuck_text"]
+
+GIVEN_UP = {
+    "timeout": "past its timeout",
+    "cancelled": "cancelled while it ran",
+    "stop": "handed back at a stop",
+}
+"""Why a worker gave up on a handler that still runs, in words, by the key its
+``Timeouts`` records (``leaseq.work.timeouts``)."""
+
+
+def stuck_text(why: Mapping[str, int]) -> str:
+    """``2 handler(s) still running after their job was given up (1 past its
+    timeout, 1 cancelled while it ran)``: what the worker's log line and the
+    liveness verdict say, the count of each reason in ``GIVEN_UP``'s order."""
+    parts = [f"{why[key]} {text}" for key, text in GIVEN_UP.items() if why.get(key)]
+    total = sum(why.values())
+    return f"{total} handler(s) still running after their job was given up ({', '.join(parts)})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +62,7 @@ class Health:
         self._lock = threading.Lock()
         self._running: dict[int, str] = {}  # a running worker's id -> its queue
         self._outages: dict[int, float] = {}  # an outage log's id -> since (monotonic)
-        self._stuck: dict[int, int] = {}  # a worker's Timeouts' id -> stuck threads
+        self._stuck: dict[int, Mapping[str, int]] = {}  # a Timeouts' id -> stuck threads by why
         self._children: tuple[int, int] | None = None  # a supervisor's (alive, wanted)
 
     def running(self, worker: object, queue: str) -> None:
@@ -61,12 +81,13 @@ class Health:
             else:
                 self._outages[id(log)] = since
 
-    def stuck(self, timeouts: object, count: int) -> None:
-        """A worker's handler threads stuck past their timeout, as its
-        ``Timeouts`` counts them (they outlive a stop: still counted)."""
+    def stuck(self, timeouts: object, why: Mapping[str, int]) -> None:
+        """A worker's handler threads that run on after their job was given up,
+        counted by why (a key of ``GIVEN_UP``), as its ``Timeouts`` counts them
+        (they outlive a stop: still counted)."""
         with self._lock:
-            if count:
-                self._stuck[id(timeouts)] = count
+            if sum(why.values()):
+                self._stuck[id(timeouts)] = dict(why)
             else:
                 self._stuck.pop(id(timeouts), None)
 
@@ -81,10 +102,12 @@ class Health:
         return self._children is not None
 
     def live(self) -> Verdict:
+        why: Counter[str] = Counter()
         with self._lock:
-            stuck = sum(self._stuck.values())
-        if stuck:
-            return Verdict(False, f"{stuck} handler(s) stuck past their timeout")
+            for each in self._stuck.values():
+                why.update(each)
+        if why:
+            return Verdict(False, stuck_text(why))
         return Verdict(True, "ok")
 
     def ready(self) -> Verdict:

@@ -37,6 +37,10 @@ class Task:
     """When the handler's time is up, ``time.monotonic()`` seconds."""
     timed_out: bool = False
     """The reporter failed the attempt for its timeout; what the handler does later is discarded."""
+    given_up: str = ""
+    """Why the worker gave up on the handler while it ran (a key of
+    ``leaseq.observe.health.GIVEN_UP``: its timeout passed, its job was
+    cancelled, a stop's grace ran out); "" while it has not."""
     returned: bool = False
     """The handler thread has returned (or raised)."""
     handed_back: bool = False

@@ -21,10 +21,11 @@ import logging
 import math
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from leaseq.observe.health import HEALTH
+from leaseq.observe.health import HEALTH, stuck_text
 from leaseq.work.held import Task
 from leaseq.work.log import log_job
 from leaseq.work.outcomes import OVERDUE, RELEASE, HandlerTimeout, decide, job_timeout
@@ -168,6 +169,7 @@ class Timeouts:
             ]
             for task in due:
                 task.timed_out = True
+                task.given_up = "timeout"
                 task.outcome = decide(HandlerTimeout(task.limit or 0.0))
                 task.interrupt()
             self.next_at = min(
@@ -199,6 +201,7 @@ class Timeouts:
             ]
             for task in due:
                 task.timed_out = True
+                task.given_up = "cancelled"  # no timeout passed: say so when it runs on
                 task.timeout_at = now
                 task.outcome = decide(HandlerTimeout(0.0))
                 task.interrupt()
@@ -224,6 +227,7 @@ class Timeouts:
             running, done = past_grace(tasks.values(), lambda t: t.outcome is not None)
             for task in running:
                 task.handed_back = True  # counted released, not lost, when it returns
+                task.given_up = "stop"
                 task.ctx.lost.set()
                 task.interrupt()
         return running, done
@@ -250,20 +254,16 @@ class Timeouts:
         the changes in order."""
         with self._told:
             with self.cond:
-                count = len(self.stuck)
-            self._tell(count)
+                why = Counter(t.given_up for t in self.stuck)
+            self._tell(why)
 
-    def _tell(self, count: int) -> None:
-        HEALTH.stuck(self, count)
+    def _tell(self, why: Counter[str]) -> None:
+        """Say how many threads run on and why each was given up on (the log
+        line, the liveness verdict), and tell ``on_stuck`` how many."""
+        HEALTH.stuck(self, why)
+        count = sum(why.values())
         if count:
-            log_job(
-                self.queue,
-                logging.WARNING,
-                None,
-                "%d handler(s) still running after their job was given up "
-                "(past a timeout, cancelled, or handed back at a stop)",
-                count,
-            )
+            log_job(self.queue, logging.WARNING, None, "%s", stuck_text(why))
         if self.on_stuck is not None:
             try:
                 self.on_stuck(count)

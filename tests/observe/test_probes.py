@@ -31,11 +31,14 @@ def test_verdicts() -> None:
     h.outage(log, 0.0)
     assert not h.ready().ok and "Redis unavailable" in h.ready().reason
     h.outage(log, None)
-    h.stuck(timeouts, 2)
-    assert not h.live().ok and h.live().reason == "2 handler(s) stuck past their timeout"
+    h.stuck(timeouts, {"timeout": 1, "cancelled": 1})
+    assert not h.live().ok and h.live().reason == (
+        "2 handler(s) still running after their job was given up "
+        "(1 past its timeout, 1 cancelled while it ran)"
+    )
     h.stopped(worker)
     assert not h.live().ok  # stuck threads outlive their worker's stop
-    h.stuck(timeouts, 0)
+    h.stuck(timeouts, {"timeout": 0, "cancelled": 0})
     assert h.live().ok
     h.children(1, 2)
     assert not h.ready().ok and h.ready().reason == "1 of 2 worker processes running"
@@ -121,7 +124,11 @@ def test_a_handler_stuck_past_its_timeout_fails_liveness(server: RedisServer) ->
         q.enqueue({"s": 60})  # a thread cannot be killed: stuck once past 0.2 s
         wait_until(lambda: _status(port, "/healthz") == 503, 20, what="healthz to see it stuck")
         got: Any = _get(port, "/healthz")
-        assert got.json() == {"ok": False, "reason": "1 handler(s) stuck past their timeout"}
+        assert got.json() == {
+            "ok": False,
+            "reason": "1 handler(s) still running after their job was given up "
+            "(1 past its timeout)",
+        }
     finally:
         proc.kill()
         proc.communicate(timeout=30)

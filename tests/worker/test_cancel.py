@@ -9,6 +9,7 @@ the row) is tests/store/test_cancel.py.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 
 import leaseq
 import leaseq.aio
+from leaseq.observe.health import HEALTH
 from leaseq.observe.worker_metrics import WorkerMetrics
 from tests.support.backends import run
 from tests.support.drivers import Driver
@@ -106,6 +108,39 @@ def test_a_plain_handler_sees_current_job_cancelled_within_a_heartbeat(
     assert w.counts["succeeded"] == 0
 
 
+def test_a_handler_still_running_after_its_cancel_is_logged_as_cancelled(
+    live_driver: Driver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No timeout is set: the log line and the liveness verdict about the thread
+    that runs on say it was cancelled, not that it ran past a timeout."""
+    q = live_driver.queue("jobs")
+    release = threading.Event()
+    started = threading.Event()
+
+    def handler(lease: leaseq.Lease) -> None:
+        started.set()
+        release.wait(30)  # never looks at current_job().cancelled
+
+    caplog.set_level(logging.WARNING, logger="leaseq.worker")
+    stuck: list[int] = []
+    job_id = q.enqueue({"n": 1})
+    w = live_driver.worker(handler, queue=q, concurrency=1, ttl=1.5, on_stuck=stuck.append)
+    w.start()
+    try:
+        assert started.wait(10.0)
+        assert q.cancel(job_id) is True
+        wait_until(lambda: stuck and stuck[-1] == 1, 10, what="the thread counted stuck")
+        (line,) = [r.getMessage() for r in caplog.records if "still running" in r.getMessage()]
+        assert "1 cancelled while it ran" in line and "timeout" not in line, line
+        reason = HEALTH.live().reason
+        assert "cancelled while it ran" in reason and "timeout" not in reason, reason
+    finally:
+        release.set()
+        w.stop()
+        w.join(10.0)
+    wait_until(lambda: stuck[-1] == 0, 10, what="the thread to return")
+
+
 def _lost(metrics: WorkerMetrics) -> list[float]:
     """The ``leaseq_leases_lost_total`` samples a worker recorded."""
     return [s.value for f in metrics.collect() for s in f.samples if "lost" in s.name]
@@ -138,6 +173,8 @@ def test_a_process_mode_child_running_a_cancelled_job_is_stopped(rr: Any, sup: S
     wait_until(lambda: q.stats().active == 1, 20, what="the job to start")
     assert q.cancel(job_id) is True
     wait_until(lambda: "killing it" in sup.log, 20, what="the kill")
+    (kill,) = [line for line in sup.log.splitlines() if "killing it" in line]
+    assert "timeout" not in kill, kill  # none was set: the job was cancelled
     wait_until(lambda: sup.kids() and not (sup.kids() & first), 20, what="a new child")
     job = q.get(job_id)
     assert job is not None and job.state is leaseq.State.CANCELLED
