@@ -17,42 +17,35 @@ from leaseq.cli.terminal import span as _span
 from leaseq.errors import DamagedKey, ScriptError
 from leaseq.observe.state_style import STYLES
 from leaseq.queue import Queue
+from leaseq.queue_set import parse_queue_spec
 from leaseq.sharded import ShardedQueue, known_queues, stats_many
 from leaseq.transport import client as _redis
-from leaseq.types import State
+from leaseq.types import State, Stats
 
 __all__ = ["stats"]
 
 
 @click.command()
-@click.argument("queue", required=False)
+@click.argument("queues", nargs=-1, metavar="[QUEUE]...")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object keyed by queue name.")
 @pass_ctx
-def stats(c: Ctx, queue: str | None, as_json: bool) -> None:
-    """Counts by state for QUEUE, or for every queue."""
-    broken: list[str] = []
-    if queue:
-        snaps = [c.target(queue).stats()]
+def stats(c: Ctx, queues: tuple[str, ...], as_json: bool) -> None:
+    """Counts by state for each QUEUE, or for every queue. Several queues are
+    given apart (a b) or as `leaseq worker` takes them (a,b; weights are read
+    past)."""
+    names = list(dict.fromkeys(n for spec in queues for n in parse_queue_spec(spec)[0]))
+    targets: list[Queue | ShardedQueue]
+    if names:  # each checked first: an unknown name is the one error line
+        targets = [c.target(name) for name in names]
     else:
         # A ShardedQueue shows up as one hash tag per shard ({emails#0}, ...):
         # report it once, its shards summed.
-        # Every queue's stats in a few pipelined round trips, not one per queue.
         shards = known_queues(c.redis, c.prefix)
-        targets: list[Queue | ShardedQueue] = [
+        targets = [
             ShardedQueue(n, shards=k, redis=c.redis, prefix=c.prefix) if k else c.queue(n)
             for n, k in sorted(shards.items())
         ]
-        snaps = []
-        found = stats_many(c.redis, targets)
-        for target, got in zip(targets, found, strict=True):
-            if isinstance(got, (DamagedKey, ScriptError)):
-                # One queue's keys edited by hand: say so, and list the others.
-                broken.append(target.name)
-                click.echo(f"leaseq: {target.name}: {_redis.redact(str(got))}", err=True)
-            elif isinstance(got, Exception):
-                raise got
-            else:
-                snaps.append(got)
+    snaps, broken = _read(c, targets)
     if as_json:
         doc = {}
         for s in snaps:
@@ -66,6 +59,22 @@ def stats(c: Ctx, queue: str | None, as_json: bool) -> None:
         _stats_table(c, snaps)
     if broken:
         sys.exit(1)  # the others were listed; the damaged ones were named on stderr
+
+
+def _read(c: Ctx, targets: list[Queue | ShardedQueue]) -> tuple[list[Stats], list[str]]:
+    """Every target's stats in a few pipelined round trips (not one per queue),
+    and the names of those whose keys were edited by hand: each named on stderr,
+    the others listed."""
+    snaps, broken = [], []
+    for target, got in zip(targets, stats_many(c.redis, targets), strict=True):
+        if isinstance(got, (DamagedKey, ScriptError)):
+            broken.append(target.name)
+            click.echo(f"leaseq: {target.name}: {_redis.redact(str(got))}", err=True)
+        elif isinstance(got, Exception):
+            raise got
+        else:
+            snaps.append(got)
+    return snaps, broken
 
 
 def _stats_table(c: Ctx, snaps: list[Any]) -> None:

@@ -24,6 +24,26 @@ def test_stats_table(cli: Cli) -> None:
     assert code == 0 and "mail" in out and "pending" in out
 
 
+def test_stats_of_several_queues_space_or_comma_separated(cli: Cli) -> None:
+    for name in ("a", "b", "c"):
+        cli.queue(name).enqueue({})
+    client = cli.queue().redis
+    leaseq.ShardedQueue("hot", shards=2, redis=client).enqueue_many([{"i": i} for i in range(4)])
+    for args in (("a", "hot"), ("a,hot",), ("a", "a,hot")):
+        code, out, err = cli("stats", *args, "--json")
+        assert code == 0, err
+        doc = json.loads(out)
+        assert sorted(doc) == ["a", "hot"] and doc["hot"]["pending"] == 4, args
+    # Weights as `leaseq worker` takes them are read past, like the worker does.
+    code, out, err = cli("stats", "a:5,b:1", "--json")
+    assert code == 0 and sorted(json.loads(out)) == ["a", "b"], err
+    code, out, err = cli("stats", "a", "b")
+    rows = [line.split()[0] for line in out.splitlines() if line.startswith(("a ", "b ", "c "))]
+    assert code == 0 and rows == ["a", "b"], out
+    code, out, err = cli("stats", "a", "nosuch")
+    assert code == 1 and "no queue named 'nosuch'" in err and out == ""
+
+
 def test_stats_json_reports_a_sharded_queue_once(cli: Cli) -> None:
     client = cli.queue().redis
     sharded = leaseq.ShardedQueue("hot", shards=3, redis=client)
