@@ -1,10 +1,13 @@
 """``leaseq doctor``: the server settings that matter to a job store, one
 verdict each (eviction, persistence, replicas, split-brain writes, memory,
-script time limit, cluster mode).
+script time limit, cluster mode), and on a Sentinel URL the Sentinels' own
+(how many answer, the quorum, ``down-after-milliseconds``).
 
-``diagnose`` is pure: it reads what ``gather`` fetched (INFO, and CONFIG GET
-where the server allows it — managed services often refuse it, and then the
-verdict says "unknown"). docs/reliability.md explains what each setting buys.
+``diagnose`` and ``diagnose_sentinels`` are pure: they read what ``gather``
+fetched (INFO, and CONFIG GET where the server allows it — managed services
+often refuse it, and then the verdict says "unknown") and what each Sentinel
+said (``leaseq.transport.connect.sentinel_masters``). docs/reliability.md and
+docs/high-availability.md explain what each setting buys.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ import click
 
 from leaseq.errors import AuthError, ScriptError
 from leaseq.transport import client as _redis
+from leaseq.transport.connect import sentinel_masters
+from leaseq.transport.urls import SENTINEL_SCHEMES
 
-__all__ = ["Finding", "diagnose", "doctor", "gather"]
+__all__ = ["Finding", "diagnose", "diagnose_sentinels", "doctor", "gather"]
 
 LEVELS = ("ok", "note", "warn", "bad")
 CONFIG_KEYS = (
@@ -164,6 +169,66 @@ def _cluster(info: dict[str, Any]) -> Finding:
     return Finding("ok", "cluster", "off (one primary)")
 
 
+SAFE_DOWN_AFTER_MS = 5000
+"""Below this ``down-after-milliseconds``, a primary that stalls for a moment
+(a fork for a replica's full sync on a loaded machine) can be failed over while
+healthy, and each failover opens the split-brain window
+(docs/high-availability.md)."""
+
+
+def diagnose_sentinels(
+    service: str, answers: list[tuple[str, dict[str, str] | None]]
+) -> list[Finding]:
+    """The Sentinels' verdicts from what each listed one said of ``service``
+    (``SENTINEL MASTER`` fields as text, None for no answer): how many answer,
+    the quorum, ``down-after-milliseconds``."""
+    said = [fields for _, fields in answers if fields is not None]
+    found = [_sentinel_count(service, len(answers), said)]
+    if said:
+        known = max(_field(f, "num-other-sentinels") + 1 for f in said)
+        found.append(_quorum([_field(f, "quorum") for f in said], known))
+        found.append(_down_after([_field(f, "down-after-milliseconds") for f in said]))
+    return found
+
+
+def _field(fields: dict[str, str], name: str) -> int:
+    text = fields.get(name, "")
+    return int(text) if text.isdigit() else 0
+
+
+def _sentinel_count(service: str, listed: int, said: list[dict[str, str]]) -> Finding:
+    if not said:
+        return Finding("bad", "sentinels", f"none of {listed} answer for {service!r}: no failover")
+    known = max(_field(f, "num-other-sentinels") + 1 for f in said)
+    text = f"{len(said)} of {listed} answer for {service!r}"
+    if known == 1:
+        return Finding("warn", "sentinels", f"{text}; one Sentinel: no failover if it dies")
+    if listed == 1:
+        return Finding("warn", "sentinels", f"the URL names 1 of {known}: list them all")
+    if len(said) < listed:
+        return Finding("warn", "sentinels", f"{text}; ask why the others do not")
+    return Finding("ok", "sentinels", f"{text}; {known} watch it")
+
+
+def _quorum(quorums: list[int], known: int) -> Finding:
+    low, high = min(quorums), max(quorums)
+    shown = str(low) if low == high else f"{low}-{high}"
+    if low <= 1:
+        text = f"quorum {shown}: one Sentinel alone can call the primary down"
+        return Finding("warn", "quorum", text)
+    if high > known:
+        return Finding("warn", "quorum", f"quorum {shown} of {known}: never met, no failover")
+    return Finding("ok", "quorum", f"quorum {shown} of {known} Sentinels")
+
+
+def _down_after(values: list[int]) -> Finding:
+    low = min(values)
+    if low < SAFE_DOWN_AFTER_MS:
+        text = f"{low} ms: a brief stall fails a healthy primary over"
+        return Finding("warn", "down-after", text)
+    return Finding("ok", "down-after", f"{low} ms")
+
+
 def _mb(n: int) -> str:
     return f"{n / 1_048_576:.1f} MB"
 
@@ -179,8 +244,11 @@ def doctor(c: Any, as_json: bool) -> None:
     if c.url.startswith("memory://"):
         click.echo("memory:// is the embedded in-process store: nothing to check")
         return
+    sentinels = None
+    if c.url.partition("://")[0] in SENTINEL_SCHEMES:
+        sentinels = diagnose_sentinels(*sentinel_masters(c.url))
     info, config = gather(c.redis)
-    found = diagnose(info, config)
+    found = diagnose(info, config) + (sentinels or [])
     if as_json:
         click.echo(json.dumps([dataclasses.asdict(f) for f in found]))
     else:

@@ -22,7 +22,10 @@ from leaseq.transport import client as _redis
 from leaseq.transport.memory import async_memory_client, memory_client
 from leaseq.transport.urls import SENTINEL_SCHEMES, sentinel_target
 
-__all__ = ["connect", "recheck_primary", "recheck_primary_async"]
+__all__ = ["connect", "recheck_primary", "recheck_primary_async", "sentinel_masters"]
+
+SENTINEL_ASK_TIMEOUT = 2.0
+"""Seconds ``sentinel_masters`` waits for each Sentinel (to connect, then to answer)."""
 
 
 def connect(url: str, *, asyncio: bool = False) -> Any:
@@ -131,6 +134,48 @@ def _no_primary(
     return MasterNotFoundError(
         f"no Redis Sentinel names a primary for {service!r}: {'; '.join(said)}"
     )
+
+
+def sentinel_masters(url: str) -> tuple[str, list[tuple[str, dict[str, str] | None]]]:
+    """The service a Sentinel URL names, and what each Sentinel it lists says
+    of it (``SENTINEL MASTER``: ``quorum``, ``down-after-milliseconds``,
+    ``num-other-sentinels``, ... as text) by ``host:port``; None for one that
+    does not answer (unreachable, refuses the Sentinel credentials, or does not
+    monitor the service). One try each, ``SENTINEL_ASK_TIMEOUT`` at most; for
+    ``leaseq doctor``. Raises InvalidArgument for a bad URL."""
+    import redis
+
+    target = sentinel_target(url)
+    kwargs: dict[str, Any] = {
+        "socket_timeout": SENTINEL_ASK_TIMEOUT,
+        "socket_connect_timeout": SENTINEL_ASK_TIMEOUT,
+        **target.sentinel_kwargs,
+        "retry": Retry(NoBackoff(), 0),
+        "decode_responses": True,
+    }
+    found: list[tuple[str, dict[str, str] | None]] = []
+    for host, port in target.sentinels:
+        client = redis.Redis(host=host, port=port, **kwargs)
+        try:
+            reply: Any = client.execute_command(  # type: ignore[no-untyped-call]
+                "SENTINEL", "MASTER", target.service
+            )
+        except (rex.RedisError, OSError):  # no answer is the finding itself
+            reply = None
+        finally:
+            client.close()
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        found.append((where, _text_fields(reply)))
+    return target.service, found
+
+
+def _text_fields(reply: Any) -> dict[str, str] | None:
+    """A ``SENTINEL MASTER`` reply as ``{field: text}``: redis-py parses it into a
+    dict of typed values, or leaves the flat list of pairs."""
+    if reply is None:
+        return None
+    pairs = reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
+    return {str(k): str(v) for k, v in pairs}
 
 
 def recheck_primary(client: Any) -> None:
