@@ -53,7 +53,11 @@ class QueueLike(Protocol):
     def wait_for_wake(self, timeout: float) -> bool: ...
     def extend(self, lease: Lease, ttl: float = 30.0) -> Lease: ...
     def extend_many(
-        self, leases: Sequence[Lease], ttl: float = 30.0, started: Sequence[bool] | None = None
+        self,
+        leases: Sequence[Lease],
+        ttl: float = 30.0,
+        started: Sequence[bool] | None = None,
+        waiting: Sequence[bool] | None = None,
     ) -> list[Lease | LeaseLost]: ...
     def complete(
         self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None
@@ -96,7 +100,11 @@ class AsyncQueueLike(Protocol):
     async def wait_for_wake(self, timeout: float) -> bool: ...
     async def extend(self, lease: Lease, ttl: float = 30.0) -> Lease: ...
     async def extend_many(
-        self, leases: Sequence[Lease], ttl: float = 30.0, started: Sequence[bool] | None = None
+        self,
+        leases: Sequence[Lease],
+        ttl: float = 30.0,
+        started: Sequence[bool] | None = None,
+        waiting: Sequence[bool] | None = None,
     ) -> list[Lease | LeaseLost]: ...
     async def complete(
         self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None

@@ -10,7 +10,9 @@
 --          a lease still prefetched (its handler not started) is not capped
 -- ARGV[3]  started, flags, one character per item: '1' = its handler has started (clears the
 --          row's prefetched mark, so a crash now charges the attempt, and while the mark was
---          there moves claimed_at to now: the cap counts from the start); anything else = no news
+--          there moves claimed_at to now: the cap counts from the start); '2' = a spare still
+--          waiting for a handler (sets the mark, prefetched = token: a crash from now on
+--          refunds the attempt); anything else = no news
 -- ARGV[4..] items, four values per item: id (string), token (the lease's attempts, decimal string),
 --           incarnation (the lease's row incarnation, decimal string), fence (the lease's fence)
 -- derives: nothing
@@ -54,11 +56,17 @@ for i = TAIL.keys, #KEYS do
     -- alone spent its attempts. Its handler starting moves claimed_at to now:
     -- the cap counts from there. Once only: the mark goes with the first news.
     -- A crash while it waits is still refunded, at most reap_expired's bound.
+    local flag = started:sub(i - 2, i - 2)
     local waiting = redis.call('HGET', job, 'prefetched') == token
-    local starts = waiting and started:sub(i - 2, i - 2) == '1'
+    local starts = waiting and flag == '1'
     if starts then
       waiting = false
       redis.call('HDEL', job, 'prefetched')
+    elseif flag == '2' and not waiting then
+      -- Its worker says it still waits for a handler: marked from now on (the
+      -- worker records its start, flag '1', before the handler runs).
+      waiting = true
+      redis.call('HSET', job, 'prefetched', token)
     end
     now = now or now_ms(meta)
     local deadline = now + lease_ms

@@ -45,15 +45,20 @@ class LeaseRouting:
         return renewed
 
     def extend_many(
-        self, leases: Sequence[Lease], ttl: float = 30.0, started: Sequence[bool] | None = None
+        self,
+        leases: Sequence[Lease],
+        ttl: float = 30.0,
+        started: Sequence[bool] | None = None,
+        waiting: Sequence[bool] | None = None,
     ) -> Op[list[Lease | LeaseLost]]:
         """As ``Queue.extend_many``: one batch per shard (or queue), results in the
         given order."""
         out: list[Lease | LeaseLost | None] = [None] * len(leases)
         for index, positions in self._lease_groups(leases).items():
             flags = None if started is None else [started[i] for i in positions]
+            wait = None if waiting is None else [waiting[i] for i in positions]
             part = [leases[i] for i in positions]
-            results = yield from self.parts[index].extend_many(part, ttl, flags)
+            results = yield from self.parts[index].extend_many(part, ttl, flags, wait)
             for i, result in zip(positions, results, strict=True):
                 out[i] = result
         return [r for r in out if r is not None]

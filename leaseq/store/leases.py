@@ -109,19 +109,35 @@ def fenced(
     )
 
 
+def _flags(n: int, started: Sequence[bool] | None, waiting: Sequence[bool] | None) -> str:
+    """extend.lua's flags: '1' started, '2' still waiting (mark it), '0' no news."""
+    for name, given in (("started", started), ("waiting", waiting)):
+        if given is not None and len(given) != n:
+            raise InvalidArgument(f"{len(given)} {name} flags for {n} leases")
+    if started is None and waiting is None:
+        return ""
+    return "".join(
+        "1" if started and started[i] else "2" if waiting and waiting[i] else "0" for i in range(n)
+    )
+
+
 def extend_call(
-    queue: QueueSettings, leases: Sequence[Lease], ttl: float, started: Sequence[bool] | None = None
+    queue: QueueSettings,
+    leases: Sequence[Lease],
+    ttl: float,
+    started: Sequence[bool] | None = None,
+    waiting: Sequence[bool] | None = None,
 ) -> Call[Batch[Lease | LeaseLost]]:
     """Heartbeat ``leases`` (one call; past its time budget, its reply is a
     ``Partial`` with the call for the rest): per lease, the lease with its new
     deadline, or the LeaseLost (LeaseCapReached past the cap) it met.
-    ``started[i]``: lease i was prefetched and its handler has now started."""
+    ``started[i]``: lease i was a marked spare and its handler starts now;
+    ``waiting[i]``: lease i is a spare still waiting for a handler: mark it, so
+    a crash from now on refunds its attempt (docs/leases-and-fencing.md)."""
     own(queue, leases)
     lease_ms = queue.lease_ms(ttl)
     k = queue.keys
-    if started is not None and len(started) != len(leases):
-        raise InvalidArgument(f"{len(started)} started flags for {len(leases)} leases")
-    flags = "" if started is None else "".join("1" if s else "0" for s in started)
+    flags = _flags(len(leases), started, waiting)
     jobs: list[str] = []
     items: list[str | bytes | int] = []
     for lease in leases:
@@ -138,9 +154,10 @@ def extend_call(
         if len(done) == len(leases):
             return done
         # Stopped at its time budget: the leases past the last reply, again.
-        rest = leases[len(done) :]
-        flags = None if started is None else started[len(done) :]
-        return Partial(done, extend_call(queue, rest, ttl, flags))
+        rest, at = leases[len(done) :], len(done)
+        more = None if started is None else started[at:]
+        wait = None if waiting is None else waiting[at:]
+        return Partial(done, extend_call(queue, rest, ttl, more, wait))
 
     return SCRIPTS["extend"].call(
         k,
@@ -154,18 +171,20 @@ def extend_call(
 
 
 def extend_calls(
-    queue: QueueSettings, leases: Sequence[Lease], ttl: float, started: Sequence[bool] | None = None
+    queue: QueueSettings,
+    leases: Sequence[Lease],
+    ttl: float,
+    started: Sequence[bool] | None = None,
+    waiting: Sequence[bool] | None = None,
 ) -> list[Call[Batch[Lease | LeaseLost]]]:
     """``extend_call`` for any number of leases, LEASE_CHUNK per call."""
-    return [
-        extend_call(
-            queue,
-            leases[start : start + LEASE_CHUNK],
-            ttl,
-            None if started is None else started[start : start + LEASE_CHUNK],
-        )
-        for start in range(0, len(leases), LEASE_CHUNK)
-    ]
+    calls = []
+    for start in range(0, len(leases), LEASE_CHUNK):
+        cut = slice(start, start + LEASE_CHUNK)
+        more = None if started is None else started[cut]
+        wait = None if waiting is None else waiting[cut]
+        calls.append(extend_call(queue, leases[cut], ttl, more, wait))
+    return calls
 
 
 def extend(queue: QueueSettings, lease: Lease, ttl: float = 30.0) -> Op[Lease]:
@@ -183,12 +202,14 @@ def extend_many(
     leases: Sequence[Lease],
     ttl: float = 30.0,
     started: Sequence[bool] | None = None,
+    waiting: Sequence[bool] | None = None,
 ) -> Op[list[Lease | LeaseLost]]:
     """Heartbeat many leases in few calls (chunks of 500). Per lease, in order:
     the lease with its new deadline, or the LeaseLost it met (nothing written
     for that one). A worker's heartbeat for all it holds; ``started[i]`` says a
-    prefetched lease's handler has started (a crash then charges it)."""
-    return (yield from joined(extend_calls(queue, leases, ttl, started)))
+    marked spare's handler starts now (a crash then charges it), ``waiting[i]``
+    that a spare still waits for a handler (mark it: a crash refunds it)."""
+    return (yield from joined(extend_calls(queue, leases, ttl, started, waiting)))
 
 
 # -- complete --------------------------------------------------------------------------

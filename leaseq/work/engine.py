@@ -283,7 +283,9 @@ class Engine:
                 with self._claim_lock:
                     if self._stopping:
                         return
-                    leases, wait = self._calls.claim_now(want, self.ttl, self.worker_id, idle)
+                    # Nothing marked at claim (started=want): a spare is marked by
+                    # its first heartbeat if it still waits (heartbeat.extend_due).
+                    leases, wait = self._calls.claim_now(want, self.ttl, self.worker_id, want)
                     if not self._admit(leases, idle):
                         self._writer.hand_back(leases)
                         return
@@ -441,8 +443,8 @@ class Engine:
         value: Any = None
         told = self.runs.told(task)
         try:
-            if task.prefetched and not task.reported:
-                self.starts.report(task)  # recorded before it runs (StartReports)
+            if task.prefetched:
+                self.starts.gate(task)  # a marked spare's start is recorded first
             task.ctx.raise_if_lost()  # lost meanwhile: not run; its outcome is not written
             value = self.handler(task.ctx.lease)
             if value is not None and inspect.isawaitable(value):  # an async def handler

@@ -24,11 +24,17 @@ class Task:
     """When to extend next, ``time.monotonic()`` seconds."""
     outcome: Outcome | None = None
     prefetched: bool = False
-    """Claimed as a prefetch: the server refunds its attempt if it expires unstarted."""
+    """Claimed as a spare, ahead of a free handler: once it has waited a heartbeat
+    the server marks it (``marked``) and refunds its attempt if it expires unstarted."""
     started: bool = False
     """Its handler has begun (set by the handler thread)."""
+    marking: bool = False
+    """A heartbeat that marks it as a waiting spare is in flight (``heartbeat.MARKS``)."""
+    marked: bool = False
+    """The server holds its spare's mark: its start must be recorded before its
+    handler runs (``StartReports``)."""
     reported: bool = False
-    """The server has been told (by a heartbeat) that it started."""
+    """The server has been told that it started (its mark cleared)."""
     limit: float | None = None
     """The handler's time limit, seconds (``job_timeout``), set when it starts."""
     since: float = 0.0

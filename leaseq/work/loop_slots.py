@@ -89,8 +89,8 @@ class LoopSlots:
         value: Any = None
         try:
             ctx = task.ctx
-            if task.prefetched and not task.reported:  # recorded before it runs
-                await asyncio.to_thread(engine.starts.report, task)
+            if task.prefetched and engine.starts.needs_gate(task):  # recorded first
+                await asyncio.to_thread(engine.starts.gate, task)
             ctx.raise_if_lost()  # lost meanwhile: not run; its outcome is not written
             if ctx.lease.attempt > 1 and ctx.aqueue is not None:  # sleep() reads no I/O
                 try:

@@ -238,6 +238,8 @@ def test_sigkill_does_not_charge_prefetched_jobs(rr: Any, workers: Workers) -> N
     spare = q.enqueue_many([{"s": 0} for _ in range(5)], max_attempts=1)
     doomed = workers.start("jobs", "sleep", "--concurrency", "1", "--prefetch", "5", "--ttl", "0.5")
     wait_until(lambda: q.stats().active == 6, 10, what="all six leased")
+    # The spares are marked by the worker's first heartbeat (ttl / 3) that finds them waiting.
+    wait_until(lambda: all(_marked(rr, q, i) for i in spare), 10, what="the spares marked")
     doomed.kill()
     doomed.wait()
     wait_until(lambda: q.reap() and q.stats().active == 0, 10, what="the leases to expire")
@@ -291,10 +293,13 @@ def test_no_job_that_ran_is_refunded_after_a_sigkill(
     # then killed with its worker was refunded as if it never ran.
     q = _q(rr)
     log = tmp_path / "runs"
-    ids = q.enqueue_many([{"log": str(log), "s": 0.1} for _ in range(40)], max_attempts=3)
+    ids = q.enqueue_many([{"log": str(log), "s": 0.3} for _ in range(40)], max_attempts=3)
     doomed = workers.start("jobs", "logged_sleep", "--concurrency", "2", "--prefetch", "6",
-                           "--ttl", "6")  # fmt: skip
+                           "--ttl", "0.9")  # fmt: skip
+    # Spares wait up to ~0.9 s: heartbeats (every 0.3 s) mark those still waiting,
+    # and a marked spare's start is recorded before it runs.
     wait_until(lambda: log.exists() and len(log.read_text().split()) >= 9, 20, what="runs")
+    wait_until(lambda: any(_marked(rr, q, i) for i in ids), 10, what="a spare marked")
     doomed.kill()
     doomed.wait()
     wait_until(lambda: q.reap() is not None and q.stats().active == 0, 20, what="the reaps")
@@ -309,6 +314,11 @@ def test_no_job_that_ran_is_refunded_after_a_sigkill(
         assert job.attempts == runs[job_id] + job.refunds, (job_id, job, runs[job_id])
         if job.refunds:
             assert runs[job_id] == 1 and "never reached a handler" in (job.last_error or "")
+
+
+def _marked(r: Any, q: leaseq.Queue, job_id: str) -> bool:
+    """The row carries a spare's mark (``prefetched``)."""
+    return r.hget(q.keys.job(job_id), "prefetched") is not None
 
 
 def _active_bomb(q: leaseq.Queue) -> bool:
