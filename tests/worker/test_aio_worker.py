@@ -223,6 +223,13 @@ def test_a_cancelled_run_returns_while_the_server_hangs(loop: asyncio.AbstractEv
     assert ended, "run() still cleaning up 10 s after its cancel"
 
 
+async def _marked(client: Any, queue: leaseq.aio.Queue) -> int:
+    """How many active rows carry a spare's mark (``prefetched``)."""
+    ids = [job.id for job in await queue.ls("active", limit=1000)]
+    marks = [await client.hget(queue.keys.job(i), "prefetched") for i in ids]
+    return sum(m is not None for m in marks)
+
+
 def test_a_stop_in_an_outage_leaves_prefetched_leases_to_expire_unspent(
     loop: asyncio.AbstractEventLoop,
 ) -> None:
@@ -244,6 +251,9 @@ def test_a_stop_in_an_outage_leaves_prefetched_leases_to_expire_unspent(
         task = asyncio.ensure_future(worker.run())
         await asyncio.wait_for(started.wait(), 5.0)
         while (await queue.stats()).active < 101:
+            await asyncio.sleep(0.01)
+        # The spares are marked by the first heartbeat (ttl / 3) that finds them waiting.
+        while await _marked(client, queue) < 100:
             await asyncio.sleep(0.01)
         server.kill()
         began = time.monotonic()
