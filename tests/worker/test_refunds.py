@@ -310,10 +310,11 @@ def test_no_job_that_ran_is_refunded_after_a_sigkill(
     assert refunded, "the kill must have left spares that never started"
     for job_id in ids:
         job = _job(q, job_id)
-        # Every run was charged: a refund only for a job that never ran then.
-        assert job.attempts == runs[job_id] + job.refunds, (job_id, job, runs[job_id])
+        # Every run was charged: a claim is refunded only if it never ran (a spare
+        # claimed since the last heartbeat is not marked yet: charged, unrefunded).
+        assert job.refunds <= job.attempts - runs[job_id], (job_id, job, runs[job_id])
         if job.refunds:
-            assert runs[job_id] == 1 and "never reached a handler" in (job.last_error or "")
+            assert "never reached a handler" in str([f.error for f in job.failures])
 
 
 def _marked(r: Any, q: leaseq.Queue, job_id: str) -> bool:
