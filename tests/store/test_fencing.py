@@ -55,18 +55,25 @@ def _reaped_and_reclaimed(q: leaseq.Queue, clock: Clock) -> tuple[leaseq.Lease, 
     return stale, fresh
 
 
+def _refused_unchanged(q: leaseq.Queue, r: Any, op: str, stale: leaseq.Lease) -> leaseq.LeaseLost:
+    """``op`` with ``stale`` raises a plain LeaseLost (not AlreadyFinished: the
+    lease never finished the job) and changes nothing in the database."""
+    before = snapshot(r)
+    with pytest.raises(leaseq.LeaseLost) as info:
+        STALE_OPS[op](q, stale)
+    assert not isinstance(info.value, leaseq.AlreadyFinished)
+    assert snapshot(r) == before
+    return info.value
+
+
 @pytest.mark.parametrize("op", sorted(STALE_OPS))
 def test_stale_worker_after_reap_and_reclaim_changes_nothing(
     q: leaseq.Queue, r: Any, clock: Clock, op: str
 ) -> None:
     stale, fresh = _reaped_and_reclaimed(q, clock)
-    before = snapshot(r)
-    with pytest.raises(leaseq.LeaseLost) as info:
-        STALE_OPS[op](q, stale)
-    assert not isinstance(info.value, leaseq.AlreadyFinished)
-    assert info.value.job_id == "job" and info.value.token == 1
-    assert info.value.state == "active" and info.value.attempts == "2"
-    assert snapshot(r) == before
+    lost = _refused_unchanged(q, r, op, stale)
+    assert lost.job_id == "job" and lost.token == 1
+    assert lost.state == "active" and lost.attempts == "2"
     q.complete(fresh)  # the current holder is unaffected
     assert row(q, "job")["state"] == "succeeded"
 
@@ -91,15 +98,9 @@ def test_a_claim_lost_to_a_failover_changes_nothing_under_the_same_attempt(
     q: leaseq.Queue, r: Any, op: str
 ) -> None:
     lost, fresh = _a_claim_lost_to_a_failover(q, r)
-    before = snapshot(r)
-    with pytest.raises(leaseq.LeaseLost) as info:
-        STALE_OPS[op](q, lost)
-    assert not isinstance(info.value, leaseq.AlreadyFinished)
-    assert info.value.state == "active" and info.value.attempts == "1"
-    assert f"under another claim (fence {fresh.fence}, this lease's {lost.fence})" in str(
-        info.value
-    )
-    assert snapshot(r) == before
+    refused = _refused_unchanged(q, r, op, lost)
+    assert refused.state == "active" and refused.attempts == "1"
+    assert f"under another claim (fence {fresh.fence}, this lease's {lost.fence})" in str(refused)
     q.complete(fresh, result="mine")
     # Finished under the same attempt, it is still not the lost lease's win.
     with pytest.raises(leaseq.LeaseLost) as info:

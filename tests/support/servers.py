@@ -130,3 +130,18 @@ class RedisServer:
     def stop(self) -> None:
         self.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def replicated() -> tuple[RedisServer, RedisServer]:
+    """A primary and one replica of it, synced, on free loopback ports (the
+    caller stops both)."""
+    primary = RedisServer("--repl-diskless-sync-delay", "0")  # sync at once
+    replica = RedisServer("--replicaof", "127.0.0.1", str(primary.port))
+    client = redis.Redis(port=replica.port)
+    wait_until(
+        lambda: client.info("replication").get("master_link_status") == "up",
+        15,
+        what="the replica to sync",
+    )
+    client.close()
+    return primary, replica

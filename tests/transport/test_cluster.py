@@ -34,7 +34,7 @@ from tests.store import (
 from tests.support import suite
 from tests.support.backends import Clock
 from tests.support.cluster import Cluster, shared_cluster
-from tests.support.servers import RedisServer, wait_until
+from tests.support.servers import RedisServer, replicated
 
 SETTINGS: dict[str, Any] = {
     "keep_succeeded": 60.0,
@@ -230,17 +230,9 @@ def test_a_batch_is_one_script_call_on_the_queue_node(cr: redis.cluster.RedisClu
 def pair() -> Iterator[tuple[RedisServer, RedisServer]]:
     """A primary and one replica of it, on free loopback ports."""
     try:
-        primary = RedisServer("--repl-diskless-sync-delay", "0")  # sync at once
+        primary, replica = replicated()
     except RuntimeError as exc:
         pytest.skip(str(exc))
-    replica = RedisServer("--replicaof", "127.0.0.1", str(primary.port))
-    client = redis.Redis(port=replica.port)
-    wait_until(
-        lambda: client.info("replication").get("master_link_status") == "up",
-        15,
-        what="the replica to sync",
-    )
-    client.close()
     yield primary, replica
     replica.stop()
     primary.stop()

@@ -12,12 +12,12 @@ import pytest
 import redis
 
 import leaseq
-from tests.support.servers import RedisServer, wait_until
+from tests.support.servers import RedisServer, replicated, wait_until
 
 
 @pytest.fixture
 def pair() -> Iterator[tuple[RedisServer, RedisServer]]:
-    primary, replica = RedisServer(), RedisServer()
+    primary, replica = replicated()
     try:
         yield primary, replica
     finally:
@@ -30,7 +30,6 @@ def test_a_claim_the_promoted_replica_never_saw_is_refused_there(
 ) -> None:
     primary, replica = pair
     p, r = redis.Redis(port=primary.port), redis.Redis(port=replica.port)
-    r.replicaof("127.0.0.1", primary.port)
     old = leaseq.Queue("emails", redis=p)
     old.enqueue({"to": "a@example.com"}, id="job")
     wait_until(lambda: r.exists("leaseq:{emails}:job:job") == 1, 10, what="the replica to sync")
