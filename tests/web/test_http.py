@@ -130,7 +130,15 @@ def test_job_page_shows_the_jobs_history_from_row_and_stream(q: leaseq.Queue, r:
     ]
     assert "event-stream entries" in html
     assert "data-traceback" in html and "Traceback ...\nValueError: first try" in html
+    assert html.count("Traceback ...\nValueError: first try") == 1  # once, not in the row too
+    assert 'href="#traceback">2 lines: the Traceback above</a>' in html
     assert "data-failures" in html and "ValueError: first try</td>" in html
+    # What an operator acts on comes first; the row and its history after.
+    at = {
+        name: html.index(name)
+        for name in ("data-traceback", "data-payload", "<h2>Row", "<h2>History")
+    }
+    assert at["data-traceback"] < at["data-payload"] < at["<h2>Row"] < at["<h2>History"]
     q.set_events(False)
     other = q.enqueue({"n": 2})
     html = c.get(f"/queues/emails/jobs/{other}").text
@@ -597,6 +605,7 @@ def test_edit_and_retry_a_dead_job_shows_the_diff_first(seeded: leaseq.Queue, r:
     c = client_for(r, allow_actions=True)
     page = c.get("/queues/emails/jobs/m000").text
     assert "data-edit" in page and "u0@example.org" in page
+    assert page.index("data-edit") < page.index("<h2>Row") < page.index("<h2>History")
     token = csrf_of(c)
     form = {
         "csrf": token,
