@@ -52,6 +52,9 @@ SEARCH_PAGE = 500
 DAMAGED = (DamagedKey, ScriptError)
 """What a queue's keys edited by hand raise: shown for that queue, not for the page."""
 MAX_MATCHES = 100
+LIVELIEST_READ = 200
+"""Most queues the events page looks at for the one with the newest event
+(one pipelined read each; past that, the first by name)."""
 
 Target = Queue | ShardedQueue
 
@@ -224,6 +227,28 @@ class Source:
                 g["held"] = g["held"] or n in hold
         ordered = sorted(found.values(), key=lambda g: (-(g["ready"] + g["active"]), g["name"]))
         return ordered[:limit]
+
+    def liveliest(self, limit: int = LIVELIEST_READ) -> str:
+        """The queue whose event stream has the newest entry (stream ids are the
+        server's ms): what the events page opens on. One pipelined ``XREVRANGE
+        COUNT 1`` per queue (every shard), of the first ``limit`` names; ''
+        for none, or none with events."""
+        known = self.names()
+        names = sorted(known)[:limit]
+        keys: list[tuple[str, str]] = []
+        for name in names:
+            keys += [(name, p.keys.events) for p in self.parts(self.queue(name, known))]
+        with _redis.translate_errors():
+            pipe = self.redis.pipeline(transaction=False)
+            for _, key in keys:
+                pipe.xrevrange(key, "+", "-", count=1)
+            got = pipe.execute(raise_on_error=False) if keys else []
+        newest: dict[str, tuple[int, int]] = {}
+        for (name, _), entries in zip(keys, got, strict=True):
+            if isinstance(entries, list) and entries:
+                ms, _, seq = _text(entries[0][0]).partition("-")
+                newest[name] = max(newest.get(name, (0, 0)), (int(ms), int(seq or 0)))
+        return max(newest, key=lambda n: newest[n]) if newest else ""
 
     def kinds(self, target: Target, ids: Iterable[str]) -> dict[str, str]:
         """``{job id: its kind}`` ('' for none, or a row that is gone), one

@@ -174,7 +174,9 @@ def limits(site: Site, request: Request) -> Response:
 def events(site: Site, request: Request) -> Response:
     params = request.query_params
     names = sorted(site.source.names())
-    chosen = params.get("queue", "") or (names[0] if names else "")
+    # No queue asked for: the one where something happened last, not the
+    # alphabetically first (often idle).
+    chosen = params.get("queue", "") or site.source.liveliest() or (names[0] if names else "")
     job_id = params.get("job", "").strip()
     state = params.get("state", "")
     state = state if state in STATES or state == "deleted" else ""

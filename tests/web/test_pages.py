@@ -181,6 +181,25 @@ def test_events_page_lists_newest_first_and_filters(q: leaseq.Queue, r: Any) -> 
     assert "Events are off for emails" in c.get("/events?queue=emails").text
 
 
+def test_events_page_opens_on_the_queue_where_something_happened_last(r: Any) -> None:
+    first, last = (leaseq.Queue(name, redis=r) for name in ("aaa", "zzz"))
+    first.enqueue({"n": 1})
+    last.enqueue({"n": 2})
+    first.enqueue({"n": 3})  # the newest event is aaa's
+    c = client_for(r)
+    arrows = r'<td class="mono">(\w+) → '
+    assert len(re.findall(arrows, c.get("/events").text)) == 2  # aaa's two enqueues
+    lease = last.claim(ttl=30.0)
+    assert lease is not None
+    last.complete(lease)  # now zzz's
+    html = c.get("/events").text
+    moves = re.findall(r'<td class="mono">(\w+) → <span class="st-\w+">(\w+)</span>', html)
+    assert moves[:2] == [("active", "succeeded"), ("pending", "active")]  # zzz's, not aaa's
+    assert len(moves) == 3
+    html = c.get("/events?queue=aaa").text  # one asked for is one shown
+    assert len(re.findall(arrows, html)) == 2
+
+
 def test_events_page_points_to_the_job_page_when_the_window_has_passed_the_job(
     q: leaseq.Queue, r: Any
 ) -> None:
