@@ -60,18 +60,18 @@ class Health:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._running: dict[int, str] = {}  # a running worker's id -> its queue
+        self._running: set[int] = set()  # the ids of the workers running now
         self._outages: dict[int, float] = {}  # an outage log's id -> since (monotonic)
         self._stuck: dict[int, Mapping[str, int]] = {}  # a Timeouts' id -> stuck threads by why
         self._children: tuple[int, int] | None = None  # a supervisor's (alive, wanted)
 
-    def running(self, worker: object, queue: str) -> None:
+    def running(self, worker: object) -> None:
         with self._lock:
-            self._running[id(worker)] = queue
+            self._running.add(id(worker))
 
     def stopped(self, worker: object) -> None:
         with self._lock:
-            self._running.pop(id(worker), None)
+            self._running.discard(id(worker))
 
     def outage(self, log: object, since: float | None) -> None:
         """An outage log began failing at ``since`` (monotonic), or ended (None)."""

@@ -75,9 +75,8 @@ def refusal(op: str, lease: Lease, reply: Sequence[Any]) -> LeaseLost:
     state, attempts = as_text(reply[1]) or None, as_text(reply[2]) or None
     row_incarnation = as_text(reply[3]) if len(reply) > 3 else "0"
     row_fence = as_text(reply[4]) if len(reply) > 4 else ""
-    mine = (
-        attempts == str(token) and row_incarnation == str(incarnation) and row_fence == lease.fence
-    )
+    this_attempt = attempts == str(token) and row_incarnation == str(incarnation)
+    mine = this_attempt and row_fence == lease.fence
     # A replay of this very call finds the row where the call moved it: complete
     # to succeeded; fail or release to one of the other states an active job
     # goes to (TRANSITIONS[ACTIVE]).
@@ -95,7 +94,7 @@ def refusal(op: str, lease: Lease, reply: Sequence[Any]) -> LeaseLost:
             incarnation=incarnation,
         )
     message = ""
-    if attempts == str(token) and row_incarnation == str(incarnation) and not mine:
+    if this_attempt and not mine:
         # The same attempt of the same row, under another claim's fence: a claim
         # lost to a failover, handed out again (docs/leases-and-fencing.md).
         message = (

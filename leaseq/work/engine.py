@@ -211,7 +211,7 @@ class Engine:
             self._done.put(None)
         old = _signals.install(self.on_signal, self.handle_signals)
         log_started(self.queue.name, self.worker_id, self.concurrency, self.ttl, burst)
-        HEALTH.running(self, self.queue.name)
+        HEALTH.running(self)
         # Each thread is bound to this run's queues: a handler still running after a
         # hard stop must never pick up work from a later run().
         self._carried = set(self._timeouts.stuck)  # see _may_take

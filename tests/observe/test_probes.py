@@ -26,7 +26,7 @@ def test_verdicts() -> None:
     h, worker, log, timeouts = Health(), object(), object(), object()
     assert not h.ready().ok and h.ready().reason == "no worker running"
     assert h.live().ok
-    h.running(worker, "emails")
+    h.running(worker)
     assert h.ready().ok
     h.outage(log, 0.0)
     assert not h.ready().ok and "Redis unavailable" in h.ready().reason
