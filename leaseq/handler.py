@@ -219,6 +219,8 @@ class JobContext:
     """Why the worker could not read them before an async handler started."""
     _names: set[str] | None = None
     """The step names this run has used."""
+    spent: float | None = None
+    """What this run really spent (``set_cost``), written with its outcome."""
 
     def step(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """A durable step (docs/durable.md): the result recorded for ``name`` on
@@ -352,6 +354,16 @@ class JobContext:
             await self.aqueue.progress(self.lease, value)
         else:
             await asyncio.to_thread(self.progress, value)
+
+    def set_cost(self, actual: float) -> None:
+        """Report what this run really spent (a finite number > 0, in the unit of the
+        job's ``cost=``): when the job completes or fails, it replaces the estimate in
+        the queue's and its group's cost windows (docs/flow-control.md). The last call
+        counts; checked here, sent with the outcome (no Redis call now)."""
+        from leaseq.store import validate
+
+        validate.cost(actual)
+        self.spent = float(actual)
 
     def parent_results(self) -> list[Any]:
         """The results of this job's parents, in its ``depends_on`` order

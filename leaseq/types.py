@@ -154,6 +154,10 @@ class JobOptions(TypedDict, total=False):
     """What a handler dict dispatches on (``Lease.kind``); None: no kind."""
     timeout: float | None
     """Seconds a handler may run on the job; None: the worker's default."""
+    cost: float | None
+    """What one run of the job spends against the queue's and its group's cost limits
+    (``set_limits(cost_rate=, cost_per=)``: tokens, say); a finite number > 0. None: 1.
+    The handler may report what it really spent (``current_job().set_cost``)."""
     depends_on: Sequence[str] | None
     """Ids of the jobs this one waits for (its parents, in this queue): it is
     ``waiting`` until they finish, then runs (docs/workflows.md). Every parent
@@ -315,6 +319,12 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     """The job's fair group (``enqueue(..., group=)``); None for an ungrouped job."""
     timeout: float | None = None
     """Seconds a handler may run on it (``enqueue(..., timeout=)``); None: no limit of its own."""
+    cost: float = 1.0
+    """What one run counts against the cost limits (``enqueue(..., cost=)``; row field
+    ``cost``, absent for the default 1)."""
+    spent: float | None = None
+    """What its last settled run really spent (``current_job().set_cost``, ``complete(...,
+    cost=)``; row field ``spent``); None: never settled."""
     unique_key: str | None = None
     """The uniqueness key the job was enqueued with (``leaseq.Unique``); None: none."""
     after: str | None = None
@@ -475,6 +485,7 @@ class Step(msgspec.Struct, frozen=True):
     max_attempts: int | None = None
     timeout: float | None = None
     group: str | None = None
+    cost: float | None = None
 
 
 DEFAULT_BACKOFF = Backoff()

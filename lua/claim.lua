@@ -35,6 +35,7 @@
 --          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
 --          leaseq:{<queue>}:group_claims:<name>  ZSET  a group's recent claims (group_claims_prefix);
+--          leaseq:{<queue>}:group_costs:<name>  ZSET  a group's cost window (group_costs_prefix);
 --          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
 -- returns: flat array: now_ms, wait_ms (when nothing was leased: ms until the next scheduled job is due
 --          or the earliest lease ends; -1 if none, if jobs were leased, or while the queue is
@@ -47,10 +48,12 @@
 --          kind ('' = none), timeout_ms (the handler's limit; 0 = none), traceparent
 --          ('' = none), depends_on (parent ids separated by spaces; '' = none)), then w values per leased job in that order: read by name
 -- errors: none of its own; a row that cannot be claimed is dead-lettered with last_error
+--         (as is one whose cost is above a whole cost limit: lib/cost_gate.lua)
 --!include lib/allow_oom.lua
 --!include lib/apply_limits.lua
 --!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
+--!include lib/cost_gate.lua
 --!include lib/dead_letter.lua
 --!include lib/elapsed_us.lua
 --!include lib/event_log.lua
@@ -120,6 +123,11 @@ local deadline = now + lease_ms
 -- can be claimed before then, so waking anyone sooner would only poll.
 local held_ms, rate_on
 count, held_ms, rate_on = apply_limits(K.limits, K.claims, active, now, count)
+-- Cost limits (nil: none set): a job whose cost has no room in the queue's window
+-- stops the claim (cost_free_at: when it will have room); one with no room in its
+-- group's window sends the group out of the rotation until then (as at its rate).
+local gate = cost_gate(K, now)
+local cost_free_at = nil
 if count == 0 and redis.call('ZCARD', pending) > 0 then
   redis.call('HSET', meta, 'limit_held', 1)
   redis.call('DEL', wake)
@@ -142,11 +150,13 @@ local group_active, group_added = {}, {} -- group_added: ipairs gives its groups
 -- from: the group whose ready set the id came from (nil: pending). An entry a
 -- cancel or delete left there, whose id was made again in another group (or
 -- none), is not this row's: false, nil, true (left alone, pending entry too).
+-- A job a cost limit holds back: false, nil, nil, then 'queue' or 'group' and when
+-- it will fit (ms epoch), nothing written: the caller puts its id back.
 local function lease_one(id, from)
     local job = job_prefix .. id
     local row = read_row(job, 'state', 'attempts', 'max_attempts',
       'payload', 'enqueued_at', 'incarnation', 'group', 'kind', 'timeout', 'traceparent',
-      'depends_on')
+      'depends_on', 'cost')
     if from and row and row[1] and row[7] ~= from then
       -- Indexed as its own group's (or as ungrouped): not this entry's. A row
       -- edited by hand out of its group is claimed here, as before.
@@ -171,8 +181,17 @@ local function lease_one(id, from)
     end
     local state = row[1]
     local attempts, max_attempts = to_count(row[2]), to_count(row[3])
-    if state == 'pending' and attempts and max_attempts and row[4]
-        and attempts < max_attempts then
+    local claimable = state == 'pending' and attempts and max_attempts and row[4]
+      and attempts < max_attempts
+    local hold, detail = nil, nil -- lib/cost_gate.lua: when, or why it never will
+    if gate and claimable then hold, detail = gate.check(row[12], row[7]) end
+    if hold and hold ~= 'dead' then
+      if hold == 'queue' then cost_free_at = detail end
+      return false, nil, nil, hold, detail
+    end
+    if hold == 'dead' then
+      dead_letter(job, dead, K, log, id, now, detail, 'pending', row[2])
+    elseif claimable then
       attempts = attempts + 1
       if got >= started then -- one HSET either way: this runs once per leased job
         redis.call('HSET', job, 'state', 'active', 'attempts', attempts,
@@ -206,7 +225,9 @@ local function lease_one(id, from)
       out[at + AT.timeout_ms] = to_count(row[9]) or 0 -- a hand-edited timeout reads as none
       out[at + AT.traceparent] = row[10] or ''
       out[at + AT.depends_on] = row[11] or ''
-      return true, id .. ':' .. attempts .. ':' .. out[at + AT.incarnation]
+      local name = id .. ':' .. attempts .. ':' .. out[at + AT.incarnation]
+      if gate then gate.take(row[12], row[7], now .. ':' .. name) end
+      return true, name
     elseif (state and (state == 'pending' or not state_kind(state)))
         or (not state and not not_a_hash and redis.call('EXISTS', job) == 1) then
       -- A row that can never be claimed as it stands: dead-letter it with
@@ -242,22 +263,24 @@ local function leased_so_far()
     checked = got
     full = over_budget(started_us)
   end
-  return full and count or got
+  return (full or cost_free_at) and count or got
 end
 -- Fair groups first (rotation between the groups with ready jobs and the
 -- ungrouped jobs as one more turn), then the ungrouped path as before.
 budget = rotate_groups(pending, K, count, budget, lease_one, leased_so_far, now,
   group_active, group_added)
-while not full and got < count and budget > 0 do
+while not full and not cost_free_at and got < count and budget > 0 do
   local popped = redis.call('ZPOPMIN', pending, math.min(count - got, budget, CLAIM_PAGE))
   if #popped == 0 then break end
   budget = budget - #popped / 2
   local grouped_at = nil
   for i = 1, #popped, 2 do
     -- Scores from PENDING_GROUPED up are grouped ids (push_pending): their turn comes
-    -- only through rotate_groups, so they go back and the loop ends.
+    -- only through rotate_groups, so they go back and the loop ends. So does a job
+    -- that the queue's cost window has no room for, and every one behind it.
     if tonumber(popped[i + 1]) >= PENDING_GROUPED then grouped_at = i break end
-    lease_one(popped[i])
+    local _, _, _, held = lease_one(popped[i])
+    if held then grouped_at = i break end
   end
   if grouped_at then
     local back = {}
@@ -279,6 +302,15 @@ if got > 0 then
 end
 for _, group in ipairs(group_added) do
   redis.call('HINCRBY', K.group_active, group, group_added[group])
+end
+
+if gate then gate.write() end
+if cost_free_at and got == 0 then
+  -- Held by the queue's cost window: as when a global limit holds the claim (above).
+  redis.call('HSET', meta, 'limit_held', 1)
+  redis.call('DEL', wake)
+  flush_events(log, now)
+  return { now, math.max(0, cost_free_at - now), 0, 0 }
 end
 
 if rate_on and got > 0 then

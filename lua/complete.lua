@@ -16,9 +16,11 @@
 -- ARGV[4]  n, the number of items (integer >= 1)
 -- ARGV[5]  extras, how many items carry a result or effects (integer >= 0)
 -- ARGV[6..] items, four values per item: id (string), token (decimal string), incarnation
---           (decimal string), fence (string); then per item that carries a result or effects (extras of them,
---           in item order): its place i (integer, 1 = the first item), result (encoded bytes;
---           '' = none), e (its number of effects, integer >= 0); then per effect, in that order:
+--           (decimal string), fence (string); then per item that carries a result, effects or a
+--           cost (extras of them, in item order): its place i (integer, 1 = the first item),
+--           result (encoded bytes; '' = none), e (its number of effects, integer >= 0), spent
+--           (what the run cost, a finite number > 0 as decimal text, settled in the cost
+--           windows: lib/settle_spent.lua; '' = none); then per effect, in that order:
 --           command (HINCRBY HSET SADD ZADD INCRBY SET XADD), argc (integer >= 1), then argc
 --           arguments that follow the key. Most items carry neither: four values each keep
 --           the call small for the common case.
@@ -49,6 +51,7 @@
 --!include lib/now_ms.lua
 --!include lib/over_budget.lua
 --!include lib/retain_rows.lua
+--!include lib/settle_spent.lua
 --!include lib/signal_done.lua
 --!include lib/tally.lua
 --!include lib/trim_count.lua
@@ -68,13 +71,14 @@ local out = {}
 local done_jobs, done_ids, retained_ids, pinned = {}, {}, {}, {}
 local log = event_log(K.events, K.done, meta)
 -- The few items with a result or effects come after the n items of four values.
-local results, effects_of = {}, {}
+local results, effects_of, spent = {}, {}, {}
 local extras = tonumber(A.extras)
-local ek, ea = TAIL.keys, TAIL.args + 4 * n + 3 * extras
+local ek, ea = TAIL.keys, TAIL.args + 4 * n + 4 * extras
 for x = 1, extras do
-  local base = TAIL.args + 4 * n + 3 * (x - 1)
+  local base = TAIL.args + 4 * n + 4 * (x - 1)
   local i = tonumber(ARGV[base])
   results[i] = ARGV[base + 1]
+  if ARGV[base + 3] ~= '' then spent[i] = ARGV[base + 3] end
   local effects = {}
   for k = 1, tonumber(ARGV[base + 2]) do
     local argc = tonumber(ARGV[ea + 1])
@@ -125,6 +129,7 @@ for i = 1, n do
     -- applies both, a lost one (or a replay) applies neither.
     now = now or now_ms(meta, false, log.clock)
     if group then tally(ended, group, 1) end
+    if spent[i] then settle_spent(K, job, id, token, incarnation, group, spent[i]) end
     free_unique(K, job, id, now, unique)
     for _, e in ipairs(effects) do apply_effect(e[1], e[2], e[3]) end
     redis.call('HSET', job, 'state', 'succeeded', 'finished_at', now)

@@ -30,7 +30,9 @@
 --           i-th job sent gets the reserved base + i; a number: the i-th job gets seq_from + i,
 --           for the rest of a call that stopped at its time budget, so that the calls of one
 --           batch, sent together, keep its order whichever runs first; lib/reserve_seq.lua)
--- ARGV[14..] jobs, two values per job: id (string, chosen by the client so that a
+-- ARGV[14]  cost, of every job in the call (a finite number > 0 as decimal text; '' = the
+--           default, 1: the field is then not written)
+-- ARGV[15..] jobs, two values per job: id (string, chosen by the client so that a
 --           replayed call finds its own rows), payload (bytes, encoded and size-checked)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, each with a queue-unique incarnation (job_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
@@ -42,9 +44,11 @@
 --          (lib/over_budget.lua): the jobs past the last value were not looked at, and then a
 --          last value {'SEQ', base} says the FIFO base the call used (the rest's seq_from is
 --          base plus the values before it)
--- errors: none of its own (input was validated by the caller)
+-- errors: {{'COST', why}} (its only value) when the cost is above the queue's or the group's
+--         cost budget, which no claim could ever fit: nothing is written
 --!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
+--!include lib/cost_check.lua
 --!include lib/elapsed_us.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
@@ -65,6 +69,10 @@ local kind = A.kind
 local timeout_ms = tonumber(A.timeout_ms)
 local traceparent = A.traceparent
 local n = (#ARGV - TAIL.args + 1) / 2
+-- A cost above a whole budget could never be claimed: refused before anything is written.
+local cost = A.cost ~= '' and tonumber(A.cost) or 1
+local why = cost_check(K, cost, group)
+if why then return { { 'COST', why } } end
 local started_us = elapsed_us()
 local log = event_log(K.events, nil, meta)
 local now = now_ms(meta, false, log.clock)
@@ -104,6 +112,10 @@ end
 if timeout_ms > 0 then
   base[#base + 1] = 'timeout'
   base[#base + 1] = timeout_ms
+end
+if A.cost ~= '' then
+  base[#base + 1] = 'cost'
+  base[#base + 1] = A.cost
 end
 if traceparent ~= '' then
   base[#base + 1] = 'traceparent'

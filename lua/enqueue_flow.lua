@@ -20,9 +20,10 @@
 -- ARGV[7]  numbered, 1 = every row gets an `incarnation` (the call holds an id the caller
 --          chose), 0 = none does unless the clock floor holds the queue's time: every id
 --          was made by leaseq, and such a row's number is its enqueued_at (lib/row_number.lua)
--- ARGV[8..]  first the profiles, seven values each: max_attempts (integer >= 1), delay_ms (integer
+-- ARGV[8..]  first the profiles, eight values each: max_attempts (integer >= 1), delay_ms (integer
 --           ms >= 0), priority (integer 0..1000000), group ('' = none), kind ('' = none), timeout_ms
---           (integer ms; 0 = none), on_parent_failure ('cancel' or 'run'); then the steps, four
+--           (integer ms; 0 = none), on_parent_failure ('cancel' or 'run'), cost (decimal text;
+--           '' = the default, 1, not written); then the steps, four
 --           values each: id (string), payload (encoded bytes), profile (its number, from 1),
 --           parents (ids separated by single spaces, each an existing job or an earlier step of
 --           this call; '' = none)
@@ -33,9 +34,12 @@
 -- returns: one integer per step: 1 if created, 0 if left alone (its id existed; or a replay)
 -- errors: {'GONE', parent, step} when a parent is neither a job nor an earlier step;
 --         {'DAMAGED', parent, why} when a parent's row cannot be read;
---         {'USED', id} when a step's id is taken (dedup = 0). Nothing is written then.
+--         {'USED', id} when a step's id is taken (dedup = 0);
+--         {'COST', why} when a step's cost is above a cost budget (lib/cost_check.lua).
+--         Nothing is written then.
 --!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
+--!include lib/cost_check.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/log_event.lua
@@ -52,12 +56,15 @@ local job_prefix, meta = A.job_prefix, K.meta
 local P = tonumber(A.profiles)
 local profile = {}
 for p = 1, P do
-  local b = TAIL.args + (p - 1) * 7
+  local b = TAIL.args + (p - 1) * 8
   profile[p] = { max_attempts = ARGV[b], delay_ms = tonumber(ARGV[b + 1]),
                  priority = tonumber(ARGV[b + 2]), group = ARGV[b + 3], kind = ARGV[b + 4],
-                 timeout = ARGV[b + 5], policy = ARGV[b + 6] }
+                 timeout = ARGV[b + 5], policy = ARGV[b + 6], cost = ARGV[b + 7] }
+  local why = cost_check(K, tonumber(profile[p].cost) or 1,
+    profile[p].group ~= '' and profile[p].group or nil)
+  if why then return { 'COST', why } end
 end
-local W, STEPS = 4, TAIL.args + P * 7
+local W, STEPS = 4, TAIL.args + P * 8
 local n = (#ARGV - STEPS + 1) / W
 local function arg(i, k) return ARGV[STEPS + (i - 1) * W + k] end -- step i's value k
 -- A step's parents as a list, split once per distinct text: a fan-out's steps
@@ -169,6 +176,7 @@ for _, i in ipairs(fresh) do
   if group ~= '' then row[n + 1], row[n + 2], n = 'group', group, n + 2 end
   if pr.kind ~= '' then row[n + 1], row[n + 2], n = 'kind', pr.kind, n + 2 end
   if pr.timeout ~= '0' then row[n + 1], row[n + 2], n = 'timeout', pr.timeout, n + 2 end
+  if pr.cost ~= '' then row[n + 1], row[n + 2], n = 'cost', pr.cost, n + 2 end
   if A.traceparent ~= '' then row[n + 1], row[n + 2], n = 'traceparent', A.traceparent, n + 2 end
   if A.flow ~= '' then row[n + 1], row[n + 2], n = 'flow', A.flow, n + 2 end
   if incall[id] then row[n + 1], row[n + 2], n = 'children', incall[id], n + 2 end

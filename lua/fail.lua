@@ -19,6 +19,8 @@
 -- ARGV[6]  retry_ms, delay before the retry (integer ms >= 0)
 -- ARGV[7]  dead_now, 1 to dead-letter whatever attempts remain, else 0
 -- ARGV[8]  traceback, the handler's traceback for the traceback field ('' removes it)
+-- ARGV[9]  spent, what the run cost (a finite number > 0 as decimal text; '' = not told),
+--          settled in the cost windows (lib/settle_spent.lua)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job's parents and children (job_prefix);
 --          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
@@ -36,6 +38,7 @@
 --!include lib/note_failure.lua
 --!include lib/now_ms.lua
 --!include lib/push_pending.lua
+--!include lib/settle_spent.lua
 --!include lib/to_count.lua
 --!include lib/wake_held.lua
 --!include lib/wake_if_first.lua
@@ -50,6 +53,7 @@ if refused then return refused end
 
 local log = event_log(K.events, K.done, meta)
 local now = now_ms(meta, false, log.clock)
+if A.spent ~= '' then settle_spent(K, job, id, token, A.incarnation, group, A.spent) end
 redis.call('ZREM', active, id)
 group_done(K, job, group)
 bump_counter(K, 'failed', 1, now)

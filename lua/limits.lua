@@ -11,20 +11,26 @@
 -- KEYS[7]  leaseq:{<queue>}:group_active HASH  group -> leases active now
 -- KEYS[8]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
 -- KEYS[9]  leaseq:{<queue>}:group_rate_held  ZSET  groups held back at their rate (lib/rotate_groups.lua)
+-- KEYS[10] leaseq:{<queue>}:costs        ZSET  the queue's cost window (lib/cost_window.lua)
 -- ARGV[1]  action, 'get' or 'set'
 -- ARGV[2]  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are
 --          the ZSET group_prefix .. <name>
 -- ARGV[3..] fields, for 'set': field, value pairs (concurrency, rate, per_ms, group_concurrency,
---           group_rate, group_per_ms, and a group's own concurrency:<name>, rate:<name>,
---           per_ms:<name>: decimal integers; '' removes the field). The field group_overrides
+--           group_rate, group_per_ms, cost_per_ms, group_cost_per_ms, and a group's own
+--           concurrency:<name>, rate:<name>, per_ms:<name>, cost_per_ms:<name>: decimal
+--           integers; cost_rate, group_cost_rate, cost_rate:<name>: a finite number > 0 as
+--           decimal text; '' removes the field). The field group_overrides
 --           is kept here: how many fields of a group's own there are (claim reads them only then).
 -- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: flat array: now_ms, active leases, claims in the last per_ms (0 without a rate),
 --          groups with ready jobs in the rotation, groups with active leases, groups held
---          at group_concurrency, the most leases active in one group,
+--          at group_concurrency, the most leases active in one group, the cost claimed in the
+--          last cost_per_ms (decimal text; 0 without a cost limit),
 --          then the limits hash as field, value pairs
 -- errors: none (values were validated by the caller)
 --!include lib/allow_oom.lua
+--!include lib/cost_in_window.lua
+--!include lib/cost_limit.lua
 --!include lib/now_ms.lua
 --!include lib/to_count.lua
 
@@ -40,6 +46,7 @@ if A.action == 'set' then
   end
   -- HGET, not HEXISTS: the least-privilege ACL list of docs/reliability.md has no HEXISTS.
   if not redis.call('HGET', limits, 'rate') then redis.call('DEL', claims) end
+  if not redis.call('HGET', limits, 'cost_rate') then redis.call('DEL', K.costs) end
   local fields, own = redis.call('HGETALL', limits), 0
   for i = 1, #fields, 2 do
     if string.find(fields[i], ':', 1, true) then own = own + 1 end
@@ -93,8 +100,11 @@ if per then recent = redis.call('ZCOUNT', claims, '(' .. (now - per), '+inf') en
 local counts = redis.call('HGETALL', K.group_active)
 local most = 0
 for i = 2, #counts, 2 do most = math.max(most, tonumber(counts[i]) or 0) end
+local _, cost_per = cost_limit(redis.call('HGET', limits, 'cost_rate'),
+  redis.call('HGET', limits, 'cost_per_ms'))
+local cost = cost_per and cost_in_window(K.costs, cost_per, now) or 0
 local out = { now, redis.call('ZCARD', active), recent, redis.call('ZCARD', K.groups),
-  #counts / 2, #redis.call('HGETALL', K.group_held) / 2, most }
+  #counts / 2, #redis.call('HGETALL', K.group_held) / 2, most, string.format('%.15g', cost) }
 local h = redis.call('HGETALL', limits)
 for i = 1, #h do out[#out + 1] = h[i] end
 return out

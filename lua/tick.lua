@@ -52,7 +52,7 @@ for i = TAIL.args, #ARGV, 4 do
   local row = {}
   if redis.call('TYPE', key).ok == 'hash' then
     row = redis.call('HMGET', key, 'version', 'last_fired', 'next_due',
-      'payload', 'max_attempts', 'priority', 'kind', 'group', 'timeout_ms', 'unique')
+      'payload', 'max_attempts', 'priority', 'kind', 'group', 'timeout_ms', 'unique', 'cost')
   end
   -- Compare and set: only the definition and due time this client read,
   -- and only once that due time has come on the server's clock. A second
@@ -89,6 +89,7 @@ for i = TAIL.args, #ARGV, 4 do
         if row[7] then redis.call('HSET', job, 'kind', row[7]) end
         if row[8] then redis.call('HSET', job, 'group', row[8]) end -- before push_pending
         if tonumber(row[9] or '') then redis.call('HSET', job, 'timeout', row[9]) end
+        if row[11] then redis.call('HSET', job, 'cost', row[11]) end
         if ukey then
           redis.call('HSET', job, 'unique_key', ukey)
           redis.call('HSET', K.unique, ukey, id)

@@ -83,8 +83,9 @@ def check_options(options: JobOptions, caller: str) -> None:
 
 def option_args(queue: QueueSettings, options: JobOptions, caller: str) -> dict[str, Any]:
     """The job options as stored (script ARGV by name: max_attempts, delay_ms,
-    priority, group, kind, timeout_ms), each checked; the one check of them
-    for enqueue and schedules alike. ``unique`` is checked by ``unique_keys``."""
+    priority, group, kind, timeout_ms, cost ('' = the default, 1)), each checked;
+    the one check of them for enqueue and schedules alike. ``unique`` is checked
+    by ``unique_keys``."""
     check_options(options, caller)
     max_attempts = options.get("max_attempts")
     group, kind = options.get("group"), options.get("kind")
@@ -97,6 +98,7 @@ def option_args(queue: QueueSettings, options: JobOptions, caller: str) -> dict[
         "group": "" if group is None else check_group(group),
         "kind": "" if kind is None else check_job_id(kind, "kind"),
         "timeout_ms": v.timeout_ms(options.get("timeout")),
+        "cost": "" if options.get("cost") is None else v.cost(options.get("cost")),
     }
 
 
@@ -182,6 +184,8 @@ def _plain_calls(
         numbered = int(chosen or bool(ukeys))
 
         def parse(reply: list[Any]) -> Batch[int | str]:
+            if reply and isinstance(reply[0], list) and as_text(reply[0][0]) == "COST":
+                raise InvalidArgument(f"{as_text(reply[0][1])}: nothing was enqueued")
             cut = bool(reply) and isinstance(reply[-1], list)  # {'SEQ', base} ends it
             got = _enqueued(reply[:-1] if cut else reply)
             at = start + len(got)

@@ -260,6 +260,20 @@ class QueueKeys:
         return self.stem + "group_claims:"
 
     @property
+    def costs(self) -> str:
+        """ZSET, the queue's cost window (cost limits): one member per claim,
+        ``<cost>:<claim ms>:<id>:<attempts>:<row number>`` scored by its claim time, and
+        ``sum:<total>`` at +inf (lua/lib/cost_window.lua); expires one window after its
+        last claim."""
+        return self.stem + "costs"
+
+    @property
+    def group_costs_prefix(self) -> str:
+        """What scripts prepend to a group's name to get its cost window (a ZSET like
+        ``costs``), ``{prefix}:{<queue>}:group_costs:``."""
+        return self.stem + "group_costs:"
+
+    @property
     def group_rate_held(self) -> str:
         """ZSET of groups held out of the rotation at their rate; score = when they
         may claim again, ms epoch."""

@@ -64,32 +64,45 @@ class LeaseRouting:
         return [r for r in out if r is not None]
 
     def complete(
-        self, lease: Lease, result: Any = None, *, effects: Sequence[Any] | None = None
+        self,
+        lease: Lease,
+        result: Any = None,
+        *,
+        effects: Sequence[Any] | None = None,
+        cost: float | None = None,
     ) -> Op[None]:
         """As ``Queue.complete``, on the lease's shard (or queue). ``effects`` keys
         must carry its tag (``self.shard_for(lease.id).keys.tag`` for a shard).
         Raises LeaseLost."""
-        yield from self._for(lease).complete(lease, result, effects=effects)
+        yield from self._for(lease).complete(lease, result, effects=effects, cost=cost)
 
     def complete_many(
-        self, leases: Sequence[Lease], results: Sequence[Any] | None = None
+        self,
+        leases: Sequence[Lease],
+        results: Sequence[Any] | None = None,
+        costs: Sequence[float | None] | None = None,
     ) -> Op[list[LeaseLost]]:
         """Complete many leases, one batch per shard (or queue); return the refusals.
         Every result is encoded before any part's call runs: one that will not
         encode raises InvalidPayload with nothing written on any part."""
-        return (yield from joined(self.complete_calls(leases, results)))
+        return (yield from joined(self.complete_calls(leases, results, costs)))
 
     def complete_calls(
-        self, leases: Sequence[Lease], results: Sequence[Any] | None = None
+        self,
+        leases: Sequence[Lease],
+        results: Sequence[Any] | None = None,
+        costs: Sequence[float | None] | None = None,
     ) -> list[Call[Batch[LeaseLost]]]:
         """The calls of ``complete_many`` over every part, all built (and every
         result encoded) before the first runs."""
-        if results is not None and len(results) != len(leases):
-            raise InvalidArgument(f"{len(results)} results for {len(leases)} leases")
+        for name, values in (("results", results), ("costs", costs)):
+            if values is not None and len(values) != len(leases):
+                raise InvalidArgument(f"{len(values)} {name} for {len(leases)} leases")
         calls: list[Call[Batch[LeaseLost]]] = []
         for index, members in self._lease_groups(leases).items():
             part = None if results is None else [results[i] for i in members]
-            calls += self.parts[index].complete_calls([leases[i] for i in members], part)
+            spent = None if costs is None else [costs[i] for i in members]
+            calls += self.parts[index].complete_calls([leases[i] for i in members], part, spent)
         return calls
 
     def fail(
@@ -100,10 +113,11 @@ class LeaseRouting:
         *,
         dead: bool = False,
         traceback: str | None = None,
+        cost: float | None = None,
     ) -> Op[State]:
         """As ``Queue.fail``, on the lease's shard (or queue). Raises LeaseLost."""
         state: State = yield from self._for(lease).fail(
-            lease, error, retry_in, dead=dead, traceback=traceback
+            lease, error, retry_in, dead=dead, traceback=traceback, cost=cost
         )
         return state
 

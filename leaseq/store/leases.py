@@ -220,16 +220,18 @@ def complete_call(
     leases: Sequence[Lease],
     results: Sequence[Any] | None,
     effects: Sequence[Sequence[Any] | None] | None = None,
+    costs: Sequence[float | None] | None = None,
 ) -> Call[Batch[LeaseLost]]:
     """Complete ``leases`` in one call (past its time budget, its reply is a
     ``Partial`` with the call for the rest). ``effects[i]``: the Redis writes (see
     ``leaseq.store.effects``) applied with item i's completion, in the same
     script; the reply raises InvalidArgument when one cannot apply (that item
-    is then left active, its lease held)."""
+    is then left active, its lease held). ``costs[i]``: what item i's run
+    really spent, settled in the cost windows (None: its estimate stands)."""
     own(queue, leases)
     k = queue.keys
-    # Four values per item; the few with a result or effects add theirs after
-    # all the items (complete.lua's ARGV), so a batch of plain completions
+    # Four values per item; the few with a result, effects or a cost add theirs
+    # after all the items (complete.lua's ARGV), so a batch of plain completions
     # costs the least to pack and to read.
     args: list[str | bytes | int] = []
     extras: list[str | bytes | int] = []
@@ -240,7 +242,8 @@ def complete_call(
         args += (lease.id, lease.attempt, lease.incarnation, lease.fence)
         result = None if results is None else results[i]
         effect = None if effects is None else effects[i]
-        if result is None and effect is None:
+        cost = None if costs is None else costs[i]
+        if result is None and effect is None and cost is None:
             continue
         e_keys, e_args = encode_effects(effect, k)
         effect_keys += e_keys
@@ -249,6 +252,7 @@ def complete_call(
             i + 1,
             b"" if result is None else encode(result, "result"),
             len(e_keys),
+            "" if cost is None else v.cost(cost),
         )
     args += extras
     args += effect_args
@@ -257,11 +261,12 @@ def complete_call(
         lost, later = _completed(leases, reply)
         if later is None:
             return lost
+
+        def rest_of(values: Sequence[Any] | None) -> Any:
+            return None if values is None else values[later:]
+
         rest = complete_call(
-            queue,
-            leases[later:],
-            None if results is None else results[later:],
-            None if effects is None else effects[later:],
+            queue, leases[later:], rest_of(results), rest_of(effects), rest_of(costs)
         )
         return Partial(lost, rest)
 
@@ -273,7 +278,7 @@ def complete_call(
         keep_ms=queue.keep_ms,
         keep_count=queue.keep_count,
         n=len(leases),
-        extras=len(extras) // 3,
+        extras=len(extras) // 4,
     )
 
 
@@ -296,17 +301,23 @@ def _completed(leases: Sequence[Lease], reply: list[Any]) -> tuple[list[LeaseLos
 
 
 def complete_calls(
-    queue: QueueSettings, leases: Sequence[Lease], results: Sequence[Any] | None = None
+    queue: QueueSettings,
+    leases: Sequence[Lease],
+    results: Sequence[Any] | None = None,
+    costs: Sequence[float | None] | None = None,
 ) -> list[Call[Batch[LeaseLost]]]:
     """The calls of ``complete_many``, LEASE_CHUNK leases per call. Every result
-    is encoded here, so one that will not encode raises before any call runs."""
-    if results is not None and len(results) != len(leases):
-        raise InvalidArgument(f"{len(results)} results for {len(leases)} leases")
+    is encoded (and every cost checked) here, so a bad one raises before any call runs."""
+    for name, values in (("results", results), ("costs", costs)):
+        if values is not None and len(values) != len(leases):
+            raise InvalidArgument(f"{len(values)} {name} for {len(leases)} leases")
+
+    def cut(values: Sequence[Any] | None, start: int) -> Any:
+        return None if values is None else values[start : start + LEASE_CHUNK]
+
     return [
         complete_call(
-            queue,
-            leases[start : start + LEASE_CHUNK],
-            None if results is None else results[start : start + LEASE_CHUNK],
+            queue, leases[start : start + LEASE_CHUNK], cut(results, start), None, cut(costs, start)
         )
         for start in range(0, len(leases), LEASE_CHUNK)
     ]
@@ -318,9 +329,13 @@ def complete(
     result: Any = None,
     *,
     effects: Sequence[Any] | None = None,
+    cost: float | None = None,
 ) -> Op[None]:
     """Mark the job succeeded (storing ``result`` if not None). Raises LeaseLost
     (AlreadyFinished when a replay finds it done under this same token).
+
+    ``cost``: what the run really spent; it replaces the job's ``cost=`` in the
+    cost limits' windows (docs/flow-control.md). None: the estimate stands.
 
     ``effects``: Redis writes such as ``("HINCRBY", "app:{q}:totals", "sent", 1)``
     applied in the same script, only while the lease holds — exactly once or
@@ -334,6 +349,7 @@ def complete(
                 [lease],
                 None if result is None else [result],
                 None if effects is None else [effects],
+                None if cost is None else [cost],
             )
         ]
     )
@@ -342,10 +358,14 @@ def complete(
 
 
 def complete_many(
-    queue: QueueSettings, leases: Sequence[Lease], results: Sequence[Any] | None = None
+    queue: QueueSettings,
+    leases: Sequence[Lease],
+    results: Sequence[Any] | None = None,
+    costs: Sequence[float | None] | None = None,
 ) -> Op[list[LeaseLost]]:
-    """Complete many leases in few calls; return the refusals (empty if all held)."""
-    return (yield from joined(complete_calls(queue, leases, results)))
+    """Complete many leases in few calls; return the refusals (empty if all held).
+    ``costs[i]``: what lease i's run spent (as ``complete(..., cost=)``)."""
+    return (yield from joined(complete_calls(queue, leases, results, costs)))
 
 
 # -- fail, release, once, progress -----------------------------------------------------
@@ -358,6 +378,7 @@ def fail_call(
     retry_in: float | None,
     dead: bool,
     traceback: str | None = None,
+    cost: float | None = None,
 ) -> Call[State]:
     retry_ms = queue.retry_delay_ms(lease, retry_in)
     return fenced(
@@ -370,6 +391,7 @@ def fail_call(
         retry_ms=retry_ms,
         dead_now=1 if dead else 0,
         traceback="" if traceback is None else v.text(traceback, "traceback", TRACEBACK_LIMIT),
+        spent="" if cost is None else v.cost(cost),
     )
 
 
@@ -381,14 +403,15 @@ def fail(
     *,
     dead: bool = False,
     traceback: str | None = None,
+    cost: float | None = None,
 ) -> Op[State]:
     """Record a failure. Retry after ``retry_in`` s (default: the queue's backoff)
     while attempts remain, else dead-letter; ``dead=True`` dead-letters at once.
     ``error`` is the ``last_error`` text (``Type: message``), ``traceback`` the
     row's ``traceback`` field (None clears it); the row keeps a bounded log of
-    its failed attempts (``Job.failures``). Returns the job's new state.
-    Raises LeaseLost."""
-    state: State = yield fail_call(queue, lease, error, retry_in, dead, traceback)
+    its failed attempts (``Job.failures``). ``cost``: what the run spent (as for
+    ``complete``). Returns the job's new state. Raises LeaseLost."""
+    state: State = yield fail_call(queue, lease, error, retry_in, dead, traceback, cost)
     return state
 
 

@@ -16,7 +16,7 @@ import msgspec
 from leaseq.errors import InvalidArgument
 from leaseq.store import validate as v
 from leaseq.store.groups import check_group
-from leaseq.store.replies import as_text
+from leaseq.store.replies import as_text, read_cost
 from leaseq.store.scripts import SCRIPTS
 from leaseq.store.settings import QueueSettings
 from leaseq.store.steps import Call, Op
@@ -57,14 +57,20 @@ class GroupLimits(msgspec.Struct, frozen=True, kw_only=True):
     rate: int | None = None
     """Most claims of this group in any span of ``per`` seconds (instead of ``group_rate``)."""
     per: float | None = None
+    cost_rate: float | None = None
+    """Most cost claimed by this group in any span of ``cost_per`` seconds (instead of
+    ``group_cost_rate``)."""
+    cost_per: float | None = None
 
     def describe(self) -> str:
-        """``concurrency 5, rate 50 per 1 s``: what a person reads."""
+        """``concurrency 5, rate 50 per 1 s, cost 90000 per 60 s``: what a person reads."""
         parts = []
         if self.concurrency is not None:
             parts.append(f"concurrency {self.concurrency}")
         if self.rate is not None and self.per is not None:
             parts.append(f"rate {self.rate} per {self.per:g} s")
+        if self.cost_rate is not None and self.cost_per is not None:
+            parts.append(f"cost {self.cost_rate:g} per {self.cost_per:g} s")
         return ", ".join(parts) or "none"
 
 
@@ -98,53 +104,92 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     """The per-group rate's span, seconds."""
     groups: dict[str, GroupLimits] = msgspec.field(default_factory=dict)
     """Groups with limits of their own (``set_group_limits``), by name."""
+    cost_rate: float | None = None
+    """Most cost claimed in any span of ``cost_per`` seconds (server clock, sliding):
+    a job counts its ``cost=`` when claimed, settled to what it spent when it ends."""
+    cost_per: float | None = None
+    """The cost limit's span, seconds."""
+    recent_cost: float = 0.0
+    """Cost claimed in the last ``cost_per`` seconds, settled where settled (0 without
+    a cost limit)."""
+    group_cost_rate: float | None = None
+    """Most cost claimed per fair group in any span of ``group_cost_per`` seconds."""
+    group_cost_per: float | None = None
+    """The per-group cost limit's span, seconds."""
 
     @property
     def limited(self) -> bool:
         """Any limit is set: queue-wide, per fair group, or a group's own."""
-        queue_wide = (self.concurrency, self.rate, self.group_concurrency, self.group_rate)
+        queue_wide = (
+            self.concurrency,
+            self.rate,
+            self.group_concurrency,
+            self.group_rate,
+            self.cost_rate,
+            self.group_cost_rate,
+        )
         return any(x is not None for x in queue_wide) or bool(self.groups)
 
 
-def _parse(reply: list[Any]) -> Limits:
-    h = {as_text(reply[i]): as_text(reply[i + 1]) for i in range(7, len(reply) - 1, 2)}
+def _num(h: dict[str, str], name: str) -> int | None:
+    # Decimal digits only, as claim.lua reads it (lib/to_count.lua): a field
+    # edited by hand to 'nan', '-1' or '2.5' is no limit there, so none here.
+    text = h.get(name, "")
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 15 else None
 
-    def num(name: str) -> int | None:
-        # Decimal digits only, as claim.lua reads it (lib/to_count.lua): a field
-        # edited by hand to 'nan', '-1' or '2.5' is no limit there, so none here.
-        text = h.get(name, "")
-        return int(text) if text.isascii() and text.isdigit() and len(text) <= 15 else None
 
-    per_ms = num("per_ms")
-    rate = num("rate")
-    group_per_ms, group_rate = num("group_per_ms"), num("group_rate")
-    own: dict[str, dict[str, int | None]] = {}
-    for field in h:
-        what, sep, name = field.partition(":")
-        if sep and what in ("concurrency", "rate", "per_ms"):
-            own.setdefault(name, {})[what] = num(field)
-    groups = {
-        name: GroupLimits(
-            concurrency=o.get("concurrency"),
-            rate=o.get("rate") if o.get("per_ms") else None,
-            per=(o.get("per_ms") or 0) / 1000 if o.get("per_ms") and o.get("rate") else None,
+def _window(h: dict[str, str], rate: str, per: str, cost: bool = False) -> tuple[Any, Any]:
+    """A limit's budget and span in seconds as claim reads its two fields (both or
+    neither: (None, None)); a cost budget is any finite number > 0 (lib/cost_limit.lua)."""
+    per_ms = _num(h, per)
+    budget: float | int | None = read_cost(h.get(rate)) if cost else _num(h, rate)
+    if not per_ms or budget is None:
+        return None, None
+    return budget, per_ms / 1000
+
+
+def _own(h: dict[str, str]) -> dict[str, GroupLimits]:
+    """The groups' own limits, from the fields ``<limit>:<group>``."""
+    names = sorted({f.partition(":")[2] for f in h if ":" in f})
+    out = {}
+    for name in names:
+        rate, per = _window(h, "rate:" + name, "per_ms:" + name)
+        cost_rate, cost_per = _window(h, "cost_rate:" + name, "cost_per_ms:" + name, cost=True)
+        out[name] = GroupLimits(
+            concurrency=_num(h, "concurrency:" + name),
+            rate=rate,
+            per=per,
+            cost_rate=cost_rate,
+            cost_per=cost_per,
         )
-        for name, o in sorted(own.items())
-    }
+    return out
+
+
+def _parse(reply: list[Any]) -> Limits:
+    h = {as_text(reply[i]): as_text(reply[i + 1]) for i in range(8, len(reply) - 1, 2)}
+    rate, per = _window(h, "rate", "per_ms")
+    group_rate, group_per = _window(h, "group_rate", "group_per_ms")
+    cost_rate, cost_per = _window(h, "cost_rate", "cost_per_ms", cost=True)
+    group_cost_rate, group_cost_per = _window(h, "group_cost_rate", "group_cost_per_ms", cost=True)
     return Limits(
-        concurrency=num("concurrency"),
-        rate=rate if per_ms else None,
-        per=per_ms / 1000 if per_ms and rate else None,
-        group_concurrency=num("group_concurrency"),
+        concurrency=_num(h, "concurrency"),
+        rate=rate,
+        per=per,
+        group_concurrency=_num(h, "group_concurrency"),
         active=int(reply[1]),
         recent_claims=int(reply[2]),
         groups_ready=int(reply[3]),
         groups_active=int(reply[4]),
         groups_held=int(reply[5]),
         busiest_group=int(reply[6]),
-        group_rate=group_rate if group_per_ms else None,
-        group_per=group_per_ms / 1000 if group_per_ms and group_rate else None,
-        groups=groups,
+        group_rate=group_rate,
+        group_per=group_per,
+        groups=_own(h),
+        cost_rate=cost_rate,
+        cost_per=cost_per,
+        recent_cost=float(as_text(reply[7])),
+        group_cost_rate=group_cost_rate,
+        group_cost_per=group_cost_per,
     )
 
 
@@ -165,20 +210,27 @@ def set_limits_call(
     group_concurrency: int | Unset | None = UNSET,
     group_rate: int | Unset | None = UNSET,
     group_per: float | Unset | None = UNSET,
+    cost_rate: float | Unset | None = UNSET,
+    cost_per: float | Unset | None = UNSET,
+    group_cost_rate: float | Unset | None = UNSET,
+    group_cost_per: float | Unset | None = UNSET,
 ) -> Call[Limits]:
     """Change the limits given (None removes one; one not given stays as it is).
 
     ``rate`` without ``per`` counts per second; ``rate=None`` also drops ``per``;
-    ``group_rate`` and ``group_per`` likewise, per fair group.
+    ``group_rate`` and ``group_per``, ``cost_rate`` and ``cost_per``,
+    ``group_cost_rate`` and ``group_cost_per`` likewise.
     Raises InvalidArgument before writing anything.
     """
     args: list[str | int] = []
     if concurrency is not UNSET:
         args += ["concurrency", _count(concurrency, "concurrency")]
-    args += _rate(rate, per, "rate", "per", "rate", "per_ms")
+    args += _rate(rate, per, "rate", "per", "")
     if group_concurrency is not UNSET:
         args += ["group_concurrency", _count(group_concurrency, "group_concurrency")]
-    args += _rate(group_rate, group_per, "group_rate", "group_per", "group_rate", "group_per_ms")
+    args += _rate(group_rate, group_per, "group_rate", "group_per", "")
+    args += _rate(cost_rate, cost_per, "cost_rate", "cost_per", "")
+    args += _rate(group_cost_rate, group_cost_per, "group_cost_rate", "group_cost_per", "")
     return _call(queue, "set", args)
 
 
@@ -188,6 +240,8 @@ def set_group_limits_call(
     concurrency: int | Unset | None = UNSET,
     rate: int | Unset | None = UNSET,
     per: float | Unset | None = UNSET,
+    cost_rate: float | Unset | None = UNSET,
+    cost_per: float | Unset | None = UNSET,
 ) -> Call[Limits]:
     """Give the fair group ``group`` limits of its own, over the queue's per-group
     ones (None removes one: the queue's applies again). Raises InvalidName or
@@ -196,23 +250,26 @@ def set_group_limits_call(
     args: list[str | int] = []
     if concurrency is not UNSET:
         args += ["concurrency:" + name, _count(concurrency, "concurrency")]
-    args += _rate(rate, per, "rate", "per", "rate:" + name, "per_ms:" + name)
+    args += _rate(rate, per, "rate", "per", ":" + name)
+    args += _rate(cost_rate, cost_per, "cost_rate", "cost_per", ":" + name)
     return _call(queue, "set", args)
 
 
 def _rate(
-    rate: int | Unset | None,
+    rate: float | Unset | None,
     per: float | Unset | None,
     rate_arg: str,
     per_arg: str,
-    rate_field: str,
-    per_field: str,
+    own: str,
 ) -> list[str | int]:
-    """The fields of one sliding-window rate (``rate`` claims per ``per`` s)."""
+    """The fields of one sliding window (``rate`` claims, or cost for ``cost_rate``,
+    per ``per`` s): ``<rate_arg>`` and ``<per_arg>_ms``, then ``own`` (``:<group>``
+    for a group's own limit; '' for the queue's)."""
     if per is not UNSET and rate is UNSET:
         raise InvalidArgument(f"{per_arg}= goes with {rate_arg}= (give both)")
     if rate is UNSET:
         return []
+    rate_field, per_field = rate_arg + own, per_arg + "_ms" + own
     if rate is None:
         if per not in (UNSET, None):
             raise InvalidArgument(
@@ -221,7 +278,8 @@ def _rate(
         return [rate_field, "", per_field, ""]
     span = 1.0 if per is UNSET or per is None else per
     per_ms = v.seconds_to_ms(span, per_arg, minimum_ms=1, maximum=MAX_PER)
-    return [rate_field, _count(rate, rate_arg), per_field, per_ms]
+    budget = v.cost(rate, rate_arg) if "cost" in rate_arg else _count(rate, rate_arg)
+    return [rate_field, budget, per_field, per_ms]
 
 
 def _count(value: object, name: str) -> str | int:
@@ -239,15 +297,31 @@ def set_limits(
     group_concurrency: int | Unset | None = UNSET,
     group_rate: int | Unset | None = UNSET,
     group_per: float | Unset | None = UNSET,
+    cost_rate: float | Unset | None = UNSET,
+    cost_per: float | Unset | None = UNSET,
+    group_cost_rate: float | Unset | None = UNSET,
+    group_cost_per: float | Unset | None = UNSET,
 ) -> Op[Limits]:
     """Change the queue's global limits, kept in Redis and enforced by every claim:
-    at most ``concurrency`` active leases, at most ``rate`` claims per ``per`` s;
-    per fair group, at most ``group_concurrency`` active leases and at most
-    ``group_rate`` claims per ``group_per`` s (a sliding window on the server
-    clock; a group at its rate sits out while the other groups go on).
+    at most ``concurrency`` active leases, at most ``rate`` claims per ``per`` s,
+    at most ``cost_rate`` cost claimed per ``cost_per`` s (each job counts its
+    ``cost=``, settled to what it spent when it ends); per fair group, at most
+    ``group_concurrency`` active leases, ``group_rate`` claims per ``group_per`` s
+    and ``group_cost_rate`` cost per ``group_cost_per`` s (sliding windows on the
+    server clock; a group at its limit sits out while the other groups go on).
     None removes a limit; one not given stays. Returns the limits now in force."""
     limits: Limits = yield set_limits_call(
-        queue, concurrency, rate, per, group_concurrency, group_rate, group_per
+        queue,
+        concurrency,
+        rate,
+        per,
+        group_concurrency,
+        group_rate,
+        group_per,
+        cost_rate,
+        cost_per,
+        group_cost_rate,
+        group_cost_per,
     )
     return limits
 
@@ -259,13 +333,18 @@ def set_group_limits(
     concurrency: int | Unset | None = UNSET,
     rate: int | Unset | None = UNSET,
     per: float | Unset | None = UNSET,
+    cost_rate: float | Unset | None = UNSET,
+    cost_per: float | Unset | None = UNSET,
 ) -> Op[Limits]:
     """Limits of one fair group's own (one heavy tenant), over the queue's
-    ``group_concurrency`` and ``group_rate``: at most ``concurrency`` active
-    leases and ``rate`` claims per ``per`` s for ``group``. None removes one (the
-    queue's applies again); one not given stays. Returns the limits now in force
+    ``group_concurrency``, ``group_rate`` and ``group_cost_rate``: at most
+    ``concurrency`` active leases, ``rate`` claims per ``per`` s and ``cost_rate``
+    cost per ``cost_per`` s for ``group``. None removes one (the queue's applies
+    again); one not given stays. Returns the limits now in force
     (``Limits.groups`` lists the groups with limits of their own)."""
-    limits: Limits = yield set_group_limits_call(queue, group, concurrency, rate, per)
+    limits: Limits = yield set_group_limits_call(
+        queue, group, concurrency, rate, per, cost_rate, cost_per
+    )
     return limits
 
 

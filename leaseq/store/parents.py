@@ -41,7 +41,7 @@ MAX_EDGES = 20_000
 
 Head = tuple[Any, ...]
 """A step's checked options in the script's profile order: max_attempts,
-delay_ms, priority, group, kind, timeout_ms, on_parent_failure."""
+delay_ms, priority, group, kind, timeout_ms, on_parent_failure, cost."""
 
 
 def check_parents(depends_on: object, children: Sequence[str]) -> list[str] | None:
@@ -139,6 +139,7 @@ def option_profile(head: dict[str, Any], policy: str) -> Head:
         head["kind"],
         head["timeout_ms"],
         policy,
+        head["cost"],
     )
 
 
@@ -148,6 +149,8 @@ def flow_reply(reply: list[Any]) -> list[int | str]:
         code = as_text(reply[0])
         if code == "GONE":
             raise JobNotFound(as_text(reply[1]))
+        if code == "COST":
+            raise InvalidArgument(f"{as_text(reply[1])}: nothing was enqueued")
         if code == "USED":
             raise InvalidArgument(
                 f"step id {as_text(reply[1])!r} is already in use: nothing was enqueued"

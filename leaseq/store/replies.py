@@ -8,6 +8,7 @@ DamagedRow naming the field that would not convert).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
@@ -35,6 +36,7 @@ __all__ = [
     "parse_failures",
     "parse_job",
     "parse_page",
+    "read_cost",
     "refusal",
     "stream_entries",
 ]
@@ -185,6 +187,8 @@ class _Row(msgspec.Struct, kw_only=True):
     timeout: Annotated[int, msgspec.Meta(ge=0, le=86_400_000)] | None = None
     """ms, at most a day (``_validate.MAX_TIMEOUT``): set by hand below 0 or past
     that it is damaged, as claim.lua reads it (no limit), not a negative time."""
+    cost: str | None = None  # decimal text, read as claim reads it (_cost)
+    spent: str | None = None
     traceparent: str | None = None
     unique_key: str | None = None
     after: str | None = None
@@ -205,6 +209,15 @@ class _Row(msgspec.Struct, kw_only=True):
 _LEFT_BY_FAIL = frozenset(s.value for s in TRANSITIONS[State.ACTIVE] - {State.SUCCEEDED})
 """Where a fail or release moves an active job: retry (pending, scheduled) or dead."""
 _FIELD_IN_ERROR = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
+
+
+def read_cost(text: str | None) -> float | None:
+    """A cost field as lua/lib/cost_text.lua reads it: a finite number > 0, else none."""
+    try:
+        value = float(text) if text is not None else math.nan
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
 
 
 def _sec(ms: int | None) -> float | None:
@@ -355,6 +368,8 @@ def _job(
         group=r.group,
         kind=r.kind,
         timeout=None if not r.timeout else r.timeout / 1000.0,
+        cost=read_cost(r.cost) or 1.0,
+        spent=read_cost(r.spent),
         traceparent=r.traceparent,
         unique_key=r.unique_key,
         after=r.after,

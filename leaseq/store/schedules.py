@@ -30,7 +30,7 @@ from leaseq.errors import InvalidArgument, ScriptError
 from leaseq.store import validate as v
 from leaseq.store.enqueue import option_args
 from leaseq.store.keys import check_job_id, check_queue_name
-from leaseq.store.replies import as_text
+from leaseq.store.replies import as_text, read_cost
 from leaseq.store.scripts import SCRIPTS
 from leaseq.store.settings import QueueSettings
 from leaseq.store.steps import Call, Op
@@ -100,6 +100,8 @@ class Schedule(msgspec.Struct, frozen=True, kw_only=True):
     """The fair group of each job it makes."""
     timeout: float | None = None
     """Seconds a handler may run on each job it makes."""
+    cost: float = 1.0
+    """The cost of each job it makes (``cost=``)."""
     unique_key: str | None = None
     """Each job holds this uniqueness key; a due time is skipped while it is held."""
     skipped: int = 0
@@ -236,6 +238,7 @@ def _as_schedule(queue: QueueSettings, name: str, fields: dict[str, str | bytes]
         kind=_text(fields, "kind"),
         group=_text(fields, "group"),
         timeout=_sec(_int(fields, "timeout_ms")),
+        cost=read_cost(_text(fields, "cost")) or 1.0,
         unique_key=_text(fields, "unique"),
         skipped=_int(fields, "skipped") or 0,
     )
@@ -332,6 +335,7 @@ def schedule(
             kind=job["kind"],
             group=job["group"],
             timeout_ms=job["timeout_ms"],
+            cost=job["cost"],
             unique=ukey,
             next_due=due,
             stamp=_stamp(fields),

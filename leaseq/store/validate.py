@@ -58,6 +58,22 @@ def timeout_ms(value: object, name: str = "timeout") -> int:
     return seconds_to_ms(value, name, minimum_ms=1, maximum=MAX_TIMEOUT)
 
 
+MAX_COST = 1e12
+"""The largest cost of one job, and the largest cost budget (``cost=``, ``cost_rate=``)."""
+
+
+def cost(value: object, name: str = "cost") -> str:
+    """A cost (``enqueue(..., cost=)``, ``set_cost``, ``cost_rate=``) as the scripts
+    store it: a finite number > 0 and at most MAX_COST, as decimal text (an integral
+    value without a point: ``4000``, not ``4000.0``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgument(f"{name} must be a number, not {value!r}")
+    if not math.isfinite(value) or value <= 0 or value > MAX_COST:
+        raise InvalidArgument(f"{name} must be finite, > 0 and at most {MAX_COST:g}, not {value!r}")
+    number = float(value)
+    return str(int(number)) if number.is_integer() else repr(number)
+
+
 def integer(value: object, name: str, low: int, high: int) -> int:
     """An int (not bool, not float) within low..high."""
     if isinstance(value, bool) or not isinstance(value, int):

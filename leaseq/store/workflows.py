@@ -136,6 +136,7 @@ def _step_profile(queue: QueueSettings, step: Step, heads: dict[tuple[Any, ...],
         step.kind,
         step.timeout,
         step.on_parent_failure,
+        step.cost,
     )
     head = heads.get(given)
     if head is None:
@@ -146,6 +147,7 @@ def _step_profile(queue: QueueSettings, step: Step, heads: dict[tuple[Any, ...],
             "group": step.group,
             "kind": step.kind,
             "timeout": step.timeout,
+            "cost": step.cost,
         }
         head = option_profile(
             option_args(queue, options, "enqueue_flow"),

@@ -133,7 +133,10 @@ class OutcomeWriter:
         # Every result was checked by decide() with the queue's own encoder.
         leases = [t.lease for t in tasks]
         results = [t.outcome.result if t.outcome else None for t in tasks]
-        refused = self.queue.complete_many(leases, results)
+        costs = [t.ctx.spent for t in tasks]  # set_cost's, sent only where one was set
+        refused = self.queue.complete_many(
+            leases, results, costs if any(c is not None for c in costs) else None
+        )
         self.counts["succeeded"] += len(tasks) - len(refused)
         by_key = {(t.lease.id, t.lease.attempt): t for t in tasks}
         for exc in refused:
@@ -162,6 +165,7 @@ class OutcomeWriter:
                 outcome.retry_in,
                 dead=outcome.kind == "dead",
                 traceback=outcome.traceback or None,
+                cost=task.ctx.spent,
             )
         except LeaseLost as exc:
             self.counts["lost"] += 1

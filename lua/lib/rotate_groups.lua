@@ -53,10 +53,10 @@
 local function rotate_groups(pending, K, count, budget, lease_one, got, now, active, added)
   local meta, groups = K.meta, K.groups
   local l = redis.call('HMGET', K.limits, 'group_concurrency', 'group_rate', 'group_per_ms',
-    'group_overrides')
+    'group_overrides', 'group_cost_rate')
   local cap, rate, per = to_count(l[1]), to_count(l[2]), to_count(l[3]) -- lib/to_count.lua
   local overrides = (to_count(l[4]) or 0) > 0
-  if rate or overrides then
+  if rate or overrides or l[5] then
     -- Rate-held groups whose window has moved on rejoin the rotation (at the back).
     local due = redis.call('ZRANGEBYSCORE', K.group_rate_held, '-inf', now, 'LIMIT', 0, 100)
     for _, group in ipairs(due) do
@@ -108,7 +108,11 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now, act
         -- The ungrouped jobs' turn comes before this group's: one job.
         budget = budget - 1
         local p = redis.call('ZPOPMIN', pending)
-        lease_one(p[1])
+        if select(4, lease_one(p[1])) then
+          -- No room in the queue's cost window (lib/cost_gate.lua): it goes back, the claim ends.
+          redis.call('ZADD', pending, p[2], p[1])
+          break
+        end
         seq = seq + 1
         turn = seq
         u = redis.call('ZRANGE', pending, 0, 0, 'WITHSCORES')
@@ -170,11 +174,14 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now, act
           popped[group], at[group] = mine, 1
         end
         local id = mine[at[group]]
+        local hold, free_at_ms
         if id then
           at[group] = at[group] + 2
-          local leased, name, elsewhere = lease_one(id, group)
+          local leased, name, elsewhere
+          leased, name, elsewhere, hold, free_at_ms = lease_one(id, group)
+          if hold then at[group] = at[group] - 2 end -- not leased: it goes back (below)
           -- An id made again in another group keeps its pending entry.
-          if not elsewhere then taken[#taken + 1] = id end
+          if not elsewhere and not hold then taken[#taken + 1] = id end
           if leased and claims then
             -- One member per claim (the id alone would repeat: a job released and
             -- claimed again in the same millisecond would count once).
@@ -189,8 +196,14 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now, act
             end
           end
         end
+        if hold == 'queue' then break end -- the claim ends; the group keeps its place
         -- Ids popped ahead say the group is not empty; without them, ask.
-        if at[group] > #mine and redis.call('ZCARD', ready) == 0 then
+        if hold == 'group' then
+          -- No room in its cost window: out of the rotation until there is, as at its rate.
+          out[#out + 1] = group
+          held[group] = true
+          redis.call('ZADD', K.group_rate_held, free_at_ms, group)
+        elseif at[group] > #mine and redis.call('ZCARD', ready) == 0 then
           out[#out + 1] = group
         else
           seq = seq + 1
