@@ -453,6 +453,12 @@ class Stats(msgspec.Struct, frozen=True, kw_only=True):
     """Fair groups with ready jobs in the claim rotation."""
     groups_held: int = 0
     """Groups with ready jobs held back at ``group_concurrency_limit``."""
+    cost_limit: float | None = None
+    """The queue's cost limit: cost claimed per ``cost_per`` s (``set_limits(cost_rate=)``)."""
+    cost_per: float | None = None
+    recent_cost: float | None = None
+    """Cost claimed in the last ``cost_per`` seconds, settled where settled (None
+    without a cost limit)."""
 
     def counts(self) -> dict[State, int]:
         """The number of jobs in each state, in ``State`` order."""

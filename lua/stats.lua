@@ -10,6 +10,7 @@
 -- KEYS[6]  leaseq:{<queue>}:claims     ZSET  claim times of the rate span, score = ms epoch
 -- KEYS[7]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[8]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
+-- KEYS[9]  leaseq:{<queue>}:costs        ZSET  the queue's cost window (lib/cost_window.lua)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  soon_ms, the window for "leases expiring soon" (integer ms >= 0)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest pending job's row (job_prefix)
@@ -17,9 +18,13 @@
 --          count per state, named as the state (lib/state_indexes.lua); expired, expiring_soon
 --          (leases within soon_ms); overdue (scheduled jobs already due); oldest_pending_at (enqueued_at of the head of pending,
 --          ms epoch), next_due_at (ms epoch); concurrency, rate, per_ms, recent_claims,
---          group_concurrency; groups_ready, groups_held; -1 where there is none), then
+--          group_concurrency; groups_ready, groups_held; cost_rate, cost_per_ms, recent_cost
+--          (decimal text: the cost limit, and the cost claimed in its last span);
+--          -1 where there is none), then
 --          the meta hash as its HGETALL gives it
 -- errors: none
+--!include lib/cost_in_window.lua
+--!include lib/cost_limit.lua
 --!include lib/now_ms.lua
 --!include lib/state_indexes.lua
 --!include lib/to_count.lua
@@ -66,4 +71,10 @@ put('recent_claims', per and redis.call('ZCOUNT', K.claims, '(' .. (now - per), 
 put('group_concurrency', to_count(redis.call('HGET', K.limits, 'group_concurrency')) or -1)
 put('groups_ready', redis.call('ZCARD', K.groups))
 put('groups_held', #redis.call('HGETALL', K.group_held) / 2) -- no SCARD/HLEN: see limits.lua
+-- The cost limit (as claim reads it: lib/cost_gate.lua) and the cost in its window.
+local cost = redis.call('HMGET', K.limits, 'cost_rate', 'cost_per_ms')
+local budget, cost_per = cost_limit(cost[1], cost[2])
+put('cost_rate', budget and string.format('%.15g', budget) or -1)
+put('cost_per_ms', cost_per or -1)
+put('recent_cost', cost_per and string.format('%.15g', cost_in_window(K.costs, cost_per, now)) or -1)
 return { out, redis.call('HGETALL', meta) }

@@ -192,72 +192,67 @@ def unschedule(queue: str, name: str) -> None:
 )
 @click.option("--group-rate", type=click.IntRange(0), default=None, help="Most claims per group.")
 @click.option("--group-per", type=float, default=None, metavar="SECONDS", help="Its span.")
+@click.option("--cost-rate", type=float, default=None, help="Most cost claimed per --cost-per.")
+@click.option("--cost-per", type=float, default=None, metavar="SECONDS", help="Its span.")
+@click.option("--group-cost-rate", type=float, default=None, help="Most cost per group.")
+@click.option("--group-cost-per", type=float, default=None, metavar="SECONDS", help="Its span.")
 @click.option(
     "--group",
     "group_name",
     default=None,
     metavar="NAME",
-    help="Set --concurrency, --rate, --per for this one fair group (its own limits).",
+    help="Set --concurrency, --rate/--per, --cost-rate/--cost-per for this one fair group.",
 )
 @click.option("--clear", is_flag=True, help="Remove every limit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the limits as JSON.")
-def limits(
-    queue: str,
-    concurrency: int | None,
-    rate: int | None,
-    per: float | None,
-    group_concurrency: int | None,
-    group_rate: int | None,
-    group_per: float | None,
-    group_name: str | None,
-    clear: bool,
-    as_json: bool,
-) -> None:
+def limits(queue: str, group_name: str | None, clear: bool, as_json: bool, **given: Any) -> None:
     """Show or change the limits of QUEUE (0 removes one limit). Per fair group:
-    --group-concurrency, --group-rate/--group-per; one group's own limits:
-    --group NAME with --concurrency, --rate, --per."""
+    --group-concurrency, --group-rate/--group-per, --group-cost-rate/--group-cost-per;
+    one group's own limits: --group NAME with --concurrency, --rate/--per,
+    --cost-rate/--cost-per."""
     q = _queue(queue)
-    given = (concurrency, rate, per, group_concurrency, group_rate, group_per)
-    if clear and any(x is not None for x in given):
+    if clear and any(x is not None for x in given.values()):
         raise InvalidArgument("--clear takes no other limit")
-    changes: dict[str, Any] = {}
     if group_name is not None:
-        if clear or group_concurrency is not None or group_rate is not None or group_per:
-            raise InvalidArgument("--group NAME takes --concurrency, --rate and --per only")
-        if concurrency is not None:
-            changes["concurrency"] = concurrency or None
-        _rate_changes(changes, rate, per, "rate", "per")
+        if clear or any(given[k] is not None for k in given if k.startswith("group_")):
+            raise InvalidArgument(
+                "--group NAME takes --concurrency, --rate/--per and --cost-rate/--cost-per only"
+            )
+        changes = _changes(given, ("concurrency",), ("rate", "cost_rate"))
         got = q.set_group_limits(group_name, **changes) if changes else q.limits()
         _print_limits(queue, got, as_json)
         return
     if clear:
-        changes = {
-            "concurrency": None,
-            "rate": None,
-            "group_concurrency": None,
-            "group_rate": None,
-        }
-    if concurrency is not None:
-        changes["concurrency"] = concurrency or None
-    if group_concurrency is not None:
-        changes["group_concurrency"] = group_concurrency or None
-    _rate_changes(changes, rate, per, "rate", "per")
-    _rate_changes(changes, group_rate, group_per, "group_rate", "group_per")
+        given = {k: 0 if not k.endswith("per") else None for k in given}
+    changes = _changes(
+        given,
+        ("concurrency", "group_concurrency"),
+        ("rate", "group_rate", "cost_rate", "group_cost_rate"),
+    )
     got = q.set_limits(**changes) if changes else q.limits()
     _print_limits(queue, got, as_json)
 
 
-def _rate_changes(
-    changes: dict[str, Any], rate: int | None, per: float | None, rate_name: str, per_name: str
-) -> None:
-    """Add one rate's options to ``changes`` (``--rate 0`` removes it)."""
-    if rate is not None:
-        changes[rate_name] = rate or None
-        if rate and per is not None:
-            changes[per_name] = per
-    elif per is not None:
-        flag = "--" + per_name.replace("_", "-")
-        raise InvalidArgument(f"{flag} goes with --{rate_name.replace('_', '-')}")
+def _changes(
+    given: dict[str, Any], counts: tuple[str, ...], rates: tuple[str, ...]
+) -> dict[str, Any]:
+    """The keyword arguments of ``set_limits`` for the options given: a count or a
+    rate of 0 removes that limit; a span goes with its rate (``--per`` with ``--rate``)."""
+    changes: dict[str, Any] = {}
+    for name in counts:
+        if given[name] is not None:
+            changes[name] = given[name] or None
+    for rate_name in rates:
+        per_name = rate_name.removesuffix("rate") + "per"
+        rate, per = given[rate_name], given[per_name]
+        if rate is not None:
+            changes[rate_name] = rate or None
+            if rate and per is not None:
+                changes[per_name] = per
+        elif per is not None:
+            flag = "--" + per_name.replace("_", "-")
+            raise InvalidArgument(f"{flag} goes with --{rate_name.replace('_', '-')}")
+    return changes
 
 
 def _print_limits(queue: str, got: Any, as_json: bool) -> None:
@@ -270,6 +265,12 @@ def _print_limits(queue: str, got: Any, as_json: bool) -> None:
         if got.rate is None
         else f"{got.rate} per {got.per:g} s ({got.recent_claims} in the last {got.per:g} s)"
     )
+    costed = (
+        "none"
+        if got.cost_rate is None
+        else f"{got.cost_rate:g} per {got.cost_per:g} s ({got.recent_cost:g} in the last "
+        f"{got.cost_per:g} s)"
+    )
     grouped = (
         "none"
         if got.group_concurrency is None
@@ -277,9 +278,14 @@ def _print_limits(queue: str, got: Any, as_json: bool) -> None:
         f"{got.groups_held} groups held)"
     )
     group_rated = "none" if got.group_rate is None else f"{got.group_rate} per {got.group_per:g} s"
+    group_costed = (
+        "none"
+        if got.group_cost_rate is None
+        else f"{got.group_cost_rate:g} per {got.group_cost_per:g} s"
+    )
     out.print(
-        f"{queue}: concurrency {conc}; rate {rated}; group concurrency {grouped}; "
-        f"group rate {group_rated}"
+        f"{queue}: concurrency {conc}; rate {rated}; cost {costed}; group concurrency "
+        f"{grouped}; group rate {group_rated}; group cost {group_costed}"
     )
     for name, own in got.groups.items():
         out.print(f"  group {name}: {own.describe()}")

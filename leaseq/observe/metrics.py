@@ -23,6 +23,9 @@ Metrics (see docs/operations.md for what to alert on):
 - ``leaseq_backlog{queue}`` gauge: jobs that could run now (pending, plus
   scheduled ones already due): what to scale workers on (docs/deploy.md).
 - ``leaseq_in_flight{queue}`` gauge: jobs under lease now.
+- ``leaseq_recent_claims{queue}`` gauge: claims in the rate limit's last span (0
+  without one); ``leaseq_recent_cost{queue}``: cost claimed in the cost limit's
+  last span, settled where settled (0 without one): compare with the limits.
 """
 
 from __future__ import annotations
@@ -61,6 +64,12 @@ PER_QUEUE: tuple[tuple[str, str, str, Callable[[Stats], float]], ...] = (
     ("gauge", "leaseq_backlog",
      "Jobs that could run now: pending, plus scheduled ones already due.", lambda s: s.backlog),
     ("gauge", "leaseq_in_flight", "Jobs under lease now.", lambda s: s.active),
+    ("gauge", "leaseq_recent_claims",
+     "Claims in the last span of the queue's rate limit (0 without one).",
+     lambda s: s.recent_claims or 0),
+    ("gauge", "leaseq_recent_cost",
+     "Cost claimed in the last span of the queue's cost limit (0 without one).",
+     lambda s: s.recent_cost or 0.0),
 )  # fmt: skip
 """The families with one sample per queue: kind, name, help, the value of a Stats."""
 

@@ -23,7 +23,7 @@ _HIDDEN = ("seq", "clock", "limit_held", "incarnation", "shards", "gseq", "gturn
 """Integer fields of the meta hash that are the scripts' bookkeeping (sequences, the
 clock floor, ...), not totals: left out of ``Stats.totals``."""
 
-_LIMITS = ("concurrency", "rate", "per_ms", "recent_claims", "group_concurrency")
+_LIMITS = ("concurrency", "rate", "per_ms", "recent_claims", "group_concurrency", "cost_per_ms")
 """The stats reply's limit fields: -1 where the queue has no such limit."""
 
 
@@ -31,9 +31,9 @@ def stats_call(queue: QueueSettings, soon: float) -> Call[Stats]:
     soon_ms = v.seconds_to_ms(soon, "soon", minimum_ms=0, maximum=v.MAX_TTL)
 
     def parse(r: list[Any]) -> Stats:
-        got = {as_text(r[0][i]): int(r[0][i + 1]) for i in range(0, len(r[0]), 2)}
+        got = {as_text(r[0][i]): float(r[0][i + 1]) for i in range(0, len(r[0]), 2)}
         meta = r[1]
-        now, oldest, due = got["now_ms"], got["oldest_pending_at"], got["next_due_at"]
+        now, oldest, due = (int(got[f]) for f in ("now_ms", "oldest_pending_at", "next_due_at"))
         totals = {
             as_text(meta[i]): _counter(queue.keys.meta, meta[i], meta[i + 1])
             for i in range(0, len(meta) - 1, 2)
@@ -42,14 +42,15 @@ def stats_call(queue: QueueSettings, soon: float) -> Call[Stats]:
         for hidden in _HIDDEN:
             totals.pop(hidden, None)
         paused_ms = totals.pop("paused", None)  # the flag of pause.lua, not a counter
-        limit = {name: None if got[name] < 0 else got[name] for name in _LIMITS}
-        per = limit["per_ms"]
+        count = {name: int(value) for name, value in got.items()}  # all but the costs
+        limit = {name: None if count[name] < 0 else count[name] for name in _LIMITS}
+        per, cost_per = limit["per_ms"], limit["cost_per_ms"]
         return Stats(
             queue=queue.name,
-            **{state.value: got[state.value] for state in State},
-            expired=got["expired"],
-            expiring_soon=got["expiring_soon"],
-            overdue=got["overdue"],
+            **{state.value: count[state.value] for state in State},
+            expired=count["expired"],
+            expiring_soon=count["expiring_soon"],
+            overdue=count["overdue"],
             oldest_pending_age=None if oldest < 0 else max(0, now - oldest) / 1000,
             next_due_in=None if due < 0 else max(0, due - now) / 1000,
             server_time=now / 1000,
@@ -61,8 +62,11 @@ def stats_call(queue: QueueSettings, soon: float) -> Call[Stats]:
             rate_per=None if per is None else per / 1000,
             recent_claims=limit["recent_claims"],
             group_concurrency_limit=limit["group_concurrency"],
-            groups_ready=got["groups_ready"],
-            groups_held=got["groups_held"],
+            groups_ready=count["groups_ready"],
+            groups_held=count["groups_held"],
+            cost_limit=None if cost_per is None else got["cost_rate"],
+            cost_per=None if cost_per is None else cost_per / 1000,
+            recent_cost=None if cost_per is None else got["recent_cost"],
         )
 
     return SCRIPTS["stats"].call(queue.keys, parse, soon_ms=soon_ms)

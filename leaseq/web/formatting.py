@@ -116,6 +116,8 @@ def limits_text(s: Stats) -> str:
         parts.append(f"concurrency {s.active}/{s.concurrency_limit} active")
     if s.rate_limit is not None and s.rate_per is not None:
         parts.append(f"rate {s.recent_claims or 0}/{s.rate_limit} in {s.rate_per:g} s")
+    if s.cost_limit is not None and s.cost_per is not None:
+        parts.append(f"cost {s.recent_cost or 0:g}/{s.cost_limit:g} in {s.cost_per:g} s")
     if s.group_concurrency_limit is not None:
         parts.append(
             f"group concurrency {s.group_concurrency_limit}: {s.groups_ready} groups ready, "
@@ -131,6 +133,8 @@ def group_limits_text(limits: Any) -> str:
     parts = []
     if limits.group_rate is not None:
         parts.append(f"group rate {limits.group_rate} per {limits.group_per:g} s")
+    if limits.group_cost_rate is not None:
+        parts.append(f"group cost {limits.group_cost_rate:g} per {limits.group_cost_per:g} s")
     for name, own in limits.groups.items():
         parts.append(f"group {name}: {own.describe()}")
     return " · ".join(parts)

@@ -65,6 +65,28 @@ def test_limits_command(cli: Cli) -> None:
     _one_line_error(*cli("limits", "mail", "--clear", "--rate", "3"), "--clear")
 
 
+def test_cost_limits_command(cli: Cli) -> None:
+    code, out, _ = cli("limits", "mail", "--cost-rate", "90000", "--cost-per", "60")
+    assert code == 0 and "cost 90000 per 60 s (0 in the last 60 s)" in out
+    q = cli.queue()
+    q.enqueue_many(["a", "b"], cost=2.5)
+    q.claim_many(2, ttl=30.0)
+    code, out, _ = cli("limits", "mail")
+    assert "cost 90000 per 60 s (5 in the last 60 s)" in out
+    code, out, _ = cli("stats", "mail", "--json")
+    body = json.loads(out)["mail"]
+    assert (body["cost_limit"], body["cost_per"], body["recent_cost"]) == (90000, 60, 5)
+    code, out, _ = cli("limits", "mail", "--group", "vip", "--cost-rate", "10", "--cost-per", "1")
+    assert code == 0 and "group vip: cost 10 per 1 s" in out
+    code, out, _ = cli("limits", "mail", "--group-cost-rate", "7")
+    assert code == 0 and "group cost 7 per 1 s" in out
+    _one_line_error(*cli("limits", "mail", "--cost-per", "2"), "--cost-per goes with --cost-rate")
+    _one_line_error(*cli("limits", "mail", "--cost-rate", "nan"), "cost_rate")
+    code, out, _ = cli("limits", "mail", "--clear")
+    assert code == 0 and "cost none" in out and "group cost none" in out
+    assert q.limits().groups["vip"].cost_rate == 10  # a group's own stay: --group to clear
+
+
 def test_group_limits_in_limits_stats_and_show(cli: Cli) -> None:
     code, out, _ = cli("limits", "mail", "--group-concurrency", "1")
     assert code == 0 and "group concurrency 1 (busiest group 0 active" in out

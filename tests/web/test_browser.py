@@ -342,8 +342,8 @@ def seed_everything(client: Any) -> dict[str, str]:
     leaseq.Worker(dead, handlers.smtp_bounce, handle_signals=False).run(burst=True)
     dead.schedule("nightly-report", {"n": 1}, cron="0 3 * * *", tz="Europe/Berlin", kind="report")
     thumbs = leaseq.Queue("thumbs", redis=client)
-    thumbs.set_limits(concurrency=8, group_concurrency=1)
-    thumbs.enqueue_many([{"n": n} for n in range(6)], kind="resize", group="tenant-7")
+    thumbs.set_limits(concurrency=8, group_concurrency=1, cost_rate=90000, cost_per=60.0)
+    thumbs.enqueue_many([{"n": n} for n in range(6)], kind="resize", group="tenant-7", cost=4000)
     thumbs.enqueue_many([{"n": n} for n in range(2)], kind="resize", group="tenant-9")
     running = thumbs.claim_many(2, ttl=600.0, worker="img-1:99:c0ffee")
     for lease, done in zip(running, (0.4, 0.85), strict=True):

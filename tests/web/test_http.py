@@ -336,9 +336,10 @@ def test_mounts_under_any_path(seeded: leaseq.Queue, r: Any) -> None:
 
 
 def test_metrics(seeded: leaseq.Queue, r: Any) -> None:
+    seeded.set_limits(rate=1000, per=60.0, cost_rate=1000, cost_per=60.0)
     lease = seeded.claim(ttl=60.0)
     assert lease is not None
-    seeded.complete(lease)
+    seeded.complete(lease, cost=12.5)
     seeded.pause()
     text = client_for(r).get("/metrics").text
     assert 'leaseq_jobs{queue="emails",state="pending"} 73.0' in text
@@ -347,6 +348,8 @@ def test_metrics(seeded: leaseq.Queue, r: Any) -> None:
     assert re.search(r'leaseq_jobs_finished_total\{outcome="succeeded",queue="emails"\} 1\.0', text)
     assert re.search(r'leaseq_jobs_finished_total\{outcome="dead",queue="emails"\} 1\.0', text)
     assert 'leaseq_queue_paused{queue="emails"} 1.0' in text
+    assert 'leaseq_recent_claims{queue="emails"} 1.0' in text
+    assert 'leaseq_recent_cost{queue="emails"} 12.5' in text  # settled from 1 to 12.5
     assert "# TYPE leaseq_jobs_enqueued_total counter" in text
 
 

@@ -153,11 +153,28 @@ def test_limits_page_lists_every_queue_with_any_limit_and_the_group_rate(
     q.enqueue({})
     html = client_for(r).get("/limits").text
     assert _rows(html, "data-limits") == ["conc", "group-rated", "grouped", "one-group", "rated"]
-    assert '<th class="num">group rate</th>' in html
+    assert ">group rate · cost</th>" in html
     row = html.split('data-limits="group-rated"')[1].split("</tr>")[0]
     assert "7 per 3 s" in row
     own = html.split('data-limits="one-group"')[1].split("</tr>")[0]
     assert 'data-own-limits="1" title="tenant-1: rate 5 per 1 s"' in own
+
+
+def test_limits_page_shows_the_cost_in_the_window_next_to_the_claims(
+    q: leaseq.Queue, r: Any
+) -> None:
+    q.set_limits(rate=100, per=60.0, cost_rate=90000, cost_per=60.0)
+    leaseq.Queue("tenants", redis=r).set_limits(group_cost_rate=5000, group_cost_per=60.0)
+    q.enqueue_many(["a", "b"], cost=4000)
+    q.complete(q.claim(ttl=30.0), cost=1500)  # settled: 1,500, not 4,000
+    q.claim(ttl=30.0)
+    html = client_for(r).get("/limits").text
+    assert _rows(html, "data-limits") == ["emails", "tenants"]
+    row = html.split('data-limits="emails"')[1].split("</tr>")[0]
+    assert "2 / 100 per 60 s" in row
+    assert "5500 / 90000 per 60 s" in row.split("data-cost>")[1].split("</td>")[0]
+    tenants = html.split('data-limits="tenants"')[1].split("</tr>")[0]
+    assert "cost 5000 per 60 s" in tenants.split("data-group-rate>")[1].split("</td>")[0]
 
 
 def test_events_page_lists_newest_first_and_filters(q: leaseq.Queue, r: Any) -> None:
