@@ -41,7 +41,19 @@ from leaseq.store.keys import QueueKeys
 from leaseq.store.limits import GroupLimits, Limits
 from leaseq.store.schedules import Schedule
 from leaseq.supervisor import Supervisor
-from leaseq.types import Backoff, Failure, Job, Lease, State, Stats, Step, TimedOut, Unique
+from leaseq.types import (
+    GONE,
+    Backoff,
+    Failure,
+    Gone,
+    Job,
+    Lease,
+    State,
+    Stats,
+    Step,
+    TimedOut,
+    Unique,
+)
 from leaseq.work.tasks import Task
 from leaseq.worker import Worker
 
@@ -53,6 +65,8 @@ __all__ = [
     "DamagedKey",
     "DamagedRow",
     "Failure",
+    "GONE",
+    "Gone",
     "Dead",
     "Event",
     "EventSettings",

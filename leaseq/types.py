@@ -7,7 +7,7 @@ import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Literal, TypedDict
+from typing import Any, Final, Literal, TypedDict
 
 import msgspec
 
@@ -16,10 +16,12 @@ from leaseq.errors import InvalidArgument
 __all__ = [
     "EXPIRING",
     "FINISHED",
+    "GONE",
     "JOB_OPTIONS",
     "TRANSITIONS",
     "Backoff",
     "Failure",
+    "Gone",
     "Job",
     "JobOptions",
     "Lease",
@@ -368,6 +370,28 @@ class TimedOut(msgspec.Struct, frozen=True, tag="timed_out"):
 
 
 TIMED_OUT = TimedOut()
+
+
+class Gone(enum.Enum):
+    """The marker of a job whose row is gone, in what ``results`` and
+    ``wait_many`` return: no row has the id any more (its retention passed,
+    the count bound or ``purge``/``delete`` removed it) or it was never
+    enqueued. Not ``None``, which stays a job's own result (or, from
+    ``wait_many``, a job not finished by the timeout). Falsy, so
+    ``[j for j in jobs if j]`` keeps only what was found; test it with
+    ``value is leaseq.GONE``. docs/events.md, "Waiting for results"."""
+
+    GONE = "gone"
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "leaseq.GONE"
+
+
+GONE: Final = Gone.GONE
+"""The one ``Gone`` value (see ``Gone``)."""
 
 
 class Backoff(msgspec.Struct, frozen=True, kw_only=True):

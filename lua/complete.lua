@@ -173,7 +173,7 @@ if done > 0 then
   -- Past keep_count, the oldest rows go too: at most done + 100 per call, so
   -- the set shrinks back even after keep_count was lowered.
   if keep_ms ~= 0 then
-    trim_count(succeeded, job_prefix, 'succeeded', keep_count, 100 + done - trimmed)
+    trim_count(succeeded, job_prefix, 'succeeded', keep_count, 100 + done - trimmed, now)
   end
   -- Slots freed under a concurrency limit: wake the claimers it held back,
   -- one token per freed slot (64 at most).

@@ -7,7 +7,7 @@
 -- KEYS[2]  leaseq:{<queue>}:meta       HASH  the event switch (fields events, events_maxlen), clock
 -- KEYS[3]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[4]  leaseq:{<queue>}:done       STREAM  ids waiters look at (lib/signal_done.lua): a job deleted
---          before it finished is signalled, so its waiters raise JobNotFound at once
+--          before it finished is signalled, so its waiters find it gone at once
 -- KEYS[5]  leaseq:{<queue>}:waiters    ZSET  '<signal key> <id>' of every job waiting for a signal, score 0
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting

@@ -7,7 +7,7 @@
 -- KEYS[2]  leaseq:{<queue>}:meta       HASH  the event switch (fields events, events_maxlen), clock
 -- KEYS[3]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[4]  leaseq:{<queue>}:done       STREAM  ids waiters look at (lib/signal_done.lua): purged pending
---          or scheduled jobs are signalled, so their waiters raise JobNotFound at once
+--          or scheduled jobs are signalled, so their waiters find them gone at once
 -- KEYS[5]  leaseq:{<queue>}:waiters    ZSET  '<signal key> <id>' of every job waiting for a signal, score 0
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  state, the state being purged (string; never 'active')

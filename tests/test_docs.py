@@ -117,7 +117,7 @@ def test_key_table_names_every_key() -> None:
 
 
 # Scripts that move no job: named in their own pages, not in the transition table.
-_NO_TRANSITION = {"events", "history", "register", "workers"}
+_NO_TRANSITION = {"events", "history", "hold_results", "register", "workers"}
 
 
 def test_transition_table_names_every_script_and_state() -> None:
@@ -144,6 +144,7 @@ def test_row_table_documents_every_row_field() -> None:
         "due_at",
         "keep",
         "delay",
+        "waited_until",
     ]
     for field in fields:
         assert f"| `{field}` |" in table, f"row field {field} is undocumented"

@@ -35,8 +35,10 @@ __all__ = [
 
 R = TypeVar("R")
 
-DEFAULT_KEEP_SUCCEEDED_COUNT = 10_000
-"""Most succeeded rows a queue keeps by default (about 5.4 MB at ~540 B a row)."""
+DEFAULT_KEEP_SUCCEEDED_COUNT = 1_000_000
+"""Most succeeded rows a queue keeps by default: a safety valve (about 540 MB at
+~540 B a row) that a queue under ~270 jobs/s never reaches within the default
+hour of ``keep_succeeded``; retention is by time (docs/states.md, "Retention")."""
 DEFAULT_ENQUEUE_RETRY = 15.0
 """Seconds an enqueue rides out an unavailable server by default: a Sentinel
 failover with a 5 s down-after takes ~7 s on loopback (docs/high-availability.md)."""
@@ -151,9 +153,11 @@ class QueueSettings:
     def replicas_for(self, call: Call[Any]) -> int:
         """How many replicas must acknowledge ``call`` before it counts (0: none).
 
-        Only with ``durable=``; the one read-only script, stats, never waits.
+        Only with ``durable=``; the read-only script, stats, never waits, nor
+        does a waiter's hold (hold_results): it changes no job, and a hold a
+        failover lost only lets the count bound reach that row again.
         """
-        return 0 if call.script.name == "stats" else self.durable
+        return 0 if call.script.name in ("stats", "hold_results") else self.durable
 
     def check_replicated(self, call: Call[Any], acked: int, result: R) -> R:
         """``result`` if enough replicas acknowledged ``call``; else NotReplicated."""

@@ -31,8 +31,8 @@ from leaseq.store.registry import WorkerInfo
 from leaseq.store.schedules import Schedule
 from leaseq.store.sharded_workflows import ShardedWorkflows
 from leaseq.store.steps import Batch, Call, Op
-from leaseq.store.wait import wait_names
-from leaseq.types import Job, JobOptions, Lease, State, Stats
+from leaseq.store.wait import hold_results, wait_held, wait_names
+from leaseq.types import Gone, Job, JobOptions, Lease, State, Stats
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -236,16 +236,21 @@ class ShardedOps(RoutedLeases):
 
     # -- maintenance and operators ---------------------------------------------
 
-    def wait_many(self, ids: Sequence[str], timeout: float = 300.0) -> Op[list[Job | None]]:
-        """Per id, in order, its finished Job or None: each shard's ids are waited
-        for in turn within the one deadline (shards are in different slots, so
-        one XREAD cannot watch them all on a cluster)."""
+    def wait_many(self, ids: Sequence[str], timeout: float = 300.0) -> Op[list[Job | Gone | None]]:
+        """Per id, in order, its finished Job, None or GONE (as ``Queue.wait_many``):
+        every shard's rows are held first, then each shard's ids are waited for
+        in turn within the one deadline (shards are in different slots, so one
+        XREAD cannot watch them all on a cluster)."""
         names = wait_names(ids)
         give_up = time.monotonic() + v.delay_ms(timeout, "timeout") / 1000.0
-        out: list[Job | None] = [None] * len(names)
-        for index, members in self._by_shard(names).items():
-            left = max(0.0, give_up - time.monotonic())
-            jobs = yield from self.shards[index].wait_many([names[i] for i in members], left)
+        parts = self._by_shard(names)
+        for index, members in parts.items():
+            held = list(dict.fromkeys(names[i] for i in members))
+            yield from hold_results(self.shards[index].settings, held, timeout)
+        out: list[Job | Gone | None] = [None] * len(names)
+        for index, members in parts.items():
+            shard = self.shards[index].settings
+            jobs = yield from wait_held(shard, [names[i] for i in members], give_up)
             for i, job in zip(members, jobs, strict=True):
                 out[i] = job
         return out

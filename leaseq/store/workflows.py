@@ -21,8 +21,8 @@ from leaseq.store.parents import Head, check_parents, check_policy, flow_call, o
 from leaseq.store.reads import parse_job
 from leaseq.store.replies import as_text
 from leaseq.store.settings import QueueSettings
-from leaseq.store.steps import Call, Command, Op, Rows
-from leaseq.types import Job, JobOptions, Lease, State, Step
+from leaseq.store.steps import Call, Command, Op, read_rows
+from leaseq.types import GONE, Job, JobOptions, Lease, State, Step
 
 __all__ = [
     "MAX_FLOW_STEPS",
@@ -158,20 +158,25 @@ def _step_profile(queue: QueueSettings, step: Step, heads: dict[tuple[Any, ...],
 
 
 def results(queue: QueueSettings, ids: Sequence[str]) -> Op[list[Any]]:
-    """The results of the jobs ``ids``, in order (one pipeline): a job's ``result``
-    once it succeeded, else None (not finished, failed, or its row gone)."""
+    """The results of the jobs ``ids``, in order (pipelines of 1,000 rows): a job's ``result``
+    once it succeeded (None if it returned None), None while it has not
+    finished or when it ended dead or cancelled, and ``leaseq.GONE`` where no
+    row has the id (never enqueued, deleted, or its retention passed)."""
     if isinstance(ids, (str, bytes)):
         raise InvalidArgument(f"results takes a list of job ids, not {ids!r}")
     names = [check_job_id(i) for i in ids]
     if not names:
         return []
-    rows = yield Rows([queue.keys.job(name) for name in names])
+    rows = yield from read_rows([queue.keys.job(name) for name in names])
     out: list[Any] = []
     for name, raw in zip(names, rows, strict=True):
         if isinstance(raw, Exception):
             raise DamagedRow(name, "<key>", None, "not a hash")
         job = parse_job(queue, name, raw)
-        out.append(job.result if job is not None and job.state is State.SUCCEEDED else None)
+        if job is None:
+            out.append(GONE)
+        else:
+            out.append(job.result if job.state is State.SUCCEEDED else None)
     return out
 
 

@@ -8,7 +8,7 @@
 -- would otherwise let the bound hold 5 million ids (~100 MB). At 100 an entry it
 -- holds at most a million (~20 MB), for one XADD per 100 finished jobs.
 -- Also called for jobs deleted before they finished (delete, purge): a waiter
--- reads the row, finds it gone and raises JobNotFound now, not at its timeout.
+-- reads the row and finds it gone (leaseq.GONE) now, not at its timeout.
 -- pcall: a done key overwritten by hand with another type must not fail the
 -- script after its other writes (waiters then wait to their timeouts).
 local IDS_PER_SIGNAL = 100

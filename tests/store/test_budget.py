@@ -120,6 +120,26 @@ def test_claim_many_goes_on_past_a_cut_claim_and_complete_many_past_a_cut_comple
     assert [lost.job_id for lost in again] == ids[700:710]
 
 
+def test_a_waiters_hold_on_3000_rows_is_cut_by_time_and_holds_each_row(
+    q: leaseq.Queue, r: Any
+) -> None:
+    # 1,000 ids a hold call fit no 0.75 ms budget (HMGET + HSET each): each
+    # call stops short and the client sends the rest, so every row is held.
+    ids = q.enqueue_many([{"i": i} for i in range(3_000)])
+    q.wait_many(ids[:1], timeout=0.0)  # the script loaded: no NOSCRIPT below
+    before = _evalsha_calls(r)
+    assert q.wait_many(ids, timeout=0.0) == [None] * 3_000
+    calls = _evalsha_calls(r) - before
+    if _counts_calls(r):
+        assert calls > 3, "1,000 holds fit no 0.75 ms budget: the client sent the rest"
+    elif calls:
+        assert calls == 3
+    pipe = r.pipeline(transaction=False)
+    for job_id in ids:
+        pipe.hget(q.keys.job(job_id), "waited_until")
+    assert all(pipe.execute())
+
+
 def test_enqueue_calls_are_bounded_by_bytes_and_unique_ones_by_a_small_count(
     q: leaseq.Queue, r: Any
 ) -> None:

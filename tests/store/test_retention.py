@@ -193,12 +193,14 @@ def _finish(q: leaseq.Queue, n: int, prefix: str) -> list[str]:
     return ids
 
 
-def test_the_default_bound_is_ten_thousand() -> None:
-    assert DEFAULT_KEEP_SUCCEEDED_COUNT == 10_000
+def test_the_default_bound_is_a_safety_valve_of_a_million_rows() -> None:
+    # Retention is by time; the count bound only caps a runaway queue, far
+    # above any batch README's "wait for results" pattern reads back.
+    assert DEFAULT_KEEP_SUCCEEDED_COUNT == 1_000_000
     import fakeredis
 
     q = leaseq.Queue("d", redis=fakeredis.FakeRedis())
-    assert q._core.keep_count == 10_000
+    assert q._core.keep_count == 1_000_000 and q._core.keep_ms == 3_600_000
 
 
 def test_only_the_newest_rows_are_kept(r: Any) -> None:

@@ -33,6 +33,7 @@ from leaseq.store.reads import stats_call
 from leaseq.store.reap import reap_call
 from leaseq.store.retry import retry_call, retry_page
 from leaseq.store.scripts import SCRIPTS, libraries, load_source, prologue, read_script
+from leaseq.store.wait import hold_calls
 from leaseq.store.workflows import flow_calls
 from leaseq.types import State
 from tests.support.backends import Clock
@@ -347,6 +348,7 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
         "fail": fail_call(core, lease, "x", None, False),
         "release": release_call(core, lease),
         "once": once_call(core, lease, "m"),
+        "hold_results": hold_calls(core, ["ID"], 1000)[0],
         "progress": progress_call(core, lease, 1),
         "step": record_step_call(core, lease, "s", 1),
         "suspend": suspend_call(core, lease, "s", 1.0),

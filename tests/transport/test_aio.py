@@ -47,6 +47,7 @@ from tests.store import (
     test_jobs,
     test_limits,
     test_pause,
+    test_results,
     test_retention,
     test_schedules,
     test_scripts,
@@ -74,6 +75,7 @@ SUITE_MODULES = (
     test_clock,
     test_validation,
     test_retention,
+    test_results,
     test_scripts,
     test_invariants,
     test_worker,
@@ -165,7 +167,7 @@ EXCLUDED: dict[str, str] = {
     "store.waits.wait_times_out_with_none": _BLOCKING_WAIT,
     "store.waits.wait_wakes_when_the_job_finishes": _BLOCKING_WAIT,
     "store.waits.a_big_batch_signals_in_entries_of_at_most_a_hundred_ids": _BLOCKING_WAIT,
-    "store.waits.a_job_deleted_while_waited_for_raises_at_once": _BLOCKING_WAIT,
+    "store.waits.a_job_deleted_while_waited_for_is_gone_at_once": _BLOCKING_WAIT,
     "store.waits.wait_many_of_a_string_is_a_bad_argument": (
         "refused by the one _ops generator both transports run, before any step: "
         "the module's other cases block on the frozen clock, so it is not in the suite"

@@ -267,6 +267,7 @@ def test_durable_beyond_the_replicas_raises_with_the_result(
     assert (info.value.op, info.value.wanted, info.value.acked) == ("enqueue", 2, 1)
     assert info.value.result == "j"  # what enqueue returns: the job id
     assert q.stats().pending == 1  # applied on the primary; stats never waits
+    assert q.wait_many(["j"], timeout=0.0) == [None]  # nor does a waiter's hold
     # A batch: every call applied (one by one, each with its WAIT), then one
     # NotReplicated whose result is what enqueue_many returns.
     with pytest.raises(leaseq.NotReplicated) as batch:
