@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import enum
 import math
 import random
@@ -156,6 +157,10 @@ class JobOptions(TypedDict, total=False):
     """What a handler dict dispatches on (``Lease.kind``); None: no kind."""
     timeout: float | None
     """Seconds a handler may run on the job; None: the worker's default."""
+    expires: float | datetime.datetime | None
+    """A start-by deadline: seconds from the enqueue (server clock), or an aware
+    ``datetime``; a job not claimed by then is never run (it is dead-lettered with
+    why, and counted as ``past_deadline``). None: no deadline."""
     cost: float | None
     """What one run of the job spends against the queue's and its group's cost limits
     (``set_limits(cost_rate=, cost_per=)``: tokens, say); a finite number > 0. None: 1.
@@ -324,6 +329,9 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     cost: float = 1.0
     """What one run counts against the cost limits (``enqueue(..., cost=)``; row field
     ``cost``, absent for the default 1)."""
+    expires_at: float | None = None
+    """Its start-by deadline, epoch seconds on the server's clock (``enqueue(...,
+    expires=)``); None: none."""
     spent: float | None = None
     """What its last settled run really spent (``current_job().set_cost``, ``complete(...,
     cost=)``; row field ``spent``); None: never settled."""
@@ -516,6 +524,7 @@ class Step(msgspec.Struct, frozen=True):
     timeout: float | None = None
     group: str | None = None
     cost: float | None = None
+    expires: float | datetime.datetime | None = None
 
 
 DEFAULT_BACKOFF = Backoff()

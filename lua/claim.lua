@@ -1,6 +1,7 @@
 -- claim.lua: lease up to count jobs, after promoting due jobs and reaping a few expired leases.
 -- transition: pending -> active (and scheduled -> pending, active -> pending | dead on the way;
---             a pending row that cannot run -- damaged, or out of attempts -> dead)
+--             a pending row that cannot run -- damaged, out of attempts, past its start-by
+--             deadline -> dead; pending | scheduled past that deadline -> dead)
 -- clock: server TIME, for the lease deadline, promotion and reaping
 -- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
@@ -48,15 +49,18 @@
 --          kind ('' = none), timeout_ms (the handler's limit; 0 = none), traceparent
 --          ('' = none), depends_on (parent ids separated by spaces; '' = none)), then w values per leased job in that order: read by name
 -- errors: none of its own; a row that cannot be claimed is dead-lettered with last_error
---         (as is one whose cost is above a whole cost limit: lib/cost_gate.lua)
+--         (as is one whose cost is above a whole cost limit: lib/cost_gate.lua, and one
+--         past its start-by deadline: lib/expire_due.lua)
 --!include lib/allow_oom.lua
 --!include lib/apply_limits.lua
 --!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
 --!include lib/cost_gate.lua
 --!include lib/dead_letter.lua
+--!include lib/deadline_text.lua
 --!include lib/elapsed_us.lua
 --!include lib/event_log.lua
+--!include lib/expire_due.lua
 --!include lib/flush_events.lua
 --!include lib/job_finished.lua
 --!include lib/log_event.lua
@@ -90,8 +94,14 @@ local started = tonumber(A.started) or count
 local log = event_log(K.events, K.done, meta)
 local now = now_ms(meta, false, log.clock)
 
--- Maintenance in pages of SWEEP_PAGE, up to limit each, while the time budget lasts.
+-- Maintenance in pages of SWEEP_PAGE, up to limit each, while the time budget lasts:
+-- start-by deadlines first (a job that missed one is not promoted to run), then
+-- promotions and expired leases.
 local SWEEP_PAGE = 16
+for _ = 1, math.ceil(limit / SWEEP_PAGE) do
+  if expire_due(K, job_prefix, now, SWEEP_PAGE, log) < SWEEP_PAGE
+      or over_budget(started_us) then break end
+end
 for _ = 1, math.ceil(limit / SWEEP_PAGE) do
   if promote_due(K, job_prefix, now, SWEEP_PAGE, log) < SWEEP_PAGE
       or over_budget(started_us) then break end
@@ -156,7 +166,7 @@ local function lease_one(id, from)
     local job = job_prefix .. id
     local row = read_row(job, 'state', 'attempts', 'max_attempts',
       'payload', 'enqueued_at', 'incarnation', 'group', 'kind', 'timeout', 'traceparent',
-      'depends_on', 'cost')
+      'depends_on', 'cost', 'expires_at')
     if from and row and row[1] and row[7] ~= from then
       -- Indexed as its own group's (or as ungrouped): not this entry's. A row
       -- edited by hand out of its group is claimed here, as before.
@@ -184,12 +194,17 @@ local function lease_one(id, from)
     local claimable = state == 'pending' and attempts and max_attempts and row[4]
       and attempts < max_attempts
     local hold, detail = nil, nil -- lib/cost_gate.lua: when, or why it never will
-    if gate and claimable then hold, detail = gate.check(row[12], row[7]) end
+    local late = claimable and row[13] and (tonumber(row[13]) or now) <= now
+    if gate and claimable and not late then hold, detail = gate.check(row[12], row[7]) end
     if hold and hold ~= 'dead' then
       if hold == 'queue' then cost_free_at = detail end
       return false, nil, nil, hold, detail
     end
-    if hold == 'dead' then
+    if late then
+      -- Its start-by deadline has passed (expires=): never run.
+      dead_letter(job, dead, K, log, id, now, deadline_text(row[13]), 'pending', row[2])
+      bump_counter(K, 'past_deadline', 1, now)
+    elseif hold == 'dead' then
       dead_letter(job, dead, K, log, id, now, detail, 'pending', row[2])
     elseif claimable then
       attempts = attempts + 1

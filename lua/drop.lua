@@ -17,6 +17,8 @@
 -- KEYS[13] leaseq:{<queue>}:waiters    ZSET  jobs waiting for a signal (current_job().wait_for)
 -- KEYS[14] leaseq:{<queue>}:signals    HASH  kept signals: signal key -> payload
 -- KEYS[15] leaseq:{<queue>}:signal_ends  ZSET  kept signals' keys by end
+-- KEYS[16] leaseq:{<queue>}:costs      ZSET  the cost window (lib/cost_window.lua)
+-- KEYS[17] leaseq:{<queue>}:deadlines  ZSET  ids with a start-by deadline
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  limit, the most jobs to delete in this call (integer >= 1; fewer once the call
 --          has worked its time budget: lib/over_budget.lua)
@@ -101,6 +103,6 @@ if remaining == 0 then
   for _, g in ipairs(names) do redis.call('DEL', K.group_prefix .. g) end
   redis.call('DEL', meta, wake, K.groups, K.group_held, K.group_active,
     K.done, K.events, K.releasing, K.unique, K.unique_windows, K.group_rate_held,
-    K.waiters, K.signals, K.signal_ends)
+    K.waiters, K.signals, K.signal_ends, K.costs, K.deadlines)
 end
 return { 'OK', deleted, remaining }

@@ -7,6 +7,7 @@
 -- KEYS[2]  leaseq:{<queue>}:meta       HASH  counters, seq, incarnation
 -- KEYS[3]  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
 -- KEYS[4]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
+-- KEYS[5]  leaseq:{<queue>}:deadlines  ZSET  ids with a start-by deadline, score = it, ms epoch
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  max_attempts, of every job in the call (integer >= 1)
 -- ARGV[3]  delay_ms, of every job in the call (integer ms >= 0, 0 = claimable now)
@@ -32,7 +33,10 @@
 --           batch, sent together, keep its order whichever runs first; lib/reserve_seq.lua)
 -- ARGV[14]  cost, of every job in the call (a finite number > 0 as decimal text; '' = the
 --           default, 1: the field is then not written)
--- ARGV[15..] jobs, two values per job: id (string, chosen by the client so that a
+-- ARGV[15]  expires, the start-by deadline of every job in the call ('' = none; '+<ms>': that
+--           long after now, the enqueue's server time; '<ms>': that ms epoch): a job not
+--           claimed by then is dead-lettered (lib/expire_due.lua); stored as expires_at
+-- ARGV[16..] jobs, two values per job: id (string, chosen by the client so that a
 --           replayed call finds its own rows), payload (bytes, encoded and size-checked)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, each with a queue-unique incarnation (job_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
@@ -117,6 +121,13 @@ if A.cost ~= '' then
   base[#base + 1] = 'cost'
   base[#base + 1] = A.cost
 end
+local expires_at = nil
+if A.expires ~= '' then
+  expires_at = string.sub(A.expires, 1, 1) == '+' and now + tonumber(string.sub(A.expires, 2))
+    or tonumber(A.expires)
+  base[#base + 1] = 'expires_at'
+  base[#base + 1] = string.format('%d', expires_at)
+end
 if traceparent ~= '' then
   base[#base + 1] = 'traceparent'
   base[#base + 1] = traceparent
@@ -148,7 +159,7 @@ local incarnation = 0
 -- body of any earlier job of the call, so none is written before all are seen.
 local PAGE = uniq and n or 16
 local out, fresh, parked = {}, {}, {}
-local due, ready = {}, {}
+local due, ready, deadlines = {}, {}, {}
 local looked = 0
 while looked < n do
   local first = #fresh + 1
@@ -186,6 +197,10 @@ while looked < n do
     end
     if uniq then base[8] = uniq.row(i, base, nb) end
     redis.call('HSET', job_prefix .. id, unpack_(base))
+    if expires_at then
+      deadlines[#deadlines + 1] = expires_at
+      deadlines[#deadlines + 1] = id
+    end
     if delay_ms > 0 then
       due[#due + 1] = now + delay_ms
       due[#due + 1] = id
@@ -202,6 +217,7 @@ local created = #fresh + #parked
 if created == 0 then return out end
 if numbered and #parked > 0 then incarnation = reserve_incarnations(meta, #parked, now) end
 if uniq then uniq.park(parked, base, nb, incarnation, log) end
+call_chunked('ZADD', K.deadlines, deadlines, 1000)
 if delay_ms > 0 then
   call_chunked('ZADD', scheduled, due, 1000)
   wake_if_first(scheduled, wake, now + delay_ms)

@@ -8,6 +8,7 @@
 -- KEYS[4]  leaseq:{<queue>}:meta       HASH  counters, seq, incarnation
 -- KEYS[5]  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
 -- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
+-- KEYS[7]  leaseq:{<queue>}:deadlines  ZSET  ids with a start-by deadline, score = it, ms epoch
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
 --          for it are the SET graph_prefix .. <id>
@@ -20,10 +21,11 @@
 -- ARGV[7]  numbered, 1 = every row gets an `incarnation` (the call holds an id the caller
 --          chose), 0 = none does unless the clock floor holds the queue's time: every id
 --          was made by leaseq, and such a row's number is its enqueued_at (lib/row_number.lua)
--- ARGV[8..]  first the profiles, eight values each: max_attempts (integer >= 1), delay_ms (integer
+-- ARGV[8..]  first the profiles, nine values each: max_attempts (integer >= 1), delay_ms (integer
 --           ms >= 0), priority (integer 0..1000000), group ('' = none), kind ('' = none), timeout_ms
 --           (integer ms; 0 = none), on_parent_failure ('cancel' or 'run'), cost (decimal text;
---           '' = the default, 1, not written); then the steps, four
+--           '' = the default, 1, not written), expires (as enqueue.lua's: '', '+<ms>' or a
+--           ms epoch); then the steps, four
 --           values each: id (string), payload (encoded bytes), profile (its number, from 1),
 --           parents (ids separated by single spaces, each an existing job or an earlier step of
 --           this call; '' = none)
@@ -56,15 +58,16 @@ local job_prefix, meta = A.job_prefix, K.meta
 local P = tonumber(A.profiles)
 local profile = {}
 for p = 1, P do
-  local b = TAIL.args + (p - 1) * 8
+  local b = TAIL.args + (p - 1) * 9
   profile[p] = { max_attempts = ARGV[b], delay_ms = tonumber(ARGV[b + 1]),
                  priority = tonumber(ARGV[b + 2]), group = ARGV[b + 3], kind = ARGV[b + 4],
-                 timeout = ARGV[b + 5], policy = ARGV[b + 6], cost = ARGV[b + 7] }
+                 timeout = ARGV[b + 5], policy = ARGV[b + 6], cost = ARGV[b + 7],
+                 expires = ARGV[b + 8] }
   local why = cost_check(K, tonumber(profile[p].cost) or 1,
     profile[p].group ~= '' and profile[p].group or nil)
   if why then return { 'COST', why } end
 end
-local W, STEPS = 4, TAIL.args + P * 8
+local W, STEPS = 4, TAIL.args + P * 9
 local n = (#ARGV - STEPS + 1) / W
 local function arg(i, k) return ARGV[STEPS + (i - 1) * W + k] end -- step i's value k
 -- A step's parents as a list, split once per distinct text: a fan-out's steps
@@ -177,6 +180,12 @@ for _, i in ipairs(fresh) do
   if pr.kind ~= '' then row[n + 1], row[n + 2], n = 'kind', pr.kind, n + 2 end
   if pr.timeout ~= '0' then row[n + 1], row[n + 2], n = 'timeout', pr.timeout, n + 2 end
   if pr.cost ~= '' then row[n + 1], row[n + 2], n = 'cost', pr.cost, n + 2 end
+  if pr.expires ~= '' then
+    local at = string.sub(pr.expires, 1, 1) == '+' and now + tonumber(string.sub(pr.expires, 2))
+      or tonumber(pr.expires)
+    row[n + 1], row[n + 2], n = 'expires_at', string.format('%d', at), n + 2
+    redis.call('ZADD', K.deadlines, at, id)
+  end
   if A.traceparent ~= '' then row[n + 1], row[n + 2], n = 'traceparent', A.traceparent, n + 2 end
   if A.flow ~= '' then row[n + 1], row[n + 2], n = 'flow', A.flow, n + 2 end
   if incall[id] then row[n + 1], row[n + 2], n = 'children', incall[id], n + 2 end

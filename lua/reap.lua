@@ -1,6 +1,7 @@
 -- reap.lua: hand back up to limit expired leases (fewer past the time budget): to pending while
 --           attempts remain, else dead.
--- transition: active -> pending | dead (last_error says the lease expired)
+-- transition: active -> pending | dead (last_error says the lease expired); pending | scheduled
+--             -> dead past a start-by deadline (lib/expire_due.lua)
 -- clock: server TIME (never behind the queue's meta clock), to tell which leases have expired
 -- flags: allow-oom (it frees memory or writes a few bytes: a full server still runs it)
 -- KEYS[1]  leaseq:{<queue>}:active     ZSET  ids under lease, score = lease_until ms epoch
@@ -11,17 +12,20 @@
 -- KEYS[6]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- KEYS[7]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[8]  leaseq:{<queue>}:releasing  LIST  parents whose children are left to settle, '<how> <id>' (lib/settle_children.lua)
+-- KEYS[9]  leaseq:{<queue>}:deadlines  ZSET  ids with a start-by deadline, score = it, ms epoch (lib/expire_due.lua)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  limit, the most index entries to look at (integer >= 1)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job rows, their parents and children (job_prefix);
 --          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
 --          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
--- returns: {requeued, died, more} -- more is 1 when expired entries (or children to settle) remain
+-- returns: {requeued, died, more} -- more is 1 when expired entries (or children to settle, or
+--          jobs past their start-by deadline: lib/expire_due.lua) remain
 -- errors: none
 --!include lib/allow_oom.lua
 --!include lib/elapsed_us.lua
 --!include lib/event_log.lua
+--!include lib/expire_due.lua
 --!include lib/flush_events.lua
 --!include lib/now_ms.lua
 --!include lib/over_budget.lua
@@ -45,9 +49,14 @@ end
 -- and waiting jobs whose parent went without finishing (deleted or damaged by hand).
 settle_deferred(K, now, log, tonumber(A.limit), started_us)
 sweep_waiting(K, now, log, 100)
+-- Start-by deadlines that have passed (expires=), in pages while the budget lasts.
+for _ = 1, math.ceil(tonumber(A.limit) / 16) do
+  if over_budget(started_us) or expire_due(K, A.job_prefix, now, 16, log) < 16 then break end
+end
 flush_events(log, now)
 local more = 0
 if #redis.call('ZRANGEBYSCORE', active, '-inf', now, 'LIMIT', 0, 1) > 0
+    or #redis.call('ZRANGEBYSCORE', K.deadlines, '-inf', now, 'LIMIT', 0, 1) > 0
     or redis.call('LLEN', K.releasing) > 0 then
   more = 1
 end

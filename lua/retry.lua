@@ -8,10 +8,13 @@
 -- KEYS[4]  leaseq:{<queue>}:meta       HASH  counters, seq
 -- KEYS[5]  leaseq:{<queue>}:wake       LIST  wake-up tokens
 -- KEYS[6]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
+-- KEYS[7]  leaseq:{<queue>}:deadlines  ZSET  ids with a start-by deadline, score = it, ms epoch
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  extra, attempts to grant on top of those already used (integer >= 1)
 -- ARGV[3]  payload, a new payload for the job (bytes, encoded and size-checked by the caller;
 --          '' = keep its own); the old one goes to the event stream (lib/log_edit.lua)
+-- ARGV[4]  expires, the retried job's new start-by deadline ('' = none; '+<ms>': that long from
+--          now; '<ms>': that ms epoch), as enqueue.lua's
 -- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
 --          leaseq:{<queue>}:job:<id>  HASH  the job's parents, pinned again (job_prefix)
 -- returns: {'OK', new max_attempts}
@@ -29,6 +32,13 @@ local log = event_log(K.events, nil, meta)
 local old = A.payload ~= '' and redis.pcall('HMGET', job, 'payload', 'attempts') or nil
 local reply = retry_row(job, dead, pending, K, A.id, tonumber(A.extra), nil, log)
 if log.n > 0 then flush_events(log, now_ms(meta, true)) end
+if A.expires ~= '' and reply[1] == 'OK' then
+  local now = now_ms(meta, true)
+  local at = string.sub(A.expires, 1, 1) == '+' and now + tonumber(string.sub(A.expires, 2))
+    or tonumber(A.expires)
+  redis.call('HSET', job, 'expires_at', string.format('%d', at))
+  redis.call('ZADD', K.deadlines, at, A.id)
+end
 if old and reply[1] == 'OK' then
   -- Edit and retry: the payload is replaced in the same call, the old one kept
   -- in the event stream so the edit can be traced and undone.

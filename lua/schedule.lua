@@ -22,6 +22,8 @@
 -- ARGV[14]  unique, the uniqueness key of each job it makes ('' = none): a due time is
 --           skipped while the key's holder is unfinished (tick.lua)
 -- ARGV[15]  cost, of each job it makes (decimal text; '' = the default, 1)
+-- ARGV[16]  expires, the start-by deadline of each job it makes ('' = none; '+<ms>': that long
+--           after the job is made), stored as expires_ms
 -- derives: nothing
 -- returns: {'OK', next due (ms epoch), version} or {'STALE'} when the stamp differs
 --          (changed or fired since the read: read again and retry)
@@ -57,5 +59,6 @@ if A.group ~= '' then redis.call('HSET', key, 'group', A.group) end
 if A.timeout_ms ~= '0' then redis.call('HSET', key, 'timeout_ms', A.timeout_ms) end
 if A.unique ~= '' then redis.call('HSET', key, 'unique', A.unique) end
 if A.cost ~= '' then redis.call('HSET', key, 'cost', A.cost) end
+if A.expires ~= '' then redis.call('HSET', key, 'expires_ms', string.sub(A.expires, 2)) end
 redis.call('ZADD', index, next_due, A.name)
 return { 'OK', next_due, version }

@@ -8,6 +8,7 @@
 -- KEYS[4]  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
 -- KEYS[5]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[6]  leaseq:{<queue>}:unique       HASH  uniqueness key -> holder id (lib/unique_held.lua)
+-- KEYS[7]  leaseq:{<queue>}:deadlines    ZSET  ids with a start-by deadline, score = it, ms epoch
 -- ARGV[1]  schedule_prefix, the schedule key prefix 'leaseq:{<queue>}:schedule:' (string)
 -- ARGV[2]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[3..] schedules, four values per schedule: name; the stamp read (version:last_fired);
@@ -52,7 +53,8 @@ for i = TAIL.args, #ARGV, 4 do
   local row = {}
   if redis.call('TYPE', key).ok == 'hash' then
     row = redis.call('HMGET', key, 'version', 'last_fired', 'next_due',
-      'payload', 'max_attempts', 'priority', 'kind', 'group', 'timeout_ms', 'unique', 'cost')
+      'payload', 'max_attempts', 'priority', 'kind', 'group', 'timeout_ms', 'unique', 'cost',
+      'expires_ms')
   end
   -- Compare and set: only the definition and due time this client read,
   -- and only once that due time has come on the server's clock. A second
@@ -90,6 +92,11 @@ for i = TAIL.args, #ARGV, 4 do
         if row[8] then redis.call('HSET', job, 'group', row[8]) end -- before push_pending
         if tonumber(row[9] or '') then redis.call('HSET', job, 'timeout', row[9]) end
         if row[11] then redis.call('HSET', job, 'cost', row[11]) end
+        if tonumber(row[12] or '') then -- a start-by deadline that long after this job's making
+          local at = now + tonumber(row[12])
+          redis.call('HSET', job, 'expires_at', string.format('%d', at))
+          redis.call('ZADD', K.deadlines, at, id)
+        end
         if ukey then
           redis.call('HSET', job, 'unique_key', ukey)
           redis.call('HSET', K.unique, ukey, id)

@@ -13,8 +13,10 @@ Metrics (see docs/operations.md for what to alert on):
   ended, by the queue's meta counters — ``succeeded``, ``failed`` (every
   ``fail``, also one that dead-letters), ``dead`` (every dead-lettering:
   failure, expiry without attempts left, damaged row), ``expired`` (leases
-  reaped), ``released``, ``cancelled``. One event can count twice (a last
-  failure is ``failed`` and ``dead``).
+  reaped), ``released``, ``cancelled``, ``past_deadline`` (jobs dead-lettered
+  because nothing claimed them by their ``expires=`` deadline). One event can
+  count twice (a last failure is ``failed`` and ``dead``; a job past its
+  deadline is ``past_deadline`` and ``dead``).
 - ``leaseq_dead_retried_total{queue}`` counter: dead jobs retried by an operator.
 - ``leaseq_oldest_pending_age_seconds{queue}`` gauge (0 when nothing is pending).
 - ``leaseq_leases_expired{queue}`` gauge: leases past their deadline, not reaped yet.
@@ -43,7 +45,7 @@ from leaseq.types import State, Stats
 __all__ = ["CONTENT_TYPE", "OUTCOMES", "collect", "live", "render"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
-OUTCOMES = ("succeeded", "failed", "dead", "expired", "released", "cancelled")
+OUTCOMES = ("succeeded", "failed", "dead", "expired", "released", "cancelled", "past_deadline")
 """The ``outcome`` label values of ``leaseq_jobs_finished_total`` (meta counter names)."""
 
 

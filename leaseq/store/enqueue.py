@@ -83,22 +83,24 @@ def check_options(options: JobOptions, caller: str) -> None:
 
 def option_args(queue: QueueSettings, options: JobOptions, caller: str) -> dict[str, Any]:
     """The job options as stored (script ARGV by name: max_attempts, delay_ms,
-    priority, group, kind, timeout_ms, cost ('' = the default, 1)), each checked;
+    priority, group, kind, timeout_ms, cost ('' = the default, 1), expires), each checked;
     the one check of them for enqueue and schedules alike. ``unique`` is checked
     by ``unique_keys``."""
     check_options(options, caller)
     max_attempts = options.get("max_attempts")
     group, kind = options.get("group"), options.get("kind")
+    delay_ms = v.delay_ms(options.get("delay"))
     return {
         "max_attempts": queue.max_attempts
         if max_attempts is None
         else v.integer(max_attempts, "max_attempts", 1, v.MAX_ATTEMPTS),
-        "delay_ms": v.delay_ms(options.get("delay")),
+        "delay_ms": delay_ms,
         "priority": v.integer(options.get("priority", 0), "priority", 0, v.MAX_PRIORITY),
         "group": "" if group is None else check_group(group),
         "kind": "" if kind is None else check_job_id(kind, "kind"),
         "timeout_ms": v.timeout_ms(options.get("timeout")),
         "cost": "" if options.get("cost") is None else v.cost(options.get("cost")),
+        "expires": v.expires(options.get("expires"), delay_ms),
     }
 
 

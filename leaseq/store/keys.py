@@ -260,6 +260,13 @@ class QueueKeys:
         return self.stem + "group_claims:"
 
     @property
+    def deadlines(self) -> str:
+        """ZSET of the ids enqueued with a start-by deadline (``expires=``); score = the
+        deadline, ms epoch. Claims and reaps dead-letter what is still waiting at it
+        (lua/lib/expire_due.lua); an entry leaves once its time has come."""
+        return self.stem + "deadlines"
+
+    @property
     def costs(self) -> str:
         """ZSET, the queue's cost window (cost limits): one member per claim,
         ``<cost>:<claim ms>:<id>:<attempts>:<row number>`` scored by its claim time, and

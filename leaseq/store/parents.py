@@ -41,7 +41,7 @@ MAX_EDGES = 20_000
 
 Head = tuple[Any, ...]
 """A step's checked options in the script's profile order: max_attempts,
-delay_ms, priority, group, kind, timeout_ms, on_parent_failure, cost."""
+delay_ms, priority, group, kind, timeout_ms, on_parent_failure, cost, expires."""
 
 
 def check_parents(depends_on: object, children: Sequence[str]) -> list[str] | None:
@@ -140,6 +140,7 @@ def option_profile(head: dict[str, Any], policy: str) -> Head:
         head["timeout_ms"],
         policy,
         head["cost"],
+        head["expires"],
     )
 
 

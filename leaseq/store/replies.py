@@ -187,7 +187,8 @@ class _Row(msgspec.Struct, kw_only=True):
     timeout: Annotated[int, msgspec.Meta(ge=0, le=86_400_000)] | None = None
     """ms, at most a day (``_validate.MAX_TIMEOUT``): set by hand below 0 or past
     that it is damaged, as claim.lua reads it (no limit), not a negative time."""
-    cost: str | None = None  # decimal text, read as claim reads it (_cost)
+    cost: str | None = None  # decimal text, read as claim reads it (read_cost)
+    expires_at: Ms | None = None
     spent: str | None = None
     traceparent: str | None = None
     unique_key: str | None = None
@@ -369,6 +370,7 @@ def _job(
         kind=r.kind,
         timeout=None if not r.timeout else r.timeout / 1000.0,
         cost=read_cost(r.cost) or 1.0,
+        expires_at=_sec(r.expires_at),
         spent=read_cost(r.spent),
         traceparent=r.traceparent,
         unique_key=r.unique_key,

@@ -4,6 +4,7 @@ every job that was dead when the run began (``lua/retry_all.lua``, paged by
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from typing import Any
 
@@ -37,12 +38,18 @@ def _more_attempts(queue: QueueSettings, attempts: int | None) -> int:
 
 
 def retry_call(
-    queue: QueueSettings, job_id: str, attempts: int | None, payload: Any = KEEP
+    queue: QueueSettings,
+    job_id: str,
+    attempts: int | None,
+    payload: Any = KEEP,
+    expires: float | datetime.datetime | None = None,
 ) -> Call[int]:
-    """Retry a dead job; with ``payload``, replace its payload in the same call."""
+    """Retry a dead job; with ``payload``, replace its payload in the same call;
+    with ``expires``, give it a new start-by deadline (else it has none)."""
     job_id = check_job_id(job_id)
     body = b"" if payload is KEEP else queue.codec.encode(payload)
     extra = _more_attempts(queue, attempts)
+    deadline = v.expires(expires)
 
     def parse(reply: list[Any]) -> int:
         if as_text(reply[0]) != "OK":
@@ -50,7 +57,13 @@ def retry_call(
         return int(reply[1])
 
     return SCRIPTS["retry"].call(
-        queue.keys, parse, at={"id": job_id}, id=job_id, extra=extra, payload=body
+        queue.keys,
+        parse,
+        at={"id": job_id},
+        id=job_id,
+        extra=extra,
+        payload=body,
+        expires=deadline,
     )
 
 
@@ -61,6 +74,7 @@ def retry_dead(
     attempts: int | None = None,
     payload: Any = KEEP,
     kind: str | None = None,
+    expires: float | datetime.datetime | None = None,
 ) -> Op[int]:
     """Make a dead job pending again with ``attempts`` more tries (default: the
     queue's max_attempts). ``attempts`` in the row is kept, ``max_attempts``
@@ -70,8 +84,10 @@ def retry_dead(
     InvalidPayload, PayloadTooLarge, and what a typed task of the job's kind
     raises for a call that does not fit it. ``kind``: the job must be of this
     kind (InvalidArgument otherwise; a typed task's ``retry_dead`` passes its
-    name), read in the same HGET."""
-    call = retry_call(queue, job_id, attempts, payload)
+    name), read in the same HGET. ``expires``: a new start-by deadline, as for
+    ``enqueue`` (a job dead-lettered past its deadline is retried with none unless
+    given one)."""
+    call = retry_call(queue, job_id, attempts, payload, expires)
     if payload is not KEEP or kind is not None:
         yield from checked_edit(queue, job_id, payload, kind, payload is not KEEP)
     bound: int = yield call

@@ -102,6 +102,8 @@ class Schedule(msgspec.Struct, frozen=True, kw_only=True):
     """Seconds a handler may run on each job it makes."""
     cost: float = 1.0
     """The cost of each job it makes (``cost=``)."""
+    expires: float | None = None
+    """Seconds after each job is made by which it must start (``expires=``)."""
     unique_key: str | None = None
     """Each job holds this uniqueness key; a due time is skipped while it is held."""
     skipped: int = 0
@@ -239,6 +241,7 @@ def _as_schedule(queue: QueueSettings, name: str, fields: dict[str, str | bytes]
         group=_text(fields, "group"),
         timeout=_sec(_int(fields, "timeout_ms")),
         cost=read_cost(_text(fields, "cost")) or 1.0,
+        expires=_sec(_int(fields, "expires_ms")),
         unique_key=_text(fields, "unique"),
         skipped=_int(fields, "skipped") or 0,
     )
@@ -306,6 +309,10 @@ def schedule(
     queue.check_edit(options.get("kind"), payload)  # a typed task's call must fit it
     if job["delay_ms"]:
         raise InvalidArgument("a schedule's jobs run at their due time: delay= does not apply")
+    if job["expires"] and not job["expires"].startswith("+"):
+        raise InvalidArgument(
+            "a schedule's expires= is seconds after each job is made, not a datetime"
+        )
     if options.get("depends_on") or "on_parent_failure" in options:
         raise InvalidArgument(
             "a schedule's jobs have no parents: depends_on= and on_parent_failure= do not "
@@ -336,6 +343,7 @@ def schedule(
             group=job["group"],
             timeout_ms=job["timeout_ms"],
             cost=job["cost"],
+            expires=job["expires"],
             unique=ukey,
             next_due=due,
             stamp=_stamp(fields),

@@ -6,6 +6,7 @@ anything is written.
 
 from __future__ import annotations
 
+import datetime
 import math
 
 from leaseq.errors import InvalidArgument
@@ -72,6 +73,29 @@ def cost(value: object, name: str = "cost") -> str:
         raise InvalidArgument(f"{name} must be finite, > 0 and at most {MAX_COST:g}, not {value!r}")
     number = float(value)
     return str(int(number)) if number.is_integer() else repr(number)
+
+
+def expires(value: object, delay_ms: int = 0, name: str = "expires") -> str:
+    """A start-by deadline (``enqueue(..., expires=)``) as the enqueue scripts take it:
+    '' for None; ``+<ms>`` for seconds from the enqueue (finite, > 0, at most
+    MAX_DELAY; more than ``delay_ms``, or the job could never start); a timezone-aware
+    ``datetime`` as its ms epoch, compared with the server's clock."""
+    if value is None:
+        return ""
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise InvalidArgument(
+                f"{name} must be a timezone-aware datetime (a naive one is ambiguous), "
+                f"not {value!r}"
+            )
+        return str(math.floor(value.timestamp() * 1000))
+    ms = seconds_to_ms(value, name, minimum_ms=1, maximum=MAX_DELAY)
+    if ms <= delay_ms:
+        raise InvalidArgument(
+            f"{name} ({ms / 1000:g} s) must be longer than delay ({delay_ms / 1000:g} s): "
+            "the deadline counts from the enqueue, so the job could never start"
+        )
+    return f"+{ms}"
 
 
 def integer(value: object, name: str, low: int, high: int) -> int:

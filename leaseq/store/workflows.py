@@ -137,6 +137,7 @@ def _step_profile(queue: QueueSettings, step: Step, heads: dict[tuple[Any, ...],
         step.timeout,
         step.on_parent_failure,
         step.cost,
+        step.expires,
     )
     head = heads.get(given)
     if head is None:
@@ -148,6 +149,7 @@ def _step_profile(queue: QueueSettings, step: Step, heads: dict[tuple[Any, ...],
             "kind": step.kind,
             "timeout": step.timeout,
             "cost": step.cost,
+            "expires": step.expires,
         }
         head = option_profile(
             option_args(queue, options, "enqueue_flow"),

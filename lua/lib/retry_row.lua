@@ -41,7 +41,9 @@ local function retry_row(job, dead, pending, K, id, extra, op, log)
   local max_attempts = attempts + extra
   redis.call('HSET', job, 'max_attempts', max_attempts)
   if op then redis.call('HSET', job, 'retry_op', op) end
-  redis.call('HDEL', job, 'finished_at')
+  -- A start-by deadline does not carry over: a retry runs with none, unless its caller
+  -- gives a new one (retry.lua, ARGV expires).
+  redis.call('HDEL', job, 'finished_at', 'expires_at')
   redis.call('ZREM', dead, id)
   redis.call('HINCRBY', K.meta, 'retried', 1)
   push_pending(pending, K, job, id, to_count(row[3]) or 0)
