@@ -37,6 +37,14 @@ ENQUEUE_BATCH = 1000
 @click.option("--kind", default=None, help="The jobs' kind (a worker's handler dict picks by it).")
 @click.option("--timeout", type=float, default=None, help="Seconds a handler may run on each.")
 @click.option("--group", default=None, help="The jobs' fair group (claims rotate between groups).")
+@click.option("--cost", type=float, default=None, help="What each counts against cost limits.")
+@click.option(
+    "--expires",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Start-by deadline: a job not started this long after now never runs.",
+)
 @click.option(
     "--unique",
     default=None,
@@ -52,32 +60,23 @@ ENQUEUE_BATCH = 1000
 @pass_ctx
 def enqueue(
     c: Ctx,
+    /,
     queue: str,
     payload: str | None,
     path: Any,
     job_id: str | None,
     delay: float | None,
     priority: int,
-    max_attempts: int | None,
-    kind: str | None,
-    timeout: float | None,
-    group: str | None,
     unique: str | None,
     shards: int | None,
+    **opts: Any,
 ) -> None:
     """Add one job (PAYLOAD, JSON text) or many (--file, JSON lines). With
     --unique, a job whose KEY is held prints the holder's id."""
     if (payload is None) == (path is None):
         raise click.UsageError("give either a JSON PAYLOAD or --file PATH")
     q = c.producer(queue, shards)
-    opts: dict[str, Any] = {
-        "delay": delay,
-        "priority": priority,
-        "max_attempts": max_attempts,
-        "kind": kind,
-        "timeout": timeout,
-        "group": group,
-    }
+    opts.update(delay=delay, priority=priority)
     if unique is not None:
         opts["unique"] = Unique(unique)
     if payload is not None:

@@ -74,6 +74,7 @@ def _head_rows(job: Job) -> list[tuple[str, str]]:
         ("group", job.group),
         ("kind", job.kind or None),
         ("timeout", None if job.timeout is None else f"{job.timeout:g} s"),
+        ("cost", _cost(job)),
         ("traceparent", job.traceparent or None),
         ("unique_key", job.unique_key),
         ("after", None if job.after is None else after),
@@ -82,6 +83,14 @@ def _head_rows(job: Job) -> list[tuple[str, str]]:
         ("waits_for", None if job.wait_key is None else _waits_for(job)),
     ]
     return rows + [(name, value) for name, value in shown if value is not None]
+
+
+def _cost(job: Job) -> str | None:
+    """Its cost (``cost=``) and what its last settled run spent; None for the default."""
+    if job.cost == 1.0 and job.spent is None:
+        return None
+    spent = "" if job.spent is None else f" (spent {job.spent:g})"
+    return f"{job.cost:g}{spent}"
 
 
 def _waits_for(job: Job) -> str:
@@ -95,7 +104,7 @@ def _tail_rows(job: Job, now: float) -> list[tuple[str, str]]:
     """The job's times (as ISO and relative to ``now``), worker, error, ``once``
     marks and recorded steps."""
     rows = []
-    for name in ("enqueued_at", "run_at", "claimed_at", "lease_until", "finished_at"):
+    for name in ("enqueued_at", "run_at", "expires_at", "claimed_at", "lease_until", "finished_at"):
         value = getattr(job, name)
         if value is not None:
             rows.append((name, _when(value, now, lease=name == "lease_until")))

@@ -37,6 +37,22 @@ def test_show_prints_the_timeout(cli: Cli) -> None:
     assert code == 0 and json.loads(out)["timeout"] == 2.5
 
 
+def test_enqueue_and_show_a_cost_and_a_deadline_at_80_columns(cli: Cli) -> None:
+    code, out, _ = cli("enqueue", "mail", "{}", "--id", "c1", "--cost", "4000", "--expires", "60")
+    assert (code, out.strip()) == (0, "c1")
+    job = cli.queue().get("c1")
+    assert job.cost == 4000 and job.expires_at is not None
+    code, out, _ = cli("show", "mail", "c1")
+    assert code == 0 and re.search(r"cost\s+4000\s*\n", out), out
+    assert re.search(r"expires_at\s+.*\(in (60|5\d) s\)", out), out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    cli.queue().set_limits(cost_rate=100, cost_per=1.0)
+    code, _, err = cli("enqueue", "mail", "{}", "--cost", "500")
+    assert code != 0 and "above the cost limit of the queue" in err and "Traceback" not in err
+    code, _, err = cli("enqueue", "mail", "{}", "--expires", "-1")
+    assert code != 0 and "expires" in err
+
+
 def test_show_lease_deadline_is_relative(cli: Cli) -> None:
     q = cli.queue()
     job_id = q.enqueue({})

@@ -188,6 +188,7 @@ EXCLUDED: dict[str, str] = {
     "web.pages.schedules_page_lists_every_queues_schedules": _WEB,
     "web.pages.limits_page_shows_limits_and_per_group_counts": _WEB,
     "web.pages.limits_page_shows_the_cost_in_the_window_next_to_the_claims": _WEB,
+    "web.pages.the_dead_tab_counts_jobs_that_missed_their_deadline": _WEB,
     "web.pages.events_page_lists_newest_first_and_filters": _WEB,
     "web.pages.events_page_points_to_the_job_page_when_the_window_has_passed_the_job": _WEB,
     "web.pages.a_schedule_runs_now_from_its_page_when_actions_are_allowed": _WEB,

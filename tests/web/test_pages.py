@@ -177,6 +177,17 @@ def test_limits_page_shows_the_cost_in_the_window_next_to_the_claims(
     assert "cost 5000 per 60 s" in tenants.split("data-group-rate>")[1].split("</td>")[0]
 
 
+def test_the_dead_tab_counts_jobs_that_missed_their_deadline(
+    q: leaseq.Queue, r: Any, clock: Any
+) -> None:
+    q.enqueue_many(["a", "b"], expires=clock.lease(5.0, 0.05))
+    clock.advance(clock.lease(5.0, 0.05) * 1.1)
+    q.reap()
+    html = client_for(r).get("/queues/emails?state=dead").text
+    said = html.split("data-past-deadline>")[1].split("</span>")[0]
+    assert "never started by their deadline (expires=): 2 since the queue began" in said
+
+
 def test_events_page_lists_newest_first_and_filters(q: leaseq.Queue, r: Any) -> None:
     ids = q.enqueue_many([{"n": n} for n in range(25)])
     lease = q.claim(ttl=60.0)
