@@ -24,7 +24,9 @@ import leaseq
 import leaseq.aio
 from leaseq.store.keys import split_shard
 from tests.store import (
+    test_cost_limits,
     test_damage,
+    test_deadlines,
     test_effects,
     test_fencing,
     test_jobs,
@@ -42,7 +44,16 @@ SETTINGS: dict[str, Any] = {
 }
 
 
-MODULES = (test_jobs, test_payloads, test_fencing, test_damage, test_effects, test_workflows)
+MODULES = (
+    test_jobs,
+    test_payloads,
+    test_fencing,
+    test_damage,
+    test_effects,
+    test_workflows,
+    test_cost_limits,
+    test_deadlines,
+)
 # Cases of those modules that the cluster does not run, each with the reason.
 _NOT_CHECKED = (
     "shares its module's concept but came from a module the cluster run did not "

@@ -239,3 +239,23 @@ def test_settings_and_names(store: Any) -> None:
     assert split_shard("emails#12") == ("emails", 12)
     assert split_shard("plain") == ("plain", None)
     assert sharded_names(["a", "b#0", "b#3"]) == {"a": 0, "b": 4}
+
+
+def test_costs_and_deadlines_on_every_shard(sq: leaseq.ShardedQueue, store: Any) -> None:
+    """A sharded queue stores cost= and expires= like a plain one; a deadline that
+    passes dead-letters the job on whichever shard holds it (no limits: those are a
+    plain queue's)."""
+    ids = sq.enqueue_many(list(range(40)), cost=7, expires=0.2)
+    keep = sq.enqueue_many(list(range(8)), cost=2.5)
+    assert {sq.get(i).cost for i in ids} == {7.0} and sq.get(keep[0]).cost == 2.5
+    assert len({shard_of(i, len(sq.shards)) for i in ids}) > 1
+    wait_until(
+        lambda: (sq.reap(), all(sq.get(i).state.value == "dead" for i in ids))[1],
+        timeout=10,
+        what="every job past its deadline dead on its shard",
+    )
+    got = []
+    while len(got) < len(keep):
+        got += sq.claim_many(10, ttl=30.0)
+    sq.complete_many(got, costs=[1.0] * len(got))
+    assert {sq.get(i).spent for i in keep} == {1.0}
