@@ -221,6 +221,9 @@ class JobContext:
     """The step names this run has used."""
     spent: float | None = None
     """What this run really spent (``set_cost``), written with its outcome."""
+    backoff: Any = None
+    """The retry delay of this run's task (``@q.task(backoff=)``: a ``Backoff`` or
+    seconds) when it fails; None: the queue's."""
 
     def step(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """A durable step (docs/durable.md): the result recorded for ``name`` on

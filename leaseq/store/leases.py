@@ -229,33 +229,7 @@ def complete_call(
     is then left active, its lease held). ``costs[i]``: what item i's run
     really spent, settled in the cost windows (None: its estimate stands)."""
     own(queue, leases)
-    k = queue.keys
-    # Four values per item; the few with a result, effects or a cost add theirs
-    # after all the items (complete.lua's ARGV), so a batch of plain completions
-    # costs the least to pack and to read.
-    args: list[str | bytes | int] = []
-    extras: list[str | bytes | int] = []
-    effect_keys: list[str] = []
-    effect_args: list[str | bytes | int] = []
-    encode = queue.codec.encode
-    for i, lease in enumerate(leases):
-        args += (lease.id, lease.attempt, lease.incarnation, lease.fence)
-        result = None if results is None else results[i]
-        effect = None if effects is None else effects[i]
-        cost = None if costs is None else costs[i]
-        if result is None and effect is None and cost is None:
-            continue
-        e_keys, e_args = encode_effects(effect, k)
-        effect_keys += e_keys
-        effect_args += e_args
-        extras += (
-            i + 1,
-            b"" if result is None else encode(result, "result"),
-            len(e_keys),
-            "" if cost is None else v.cost(cost),
-        )
-    args += extras
-    args += effect_args
+    args, effect_keys, extras = _complete_args(queue, leases, results, effects, costs)
 
     def parse(reply: list[Any]) -> Batch[LeaseLost]:
         lost, later = _completed(leases, reply)
@@ -271,15 +245,51 @@ def complete_call(
         return Partial(lost, rest)
 
     return SCRIPTS["complete"].call(
-        k,
+        queue.keys,
         parse,
         key_tail=effect_keys,
         arg_tail=args,
         keep_ms=queue.keep_ms,
         keep_count=queue.keep_count,
         n=len(leases),
-        extras=len(extras) // 4,
+        extras=extras,
     )
+
+
+def _complete_args(
+    queue: QueueSettings,
+    leases: Sequence[Lease],
+    results: Sequence[Any] | None,
+    effects: Sequence[Sequence[Any] | None] | None,
+    costs: Sequence[float | None] | None,
+) -> tuple[list[str | bytes | int], list[str], int]:
+    """complete.lua's ARGV tail, its effect KEYS, and how many items carry extras.
+
+    Four values per item; the few with a result, effects or a cost add theirs
+    after all the items, so a batch of plain completions costs the least to
+    pack and to read."""
+    args: list[str | bytes | int] = []
+    extras: list[str | bytes | int] = []
+    effect_keys: list[str] = []
+    effect_args: list[str | bytes | int] = []
+    encode = queue.codec.encode
+    for i, lease in enumerate(leases):
+        args += (lease.id, lease.attempt, lease.incarnation, lease.fence)
+        result = None if results is None else results[i]
+        effect = None if effects is None else effects[i]
+        cost = None if costs is None else costs[i]
+        if result is None and effect is None and cost is None:
+            continue
+        e_keys, e_args = encode_effects(effect, queue.keys)
+        effect_keys += e_keys
+        effect_args += e_args
+        extras += (
+            i + 1,
+            b"" if result is None else encode(result, "result"),
+            len(e_keys),
+            "" if cost is None else v.cost(cost),
+        )
+    return args + extras + effect_args, effect_keys, len(extras) // 4
 
 
 def _completed(leases: Sequence[Lease], reply: list[Any]) -> tuple[list[LeaseLost], int | None]:

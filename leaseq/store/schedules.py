@@ -287,6 +287,25 @@ def _every_ms(cron: str | None, tz: str | None, every: float | None) -> int:
     return 0
 
 
+def _job_options(queue: QueueSettings, payload: Any, options: JobOptions) -> dict[str, Any]:
+    """The options of a schedule's jobs as stored, checked (``option_args``), and those
+    a schedule cannot have refused."""
+    job = option_args(queue, options, "schedule")
+    queue.check_edit(options.get("kind"), payload)  # a typed task's call must fit it
+    if job["delay_ms"]:
+        raise InvalidArgument("a schedule's jobs run at their due time: delay= does not apply")
+    if job["expires"] and not job["expires"].startswith("+"):
+        raise InvalidArgument(
+            "a schedule's expires= is seconds after each job is made, not a datetime"
+        )
+    if options.get("depends_on") or "on_parent_failure" in options:
+        raise InvalidArgument(
+            "a schedule's jobs have no parents: depends_on= and on_parent_failure= do not "
+            "apply (make the scheduled job enqueue its children, docs/workflows.md)"
+        )
+    return job
+
+
 def schedule(
     queue: QueueSettings,
     name: str,
@@ -305,19 +324,7 @@ def schedule(
     not ``delay``). Raises InvalidArgument (also for a bad cron or zone) before
     writing."""
     check_queue_name(name, "schedule name")
-    job = option_args(queue, options, "schedule")
-    queue.check_edit(options.get("kind"), payload)  # a typed task's call must fit it
-    if job["delay_ms"]:
-        raise InvalidArgument("a schedule's jobs run at their due time: delay= does not apply")
-    if job["expires"] and not job["expires"].startswith("+"):
-        raise InvalidArgument(
-            "a schedule's expires= is seconds after each job is made, not a datetime"
-        )
-    if options.get("depends_on") or "on_parent_failure" in options:
-        raise InvalidArgument(
-            "a schedule's jobs have no parents: depends_on= and on_parent_failure= do not "
-            "apply (make the scheduled job enqueue its children, docs/workflows.md)"
-        )
+    job = _job_options(queue, payload, options)
     ukey = _unique_key(options.get("unique"))
     every_ms = _every_ms(cron, tz, every)
     encoded = queue.codec.encode(payload)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar, overload
@@ -51,19 +52,22 @@ from leaseq.errors import (
     TaskFailed,
     WaitTimeout,
 )
-from leaseq.handler import Handler
+from leaseq.handler import Handler, current_job
+from leaseq.store import validate as v
 from leaseq.store.keys import check_job_id
 from leaseq.store.steps import Op
-from leaseq.types import JOB_OPTIONS, Job, Lease, State
+from leaseq.types import JOB_OPTIONS, Backoff, Job, Lease, State
 
 __all__ = ["Task", "TaskHost", "queues_of_module", "tasks_of_module"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-TASK_OPTIONS = (JOB_OPTIONS - {"kind"}) | {"id"}
+TASK_OPTIONS = (JOB_OPTIONS - {"kind"}) | {"id", "backoff"}
 """What ``@q.task(...)`` and ``Task.options`` take: the job options of
-``enqueue`` (the kind is the task's name) and ``id``."""
+``enqueue`` (the kind is the task's name), ``id``, and ``backoff`` (the delay
+before each retry of a failed run: a ``leaseq.Backoff`` or seconds; None: the
+queue's), which the worker applies, not the row."""
 
 
 class Task(Generic[P, R]):
@@ -81,7 +85,9 @@ class Task(Generic[P, R]):
         self.fn = fn
         self.queue = queue
         self.name = name
-        self.job_options = dict(options)
+        self.backoff = _backoff(options.get("backoff"))
+        """The retry delay of a failed run (None: the queue's ``backoff``)."""
+        self.job_options = {k: v for k, v in options.items() if k != "backoff"}
         """The job options every ``enqueue`` of this task passes."""
         self.signature = inspect.signature(fn)
         self.is_async = inspect.iscoroutinefunction(fn)
@@ -99,7 +105,8 @@ class Task(Generic[P, R]):
         """This task with ``options`` (job options and ``id``) over its own, for
         the next ``enqueue``: ``send.options(delay=60.0, id="welcome-1").enqueue(...)``.
         Raises InvalidArgument for an unknown option."""
-        return Task(self.fn, self.queue, self.name, {**self.job_options, **_options(options)})
+        mine = {**self.job_options, "backoff": self.backoff}
+        return Task(self.fn, self.queue, self.name, {**mine, **_options(options)})
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Any:
         """Check the call against the signature and enqueue it; return the job id
@@ -159,6 +166,8 @@ class Task(Generic[P, R]):
         def``). Raises InvalidPayload or InvalidTaskArgument for a payload that
         does not fit."""
         bound = self._stored(lease.payload, f"job {lease.id!r}")
+        if self.backoff is not None:
+            _context(lease).backoff = self.backoff  # the worker's retry delay for this run
         return self.fn(*bound.args, **bound.kwargs)
 
     def check(self, payload: Any) -> None:
@@ -331,6 +340,23 @@ def _named(message: str) -> str | None:
     if "'" in message:
         return message.split("'")[1]
     return None
+
+
+def _backoff(value: Any) -> Backoff | float | None:
+    """A task's ``backoff``: a ``leaseq.Backoff``, or seconds (a constant delay)."""
+    if value is None or isinstance(value, Backoff):
+        return value
+    v.delay_ms(value, "backoff")  # finite, >= 0, at most a year
+    return float(value)
+
+
+def _context(lease: Lease) -> Any:
+    """The job context of ``lease``'s run (``current_job()``), or a stand-in when the
+    task is called outside a worker (``task.call(lease)`` in a test)."""
+    try:
+        return current_job()
+    except LookupError:
+        return types.SimpleNamespace()
 
 
 def _options(options: Mapping[str, Any]) -> dict[str, Any]:

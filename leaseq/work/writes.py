@@ -158,11 +158,15 @@ class OutcomeWriter:
         if outcome.kind == "suspend":
             self._suspend(task, outcome)
             return
+        retry_in = outcome.retry_in
+        backoff = task.ctx.backoff  # a typed task's own (@q.task(backoff=))
+        if retry_in is None and backoff is not None:
+            retry_in = backoff if isinstance(backoff, float) else backoff.delay(task.lease.attempt)
         try:
             state = self.queue.fail(
                 task.lease,
                 outcome.error,
-                outcome.retry_in,
+                retry_in,
                 dead=outcome.kind == "dead",
                 traceback=outcome.traceback or None,
                 cost=task.ctx.spent,

@@ -151,6 +151,36 @@ def test_bad_task_declarations_are_refused(q: leaseq.Queue) -> None:
         send_email.options(kind="other")
 
 
+def test_a_tasks_own_backoff_times_its_retries(driver: Any) -> None:
+    """``@q.task(backoff=)`` (seconds, or a ``leaseq.Backoff``) delays each retry of
+    a failed run, on every worker; the queue's backoff (here 1 s) applies to the
+    others, and ``Retry(in_)`` still wins."""
+    q = driver.q
+
+    @q.task(name="flaky", backoff=120.0)
+    def flaky() -> None:
+        raise RuntimeError("the API is down")
+
+    @q.task(name="doubling", backoff=leaseq.Backoff(base=300.0, cap=900.0, jitter=0.0))
+    def doubling() -> None:
+        raise RuntimeError("again")
+
+    @q.task(name="asks")
+    def asks() -> None:
+        raise leaseq.Retry(7.0)
+
+    a, b, c = flaky.enqueue(), doubling.enqueue(), asks.enqueue()
+    driver.worker(q.tasks).run(burst=True)
+    for job_id, delay in ((a, 120.0), (b, 300.0), (c, 7.0)):
+        job = q.get(job_id)
+        assert job.state is leaseq.State.SCHEDULED, job
+        waited = job.run_at - job.failures[-1].failed_at
+        assert waited == pytest.approx(delay, abs=0.05), (job_id, waited)
+    with pytest.raises(leaseq.InvalidArgument, match="backoff"):
+        q.task(name="bad", backoff=-1.0)(lambda: None)
+    assert flaky.options(priority=3).backoff == 120.0  # options keep it
+
+
 def test_a_job_whose_payload_no_longer_fits_fails_its_attempt(q: leaseq.Queue) -> None:
     send_email, *_ = _tasks(q)
     q.enqueue({"args": [5, "hi"], "kwargs": {}}, id="old", kind=send_email.name, max_attempts=1)
