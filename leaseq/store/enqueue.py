@@ -126,6 +126,7 @@ def enqueue_calls(
     if ids is not None and len(ids) != len(payloads):
         raise InvalidArgument(f"{len(ids)} ids for {len(payloads)} payloads")
     head = option_args(queue, options, caller)  # the ARGV of every chunk, by name
+    queue.check_calls(options.get("kind"), payloads)  # a typed task's calls must fit it
     traceparent = traceparent and check_traceparent(traceparent)
     head["traceparent"] = traceparent
     ukeys, head["unique_period_ms"], head["unique_replace"] = unique_keys(

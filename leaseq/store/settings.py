@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from leaseq.errors import (
@@ -27,6 +28,7 @@ from leaseq.types import DEFAULT_BACKOFF, Backoff, Lease, State
 __all__ = [
     "CLOCK_HOLD",
     "DEFAULT_KEEP_SUCCEEDED_COUNT",
+    "CheckedCall",
     "DEFAULT_MAX_PAYLOAD",
     "QueueSettings",
     "default_worker_id",
@@ -69,6 +71,12 @@ def _retention(keep_succeeded: float | None, keep_succeeded_count: int | None) -
         else v.integer(keep_succeeded_count, "keep_succeeded_count", 0, 10**12)
     )
     return (0 if keep_count == 0 else keep_ms), keep_count
+
+
+class CheckedCall(dict[str, Any]):
+    """A typed task's call in its stored form (``{"args": [...], "kwargs": {...}}``),
+    built and checked by the task: an enqueue need not check it again. Encodes as
+    the plain dict it is."""
 
 
 class QueueSettings:
@@ -126,6 +134,16 @@ class QueueSettings:
         self.tasks = {}
         retry_ms = v.seconds_to_ms(enqueue_retry, "enqueue_retry", minimum_ms=0, maximum=3600.0)
         self.enqueue_retry = retry_ms / 1000.0
+
+    def check_calls(self, kind: str | None, payloads: Sequence[Any]) -> None:
+        """``check_edit`` for the payloads of an enqueue of ``kind``: a plain
+        ``q.enqueue(payload, kind=task.name)`` is checked as the task's own enqueue
+        is; a call the task built and checked itself (``CheckedCall``) is not again."""
+        task = self.tasks.get(kind) if kind else None
+        if task is not None:
+            for payload in payloads:
+                if not isinstance(payload, CheckedCall):
+                    task.check(payload)
 
     def check_edit(self, kind: str | None, payload: Any) -> None:
         """Raise what the typed task of ``kind`` raises for ``payload`` (a call that

@@ -94,6 +94,7 @@ def flow_calls(
                     "list every step after its parents"
                 )
         head = _step_profile(queue, step, heads)
+        queue.check_calls(step.kind, (step.payload,))  # a typed task's call must fit it
         number = profiles.setdefault(head, len(profiles) + 1)
         body += (job_ids[n], encode(step.payload), number, " ".join(parents))
     tail: list[str | bytes | int] = [value for head in profiles for value in head]

@@ -55,6 +55,7 @@ from leaseq.errors import (
 from leaseq.handler import Handler, current_job
 from leaseq.store import validate as v
 from leaseq.store.keys import check_job_id
+from leaseq.store.settings import CheckedCall
 from leaseq.store.steps import Op
 from leaseq.types import JOB_OPTIONS, Backoff, Job, Lease, State
 
@@ -332,7 +333,7 @@ class Task(Generic[P, R]):
                 kwargs.update(value)
             else:
                 kwargs[name] = value
-        return {"args": args, "kwargs": kwargs}
+        return CheckedCall(args=args, kwargs=kwargs)
 
 
 def _named(message: str) -> str | None:

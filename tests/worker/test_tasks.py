@@ -151,6 +151,24 @@ def test_bad_task_declarations_are_refused(q: leaseq.Queue) -> None:
         send_email.options(kind="other")
 
 
+def test_a_plain_enqueue_of_a_tasks_kind_is_checked_like_the_tasks_own(
+    q: leaseq.Queue, r: Any
+) -> None:
+    send_email, *_ = _tasks(q)
+    before = sorted(r.keys())
+    bad = {"args": [], "kwargs": {"to": 5}}
+    with pytest.raises(leaseq.InvalidTaskArgument):
+        q.enqueue(bad, kind=send_email.name)
+    with pytest.raises(leaseq.InvalidTaskArgument):
+        q.enqueue_many([{"args": ["a@b.c", "hi"], "kwargs": {}}, bad], kind=send_email.name)
+    with pytest.raises(leaseq.InvalidPayload):
+        q.enqueue_flow([leaseq.Step({"nope": 1}, kind=send_email.name)])
+    assert sorted(r.keys()) == before
+    good = q.enqueue({"args": ["a@b.c", "hi"], "kwargs": {}}, kind=send_email.name)
+    assert q.get(good).kind == send_email.name
+    assert q.enqueue({"anything": 1}, kind="not-a-task-here")  # unknown kinds: as before
+
+
 def test_a_tasks_own_backoff_times_its_retries(driver: Any) -> None:
     """``@q.task(backoff=)`` (seconds, or a ``leaseq.Backoff``) delays each retry of
     a failed run, on every worker; the queue's backoff (here 1 s) applies to the
@@ -183,8 +201,13 @@ def test_a_tasks_own_backoff_times_its_retries(driver: Any) -> None:
 
 def test_a_job_whose_payload_no_longer_fits_fails_its_attempt(q: leaseq.Queue) -> None:
     send_email, *_ = _tasks(q)
-    q.enqueue({"args": [5, "hi"], "kwargs": {}}, id="old", kind=send_email.name, max_attempts=1)
-    q.enqueue({"nope": 1}, id="junk", kind=send_email.name, max_attempts=1)
+    # Written by a producer that does not know the task (an older deploy): this
+    # queue object has none, so nothing checks the calls at enqueue.
+    old_deploy = leaseq.Queue(q.name, redis=q.redis)
+    old_deploy.enqueue(
+        {"args": [5, "hi"], "kwargs": {}}, id="old", kind=send_email.name, max_attempts=1
+    )
+    old_deploy.enqueue({"nope": 1}, id="junk", kind=send_email.name, max_attempts=1)
     leaseq.Worker(q, q.tasks, handle_signals=False).run(burst=True)
     old, junk = q.get("old"), q.get("junk")
     assert old is not None and old.state is leaseq.State.DEAD and "'to'" in (old.last_error or "")
