@@ -115,7 +115,9 @@ def work(
             continue
         token = {"id": lease.id, "attempt": lease.attempt, "fence": lease.fence}
         if log:
-            log.write(json.dumps({"op": "lease", **token, "worker": os.getpid()}) + "\n")
+            deadline = round(lease.deadline * 1000)
+            record = {"op": "lease", **token, "worker": os.getpid(), "deadline": deadline}
+            log.write(json.dumps(record) + "\n")
         try:
             if handle(q, r, lease, mode, rng, deliveries, effects):
                 if ack_file:

@@ -45,7 +45,7 @@ from typing import Any
 import redis
 
 import leaseq
-from bench import chaos, histories
+from bench import chaos, cluster_faults, histories
 from bench.server import Server
 
 
@@ -56,7 +56,9 @@ def _rows(r: redis.Redis, queue: str, ids: list[str]) -> dict[str, histories.Row
     for job_id in ids:
         job = q.get(job_id)
         rows[job_id] = (
-            None if job is None else histories.Row(job.state.value, job.attempts, job.fence or "")
+            None
+            if job is None
+            else histories.Row(job.state.value, job.attempts, job.fence or "", job.last_error or "")
         )
     return rows
 
@@ -114,25 +116,37 @@ def redis_kill(where: Path, jobs: int) -> histories.Verdict:
         return verdict
 
 
+def cluster_kill(where: Path, jobs: int) -> histories.Verdict:
+    return cluster_faults.run("kill", where, jobs // 2)
+
+
+def cluster_failover(where: Path, jobs: int) -> histories.Verdict:
+    return cluster_faults.run("failover", where, jobs // 2)
+
+
 FAULTS: dict[str, Callable[[Path, int], histories.Verdict]] = {
     "worker-kill": worker_kill,
     "worker-stall": worker_stall,
     "redis-kill": redis_kill,
+    "cluster-kill": cluster_kill,
+    "cluster-failover": cluster_failover,
 }
 
 
 def table(results: dict[str, histories.Verdict]) -> str:
     """The verdicts as a Markdown table, one line per fault."""
     lines = [
-        "| fault | enqueues | leases | completions | kills | violations |",
-        "| --- | ---: | ---: | ---: | ---: | --- |",
+        "| fault | enqueues | leases | completions | faults | reissued | unkept lost | seconds "
+        "| violations |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for name, v in results.items():
         broke = "; ".join(f"{k}: {len(w)}" for k, w in v.violations.items() if w) or "none"
         c = v.counts
         lines.append(
             f"| {name} | {c['enqueue']} | {c['lease']} | {c['complete']} | "
-            f"{c['kills'] + c['server_crashes']} | {broke} |"
+            f"{c['kills'] + c['server_crashes'] + c['failovers']} | {c['attempt_reissued']} | "
+            f"{c['lost_unkept']} | {c['seconds']} | {broke} |"
         )
     return "\n".join(lines)
 
@@ -151,7 +165,9 @@ def main(argv: list[str] | None = None) -> int:
         where.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         results[name] = FAULTS[name](where, jobs)
-        print(f"{name}: {time.monotonic() - started:.1f}s, histories in {where}", file=sys.stderr)
+        seconds = time.monotonic() - started
+        results[name].counts["seconds"] = round(seconds)
+        print(f"{name}: {seconds:.1f}s, histories in {where}", file=sys.stderr)
         for check, what in results[name].violations.items():
             print(f"  {check} ({histories.CHECKS[check]}): {what[:5]}", file=sys.stderr)
     print(table(results))

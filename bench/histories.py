@@ -10,12 +10,14 @@ line, which ``read`` skips):
   the enqueue (the producer); ``kept``: the run's settings promise it
   survives the run's faults (``durable=``, or ``appendfsync always`` across
   a server crash);
-- ``{"op": "lease", "id": ..., "attempt": n, "fence": f, "worker": w}``: a
-  claim handed this lease to worker ``w``;
+- ``{"op": "lease", "id": ..., "attempt": n, "fence": f, "worker": w,
+  "deadline": ms}``: a claim handed this lease to worker ``w``, due at
+  ``deadline`` (server clock; optional);
 - ``{"op": "complete", "id": ..., "attempt": n, "fence": f}``: the server
   acknowledged this lease's completion;
-- ``{"op": "clock", "at": ms}``: the queue's clock (``Stats.server_time``)
-  as the driver read it.
+- ``{"op": "clock", "at": ms, "of": tag}``: the queue's clock
+  (``Stats.server_time``) as the driver read it; ``of``: which shard's, for
+  a sharded queue (each shard has a clock of its own).
 
 ``check`` compares them with the rows as the run left them (``Row``) and the
 effects each job applied, and names every violation it finds.
@@ -41,6 +43,8 @@ CHECKS = {
     "stale_completion": "an acknowledged completion from a lease that is not the job's last",
     "effect_twice": "a job's fenced effect applied more than once",
     "clock_back": "the queue's clock read earlier than a reading before it",
+    "lease_back": "a job leased at a later attempt due before a lease of an earlier attempt",
+    "dead_silent": "a job dead with no reason given (last_error empty)",
 }
 """Every violation the checker looks for, by name."""
 
@@ -52,6 +56,8 @@ class Row:
     state: str
     attempts: int
     fence: str
+    reason: str = ""
+    """``last_error``: why the job is dead (or failed last)."""
 
 
 @dataclass
@@ -93,19 +99,25 @@ def check(
     tokens: Counter[tuple[str, int, str]] = Counter()
     attempts: Counter[tuple[str, int]] = Counter()
     completions: dict[str, list[tuple[int, str]]] = {}
-    clock: list[int] = []
+    clocks: dict[str, list[int]] = {}
+    deadlines: dict[str, dict[int, list[int]]] = {}
     for r in records:
         op = r["op"]
         v.counts[op] += 1
-        if op == "enqueue" and r.get("kept") and rows.get(r["id"]) is None:
-            _broke(v, "lost_enqueue", r["id"])
+        if op == "enqueue" and rows.get(r["id"]) is None:
+            if r.get("kept"):
+                _broke(v, "lost_enqueue", r["id"])
+            else:  # lost where the run's settings say it may be: counted
+                v.counts["lost_unkept"] += 1
         elif op == "lease":
             tokens[(r["id"], r["attempt"], r["fence"])] += 1
             attempts[(r["id"], r["attempt"])] += 1
+            if "deadline" in r:
+                deadlines.setdefault(r["id"], {}).setdefault(r["attempt"], []).append(r["deadline"])
         elif op == "complete":
             completions.setdefault(r["id"], []).append((r["attempt"], r["fence"]))
         elif op == "clock":
-            clock.append(r["at"])
+            clocks.setdefault(r.get("of", ""), []).append(r["at"])
     for (job, attempt, fence), n in tokens.items():
         if n > 1:
             _broke(v, "token_twice", f"{job} attempt {attempt} fence {fence} x{n}")
@@ -117,10 +129,28 @@ def check(
     for job, n in (effects or {}).items():
         if n > 1:
             _broke(v, "effect_twice", f"{job} x{n}")
-    for before, after in itertools.pairwise(clock):
-        if after < before:
-            _broke(v, "clock_back", f"{before} -> {after}")
+    for of, clock in clocks.items():
+        for before, after in itertools.pairwise(clock):
+            if after < before:
+                _broke(v, "clock_back", f"{of or 'queue'}: {before} -> {after}")
+    _lease_times(v, deadlines)
     return v
+
+
+def _lease_times(v: Verdict, deadlines: Mapping[str, Mapping[int, list[int]]]) -> None:
+    """A claim of attempt n + 1 comes after every claim of attempt n (a lost claim
+    too: the row it left behind is older still), and leases of one run are of one
+    length: so with the queue's clock never stepping back, a later attempt is
+    never due before an earlier one."""
+    for job, by_attempt in deadlines.items():
+        ordered = sorted(by_attempt.items())
+        for (a, earlier), (b, later) in itertools.pairwise(ordered):
+            if min(later) < max(earlier):
+                _broke(
+                    v,
+                    "lease_back",
+                    f"{job}: attempt {b} due {min(later)} < attempt {a} {max(earlier)}",
+                )
 
 
 def _completions(
@@ -138,6 +168,8 @@ def _finished(v: Verdict, rows: Mapping[str, Row | None]) -> None:
     for job, row in rows.items():
         if row is not None and row.state not in ("succeeded", "dead"):
             _broke(v, "unfinished", f"{job} {row.state}")
+        if row is not None and row.state == "dead" and not row.reason:
+            _broke(v, "dead_silent", job)
         v.counts["rows_" + ("gone" if row is None else row.state)] += 1
 
 

@@ -277,14 +277,6 @@ def _response_error(exc: BaseException, text: str, where: str) -> LeaseqError:
     return ScriptError(f"Redis refused a leaseq call: {where}{text}")
 
 
-def _wait_args(client: Any, key: str) -> dict[str, Any]:
-    # WAIT counts the replicas of the connection's own node. A cluster client
-    # sends key-less commands to a default node, so aim it at the key's node.
-    if hasattr(client, "get_node_from_key"):
-        return {"target_nodes": client.get_node_from_key(key)}
-    return {}
-
-
 def wake_timeout(client: Any, timeout: float) -> float:
     """How long one BLPOP on the wake list may block: ``timeout``, kept under the
     client's real read timeout (:func:`read_timeout`) so a quiet queue never

@@ -12,6 +12,7 @@ invokes each call and hands back its reply or its error.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import time
 from collections.abc import Callable, Coroutine, Generator, Sequence
@@ -136,9 +137,10 @@ def _evalsha(
     ``wait``: (replicas, timeout ms) of ``durable=``: then a ``WAIT`` goes right
     after the EVALSHA in one pipeline, so **on the same connection** — WAIT
     counts only its own connection's writes, and sent as a call of its own,
-    redis-py may run it on another pooled connection (another thread's turn),
-    one that wrote nothing, which it would acknowledge at once. The reply is
-    then (the script's reply, the replicas that acknowledged)."""
+    redis-py may run it on another pooled connection (another thread's or
+    task's turn), one whose own writes the replicas already have, which it
+    would acknowledge at once (``_script_then_wait``). The reply is then (the
+    script's reply, the replicas that acknowledged)."""
     keys, args, script = call.keys, call.args, call.script
 
     def twin(c: Any) -> bool:
@@ -148,10 +150,7 @@ def _evalsha(
         sha = script.plain_sha if (twin(c) if chosen is None else chosen) else script.sha
         if wait is None:
             return c.evalsha(sha, len(keys), *keys, *args)
-        pipe = c.pipeline(transaction=False)
-        pipe.evalsha(sha, len(keys), *keys, *args)
-        pipe.execute_command("WAIT", *wait)
-        return pipe.execute(raise_on_error=False)
+        return _script_then_wait(c, (sha, len(keys), *keys, *args), wait)
 
     def replies(got: Any) -> Any:
         if wait is None:
@@ -171,6 +170,82 @@ def _evalsha(
             lambda c: c.script_load(script.plain if chosen else script.source), script=script.name
         )
         return (yield Invoke(lambda c: evalsha(c, chosen), replies, script=script.name))
+
+
+def _script_then_wait(c: Any, evalsha: tuple[Any, ...], wait: tuple[int, int]) -> Any:
+    """EVALSHA (its arguments: sha, numkeys, keys, args) then ``WAIT`` in one
+    pipeline, on one connection: the replies, an error in place of a failed one.
+
+    On a cluster client, on a connection of the node of the first key: its own
+    pipelines route by key (a WAIT has none), and a WAIT sent apart goes out on
+    any of the node's pooled connections (the asyncio client hands out the
+    oldest idle one). Going to the node directly bypasses the client's
+    redirect handling, so when the node fails or says the slot has moved, the
+    client is asked to learn the cluster's layout again (``_relearn``) before
+    the error is raised: the next call goes to the node that serves the slot."""
+    if not hasattr(c, "get_node_from_key"):
+        pipe = c.pipeline(transaction=False)
+        pipe.evalsha(*evalsha)
+        pipe.execute_command("WAIT", *wait)
+        return pipe.execute(raise_on_error=False)
+    if inspect.iscoroutinefunction(c.execute_command):
+        return _script_then_wait_async(c, evalsha, wait)
+    key = evalsha[2]
+    pipe = c.get_redis_connection(c.get_node_from_key(key)).pipeline(transaction=False)
+    pipe.execute_command("EVALSHA", *evalsha)
+    pipe.execute_command("WAIT", *wait)
+    try:
+        replies = pipe.execute(raise_on_error=False)
+    except rex.RedisError:
+        _relearn(c, key)
+        raise
+    if any(_redirect(reply) for reply in replies):
+        _relearn(c, key)
+    return replies
+
+
+async def _script_then_wait_async(c: Any, evalsha: tuple[Any, ...], wait: tuple[int, int]) -> Any:
+    """``_script_then_wait`` on an asyncio cluster client: both commands as one
+    batch of the node (``ClusterNode.execute_pipeline``: one connection). The
+    client learns the layout at its first command: ``initialize`` (at once
+    once done) before the node is looked up."""
+    from redis.asyncio.cluster import PipelineCommand
+
+    await c.initialize()
+    node = c.get_node_from_key(evalsha[2])
+    commands = [PipelineCommand(0, "EVALSHA", *evalsha), PipelineCommand(1, "WAIT", *wait)]
+    try:
+        await node.execute_pipeline(commands)
+    except rex.RedisError:
+        await _relearn_async(c, evalsha[2])
+        raise
+    replies = [command.result for command in commands]
+    if any(_redirect(reply) for reply in replies):
+        await _relearn_async(c, evalsha[2])
+    return replies
+
+
+def _redirect(reply: Any) -> bool:
+    """Whether a node's reply says the slot is served elsewhere (MOVED, ASK) or
+    that the node is gone."""
+    if isinstance(reply, (rex.ConnectionError, rex.TimeoutError)):
+        return True
+    return isinstance(reply, rex.ResponseError) and (
+        isinstance(reply, (rex.AskError, rex.MovedError)) or str(reply).startswith(("MOVED", "ASK"))
+    )
+
+
+def _relearn(c: Any, key: str) -> None:
+    """A read of ``key`` through the cluster client, which follows a MOVED to the
+    slot's node (and learns the layout again when a node fails); its own
+    failure is the caller's error already, so it is dropped."""
+    with contextlib.suppress(rex.RedisError):
+        c.exists(key)
+
+
+async def _relearn_async(c: Any, key: str) -> None:
+    with contextlib.suppress(rex.RedisError):
+        await c.exists(key)
 
 
 def _check_first(driver: Checked) -> Generator[Invoke, Any, None]:
@@ -212,13 +287,8 @@ def _call(call: Call[R], driver: Checked) -> Generator[Invoke, Any, R]:
     core = driver._core
     yield from _check_first(driver)
     replicas = core.replicas_for(call)
-    timeout, key = core.durable_timeout_ms, call.keys[0] if call.keys else ""
-    # durable= (docs/scaling.md): the WAIT rides with the EVALSHA on its connection,
-    # except on a cluster client, which sends it to the key's node (its pipelines
-    # route by key, and a WAIT has none).
-    wait = None
-    if replicas and not (yield Invoke(lambda c: hasattr(c, "get_node_from_key"))):
-        wait = (replicas, timeout)
+    # durable= (docs/scale-out.md): the WAIT rides with the EVALSHA on its connection.
+    wait = (replicas, core.durable_timeout_ms) if replicas else None
     try:
         # The twin is chosen inside the EVALSHA step: no step of its own on
         # every call (single enqueues pay each step's Python).
@@ -231,14 +301,7 @@ def _call(call: Call[R], driver: Checked) -> Generator[Invoke, Any, R]:
     if wait is not None:
         reply, acked = reply
         return core.check_replicated(call, acked, call.parse(reply))
-    result = call.parse(reply)
-    if replicas:
-        acked = yield Invoke(
-            lambda c: c.execute_command("WAIT", replicas, timeout, **_redis._wait_args(c, key)),
-            int,
-        )
-        result = core.check_replicated(call, acked, result)
-    return result
+    return call.parse(reply)
 
 
 REPLAYABLE = frozenset({"enqueue", "enqueue_flow"})
