@@ -131,7 +131,7 @@ class LeaseqTask(Task):  # type: ignore[misc]
     """A Django task with leaseq's job options, which ``@task(...)`` passes on
     (Django 6.1 and the backport hand the decorator's other keyword arguments to
     the backend's ``task_class``): ``@task(max_attempts=3, timeout=60.0,
-    group="tenant-7")``. None (the default) leaves the queue's own; checked
+    group="tenant-7", cost=4000, expires=300.0)``. None (the default) leaves the queue's own; checked
     when the task is made (``InvalidTask``) and kept by ``using()``."""
 
     max_attempts: int | None = None
@@ -142,10 +142,14 @@ class LeaseqTask(Task):  # type: ignore[misc]
     """The fair group its jobs take turns in (docs/flow-control.md)."""
     unique: Unique | None = None
     """At most one unfinished job per key (``leaseq.Unique``)."""
+    cost: float | None = None
+    """What each run counts against the queue's cost limits (docs/flow-control.md)."""
+    expires: float | None = None
+    """Seconds from the enqueue by which a run must have started, else never."""
 
     def job_options(self) -> JobOptions:
         """The options given, as ``Queue.enqueue`` takes them."""
-        named = ("max_attempts", "timeout", "group", "unique")
+        named = ("max_attempts", "timeout", "group", "unique", "cost", "expires")
         return cast(
             JobOptions, {k: getattr(self, k) for k in named if getattr(self, k) is not None}
         )

@@ -236,6 +236,13 @@ def test_leaseq_job_options_through_the_task_decorator(tasks: Any) -> None:
         task(timeout=float("nan"))(tasks.plain)
     with pytest.raises(TypeError):
         task(retries=3)(tasks.plain)  # not an option: refused as Python refuses a keyword
+    costly = task(cost=4000, expires=300.0)(tasks.plain)
+    job = backend.queue("default").get(costly.enqueue().id)
+    assert job is not None and job.cost == 4000 and job.expires_at is not None
+    with pytest.raises(InvalidTask, match="cost"):
+        task(cost=-1)(tasks.plain)
+    with pytest.raises(InvalidTask, match="expires"):
+        task(expires=0)(tasks.plain)
 
 
 def test_task_finished_is_sent_while_the_tasks_own_exception_is_handled(tasks: Any) -> None:
