@@ -131,8 +131,9 @@ class LeaseqTask(Task):  # type: ignore[misc]
     """A Django task with leaseq's job options, which ``@task(...)`` passes on
     (Django 6.1 and the backport hand the decorator's other keyword arguments to
     the backend's ``task_class``): ``@task(max_attempts=3, timeout=60.0,
-    group="tenant-7", cost=4000, expires=300.0)``. None (the default) leaves the queue's own; checked
-    when the task is made (``InvalidTask``) and kept by ``using()``."""
+    group="tenant-7", cost=4000, expires=300.0)``. None (the default) leaves the
+    queue's own; checked when the task is made (``InvalidTask``) and kept by
+    ``using()``."""
 
     max_attempts: int | None = None
     """Attempts before the job is dead-lettered (the backend's default: 1)."""
