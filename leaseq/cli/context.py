@@ -6,6 +6,7 @@ holding a job), the decorator that passes it, and the console they print to.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -16,6 +17,7 @@ from leaseq.queue import Queue, connect
 from leaseq.sharded import ShardedQueue, sharded_names, stored_shards
 from leaseq.transport import client as _redis
 from leaseq.types import Job, State
+from leaseq.work.tasks import adopt_tasks, tasks_by_queue
 
 __all__ = ["DEFAULT_URL", "STATES", "Ctx", "out", "pass_ctx", "resolve_url"]
 
@@ -26,10 +28,23 @@ STATES = [s.value for s in State]
 class Ctx:
     """The click group's object: every command reaches Redis through it."""
 
-    def __init__(self, url: str | None, prefix: str) -> None:
+    def __init__(self, url: str | None, prefix: str, tasks: Sequence[str] = ()) -> None:
         self.explicit_url, self.url = resolve_url(url)
         self.prefix = prefix
         self._client: Any = None
+        self.task_modules = tuple(tasks)
+        """Modules of typed tasks (``--tasks``) whose calls edits are checked by."""
+        self._tasks: dict[str, Any] | None = None
+
+    @property
+    def tasks(self) -> dict[str, Any]:
+        """The typed tasks of ``--tasks``, by queue name (imported on first use)."""
+        if self._tasks is None:
+            try:
+                self._tasks = tasks_by_queue(self.task_modules)
+            except ImportError as exc:
+                raise InvalidArgument(f"--tasks: cannot import {exc.name!r}: {exc}") from None
+        return self._tasks
 
     @property
     def redis(self) -> Any:
@@ -38,7 +53,8 @@ class Ctx:
         return self._client
 
     def queue(self, name: str, **settings: Any) -> Queue:
-        return Queue(name, redis=self.redis, prefix=self.prefix, **settings)
+        q = Queue(name, redis=self.redis, prefix=self.prefix, **settings)
+        return adopt_tasks(q, self.tasks) if self.task_modules else q
 
     def producer(self, name: str, shards: int | None) -> Queue | ShardedQueue:
         """The queue ``worker`` and ``enqueue`` act on: the ShardedQueue when
@@ -58,7 +74,7 @@ class Ctx:
             )
         if shards is None:
             return self.queue(name)
-        return ShardedQueue(name, shards=shards, redis=self.redis, prefix=self.prefix)
+        return self._sharded(name, shards)
 
     def target(self, name: str) -> Queue | ShardedQueue:
         """The queue as the operator commands see it: a plain Queue, or the
@@ -71,7 +87,11 @@ class Ctx:
         shards = self.shard_count(name)
         if not shards:
             raise InvalidArgument(f"no queue named {name!r} under prefix {self.prefix!r}")
-        return ShardedQueue(name, shards=shards, redis=self.redis, prefix=self.prefix)
+        return self._sharded(name, shards)
+
+    def _sharded(self, name: str, shards: int) -> ShardedQueue:
+        q = ShardedQueue(name, shards=shards, redis=self.redis, prefix=self.prefix)
+        return adopt_tasks(q, self.tasks) if self.task_modules else q
 
     def shard_count(self, name: str) -> int:
         """How many shards the sharded queue ``name`` has (0: none): the count it

@@ -39,11 +39,20 @@ __all__ = ["cli", "main"]
     "store; redis+sentinel://HOST,HOST/SERVICE/DB finds the primary through Sentinel.",
 )
 @click.option("--prefix", default="leaseq", show_default=True, help="Key prefix of the queues.")
+@click.option(
+    "--tasks",
+    "task_modules",
+    multiple=True,
+    metavar="MODULE",
+    envvar="LEASEQ_TASKS",
+    help="A module of typed tasks (repeatable; else $LEASEQ_TASKS): edits of their jobs "
+    "(retry --payload, the dashboard's Edit and retry) are checked against their signatures.",
+)
 @click.version_option(package_name="leaseq")
 @click.pass_context
-def cli(ctx: click.Context, url: str | None, prefix: str) -> None:
+def cli(ctx: click.Context, url: str | None, prefix: str, task_modules: tuple[str, ...]) -> None:
     """leaseq: a job store on Redis built on leases and attempts."""
-    ctx.obj = Ctx(url, prefix)
+    ctx.obj = Ctx(url, prefix, task_modules)
 
 
 cli_schedules.register(cli)  # schedule, schedules, unschedule, limits

@@ -208,6 +208,7 @@ def web(
         auth=auth,
         title=_redis.redact(c.url),
         allowed_hosts=hosts,
+        tasks=c.tasks,
     )
     mode = "actions allowed" if allow_actions else "read-only"
     click.echo(f"leaseq web on http://{host}:{port}/ ({mode}) for {_redis.redact(c.url)}", err=True)

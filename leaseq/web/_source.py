@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,7 @@ from leaseq.store.steps import Op
 from leaseq.transport import client as _redis
 from leaseq.transport.drive import drive_many
 from leaseq.types import Job, State, Stats
+from leaseq.work.tasks import adopt_tasks
 
 __all__ = ["SCAN_LIMIT", "Found", "Source"]
 
@@ -85,10 +86,18 @@ class Trail:
 class Source:
     """The queues of one Redis client under one prefix."""
 
-    def __init__(self, redis: Any, prefix: str = "leaseq", rescan: float = 30.0) -> None:
+    def __init__(
+        self,
+        redis: Any,
+        prefix: str = "leaseq",
+        rescan: float = 30.0,
+        tasks: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
         self.redis = redis
         self.prefix = prefix
         self.rescan = rescan
+        self.tasks = tasks or {}
+        """Typed tasks by queue name: the queues made here check edits by them."""
         self._lock = threading.Lock()
         self._names: dict[str, int] = {}
         self._scanned_at = float("-inf")
@@ -120,7 +129,7 @@ class Source:
                 target = ShardedQueue(name, shards=shards, redis=self.redis, prefix=self.prefix)
             else:
                 target = Queue(name, redis=self.redis, prefix=self.prefix)
-            self._targets[(name, shards)] = target
+            self._targets[(name, shards)] = adopt_tasks(target, self.tasks)
         return target
 
     def each_queue(

@@ -12,7 +12,7 @@ destroy or change many jobs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,7 @@ def create_app(
     refresh: float = REFRESH_MS / 1000,
     rescan: float = 30.0,
     allowed_hosts: Sequence[str] | None = None,
+    tasks: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Starlette:
     """The dashboard for the queues under ``prefix`` on ``redis``.
 
@@ -69,13 +70,15 @@ def create_app(
     app answers; any other gets 400. None (the default) answers any: a mounted
     app is behind its host application's own checks. ``leaseq web`` on a
     loopback address passes the loopback names, so a web page whose name is
-    rebound to 127.0.0.1 (DNS rebinding) cannot use the dashboard.
+    rebound to 127.0.0.1 (DNS rebinding) cannot use the dashboard. ``tasks``:
+    typed tasks by queue name, then name (``leaseq.work.tasks.tasks_by_queue``):
+    Edit and retry checks a payload of their kind against their signature.
 
     Mount it anywhere: ``Mount("/jobs", app=create_app(r))`` in Starlette,
     ``app.mount("/jobs", create_app(r))`` in FastAPI.
     """
     client = connect(redis) if isinstance(redis, str) else redis
-    source = Source(client, prefix, rescan)
+    source = Source(client, prefix, rescan, tasks)
     site = Site(source, _templates(), allow_actions, title or f"prefix {prefix}", refresh)
     return Starlette(
         routes=_routes(site),

@@ -37,6 +37,7 @@ handler per task name): an ``async def`` task is an ``async def`` handler.
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import types
 import typing
@@ -423,6 +424,29 @@ def tasks_of_module(module: Any) -> dict[str, Handler]:
     """The handlers of every task a module defines (``leaseq worker QUEUE myapp.tasks``)."""
     found = {obj.name: obj.handler for obj in vars(module).values() if isinstance(obj, Task)}
     return dict(sorted(found.items()))
+
+
+def tasks_by_queue(modules: Iterable[str]) -> dict[str, dict[str, Task[Any, Any]]]:
+    """The typed tasks the named modules define, by queue name, then task name: what
+    an operator's process (``leaseq --tasks myapp.tasks retry ...``, ``leaseq web``)
+    checks edits of their jobs by. Importing a module runs it, as a worker does."""
+    found: dict[str, dict[str, Task[Any, Any]]] = {}
+    for name in modules:
+        module = importlib.import_module(name)
+        for obj in vars(module).values():
+            if isinstance(obj, Task) and getattr(obj.queue, "name", None):
+                found.setdefault(str(obj.queue.name), {})[obj.name] = obj
+    return found
+
+
+def adopt_tasks(queue: Any, known: Mapping[str, Mapping[str, Task[Any, Any]]]) -> Any:
+    """``queue`` (a plain or sharded queue) with the tasks ``known`` for its name in
+    its table, so ``retry_dead(..., payload=)``, ``update`` and ``schedule`` check
+    a payload of their kind against their signature. Returns the queue."""
+    mine = known.get(queue.name)
+    if mine:
+        queue._core.tasks.update(mine)
+    return queue
 
 
 def queues_of_module(module: Any) -> set[str]:

@@ -272,6 +272,25 @@ def test_update_then_edit_and_retry(memory_cli: Cli) -> None:
     _one_line_error(*memory_cli("retry", "mail", "--all-dead", "--payload", "{}"), "--payload")
 
 
+def test_edits_are_checked_against_the_typed_tasks_of_tasks_modules(cli: Cli) -> None:
+    """``leaseq --tasks MODULE`` knows the module's typed tasks: an edit of one of
+    their jobs that does not fit the signature is refused, nothing written; without
+    it the CLI cannot know the task and writes what it is given (as before)."""
+    q = cli.queue()
+    good = {"args": [{"to": "a@b.c"}, "2026-01-02T03:04:05Z"], "kwargs": {}}
+    q.enqueue(good, id="s1", kind="send", max_attempts=1)
+    q.fail(q.claim(), "boom", dead=True)
+    bad = '{"args": [{"to": 5}, "not a time"], "kwargs": {}}'
+    code, _, err = cli("--tasks", "tests.support.tasks", "retry", "mail", "s1", "--payload", bad)
+    assert code != 0 and "task 'send'" in err and "Traceback" not in err
+    assert q.get("s1").state == leaseq.State.DEAD and q.get("s1").payload == good
+    code, _, err = cli("--tasks", "no.such.module", "retry", "mail", "s1")
+    assert code != 0 and "--tasks: cannot import 'no'" in err
+    fits = '{"args": [{"to": "c@d.e"}, "2026-01-02T03:04:05Z"], "kwargs": {}}'
+    code, out, _ = cli("--tasks", "tests.support.tasks", "retry", "mail", "s1", "--payload", fits)
+    assert code == 0 and "pending again" in out
+
+
 def test_show_prints_the_unique_key(memory_cli: Cli) -> None:
     q = memory_cli.queue()
     q.enqueue({}, id="a", unique=leaseq.Unique("sync-user-42"))

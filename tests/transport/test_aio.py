@@ -216,6 +216,7 @@ EXCLUDED: dict[str, str] = {
     "web.workers.workers_page_names_every_queue_a_worker_serves": _WEB,
     "worker.tasks.a_call_is_stored_as_readable_json_named_by_kind": _TASKS,
     "worker.tasks.a_job_whose_payload_no_longer_fits_fails_its_attempt": _TASKS,
+    "worker.tasks.a_plain_enqueue_of_a_tasks_kind_is_checked_like_the_tasks_own": _TASKS,
     "worker.tasks.arguments_that_do_not_fit_are_refused_and_nothing_is_written": _TASKS,
     "worker.tasks.async_tasks_run_on_the_threaded_worker": _TASKS,
     "worker.tasks.bad_task_declarations_are_refused": _TASKS,

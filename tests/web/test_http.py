@@ -640,6 +640,27 @@ def test_edit_and_retry_a_dead_job_shows_the_diff_first(seeded: leaseq.Queue, r:
     assert seeded.get("m000").payload == {"to": "fixed@example.org"}  # type: ignore[union-attr]
 
 
+def test_edit_and_retry_checks_a_typed_tasks_call(r: Any) -> None:
+    from leaseq.work.tasks import tasks_by_queue
+
+    q = leaseq.Queue("mail", redis=r)
+    good = {"args": [{"to": "a@b.c"}, "2026-01-02T03:04:05Z"], "kwargs": {}}
+    q.enqueue(good, id="s1", kind="send", max_attempts=1)
+    q.fail(q.claim(), "boom", dead=True)
+    c = client_for(r, allow_actions=True, tasks=tasks_by_queue(["tests.support.tasks"]))
+    form = {
+        "csrf": csrf_of(c),
+        "action": "edit_retry",
+        "id": "s1",
+        "next": "/queues/mail/jobs/s1",
+        "payload": '{"args": [{"to": 5}, "x"], "kwargs": {}}',
+        "confirmed": "yes",
+    }
+    bad = c.post("/queues/mail/actions", data=form)
+    assert bad.status_code == 400 and "task" in bad.text and "send" in bad.text
+    assert q.get("s1").state is leaseq.State.DEAD and q.get("s1").payload == good
+
+
 def test_a_running_job_can_be_cancelled_and_group_rates_are_shown(
     seeded: leaseq.Queue, r: Any
 ) -> None:
