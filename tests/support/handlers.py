@@ -145,3 +145,8 @@ def _send(to: str) -> None:
 def smtp_bounce(lease: leaseq.Lease) -> None:
     """Fails two frames deep with a two-line message, as a real mail handler would."""
     _send(str(lease.payload.get("to", "nobody@bounce.test")))
+
+
+def half_cost(lease: leaseq.Lease) -> None:
+    """Settle to half the job's cost (its payload): cost limits in process mode."""
+    leaseq.current_job().set_cost(lease.payload / 2)

@@ -90,3 +90,34 @@ def test_ids_of_a_settle_keep_their_own_claim(r: Any) -> None:
     assert second.id == job and second.attempt == 2
     q.complete(second, cost=1)
     assert q.limits().recent_cost == 101
+
+
+def test_worker_processes_settle_costs_and_sweep_deadlines(rr: Any, redis_server: Any) -> None:
+    """``leaseq worker --processes 2``: the children settle what their handlers
+    spent in the queue's window, and a job past its deadline is never run."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    q = leaseq.Queue("proc-costs", redis=rr)
+    q.set_limits(cost_rate=10_000, cost_per=600.0)
+    ids = q.enqueue_many([100] * 20, cost=100)
+    late = q.enqueue(100, cost=100, expires=0.05)
+    deadline = q.get(late).expires_at
+
+    def server_now() -> float:
+        sec, usec = rr.time()
+        return float(sec) + usec / 1e6
+
+    wait_until(lambda: server_now() > deadline, what="the deadline to pass")
+    cmd = [sys.executable, "-m", "leaseq", "--url", redis_server.url, "worker", "proc-costs"]
+    done = subprocess.run(
+        [*cmd, "tests.support.handlers:half_cost", "--processes", "2", "--burst"],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert [q.get(i).spent for i in ids] == [50.0] * 20
+    assert q.limits().recent_cost == 20 * 50
+    assert q.get(late).state == leaseq.State.DEAD and q.get(late).spent is None
