@@ -1,11 +1,15 @@
 """``leaseq.Supervisor``: N worker processes for one queue (``leaseq worker --processes N``).
 
 Threads share one GIL, so a CPU-bound handler scales with processes, not
-with ``concurrency``. The supervisor starts ``processes`` children, each a
-plain ``leaseq worker`` (the threaded worker) started as
-``python -m leaseq ... worker QUEUE module:function``: the handler travels as
-its ``module:function`` spec and the URL in the environment (``LEASEQ_URL``,
-so no password shows in a process list); nothing is pickled.
+with ``concurrency``. ``ProcessSupervisor`` starts ``processes`` children,
+each the same command line, and does what follows; it knows nothing of what
+they run beyond the status pipe below. ``Supervisor`` is it for ``leaseq
+worker``: each child is a plain ``leaseq worker`` (the threaded worker)
+started as ``python -m leaseq ... worker QUEUE module:function``: the
+handler travels as its ``module:function`` spec and the URL in the
+environment (``LEASEQ_URL``, so no password shows in a process list);
+nothing is pickled. Django's ``manage.py leaseq_worker --processes N`` runs
+``python -m django leaseq_worker ...`` children under the same class.
 
 - A child that dies is started again, after a backoff that doubles with
   each quick death (0.5 s up to 30 s; reset once a child lived 10 s), so a
@@ -37,17 +41,18 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+from leaseq.errors import InvalidArgument
 from leaseq.handler import check_spec
 from leaseq.observe.health import HEALTH
 from leaseq.store import validate as v
 from leaseq.work import signals as _signals
 
-__all__ = ["Supervisor"]
+__all__ = ["ProcessSupervisor", "Supervisor", "report_stuck", "watch_parent"]
 
 logger = logging.getLogger("leaseq.supervisor")
 
@@ -76,62 +81,47 @@ class _Slot:
     pids: list[int] = field(default_factory=list)
 
 
-class Supervisor:
-    """Run ``processes`` ``leaseq worker`` children on ``queue`` with ``handler``
-    (a ``module:function`` spec); restart the ones that die, stop them all on
-    SIGTERM/SIGINT, kill the ones whose handler runs on after its job was given up.
+class ProcessSupervisor:
+    """Run ``processes`` copies of one command line (``argv``); restart the ones
+    that die, stop them all on SIGTERM/SIGINT, kill the ones whose handler runs
+    on after its job was given up.
 
-    ``concurrency``, ``ttl``, ``timeout``, ``grace``, ``burst`` and ``shards``
-    are each child's ``leaseq worker`` options; ``url`` and ``prefix`` say
-    which Redis and keys. ``kill_grace``: seconds a handler may run on after
-    its job was given up (past its timeout, or cancelled) before its child is
-    killed. ``extra_args``: more ``leaseq worker`` options, passed verbatim.
+    The command must be a supervised worker: it takes ``--status-fd FD`` (added
+    last, one pipe per child) and writes ``stuck N`` lines there (``report_stuck``),
+    stops gracefully on SIGTERM and at once on a second one, and stops when its
+    parent is gone (``watch_parent``). ``leaseq worker`` and Django's ``manage.py
+    leaseq_worker`` are such commands. ``env``: variables added to this
+    process's environment for the children; ``cwd``: their directory; ``name``:
+    what the log lines call the work. ``kill_grace``: seconds a handler may run
+    on after its job was given up (past its timeout, or cancelled) before its
+    child is killed. ``burst``: a child that exits 0 is done, not restarted.
     ``run()`` returns the exit code (0 after a clean stop, or once every burst
     child is done).
     """
 
     def __init__(
         self,
-        queue: str,
-        handler: str,
+        argv: Sequence[str],
         *,
         processes: int = 2,
-        url: str | None = None,
-        prefix: str = "leaseq",
-        concurrency: int = 4,
-        ttl: float = 30.0,
-        timeout: float | None = None,
-        grace: float = 30.0,
         kill_grace: float = 5.0,
         burst: bool = False,
-        shards: int | None = None,
-        log_level: str = "INFO",
-        extra_args: Sequence[str] = (),
-        handle_signals: bool = True,
+        env: Mapping[str, str] | None = None,
         cwd: str | None = None,
+        name: str = "",
+        handle_signals: bool = True,
     ) -> None:
         self.processes = v.integer(processes, "processes", 1, 1024)
-        v.worker_settings(concurrency, ttl, grace, None)
-        v.timeout_ms(timeout)
         v.seconds_to_ms(kill_grace, "kill_grace", minimum_ms=0, maximum=v.MAX_TIMEOUT)
-        check_spec(handler)  # module:function, or a module of typed tasks
-        self.queue = queue
-        self.handler = handler
-        self.url = url
+        if isinstance(argv, str) or not argv or not all(isinstance(a, str) for a in argv):
+            raise InvalidArgument(f"argv must be a non-empty list of strings, not {argv!r}")
+        self.argv = list(argv)
+        self.env = dict(env or {})
         self.kill_grace = float(kill_grace)
         self.burst = burst
         self.handle_signals = handle_signals
         self.cwd = cwd
-        opts = ["--concurrency", str(concurrency), "--ttl", repr(float(ttl))]
-        opts += ["--grace", repr(float(grace)), "--log-level", log_level]
-        if timeout is not None:
-            opts += ["--timeout", repr(float(timeout))]
-        if burst:
-            opts.append("--burst")
-        if shards is not None:
-            opts += ["--shards", str(shards)]
-        self._argv = [sys.executable, "-m", "leaseq", "--prefix", prefix, "worker", queue, handler]
-        self._argv += [*opts, *extra_args]
+        self.name = name or " ".join(self.argv)
         self._slots = [_Slot(i) for i in range(self.processes)]
         self._stopping = 0
         """Signals to forward seen so far: 1 = graceful stop, 2 = stop now."""
@@ -143,7 +133,7 @@ class Supervisor:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"Supervisor({self.queue!r}, {self.handler!r}, processes={self.processes})"
+        return f"ProcessSupervisor({self.argv!r}, processes={self.processes})"
 
     @property
     def pids(self) -> list[int]:
@@ -160,11 +150,7 @@ class Supervisor:
         """Supervise until stopped (or, with ``burst``, until every child is done)."""
         old = _signals.install(self._on_signal, self.handle_signals)
         logger.info(
-            "supervisor pid %d: %d worker processes on %s (%s)",
-            os.getpid(),
-            self.processes,
-            self.queue,
-            self.handler,
+            "supervisor pid %d: %d worker processes on %s", os.getpid(), self.processes, self.name
         )
         try:
             for slot in self._slots:
@@ -194,14 +180,11 @@ class Supervisor:
     def _start(self, slot: _Slot) -> None:
         read, write = os.pipe()
         os.set_blocking(read, False)
-        env = dict(os.environ)
-        if self.url is not None:
-            env["LEASEQ_URL"] = self.url
         try:
             proc = subprocess.Popen(
-                [*self._argv, "--status-fd", str(write)],
+                [*self.argv, "--status-fd", str(write)],
                 pass_fds=(write,),
-                env=env,
+                env={**os.environ, **self.env},
                 cwd=self.cwd,
                 # Its own session: a terminal's Ctrl-C reaches only the supervisor,
                 # which forwards one SIGTERM (two signals would mean "stop now").
@@ -329,6 +312,73 @@ class Supervisor:
             " now" if now else " (in-flight jobs finish first)",
         )
         self.stop(now=now)
+
+
+class Supervisor(ProcessSupervisor):
+    """Run ``processes`` ``leaseq worker`` children on ``queue`` with ``handler``
+    (a ``module:function`` spec); restart the ones that die, stop them all on
+    SIGTERM/SIGINT, kill the ones whose handler runs on after its job was given up.
+
+    ``concurrency``, ``ttl``, ``timeout``, ``grace``, ``burst`` and ``shards``
+    are each child's ``leaseq worker`` options; ``url`` and ``prefix`` say
+    which Redis and keys. ``kill_grace``: seconds a handler may run on after
+    its job was given up (past its timeout, or cancelled) before its child is
+    killed. ``extra_args``: more ``leaseq worker`` options, passed verbatim.
+    ``run()`` returns the exit code (0 after a clean stop, or once every burst
+    child is done).
+    """
+
+    def __init__(
+        self,
+        queue: str,
+        handler: str,
+        *,
+        processes: int = 2,
+        url: str | None = None,
+        prefix: str = "leaseq",
+        concurrency: int = 4,
+        ttl: float = 30.0,
+        timeout: float | None = None,
+        grace: float = 30.0,
+        kill_grace: float = 5.0,
+        burst: bool = False,
+        shards: int | None = None,
+        log_level: str = "INFO",
+        extra_args: Sequence[str] = (),
+        handle_signals: bool = True,
+        cwd: str | None = None,
+    ) -> None:
+        v.integer(processes, "processes", 1, 1024)
+        v.worker_settings(concurrency, ttl, grace, None)
+        v.timeout_ms(timeout)
+        v.seconds_to_ms(kill_grace, "kill_grace", minimum_ms=0, maximum=v.MAX_TIMEOUT)
+        check_spec(handler)  # module:function, or a module of typed tasks
+        self.queue = queue
+        self.handler = handler
+        self.url = url
+        opts = ["--concurrency", str(concurrency), "--ttl", repr(float(ttl))]
+        opts += ["--grace", repr(float(grace)), "--log-level", log_level]
+        if timeout is not None:
+            opts += ["--timeout", repr(float(timeout))]
+        if burst:
+            opts.append("--burst")
+        if shards is not None:
+            opts += ["--shards", str(shards)]
+        argv = [sys.executable, "-m", "leaseq", "--prefix", prefix, "worker", queue, handler]
+        super().__init__(
+            [*argv, *opts, *extra_args],
+            processes=processes,
+            kill_grace=kill_grace,
+            burst=burst,
+            # In the environment, so no password shows in a process list.
+            env={} if url is None else {"LEASEQ_URL": url},
+            cwd=cwd,
+            name=f"{queue} ({handler})",
+            handle_signals=handle_signals,
+        )
+
+    def __repr__(self) -> str:
+        return f"Supervisor({self.queue!r}, {self.handler!r}, processes={self.processes})"
 
 
 def report_stuck(fd: int) -> Any:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 try:
@@ -58,6 +60,19 @@ def flaky(tag: str) -> str:
 def careful(n: int) -> int:
     """A task with leaseq's job options (``leaseq.django.LeaseqTask``)."""
     return n
+
+
+@task(max_attempts=3)
+def note_pid(seconds: float) -> int:
+    """Sleeps, then says which process ran it (``--processes`` children)."""
+    time.sleep(seconds)
+    return os.getpid()
+
+
+@task(timeout=0.3, max_attempts=1)
+def hang(seconds: float) -> None:
+    """Runs on past its timeout: its child is killed after ``--kill-grace``."""
+    time.sleep(seconds)
 
 
 def plain() -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import leaseq
+from leaseq.supervisor import ProcessSupervisor
 from tests.support.servers import RedisServer, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -212,6 +213,9 @@ def test_api_supervisor_runs_and_stops(rr: Any, redis_server: RedisServer) -> No
         leaseq.Supervisor("jobs", "module:", processes=2)
     with pytest.raises(leaseq.InvalidArgument):
         leaseq.Supervisor("jobs", "m:f", processes=0)
+    for argv in ("python -m leaseq worker jobs m:f", [], [sys.executable, 3]):
+        with pytest.raises(leaseq.InvalidArgument, match="argv"):
+            ProcessSupervisor(argv, processes=2)  # type: ignore[arg-type]
 
 
 def test_cli_timeout_options(rr: Any, redis_server: RedisServer) -> None:
