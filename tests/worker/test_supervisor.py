@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,17 @@ class Supervised:
         self.log_path.unlink(missing_ok=True)
 
 
+def kids_when(sup: Supervised, ok: Callable[[set[int]], bool]) -> Callable[[], set[int] | None]:
+    """A ``wait_until`` predicate that reads the children once a look and hands them
+    back when ``ok``: two reads in one look could pass on a child dying between them."""
+
+    def look() -> set[int] | None:
+        kids: set[int] = sup.kids()
+        return kids if ok(kids) else None
+
+    return look
+
+
 def with_suppress_kill(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
@@ -113,7 +124,7 @@ def test_n_children_share_the_queue_and_sigterm_stops_all(rr: Any, sup: Supervis
     q = _q(rr)
     ids = q.enqueue_many([{"s": 0.02}] * 60)
     sup.start("jobs", "note_pid", "--processes", "2", "--concurrency", "1")
-    kids = wait_until(lambda: len(sup.kids()) == 2 and sup.kids(), 20, what="two children")
+    kids = wait_until(kids_when(sup, lambda k: len(k) == 2), 20, what="two children")
     wait_until(lambda: _done(q) == len(ids), 30, what="the queue to drain")
     ran_on = {q.get(i).result for i in ids}  # type: ignore[union-attr]
     assert ran_on <= kids and len(ran_on) == 2  # both children took jobs
@@ -132,12 +143,12 @@ def test_a_killed_child_is_restarted_and_nothing_is_lost(rr: Any, sup: Supervise
     q = _q(rr)
     ids = q.enqueue_many([{"s": 0.05}] * 80)
     sup.start("jobs", "note_pid", "--processes", "2", "--concurrency", "2", "--ttl", "1")
-    kids = wait_until(lambda: len(sup.kids()) == 2 and sup.kids(), 20, what="two children")
+    kids = wait_until(kids_when(sup, lambda k: len(k) == 2), 20, what="two children")
     wait_until(lambda: _done(q) >= 5, 20, what="some progress")
     victim = min(kids)
     os.kill(victim, signal.SIGKILL)
     wait_until(
-        lambda: len(sup.kids()) == 2 and victim not in sup.kids(), 20, what="a replacement child"
+        kids_when(sup, lambda k: len(k) == 2 and victim not in k), 20, what="a replacement child"
     )
     wait_until(lambda: _done(q) == len(ids), 60, what="every job to succeed")
     stats = q.stats()
@@ -162,9 +173,7 @@ def test_a_child_stuck_past_its_timeout_is_killed_and_replaced(
     job = q.get(stuck)
     assert job is not None and job.last_error == "timed out after 0.5 s"
     wait_until(lambda: "killing it" in sup.log, 20, what="the kill")
-    now = wait_until(
-        lambda: sup.kids() and not (sup.kids() & first) and sup.kids(), 20, what="a new child"
-    )
+    now = wait_until(kids_when(sup, lambda k: bool(k) and not (k & first)), 20, what="a new child")
     assert len(now) == 1
     # The replacement serves the queue.
     fresh = q.enqueue({"s": 0.01})
