@@ -133,17 +133,19 @@ local deadline = now + lease_ms
 -- can be claimed before then, so waking anyone sooner would only poll.
 local held_ms, rate_on
 count, held_ms, rate_on = apply_limits(K.limits, K.claims, active, now, count)
--- Cost limits (nil: none set): a job whose cost has no room in the queue's window
--- stops the claim (cost_free_at: when it will have room); one with no room in its
--- group's window sends the group out of the rotation until then (as at its rate).
-local gate = cost_gate(K, now)
-local cost_free_at = nil
 if count == 0 and redis.call('ZCARD', pending) > 0 then
   redis.call('HSET', meta, 'limit_held', 1)
   redis.call('DEL', wake)
   flush_events(log, now)
   return { now, held_ms, 0, 0 }
 end
+-- Cost limits (nil: none set): a job whose cost has no room in the queue's window
+-- stops the claim (cost_free_at: when it will have room); one with no room in its
+-- group's window sends the group out of the rotation until then (as at its rate).
+-- Made past the return above: it trims its windows as it is made, and only
+-- gate.write() takes what it trimmed off their sums.
+local gate = cost_gate(K, now)
+local cost_free_at = nil
 
 -- The fields of a lease in the reply. The reply names them once, and
 -- leaseq.store.claim (parse_claim) reads each lease by these names; here each value is

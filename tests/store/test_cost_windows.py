@@ -1,0 +1,50 @@
+"""A cost window's bookkeeping where it is easy to get wrong: a claim that another
+limit holds, a settle that frees a held group, keys and sums damaged by hand, and
+the window's one promise checked over random runs: no claim is let through while
+the cost claimed in the last span (settled where settled) would go over the budget.
+
+Cases taking ``q``, ``r`` and ``clock`` run on fakeredis (frozen clock) and a real
+server (short spans), and again on the asyncio queue (tests/transport/test_aio.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support.backends import Clock
+from tests.support.store import text
+
+
+def span(clock: Clock) -> float:
+    return 10.0 if clock.fake else 1.0
+
+
+def window(r: Any, key: str) -> tuple[float, float | None]:
+    """(the cost of a window's claim members, its 'sum:' member's value; None: none)."""
+    members = [text(m) for m in r.zrange(key, 0, -1)]
+    total = sum(float(m.split(":")[0]) for m in members if not m.startswith("sum:"))
+    sums = [float(m[4:]) for m in members if m.startswith("sum:")]
+    return total, (sums[0] if sums else None)
+
+
+@pytest.mark.parametrize("other", ["concurrency", "rate"])
+def test_a_claim_another_limit_holds_keeps_the_window_sum_true(
+    q: Any, r: Any, clock: Clock, other: str
+) -> None:
+    per = span(clock)
+    held = {"concurrency": {"concurrency": 2}, "rate": {"rate": 2, "per": 600.0}}[other]
+    q.set_limits(cost_rate=100, cost_per=per, **held)
+    q.enqueue_many(["x"] * 20, cost=10)
+    first = q.claim(ttl=30.0)
+    clock.advance(per / 2)
+    second = q.claim(ttl=30.0)  # the window now lives on past the first
+    assert first is not None and second is not None
+    clock.advance(per * 0.52)  # the first has left the window, the second not
+    assert q.claim(ttl=30.0) is None  # held by the other limit
+    total, summed = window(r, q.keys.costs)
+    assert summed == pytest.approx(total)  # whatever it trimmed is off the sum too
+    q.complete_many([first, second])
+    q.set_limits(**{k: None for k in held if k != "per"})
+    assert len(q.claim_many(20, ttl=30.0)) == 9  # the second's 10 and nine more of 10
