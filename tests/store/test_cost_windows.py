@@ -48,3 +48,17 @@ def test_a_claim_another_limit_holds_keeps_the_window_sum_true(
     q.complete_many([first, second])
     q.set_limits(**{k: None for k in held if k != "per"})
     assert len(q.claim_many(20, ttl=30.0)) == 9  # the second's 10 and nine more of 10
+
+
+def test_a_settle_lets_a_group_its_cost_window_held_back_in_at_once(q: Any, r: Any) -> None:
+    q.set_limits(group_cost_rate=100, group_cost_per=600.0)
+    q.set_group_limits("own", cost_rate=100, cost_per=600.0)
+    for group in ("shared", "own"):
+        ids = q.enqueue_many(["x"] * 2, cost=60, group=group)
+        first = q.claim_many(5, ttl=30.0)
+        assert [lease.id for lease in first] == ids[:1]
+        assert q.claim(ttl=30.0) is None  # 60 + 60 > 100: the group sits out
+        q.complete(first[0], cost=1)  # it spent 1: 61 fits now
+        again = q.claim(ttl=30.0)
+        assert again is not None and again.id == ids[1]
+        q.fail(again, "no", cost=2)
