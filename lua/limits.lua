@@ -100,9 +100,9 @@ if per then recent = redis.call('ZCOUNT', claims, '(' .. (now - per), '+inf') en
 local counts = redis.call('HGETALL', K.group_active)
 local most = 0
 for i = 2, #counts, 2 do most = math.max(most, tonumber(counts[i]) or 0) end
-local _, cost_per = cost_limit(redis.call('HGET', limits, 'cost_rate'),
+local budget, cost_per = cost_limit(redis.call('HGET', limits, 'cost_rate'),
   redis.call('HGET', limits, 'cost_per_ms'))
-local cost = cost_per and cost_in_window(K.costs, cost_per, now) or 0
+local cost = cost_per and cost_in_window(K.costs, budget, cost_per, now) or 0
 local out = { now, redis.call('ZCARD', active), recent, redis.call('ZCARD', K.groups),
   #counts / 2, #redis.call('HGETALL', K.group_held) / 2, most, string.format('%.15g', cost) }
 local h = redis.call('HGETALL', limits)

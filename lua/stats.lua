@@ -76,5 +76,6 @@ local cost = redis.call('HMGET', K.limits, 'cost_rate', 'cost_per_ms')
 local budget, cost_per = cost_limit(cost[1], cost[2])
 put('cost_rate', budget and string.format('%.15g', budget) or -1)
 put('cost_per_ms', cost_per or -1)
-put('recent_cost', cost_per and string.format('%.15g', cost_in_window(K.costs, cost_per, now)) or -1)
+put('recent_cost', cost_per
+  and string.format('%.15g', cost_in_window(K.costs, budget, cost_per, now)) or -1)
 return { out, redis.call('HGETALL', meta) }

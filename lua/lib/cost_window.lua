@@ -8,15 +8,19 @@
 -- lives in the key it sums, so the two expire together (PEXPIRE one window after the
 -- last claim) and cannot disagree. Members older than per ms come off the sum and out
 -- of the key, at most COST_TRIM a call: a sum that still counts some (after a long
--- pause) holds claims back a little longer, never lets more through.
+-- pause) holds claims back a little longer, never lets more through. A key of another
+-- type (damaged by hand) has no room until it expires (lib/full_window.lua): never an
+-- error halfway through a claim that has leased jobs already.
 -- budget: the most cost in any per ms (a claim fits while sum + cost <= budget).
 --!include lib/call_chunked.lua
 --!include lib/cost_sum.lua
+--!include lib/full_window.lua
 --!include lib/put_cost_sum.lua
 local function cost_window(log, budget, per, now)
   local TRIM, SLACK = 256, budget * 1e-12 -- SLACK: rounding of fractional costs
   local w = { stamps = {}, budget = budget, per = per }
-  local member, sum = cost_sum(log)
+  local member, sum, damaged = cost_sum(log)
+  if damaged then return full_window(w, log, per, now) end
   local old = redis.call('ZRANGEBYSCORE', log, '-inf', now - per, 'LIMIT', 0, TRIM)
   for _, m in ipairs(old) do sum = sum - (tonumber(string.match(m, '^[^:]*')) or 0) end
   if #old > 0 then call_chunked('ZREM', log, old, 1000) end

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+import leaseq
 from tests.support.backends import Clock
-from tests.support.store import text
+from tests.support.store import index, text
 
 
 def span(clock: Clock) -> float:
@@ -62,3 +63,72 @@ def test_a_settle_lets_a_group_its_cost_window_held_back_in_at_once(q: Any, r: A
         again = q.claim(ttl=30.0)
         assert again is not None and again.id == ids[1]
         q.fail(again, "no", cost=2)
+
+
+def test_a_group_cost_window_of_the_wrong_type_holds_that_group_and_loses_nothing(
+    q: Any, r: Any, clock: Clock
+) -> None:
+    per = span(clock)
+    q.set_limits(group_cost_rate=100, group_cost_per=per)
+    a = q.enqueue_many(["a"] * 3, cost=10, group="a")
+    b = q.enqueue_many(["b"] * 3, cost=10, group="b")
+    damaged = q.keys.group_costs_prefix + "b"
+    r.set(damaged, "junk")
+    got = q.claim_many(10, ttl=30.0)  # no error halfway through the call
+    assert sorted(lease.id for lease in got) == sorted(a)
+    for job_id in b:  # still ready in its group, none lost
+        assert q.get(job_id).state == leaseq.State.PENDING
+        assert r.zscore(q.keys.group_prefix + "b", job_id) is not None
+    assert set(index(q, "active")) == set(a)
+    q.complete_many(got, costs=[1.0] * 3)
+    # Damaged, the group has no room until the key goes (it expires within a span).
+    assert 0 < r.pttl(damaged) <= per * 1000
+    clock.advance(per * 1.01)
+    assert sorted(lease.id for lease in q.claim_many(10, ttl=30.0)) == sorted(b)
+
+
+def test_the_queue_cost_window_of_the_wrong_type_holds_claims_without_an_error(
+    q: Any, r: Any, clock: Clock
+) -> None:
+    per = span(clock)
+    q.set_limits(cost_rate=100, cost_per=per)
+    ids = q.enqueue_many(["x"] * 2, cost=10)
+    r.set(q.keys.costs, "junk")
+    leases, wait = q.claim_now(5, ttl=30.0)
+    assert leases == [] and wait is not None and 0 < wait <= per
+    assert q.limits().recent_cost == 100 and q.stats().recent_cost == 100  # read as full
+    clock.advance(per * 1.01)
+    assert [lease.id for lease in q.claim_many(5, ttl=30.0)] == ids
+
+
+def test_a_settle_into_a_damaged_window_still_finishes_every_lease_of_the_call(
+    q: Any, r: Any
+) -> None:
+    q.set_limits(cost_rate=1000, cost_per=600.0, group_cost_rate=100, group_cost_per=600.0)
+    a = q.enqueue("a", cost=10, group="a")
+    b = q.enqueue("b", cost=10, group="b")
+    leases = sorted(q.claim_many(2, ttl=30.0), key=lambda lease: lease.id != a)
+    r.delete(q.keys.group_costs_prefix + "b")
+    r.set(q.keys.group_costs_prefix + "b", "junk")
+    q.complete_many(leases, costs=[1, 2])
+    for job_id in (a, b):
+        assert q.get(job_id).state == leaseq.State.SUCCEEDED
+    assert index(q, "active") == {}
+    assert r.hgetall(q.keys.group_active) == {}
+    assert q.stats().succeeded == 2
+    assert q.get(a).spent == 1 and q.get(b).spent == 2
+
+
+@pytest.mark.parametrize("junk", ["sum:abc", "sum:-1e18", "sum:nan", "sum:", None])
+def test_a_window_sum_damaged_by_hand_never_lets_more_through(
+    q: Any, r: Any, junk: str | None
+) -> None:
+    q.set_limits(cost_rate=100, cost_per=600.0)
+    q.enqueue_many(["x"] * 3, cost=30)
+    assert len(q.claim_many(3, ttl=30.0)) == 3  # 90 of 100
+    r.zremrangebyscore(q.keys.costs, "+inf", "+inf")
+    if junk is not None:
+        r.zadd(q.keys.costs, {junk: float("inf")})
+    q.enqueue_many(["y"] * 5, cost=30)
+    assert q.claim_many(5, ttl=30.0) == []  # 90 + 30 > 100, whatever the sum says
+    assert q.limits().recent_cost == 100 and q.stats().recent_cost == 100  # read as full
