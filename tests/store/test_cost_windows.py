@@ -9,6 +9,7 @@ server (short spans), and again on the asyncio queue (tests/transport/test_aio.p
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -132,3 +133,62 @@ def test_a_window_sum_damaged_by_hand_never_lets_more_through(
     q.enqueue_many(["y"] * 5, cost=30)
     assert q.claim_many(5, ttl=30.0) == []  # 90 + 30 > 100, whatever the sum says
     assert q.limits().recent_cost == 100 and q.stats().recent_cost == 100  # read as full
+
+
+def test_no_claim_goes_over_a_cost_budget_in_any_window(q: Any, r: Any, clock: Clock) -> None:
+    """Random enqueues (fractional costs, groups, one with its own budget), claims,
+    completions and failures that settle below and above the estimate, releases
+    and time passing: at every claim, the cost claimed in the span that ends
+    then -- each claim counting its estimate, or what it spent once settled --
+    is within the queue's budget and, for a group that claim took from, the
+    group's."""
+    per = 10.0 if clock.fake else 0.3
+    budgets = {"": 10.0, "a": 4.0, "b": 4.0, "own": 2.5}
+    q.set_limits(cost_rate=10.0, cost_per=per, group_cost_rate=4.0, group_cost_per=per)
+    q.set_group_limits("own", cost_rate=2.5, cost_per=per)
+    rng = random.Random(20)
+    costs = [0.1, 0.2, 0.3, 1 / 3, 0.7, 1, 2, 2.5]
+    held: dict[tuple[str, int], Any] = {}
+    claims: dict[tuple[str, int], list[Any]] = {}  # (id, attempt) -> [ms, counted, group]
+
+    def in_span(now: int, group: str | None) -> float:
+        return sum(
+            counted
+            for at, counted, g in claims.values()
+            if now - per * 1000 < at <= now and (group is None or g == group)
+        )
+
+    for _ in range(160):
+        step = rng.random()
+        if step < 0.25:
+            group = rng.choice([None, "a", "b", "own"])
+            q.enqueue_many(["x"] * rng.randint(1, 4), cost=rng.choice(costs), group=group)
+        elif step < 0.55:
+            got = q.claim_many(rng.randint(1, 8), ttl=60.0)
+            for lease in got:
+                job = q.get(lease.id)
+                now = round(job.claimed_at * 1000)
+                claims[(lease.id, lease.attempt)] = [now, job.cost, job.group]
+                held[(lease.id, lease.attempt)] = lease
+            for lease in got:
+                group = claims[(lease.id, lease.attempt)][2]
+                assert in_span(now, None) <= budgets[""] * (1 + 1e-12)
+                if group:
+                    assert in_span(now, group) <= budgets[group] * (1 + 1e-12)
+        elif step < 0.75 and held:
+            key = rng.choice(sorted(held))
+            lease = held.pop(key)
+            spent = rng.choice([None, 0.05, 0.1, 1, 3, 5.5])
+            how = rng.random()
+            if how < 0.6:
+                q.complete(lease, cost=spent)
+            elif how < 0.8:
+                q.fail(lease, "again", cost=spent, retry_in=0)
+            else:
+                q.release(lease)
+                spent = None
+            if spent is not None:
+                claims[key][1] = spent
+        else:
+            clock.advance(rng.uniform(0, per / 3))
+    assert len(claims) > 40  # the run claimed enough to mean something
