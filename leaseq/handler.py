@@ -359,13 +359,14 @@ class JobContext:
             await asyncio.to_thread(self.progress, value)
 
     def set_cost(self, actual: float) -> None:
-        """Report what this run really spent (a finite number > 0, in the unit of the
-        job's ``cost=``): when the job completes or fails, it replaces the estimate in
-        the queue's and its group's cost windows (docs/flow-control.md). The last call
-        counts; checked here, sent with the outcome (no Redis call now)."""
+        """Report what this run really spent (a finite number >= 0, in the unit of the
+        job's ``cost=``; 0 for nothing, a cache hit say): when the job completes or
+        fails, it replaces the estimate in the queue's and its group's cost windows
+        (docs/flow-control.md). The last call counts; checked here, sent with the
+        outcome (no Redis call now)."""
         from leaseq.store import validate
 
-        validate.cost(actual)
+        validate.spent(actual)
         self.spent = float(actual)
 
     def parent_results(self) -> list[Any]:

@@ -19,7 +19,7 @@
 --           (decimal string), fence (string); then per item that carries a result, effects or a
 --           cost (extras of them, in item order): its place i (integer, 1 = the first item),
 --           result (encoded bytes; '' = none), e (its number of effects, integer >= 0), spent
---           (what the run cost, a finite number > 0 as decimal text, settled in the cost
+--           (what the run cost, a finite number >= 0 as decimal text, settled in the cost
 --           windows: lib/settle_spent.lua; '' = none); then per effect, in that order:
 --           command (HINCRBY HSET SADD ZADD INCRBY SET XADD), argc (integer >= 1), then argc
 --           arguments that follow the key. Most items carry neither: four values each keep

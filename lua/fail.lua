@@ -19,7 +19,7 @@
 -- ARGV[6]  retry_ms, delay before the retry (integer ms >= 0)
 -- ARGV[7]  dead_now, 1 to dead-letter whatever attempts remain, else 0
 -- ARGV[8]  traceback, the handler's traceback for the traceback field ('' removes it)
--- ARGV[9]  spent, what the run cost (a finite number > 0 as decimal text; '' = not told),
+-- ARGV[9]  spent, what the run cost (a finite number >= 0 as decimal text; '' = not told),
 --          settled in the cost windows (lib/settle_spent.lua)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the job's parents and children (job_prefix);
 --          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);

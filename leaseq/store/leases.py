@@ -287,7 +287,7 @@ def _complete_args(
             i + 1,
             b"" if result is None else encode(result, "result"),
             len(e_keys),
-            "" if cost is None else v.cost(cost),
+            "" if cost is None else v.spent(cost),
         )
     return args + extras + effect_args, effect_keys, len(extras) // 4
 
@@ -401,7 +401,7 @@ def fail_call(
         retry_ms=retry_ms,
         dead_now=1 if dead else 0,
         traceback="" if traceback is None else v.text(traceback, "traceback", TRACEBACK_LIMIT),
-        spent="" if cost is None else v.cost(cost),
+        spent="" if cost is None else v.spent(cost),
     )
 
 

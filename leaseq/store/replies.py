@@ -212,13 +212,14 @@ _LEFT_BY_FAIL = frozenset(s.value for s in TRANSITIONS[State.ACTIVE] - {State.SU
 _FIELD_IN_ERROR = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
 
 
-def read_cost(text: str | None) -> float | None:
-    """A cost field as lua/lib/cost_text.lua reads it: a finite number > 0, else none."""
+def read_cost(text: str | None, zero: bool = False) -> float | None:
+    """A cost field as lua/lib/cost_text.lua reads it: a finite number > 0 (>= 0 with
+    ``zero``: a run's ``spent``), else none."""
     try:
         value = float(text) if text is not None else math.nan
     except ValueError:
         return None
-    return value if math.isfinite(value) and value > 0 else None
+    return value if math.isfinite(value) and (value > 0 or (zero and value == 0)) else None
 
 
 def _sec(ms: int | None) -> float | None:
@@ -371,7 +372,7 @@ def _job(
         timeout=None if not r.timeout else r.timeout / 1000.0,
         cost=read_cost(r.cost) or 1.0,
         expires_at=_sec(r.expires_at),
-        spent=read_cost(r.spent),
+        spent=read_cost(r.spent, zero=True),
         traceparent=r.traceparent,
         unique_key=r.unique_key,
         after=r.after,

@@ -75,6 +75,21 @@ def cost(value: object, name: str = "cost") -> str:
     return str(int(number)) if number.is_integer() else repr(number)
 
 
+def spent(value: object, name: str = "cost") -> str:
+    """What a run really spent (``set_cost``, ``complete(..., cost=)``, ``fail(...,
+    cost=)``) as the scripts take it: as a ``cost``, but 0 too (a run that spent
+    nothing: a cache hit, a request refused before it ran)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgument(f"{name} must be a number, not {value!r}")
+    if value == 0:
+        return "0"
+    if not math.isfinite(value) or value < 0 or value > MAX_COST:
+        raise InvalidArgument(
+            f"{name} must be finite, >= 0 and at most {MAX_COST:g}, not {value!r}"
+        )
+    return cost(value, name)
+
+
 def expires(value: object, delay_ms: int = 0, name: str = "expires") -> str:
     """A start-by deadline (``enqueue(..., expires=)``) as the enqueue scripts take it:
     '' for None; ``+<ms>`` for seconds from the enqueue (finite, > 0, at most

@@ -192,3 +192,23 @@ def test_no_claim_goes_over_a_cost_budget_in_any_window(q: Any, r: Any, clock: C
         else:
             clock.advance(rng.uniform(0, per / 3))
     assert len(claims) > 40  # the run claimed enough to mean something
+
+
+def test_a_run_that_spent_nothing_settles_to_zero(q: Any, r: Any) -> None:
+    """A cache hit, or a request refused before it ran, spent nothing: 0 is a cost it
+    can report (an estimate must still be > 0), and it frees the whole estimate."""
+    q.set_limits(cost_rate=100, cost_per=600.0)
+    ids = q.enqueue_many(["x"] * 3, cost=50)
+    first = q.claim_many(5, ttl=30.0)
+    assert len(first) == 2
+    q.complete(first[0], cost=0)
+    q.fail(first[1], "refused", cost=0.0, retry_in=0)
+    assert q.limits().recent_cost == 0
+    assert q.get(ids[0]).spent == 0 and q.get(ids[1]).spent == 0
+    again = q.claim_many(5, ttl=30.0)
+    assert sorted(lease.id for lease in again) == sorted(ids[1:])
+    q.complete_many(again, costs=[0, 0])
+    assert q.limits().recent_cost == 0
+    for bad in (-0.5, float("nan"), True):
+        with pytest.raises(leaseq.InvalidArgument, match="cost"):
+            q.complete(again[0], cost=bad)

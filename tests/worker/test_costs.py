@@ -121,3 +121,20 @@ def test_worker_processes_settle_costs_and_sweep_deadlines(rr: Any, redis_server
     assert [q.get(i).spent for i in ids] == [50.0] * 20
     assert q.limits().recent_cost == 20 * 50
     assert q.get(late).state == leaseq.State.DEAD and q.get(late).spent is None
+
+
+def test_a_handler_that_spent_nothing_says_so_and_succeeds(driver: Driver) -> None:
+    q = driver.q
+    q.set_limits(cost_rate=1000, cost_per=600.0)
+    job = q.enqueue("cached", cost=100)
+    runs: list[int] = []
+
+    def handler(lease: leaseq.Lease) -> str:
+        runs.append(lease.attempt)
+        leaseq.current_job().set_cost(0)  # a cache hit: no tokens spent
+        return "from the cache"
+
+    driver.worker(handler).run(burst=True)
+    done = q.get(job)
+    assert runs == [1] and done.state == leaseq.State.SUCCEEDED
+    assert done.spent == 0 and q.limits().recent_cost == 0
