@@ -18,6 +18,8 @@
 -- KEYS[12] leaseq:{<queue>}:group_rate_held  ZSET  groups held back at their rate, score = ms epoch
 --           they may claim again (lib/rotate_groups.lua)
 -- KEYS[13] leaseq:{<queue>}:suspended  ZSET  ids asleep, score = run_at ms epoch (the wait's end)
+-- KEYS[14] leaseq:{<queue>}:deadlines  ZSET  ids with a start-by deadline, score = it, ms epoch
+--           (lib/expire_due.lua); a job leased here has met its deadline and leaves it
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  count, how many jobs to lease at most (integer >= 1; more than 1000 lease 1000;
 --          fewer once the call has worked its time budget: lib/over_budget.lua)
@@ -157,6 +159,7 @@ for i, name in ipairs(LEASE) do AT[name] = i - 1 end
 -- Leases active per group, as lease_one leaves them (rotate_groups reads each once),
 -- and the leases the call adds to each group, written with one HINCRBY a group at the end.
 local group_active, group_added = {}, {} -- group_added: ipairs gives its groups (tally)
+local met = {} -- leased ids that had a start-by deadline (expires_at)
 -- Lease one popped id if its row can run; true if leased, and then the claim's own
 -- name '<id>:<attempts>:<incarnation>' (a rate log's member: no other claim has it).
 -- from: the group whose ready set the id came from (nil: pending). An entry a
@@ -242,6 +245,7 @@ local function lease_one(id, from)
       out[at + AT.timeout_ms] = to_count(row[9]) or 0 -- a hand-edited timeout reads as none
       out[at + AT.traceparent] = row[10] or ''
       out[at + AT.depends_on] = row[11] or ''
+      if row[13] then met[#met + 1] = id end -- its start-by deadline is met
       local name = id .. ':' .. attempts .. ':' .. out[at + AT.incarnation]
       if gate then gate.take(row[12], row[7], now .. ':' .. name) end
       return true, name
@@ -316,6 +320,7 @@ end
 if got > 0 then
   -- Every lease of the call shares one deadline: one ZADD indexes them all.
   call_chunked('ZADD', active, leased, 1000)
+  call_chunked('ZREM', K.deadlines, met, 1000)
 end
 for _, group in ipairs(group_added) do
   redis.call('HINCRBY', K.group_active, group, group_added[group])

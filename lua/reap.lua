@@ -19,8 +19,9 @@
 --          leaseq:{<queue>}:graph:<id>  SET  a job's waiting children (graph_prefix);
 --          leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix);
 --          leaseq:{<queue>}:history:m:<minute>, :history:t:<ten-minute>  HASH  history counts (history_prefix)
--- returns: {requeued, died, more} -- more is 1 when expired entries (or children to settle, or
---          jobs past their start-by deadline: lib/expire_due.lua) remain
+-- returns: {requeued, died, more} -- died counts the jobs past their start-by deadline too
+--          (lib/expire_due.lua); more is 1 when expired entries (or children to settle, or
+--          such jobs) remain
 -- errors: none
 --!include lib/allow_oom.lua
 --!include lib/elapsed_us.lua
@@ -49,9 +50,13 @@ end
 -- and waiting jobs whose parent went without finishing (deleted or damaged by hand).
 settle_deferred(K, now, log, tonumber(A.limit), started_us)
 sweep_waiting(K, now, log, 100)
--- Start-by deadlines that have passed (expires=), in pages while the budget lasts.
+-- Start-by deadlines that have passed (expires=), in pages while the budget lasts;
+-- the jobs it dead-letters count in died.
 for _ = 1, math.ceil(tonumber(A.limit) / 16) do
-  if over_budget(started_us) or expire_due(K, A.job_prefix, now, 16, log) < 16 then break end
+  if over_budget(started_us) then break end
+  local looked, late = expire_due(K, A.job_prefix, now, 16, log)
+  died = died + late
+  if looked < 16 then break end
 end
 flush_events(log, now)
 local more = 0

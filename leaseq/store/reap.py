@@ -22,7 +22,8 @@ def reap_call(queue: QueueSettings, limit: int = REAP_LIMIT) -> Call[tuple[int, 
 
 
 def reap(queue: QueueSettings) -> Op[tuple[int, int]]:
-    """Hand back every expired lease: (returned to pending, dead-lettered)."""
+    """Hand back every expired lease, and dead-letter every job past its start-by
+    deadline (``expires=``): (returned to pending, dead-lettered)."""
     requeued = died = 0
     while True:
         r, d, more = yield reap_call(queue)

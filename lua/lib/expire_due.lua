@@ -6,8 +6,8 @@
 -- job that has started (active, suspended) or finished owes the deadline nothing
 -- more, and one waiting for its parents is checked when a claim picks it up
 -- (lease_one: the row's expires_at), as is a retry that falls due past it.
--- Returns how many index entries it took (dead-lettered or not): fewer than limit
--- when no more have passed.
+-- Returns how many index entries it took (dead-lettered or not: fewer than limit
+-- when no more have passed), and how many of their jobs it dead-lettered.
 -- KEYS  leaseq:{<queue>}:deadlines  ZSET  ids with a start-by deadline, score = the deadline, ms epoch
 -- KEYS  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
@@ -19,7 +19,7 @@
 --!include lib/deadline_text.lua
 local function expire_due(K, job_prefix, now, limit, log)
   local due = redis.call('ZRANGEBYSCORE', K.deadlines, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
-  if #due == 0 then return 0 end
+  if #due == 0 then return 0, 0 end
   local ids, died = {}, 0
   for i = 1, #due, 2 do
     local id = due[i]
@@ -37,5 +37,5 @@ local function expire_due(K, job_prefix, now, limit, log)
   end
   call_chunked('ZREM', K.deadlines, ids, 1000)
   if died > 0 then bump_counter(K, 'past_deadline', died, now) end
-  return #ids
+  return #ids, died
 end

@@ -234,10 +234,6 @@ EXCLUDED: dict[str, str] = {
     "worker.testing.jobs_lists_every_state_in_order_past_a_page": _TESTING,
     "web.http.edit_and_retry_a_dead_job_shows_the_diff_first": _WEB,
     "web.http.a_running_job_can_be_cancelled_and_group_rates_are_shown": _WEB,
-    "store.deadlines.a_job_that_ran_leaves_the_deadlines_index": (
-        "a strict xfail of the sync queue (a known gap, in the scripts both queues run): "
-        "the suite re-runs the function without its marks"
-    ),
 }
 
 
