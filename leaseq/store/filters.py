@@ -187,23 +187,23 @@ class JobFilter:
             t_ms = round(t * 1000)
             if (low is not None and t_ms < low) or (high is not None and t_ms > high):
                 return False
-        return not self.text or _has_text(job, self.text.casefold())
+        return not self.text or _text_in(self.text, job.id, job.last_error, job.payload)
 
 
-def _has_text(job: Job, needle: str) -> bool:
-    return _text_in(needle, job.id, job.last_error, job.payload)
-
-
-def _text_in(needle: str, job_id: str, error: str | None, payload: Any) -> bool:
-    """Whether ``needle`` (casefolded) is in the id, the error, or the payload as
-    the dashboard shows it (compact JSON)."""
+def _text_in(text: str, job_id: str, error: str | None, payload: Any) -> bool:
+    """Whether ``text`` is in the id, the error, or the payload as JSON, ignoring
+    case. The payload is written compact, as the dashboard shows it; text
+    copied from the spaced JSON of ``leaseq ls`` or ``show`` (``"to": "a"``)
+    is looked for without the spaces JSON put after ``:`` and ``,`` too."""
+    needle = text.casefold()
     if needle in job_id.casefold() or needle in (error or "").casefold():
         return True
     try:
-        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), default=repr)
+        found = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), default=repr)
     except (TypeError, ValueError):
-        text = repr(payload)
-    return needle in text.casefold()
+        found = repr(payload)
+    found = found.casefold()
+    return needle in found or needle.replace('": ', '":').replace(", ", ",") in found
 
 
 def score_text(value: float) -> str:
@@ -417,7 +417,7 @@ class _Walk:
             payload = None if blob is None else part.codec.decode_payload(blob)
         except (msgspec.ValidationError, msgspec.DecodeError):
             return True  # damaged: parse_job names it
-        return _text_in(flt.text.casefold(), job_id, get("last_error"), payload)
+        return _text_in(flt.text, job_id, get("last_error"), payload)
 
     def hits_at(self, at: Mark) -> tuple[str, ...]:
         return tuple(i for p, s, i in self._hits if p == at.part and s == at.score)

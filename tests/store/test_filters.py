@@ -64,6 +64,8 @@ def test_text_is_found_in_id_payload_and_error_ignoring_case(q: leaseq.Queue) ->
     assert walk(q, "pending", JobFilter(text="order-"), 10)[0] == pending
     # The payload as the dashboard shows it: compact JSON.
     assert walk(q, "pending", JobFilter(text='"tags":["vip"]'), 10)[0] == ["order-1"]
+    # ...or as `leaseq ls` and `show` print it, spaced.
+    assert walk(q, "pending", JobFilter(text='"tags": ["vip"]'), 10)[0] == ["order-1"]
     assert walk(q, "dead", JobFilter(text="mailbox unavailable"), 10)[0] == ["d1"]
     assert walk(q, "dead", JobFilter(text="mailbox", kind="mail"), 10)[0] == []
 
@@ -95,9 +97,7 @@ def test_an_age_on_the_dead_index_score_walks_only_that_range(
     late = q.get("late0")
     assert late is not None and late.finished_at is not None
     now_ms = round(late.finished_at * 1000) + 10
-    found = q._drive(
-        find([q._core], "dead", JobFilter(newer_than=0.03), want=100, now_ms=now_ms)
-    )
+    found = q._drive(find([q._core], "dead", JobFilter(newer_than=0.03), want=100, now_ms=now_ms))
     assert sorted(j.id for j in found.jobs) == ["late0", "late1", "late2"]
     assert found.looked == 3  # the 40 early deaths were never read
     # By enqueue time instead, every row is read and checked.
