@@ -65,23 +65,35 @@ class Verb:
 _CANCELLABLE = tuple(s.value for s in State if State.CANCELLED in TRANSITIONS[s])
 VERBS: dict[str, Verb] = {
     "retry": Verb(
-        lambda q, i: q._ops.retry_dead(i), ("dead",), "Retry", "They become pending again.",
-        "retried",
+        act=lambda q, i: q._ops.retry_dead(i),
+        states=("dead",),
+        ask="Retry",
+        then="They become pending again.",
+        done="retried",
     ),
     "run_now": Verb(
-        lambda q, i: q._ops.run_now(i), ("scheduled", "suspended"), "Run now",
-        "They become pending now.", "moved to pending",
+        act=lambda q, i: q._ops.run_now(i),
+        states=("scheduled", "suspended"),
+        ask="Run now",
+        then="They become pending now.",
+        done="moved to pending",
     ),
     "cancel": Verb(
-        lambda q, i: q._ops.cancel(i), _CANCELLABLE, "Cancel",
-        "They will never run; a running one loses its lease at once and its worker stops "
-        "it at its next heartbeat.", "cancelled",
+        act=lambda q, i: q._ops.cancel(i),
+        states=_CANCELLABLE,
+        ask="Cancel",
+        then="They will never run; a running one loses its lease at once and its worker "
+        "stops it at its next heartbeat.",
+        done="cancelled",
     ),
     "delete": Verb(
-        lambda q, i: q._ops.delete(i), tuple(s for s in STATES if s != "active"), "Delete",
-        "This cannot be undone.", "deleted",
+        act=lambda q, i: q._ops.delete(i),
+        states=tuple(s for s in STATES if s != "active"),
+        ask="Delete",
+        then="This cannot be undone.",
+        done="deleted",
     ),
-}  # fmt: skip
+}
 """The actions a filter's matches can get, by the form's ``action``."""
 
 

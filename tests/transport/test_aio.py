@@ -236,6 +236,7 @@ EXCLUDED: dict[str, str] = {
     "web.filters.the_filter_is_in_the_url_and_carried_across_tabs": _WEB,
     "web.filters.an_age_filter_counts_by_the_index_and_acts_on_its_matches": _WEB,
     "web.filters.bulk_over_a_filter_needs_actions_allowed_a_token_and_a_filter": _WEB,
+    "web.filters.cancel_and_run_now_every_match": _WEB,
 }
 
 

@@ -248,3 +248,19 @@ def test_bulk_over_a_filter_needs_actions_allowed_a_token_and_a_filter(
     none = {**form, "kind": "other", "csrf": token, "next": "/queues/emails"}
     said = c.post("/queues/emails/actions", data=none)
     assert "nothing to do" in said.text and q.stats().pending == 3
+
+
+def test_cancel_and_run_now_every_match(q: leaseq.Queue, r: Any) -> None:
+    q.enqueue_many([{"n": i} for i in range(6)], ids=[f"p{i}" for i in range(6)], kind="a")
+    q.enqueue_many([{"n": i} for i in range(4)], ids=[f"q{i}" for i in range(4)], kind="b")
+    q.enqueue_many([{"n": i} for i in range(3)], ids=["s0", "s1", "s2"], kind="a", delay=600)
+    q.enqueue({"n": 9}, id="s9", kind="b", delay=600)
+    c = client_for(r, allow_actions=True)
+    token = csrf_of(c)
+    base = {"csrf": token, "scope": "matches", "kind": "a", "confirmed": "yes", "next": "/"}
+    c.post("/queues/emails/actions", data={**base, "state": "pending", "action": "cancel"})
+    c.post("/queues/emails/actions", data={**base, "state": "scheduled", "action": "run_now"})
+    s = q.stats()
+    assert (s.cancelled, s.scheduled) == (6, 1)
+    assert sorted(j.id for j in q.ls("pending")) == ["q0", "q1", "q2", "q3", "s0", "s1", "s2"]
+    assert [j.id for j in q.ls("scheduled")] == ["s9"]
