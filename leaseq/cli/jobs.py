@@ -16,12 +16,16 @@ from leaseq.cli.context import STATES, Ctx, out, pass_ctx
 from leaseq.cli.payloads import json_lines, parse_json
 from leaseq.cli.terminal import row as _row
 from leaseq.errors import DamagedRow
+from leaseq.queue import Queue
 from leaseq.sharded import ShardedQueue
+from leaseq.store.filters import AGES, JobFilter, Mark, find, parse_age
 from leaseq.types import State, Unique
 
 __all__ = ["enqueue", "ls_", "purge", "reap", "retry", "wait_"]
 
 ENQUEUE_BATCH = 1000
+LS_SCAN = 100_000
+"""Index entries a filtered ``ls`` looks at by default (about 1.5 s on a laptop)."""
 
 
 @click.command()
@@ -122,19 +126,88 @@ def wait_(c: Ctx, queue: str, job_id: str, timeout: float) -> None:
 @click.option("--state", type=click.Choice(STATES), default="pending", show_default=True)
 @click.option("--offset", type=click.IntRange(0), default=0, show_default=True)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@click.option("--kind", default="", help="Only jobs of this kind.")
+@click.option("--text", default="", help="Only jobs with this text in id, payload or error.")
+@click.option("--older-than", "older", default="", metavar="AGE", help="e.g. 90s, 10m, 2h, 3d.")
+@click.option("--newer-than", "newer", default="", metavar="AGE", help="e.g. 90s, 10m, 2h, 3d.")
+@click.option(
+    "--age-of",
+    "age",
+    type=click.Choice(list(AGES)),
+    default=None,
+    help="The time an age is of (default: finished, claimed for active, else enqueued).",
+)
+@click.option("--after", default="", metavar="CURSOR", help="Go on from a filtered list's end.")
+@click.option(
+    "--scan",
+    type=click.IntRange(1),
+    default=LS_SCAN,
+    show_default=True,
+    help="Index entries a filtered list looks at, at most.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON array of jobs (as show --json).")
 @pass_ctx
-def ls_(c: Ctx, queue: str, state: str, offset: int, limit: int, as_json: bool) -> None:
-    """List jobs in one state, a page at a time."""
+def ls_(
+    c: Ctx, /, queue: str, state: str, offset: int, limit: int, as_json: bool, **how: Any
+) -> None:
+    """List jobs in one state, a page at a time; with --kind, --text or an age,
+    only the jobs that match (looked for through the state's index, --scan
+    entries at most; the last line gives the --after to go on)."""
     target = c.target(queue)
+    flt = JobFilter(
+        kind=how["kind"],
+        text=how["text"],
+        older_than=parse_age(how["older"], "--older-than") if how["older"] else None,
+        newer_than=parse_age(how["newer"], "--newer-than") if how["newer"] else None,
+        age_of=AGES[how["age"]] if how["age"] else "",
+    )
     total = getattr(target.stats(), state)
+    if flt.on or how["after"]:
+        if offset:
+            raise click.UsageError("--offset pages the whole state; a filtered list uses --after")
+        _ls_matches(target, queue, state, flt, limit, how, as_json, total)
+        return
     damaged: list[DamagedRow] = []
     jobs = target.ls(state, offset=offset, limit=limit, damaged=damaged)
+    if _print_jobs(f"{queue}: {state} ({total})", state, jobs, damaged, as_json):
+        return
+    if offset + len(jobs) + len(damaged) < total:
+        shown = offset + len(jobs) + len(damaged)
+        out.print(f"showing {offset + 1}-{shown} of {total}; next page: --offset {shown}")
+
+
+def _ls_matches(
+    target: Queue | ShardedQueue,
+    queue: str,
+    state: str,
+    flt: JobFilter,
+    limit: int,
+    how: dict[str, Any],
+    as_json: bool,
+    total: int,
+) -> None:
+    """``ls`` with a filter: the next ``limit`` matches from ``--after`` on."""
+    parts = list(target.shards) if isinstance(target, ShardedQueue) else [target]
+    mark = Mark.parse(how["after"]) if how["after"] else None
+    op = find([p._core for p in parts], state, flt, mark, want=limit, budget=how["scan"])
+    found = target._drive(op)
+    title = f"{queue}: {state} matching ({len(found.jobs)} in {found.looked} of {total} looked at)"
+    _print_jobs(title, state, found.jobs, found.damaged, as_json)
+    if found.mark is not None:
+        click.echo(f"more may match: --after {found.mark.text()}", err=as_json)
+    elif not as_json:
+        out.print("no more: every entry looked at")
+
+
+def _print_jobs(
+    title: str, state: str, jobs: list[Any], damaged: list[DamagedRow], as_json: bool
+) -> bool:
+    """Print a list of jobs as a table that fits the terminal (or JSON); True for JSON."""
     if as_json:
         click.echo(json.dumps([_terminal.job_doc(j) for j in jobs], indent=2, sort_keys=True))
         for exc in damaged:  # stdout stays one JSON document
             click.echo(f"leaseq: warning: damaged row: {exc}", err=True)
-        return
+        return True
     # Fits the terminal: one line a job, headers whole; a long id keeps its
     # start and end (order-2026-…-0042), the text cells their start. The kind
     # is a column of its own (whole up to 12 cells); where jobs failed, the
@@ -163,7 +236,7 @@ def ls_(c: Ctx, queue: str, state: str, offset: int, limit: int, as_json: bool) 
         and (col.header not in blank or any(r[i] != blank[col.header] for r in rows))
     ]
     table = _terminal.fit(
-        _terminal.grid(f"{queue}: {state} ({total})"),
+        _terminal.grid(title),
         [columns[i] for i in keep],
         [[r[i] for i in keep] for r in rows],
         width,
@@ -171,9 +244,7 @@ def ls_(c: Ctx, queue: str, state: str, offset: int, limit: int, as_json: bool) 
     out.print(table, width=width)
     for exc in damaged:  # an operator should see these, not lose the page to them
         out.print(f"damaged row: {exc}")
-    if offset + len(jobs) + len(damaged) < total:
-        shown = offset + len(jobs) + len(damaged)
-        out.print(f"showing {offset + 1}-{shown} of {total}; next page: --offset {shown}")
+    return False
 
 
 @click.command()

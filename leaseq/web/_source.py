@@ -27,7 +27,9 @@ from leaseq.errors import (
 )
 from leaseq.queue import Queue
 from leaseq.sharded import ShardedQueue, known_queues, stats_many
+from leaseq.store import filters as _filters
 from leaseq.store.events import Event, parse_entry
+from leaseq.store.filters import FoundPage, JobFilter, Mark
 from leaseq.store.history import History
 from leaseq.store.registry import WorkerInfo
 from leaseq.store.sharded_ops import merge_stats
@@ -401,6 +403,50 @@ class Source:
                 got = len(page) + len(damaged)
                 read += got
                 offset += got
+
+    def find(
+        self,
+        target: Target,
+        state: str,
+        flt: JobFilter,
+        mark: Mark | None,
+        want: int,
+        budget: int,
+        *,
+        now_ms: int,
+        acting: bool = False,
+    ) -> FoundPage:
+        """The next ``want`` jobs of ``state`` that match ``flt`` from ``mark`` on,
+        looking at ``budget`` index entries at most (``leaseq.store.filters``)."""
+        cores = [part._core for part in self.parts(target)]
+        op = _filters.find(
+            cores, state, flt, mark, want=want, budget=budget, acting=acting, now_ms=now_ms
+        )
+        found: FoundPage = target._drive(op)
+        return found
+
+    def in_range(self, target: Target, state: str, flt: JobFilter, now_ms: int) -> int:
+        """How many entries of ``state``'s index a find with ``flt`` walks over."""
+        cores = [part._core for part in self.parts(target)]
+        got: int = target._drive(_filters.count_in_range(cores, state, flt, now_ms))
+        return got
+
+    def act_on(
+        self, target: Target, found: FoundPage, act: Callable[[Queue, str], Op[Any]]
+    ) -> tuple[int, dict[str, str]]:
+        """Run ``act(part, id)`` (an operation of the part that holds the job) on
+        every job ``found``, pipelined together; (how many worked, ``{id: why
+        not}`` for the refused)."""
+        parts = self.parts(target)
+        pairs = zip(found.parts, found.jobs, strict=True)
+        work = [(parts[i], act(parts[i], job.id)) for i, job in pairs]
+        got = drive_many(self.redis, work) if work else []
+        refused = {
+            job.id: str(result)
+            for job, result in zip(found.jobs, got, strict=True)
+            if isinstance(result, Exception)
+        }
+        return len(work) - len(refused), refused
 
     # -- actions --------------------------------------------------------------------
 

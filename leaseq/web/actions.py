@@ -13,13 +13,14 @@ import urllib.parse
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 
 from leaseq.errors import InvalidArgument
+from leaseq.web import bulk
 from leaseq.web._security import csrf_ok
 from leaseq.web._source import Target
 from leaseq.web.formatting import STATES, base_path, pretty
-from leaseq.web.site import FLASH_COOKIE, Site, threaded
+from leaseq.web.site import Site, flash_redirect, threaded
 
 log = logging.getLogger("leaseq.web")
 
@@ -52,6 +53,8 @@ def act(site: Site, request: Request, form: dict[str, str], ids: list[str]) -> R
     verb = form.get("action", "")
     state = form.get("state", "")
     back = safe_next(form.get("next", ""), request)
+    if form.get("scope") == "matches":
+        return bulk.over_matches(site, request, target, form, back)
     edited, diff = None, None
     if verb == "edit_retry":
         edited, diff = edit(site, target, ids, form.get("payload", ""))
@@ -71,16 +74,7 @@ def act(site: Site, request: Request, form: dict[str, str], ids: list[str]) -> R
         )
     message = do(site, target, verb, state, ids, edited)
     log.info("queue=%s action=%s: %s", name, verb, message)
-    response = RedirectResponse(back, status_code=303)
-    base = base_path(request)
-    response.set_cookie(
-        FLASH_COOKIE,
-        urllib.parse.quote(message[:500]),
-        max_age=60,
-        samesite="strict",
-        path=base + "/",
-    )
-    return response
+    return flash_redirect(request, back, message)
 
 
 def question(site: Site, target: Target, verb: str, state: str, ids: list[str]) -> str:

@@ -99,8 +99,10 @@ def _templates() -> Environment:
     # Jinja's own urlencode keeps "/": a job id "a/../../b" then made a link the
     # browser resolved to another page. Every path segment is quoted whole.
     env.filters["urlencode"] = lambda value: quote(str(value))
-    macros = env.get_template("_macros.html").module
-    env.globals.update(when=macros.when, action=macros.action, cancellable=CANCELLABLE)  # type: ignore[attr-defined]
+    macros: Any = env.get_template("_macros.html").module
+    env.globals.update(
+        when=macros.when, action=macros.action, every=macros.every, cancellable=CANCELLABLE
+    )
     return env
 
 

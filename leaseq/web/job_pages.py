@@ -15,6 +15,7 @@ from leaseq.errors import DamagedKey, InvalidArgument, LeaseqError
 from leaseq.store.events import Event, job_history
 from leaseq.store.keys import check_job_id
 from leaseq.types import Job, State, TimedOut
+from leaseq.web import filtered
 from leaseq.web._source import SCAN_LIMIT
 from leaseq.web.formatting import (
     PAGE_SIZE,
@@ -39,43 +40,65 @@ from leaseq.web.site import Site
 def queue(site: Site, request: Request) -> Response:
     name = request.path_params["name"]
     target = site.source.queue(name)
-    state = request.query_params.get("state", "pending")
+    params = request.query_params
+    state = params.get("state", "pending")
     if state not in STATES:
         raise InvalidArgument(f"unknown state {state!r}: use one of {', '.join(STATES)}")
-    size = int_param(request.query_params.get("size"), PAGE_SIZE)
+    size = int_param(params.get("size"), PAGE_SIZE)
     size = size if size in PAGE_SIZES else PAGE_SIZE
+    flt, raw = filtered.read_filter(params, state)
     stats = site.source.stats(target)
-    total = getattr(stats, state)
-    pages = max(1, math.ceil(total / size))
-    page = min(max(1, int_param(request.query_params.get("page"), 1)), pages)
-    offset = (page - 1) * size
-    damaged: list[Any] = []
-    jobs = target.ls(state, offset=offset, limit=size, damaged=damaged)
     now = stats.server_time
-    here = f"{base_path(request)}/queues/{quote(name)}?state={state}&page={page}&size={size}"
+    total = getattr(stats, state)
+    url = f"{base_path(request)}/queues/{quote(name)}?state={state}&size={size}"
+    if flt.on:
+        listed = filtered.page(
+            site, params, target, state, flt, size, now, url + filtered.query(raw)
+        )
+    else:
+        listed = _paged(target, state, size, total, int_param(params.get("page"), 1), now)
+        listed["here"] = f"{url}&page={listed['page']}"
     row = queue_row(stats, now)
     groups = group_limits_text(site.source.limits(target))
     if groups:
         row["limits"] = " · ".join(x for x in (row["limits"], groups) if x)
+    jobs = listed["jobs"]
     return site.render(
         request,
         "queue.html",
-        here=here,
         live_queue=name,
         q=row,
         state=state,
-        jobs=[job_row(j, now) for j in jobs],
-        has_kind=any(j.kind for j in jobs),
-        has_group=any(j.group for j in jobs),
-        damaged=[{"id": getattr(d, "job_id", ""), "text": str(d)} for d in damaged],
-        page=page,
-        pages=pages,
+        filtered=flt.on,
+        filter=raw,
+        described=filtered.describe(flt, state) if flt.on else "",
+        tab_query=filtered.tab_queries(raw),
+        ages=filtered.ages(state),
+        kinds=sorted({j["kind"] for j in jobs if j["kind"]}),
+        has_kind=any(j["kind"] for j in jobs),
+        has_group=any(j["group"] for j in jobs),
         size=size,
         sizes=PAGE_SIZES,
-        first=offset + 1 if jobs else 0,
-        last=offset + len(jobs),
         total=total,
+        **listed,
     )
+
+
+def _paged(target: Any, state: str, size: int, total: int, page: int, now: float) -> dict[str, Any]:
+    """The unfiltered list: page ``page`` of the state's index, by rank."""
+    pages = max(1, math.ceil(total / size))
+    page = min(max(1, page), pages)
+    offset = (page - 1) * size
+    damaged: list[Any] = []
+    jobs = target.ls(state, offset=offset, limit=size, damaged=damaged)
+    return {
+        "jobs": [job_row(j, now) for j in jobs],
+        "damaged": [{"id": getattr(d, "job_id", ""), "text": str(d)} for d in damaged],
+        "page": page,
+        "pages": pages,
+        "first": offset + 1 if jobs else 0,
+        "last": offset + len(jobs),
+    }
 
 
 def job(site: Site, request: Request) -> Response:

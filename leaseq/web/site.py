@@ -13,7 +13,7 @@ from typing import Any
 
 from jinja2 import Environment
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from leaseq.errors import ServerUnavailable
 from leaseq.transport import client as _redis
@@ -137,3 +137,16 @@ async def threaded(fn: Any, *args: Any) -> Response:
 
     result: Response = await run_in_threadpool(fn, *args)
     return result
+
+
+def flash_redirect(request: Request, back: str, message: str) -> Response:
+    """A 303 to ``back`` (a path inside the app) that shows ``message`` there once."""
+    response = RedirectResponse(back, status_code=303)
+    response.set_cookie(
+        FLASH_COOKIE,
+        urllib.parse.quote(message[:500]),
+        max_age=60,
+        samesite="strict",
+        path=base_path(request) + "/",
+    )
+    return response

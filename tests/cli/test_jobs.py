@@ -131,6 +131,35 @@ def test_ls_pages(cli: Cli) -> None:
     assert code == 0 and '{"i": 4}' in out and "next page" not in out
 
 
+def test_ls_filters_by_kind_text_and_age_and_goes_on_by_a_cursor(cli: Cli) -> None:
+    q = cli.queue()
+    q.enqueue_many([{"to": f"a{i}@x.org"} for i in range(6)], ids=[f"m{i}" for i in range(6)])
+    q.enqueue_many(
+        [{"to": f"b{i}@y.org"} for i in range(5)], ids=[f"s{i}" for i in range(5)], kind="sms"
+    )
+    code, out, err = cli("ls", "mail", "--kind", "sms", "--limit", "2")
+    assert code == 0, err
+    assert "matching (2 in 8 of 11 looked at)" in out and re.search(r"^s0 ", out, re.M)
+    after = re.search(r"--after (\S+)", out)
+    assert after and "s2" not in out, out
+    code, out, _ = cli("ls", "mail", "--kind", "sms", "--after", after.group(1), "--json")
+    assert code == 0 and [j["id"] for j in json.loads(out)] == ["s2", "s3", "s4"]
+    code, out, _ = cli("ls", "mail", "--text", '"to": "A3@', "--older-than", "0s")
+    assert code == 0 and re.search(r"^m3 ", out, re.M) and "no more" in out
+    code, out, _ = cli("ls", "mail", "--kind", "sms", "--older-than", "10m")
+    assert code == 0 and "matching (0 in 11 of 11 looked at)" in out
+    code, out, _ = cli("ls", "mail", "--text", "@y.org", "--scan", "3")
+    assert code == 0 and "in 3 of 11 looked at" in out and "--after" in out
+    _one_line_error(*cli("ls", "mail", "--kind", "x", "--older-than", "10x"), "not a duration")
+    _one_line_error(*cli("ls", "mail", "--after", "nope"), "not a cursor")
+    _one_line_error(
+        *cli("ls", "mail", "--state", "pending", "--age-of", "finished", "--older-than", "1h"),
+        "enqueued_at",
+    )
+    code, _, err = cli("ls", "mail", "--kind", "sms", "--offset", "2")
+    assert code != 0 and "--after" in err
+
+
 def test_ls_shows_the_page_and_names_a_damaged_row(cli: Cli) -> None:
     q = cli.queue()
     q.enqueue_many([{"n": 1}, {"n": 2}], ids=["good", "hurt"])

@@ -43,6 +43,7 @@ from tests.store import (
     test_effects,
     test_events,
     test_fencing,
+    test_filters,
     test_groups,
     test_history,
     test_invariants,
@@ -100,6 +101,7 @@ SUITE_MODULES = (
     test_events,
     test_tracing,
     test_states,
+    test_filters,
     test_errors,
     test_unique,
     test_workflows,
@@ -234,6 +236,10 @@ EXCLUDED: dict[str, str] = {
     "worker.testing.jobs_lists_every_state_in_order_past_a_page": _TESTING,
     "web.http.edit_and_retry_a_dead_job_shows_the_diff_first": _WEB,
     "web.http.a_running_job_can_be_cancelled_and_group_rates_are_shown": _WEB,
+    "web.filters.the_filter_is_in_the_url_and_carried_across_tabs": _WEB,
+    "web.filters.an_age_filter_counts_by_the_index_and_acts_on_its_matches": _WEB,
+    "web.filters.bulk_over_a_filter_needs_actions_allowed_a_token_and_a_filter": _WEB,
+    "web.filters.cancel_and_run_now_every_match": _WEB,
 }
 
 

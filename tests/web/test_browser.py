@@ -361,6 +361,7 @@ def seed_everything(client: Any) -> dict[str, str]:
         "events": "/events?queue=shop",
         "server": "/server",
         "search": "/search?q=bounce",
+        "queue-filtered": "/queues/emails?state=dead&kind=&text=mailbox&newer=1h",
     }
 
 
@@ -575,3 +576,100 @@ def test_schedules_page_shows_the_kind_and_run_now_at_1280(browser: Any, client:
     finally:
         page.close()
         served.stop()
+
+
+def seed_invoices(client: Any) -> leaseq.Queue:
+    """A shop's 240 dead jobs: 60 invoices (30 timed out), 180 e-mails."""
+    shop = leaseq.Queue("shop", redis=client, max_attempts=1)
+    for n in range(240):
+        kind = "invoice" if n % 4 == 0 else "email"
+        payload = {"order": f"ord-{n:04d}", "customer": f"customer-{n % 17}@example.org"}
+        shop.enqueue(payload, id=f"{kind}-{n:04d}", kind=kind)
+    for lease in shop.claim_many(240, ttl=60.0, worker="shop-1:42:abc"):
+        timed_out = int(lease.payload["order"][4:]) % 8 == 0  # half the invoices
+        why = (
+            "TimeoutError: the payment gateway did not answer"
+            if timed_out
+            else "SMTPError: 550 mailbox unavailable"
+        )
+        shop.fail(lease, why, dead=True)
+    return shop
+
+
+def test_filter_dead_jobs_and_act_on_every_match(
+    browser: Any, client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from leaseq.web import bulk
+
+    shop = seed_invoices(client)
+    invoices_timed_out = {
+        j.id
+        for j in shop.ls("dead", limit=300)
+        if j.kind == "invoice" and "Timeout" in (j.last_error or "")
+    }
+    served = Served(client, title="redis://127.0.0.1/0", allow_actions=True)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(served.url + "/queues/shop?state=dead")
+        assert page.locator("nav.tabs a.current .count").inner_text() == "240"
+        # By keyboard, as a person fills a search form: the kind, Tab, the text, Enter.
+        page.locator("form.jobfilter input[name=kind]").focus()
+        page.keyboard.type("invoice")
+        page.keyboard.press("Tab")
+        page.keyboard.type("timeout")
+        page.keyboard.press("Enter")
+        page.wait_for_url("**kind=invoice**")
+        assert "text=timeout" in page.url  # the filter is in the URL: it can be shared
+        shown = page.locator("tr[data-job]").evaluate_all("rs => rs.map(r => r.dataset.job)")
+        assert set(shown) == invoices_timed_out and len(shown) == 30
+        line = page.locator("[data-matches]").inner_text()
+        assert line.startswith('Dead jobs (kind "invoice", text "timeout"): matches 1\u201330')
+        assert "looked at 240 of 240" in line
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 1281
+        shot(page, "queue-filtered-1280")
+
+        # Retry every match: asked first, with the count; then done.
+        page.click('button[data-scope="matches"][data-action="retry"]')
+        assert page.locator("#question").inner_text() == (
+            'Retry the 30 dead jobs of shop (kind "invoice", text "timeout")? '
+            "They become pending again."
+        )
+        shot(page, "confirm-retry-matches")
+        page.click("button[data-confirm]")
+        assert 'retried 30 dead jobs of shop (kind "invoice", text "timeout")' in (
+            page.locator(".flash").inner_text()
+        )
+        assert "kind=invoice" in page.url and page.locator("tr[data-job]").count() == 0
+        assert shop.stats().dead == 210 and shop.stats().pending == 30
+        shot(page, "queue-filtered-after-retry")
+
+        # Delete every e-mail: one chunk of work per request, so the run goes on
+        # through progress pages that submit themselves.
+        monkeypatch.setattr(bulk, "RUN_SECONDS", 0.0)
+        page.goto(served.url + "/queues/shop?state=dead&kind=email")
+        page.click('button[data-scope="matches"][data-action="delete"]')
+        assert "Delete the 180 dead jobs of shop" in page.locator("#question").inner_text()
+        page.click("button[data-confirm]")
+        page.wait_for_selector("form[data-continue]", timeout=10_000)
+        shot(page, "bulk-progress")
+        page.wait_for_selector(".flash", timeout=30_000)
+        assert "deleted 180 dead jobs of shop" in page.locator(".flash").inner_text()
+        assert shop.stats().dead == 30
+    finally:
+        page.close()
+        served.stop()
+
+    # On a phone the filter wraps and the list scrolls sideways in its own box.
+    phone = browser.new_page(viewport={"width": 390, "height": 844})
+    served = Served(client, title="redis://127.0.0.1/0", allow_actions=True)
+    try:
+        phone.goto(served.url + "/queues/shop?state=dead&kind=invoice&newer=1h")
+        assert phone.locator("tr[data-job]").count() == 30
+        assert phone.evaluate("() => document.documentElement.scrollWidth") <= 391
+        box = phone.locator(".scroll").first
+        assert box.evaluate("b => b.scrollWidth > b.clientWidth")
+        shot(phone, "queue-filtered-phone")
+    finally:
+        phone.close()
+        served.stop()
+    print(f"screenshots in {SHOTS}")

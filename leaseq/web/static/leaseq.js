@@ -109,6 +109,12 @@
     form.querySelectorAll("input[name=id]").forEach(function (box) { box.checked = all.checked; });
   });
 
+  // A bulk action over a filter answers with its progress and a form that goes
+  // on from where it stopped: submit it by itself (the page says so; "Stop
+  // here" is a plain link, so a click on it while the next part runs leaves).
+  var goOn = document.querySelector("form[data-continue]");
+  if (goOn) window.setTimeout(function () { goOn.submit(); }, 400);
+
   if (document.querySelector("[data-live][id]")) {
     schedule();
     subscribe();
