@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from django.core.management.base import CommandError
 import leaseq
 from tests.support import ROOT
 from tests.support.servers import RedisServer, wait_until
-from tests.worker.test_supervisor import children
+from tests.support.supervised import Supervised
 
 try:
     from django.tasks import default_task_backend
@@ -36,46 +35,22 @@ pytestmark = pytest.mark.slow
 SETTINGS = "tests.django.worker_settings"
 
 
-class Manage:
-    """``python -m django leaseq_worker`` (what ``manage.py leaseq_worker`` runs),
-    its log in a file; killed with its children at the end."""
+class Manage(Supervised):
+    """``python -m django leaseq_worker`` (what ``manage.py leaseq_worker`` runs)."""
 
     def __init__(self, url: str) -> None:
+        super().__init__("leaseq-django-")
         self.env = {**os.environ, "LEASEQ_URL": url, "PYTHONPATH": str(ROOT)}
-        self.log_path = Path(tempfile.mkstemp(prefix="leaseq-django-", suffix=".log")[1])
-        self.proc: subprocess.Popen[bytes] | None = None
 
     def argv(self, *opts: str) -> list[str]:
         return [sys.executable, "-m", "django", "leaseq_worker", "--settings", SETTINGS, *opts]
 
     def start(self, *opts: str) -> subprocess.Popen[bytes]:
-        with self.log_path.open("wb") as err:
-            self.proc = subprocess.Popen(
-                self.argv(*opts), cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=err
-            )
-        return self.proc
-
-    @property
-    def log(self) -> str:
-        return self.log_path.read_text()
-
-    def kids(self) -> set[int]:
-        assert self.proc is not None
-        return children(self.proc.pid)
+        return self.run(self.argv(*opts), env=self.env)
 
     def kids_once(self, ok: Any) -> set[int] | None:
         """The children, if ``ok(children)`` holds for one look at them."""
-        now = self.kids()
-        return now if ok(now) else None
-
-    def close(self) -> None:
-        if self.proc is not None:
-            for pid in self.kids():
-                os.kill(pid, signal.SIGKILL)
-            if self.proc.poll() is None:
-                self.proc.kill()
-            self.proc.wait()
-        self.log_path.unlink(missing_ok=True)
+        return self.kids_when(ok)()
 
 
 @pytest.fixture

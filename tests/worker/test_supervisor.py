@@ -5,13 +5,11 @@ child whose handler is stuck past its timeout is killed and replaced.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,8 @@ import pytest
 import leaseq
 from leaseq.supervisor import ProcessSupervisor
 from tests.support.servers import RedisServer, wait_until
+from tests.support.supervised import Supervised as _Supervised
+from tests.support.supervised import children
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,78 +31,22 @@ LEASEQ = str(Path(sys.executable).parent / "leaseq")
 pytestmark = pytest.mark.slow
 
 
-def children(pid: int) -> set[int]:
-    """The live child processes of ``pid`` (from /proc; zombies left out)."""
-    found = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[1]) == pid and fields[0] != "Z":
-            found.add(int(entry))
-    return found
-
-
-class Supervised:
-    """One ``leaseq worker --processes`` run, killed (with its children) at the end."""
+class Supervised(_Supervised):
+    """One ``leaseq worker --processes`` run on ``url``."""
 
     def __init__(self, url: str) -> None:
+        super().__init__()
         self.url = url
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = Path(tempfile.mkstemp(prefix="leaseq-sup-", suffix=".log")[1])
 
     def start(
         self, queue: str, fn: str, *opts: str, session: bool = False
     ) -> subprocess.Popen[bytes]:
         cmd = [LEASEQ, "--url", self.url, "worker", queue, f"tests.support.handlers:{fn}", *opts]
-        with self.log_path.open("wb") as err:
-            self.proc = subprocess.Popen(
-                cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, start_new_session=session
-            )
-        return self.proc
-
-    @property
-    def log(self) -> str:
-        return self.log_path.read_text()
-
-    def kids(self) -> set[int]:
-        assert self.proc is not None
-        return children(self.proc.pid)
-
-    def exits(self, timeout: float) -> int:
-        assert self.proc is not None
-        proc = self.proc
-        wait_until(lambda: proc.poll() is not None, timeout, what="the supervisor to exit")
-        return int(proc.returncode)
-
-    def close(self) -> None:
-        if self.proc is not None:
-            for pid in self.kids():
-                with_suppress_kill(pid)
-            if self.proc.poll() is None:
-                self.proc.kill()
-            self.proc.wait()
-        self.log_path.unlink(missing_ok=True)
+        return self.run(cmd, session=session)
 
 
 def kids_when(sup: Supervised, ok: Callable[[set[int]], bool]) -> Callable[[], set[int] | None]:
-    """A ``wait_until`` predicate that reads the children once a look and hands them
-    back when ``ok``: two reads in one look could pass on a child dying between them."""
-
-    def look() -> set[int] | None:
-        kids: set[int] = sup.kids()
-        return kids if ok(kids) else None
-
-    return look
-
-
-def with_suppress_kill(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
+    return sup.kids_when(ok)
 
 
 @pytest.fixture
