@@ -10,6 +10,8 @@
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
 -- ARGV[4]  fence, the lease's fence (its claiming call's random name, string)
+-- ARGV[5]  spent, what the lease cost ('' = its estimate stands; '0' from a worker for a lease
+--          whose handler never began): settled in the cost windows (lib/settle_spent.lua)
 -- derives: leaseq:{<queue>}:group:<name>  ZSET  a fair group's ready ids (group_prefix)
 -- returns: {'OK'}
 -- errors: {'LOST', state, attempts, incarnation, fence} when the lease is not held under token, incarnation and fence;
@@ -22,6 +24,7 @@
 --!include lib/now_ms.lua
 --!include lib/push_pending.lua
 --!include lib/refund_lease.lua
+--!include lib/settle_spent.lua
 --!include lib/to_count.lua
 
 local job, pending, meta = K.job, K.pending, K.meta
@@ -31,6 +34,7 @@ local refused, group = lease_check(job, A.token, A.incarnation, A.fence)
 if refused then return refused end
 refused = refund_lease(K, job, id, group)
 if refused then return refused end
+if A.spent ~= '' then settle_spent(K, job, id, A.token, A.incarnation, group, A.spent, false) end
 redis.call('HINCRBY', meta, 'released', 1)
 push_pending(pending, K, job, id,
   to_count(redis.call('HGET', job, 'priority')) or 0)

@@ -121,9 +121,9 @@ class LeaseRouting:
         )
         return state
 
-    def release(self, lease: Lease) -> Op[None]:
+    def release(self, lease: Lease, *, cost: float | None = None) -> Op[None]:
         """As ``Queue.release``, on the lease's shard (or queue)."""
-        yield from self._for(lease).release(lease)
+        yield from self._for(lease).release(lease, cost=cost)
 
     def once(self, lease: Lease, name: str) -> Op[bool]:
         """As ``Queue.once``, on the lease's shard (or queue)."""

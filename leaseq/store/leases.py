@@ -425,13 +425,16 @@ def fail(
     return state
 
 
-def release_call(queue: QueueSettings, lease: Lease) -> Call[None]:
-    return fenced(queue, "release", lease, lambda reply: None, id=lease.id)
+def release_call(queue: QueueSettings, lease: Lease, cost: float | None = None) -> Call[None]:
+    spent = "" if cost is None else v.spent(cost)
+    return fenced(queue, "release", lease, lambda reply: None, id=lease.id, spent=spent)
 
 
-def release(queue: QueueSettings, lease: Lease) -> Op[None]:
-    """Put the job back to pending now without spending the attempt (shutdown)."""
-    yield release_call(queue, lease)
+def release(queue: QueueSettings, lease: Lease, *, cost: float | None = None) -> Op[None]:
+    """Put the job back to pending now without spending the attempt (shutdown).
+    ``cost``: what the lease spent, settled in the cost windows (a worker passes 0
+    for a lease whose handler never began); None: its estimate stands."""
+    yield release_call(queue, lease, cost)
 
 
 def once_call(queue: QueueSettings, lease: Lease, name: str) -> Call[bool]:

@@ -209,7 +209,8 @@ class OutcomeWriter:
         """Hand the job back to pending now (no attempt spent) and log ``done``;
         a lease already lost is only logged. Raises ServerUnavailable."""
         try:
-            self.queue.release(task.lease)
+            # A lease whose handler never began spent nothing of its cost estimate.
+            self.queue.release(task.lease, cost=None if task.started else 0)
         except (LeaseLost, DamagedRow) as exc:
             self._log(logging.WARNING, task, "release refused: %s", exc)
             return

@@ -1,8 +1,9 @@
--- settle_spent(K, job, id, token, number, group, actual): a finishing lease (held: the
--- caller checked it) reports what its run really spent (actual, decimal text): its
+-- settle_spent(K, job, id, token, number, group, actual, keep): a finishing lease (held:
+-- the caller checked it) reports what its run really spent (actual, decimal text): its
 -- claim's estimate is replaced by actual in the queue's cost window and its group's
 -- (lib/settle_cost.lua; nothing where its claim has left the window or was never
--- counted), and the row keeps it as spent. Settled below the estimate in its group's
+-- counted), and the row keeps it as spent unless keep is false (a release of a lease
+-- whose handler never began: its 0 is no run's spend). Settled below the estimate in its group's
 -- window, a group that claims sent out of the rotation for a window (ZSET
 -- group_rate_held: lib/rotate_groups.lua) rejoins it at the back, with a wake-up
 -- token: the room it gave back may fit the group's next job now, not when the
@@ -17,7 +18,7 @@
 -- ARGV  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are the ZSET group_prefix .. <name>
 --!include lib/cost_text.lua
 --!include lib/settle_cost.lua
-local function settle_spent(K, job, id, token, number, group, actual)
+local function settle_spent(K, job, id, token, number, group, actual, keep)
   local r = redis.call('HMGET', job, 'cost', 'claimed_at')
   local text, estimate = cost_text(r[1])
   local name = (r[2] or '') .. ':' .. id .. ':' .. token .. ':' .. number
@@ -29,5 +30,5 @@ local function settle_spent(K, job, id, token, number, group, actual)
     redis.call('ZADD', K.groups, 'NX', redis.call('HINCRBY', K.meta, 'gseq', 1), group)
     if redis.call('LLEN', K.wake) < 64 then redis.call('RPUSH', K.wake, '1') end
   end
-  redis.call('HSET', job, 'spent', actual)
+  if keep ~= false then redis.call('HSET', job, 'spent', actual) end
 end

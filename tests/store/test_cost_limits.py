@@ -162,3 +162,15 @@ def test_schedules_and_typed_options_carry_the_cost(q: Any, r: Any) -> None:
     sched = q.schedule("tick", {"n": 1}, every=60.0, cost=7)
     assert sched.cost == 7
     assert q.schedules()[0].cost == 7
+
+
+def test_a_release_settles_what_it_is_told_and_keeps_the_row_as_it_was(q: Any, r: Any) -> None:
+    q.set_limits(cost_rate=1000, cost_per=600.0)
+    a, _ = q.enqueue_many(["a", "b"], cost=100)
+    la, lb = q.claim_many(2, ttl=30.0)
+    q.release(la, cost=0)  # never started: spent nothing
+    q.release(lb)  # the estimate stands
+    assert q.limits().recent_cost == 100
+    assert q.get(a).spent is None and r.hget(q.keys.job(a), "spent") is None
+    with pytest.raises(leaseq.InvalidArgument, match="cost"):
+        q.release(q.claim(ttl=30.0), cost=-1)

@@ -5,6 +5,7 @@ worker at full speed never claims more cost than the budget in any window."""
 from __future__ import annotations
 
 import random
+import threading
 from typing import Any
 
 import leaseq
@@ -138,3 +139,28 @@ def test_a_handler_that_spent_nothing_says_so_and_succeeds(driver: Driver) -> No
     done = q.get(job)
     assert runs == [1] and done.state == leaseq.State.SUCCEEDED
     assert done.spent == 0 and q.limits().recent_cost == 0
+
+
+def test_spares_handed_back_at_stop_give_their_estimates_back(driver: Driver) -> None:
+    """A worker stopping with prefetched spares its handlers never began releases
+    them with nothing spent: their estimates leave the window at once."""
+    q = driver.q
+    q.set_limits(cost_rate=100_000, cost_per=600.0)
+    ids = q.enqueue_many(["x"] * 8, cost=100)
+    started: list[str] = []
+    gate = threading.Event()
+
+    def handler(lease: leaseq.Lease) -> None:
+        started.append(lease.id)
+        gate.wait(10.0)
+
+    run = driver.worker(handler, concurrency=1, prefetch=4)
+    run.start()
+    wait_until(lambda: len(started) == 1 and q.stats().active >= 2, what="a run and spares")
+    run.stop()
+    gate.set()
+    wait_until(lambda: q.stats().active == 0, what="the stop")
+    ran = q.stats().succeeded
+    # Each claim counted 100; every spare handed back unstarted settled to 0.
+    assert q.limits().recent_cost == 100 * ran
+    assert all(q.get(i).spent is None for i in ids)
