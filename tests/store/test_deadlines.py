@@ -159,3 +159,22 @@ def test_a_claim_over_many_jobs_past_their_deadline_stays_a_short_call(
         rr.config_set("slowlog-max-len", 128)
     assert [lease.payload for lease in got] == ["probe"]
     assert max(calls) < 15_000, sorted(calls)[-5:]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a claim takes a started job out of the deadlines index, and a retry (fail "
+    "with backoff, release, an expired lease) does not put it back: the job sits "
+    "scheduled or pending past its deadline until a claim pops it, while "
+    "docs/flow-control.md says reaps take out a retry's backoff too; the fix is a ZADD "
+    "where a row with expires_at goes back to waiting (fail.lua, release.lua, reap)",
+)
+def test_a_retry_waiting_past_its_deadline_is_dead_lettered_by_reap(
+    q: Any, r: Any, clock: Clock
+) -> None:
+    per = span(clock)
+    job = q.enqueue("x", expires=per)
+    q.fail(q.claim(ttl=30.0), "boom", retry_in=per * 10)
+    clock.advance(per * 1.05)
+    assert q.reap() == (0, 1)
+    assert q.get(job).state == leaseq.State.DEAD
