@@ -461,7 +461,7 @@ def load_handler(spec: str) -> Handler:
     exception at import), naming the error and its file:line in one line.
     """
     module_name, sep, attr = check_spec(spec)
-    module = _import(module_name)
+    module = import_user_module(module_name)
     if not sep:  # a module: the typed tasks it defines
         from leaseq.work.tasks import tasks_of_module
 
@@ -475,7 +475,7 @@ def load_handler(spec: str) -> Handler:
     return _handler_in(module, module_name, attr, spec)
 
 
-def _import(module_name: str) -> Any:
+def import_user_module(module_name: str) -> Any:
     """The user's module; InvalidArgument when there is none by that name,
     HandlerImportError when it is there and fails to import."""
     try:

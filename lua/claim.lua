@@ -167,7 +167,9 @@ local met = {} -- leased ids that had a start-by deadline (expires_at)
 -- none), is not this row's: false, nil, true (left alone, pending entry too).
 -- A job a cost limit holds back: false, nil, nil, then 'queue' or 'group' and when
 -- it will fit (ms epoch), nothing written: the caller puts its id back.
+local tried = 0 -- popped ids looked at (leased or not): the time budget's pace
 local function lease_one(id, from)
+    tried = tried + 1
     local job = job_prefix .. id
     local row = read_row(job, 'state', 'attempts', 'max_attempts',
       'payload', 'enqueued_at', 'incarnation', 'group', 'kind', 'timeout', 'traceparent',
@@ -273,15 +275,16 @@ local function lease_one(id, from)
     return false
 end
 
--- The time budget, looked at every BUDGET_EVERY leases (a lease costs ~10-40 us,
--- a look one TIME): once it is spent the call counts as full, so both paths
--- below stop where they are (rotate_groups puts back what it popped ahead).
+-- The time budget, looked at every BUDGET_EVERY ids looked at (a lease costs ~10-40 us,
+-- so does dead-lettering one past its deadline; a look is one TIME): once it is spent the
+-- call counts as full, so both paths below stop where they are (rotate_groups puts back
+-- what it popped ahead), leased or not: the reply's cut sends the caller back for the rest.
 -- The ungrouped path pops CLAIM_PAGE ids at a time and looks after each page.
 local BUDGET_EVERY, CLAIM_PAGE = 4, 8
 local full, checked = false, 0
 local function leased_so_far()
-  if not full and got >= checked + BUDGET_EVERY then
-    checked = got
+  if not full and tried >= checked + BUDGET_EVERY then
+    checked = tried
     full = over_budget(started_us)
   end
   return (full or cost_free_at) and count or got
@@ -312,9 +315,10 @@ while not full and not cost_free_at and got < count and budget > 0 do
     call_chunked('ZADD', pending, back, 1000)
     break
   end
-  -- Looked at after every page (stale entries lease nothing, yet take time too),
-  -- once the call has leased one: a claim always makes some headway.
-  full = got > 0 and over_budget(started_us)
+  -- Looked at after every page (stale and late entries lease nothing, yet take time
+  -- too): each page took its ids out of pending, so a claim cut short this way still
+  -- made headway, and its caller claims again for the rest (cut).
+  full = over_budget(started_us)
 end
 
 if got > 0 then

@@ -42,8 +42,8 @@ class Ctx:
         if self._tasks is None:
             try:
                 self._tasks = tasks_by_queue(self.task_modules)
-            except ImportError as exc:
-                raise InvalidArgument(f"--tasks: cannot import {exc.name!r}: {exc}") from None
+            except InvalidArgument as exc:  # not there, or its own code broke on import
+                raise InvalidArgument(f"--tasks: {exc}") from None
         return self._tasks
 
     @property

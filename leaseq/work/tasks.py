@@ -37,7 +37,6 @@ handler per task name): an ``async def`` task is an ``async def`` handler.
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 import types
 import typing
@@ -53,7 +52,7 @@ from leaseq.errors import (
     TaskFailed,
     WaitTimeout,
 )
-from leaseq.handler import Handler, current_job
+from leaseq.handler import Handler, current_job, import_user_module
 from leaseq.store import validate as v
 from leaseq.store.keys import check_job_id
 from leaseq.store.settings import CheckedCall
@@ -429,10 +428,12 @@ def tasks_of_module(module: Any) -> dict[str, Handler]:
 def tasks_by_queue(modules: Iterable[str]) -> dict[str, dict[str, Task[Any, Any]]]:
     """The typed tasks the named modules define, by queue name, then task name: what
     an operator's process (``leaseq --tasks myapp.tasks retry ...``, ``leaseq web``)
-    checks edits of their jobs by. Importing a module runs it, as a worker does."""
+    checks edits of their jobs by. Importing a module runs it, as a worker does: one
+    that is not there or breaks raises InvalidArgument (HandlerImportError), as the
+    worker's handler module does."""
     found: dict[str, dict[str, Task[Any, Any]]] = {}
     for name in modules:
-        module = importlib.import_module(name)
+        module = import_user_module(name)
         for obj in vars(module).values():
             if isinstance(obj, Task) and getattr(obj.queue, "name", None):
                 found.setdefault(str(obj.queue.name), {})[obj.name] = obj

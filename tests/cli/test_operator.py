@@ -285,10 +285,35 @@ def test_edits_are_checked_against_the_typed_tasks_of_tasks_modules(cli: Cli) ->
     assert code != 0 and "task 'send'" in err and "Traceback" not in err
     assert q.get("s1").state == leaseq.State.DEAD and q.get("s1").payload == good
     code, _, err = cli("--tasks", "no.such.module", "retry", "mail", "s1")
-    assert code != 0 and "--tasks: cannot import 'no'" in err
+    assert code != 0 and "--tasks: cannot import handler module 'no.such.module'" in err
     fits = '{"args": [{"to": "c@d.e"}, "2026-01-02T03:04:05Z"], "kwargs": {}}'
     code, out, _ = cli("--tasks", "tests.support.tasks", "retry", "mail", "s1", "--payload", fits)
     assert code == 0 and "pending again" in out
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        ("def broken(:\n", "SyntaxError"),
+        ("raise RuntimeError('no config')\n", "RuntimeError: no config"),
+        ("import os\nos.environ['LEASEQ_TEST_UNSET_VARIABLE']\n", "KeyError"),
+    ],
+)
+def test_a_tasks_module_that_breaks_on_import_is_one_line_naming_it(
+    cli: Cli, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, source: str, said: str
+) -> None:
+    # The module's own code broke, not leaseq: the line says which module, what and
+    # where, as a worker's handler module does, and the dead job stays as it was.
+    (tmp_path / "broken_tasks.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    q = cli.queue()
+    q.enqueue({"args": [], "kwargs": {}}, id="s1", kind="send", max_attempts=1)
+    q.fail(q.claim(), "boom", dead=True)
+    code, _, err = cli("--tasks", "broken_tasks", "retry", "mail", "s1", "--payload", "{}")
+    assert code != 0 and "internal error" not in err and "Traceback" not in err
+    assert "--tasks: handler module 'broken_tasks' failed to import" in err and said in err
+    assert len(err.strip().splitlines()) == 1
+    assert q.get("s1").state == leaseq.State.DEAD
 
 
 def test_show_prints_the_unique_key(memory_cli: Cli) -> None:

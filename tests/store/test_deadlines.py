@@ -132,3 +132,49 @@ def test_a_job_that_ran_leaves_the_deadlines_index(q: Any, r: Any) -> None:
     leases = q.claim_many(3, ttl=30.0)
     q.complete_many(leases)
     assert r.zcard(q.keys.deadlines) == 0
+
+
+@pytest.mark.parametrize("group", [None, "tenant"])
+def test_a_claim_over_many_jobs_past_their_deadline_stays_a_short_call(
+    rr: Any, group: str | None
+) -> None:
+    # Jobs past their deadline that reach the claim's pop (the sweep's pages stop at
+    # the time budget) are dead-lettered one by one: a claim that leases nothing
+    # must still stop at its budget, not after 1,000 of them (~50 ms on a real server).
+    q = leaseq.Queue("late", redis=rr)
+    q.claim()  # the script loaded: its SCRIPT LOAD is not the claim under test
+    for _ in range(3):
+        q.enqueue_many(["x"] * 1000, expires=0.05, group=group)
+    deadline = q.get(q.enqueue("probe")).enqueued_at + 0.06
+    while float(rr.time()[0]) + rr.time()[1] / 1e6 < deadline:
+        pass
+    rr.config_set("slowlog-log-slower-than", 0)
+    rr.config_set("slowlog-max-len", 10_000)
+    rr.slowlog_reset()
+    try:
+        got = q.claim_many(10)
+        calls = [e["duration"] for e in rr.slowlog_get(10_000) if b"EVALSHA" in e["command"]]
+    finally:
+        rr.config_set("slowlog-log-slower-than", 10_000)
+        rr.config_set("slowlog-max-len", 128)
+    assert [lease.payload for lease in got] == ["probe"]
+    assert max(calls) < 15_000, sorted(calls)[-5:]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a claim takes a started job out of the deadlines index, and a retry (fail "
+    "with backoff, release, an expired lease) does not put it back: the job sits "
+    "scheduled or pending past its deadline until a claim pops it, while "
+    "docs/flow-control.md says reaps take out a retry's backoff too; the fix is a ZADD "
+    "where a row with expires_at goes back to waiting (fail.lua, release.lua, reap)",
+)
+def test_a_retry_waiting_past_its_deadline_is_dead_lettered_by_reap(
+    q: Any, r: Any, clock: Clock
+) -> None:
+    per = span(clock)
+    job = q.enqueue("x", expires=per)
+    q.fail(q.claim(ttl=30.0), "boom", retry_in=per * 10)
+    clock.advance(per * 1.05)
+    assert q.reap() == (0, 1)
+    assert q.get(job).state == leaseq.State.DEAD
