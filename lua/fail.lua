@@ -11,6 +11,7 @@
 -- KEYS[7]  leaseq:{<queue>}:wake       LIST  wake-up tokens
 -- KEYS[8]  leaseq:{<queue>}:done       STREAM  finished ids, for waiters (lib/signal_done.lua)
 -- KEYS[9]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
+-- KEYS[10] leaseq:{<queue>}:deadlines  ZSET  ids with a start-by deadline, score = it, ms epoch
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
@@ -59,7 +60,7 @@ group_done(K, job, group)
 bump_counter(K, 'failed', 1, now)
 -- A slot freed under a concurrency limit: wake a claimer it held back.
 wake_held(K)
-local row = redis.call('HMGET', job, 'attempts', 'max_attempts', 'priority')
+local row = redis.call('HMGET', job, 'attempts', 'max_attempts', 'priority', 'expires_at')
 local attempts, max_attempts = to_count(row[1]), to_count(row[2])
 if A.dead_now == '1' or not max_attempts or attempts >= max_attempts then
   dead_letter(job, dead, K, log, id, now, err, 'active', token, A.traceback)
@@ -67,6 +68,8 @@ if A.dead_now == '1' or not max_attempts or attempts >= max_attempts then
   return { 'OK', 'dead' }
 end
 note_failure(job, now, token, retry_ms > 0 and 'scheduled' or 'pending', err, A.traceback)
+-- Waiting again: its start-by deadline is swept again (lib/expire_due.lua; its claim took it out).
+if to_count(row[4]) then redis.call('ZADD', K.deadlines, row[4], id) end
 redis.call('HDEL', job, 'lease_until', 'prefetched')
 if retry_ms > 0 then
   redis.call('HSET', job, 'state', 'scheduled', 'run_at', now + retry_ms)

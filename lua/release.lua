@@ -6,6 +6,7 @@
 -- KEYS[2]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[3]  leaseq:{<queue>}:meta       HASH  counters, seq
 -- KEYS[4]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
+-- KEYS[5]  leaseq:{<queue>}:deadlines  ZSET  ids with a start-by deadline, score = it, ms epoch
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
@@ -36,8 +37,10 @@ refused = refund_lease(K, job, id, group)
 if refused then return refused end
 if A.spent ~= '' then settle_spent(K, job, id, A.token, A.incarnation, group, A.spent, false) end
 redis.call('HINCRBY', meta, 'released', 1)
-push_pending(pending, K, job, id,
-  to_count(redis.call('HGET', job, 'priority')) or 0)
+local row = redis.call('HMGET', job, 'priority', 'expires_at')
+push_pending(pending, K, job, id, to_count(row[1]) or 0)
+-- Waiting again: its start-by deadline is swept again (lib/expire_due.lua; its claim took it out).
+if to_count(row[2]) then redis.call('ZADD', K.deadlines, row[2], id) end
 local log = event_log(K.events, nil, meta)
 log_event(log, 'active', 'pending', id, A.token)
 if log.n > 0 then flush_events(log, now_ms(meta, true)) end

@@ -8,6 +8,7 @@
 -- Returns requeued, died.
 -- Atomic with every other script, so two reapers never move a job twice.
 -- KEYS  leaseq:{<queue>}:meta  HASH  counter refunded
+-- KEYS  leaseq:{<queue>}:deadlines  ZSET  ids with a start-by deadline: a job handed back to pending that has one is indexed there again (its claim took it out)
 --!include lib/bump_counter.lua
 --!include lib/dead_letter.lua
 --!include lib/group_done.lua
@@ -25,7 +26,7 @@ local function reap_expired(active, pending, dead, K, job_prefix, now, limit, lo
   for _, id in ipairs(ids) do
     local job = job_prefix .. id
     local row = read_row(job, 'state', 'attempts', 'max_attempts',
-      'lease_until', 'priority', 'worker', 'prefetched', 'refunds')
+      'lease_until', 'priority', 'worker', 'prefetched', 'refunds', 'expires_at')
     local deadline = row and to_count(row[4])
     if not row then
       -- Overwritten by hand with another type: park the id in dead for an
@@ -82,6 +83,8 @@ local function reap_expired(active, pending, dead, K, job_prefix, now, limit, lo
         note_failure(job, now, attempts, 'pending', err)
         redis.call('HDEL', job, 'lease_until', 'prefetched')
         push_pending(pending, K, job, id, to_count(row[5]) or 0)
+        -- Waiting again: its start-by deadline is swept again (lib/expire_due.lua).
+        if to_count(row[9]) then redis.call('ZADD', K.deadlines, row[9], id) end
         log_event(log, 'active', 'pending', id, attempts)
         requeued = requeued + 1
       end

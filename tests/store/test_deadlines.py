@@ -161,20 +161,19 @@ def test_a_claim_over_many_jobs_past_their_deadline_stays_a_short_call(
     assert max(calls) < 15_000, sorted(calls)[-5:]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a claim takes a started job out of the deadlines index, and a retry (fail "
-    "with backoff, release, an expired lease) does not put it back: the job sits "
-    "scheduled or pending past its deadline until a claim pops it, while "
-    "docs/flow-control.md says reaps take out a retry's backoff too; the fix is a ZADD "
-    "where a row with expires_at goes back to waiting (fail.lua, release.lua, reap)",
-)
 def test_a_retry_waiting_past_its_deadline_is_dead_lettered_by_reap(
     q: Any, r: Any, clock: Clock
 ) -> None:
     per = span(clock)
     job = q.enqueue("x", expires=per)
     q.fail(q.claim(ttl=30.0), "boom", retry_in=per * 10)
-    clock.advance(per * 1.05)
-    assert q.reap() == (0, 1)
-    assert q.get(job).state == leaseq.State.DEAD
+    released = q.enqueue("y", expires=per)
+    q.release(q.claim(ttl=30.0))
+    lost = q.enqueue("z", expires=per, max_attempts=3)
+    q.claim(ttl=clock.lease(per * 0.5, per * 0.5))
+    clock.advance(per * 0.6)
+    assert q.reap() == (1, 0)  # the expired lease, back to pending
+    clock.advance(per * 0.5)
+    assert q.reap() == (0, 3)  # all three past their deadline: the retry too
+    for late in (job, released, lost):
+        assert q.get(late).state == leaseq.State.DEAD

@@ -158,10 +158,6 @@ _TESTING = (
 
 
 EXCLUDED: dict[str, str] = {
-    "store.deadlines.a_retry_waiting_past_its_deadline_is_dead_lettered_by_reap": (
-        "a strict xfail of the sync queue (a known gap, in the scripts both queues run): "
-        "the suite re-runs the function without its marks"
-    ),
     "store.admin.retry_all_dead_retries_each_job_once_while_they_keep_dying": _PARSE_HOOK,
     "store.fencing.many_concurrent_reapers_move_each_job_once": _THREADS,
     "store.fencing.claims_racing_reapers_never_double_hand_out": _THREADS,
