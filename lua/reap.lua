@@ -50,13 +50,14 @@ end
 -- and waiting jobs whose parent went without finishing (deleted or damaged by hand).
 settle_deferred(K, now, log, tonumber(A.limit), started_us)
 sweep_waiting(K, now, log, 100)
--- Start-by deadlines that have passed (expires=), in pages while the budget lasts;
+-- Start-by deadlines that have passed (expires=), 8 a page while half the budget
+-- lasts (the events of each, flushed after the loop, cost about as much again);
 -- the jobs it dead-letters count in died.
-for _ = 1, math.ceil(tonumber(A.limit) / 16) do
-  if over_budget(started_us) then break end
-  local looked, late = expire_due(K, A.job_prefix, now, 16, log)
+for _ = 1, math.ceil(tonumber(A.limit) / 8) do
+  if over_budget(started_us, 0.5) then break end
+  local looked, late = expire_due(K, A.job_prefix, now, 8, log)
   died = died + late
-  if looked < 16 then break end
+  if looked < 8 then break end
 end
 flush_events(log, now)
 local more = 0
