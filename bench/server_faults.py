@@ -397,7 +397,7 @@ def full_server(where: Path, jobs: int) -> histories.Verdict:
         if not verdict.counts["enqueue_refused"]:
             verdict.violations["never_full"] = ["the server took every enqueue"]
         n = verdict.counts["completed_while_full"]
-        verdict.notes.append(f"{n} completions acknowledged once the server refused enqueues")
+        verdict.notes.append(f"{n:,} completions acknowledged once the server refused enqueues")
         return verdict
 
 
