@@ -55,6 +55,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,15 @@ from bench.server import Server
 QUEUE = "chaos"
 MAX_ATTEMPTS = 8
 ROOT = Path(__file__).resolve().parent.parent
+
+
+UNAVAILABLE = (leaseq.ServerUnavailable, redis.ConnectionError, redis.TimeoutError)
+"""What a worker rides out: the server down, restarting, or cut off (a proxy)."""
+
+
+def now_ms() -> int:
+    """The machine's wall clock in ms: the ``at`` of history records."""
+    return round(time.time() * 1000)
 
 
 def app_keys(queue: str) -> tuple[str, str]:
@@ -89,6 +99,10 @@ def work(
     seed: int,
     acks: str | None,
     history: str | None = None,
+    *,
+    kept: bool = True,
+    deliveries: bool = True,
+    retry_for: float = 0.0,
 ) -> None:
     """A worker process: claim, log the delivery, fail or do the effect, complete.
 
@@ -96,19 +110,26 @@ def work(
     acknowledged is appended (flushed at once), so a test can check that the
     server still has it after a crash. ``history``: a file for this worker's
     records of ``bench.histories`` (each lease it was handed, each completion
-    acknowledged), flushed line by line.
+    acknowledged with its time, each completion or failure refused), flushed
+    line by line; ``kept``: whether the run's settings promise that an
+    acknowledged completion survives its faults (``appendfsync always``: yes;
+    ``everysec``: not inside a crash's window). ``deliveries``: log each
+    delivery in Redis (an RPUSH, which a full server refuses). ``retry_for``:
+    how long a completion or failure is sent again after a transient error
+    (``sent``; 0: the lease is given up at once).
     """
     r = redis.Redis.from_url(url)
     ack_file = open(acks, "a", buffering=1) if acks else None  # noqa: SIM115 - lives as long as we do
     log = open(history, "a", buffering=1) if history else None  # noqa: SIM115 - the same
     q = leaseq.Queue(queue, redis=r, max_attempts=MAX_ATTEMPTS, backoff=0.0, keep_succeeded=None)
-    deliveries, effects = app_keys(queue)
+    logged, effects = app_keys(queue)
+    delivered = logged if deliveries else None
     rng = random.Random(seed)
-    r.sadd(working_key(queue), os.getpid())
+    sent(lambda: r.sadd(working_key(queue), os.getpid()), 60.0)  # (through a proxy: cut)
     while True:
         try:
             lease = q.claim(ttl=ttl, block=1.0)
-        except (leaseq.ServerUnavailable, redis.ConnectionError):
+        except UNAVAILABLE:
             time.sleep(0.05)  # the restart test kills the server under us
             continue
         if lease is None:
@@ -119,14 +140,19 @@ def work(
             record = {"op": "lease", **token, "worker": os.getpid(), "deadline": deadline}
             log.write(json.dumps(record) + "\n")
         try:
-            if handle(q, r, lease, mode, rng, deliveries, effects):
+            if handle(q, r, lease, mode, rng, delivered, effects, retry_for):
                 if ack_file:
                     ack_file.write(lease.id + "\n")
                 if log:
-                    log.write(json.dumps({"op": "complete", **token}) + "\n")
-        except leaseq.LeaseLost:
-            pass  # reaped while we slept: someone else has (or had) it
-        except (leaseq.ServerUnavailable, redis.ConnectionError):
+                    done = {"op": "complete", **token, "at": now_ms()}
+                    log.write(json.dumps(done if kept else {**done, "kept": False}) + "\n")
+        except leaseq.LeaseLost as exc:
+            # Reaped while we slept (someone else has or had it), or a call
+            # sent again after its reply was lost (AlreadyFinished).
+            if log:
+                refused = {"op": "refused", **token, "error": type(exc).__name__}
+                log.write(json.dumps(refused) + "\n")
+        except UNAVAILABLE:
             time.sleep(0.05)
 
 
@@ -196,27 +222,45 @@ def handle(
     lease: leaseq.Lease,
     mode: str,
     rng: random.Random,
-    deliveries: str,
+    deliveries: str | None,
     effects: str,
+    retry_for: float = 0.0,
 ) -> bool:
-    """Run one delivery; True when it completed the job (the server acknowledged it)."""
-    r.rpush(deliveries, f"{lease.id}:{lease.attempt}")
+    """Run one delivery; True when it completed the job (the server acknowledged it).
+    ``retry_for``: see ``sent``."""
+    if deliveries is not None:
+        r.rpush(deliveries, f"{lease.id}:{lease.attempt}")
     payload = lease.payload
     if payload.get("poison"):
-        q.fail(lease, "poison: this job always fails", retry_in=0)
+        sent(lambda: q.fail(lease, "poison: this job always fails", retry_in=0), retry_for)
         return False
     if payload.get("flaky") and lease.attempt == 1:
-        q.fail(lease, "flaky: first attempt fails", retry_in=0)
+        sent(lambda: q.fail(lease, "flaky: first attempt fails", retry_in=0), retry_for)
         return False
     time.sleep(payload.get("work", rng.uniform(0, 0.02)))  # the "work"
     if mode == "effects":
-        q.complete(lease, effects=[("HINCRBY", effects, lease.id, 1)])
+        sent(lambda: q.complete(lease, effects=[("HINCRBY", effects, lease.id, 1)]), retry_for)
         return True
     if q.once(lease, "effect"):
         time.sleep(0.001)  # a kill here is a once-miss: marker set, effect not done
         r.hincrby(effects, lease.id, 1)
     q.complete(lease)
     return True
+
+
+def sent(call: Callable[[], Any], retry_for: float) -> Any:
+    """``call()``, sent again after each transient error (the link cut, the reply
+    lost) for up to ``retry_for`` seconds: a worker that insists on finishing
+    its job, past its lease if need be. Fencing answers the late tries
+    (``LeaseLost``, or ``AlreadyFinished`` when the first one ran)."""
+    give_up = time.monotonic() + retry_for
+    while True:
+        try:
+            return call()
+        except UNAVAILABLE:
+            if time.monotonic() > give_up:
+                raise
+            time.sleep(0.05)
 
 
 # -- the driver --------------------------------------------------------------------
@@ -246,9 +290,10 @@ class Workers:
         seed: int,
         acks: str | None,
         runner: str = "loop",
+        extra: Sequence[str] = (),
     ) -> None:
         self.url, self.queue, self.mode, self.ttl, self.acks = url, queue, mode, ttl, acks
-        self.runner = runner
+        self.runner, self.extra = runner, list(extra)
         self.spawned = 0
         self.rng = random.Random(seed)
         self.redis = redis.Redis.from_url(url)
@@ -273,6 +318,7 @@ class Workers:
         if self.acks:
             cmd += ["--acks", os.path.join(self.acks, f"worker-{self.spawned}.acks")]
             cmd += ["--history", os.path.join(self.acks, f"worker-{self.spawned}.history")]
+        cmd += self.extra
         self.spawned += 1
         return subprocess.Popen(cmd, cwd=ROOT, env=env)
 
@@ -355,6 +401,7 @@ def drive(
     runner: str = "loop",
     stall: float = 0.0,
     work: float = 0.0,
+    worker_args: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Run one chaos run against ``url``; return the report (see ``check``).
 
@@ -367,7 +414,8 @@ def drive(
     clock as the driver reads it; see ``work``). ``runner``: ``loop`` or
     ``leaseq`` (see the module docstring). ``stall``: SIGSTOP a worker for that
     many seconds every ``kill_every`` instead of SIGKILLing one (0: kill).
-    ``work``: the most seconds a job's work takes (0: 20 ms).
+    ``work``: the most seconds a job's work takes (0: 20 ms). ``worker_args``:
+    more options for each ``loop`` worker process (``--unkept``, ``--no-deliveries``).
     """
     if runner != "loop" and mode != "once":
         raise ValueError(f"--runner {runner} runs once mode only")
@@ -377,9 +425,12 @@ def drive(
     ids = enqueue(q, jobs, rng, work)
     log = open(os.path.join(acks, "driver.history"), "a", buffering=1) if acks else None  # noqa: SIM115
     if log:
-        log.writelines(json.dumps({"op": "enqueue", "id": i, "kept": True}) + "\n" for i in ids)
+        at = now_ms()
+        log.writelines(
+            json.dumps({"op": "enqueue", "id": i, "kept": True, "at": at}) + "\n" for i in ids
+        )
     started = time.monotonic()
-    pool = Workers(url, queue, mode, ttl, workers, seed, acks, runner)
+    pool = Workers(url, queue, mode, ttl, workers, seed, acks, runner, worker_args)
     next_kill = started + kill_every
     try:
         while True:
@@ -518,6 +569,9 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--seed", type=int, default=0)
     w.add_argument("--acks", help="append acknowledged completions' ids to this file")
     w.add_argument("--history", help="append this worker's history records to this file")
+    w.add_argument("--unkept", action="store_true", help="completions may be lost in a window")
+    w.add_argument("--no-deliveries", action="store_true", help="no RPUSH per delivery")
+    w.add_argument("--retry-for", type=float, default=0.0, help="send a completion again, s")
     p.add_argument("--url", help="a redis:// URL (default: start a redis-server here)")
     p.add_argument("--jobs", type=int, default=1000)
     p.add_argument("--workers", type=int, default=4)
@@ -529,7 +583,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runner", choices=["loop", "leaseq", "durable"], default="loop")
     args = p.parse_args(argv)
     if args.cmd == "worker":
-        work(args.url, args.queue, args.mode, args.ttl, args.seed, args.acks, args.history)
+        work(args.url, args.queue, args.mode, args.ttl, args.seed, args.acks, args.history,
+             kept=not args.unkept, deliveries=not args.no_deliveries,
+             retry_for=args.retry_for)  # fmt: skip
         return 0
     server = None if args.url else Server()
     try:

@@ -60,6 +60,7 @@ import redis.cluster
 import leaseq
 import leaseq.aio
 from bench import chaos, histories
+from bench.chaos import now_ms
 from leaseq.errors import LeaseqError
 from leaseq.sharded import merge_stats
 from leaseq.store import claim as claim_module
@@ -255,7 +256,8 @@ class Producer(threading.Thread):
                     kept = False  # applied on the master, not confirmed: may be lost
                 except leaseq.ServerUnavailable:
                     continue  # not acknowledged
-                self.log.write(json.dumps({"op": "enqueue", "id": job_id, "kept": kept}) + "\n")
+                record = {"op": "enqueue", "id": job_id, "kept": kept, "at": now_ms()}
+                self.log.write(json.dumps(record) + "\n")
             i += 1
             self.halt.wait(0.005)
 
@@ -308,10 +310,18 @@ def victim(cluster: Cluster, sq: leaseq.ShardedQueue) -> int:
     return max(set(held), key=held.count)
 
 
-def fault(kind: str, cluster: Cluster, master: int, clock: Clock) -> None:
+LAG = 1.0
+"""Seconds before the cut in which plain writes the replica had not yet
+received may be lost with the master (its lag: milliseconds on loopback)."""
+
+
+def fault(kind: str, cluster: Cluster, master: int, clock: Clock) -> dict[str, Any]:
     """Take ``master``'s slots away from it (see the module docstring); returns once
-    its replica holds them and it replicates that replica."""
+    its replica holds them and it replicates that replica, with the fault's
+    history record: a kill may lose the plain writes acknowledged from
+    ``LAG`` s before the cut until then, a ``CLUSTER FAILOVER`` nothing."""
     replica = cluster.replica_of(master)
+    at = now_ms()
     if kind == "kill":
         cluster.cut(replica)
         cut_at = time.monotonic()
@@ -324,6 +334,10 @@ def fault(kind: str, cluster: Cluster, master: int, clock: Clock) -> None:
         cluster.failover(replica)
         cluster.wait_promoted(replica)
     cluster.wait_replica_of(master, replica)
+    if kind != "kill":
+        return {"op": "fault", "what": "CLUSTER FAILOVER", "at": at}
+    window = {"from": at - round(LAG * 1000), "to": now_ms()}
+    return {"op": "fault", "what": f"master cut off {CUT:g} s, SIGKILLed", "at": at, **window}
 
 
 def run(
@@ -366,7 +380,7 @@ def drive(
     try:
         master = victim(cluster, clock.sq)
         clock.until(lambda s: s.succeeded >= jobs // 4, timeout, "a quarter of the jobs done")
-        fault(kind, cluster, master, clock)
+        clock.log.write(json.dumps(fault(kind, cluster, master, clock)) + "\n")
         whole = time.monotonic()
         clock.until(lambda _: time.monotonic() - whole > AFTER, AFTER + 30, "the producer")
         producer.stop()
@@ -389,17 +403,7 @@ def judge(sq: leaseq.ShardedQueue, where: Path) -> histories.Verdict:
     """Read the run's history and check it against what the cluster holds."""
     sq.reap()
     found = histories.read(sorted(where.glob("*.history")))
-    rows: dict[str, histories.Row | None] = {}
-    for r in found:
-        if r["op"] == "enqueue":
-            job = sq.get(r["id"])
-            rows[r["id"]] = (
-                None
-                if job is None
-                else histories.Row(
-                    job.state.value, job.attempts, job.fence or "", job.last_error or ""
-                )
-            )
+    rows = {job_id: histories.Row.of(sq.get(job_id)) for job_id in histories.ids(found)}
     effects: dict[str, int] = {}
     for shard in sq.shards:
         for k, v in sq.redis.hgetall(chaos.app_keys(shard.keys.tag)[1]).items():

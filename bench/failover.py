@@ -33,12 +33,22 @@ the old primary expire and are reaped on the new one); steps back of the
 queue's clock (``Stats.server_time``; must be 0); the time from the fault to
 the first claim served by the new primary; and the rate of plain and
 ``durable=1`` enqueues side by side.
+
+``run(..., history=True)`` (what ``python -m bench.faults --only
+sentinel-kill`` runs) also records the round's history for
+``bench.histories``: every lease with its full token, every completion
+acknowledged or refused, every enqueue acknowledged (``kept``: a
+``durable=1`` one), the queue's clock, and the fault with its window — from
+``LAG`` before it until the old primary replicates the new one — inside
+which a plain write may be lost; the report's ``verdict`` is the checker's.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
+import os
 import subprocess
 import sys
 import threading
@@ -48,6 +58,8 @@ from pathlib import Path
 from typing import Any
 
 import leaseq
+from bench import histories
+from bench.chaos import now_ms
 from leaseq.errors import LeaseqError
 from leaseq.work.outage import Backoff, error_kind
 from tests.support.sentinel import SERVICE, Sentinels
@@ -69,11 +81,15 @@ def effects_key(queue: str) -> str:
 # -- the worker process ------------------------------------------------------------
 
 
-def work(url: str, queue: str, ttl: float, log_path: str) -> None:
+def work(url: str, queue: str, ttl: float, log_path: str, history: str | None = None) -> None:
     """Claim, log the run, complete with the effect, log the acknowledgement;
-    transient errors (the failover) back off as ``leaseq.Worker`` does."""
+    transient errors (the failover) back off as ``leaseq.Worker`` does.
+    ``history``: a file for this worker's records of ``bench.histories`` (each
+    lease, each completion acknowledged: not ``kept``, a plain write that a
+    failover may lose; each completion refused)."""
     q = leaseq.Queue.from_url(url, queue, max_attempts=MAX_ATTEMPTS, keep_succeeded=None)
     log = open(log_path, "a", buffering=1)  # noqa: SIM115 - lives as long as we do
+    records = Records(history)
     effects = effects_key(queue)
     backoff = Backoff()
     while True:
@@ -88,19 +104,39 @@ def work(url: str, queue: str, ttl: float, log_path: str) -> None:
         if lease is None:
             continue
         log.write(f"run {lease.id} {lease.attempt} {time.monotonic():.3f}\n")
+        records.lease(lease)
         time.sleep(0.002)  # the "work"
         give_up = time.monotonic() + ttl
         while True:  # a completion whose reply was lost is sent again
             try:
                 q.complete(lease, effects=[("HINCRBY", effects, lease.id, 1)])
                 log.write(f"ack {lease.id} {lease.attempt} {time.monotonic():.3f}\n")
+                records.write(lease, "complete", at=now_ms(), kept=False)
                 break
-            except leaseq.LeaseLost:
-                break  # reaped, or finished by another run (AlreadyFinished)
+            except leaseq.LeaseLost as exc:
+                # reaped, or finished by another run (AlreadyFinished)
+                records.write(lease, "refused", error=type(exc).__name__)
+                break
             except LeaseqError as exc:
                 if error_kind(exc) != "transient" or time.monotonic() > give_up:
                     break
                 time.sleep(backoff.next())
+
+
+class Records:
+    """A worker's ``bench.histories`` records, to ``path`` (nothing when None)."""
+
+    def __init__(self, path: str | None) -> None:
+        self.file = open(path, "a", buffering=1) if path else None  # noqa: SIM115 - lives as long as we do
+        self.worker = os.getpid()
+
+    def write(self, lease: leaseq.Lease, op: str, **more: Any) -> None:
+        if self.file is not None:
+            token = {"id": lease.id, "attempt": lease.attempt, "fence": lease.fence}
+            self.file.write(json.dumps({"op": op, **token, **more}) + "\n")
+
+    def lease(self, lease: leaseq.Lease) -> None:
+        self.write(lease, "lease", worker=self.worker, deadline=round(lease.deadline * 1000))
 
 
 def cli_handler(lease: leaseq.Lease) -> None:
@@ -130,9 +166,14 @@ def outage_lines(log: Path) -> int:
 class Producer(threading.Thread):
     """Enqueues one job per call, alternately plain and ``durable=1``, until stopped."""
 
-    def __init__(self, plain: leaseq.Queue, durable: leaseq.Queue, every: float) -> None:
+    def __init__(
+        self, plain: leaseq.Queue, durable: leaseq.Queue, every: float, log: Any = None
+    ) -> None:
         super().__init__(daemon=True)
         self.plain, self.durable, self.every = plain, durable, every
+        self.log = log
+        """A file for the ``bench.histories`` record of each enqueue acknowledged
+        (``kept``: a ``durable=1`` one), or None."""
         self.acked: dict[str, list[str]] = {"plain": [], "durable": []}
         self.refused: Counter[str] = Counter()
         self.halt = threading.Event()
@@ -145,6 +186,9 @@ class Producer(threading.Thread):
                 try:
                     q.enqueue({"i": i, "kind": kind}, id=job_id)
                     self.acked[kind].append(job_id)
+                    if self.log is not None:
+                        done = {"op": "enqueue", "id": job_id, "kept": kind == "durable"}
+                        self.log.write(json.dumps({**done, "at": now_ms()}) + "\n")
                 except TRANSIENT:
                     self.refused[kind] += 1
             i += 1
@@ -208,9 +252,13 @@ def run(
     timeout: float = 90.0,
     min_replicas: int = 0,
     logs: str,
+    history: bool = False,
 ) -> dict[str, Any]:
     """One round, ``fault`` ``kill`` or ``failover``; the report (see the module docstring).
-    ``logs``: a directory for the workers' logs."""
+    ``logs``: a directory for the workers' logs. ``history``: the run also
+    writes its ``bench.histories`` records there (the workers' leases and
+    completions, the producer's enqueues, the queue's clock, the fault and its
+    window) and the report's ``verdict`` is their check."""
     if fault not in ("kill", "failover"):
         raise ValueError(f"fault must be 'kill' or 'failover', not {fault!r}")
     # min-replicas-to-write N: a primary with fewer live replicas refuses writes
@@ -230,6 +278,7 @@ def run(
             rate_jobs,
         )
         backlog = durable.enqueue_many([{"i": -i} for i in range(jobs)])
+        backlog_at = now_ms()
         probe = leaseq.Queue(PROBE, redis=q.redis, durable=1)
         probe.enqueue_many([{"probe": i} for i in range(200)])
         cli_queue = leaseq.Queue(CLI_QUEUE, redis=q.redis, durable=1)
@@ -240,8 +289,10 @@ def run(
             log = str(Path(logs) / f"worker-{i}.log")
             cmd = [sys.executable, "-m", "bench.failover", "worker", "--url", url]
             cmd += ["--queue", QUEUE, "--ttl", str(ttl), "--log", log]
+            cmd += ["--history", str(Path(logs) / f"worker-{i}.history")] if history else []
             procs.append(subprocess.Popen(cmd, cwd=ROOT))
-        producer = Producer(q, durable, every=0.004)
+        acked_log = (Path(logs) / "producer.history").open("a", buffering=1) if history else None
+        producer = Producer(q, durable, every=0.004, log=acked_log)
         producer.start()
         clock: list[float] = []
         effects = effects_key(QUEUE)
@@ -264,7 +315,7 @@ def run(
         prober = threading.Thread(
             target=lambda: first.append(first_claim_on(ha, probe, new_port)), daemon=True
         )
-        fault_at = time.monotonic()
+        fault_at, fault_ms = time.monotonic(), now_ms()
         if fault == "kill":
             ha.primary.kill()
         else:
@@ -277,10 +328,13 @@ def run(
         # Until the old primary is a replica, it may still serve (and lose)
         # writes: the run is not over before that.
         ha.wait_replica_of(ha.primary, new_port[0], timeout)
+        settled_ms = now_ms()
         while time.monotonic() - promoted_at < after or time.monotonic() - started < produce:
             _tick(q, clock)
         producer.halt.set()
         producer.join()
+        if acked_log is not None:
+            acked_log.close()
         prober.join(timeout)
         cli_ids += [_until_acked(cli_queue, i, timeout) for i in range(50)]
         while True:
@@ -302,6 +356,12 @@ def run(
     try:
         q.reap()
         report = check(q, backlog, producer.acked, Path(logs), fault_at, promoted_at)
+        if history:
+            window = {"what": WHAT[fault], "at": fault_ms, "from": fault_ms - round(LAG * 1000)}
+            driver = [{"op": "enqueue", "id": i, "kept": True, "at": backlog_at} for i in backlog]
+            driver += [{"op": "clock", "at": round(t * 1000)} for t in clock]
+            driver += [{"op": "fault", **window, "to": settled_ms}]
+            report["verdict"] = judge(q, Path(logs), driver)
         steps_back = sum(1 for a, b in itertools.pairwise(clock) if b < a)
         report.update(
             round=fault,
@@ -327,6 +387,26 @@ def run(
         return report
     finally:
         ha.stop()
+
+
+WHAT = {"kill": "primary SIGKILLed", "failover": "SENTINEL FAILOVER"}
+LAG = 1.0
+"""Seconds before a failover in which the acknowledged plain writes the replica
+had not yet received may be lost (its lag: milliseconds on loopback); the
+window then runs on until the old primary replicates the new one."""
+
+
+def judge(q: leaseq.Queue, logs: Path, driver: list[dict[str, Any]]) -> histories.Verdict:
+    """Check the run's history (``driver``: the driver's own records, written to
+    ``logs`` first) against the rows and effects the new primary holds."""
+    with (logs / "driver.history").open("w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in driver)
+    records = histories.read(sorted(logs.glob("*.history")))
+    rows = {job_id: histories.Row.of(q.get(job_id)) for job_id in histories.ids(records)}
+    effects = {k.decode(): int(v) for k, v in q.redis.hgetall(effects_key(q.name)).items()}
+    verdict = histories.check(records, rows, effects)
+    verdict.counts["failovers"] = 1
+    return verdict
 
 
 def _idle(s: leaseq.Stats) -> bool:
@@ -444,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--queue", default=QUEUE)
     w.add_argument("--ttl", type=float, default=1.0)
     w.add_argument("--log", required=True)
+    w.add_argument("--history", help="append this worker's history records to this file")
     p.add_argument("--round", choices=["kill", "failover", "both"], default="both")
     p.add_argument("--jobs", type=int, default=2000, help="backlog before the fault")
     p.add_argument("--produce", type=float, default=10.0, help="seconds of producing")
@@ -455,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-replicas", type=int, default=0, help="min-replicas-to-write, 0: off")
     args = p.parse_args(argv)
     if args.cmd == "worker":
-        work(args.url, args.queue, args.ttl, args.log)
+        work(args.url, args.queue, args.ttl, args.log, args.history)
         return 0
     import tempfile
 

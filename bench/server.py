@@ -9,6 +9,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 from types import TracebackType
 
 import redis
@@ -74,12 +75,43 @@ class Server:
         """A new redis-py client (hiredis parser when installed)."""
         return redis.Redis(host="127.0.0.1", port=self.port)
 
-    def crash(self) -> None:
+    def crash(self, cut_aof_to: int | None = None) -> None:
         """SIGKILL the server (no shutdown save: only what its AOF holds survives)
-        and start it again on the same port and directory."""
+        and start it again on the same port and directory.
+
+        ``cut_aof_to``: first cut the AOF the server was appending to back to
+        this many bytes (an ``aof_size`` read earlier): what a power cut does to
+        the writes the kernel had not yet flushed to the disk. (The server
+        loads a last command cut in half, or a transaction, by dropping it:
+        ``aof-load-truncated``, on by default.)"""
         self.proc.kill()
         self.proc.wait()
+        if cut_aof_to is not None:
+            tail = self.aof_tail()
+            if tail is None:
+                raise RuntimeError("no AOF to cut: the server runs without appendonly")
+            os.truncate(tail, cut_aof_to)
         self._start()
+
+    def aof_tail(self) -> Path | None:
+        """The AOF file the server appends to (Redis 7's multi-part AOF: the last
+        ``type i`` file of its manifest; before, the one file); None without one."""
+        folder = Path(self.dir) / "appendonlydir"
+        for manifest in folder.glob("*.manifest"):
+            tails = [
+                line.split()[1] for line in manifest.read_text().splitlines()
+                if line.split()[-2:] == ["type", "i"]
+            ]  # fmt: skip
+            return folder / tails[-1] if tails else None
+        single = Path(self.dir) / "appendonly.aof"
+        return single if single.exists() else None
+
+    def aof_size(self) -> int:
+        """The length of ``aof_tail`` now, in bytes."""
+        tail = self.aof_tail()
+        if tail is None:
+            raise RuntimeError("no AOF: the server runs without appendonly")
+        return tail.stat().st_size
 
     def stop(self) -> None:
         if self.proc.poll() is None:
