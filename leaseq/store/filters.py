@@ -63,16 +63,15 @@ __all__ = [
 FIND_PAGE = 500
 """Index entries one ZRANGEBYSCORE returns, and rows one pipeline reads, at most."""
 
-AGE_FIELDS: dict[State, tuple[str, ...]] = {
-    State.WAITING: ("enqueued_at",),
-    State.PENDING: ("enqueued_at",),
-    State.SCHEDULED: ("enqueued_at",),
-    State.SUSPENDED: ("enqueued_at",),
-    State.ACTIVE: ("claimed_at", "enqueued_at"),
-    State.SUCCEEDED: ("finished_at", "enqueued_at"),
-    State.DEAD: ("finished_at", "enqueued_at"),
-    State.CANCELLED: ("finished_at", "enqueued_at"),
-}
+
+def _age_fields(state: State) -> tuple[str, ...]:
+    started = ("finished_at",) if state.finished else ()
+    if state is State.ACTIVE:
+        started = ("claimed_at",)
+    return (*started, "enqueued_at")
+
+
+AGE_FIELDS: dict[State, tuple[str, ...]] = {state: _age_fields(state) for state in State}
 """Per state, the row times an age filter may be measured on; the first is the default."""
 AGES = {"enqueued": "enqueued_at", "claimed": "claimed_at", "finished": "finished_at"}
 """The names people give those times (the dashboard's ``age=``, ``leaseq ls --age-of``)."""

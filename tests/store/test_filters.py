@@ -14,7 +14,17 @@ from typing import Any
 import pytest
 
 import leaseq
-from leaseq.store.filters import FoundPage, JobFilter, Mark, count_in_range, find, parse_age
+from leaseq.store.filters import (
+    AGE_FIELDS,
+    SCORED_BY,
+    FoundPage,
+    JobFilter,
+    Mark,
+    count_in_range,
+    find,
+    parse_age,
+)
+from leaseq.types import State
 from tests.support.backends import Clock
 from tests.support.security import PASSWORD
 
@@ -86,6 +96,23 @@ def test_age_bounds_are_measured_on_the_states_time(q: leaseq.Queue, clock: Cloc
     # The age of a pending job is of its enqueue; a finished time it has not.
     with pytest.raises(leaseq.InvalidArgument, match="enqueued_at"):
         q._drive(find([q._core], "pending", JobFilter(older_than=1, age_of="finished_at")))
+
+
+def test_the_states_scored_by_a_row_time_are_scored_by_it(q: leaseq.Queue, r: Any) -> None:
+    # SCORED_BY is a table of its own (tests/test_states_declared_once.py allows it
+    # here): each entry must be what the scripts really score the index with.
+    _dead(q, ["gone"])
+    parent = q.enqueue("p")
+    child = q.enqueue("c", depends_on=[parent])
+    for state, row_id in ((State.DEAD, "gone"), (State.WAITING, child)):
+        job = q.get(row_id)
+        assert job is not None and job.state is state
+        when = getattr(job, SCORED_BY[state])
+        assert r.zscore(q.keys.index(state.value), row_id) == round(when * 1000)
+    assert set(SCORED_BY) == {State.DEAD, State.WAITING}
+    assert all(AGE_FIELDS[s][-1] == "enqueued_at" for s in State)
+    assert AGE_FIELDS[State.ACTIVE][0] == "claimed_at"
+    assert all(AGE_FIELDS[s][0] == "finished_at" for s in State if s.finished)
 
 
 def test_an_age_on_the_dead_index_score_walks_only_that_range(

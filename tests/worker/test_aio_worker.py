@@ -434,12 +434,12 @@ def test_cancelling_run_while_overdue_spares_go_back_still_hands_them_all_back(
         releases = [0]
         task = asyncio.ensure_future(worker.run())
 
-        async def slow_release(lease: leaseq.Lease) -> None:
+        async def slow_release(lease: leaseq.Lease, **how: Any) -> None:
             releases[0] += 1
             if releases[0] == 3:  # the third overdue spare on its way back
                 task.cancel()
             await asyncio.sleep(0.02)
-            await real(lease)
+            await real(lease, **how)
 
         monkeypatch.setattr(live, "release", slow_release)
         await asyncio.wait_for(hung.wait(), 10)
