@@ -44,7 +44,8 @@
 --          or the earliest lease ends; -1 if none, if jobs were leased, or while the queue is
 --          paused: then sleep on the wake list, which resume.lua fills;
 --          or, when a global limit held the claim back, ms until a slot frees),
---          k, cut (1: the call stopped at its time budget, more may be ready; else 0);
+--          k, cut (1: the call stopped at its time budget or its count of entries, more
+--          may be ready; else 0);
 --          when k > 0, then w and the w field names of a lease (LEASE below: id, attempts
 --          = the fencing token, incarnation = the row's (0 for a row written before
 --          incarnations), max_attempts, lease_until and enqueued_at (ms epoch), payload,
@@ -368,7 +369,9 @@ for _, index in ipairs(got == 0 and { scheduled, K.suspended, active, K.group_ra
   end
 end
 flush_events(log, now)
-local head = { now, wait_ms, got, (full and got < count) and 1 or 0 }
+-- Cut short by time or by count (on a server whose TIME stands still inside a script,
+-- Valkey 8, only the count stops it): either way more may be ready behind what it popped.
+local head = { now, wait_ms, got, ((full or budget <= 0) and got < count) and 1 or 0 }
 if got > 0 then
   head[5] = WIDTH
   for i = 1, WIDTH do head[5 + i] = LEASE[i] end

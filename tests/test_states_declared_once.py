@@ -30,7 +30,7 @@ DECLARED = {
     Path("types.py"): "State, TRANSITIONS and Stats: the declaration (Stats checked below)",
     Path("observe/state_style.py"): "STYLES, one look per state (checked below)",
     Path("django/backend.py"): "STATUS, one task status per state (tests/django)",
-    Path("store/filters.py"): "SCORED_BY, the indexes scored by a row time (tests/store/test_filters.py)",
+    Path("store/filters.py"): "SCORED_BY, the indexes scored by a row time (test_filters.py)",
 }
 """The modules allowed a per-state table, each with what checks it against State."""
 
