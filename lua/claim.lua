@@ -202,13 +202,18 @@ local function lease_one(id, from)
     local claimable = state == 'pending' and attempts and max_attempts and row[4]
       and attempts < max_attempts
     local hold, detail = nil, nil -- lib/cost_gate.lua: when, or why it never will
-    local late = claimable and row[13] and (tonumber(row[13]) or now) <= now
+    -- A deadline edited by hand to anything but ms digits is damage, read as
+    -- passed (as get() reads the row: DamagedRow), and dead-lettered saying so.
+    local late = claimable and row[13] and (to_count(row[13]) or now) <= now
     if gate and claimable and not late then hold, detail = gate.check(row[12], row[7]) end
     if hold and hold ~= 'dead' then
       if hold == 'queue' then cost_free_at = detail end
       return false, nil, nil, hold, detail
     end
-    if late then
+    if late and not to_count(row[13]) then
+      dead_letter(job, dead, K, log, id, now, 'damaged row: expires_at=' .. row[13], 'pending',
+        row[2])
+    elseif late then
       -- Its start-by deadline has passed (expires=): never run.
       dead_letter(job, dead, K, log, id, now, deadline_text(row[13]), 'pending', row[2])
       bump_counter(K, 'past_deadline', 1, now)

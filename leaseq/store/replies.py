@@ -212,12 +212,18 @@ _LEFT_BY_FAIL = frozenset(s.value for s in TRANSITIONS[State.ACTIVE] - {State.SU
 _FIELD_IN_ERROR = re.compile(r"`\$\.(\w+)`|field `(\w+)`")
 
 
+_DECIMAL = re.compile(r"[0-9]*\.?[0-9]*(?:[eE][+-]?[0-9]+)?")
+"""Plain decimal text, as lua/lib/to_cost.lua takes it: not float()'s ' 5', '1_0' or 'inf'."""
+
+
 def read_cost(text: str | None, zero: bool = False) -> float | None:
-    """A cost field as lua/lib/cost_text.lua reads it: a finite number > 0 (>= 0 with
-    ``zero``: a run's ``spent``), else none."""
+    """A cost field as lua/lib/to_cost.lua reads it: plain decimal text of a finite
+    number > 0 (>= 0 with ``zero``: a run's ``spent``), else none."""
+    if text is None or not _DECIMAL.fullmatch(text):
+        return None
     try:
-        value = float(text) if text is not None else math.nan
-    except ValueError:
+        value = float(text)
+    except ValueError:  # '', '.'
         return None
     return value if math.isfinite(value) and (value > 0 or (zero and value == 0)) else None
 

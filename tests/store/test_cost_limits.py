@@ -174,3 +174,19 @@ def test_a_release_settles_what_it_is_told_and_keeps_the_row_as_it_was(q: Any, r
     assert q.get(a).spent is None and r.hget(q.keys.job(a), "spent") is None
     with pytest.raises(leaseq.InvalidArgument, match="cost"):
         q.release(q.claim(ttl=30.0), cost=-1)
+
+
+def test_hand_edited_costs_read_alike_in_the_scripts_and_in_python(q: Any, r: Any) -> None:
+    # tonumber() in Lua takes '0x10' and ' 5', float() takes '1_0' and ' 5': both
+    # sides read only plain decimal text, so limits() shows what the claim holds to.
+    for junk in ("0x10", " 5", "1_0", "5 "):
+        r.hset(q.keys.limits, mapping={"cost_rate": junk, "cost_per_ms": "60000"})
+        assert q.limits().cost_rate is None, junk
+    r.hset(q.keys.limits, "cost_rate", "1e1")
+    assert q.limits().cost_rate == 10.0
+    big = q.enqueue("big")
+    r.hset(q.keys.job(big), "cost", "0x10")  # junk: counts as the default 1
+    assert q.get(big).cost == 1
+    q.enqueue_many(["x"] * 12)
+    assert len(q.claim_many(20, ttl=30.0)) == 10  # 1 for big, 9 of cost 1: not 16 for big
+    assert q.limits().recent_cost == 10

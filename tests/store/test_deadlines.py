@@ -182,3 +182,14 @@ def test_a_retry_waiting_past_its_deadline_is_dead_lettered_by_reap(
     assert q.reap() == (0, 3)  # all three past their deadline: the retry too
     for late in (job, released, lost):
         assert q.get(late).state == leaseq.State.DEAD
+
+
+def test_a_deadline_damaged_by_hand_is_dead_lettered_as_damage(q: Any, r: Any) -> None:
+    job = q.enqueue("x", expires=3600.0)
+    r.hset(q.keys.job(job), "expires_at", "soon")
+    with pytest.raises(leaseq.DamagedRow):
+        q.get(job)
+    assert q.claim(ttl=30.0) is None
+    assert text(r.hget(q.keys.job(job), "state")) == "dead"
+    assert text(r.hget(q.keys.job(job), "last_error")) == "damaged row: expires_at=soon"
+    assert "past_deadline" not in q.stats().totals
