@@ -207,6 +207,7 @@ class QueueAPI(TaskHost):
     signal = Operation(QueueOps.signal)
     wait_many = Operation(QueueOps.wait_many)
     ls = Operation(QueueOps.ls)
+    find = Operation(QueueOps.find)
     stats = Operation(QueueOps.stats)
     cancel = Operation(QueueOps.cancel)
     retry_dead = Operation(QueueOps.retry_dead)

@@ -18,7 +18,7 @@ from leaseq.cli.terminal import row as _row
 from leaseq.errors import DamagedRow
 from leaseq.queue import Queue
 from leaseq.sharded import ShardedQueue
-from leaseq.store.filters import AGES, JobFilter, Mark, find, parse_age
+from leaseq.store.filters import AGES, JobFilter, Mark, find_page, parse_age
 from leaseq.types import State, Unique
 
 __all__ = ["enqueue", "ls_", "purge", "reap", "retry", "wait_"]
@@ -189,7 +189,7 @@ def _ls_matches(
     """``ls`` with a filter: the next ``limit`` matches from ``--after`` on."""
     parts = list(target.shards) if isinstance(target, ShardedQueue) else [target]
     mark = Mark.parse(how["after"]) if how["after"] else None
-    op = find([p._core for p in parts], state, flt, mark, want=limit, budget=how["scan"])
+    op = find_page([p._core for p in parts], state, flt, mark, want=limit, budget=how["scan"])
     found = target._drive(op)
     title = f"{queue}: {state} matching ({len(found.jobs)} in {found.looked} of {total} looked at)"
     _print_jobs(title, state, found.jobs, found.damaged, as_json)

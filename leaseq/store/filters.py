@@ -42,6 +42,7 @@ from typing import Any
 import msgspec
 
 from leaseq.errors import DamagedRow, InvalidArgument
+from leaseq.store import validate as v
 from leaseq.store.reads import parse_job
 from leaseq.store.replies import as_text
 from leaseq.store.settings import QueueSettings, parse_state
@@ -57,6 +58,8 @@ __all__ = [
     "Mark",
     "count_in_range",
     "find",
+    "find_jobs",
+    "find_page",
     "parse_age",
 ]
 
@@ -285,7 +288,7 @@ def server_ms() -> Op[int]:
     return int(sec) * 1000 + int(usec) // 1000
 
 
-def find(
+def find_page(
     parts: Sequence[QueueSettings],
     state: State | str,
     flt: JobFilter,
@@ -324,6 +327,69 @@ def find(
     return FoundPage(
         walk.jobs, walk.parts, walk.looked, walk.damaged, None if done else at, walk.hits_at(at)
     )
+
+
+def find(
+    queue: QueueSettings,
+    state: State | str,
+    *,
+    kind: str = "",
+    text: str = "",
+    older_than: float | None = None,
+    newer_than: float | None = None,
+    age_of: str = "",
+    limit: int = 100,
+    damaged: list[DamagedRow] | None = None,
+) -> Op[list[Job]]:
+    """The jobs of ``state`` that match a filter, oldest entry first: ``kind``
+    exactly, ``text`` in the id, payload (as JSON) or last error (ignoring case),
+    an age (seconds since ``age_of``, a row time: '' for the state's default,
+    ``enqueued_at`` or ``finished_at`` for dead) above ``older_than`` and at most
+    ``newer_than``. At most ``limit`` jobs. Nothing indexes kind or text: the walk
+    reads the state's rows, page after page of short calls, to the end of the
+    index if it must (``leaseq ls --kind/--text/--older-than`` is the same walk).
+    ``damaged``: a list to collect rows that do not read (``ls``'s pattern)."""
+    flt = job_filter(kind, text, older_than, newer_than, age_of)
+    return (yield from find_jobs([queue], state, flt, limit, damaged))
+
+
+def job_filter(
+    kind: str, text: str, older_than: float | None, newer_than: float | None, age_of: str
+) -> JobFilter:
+    """A JobFilter from a caller's arguments, each checked: InvalidArgument naming it."""
+    for name, word in (("kind", kind), ("text", text), ("age_of", age_of)):
+        if not isinstance(word, str):
+            raise InvalidArgument(f"{name} must be a str, not {word!r}")
+    for name, age in (("older_than", older_than), ("newer_than", newer_than)):
+        if age is not None:
+            v.seconds_to_ms(age, name, minimum_ms=0, maximum=MAX_AGE)
+    return JobFilter(kind, text, older_than, newer_than, age_of)
+
+
+def find_jobs(
+    parts: Sequence[QueueSettings],
+    state: State | str,
+    flt: JobFilter,
+    limit: int,
+    damaged: list[DamagedRow] | None = None,
+) -> Op[list[Job]]:
+    """``find`` over the parts (shards) in turn: ``find_page`` after ``find_page``
+    until ``limit`` matches or the end, every page's ages from one server time."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit <= 1_000_000:
+        raise InvalidArgument(f"limit: {limit!r} is not a whole number from 1 to 1,000,000")
+    flt.time_field(parse_state(state))  # InvalidArgument before any call
+    now = yield from server_ms()
+    jobs: list[Job] = []
+    mark: Mark | None = None
+    while len(jobs) < limit:
+        page = yield from find_page(parts, state, flt, mark, want=limit - len(jobs), now_ms=now)
+        jobs += page.jobs
+        if damaged is not None:
+            damaged += page.damaged
+        if page.mark is None:
+            break
+        mark = page.mark
+    return jobs
 
 
 def _enter(key: str, part: int, scores: tuple[str, str]) -> Op[Mark]:

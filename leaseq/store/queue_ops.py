@@ -30,6 +30,7 @@ from leaseq.store import durable as _durable
 from leaseq.store import edit as _edit
 from leaseq.store import enqueue as _enqueue
 from leaseq.store import events as _events
+from leaseq.store import filters as _filters
 from leaseq.store import history as _history
 from leaseq.store import leases as _leases
 from leaseq.store import limits as _limits
@@ -157,9 +158,10 @@ class QueueOps:
     suspend = on_settings(_durable.suspend)
     signal = on_settings(_durable.signal)
     reap = on_settings(_reap.reap)
-    # reading: leaseq.store.reads, leaseq.store.wait
+    # reading: leaseq.store.reads, leaseq.store.filters, leaseq.store.wait
     get = on_settings(_reads.get)
     ls = on_settings(_reads.ls)
+    find = on_settings(_filters.find)
     stats = on_settings(_reads.stats)
     wait = on_settings(_wait.wait)
     wait_many = on_settings(_wait.wait_many)

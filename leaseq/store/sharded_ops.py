@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from leaseq.errors import DamagedRow, InvalidArgument
+from leaseq.store import filters as _filters
 from leaseq.store import history as _hist
 from leaseq.store import validate as v
 from leaseq.store.claim import WAKE_SLICE, block_until
@@ -276,6 +277,23 @@ class ShardedOps(RoutedLeases):
             out += jobs[skip:]
             skip = max(0, skip - len(jobs))
         return out[:limit]
+
+    def find(
+        self,
+        state: State | str,
+        *,
+        kind: str = "",
+        text: str = "",
+        older_than: float | None = None,
+        newer_than: float | None = None,
+        age_of: str = "",
+        limit: int = 100,
+        damaged: list[DamagedRow] | None = None,
+    ) -> Op[list[Job]]:
+        """The matching jobs of ``state``, shard after shard (as ``Queue.find``)."""
+        flt = _filters.job_filter(kind, text, older_than, newer_than, age_of)
+        parts = [shard.settings for shard in self.shards]
+        return (yield from _filters.find_jobs(parts, state, flt, limit, damaged))
 
     def stats(self, soon: float = 10.0) -> Op[Stats]:
         """Every shard's stats, summed: counts and totals add up, the oldest pending

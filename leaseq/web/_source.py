@@ -419,7 +419,7 @@ class Source:
         """The next ``want`` jobs of ``state`` that match ``flt`` from ``mark`` on,
         looking at ``budget`` index entries at most (``leaseq.store.filters``)."""
         cores = [part._core for part in self.parts(target)]
-        op = _filters.find(
+        op = _filters.find_page(
             cores, state, flt, mark, want=want, budget=budget, acting=acting, now_ms=now_ms
         )
         found: FoundPage = target._drive(op)

@@ -4,7 +4,7 @@ state that matches the queue page's filter, not only the ticked rows.
 The first POST counts the matches (a bounded walk: at most COUNT_ROWS index
 entries or COUNT_SECONDS; "at least N" when it stopped short) and asks,
 saying how many. The confirmed POST then walks the state's index from the
-start (``leaseq.store.filters.find`` with ``acting=True``) and acts on the
+start (``leaseq.store.filters.find_page`` with ``acting=True``) and acts on the
 matches a chunk at a time, each job with the queue's own operation
 (``retry_dead``, ``run_now``, ``cancel``, ``delete``: one script call each,
 pipelined ACT_CHUNK together), so their fencing and rules hold. A request

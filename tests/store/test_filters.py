@@ -9,6 +9,7 @@ refused; rows damaged by hand are reported and stepped over.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from leaseq.store.filters import (
     JobFilter,
     Mark,
     count_in_range,
-    find,
+    find_page,
     parse_age,
 )
 from leaseq.types import State
@@ -35,7 +36,7 @@ def walk(q: Any, state: str, flt: JobFilter, want: int, **how: Any) -> tuple[lis
     mark: Mark | None = None
     calls = 0
     while True:
-        found: FoundPage = q._drive(find([q._core], state, flt, mark, want=want, **how))
+        found: FoundPage = q._drive(find_page([q._core], state, flt, mark, want=want, **how))
         calls += 1
         ids += [j.id for j in found.jobs]
         if found.mark is None:
@@ -54,13 +55,13 @@ def test_find_by_kind_pages_with_a_cursor_in_index_order(q: leaseq.Queue) -> Non
     for i in range(30):
         q.enqueue({"n": i}, id=f"a{i:02d}", kind="mail")
         q.enqueue({"n": i}, id=f"b{i:02d}", kind="sms")
-    first = q._drive(find([q._core], "pending", JobFilter(kind="sms"), want=7, budget=1000))
+    first = q._drive(find_page([q._core], "pending", JobFilter(kind="sms"), want=7, budget=1000))
     assert [j.id for j in first.jobs] == [f"b{i:02d}" for i in range(7)]
     assert first.looked == 14 and first.mark is not None
     ids, calls = walk(q, "pending", JobFilter(kind="sms"), 7, budget=1000)
     assert ids == [f"b{i:02d}" for i in range(30)] and calls == 5
     # A budget bounds what one call looks at: fewer matches, and a mark to go on.
-    short = q._drive(find([q._core], "pending", JobFilter(kind="sms"), want=50, budget=9))
+    short = q._drive(find_page([q._core], "pending", JobFilter(kind="sms"), want=50, budget=9))
     assert short.looked == 9 and len(short.jobs) == 4 and short.mark is not None
     assert walk(q, "pending", JobFilter(kind="none"), 50, budget=11)[0] == []
 
@@ -95,7 +96,7 @@ def test_age_bounds_are_measured_on_the_states_time(q: leaseq.Queue, clock: Cloc
     assert len(walk(q, "pending", both, 10, now_ms=now_ms)[0]) == 5
     # The age of a pending job is of its enqueue; a finished time it has not.
     with pytest.raises(leaseq.InvalidArgument, match="enqueued_at"):
-        q._drive(find([q._core], "pending", JobFilter(older_than=1, age_of="finished_at")))
+        q._drive(find_page([q._core], "pending", JobFilter(older_than=1, age_of="finished_at")))
 
 
 def test_the_states_scored_by_a_row_time_are_scored_by_it(q: leaseq.Queue, r: Any) -> None:
@@ -124,12 +125,13 @@ def test_an_age_on_the_dead_index_score_walks_only_that_range(
     late = q.get("late0")
     assert late is not None and late.finished_at is not None
     now_ms = round(late.finished_at * 1000) + 10
-    found = q._drive(find([q._core], "dead", JobFilter(newer_than=0.03), want=100, now_ms=now_ms))
+    newer = JobFilter(newer_than=0.03)
+    found = q._drive(find_page([q._core], "dead", newer, want=100, now_ms=now_ms))
     assert sorted(j.id for j in found.jobs) == ["late0", "late1", "late2"]
     assert found.looked == 3  # the 40 early deaths were never read
     # By enqueue time instead, every row is read and checked.
     by_enqueue = JobFilter(newer_than=0.03, age_of="enqueued_at")
-    found = q._drive(find([q._core], "dead", by_enqueue, want=100, now_ms=now_ms))
+    found = q._drive(find_page([q._core], "dead", by_enqueue, want=100, now_ms=now_ms))
     assert found.looked == 43 and sorted(j.id for j in found.jobs) == ["late0", "late1", "late2"]
     assert JobFilter(older_than=60).exact_by_score("dead")
     assert not by_enqueue.exact_by_score("dead")
@@ -159,7 +161,7 @@ def test_a_walk_for_acting_steps_over_what_the_action_refused(q: leaseq.Queue, r
     mark: Mark | None = None
     for _ in range(100):
         found = q._drive(
-            find([q._core], "dead", JobFilter(text="j"), mark, want=4, budget=6, acting=True)
+            find_page([q._core], "dead", JobFilter(text="j"), mark, want=4, budget=6, acting=True)
         )
         seen += [j.id for j in found.jobs]
         for job in found.jobs:
@@ -176,11 +178,11 @@ def test_a_walk_for_acting_steps_over_what_the_action_refused(q: leaseq.Queue, r
 
 def test_a_walk_leaves_out_jobs_that_enter_after_it_began(q: leaseq.Queue, clock: Clock) -> None:
     _dead(q, [f"d{i}" for i in range(6)])
-    first = q._drive(find([q._core], "dead", JobFilter(text="d"), want=2))
+    first = q._drive(find_page([q._core], "dead", JobFilter(text="d"), want=2))
     assert first.mark is not None and first.mark.upto
     clock.advance(0.01)
     _dead(q, ["d-late"])  # dies after the walk took its snapshot
-    rest = q._drive(find([q._core], "dead", JobFilter(text="d"), first.mark, want=100))
+    rest = q._drive(find_page([q._core], "dead", JobFilter(text="d"), first.mark, want=100))
     assert [j.id for j in rest.jobs] == ["d2", "d3", "d4", "d5"] and rest.mark is None
 
 
@@ -191,9 +193,9 @@ def test_damaged_rows_and_stale_entries_are_stepped_over(q: leaseq.Queue, r: Any
     r.zadd(q.keys.dead, {"not-a-hash": 1, "gone": 2})
     q.enqueue({"n": 1}, id="moved")  # pending
     r.zadd(q.keys.dead, {"moved": 3})  # a stale entry: the row is pending
-    every = q._drive(find([q._core], "dead", JobFilter(), want=100))
+    every = q._drive(find_page([q._core], "dead", JobFilter(), want=100))
     assert [j.id for j in every.jobs] == ["a", "c"]  # every readable dead row
-    found = q._drive(find([q._core], "dead", JobFilter(text="a"), want=100))
+    found = q._drive(find_page([q._core], "dead", JobFilter(text="a"), want=100))
     assert [j.id for j in found.jobs] == ["a"]
     assert sorted(d.job_id for d in found.damaged) == ["bad-attempts", "not-a-hash"]
     assert found.looked == 6 and found.mark is None
@@ -226,7 +228,7 @@ def test_find_across_the_shards_of_a_sharded_queue(r: Any) -> None:
     parts: set[int] = set()
     mark: Mark | None = None
     while True:
-        found = sq._drive(find(cores, "pending", JobFilter(kind="even"), mark, want=4))
+        found = sq._drive(find_page(cores, "pending", JobFilter(kind="even"), mark, want=4))
         seen += [j.id for j in found.jobs]
         parts |= set(found.parts)
         for job, part in zip(found.jobs, found.parts, strict=True):
@@ -242,7 +244,66 @@ def test_find_runs_as_the_least_privilege_acl_user(acl_server: Any) -> None:
     q = leaseq.Queue.from_url(url, "emails")
     _dead(q, ["a", "b"])
     aged = JobFilter(older_than=0.0)
-    found = q._drive(find([q._core], "dead", aged, want=10))
+    found = q._drive(find_page([q._core], "dead", aged, want=10))
     assert sorted(j.id for j in found.jobs) == ["a", "b"]
     assert q._drive(count_in_range([q._core], "dead", aged, 2**50)) == 2
     q.drop(force=True)
+
+
+def test_queue_find_walks_the_whole_index_to_its_limit(q: Any, r: Any, clock: Clock) -> None:
+    # The public find: every page of short calls, to the end of the index or the
+    # limit, whatever the page size: 1,203 pending jobs, the matches spread over them.
+    kinds = ["sms" if i % 100 == 7 else "mail" for i in range(1203)]
+    ids = [f"j{i:04d}" for i in range(1203)]
+    for start in range(0, 1203, 400):
+        q.enqueue_many(
+            [{"n": i, "to": f"u{i}"} for i in range(start, min(start + 400, 1203))],
+            ids=ids[start : start + 400],
+            kind=None,
+        )
+    for job_id, kind in zip(ids, kinds, strict=True):
+        if kind == "sms":
+            r.hset(q.keys.job(job_id), "kind", "sms")
+    sms = q.find("pending", kind="sms")
+    assert [j.id for j in sms] == [f"j{i:04d}" for i in range(7, 1203, 100)]
+    assert [j.id for j in q.find("pending", kind="sms", limit=3)] == ["j0007", "j0107", "j0207"]
+    assert [j.id for j in q.find("pending", text='"to":"u1202"')] == ["j1202"]
+    assert q.find("pending", text="nobody") == []
+    clock.advance(2.0)
+    assert len(q.find("pending", older_than=1.0, limit=2000)) == 1203
+    assert q.find("pending", newer_than=1.0) == []
+    r.hset(q.keys.job("j0007"), "attempts", "lots")
+    damaged: list[leaseq.DamagedRow] = []
+    assert len(q.find("pending", kind="sms", damaged=damaged)) == 11
+    assert [d.job_id for d in damaged] == ["j0007"]
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        {"limit": 0},
+        {"limit": True},
+        {"limit": 2.5},
+        {"older_than": -1},
+        {"older_than": math.nan},
+        {"newer_than": "1h"},
+        {"kind": None},
+        {"text": "x" * 1001},
+        {"age_of": "finished_at"},
+        {"older_than": 5, "newer_than": 1},
+    ],
+)
+def test_queue_find_refuses_bad_arguments_before_any_call(q: Any, how: dict[str, Any]) -> None:
+    with pytest.raises(leaseq.InvalidArgument):
+        q.find("pending", **how)
+    with pytest.raises(leaseq.InvalidArgument):
+        q.find("nosuchstate")
+
+
+def test_queue_find_across_the_shards(r: Any) -> None:
+    sq = leaseq.ShardedQueue("found", shards=3, redis=r)
+    ids = [f"f{i:02d}" for i in range(30)]
+    sq.enqueue_many([{"n": i} for i in range(30)], ids=ids, kind="x")
+    assert sorted(j.id for j in sq.find("pending", kind="x")) == ids
+    assert len(sq.find("pending", kind="x", limit=4)) == 4
+    assert sq.find("pending", kind="y") == []
