@@ -84,6 +84,8 @@ def test_operator_loops_at_ten_thousand_jobs(rq: Any) -> None:
     assert (requeued, died) == (0, N)
     stats = q.stats()
     assert (stats.dead, stats.active, stats.expired) == (N, 0, 0)
+    found = q.find("dead", text="expired", limit=N)  # every row read, in short calls
+    assert len(found) == N and {j.state for j in found} == {leaseq.State.DEAD}
     assert q.retry_all_dead(attempts=1) == N
     assert q.stats().pending == N and rq.zcard(q.keys.dead) == 0
     assert q.purge("pending") == N
