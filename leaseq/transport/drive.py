@@ -29,7 +29,7 @@ from leaseq.errors import LeaseqError, ScriptError, ServerUnavailable
 from leaseq.store.steps import Call, Feed, Op, one
 from leaseq.transport import client as _redis
 from leaseq.transport.connect import recheck_primary, recheck_primary_async
-from leaseq.transport.lower import PLAIN, Checked, Pump, no_shebang, queue_evalsha
+from leaseq.transport.lower import PLAIN, Checked, Pump, no_shebang, queue_evalsha, script_load
 
 __all__ = [
     "AsyncDriver",
@@ -144,7 +144,10 @@ def call_many(client: Any, calls: Sequence[Call[Any]]) -> list[Any]:
             script = calls[i].script
             if isinstance(reply, rex.NoScriptError):
                 with _redis.translate_errors(script.name):
-                    client.script_load(script.plain if plain else script.source)
+                    keys = calls[i].keys
+                    script_load(
+                        client, script.plain if plain else script.source, keys[0] if keys else None
+                    )
                 again.append(i)
             elif no_shebang(reply) and not plain:
                 setattr(client, PLAIN, True)

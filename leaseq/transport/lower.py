@@ -29,7 +29,16 @@ from leaseq.store.steps import Call, Command, Listen, Op, Rows, Scan, Step, Wake
 from leaseq.transport import client as _redis
 from leaseq.transport.connect import recheck_primary, recheck_primary_async
 
-__all__ = ["PLAIN", "Checked", "Invoke", "Pump", "lower", "no_shebang", "queue_evalsha"]
+__all__ = [
+    "PLAIN",
+    "Checked",
+    "Invoke",
+    "Pump",
+    "lower",
+    "no_shebang",
+    "queue_evalsha",
+    "script_load",
+]
 
 R = TypeVar("R")
 
@@ -166,10 +175,30 @@ def _evalsha(
         # Load and send again the same twin: another thread may mark the client
         # between the two steps, and the retry must call what was loaded.
         chosen = yield Invoke(twin)
-        yield Invoke(
-            lambda c: c.script_load(script.plain if chosen else script.source), script=script.name
-        )
+        source, key = script.plain if chosen else script.source, keys[0] if keys else None
+        yield Invoke(lambda c: script_load(c, source, key), script=script.name)
         return (yield Invoke(lambda c: evalsha(c, chosen), replies, script=script.name))
+
+
+def script_load(c: Any, source: str, key: str | None) -> Any:
+    """SCRIPT LOAD, and on a cluster client on the node that serves ``key`` too: the
+    client sends it to the primaries it knows, and just after a failover that
+    list may lack the replica promoted in the dead master's place, the node whose
+    NOSCRIPT sent us here (the EVALSHA that got it taught the client the slot's
+    node). An EVAL of the source would route by key, but the least-privilege
+    ACL (docs/reliability.md) has EVALSHA and SCRIPT LOAD, not EVAL."""
+    if key is None or not hasattr(c, "get_node_from_key"):
+        return c.script_load(source)
+    if inspect.iscoroutinefunction(c.execute_command):
+        return _script_load_async(c, source, key)
+    c.script_load(source)
+    return c.execute_command("SCRIPT LOAD", source, target_nodes=c.get_node_from_key(key))
+
+
+async def _script_load_async(c: Any, source: str, key: str) -> Any:
+    await c.script_load(source)
+    node = c.get_node_from_key(key)
+    return await c.execute_command("SCRIPT LOAD", source, target_nodes=node)
 
 
 def _script_then_wait(c: Any, evalsha: tuple[Any, ...], wait: tuple[int, int]) -> Any:

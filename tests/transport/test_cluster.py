@@ -208,6 +208,41 @@ def test_noscript_after_flush_reloads_on_the_right_node(cr: redis.cluster.RedisC
     assert claimed == ["a", *ids]
 
 
+def test_noscript_loads_on_the_node_that_serves_the_key_when_the_known_primaries_miss_it(
+    cr: redis.cluster.RedisCluster, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Just after a failover a client's list of primaries may lack the promoted
+    # replica: its SCRIPT LOAD to "all primaries" then misses the node whose
+    # NOSCRIPT sent it there, and the EVALSHA sent again got NOSCRIPT once more
+    # (NoScript leaked out of a worker's fail() in the cluster-failover run). Here
+    # the load to the known primaries reaches none of them.
+    q = leaseq.Queue("lost-scripts", redis=cr)
+    q.enqueue({"n": 1}, id="a")
+    cr.script_flush()
+    monkeypatch.setattr(cr, "script_load", lambda source: None)
+    lease = q.claim(ttl=5.0)
+    assert lease is not None and lease.id == "a"
+    q.complete(lease)
+
+    async def scenario() -> str | None:
+        client = acluster.RedisCluster(host="127.0.0.1", port=cluster.ports[0])
+        try:
+            aq = leaseq.aio.Queue("lost-scripts", redis=client)
+            await aq.enqueue({"n": 2}, id="b")
+            await client.script_flush()
+
+            async def nothing(source: str) -> None:
+                return None
+
+            client.script_load = nothing  # type: ignore[method-assign]
+            got = await aq.claim(ttl=5.0)
+            return None if got is None else got.id
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(scenario()) == "b"
+
+
 def test_a_batch_is_one_script_call_on_the_queue_node(cr: redis.cluster.RedisCluster) -> None:
     q = leaseq.Queue("batch", redis=cr)
     node = cr.get_node_from_key(q.keys.pending)
