@@ -352,7 +352,10 @@ def run(
     client = cluster.client()
     try:
         sq = leaseq.ShardedQueue(QUEUE, shards=SHARDS, redis=client, **SETTINGS)
-        durable = leaseq.ShardedQueue(QUEUE, shards=SHARDS, redis=client, **SETTINGS, **DURABLE)
+        # The first jobs, before any fault: a loaded box may take longer than the
+        # workers' durable_timeout to have a fresh replica acknowledge them.
+        seeding = {**DURABLE, "durable_timeout": 10.0}
+        durable = leaseq.ShardedQueue(QUEUE, shards=SHARDS, redis=client, **SETTINGS, **seeding)
         with (where / "driver.history").open("a", buffering=1) as log:
             ids = chaos.enqueue(durable, jobs, random.Random(1))
             log.writelines(json.dumps({"op": "enqueue", "id": i, "kept": True}) + "\n" for i in ids)

@@ -5,6 +5,7 @@ a server in a temp dir (no tests in here).
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -15,9 +16,25 @@ from typing import Any
 
 import redis
 
+_PORTS = random.Random()  # seeded from the OS: parallel passes draw apart
+LOW_PORTS = (20_000, 32_000)
+"""Where free_port looks: below Linux's ephemeral range (32768-60999 by default).
+A port the kernel picks for bind(0) comes from that range, which is also where
+every outgoing connection's local port comes from: under CI's parallel passes
+one was taken by a client's connect between the pick and the server's bind."""
+
 
 def free_port() -> int:
-    with socket.socket() as s:
+    """A loopback port nothing is bound to now, for a server about to bind it."""
+    for _ in range(200):
+        port = _PORTS.randrange(*LOW_PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # that range is full: let the kernel pick
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 

@@ -105,6 +105,9 @@ class _Scripted(SyncDriver):
         self.asked: list[tuple[str, tuple[Any, ...]]] = []
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name == "get_node_from_key":  # a plain client, not a cluster one
+            raise AttributeError(name)
+
         def answer(*args: Any) -> Any:
             self.asked.append((name, args))
             reply = self.replies.pop(0)

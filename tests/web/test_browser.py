@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ import redis
 
 import leaseq
 from tests.support import handlers
-from tests.support.servers import RedisServer, free_port, wait_until
+from tests.support.servers import RedisServer, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,12 +60,18 @@ class Served:
 
         from leaseq.web import create_app
 
-        self.port = free_port()
+        # The socket bound here and handed over: a port picked free and bound later
+        # by uvicorn can be taken meanwhile by another test of a parallel pass.
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
         options.setdefault("refresh", 0.5)
         app = create_app(client, **options)
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True
+        )
         self.thread.start()
         wait_until(lambda: self.server.started, 10, what="uvicorn to start")
 
@@ -75,6 +82,7 @@ class Served:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+        self.socket.close()
 
 
 @pytest.fixture(scope="module")
