@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,8 +78,9 @@ def unpacked(package: str) -> Path:
     if found:
         return found[0]
     CACHE.mkdir(parents=True, exist_ok=True)
-    download = CACHE / "download"
-    shutil.rmtree(download, ignore_errors=True)
+    # A directory of its own: django-2 and django-3 run side by side in CI's two
+    # lanes, and one shared download directory was emptied under the other's pip.
+    download = Path(tempfile.mkdtemp(prefix="download-", dir=CACHE))
     subprocess.run(
         [
             sys.executable,
