@@ -419,7 +419,8 @@ def test_a_durable_call_on_a_cluster_waits_for_its_own_write(replicated_cluster:
 
     pool.release = least_recent_first  # type: ignore[method-assign]
     pool._available_connections.extend(pool.make_connection() for _ in range(2))
-    q.enqueue("seen")  # the replica follows: acknowledged
+    patient = leaseq.Queue("own-write", redis=cr, durable=1, durable_timeout=10.0)
+    patient.enqueue("seen")  # the replica follows: acknowledged (a loaded box: > 0.5 s)
     with _replica_stopped(replicated_cluster, node.port), pytest.raises(leaseq.NotReplicated):
         q.enqueue("unseen")
     cr.close()
@@ -433,7 +434,10 @@ def test_a_durable_call_on_an_async_cluster_waits_for_its_own_write(
     async def scenario() -> None:
         client = acluster.RedisCluster(host="127.0.0.1", port=replicated_cluster.ports[0])
         q = leaseq.aio.Queue("own-write-aio", redis=client, durable=1, durable_timeout=0.5)
-        await asyncio.gather(q.enqueue("seen"), q.enqueue("seen too"))  # two connections
+        # Two connections, acknowledged by the replica that follows (given longer:
+        # on a loaded box a replica took more than 0.5 s).
+        patient = leaseq.aio.Queue("own-write-aio", redis=client, durable=1, durable_timeout=10.0)
+        await asyncio.gather(patient.enqueue("seen"), patient.enqueue("seen too"))
         node = client.get_node_from_key(q.keys.pending)
         with _replica_stopped(replicated_cluster, node.port):
             with pytest.raises(leaseq.NotReplicated):

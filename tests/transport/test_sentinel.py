@@ -255,9 +255,11 @@ def test_a_durable_enqueue_waits_for_its_own_write(fresh: Sentinels) -> None:
     assert port == fresh.primary.port
     pool = _LeastRecent(port=port, password=DATA_PASSWORD, socket_timeout=5)
     pool._available_connections.extend(pool.make_connection() for _ in range(2))
-    q = leaseq.Queue("own-write", redis=redis.Redis(connection_pool=pool), durable=1,
-                     durable_timeout=0.5)  # fmt: skip
-    q.enqueue("seen")  # the replica follows: acknowledged
+    client = redis.Redis(connection_pool=pool)
+    q = leaseq.Queue("own-write", redis=client, durable=1, durable_timeout=0.5)
+    # The replica follows: acknowledged (given longer: on a loaded box a replica
+    # took more than 0.5 s in a cluster test of the same shape).
+    leaseq.Queue("own-write", redis=client, durable=1, durable_timeout=10.0).enqueue("seen")
     replica = fresh.replica.proc
     assert replica is not None
     os.kill(replica.pid, signal.SIGSTOP)
