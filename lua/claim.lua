@@ -204,13 +204,14 @@ local function lease_one(id, from)
     local hold, detail = nil, nil -- lib/cost_gate.lua: when, or why it never will
     -- A deadline edited by hand to anything but ms digits is damage, read as
     -- passed (as get() reads the row: DamagedRow), and dead-lettered saying so.
-    local late = claimable and row[13] and (to_count(row[13]) or now) <= now
+    local expires_at = row[13] and to_count(row[13])
+    local late = claimable and row[13] and (expires_at or now) <= now
     if gate and claimable and not late then hold, detail = gate.check(row[12], row[7]) end
     if hold and hold ~= 'dead' then
       if hold == 'queue' then cost_free_at = detail end
       return false, nil, nil, hold, detail
     end
-    if late and not to_count(row[13]) then
+    if late and not expires_at then
       dead_letter(job, dead, K, log, id, now, 'damaged row: expires_at=' .. row[13], 'pending',
         row[2])
     elseif late then
