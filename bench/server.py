@@ -43,7 +43,8 @@ class Server:
     defaults: ``"--appendonly", "yes"`` for a server that outlives a SIGKILL)."""
 
     def __init__(self, *extra: str) -> None:
-        exe = shutil.which("redis-server")
+        # $LEASEQ_REDIS_SERVER picks another server binary (Valkey), as in the tests.
+        exe = os.environ.get("LEASEQ_REDIS_SERVER") or shutil.which("redis-server")
         if exe is None:
             raise SystemExit("bench: redis-server is not installed")
         self.dir = tempfile.mkdtemp(prefix="leaseq-bench-")

@@ -375,8 +375,8 @@ for _, index in ipairs(got == 0 and { scheduled, K.suspended, active, K.group_ra
   end
 end
 flush_events(log, now)
--- Cut short by time or by count (on a server whose TIME stands still inside a script,
--- Valkey 8, only the count stops it): either way more may be ready behind what it popped.
+-- Cut short by time or by count (the count bound stays for a server with neither a moving
+-- TIME nor a CPU clock in its sandbox): either way more may be ready behind what it popped.
 local head = { now, wait_ms, got, ((full or budget <= 0) and got < count) and 1 or 0 }
 if got > 0 then
   head[5] = WIDTH

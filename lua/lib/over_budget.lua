@@ -6,7 +6,8 @@
 -- is left), so no call holds a shared server much past a millisecond whatever the server's
 -- speed: what a call does before and after its loop, and its last page, come on top
 -- (docs/limits-and-costs.md, "What a call may hold"). Valkey 8's TIME stands still inside
--- a script: every caller keeps a count bound as well.
+-- a script: there the server's CPU clock counts (lib/elapsed_us.lua). Every caller keeps a
+-- count bound as well, for a server with neither.
 --!include lib/elapsed_us.lua
 local CALL_BUDGET_US = 750
 local function over_budget(started, share)

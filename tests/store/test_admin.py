@@ -26,7 +26,7 @@ from leaseq.store.claim import claim_call
 from leaseq.store.leases import fail_call
 from tests.support.backends import Clock
 from tests.support.security import PASSWORD
-from tests.support.store import claim_one, index, row, snapshot, time_moves_in_a_script
+from tests.support.store import a_budget_runs_out_in_a_script, claim_one, index, row, snapshot
 
 # -- delete, drop, run_now -------------------------------------------------------------
 
@@ -123,7 +123,7 @@ def test_drop_works_through_a_big_queue_in_bounded_calls(q: leaseq.Queue, r: Any
     for gone, remaining in replies:
         assert 0 < gone <= _purge.DROP_LIMIT and remaining == left - gone
         left = remaining
-    assert len(replies) > (3 if time_moves_in_a_script(r) else 2)
+    assert len(replies) > (3 if a_budget_runs_out_in_a_script(r) else 2)
 
 
 def test_run_now_makes_a_scheduled_job_claimable(q: leaseq.Queue, r: Any) -> None:
@@ -267,7 +267,7 @@ def test_runs_go_on_past_a_page_cut_at_the_time_budget(q: leaseq.Queue, r: Any) 
             pipe.hset(q.keys.job(f"j{i:04d}"), mapping=job)
             pipe.zadd(q.keys.dead, {f"j{i:04d}": i})
         pipe.execute()
-    cuts = time_moves_in_a_script(r)
+    cuts = a_budget_runs_out_in_a_script(r)
     for run, retrying in (
         (_retry.retry_all_dead_op(q._core, None), True),
         (_purge.purge_op(q._core, "pending"), False),

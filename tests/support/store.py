@@ -34,17 +34,20 @@ def all_keys(r: Any) -> list[str]:
     return sorted(text(k) for k in r.keys("*"))
 
 
-def time_moves_in_a_script(r: Any) -> bool:
-    """Does TIME advance while one script runs (Redis), or stand still (Valkey 8,
-    fakeredis under a frozen clock)? Only where it moves can a call stop at its
-    time budget (lua/lib/over_budget.lua); elsewhere the count bounds alone apply."""
-    moved = r.eval(
+def a_budget_runs_out_in_a_script(r: Any) -> bool:
+    """Can a call stop at its time budget (lua/lib/over_budget.lua)? Where TIME
+    advances while one script runs (Redis), or where it stands still (Valkey 8,
+    fakeredis under a frozen clock) but the sandbox keeps ``os.clock``, the
+    server's CPU clock (lua/lib/elapsed_us.lua). Elsewhere the count bounds alone
+    apply."""
+    runs = r.eval(
         "local a = redis.call('TIME') local x = 0 "
         "for i = 1, 300000 do x = x + i end "
-        "local b = redis.call('TIME') return (a[1] ~= b[1] or a[2] ~= b[2]) and 1 or 0",
+        "local b = redis.call('TIME') local os_lib = rawget(_G, 'os') "
+        "return (a[1] ~= b[1] or a[2] ~= b[2] or (os_lib and os_lib.clock)) and 1 or 0",
         0,
     )
-    return bool(moved)
+    return bool(runs)
 
 
 def server_ms(r: Any) -> int:
