@@ -22,6 +22,11 @@ Two figures per scenario, taken while the measured step runs and nothing else:
 - **another client's latency**: a separate process sending ``PING`` on its own
   connection every millisecond; p50, p99 and max in ms.
 
+``--split`` puts the server and the probe on the last CPU and the clients
+(workers, the producer) on the others, as when the workers run on other
+machines: what is left of the probe's wait is the time leaseq's calls hold the
+server, not the time the probe waits for a core.
+
 Ratios and medians only travel between machines; the good-neighbour targets are
 no call past 2 ms and a probe p99 <= 1 ms, max <= 3 ms. Never run by the tests.
 """
@@ -45,6 +50,9 @@ from bench.server import Server, machine
 
 ROOT = Path(__file__).resolve().parent.parent
 QUEUE = "nb"
+SERVER_CPUS: set[int] | None = None
+"""With ``--split``: the CPUs of the server and the probe; this process (the
+scenario's client) and the workers it starts keep the others."""
 
 
 # -- scenarios ----------------------------------------------------------------------
@@ -207,11 +215,13 @@ SCENARIOS: dict[str, Scenario] = {
 def run_one(name: str, jobs: int) -> Run:
     with Server() as srv:
         r = srv.client()
+        if SERVER_CPUS is not None:
+            os.sched_setaffinity(srv.proc.pid, SERVER_CPUS)
 
         def measure(step: Callable[[], object]) -> Run:
             h: list[Holds] = []
             p: list[Probe] = []
-            with watching(r, h), probing(srv.url, p):
+            with watching(r, h), probing(srv.url, p, SERVER_CPUS):
                 t0 = time.perf_counter()
                 step()
                 wall = time.perf_counter() - t0
@@ -241,7 +251,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=100_000)
     ap.add_argument("--only", default=",".join(SCENARIOS))
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument(
+        "--split",
+        action="store_true",
+        help="the server and the probe on the last CPU, the clients (workers, producer)"
+        " on the others: the time a call holds the server, without the wait for a core",
+    )
     args = ap.parse_args(argv)
+    if args.split:
+        global SERVER_CPUS
+        cpus = os.sched_getaffinity(0)
+        SERVER_CPUS = {max(cpus)}
+        os.sched_setaffinity(0, cpus - SERVER_CPUS)
     names = args.only.split(",")
     for name in names:
         if name not in SCENARIOS:

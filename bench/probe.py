@@ -10,6 +10,7 @@ whose leaseq is another revision's, and into huey's side.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -49,13 +50,16 @@ class Probe(NamedTuple):
 
 
 @contextmanager
-def probing(url: str, into: list[Probe]) -> Iterator[None]:
-    """Ping ``url`` every ms from another process while the block runs."""
+def probing(url: str, into: list[Probe], cpus: set[int] | None = None) -> Iterator[None]:
+    """Ping ``url`` every ms from another process (on ``cpus``, if given) while
+    the block runs."""
     ctx = multiprocessing.get_context("fork")
     stop = ctx.Event()
     mine, theirs = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_probe, args=(url, stop, theirs), daemon=True)
     proc.start()
+    if cpus is not None and proc.pid is not None:
+        os.sched_setaffinity(proc.pid, cpus)
     try:
         yield
     finally:
