@@ -4,8 +4,9 @@
 -- Valkey 8's TIME stands still inside a script (it returns the call's start), so there a
 -- budget would never run out: while TIME reads no time gone, the server's own CPU clock
 -- (os.clock, which Valkey's sandbox keeps and Redis 7.0's has not) since the start counts
--- instead. The CPU clock counts every thread of the server, so it can only run fast, and a
--- call stop early: never late.
+-- instead. The CPU clock counts every thread of the server (a call may stop early) but not
+-- the time the server waits for a core: a call descheduled midway runs on for its whole
+-- budget of CPU after it, so on a starved server Valkey's calls hold longer than Redis's.
 local os_lib = rawget(_G, 'os')
 local cpu_clock = os_lib and os_lib.clock
 local cpu_at = nil
