@@ -38,10 +38,14 @@ Enqueued = list[int | str]
 """An enqueue call's reply, one value per job: 1 created, 0 the id existed, or
 the id of the job holding the job's uniqueness key (then nothing was created)."""
 
-ENQUEUE_CHUNK = 256
-"""Most jobs one enqueue script call is sent: about half its time budget
-(lua/lib/over_budget.lua) of small jobs on a slow server, so few calls stop
-short and a call's ARGV, read whole however few it does, stays small."""
+ENQUEUE_CHUNK = 128
+"""Most jobs one enqueue script call is sent: about what its time budget
+(lua/lib/over_budget.lua) holds of small jobs (~6-10 us each on the server), so
+few calls stop short and little is sent twice: a cut call's rest is encoded
+and sent again, and Redis copies a call's whole ARGV however few it does. At
+256, every call was cut once; 128 ran `enqueue_many` 1.03-1.08x as fast on
+shared cores and 1.15x with the server on its own core, on 0.75-0.85x the
+client CPU (bench/RESULTS.md, "A good neighbour, fourth pass")."""
 ENQUEUE_BYTES = 128 * 1024
 """Most payload bytes one enqueue call is sent (one job at least): Redis copies
 a call's whole ARGV before the script runs, ~1.3 ms a MB on a slow box, and no
