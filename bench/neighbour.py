@@ -50,9 +50,6 @@ from bench.server import Server, machine
 
 ROOT = Path(__file__).resolve().parent.parent
 QUEUE = "nb"
-SERVER_CPUS: set[int] | None = None
-"""With ``--split``: the CPUs of the server and the probe; this process (the
-scenario's client) and the workers it starts keep the others."""
 
 
 # -- scenarios ----------------------------------------------------------------------
@@ -212,16 +209,18 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
-def run_one(name: str, jobs: int) -> Run:
+def run_one(name: str, jobs: int, server_cpus: set[int] | None = None) -> Run:
+    """One scenario on a fresh server; with ``server_cpus`` (``--split``) the server
+    and the probe run there, while this process and its workers keep the rest."""
     with Server() as srv:
         r = srv.client()
-        if SERVER_CPUS is not None:
-            os.sched_setaffinity(srv.proc.pid, SERVER_CPUS)
+        if server_cpus is not None:
+            os.sched_setaffinity(srv.proc.pid, server_cpus)
 
         def measure(step: Callable[[], object]) -> Run:
             h: list[Holds] = []
             p: list[Probe] = []
-            with watching(r, h), probing(srv.url, p, SERVER_CPUS):
+            with watching(r, h), probing(srv.url, p, server_cpus):
                 t0 = time.perf_counter()
                 step()
                 wall = time.perf_counter() - t0
@@ -258,11 +257,11 @@ def main(argv: list[str] | None = None) -> int:
         " on the others: the time a call holds the server, without the wait for a core",
     )
     args = ap.parse_args(argv)
+    server_cpus = None
     if args.split:
-        global SERVER_CPUS
         cpus = os.sched_getaffinity(0)
-        SERVER_CPUS = {max(cpus)}
-        os.sched_setaffinity(0, cpus - SERVER_CPUS)
+        server_cpus = {max(cpus)}
+        os.sched_setaffinity(0, cpus - server_cpus)
     names = args.only.split(",")
     for name in names:
         if name not in SCENARIOS:
@@ -274,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     for _ in range(args.rounds):
         for name in names:
-            runs.append(run_one(name, args.jobs))
+            runs.append(run_one(name, args.jobs, server_cpus))
             print(table(runs[-1:]).splitlines()[-1], flush=True)
     print()
     print(table(runs))

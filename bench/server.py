@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -14,12 +13,7 @@ from types import TracebackType
 
 import redis
 
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.servers import free_port, server_exe
 
 
 def machine(r: redis.Redis) -> str:
@@ -43,10 +37,10 @@ class Server:
     defaults: ``"--appendonly", "yes"`` for a server that outlives a SIGKILL)."""
 
     def __init__(self, *extra: str) -> None:
-        # $LEASEQ_REDIS_SERVER picks another server binary (Valkey), as in the tests.
-        exe = os.environ.get("LEASEQ_REDIS_SERVER") or shutil.which("redis-server")
-        if exe is None:
-            raise SystemExit("bench: redis-server is not installed")
+        try:
+            exe = server_exe()  # $LEASEQ_REDIS_SERVER picks another build (Valkey)
+        except RuntimeError as exc:
+            raise SystemExit(f"bench: {exc}") from None
         self.dir = tempfile.mkdtemp(prefix="leaseq-bench-")
         self.port = free_port()
         self.args = [exe, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", self.dir]
