@@ -482,6 +482,8 @@ def check(q: leaseq.Queue, r: Any, ids: list[str], mode: str) -> dict[str, Any]:
     over_attempts = missing = double = once_misses = dead_healthy = poison_alive = 0
     orphaned = dead_never_ran = 0
     gone_delivered = 0
+    # Ungrouped pending jobs of priority 0 are indexed in the ready LIST, not the ZSET.
+    listed = {x.decode() for x in r.lrange(q.keys.ready, 0, -1)}
     for job_id in ids:
         n = effects.get(job_id, 0)
         double += n > 1
@@ -491,7 +493,8 @@ def check(q: leaseq.Queue, r: Any, ids: list[str], mode: str) -> dict[str, Any]:
             gone_delivered += delivered[job_id] > 0
             continue
         states[job.state.value] += 1
-        if r.zscore(q.keys.index(job.state.value), job_id) is None:
+        in_list = job.state is leaseq.State.PENDING and job_id in listed
+        if not in_list and r.zscore(q.keys.index(job.state.value), job_id) is None:
             orphaned += 1  # a row in no index: nothing would ever move it again
         if job.attempts > job.max_attempts:
             over_attempts += 1

@@ -118,7 +118,9 @@ def jobs(queue: Queue | ShardedQueue, *states: State | str) -> list[Job]:
         while True:
             page = queue.ls(state, offset=offset, limit=PAGE)
             out += page
-            if len(page) < PAGE:
+            # Pending's ready list may hold entries of jobs gone (shown as none):
+            # a short page there is not yet the end.
+            if not page or (len(page) < PAGE and State(state) is not State.PENDING):
                 break
             offset += PAGE
     return out

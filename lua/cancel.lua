@@ -37,6 +37,7 @@
 --!include lib/signal_done.lua
 --!include lib/state_kind.lua
 --!include lib/trim_finished.lua
+--!include lib/unready.lua
 --!include lib/wake_held.lua
 
 local job, pending, scheduled, cancelled, meta = K.job, K.pending, K.scheduled, K.cancelled, K.meta
@@ -50,7 +51,7 @@ if state_kind(state) ~= 'unfinished' then return { 'STATE', state } end
 if state == 'suspended' then check_type(K.waiters, 'zset') end -- before any write
 
 local now = now_ms(meta)
-redis.call('ZREM', pending, id)
+unready(K, id, state)
 redis.call('ZREM', scheduled, id)
 redis.call('ZREM', K.waiting, id)
 redis.call('ZREM', K.suspended, id)

@@ -20,6 +20,7 @@
 -- KEYS[13] leaseq:{<queue>}:suspended  ZSET  ids asleep, score = run_at ms epoch (the wait's end)
 -- KEYS[14] leaseq:{<queue>}:deadlines  ZSET  ids with a start-by deadline, score = it, ms epoch
 --           (lib/expire_due.lua); a job leased here has met its deadline and leaves it
+-- KEYS[15] leaseq:{<queue>}:ready      LIST  ungrouped ids of priority 0 ready to claim, FIFO (lib/take_ready.lua)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  count, how many jobs to lease at most (integer >= 1; more than 1000 lease 1000;
 --          fewer once the call has worked its time budget: lib/over_budget.lua)
@@ -77,6 +78,7 @@
 --!include lib/row_number.lua
 --!include lib/settle_deferred.lua
 --!include lib/state_kind.lua
+--!include lib/take_ready.lua
 --!include lib/tally.lua
 --!include lib/to_count.lua
 
@@ -84,6 +86,9 @@ local started_us = elapsed_us()
 local pending, scheduled, active, dead, meta, wake =
   K.pending, K.scheduled, K.active, K.dead, K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script drain the queue
+-- Promotions and reaps push to LIST ready: a key damaged by hand stops the call before
+-- them (WRONGTYPE from LLEN, a command the least-privilege ACL has; TYPE it has not).
+redis.call('LLEN', K.ready)
 local job_prefix = A.job_prefix
 -- Bounded work per call whatever the caller asks: at most 1000 leases, and
 -- at most 1000 stale or unclaimable entries popped on top of them; and a time
@@ -136,7 +141,7 @@ local deadline = now + lease_ms
 -- can be claimed before then, so waking anyone sooner would only poll.
 local held_ms, rate_on
 count, held_ms, rate_on = apply_limits(K.limits, K.claims, active, now, count)
-if count == 0 and redis.call('ZCARD', pending) > 0 then
+if count == 0 and (redis.call('LLEN', K.ready) > 0 or redis.call('ZCARD', pending) > 0) then
   redis.call('HSET', meta, 'limit_held', 1)
   redis.call('DEL', wake)
   flush_events(log, now)
@@ -163,7 +168,8 @@ local group_active, group_added = {}, {} -- group_added: ipairs gives its groups
 local met = {} -- leased ids that had a start-by deadline (expires_at)
 -- Lease one popped id if its row can run; true if leased, and then the claim's own
 -- name '<id>:<attempts>:<incarnation>' (a rate log's member: no other claim has it).
--- from: the group whose ready set the id came from (nil: pending). An entry a
+-- from: the group whose ready set the id came from (nil: pending; true: LIST ready,
+-- then false, nil, true for a stale entry: lib/take_ready.lua). An entry a
 -- cancel or delete left there, whose id was made again in another group (or
 -- none), is not this row's: false, nil, true (left alone, pending entry too).
 -- A job a cost limit holds back: false, nil, nil, then 'queue' or 'group' and when
@@ -174,8 +180,19 @@ local function lease_one(id, from)
     local job = job_prefix .. id
     local row = read_row(job, 'state', 'attempts', 'max_attempts',
       'payload', 'enqueued_at', 'incarnation', 'group', 'kind', 'timeout', 'traceparent',
-      'depends_on', 'cost', 'expires_at')
-    if from and row and row[1] and row[7] ~= from then
+      'depends_on', 'cost', 'expires_at', 'priority')
+    if from == true then
+      -- An entry of LIST ready whose job left without a claim is stale (lib/take_ready.lua):
+      -- its row is gone, in another of leaseq's states, or pending in ZSET pending (made
+      -- again in a group or at another priority). A pending row edited by hand into a
+      -- group or a priority is in no ZSET: it is claimed here. A damaged one is dead-lettered below.
+      local gone = row and not row[1] and redis.call('EXISTS', job) == 0
+      local moved = row and row[1] and row[1] ~= 'pending' and state_kind(row[1])
+      if gone or moved or (row and row[1] == 'pending' and (row[7] or (to_count(row[14]) or 0) ~= 0)
+          and redis.call('ZSCORE', pending, id)) then
+        return false, nil, true
+      end
+    elseif from and row and row[1] and row[7] ~= from then
       -- Indexed as its own group's (or as ungrouped): not this entry's. A row
       -- edited by hand out of its group is claimed here, as before.
       local elsewhere
@@ -300,6 +317,14 @@ end
 -- ungrouped jobs as one more turn), then the ungrouped path as before.
 budget = rotate_groups(pending, K, count, budget, lease_one, leased_so_far, now,
   group_active, group_added)
+-- Then LIST ready (ungrouped jobs of priority 0, the first to run), a page at a time,
+-- and the rest of pending (higher priority numbers) by score.
+while not full and not cost_free_at and got < count and budget > 0 do
+  local popped, held = take_ready(K, math.min(count - got, budget, CLAIM_PAGE), lease_one)
+  if popped == 0 or held then break end
+  budget = budget - popped
+  full = over_budget(started_us)
+end
 while not full and not cost_free_at and got < count and budget > 0 do
   local popped = redis.call('ZPOPMIN', pending, math.min(count - got, budget, CLAIM_PAGE))
   if #popped == 0 then break end
@@ -357,7 +382,11 @@ if rate_on and got > 0 then
   call_chunked('ZADD', K.claims, stamps, 1000)
 end
 
-if redis.call('ZCARD', pending) == 0 then
+local listed = redis.call('LLEN', K.ready)
+if listed == 0 then
+  redis.call('HDEL', meta, 'ready_stale') -- no entry left to be stale (lib/unready.lua)
+end
+if listed == 0 and redis.call('ZCARD', pending) == 0 then
   -- Nothing left to wake anyone for; a later enqueue pushes a fresh token.
   redis.call('DEL', wake)
 end

@@ -29,6 +29,7 @@
 --!include lib/signal_done.lua
 --!include lib/state_indexes.lua
 --!include lib/state_kind.lua
+--!include lib/unready.lua
 local job, id = K.job, A.id
 if redis.call('EXISTS', job) == 0 then return { 'GONE' } end
 -- pcall, not TYPE: a key of another type answers HGET with WRONGTYPE, and
@@ -64,7 +65,11 @@ redis.call('DEL', job)
 -- Every index but active's (an active row was refused above): a damaged row's
 -- id may be in any of them.
 for _, index in ipairs(state_indexes(K, 'active')) do
-  redis.call('ZREM', index.key, id)
+  if index.state == 'pending' then
+    unready(K, id, state) -- an entry of LIST ready stays, counted stale
+  else
+    redis.call('ZREM', index.key, id)
+  end
 end
 log_event(log, state, 'deleted', id, type(attempts) == 'string' and attempts or 0)
 if log.n > 0 then flush_events(log, now or now_ms(K.meta, true)) end

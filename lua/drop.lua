@@ -19,6 +19,7 @@
 -- KEYS[15] leaseq:{<queue>}:signal_ends  ZSET  kept signals' keys by end
 -- KEYS[16] leaseq:{<queue>}:costs      ZSET  the cost window (lib/cost_window.lua)
 -- KEYS[17] leaseq:{<queue>}:deadlines  ZSET  ids with a start-by deadline
+-- KEYS[18] leaseq:{<queue>}:ready      LIST  ungrouped ids of priority 0 ready to claim, FIFO
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  limit, the most jobs to delete in this call (integer >= 1; fewer once the call
 --          has worked its time budget: lib/over_budget.lua)
@@ -62,19 +63,30 @@ end
 local PAGE = 16
 local deleted, budget, cut = 0, limit, false
 local log = event_log(K.events, K.done, meta)
+local function drop_job(id)
+  local got = redis.pcall('HMGET', job_prefix .. id, 'state', 'attempts')
+  local gone = redis.call('DEL', job_prefix .. id)
+  redis.call('DEL', K.graph_prefix .. id)
+  if gone == 1 then
+    local from = not got['err'] and state_kind(got[1] or '') and got[1] or 'damaged'
+    log_event(log, from, 'deleted', id, not got['err'] and got[2] or 0)
+  end
+  deleted = deleted + gone
+end
+-- LIST ready first (its entries leave with LPOP), then every state's index.
+while budget > 0 and not cut do
+  local ids = redis.call('LPOP', K.ready, math.min(PAGE, budget)) or {}
+  for _, id in ipairs(ids) do drop_job(id) end
+  budget = budget - #ids
+  if #ids == 0 then break end
+  cut = over_budget(started_us)
+end
 local indexes = state_indexes(K)
 for _, index in ipairs(indexes) do
   while budget > 0 and not cut do
     local ids = redis.call('ZRANGE', index.key, 0, math.min(PAGE, budget) - 1)
     for _, id in ipairs(ids) do
-      local got = redis.pcall('HMGET', job_prefix .. id, 'state', 'attempts')
-      local gone = redis.call('DEL', job_prefix .. id)
-      redis.call('DEL', K.graph_prefix .. id)
-      if gone == 1 then
-        local from = not got['err'] and state_kind(got[1] or '') and got[1] or 'damaged'
-        log_event(log, from, 'deleted', id, not got['err'] and got[2] or 0)
-      end
-      deleted = deleted + gone
+      drop_job(id)
       redis.call('ZREM', index.key, id)
     end
     budget = budget - #ids
@@ -82,7 +94,7 @@ for _, index in ipairs(indexes) do
     cut = over_budget(started_us)
   end
 end
-local remaining = 0
+local remaining = redis.call('LLEN', K.ready)
 for _, index in ipairs(indexes) do
   remaining = remaining + redis.call('ZCARD', index.key)
 end

@@ -9,6 +9,7 @@
 -- KEYS[5]  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS[6]  leaseq:{<queue>}:meta       HASH  counters, seq, clock
 -- KEYS[7]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
+-- KEYS[8]  leaseq:{<queue>}:ready      LIST  ungrouped ids of priority 0 ready to claim, FIFO (lib/take_ready.lua)
 -- ARGV[1]  key, the signal key (string)
 -- ARGV[2]  payload, the signal's payload, encoded by the queue's codec (bytes)
 -- ARGV[3]  keep_ms, how long later waiters still find it (integer ms >= 0; 0 keeps nothing and
@@ -36,6 +37,7 @@ check_type(K.signals, 'hash')
 check_type(K.signal_ends, 'zset')
 check_type(K.suspended, 'zset')
 check_type(K.pending, 'zset')
+check_type(K.ready, 'list')
 local now = now_ms(K.meta)
 -- Kept signals that are past their time go first, a bounded few per call: each
 -- call adds at most one, so the index never outgrows what is kept.

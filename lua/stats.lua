@@ -11,6 +11,7 @@
 -- KEYS[7]  leaseq:{<queue>}:groups       ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS[8]  leaseq:{<queue>}:group_held   HASH  groups held back at group_concurrency
 -- KEYS[9]  leaseq:{<queue>}:costs        ZSET  the queue's cost window (lib/cost_window.lua)
+-- KEYS[10] leaseq:{<queue>}:ready        LIST  ungrouped ids of priority 0 ready to claim, FIFO
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  soon_ms, the window for "leases expiring soon" (integer ms >= 0)
 -- derives: leaseq:{<queue>}:job:<id>  HASH  the oldest pending job's row (job_prefix)
@@ -36,10 +37,15 @@ local function put(name, value)
   out[#out + 1] = name
   out[#out + 1] = value
 end
+-- Pending jobs wait in LIST ready too, less its stale entries (lib/unready.lua).
+local listed = redis.call('LLEN', K.ready)
+local stale = to_count(redis.call('HGET', meta, 'ready_stale')) or 0
 for _, index in ipairs(state_indexes(K)) do
   -- A row past its expiry is gone (or about to be): not counted.
-  put(index.state, index.expiring and redis.call('ZCOUNT', index.key, '(' .. now, '+inf')
-    or redis.call('ZCARD', index.key))
+  local n = index.expiring and redis.call('ZCOUNT', index.key, '(' .. now, '+inf')
+    or redis.call('ZCARD', index.key)
+  if index.state == 'pending' then n = n + math.max(0, listed - stale) end
+  put(index.state, n)
 end
 put('expired', redis.call('ZCOUNT', K.active, '-inf', now))
 put('expiring_soon', redis.call('ZCOUNT', K.active, '(' .. now, now + tonumber(A.soon_ms)))
@@ -49,9 +55,15 @@ put('overdue', redis.call('ZCOUNT', K.scheduled, '-inf', now))
 local oldest = -1
 -- The lowest score is the highest priority, not the oldest job; across
 -- priorities the oldest is not indexed, so this reads the head's row only.
-local head = redis.call('ZRANGE', K.pending, 0, 0)
-if #head > 0 then
-  oldest = tonumber(redis.call('HGET', A.job_prefix .. head[1], 'enqueued_at') or -1) or -1
+-- LIST ready's head runs first (a stale entry there is a job gone: the next few are read).
+local head = redis.call('LRANGE', K.ready, 0, 7)
+for _, id in ipairs(redis.call('ZRANGE', K.pending, 0, 0)) do head[#head + 1] = id end
+for _, id in ipairs(head) do
+  local row = redis.pcall('HMGET', A.job_prefix .. id, 'state', 'enqueued_at')
+  if not row['err'] and row[1] == 'pending' then
+    oldest = tonumber(row[2] or -1) or -1
+    break
+  end
 end
 put('oldest_pending_at', oldest)
 local nxt = redis.call('ZRANGE', K.scheduled, 0, 0, 'WITHSCORES')

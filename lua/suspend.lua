@@ -11,6 +11,7 @@
 -- KEYS[7]  leaseq:{<queue>}:meta       HASH  counters, seq, clock
 -- KEYS[8]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[9]  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
+-- KEYS[10] leaseq:{<queue>}:ready      LIST  ungrouped ids of priority 0 ready to claim, FIFO (lib/take_ready.lua)
 -- ARGV[1]  id, the job id (string)
 -- ARGV[2]  token, the lease's attempts value (decimal string)
 -- ARGV[3]  incarnation, the lease's row incarnation (decimal string)
@@ -46,6 +47,7 @@ if key ~= '' then
   check_type(K.signals, 'hash')
   check_type(K.signal_ends, 'zset')
   check_type(K.pending, 'zset')
+  check_type(K.ready, 'list')
 end
 -- A sleep or a wait is not a failure: its attempt is refunded.
 refused = refund_lease(K, job, id, group)

@@ -42,6 +42,7 @@ from typing import Any
 import msgspec
 
 from leaseq.errors import DamagedRow, InvalidArgument
+from leaseq.store import ready
 from leaseq.store import validate as v
 from leaseq.store.reads import parse_job
 from leaseq.store.replies import as_text
@@ -278,7 +279,10 @@ def count_in_range(
     low, high = flt.score_range(st, now_ms)
     total = 0
     for part in parts:
-        total += int((yield Command("zcount", (part.keys.index(st.value), low, high))))
+        if st is State.PENDING:
+            total += yield from ready.count(part.keys)
+        else:
+            total += int((yield Command("zcount", (part.keys.index(st.value), low, high))))
     return total
 
 
@@ -313,11 +317,14 @@ def find_page(
         part = parts[at.part]
         key = part.keys.index(st.value)
         if not at.upto:
-            at = yield from _enter(key, at.part, flt.score_range(st, now))
+            at = yield from _enter(part, st, at.part, flt.score_range(st, now))
             if not at.upto:
                 continue
         ask = min(FIND_PAGE, budget - walk.looked)
-        entries = yield Command("zrangebyscore", (key, at.score, at.upto, at.skip, ask, True))
+        if st is State.PENDING:  # the ready list, then the pending set
+            entries = yield from ready.entries(part.keys, at.score, at.skip, at.upto, ask)
+        else:
+            entries = yield Command("zrangebyscore", (key, at.score, at.upto, at.skip, ask, True))
         ids = [as_text(member) for member, _ in entries]
         rows = (yield Rows([part.keys.job(i) for i in ids])) if ids else []
         at, ended = walk.take(part, at, ids, [score for _, score in entries], rows)
@@ -392,12 +399,16 @@ def find_jobs(
     return jobs
 
 
-def _enter(key: str, part: int, scores: tuple[str, str]) -> Op[Mark]:
+def _enter(queue: QueueSettings, state: State, part: int, scores: tuple[str, str]) -> Op[Mark]:
     """The mark at the start of ``part``: from the range's lowest score up to its
     highest entry now (the snapshot); the next part's when it has none."""
     low, high = scores
+    if state is State.PENDING:
+        last = yield from ready.top(queue.keys)
+        return Mark(part + 1) if last is None else Mark(part, score_text(last), low, 0)
     # ZRANGE ... BYSCORE REV LIMIT 0 1 (Redis 6.2): the least-privilege ACL
     # of docs/reliability.md has ZRANGE, not ZREVRANGEBYSCORE.
+    key = queue.keys.index(state.value)
     top = yield Command("zrange", (key, high, low, True, True, float, True, False, 0, 1))
     if not top:
         return Mark(part + 1)

@@ -102,6 +102,7 @@ class QueueKeys:
         meta hash was deleted by hand is still this queue."""
         return (
             self.meta,
+            self.ready,
             *(self.index(state.value) for state in State),
             self.schedules,
             self.limits,
@@ -135,6 +136,15 @@ class QueueKeys:
     def meta(self) -> str:
         """HASH of the queue's counters, FIFO sequence and id counter."""
         return self.stem + "meta"
+
+    @property
+    def ready(self) -> str:
+        """LIST of pending ids that are ungrouped and of priority 0, in FIFO order: the
+        first to run, kept without a score (docs/keys-and-rows.md#the-ready-list). Entries of
+        jobs that left without a claim (cancel, delete) stay until a claim pops them,
+        counted in meta field ``ready_stale``; meta ``ready_popped`` counts the ids
+        ever taken off its head, so an entry's place is ``ready_popped + index``."""
+        return self.stem + "ready"
 
     @property
     def wake(self) -> str:

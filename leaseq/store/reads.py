@@ -19,7 +19,18 @@ from leaseq.types import Job, State, Stats
 
 __all__ = ["get", "ls", "parse_job", "parse_page", "stats", "stats_call"]
 
-_HIDDEN = ("seq", "clock", "limit_held", "incarnation", "shards", "gseq", "gturn", "wsweep")
+_HIDDEN = (
+    "seq",
+    "clock",
+    "limit_held",
+    "incarnation",
+    "shards",
+    "gseq",
+    "gturn",
+    "wsweep",
+    "ready_popped",
+    "ready_stale",
+)
 """Integer fields of the meta hash that are the scripts' bookkeeping (sequences, the
 clock floor, ...), not totals: left out of ``Stats.totals``."""
 
@@ -115,11 +126,39 @@ def ls(
     """
     st = parse_state(state)
     offset = max(0, int(offset))
-    ids = yield Command("zrange", (queue.keys.index(st.value), offset, offset + limit - 1))
-    names = [as_text(i) for i in ids]
+    if st is State.PENDING:
+        names, listed = yield from _pending_ids(queue, offset, limit)
+    else:
+        ids = yield Command("zrange", (queue.keys.index(st.value), offset, offset + limit - 1))
+        names, listed = [as_text(i) for i in ids], 0
     # Every row is in the queue's slot: one pipeline, one node, even on a cluster.
     rows = (yield Rows([queue.keys.job(job_id) for job_id in names])) if names else []
-    return parse_page(queue, names, rows, damaged)
+    if not listed:
+        return parse_page(queue, names, rows, damaged)
+    # An entry of the ready list whose job left without a claim stays there
+    # until a claim pops it (docs/keys-and-rows.md#the-ready-list): not shown.
+    jobs = parse_page(queue, names[:listed], rows[:listed], damaged)
+    jobs = [job for job in jobs if _is_listed(job)]
+    return jobs + parse_page(queue, names[listed:], rows[listed:], damaged)
+
+
+def _is_listed(job: Job) -> bool:
+    """Whether the ready list is where ``job`` waits: pending, ungrouped, priority 0."""
+    return job.state is State.PENDING and job.group is None and job.priority == 0
+
+
+def _pending_ids(queue: QueueSettings, offset: int, limit: int) -> Op[tuple[list[str], int]]:
+    """Entries ``offset`` .. ``offset + limit - 1`` of pending: the ready list's
+    (priority 0, the first to run), then the pending set's; and how many came
+    from the list."""
+    keys = queue.keys
+    ids = [as_text(i) for i in (yield Command("lrange", (keys.ready, offset, offset + limit - 1)))]
+    listed = len(ids)
+    if listed < limit:
+        start = max(0, offset - int((yield Command("llen", (keys.ready,)))))
+        more = yield Command("zrange", (keys.pending, start, start + limit - listed - 1))
+        ids += [as_text(i) for i in more]
+    return ids, listed
 
 
 def _counter(meta: str, field: Any, value: Any) -> int:

@@ -9,7 +9,6 @@
 -- Returns how many index entries it took (dead-lettered or not: fewer than limit
 -- when no more have passed), and how many of their jobs it dead-lettered.
 -- KEYS  leaseq:{<queue>}:deadlines  ZSET  ids with a start-by deadline, score = the deadline, ms epoch
--- KEYS  leaseq:{<queue>}:pending    ZSET  ids ready to claim
 -- KEYS  leaseq:{<queue>}:scheduled  ZSET  ids waiting, score = due ms epoch
 -- KEYS  leaseq:{<queue>}:dead       ZSET  dead ids, score = died ms epoch
 -- ARGV  group_prefix, 'leaseq:{<queue>}:group:' (string): a fair group's ready ids are the ZSET group_prefix .. <name>
@@ -17,6 +16,7 @@
 --!include lib/call_chunked.lua
 --!include lib/dead_letter.lua
 --!include lib/deadline_text.lua
+--!include lib/unready.lua
 local function expire_due(K, job_prefix, now, limit, log)
   local due = redis.call('ZRANGEBYSCORE', K.deadlines, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
   if #due == 0 then return 0, 0 end
@@ -28,7 +28,7 @@ local function expire_due(K, job_prefix, now, limit, log)
     local row = redis.pcall('HMGET', job, 'state', 'attempts', 'group', 'expires_at')
     local state = not row['err'] and row[1]
     if (state == 'pending' or state == 'scheduled') and row[4] == due[i + 1] then
-      redis.call('ZREM', K.pending, id)
+      unready(K, id, state)
       redis.call('ZREM', K.scheduled, id)
       if row[3] then redis.call('ZREM', K.group_prefix .. row[3], id) end
       dead_letter(job, K.dead, K, log, id, now, deadline_text(row[4]), state, row[2])

@@ -5,7 +5,8 @@
 -- when leased; false, nil, true for an id whose row is now in another group: its
 -- pending entry stays); the group goes to the back (a fresh meta
 -- gseq) or leaves the rotation once empty. The ungrouped jobs take one turn too, as if they
--- were one more group (their place: meta gturn). A group at group_concurrency (HASH K.limits;
+-- were one more group (their place: meta gturn): LIST K.ready's head first (take_ready), then
+-- pending's lowest score below PENDING_GROUPED. A group at group_concurrency (HASH K.limits;
 -- active count in HASH K.group_active) leaves the rotation for HASH K.group_held
 -- until group_done lets it back. A group at its rate (HASH K.limits group_rate per
 -- group_per_ms, or its own 'rate:<name>' per 'per_ms:<name>'; its claim times in the ZSET
@@ -39,6 +40,7 @@
 -- written with one ZADD per call (before any trim that must see them), and the
 -- log's expiry is set once per call. The order is exactly the turn-by-turn one
 -- (tests/store/test_model.py models it; tests/store/test_groups.py checks big calls).
+-- KEYS  leaseq:{<queue>}:ready            LIST  ungrouped ids of priority 0 ready to claim, FIFO (lib/take_ready.lua)
 -- KEYS  leaseq:{<queue>}:groups           ZSET  fair groups with ready jobs, score = round-robin turn
 -- KEYS  leaseq:{<queue>}:group_active     HASH  group -> leases active now
 -- KEYS  leaseq:{<queue>}:group_held       HASH  groups held back at group_concurrency
@@ -49,6 +51,7 @@
 -- ARGV  group_claims_prefix, 'leaseq:{<queue>}:group_claims:' (string): a fair group's claim times in its rate window are the ZSET group_claims_prefix .. <name> (expires with it)
 --!include lib/call_chunked.lua
 --!include lib/pending_score.lua
+--!include lib/take_ready.lua
 --!include lib/to_count.lua
 local function rotate_groups(pending, K, count, budget, lease_one, got, now, active, added)
   local meta, groups = K.meta, K.groups
@@ -72,8 +75,13 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now, act
   local seq_at_start = seq
   -- The ungrouped head changes only when an ungrouped job is popped: grouped
   -- ids sort behind every ungrouped one, so removing them later is safe.
-  local u = redis.call('ZRANGE', pending, 0, 0, 'WITHSCORES')
-  local ungrouped = #u > 0 and tonumber(u[2]) < PENDING_GROUPED
+  -- Ungrouped jobs wait in LIST K.ready (priority 0) and in pending below PENDING_GROUPED.
+  local any_ungrouped = function()
+    if redis.call('LLEN', K.ready) > 0 then return true end
+    local u = redis.call('ZRANGE', pending, 0, 0, 'WITHSCORES')
+    return #u > 0 and tonumber(u[2]) < PENDING_GROUPED
+  end
+  local ungrouped = any_ungrouped()
   local taken = {}
   -- Per group: entries in its rate log (counting stamps not yet written), the
   -- stamps not yet written (ZADD arguments), and the groups whose log grew.
@@ -107,16 +115,25 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now, act
       if ungrouped and turn <= tonumber(heads[h + 1]) then
         -- The ungrouped jobs' turn comes before this group's: one job.
         budget = budget - 1
-        local p = redis.call('ZPOPMIN', pending)
-        if select(4, lease_one(p[1])) then
-          -- No room in the queue's cost window (lib/cost_gate.lua): it goes back, the claim ends.
-          redis.call('ZADD', pending, p[2], p[1])
-          break
+        -- No room in the queue's cost window (lib/cost_gate.lua): it goes back, the claim ends.
+        -- The list's head first: a stale entry there (lib/unready.lua) is dropped and
+        -- the next one taken, so that entries of jobs gone do not use up the turn.
+        local held, done = false, false
+        while not done and budget > 0 and redis.call('LLEN', K.ready) > 0 do
+          local _, stopped, stale = take_ready(K, 1, lease_one)
+          held, done = stopped, stopped or stale == 0
+          if not done then budget = budget - 1 end
         end
+        local p = not done and redis.call('ZRANGE', pending, 0, 0, 'WITHSCORES') or {}
+        if #p > 0 and tonumber(p[2]) < PENDING_GROUPED then
+          redis.call('ZREM', pending, p[1])
+          held = select(4, lease_one(p[1]))
+          if held then redis.call('ZADD', pending, p[2], p[1]) end
+        end
+        if held then break end
         seq = seq + 1
         turn = seq
-        u = redis.call('ZRANGE', pending, 0, 0, 'WITHSCORES')
-        ungrouped = #u > 0 and tonumber(u[2]) < PENDING_GROUPED
+        ungrouped = any_ungrouped()
         if got() >= count or budget <= 0 then break end
       end
       budget = budget - 1

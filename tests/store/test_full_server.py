@@ -83,8 +83,13 @@ def test_a_full_server_refuses_enqueue_whole_and_keeps_draining(full: Any) -> No
     q.release(leases[7])
     assert q.reap() == (0, 0)
     assert q.purge("dead") == 1
-    head = full.zrange(q.keys.pending, 0, 0)[0].decode()
+    # The head of pending: jobs of priority 0 wait in the ready LIST (the
+    # cancel leaves its entry there, stale, for the drain below to drop).
+    head = full.lindex(q.keys.ready, 0).decode()
+    assert full.hget(q.keys.job(head), "state") == b"pending"
     assert q.cancel(head) is True
+    # 20 claimed, the failed and the released one back, the cancelled one gone.
+    assert q.stats().pending == queued - 20 + 2 - 1
     # Draining frees memory: completions with keep_succeeded=0 delete rows.
     while True:
         got = q.claim_many(1000, ttl=30.0)

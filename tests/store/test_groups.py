@@ -37,8 +37,12 @@ def test_grouped_jobs_are_pending_and_listed(q: Any, r: Any) -> None:
     assert job is not None and job.group == "tenant-42" and job.state == "pending"
     assert text(r.hget(q.keys.job(a), "group")) == "tenant-42"
     assert q.stats().pending == 2
-    assert {j.id for j in q.ls("pending")} == {a, b}  # `pending` holds every ready id
-    assert r.zcard(q.keys.pending) == 2 and r.zcard(q.keys.group("tenant-42")) == 1
+    assert {j.id for j in q.ls("pending")} == {a, b}  # pending lists every ready id
+    # The grouped job is in the pending ZSET and its group's; the ungrouped one of
+    # priority 0 in the ready LIST alone (docs/keys-and-rows.md#the-ready-list).
+    assert [text(i) for i in r.zrange(q.keys.pending, 0, -1)] == [a]
+    assert [text(i) for i in r.zrange(q.keys.group("tenant-42"), 0, -1)] == [a]
+    assert [text(i) for i in r.lrange(q.keys.ready, 0, -1)] == [b]
 
 
 def test_priority_orders_jobs_within_a_group(q: Any, r: Any) -> None:

@@ -6,7 +6,10 @@ freezegun, which fakeredis's TIME follows). The model predicts each reply
 exactly — which job a claim hands out, which lease calls are refused — and
 after every step the invariants below are checked against what Redis holds:
 
-- each job id is in exactly the one index that matches its row's ``state``;
+- each job id is in exactly the one index that matches its row's ``state``
+  (an ungrouped pending job of priority 0: the ``ready`` LIST, whose entries,
+  the stale ones a cancel leaves too, are exactly the model's, and meta
+  ``ready_stale`` counts its stale ones);
 - the ``active`` score equals the row's ``lease_until``;
 - ``attempts`` never decreases and never exceeds ``max_attempts``;
 - a stale token is always refused and changes nothing;
@@ -99,6 +102,9 @@ class LeaseqModel(RuleBasedStateMachine):
         self.held: set[str] = set()
         self.gseq = 0
         self.gturn = 0
+        # LIST ready: ungrouped jobs of priority 0 in FIFO order, with the stale
+        # entries a cancel leaves (lib/unready.lua) until a claim pops them.
+        self.ready: list[str] = []
 
     def teardown(self) -> None:
         self.freezer.stop()
@@ -111,6 +117,8 @@ class LeaseqModel(RuleBasedStateMachine):
         if job.group is not None:
             self.gz.setdefault(job.group, set()).add((job.priority, job.seq, job.id))
             self.join(job.group)
+        elif job.priority == 0:
+            self.ready.append(job.id)
 
     def join(self, group: str) -> None:
         """ZADD groups NX: a group not held joins the rotation at the back."""
@@ -133,19 +141,42 @@ class LeaseqModel(RuleBasedStateMachine):
             self.gseq += 1
             self.rotation.setdefault(g, self.gseq)
 
-    def next_job(self) -> MJob | None:
-        """Which job claim.lua leases next (rotate_groups, then the ungrouped path)."""
+    def listed(self, job_id: str) -> bool:
+        """Whether an entry of LIST ready is its job's: pending, ungrouped, priority 0
+        (any other is stale, dropped when popped: lib/take_ready.lua)."""
+        job = self.jobs[job_id]
+        return job.state == "pending" and job.group is None and job.priority == 0
+
+    def next_ungrouped(self) -> MJob | None:
+        """The ungrouped path (and the rotation's ungrouped turn): LIST ready's head
+        first, its stale entries dropped until a live one, then pending's lowest score
+        (ungrouped jobs of priority > 0)."""
+        while self.ready:
+            job_id = self.ready.pop(0)
+            if self.listed(job_id):
+                return self.jobs[job_id]
         ungrouped = sorted(
             (j.priority, j.seq, j.id)
             for j in self.jobs.values()
-            if j.state == "pending" and j.group is None
+            if j.state == "pending" and j.group is None and j.priority > 0
         )
+        return self.jobs[ungrouped[0][2]] if ungrouped else None
+
+    def next_job(self) -> MJob | None:
+        """Which job claim.lua leases next (rotate_groups, then the ungrouped path)."""
         while self.rotation:
             g = min(self.rotation, key=lambda name: self.rotation[name])
+            ungrouped = bool(self.ready) or any(
+                j.state == "pending" and j.group is None and j.priority > 0
+                for j in self.jobs.values()
+            )
             if ungrouped and self.gturn <= self.rotation[g]:
                 self.gseq += 1
                 self.gturn = self.gseq
-                return self.jobs[ungrouped[0][2]]
+                found = self.next_ungrouped()
+                if found is not None:
+                    return found
+                continue  # only stale entries: the turn is spent; the group's comes next
             if self.group_cap is not None and self.group_active(g) >= self.group_cap:
                 del self.rotation[g]
                 self.held.add(g)
@@ -165,7 +196,7 @@ class LeaseqModel(RuleBasedStateMachine):
                 self.rotation[g] = self.gseq
             if found is not None:
                 return found
-        return self.jobs[ungrouped[0][2]] if ungrouped else None
+        return self.next_ungrouped()
 
     def dead(self, job: MJob) -> None:
         job.state, job.lease_until, job.run_at = "dead", None, None
@@ -233,10 +264,14 @@ class LeaseqModel(RuleBasedStateMachine):
         return self.leases[index % len(self.leases)]
 
     def snapshot(self) -> dict[str, Any]:
-        return {k: self.r.hgetall(k) for k in sorted(self.r.keys("*job:*"))} | {
-            name: self.r.zrange(getattr(self.q.keys, name), 0, -1, withscores=True)
-            for name in INDEXES
-        }
+        return (
+            {k: self.r.hgetall(k) for k in sorted(self.r.keys("*job:*"))}
+            | {
+                name: self.r.zrange(getattr(self.q.keys, name), 0, -1, withscores=True)
+                for name in INDEXES
+            }
+            | {"ready": self.r.lrange(self.q.keys.ready, 0, -1)}
+        )
 
     # -- rules ------------------------------------------------------------------
 
@@ -511,7 +546,13 @@ class LeaseqModel(RuleBasedStateMachine):
         ids = sorted(self.jobs)
         for job_id in ids:
             pipe.hmget(k.job(job_id), "state", "attempts", "max_attempts", "lease_until")
-        replies = pipe.execute()
+        pipe.lrange(k.ready, 0, -1)
+        pipe.hget(k.meta, "ready_stale")
+        *replies, listed, stale = pipe.execute()
+        # LIST ready holds exactly the model's entries, in order, stale ones too,
+        # and meta ready_stale counts the stale ones (stats' pending subtracts it).
+        assert [m.decode() for m in listed] == self.ready
+        assert int(stale or 0) == sum(1 for job_id in self.ready if not self.listed(job_id))
         where: dict[str, list[str]] = {}
         scores: dict[str, float] = {}
         for name, members in zip(INDEXES, replies[: len(INDEXES)], strict=True):
@@ -520,6 +561,9 @@ class LeaseqModel(RuleBasedStateMachine):
                 where.setdefault(job_id, []).append(name)
                 if name == "active":
                     scores[job_id] = score
+        for job_id in dict.fromkeys(self.ready):  # a live entry indexes its job as pending
+            if self.listed(job_id):
+                where.setdefault(job_id, []).append("pending")
         assert set(where) <= set(self.jobs), f"index holds unknown ids: {set(where) - set(ids)}"
         for job_id, row in zip(ids, replies[len(INDEXES) :], strict=True):
             job = self.jobs[job_id]

@@ -21,8 +21,8 @@ COMMANDS = [
     "time", "exists", "del", "pexpire",
     "hget", "hmget", "hgetall", "hset", "hsetnx", "hdel", "hincrby",
     "zadd", "zrem", "zpopmin", "zrange", "zrangebyscore", "zcard", "zcount",
-    "rpush", "llen", "blpop",
-    "sadd", "srem", "smembers", "spop", "lpop", "pttl", "persist",
+    "rpush", "lpush", "llen", "lrange", "blpop", "lpop",
+    "sadd", "srem", "smembers", "spop", "pttl", "persist",
     "xadd", "xrevrange", "xread",
     "scan", "ping", "hello", "config|get",
 ]  # fmt: skip

@@ -24,10 +24,23 @@ def row(q: leaseq.Queue, job_id: str) -> dict[str, str]:
 
 
 def index(q: leaseq.Queue, state: str) -> dict[str, float]:
-    """An index ZSET as {id: score}."""
-    return {
-        text(k): float(s) for k, s in q.redis.zrange(q.keys.index(state), 0, -1, withscores=True)
-    }
+    """An index ZSET as {id: score}; for pending, the live entries of the ready
+    LIST first (ungrouped jobs of priority 0, score -1: they run first), then the
+    ZSET's. A ready entry whose row is no longer such a pending job is stale
+    (docs/keys-and-rows.md#the-ready-list) and left out, as the claim drops it."""
+    out: dict[str, float] = {}
+    if state == "pending":
+        ids = [text(k) for k in q.redis.lrange(q.keys.ready, 0, -1)]
+        pipe = q.redis.pipeline(transaction=False)
+        for job_id in ids:
+            pipe.hmget(q.keys.job(job_id), "state", "group", "priority")
+        for job_id, got in zip(ids, pipe.execute(raise_on_error=False), strict=True):
+            listed = not isinstance(got, Exception) and got[0] == b"pending" and got[1] is None
+            if listed and int(got[2] or 0) == 0:
+                out.setdefault(job_id, -1.0)
+    for k, s in q.redis.zrange(q.keys.index(state), 0, -1, withscores=True):
+        out.setdefault(text(k), float(s))
+    return out
 
 
 def all_keys(r: Any) -> list[str]:

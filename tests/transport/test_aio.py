@@ -50,6 +50,7 @@ from tests.store import (
     test_jobs,
     test_limits,
     test_pause,
+    test_ready_list,
     test_results,
     test_retention,
     test_schedules,
@@ -106,6 +107,7 @@ SUITE_MODULES = (
     test_unique,
     test_workflows,
     test_signals,
+    test_ready_list,
 )
 
 

@@ -56,7 +56,8 @@ def primary_rows(ha: Sentinels, queue: str) -> int:
     assert port is not None
     client = ha.node(ha.server(port))
     try:
-        return int(client.zcard(leaseq.Queue(queue, redis=client).keys.pending))
+        keys = leaseq.Queue(queue, redis=client).keys
+        return int(client.zcard(keys.pending)) + int(client.llen(keys.ready))
     finally:
         client.close()
 
