@@ -19,14 +19,20 @@ import pytest
 import redis
 
 import leaseq
-from leaseq.store import paging as _paging
 from leaseq.store import purge as _purge
 from leaseq.store import retry as _retry
 from leaseq.store.claim import claim_call
 from leaseq.store.leases import fail_call
 from tests.support.backends import Clock
 from tests.support.security import PASSWORD
-from tests.support.store import a_budget_runs_out_in_a_script, claim_one, index, row, snapshot
+from tests.support.store import (
+    a_budget_runs_out_in_a_script,
+    claim_one,
+    drive_pages,
+    index,
+    row,
+    snapshot,
+)
 
 # -- delete, drop, run_now -------------------------------------------------------------
 
@@ -211,21 +217,14 @@ def test_a_job_that_dies_again_during_retry_all_is_not_retried_twice(
     ids = [f"j{i}" for i in range(6)]
     _dead(q, ids)
     clock.advance(clock.lease(1.0, 0.002))
-    run = _retry.retry_all_dead_op(q._core, 1, limit=2)
-    call = next(run)
-    page = q._run(call)
-    assert page.done == 2
-    # The two retried jobs run at once and die again, mid-run.
-    for lease in q.claim_many(2):
-        q.fail(lease, "again", dead=True)
-    done = page.done
-    try:
-        while True:
-            page = q._run(run.send(page))
-            done += page.done
-    except StopIteration as stop:
-        result = stop.value
-    assert result.done == 6
+
+    def die_again(after: int) -> None:
+        if after == 1:  # the two retried jobs run at once and die again, mid-run
+            for lease in q.claim_many(2):
+                q.fail(lease, "again", dead=True)
+
+    pages, done = drive_pages(q, _retry.retry_all_dead_op(q._core, 1, limit=2), die_again)
+    assert pages[0].done == 2 and done == sum(page.done for page in pages) == 6
     # The two that died again stay dead for the operator's next decision.
     assert r.zcard(q.keys.dead) == 2
     assert q.stats().pending == 4
@@ -235,27 +234,10 @@ def test_a_job_that_dies_again_during_retry_all_is_not_retried_twice(
 def test_purge_ends_while_jobs_keep_arriving(q: leaseq.Queue, r: Any) -> None:
     q.enqueue_many(range(10))
     run = _purge.purge_op(q._core, "pending", limit=3)
-    page = q._run(next(run))
-    pages = 1
-    try:
-        while True:
-            q.enqueue_many(range(3))  # a producer outpacing the purge
-            page = q._run(run.send(page))
-            pages += 1
-    except StopIteration as stop:
-        result = stop.value
-    assert result.done == 10 and pages <= 5
-    assert q.stats().pending == 3 * pages  # every arrival survived
-
-
-def _pages(q: leaseq.Queue, run: _paging.Run) -> tuple[list[_paging.Page], int]:
-    """Drive a paged run by hand: its pages, and what it returned as done."""
-    pages = [q._run(next(run))]
-    try:
-        while True:
-            pages.append(q._run(run.send(pages[-1])))
-    except StopIteration as stop:
-        return pages, stop.value.done
+    # A producer outpacing the purge, between its pages.
+    pages, done = drive_pages(q, run, lambda _: q.enqueue_many(range(3)))
+    assert done == 10 and len(pages) <= 5
+    assert q.stats().pending == 3 * len(pages)  # every arrival survived
 
 
 def test_runs_go_on_past_a_page_cut_at_the_time_budget(q: leaseq.Queue, r: Any) -> None:
@@ -272,7 +254,7 @@ def test_runs_go_on_past_a_page_cut_at_the_time_budget(q: leaseq.Queue, r: Any) 
         (_retry.retry_all_dead_op(q._core, None), True),
         (_purge.purge_op(q._core, "pending"), False),
     ):
-        pages, done = _pages(q, run)
+        pages, done = drive_pages(q, run)
         assert done == 1200 == sum(page.done for page in pages)
         assert all(page.more for page in pages[:-1]) and not pages[-1].more
         # Each page acts on one inner page (8 retries, 16 purges) at least, on a

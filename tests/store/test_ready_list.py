@@ -18,7 +18,7 @@ from leaseq.store import filters as _filters
 from leaseq.store import purge as _purge
 from leaseq.testing import jobs
 from tests.support.backends import Clock
-from tests.support.store import index, text
+from tests.support.store import drive_pages, index, text
 
 
 def listed(q: Any, r: Any) -> list[str]:
@@ -154,19 +154,17 @@ def test_purge_of_pending_takes_its_snapshot_of_the_list(q: leaseq.Queue, r: Any
     q.enqueue("p", id="prioritized", priority=3)
     for job_id in ids[100:110]:
         q.cancel(job_id)
-    run = _purge.purge_op(q._core, "pending", limit=1000)
-    page = q._run(next(run))
-    done = page.done
-    claimed = {lease.id for lease in q.claim_many(50, ttl=30.0)}
+    claimed: set[str] = set()
+    late: list[str] = []
+
+    def meanwhile(after: int) -> None:
+        if after == 1:
+            claimed.update(lease.id for lease in q.claim_many(50, ttl=30.0))
+            late.extend(q.enqueue_many(["late"] * 20))
+
+    pages, done = drive_pages(q, _purge.purge_op(q._core, "pending", limit=1000), meanwhile)
     assert len(claimed) == 50 and claimed <= set(ids)
-    late = q.enqueue_many(["late"] * 20)
-    try:
-        while True:
-            page = q._run(run.send(page))
-            done += page.done
-    except StopIteration as stop:
-        result = stop.value
-    assert result.done == done == 10_000 - 10 - 50 + 1
+    assert done == sum(page.done for page in pages) == 10_000 - 10 - 50 + 1
     assert {j.id for j in jobs(q, "pending")} == set(late)
     assert q.stats().pending == 20
     assert {lease.id for lease in q.claim_many(100, ttl=30.0)} == set(late)

@@ -8,6 +8,7 @@ hand.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import leaseq
@@ -41,6 +42,22 @@ def index(q: leaseq.Queue, state: str) -> dict[str, float]:
     for k, s in q.redis.zrange(q.keys.index(state), 0, -1, withscores=True):
         out.setdefault(text(k), float(s))
     return out
+
+
+def drive_pages(
+    q: leaseq.Queue, run: Any, between: Callable[[int], object] | None = None
+) -> tuple[list[Any], int]:
+    """Drive a paged operator run by hand (``leaseq.store.paging``): its pages, and
+    what it returned as done. ``between(n)`` runs after the n-th page, before the run
+    is asked for the next (it may have none), as another client would between calls."""
+    pages = [q._run(next(run))]
+    try:
+        while True:
+            if between is not None:
+                between(len(pages))
+            pages.append(q._run(run.send(pages[-1])))
+    except StopIteration as stop:
+        return pages, int(stop.value.done)
 
 
 def all_keys(r: Any) -> list[str]:
