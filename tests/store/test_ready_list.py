@@ -202,7 +202,8 @@ def test_the_list_costs_a_fraction_of_a_sorted_set(rr: Any) -> None:
     q.enqueue_many(list(range(n)), priority=1)
     per_list = rr.memory_usage(q.keys.ready, samples=0) / n
     per_set = rr.memory_usage(q.keys.pending, samples=0) / n
-    assert per_list < 40 < 100 < per_set
+    # Redis 7.0: ~22 against ~125; Valkey 8's sorted sets are leaner (~89).
+    assert per_list < 40 and 3 * per_list < per_set
 
 
 def test_stale_entries_do_not_use_up_the_ungrouped_turn(q: Any, r: Any) -> None:
