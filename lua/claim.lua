@@ -199,8 +199,10 @@ local function lease_one(id, from)
       if row[7] then
         elsewhere = redis.call('ZSCORE', K.group_prefix .. row[7], id)
       else
+        -- Ungrouped: in pending below PENDING_GROUPED, or else, of priority 0, in LIST ready.
         local score = redis.call('ZSCORE', pending, id)
-        elsewhere = score and tonumber(score) < PENDING_GROUPED
+        elsewhere = (score and tonumber(score) < PENDING_GROUPED)
+          or (not score and row[1] == 'pending' and (to_count(row[14]) or 0) == 0)
       end
       if elsewhere then return false, nil, true end
     end

@@ -44,8 +44,10 @@
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/over_budget.lua
+--!include lib/ready_count.lua
 --!include lib/state_indexes.lua
 --!include lib/state_kind.lua
+--!include lib/to_count.lua
 
 local started_us = elapsed_us()
 local meta, wake = K.meta, K.wake
@@ -73,12 +75,22 @@ local function drop_job(id)
   end
   deleted = deleted + gone
 end
--- LIST ready first (its entries leave with LPOP), then every state's index.
+-- LIST ready first (its entries leave with LPOP, and its counts with them, for a
+-- drop stopped half way: lib/take_ready.lua), then every state's index.
 while budget > 0 and not cut do
   local ids = redis.call('LPOP', K.ready, math.min(PAGE, budget)) or {}
-  for _, id in ipairs(ids) do drop_job(id) end
-  budget = budget - #ids
+  local stale = 0
+  for _, id in ipairs(ids) do
+    local row = redis.pcall('HMGET', job_prefix .. id, 'state', 'group', 'priority')
+    if not row['err'] and (row[1] ~= 'pending' or row[2] or (to_count(row[3]) or 0) ~= 0) then
+      stale = stale + 1
+    end
+    drop_job(id)
+  end
   if #ids == 0 then break end
+  ready_count(K, 'ready_popped', #ids)
+  if stale > 0 then ready_count(K, 'ready_stale', -stale) end
+  budget = budget - #ids
   cut = over_budget(started_us)
 end
 local indexes = state_indexes(K)

@@ -16,7 +16,8 @@
 -- ARGV[3]  limit, the most index entries to look at in this call (integer >= 1; fewer once
 --          the call has worked its time budget: lib/over_budget.lua)
 -- ARGV[4]  upto, the snapshot's highest score (a score string; '' on the first page: take it now;
---          'ready:<end>:<upto>' while a pending purge walks LIST ready, up to place end)
+--          'ready:<end>:<began>:<upto>' while a pending purge walks LIST ready, up to place end;
+--          began: the ms epoch of its first page)
 -- ARGV[5]  after, the cursor's score (a score string; '-inf' on the first page)
 -- ARGV[6]  skip, entries at the cursor's score this purge stepped over (integer >= 0)
 -- ARGV[7]  graph_prefix, 'leaseq:{<queue>}:graph:' (string): a job's children still waiting
@@ -38,6 +39,7 @@
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/over_budget.lua
+--!include lib/ready_count.lua
 --!include lib/signal_done.lua
 --!include lib/snapshot_pages.lua
 --!include lib/state_kind.lua
@@ -81,23 +83,25 @@ end
 -- goes first, by place (ready_popped + index never changes while an entry waits).
 if state == 'pending' and (cursor.upto == '' or string.sub(cursor.upto, 1, 6) == 'ready:') then
   local popped = to_count(redis.call('HGET', K.meta, 'ready_popped')) or 0
-  local stop, upto = string.match(cursor.upto, '^ready:(%d+):(.*)$')
+  local stop, began, upto = string.match(cursor.upto, '^ready:(%d+):(%d+):(.*)$')
   if cursor.upto == '' then
     local last = redis.call('ZRANGE', index, -1, -1, 'WITHSCORES')
-    stop, upto = popped + redis.call('LLEN', K.ready), last[2] or ''
+    stop, began, upto = popped + redis.call('LLEN', K.ready), now, last[2] or ''
   end
-  stop = tonumber(stop)
+  stop, began = tonumber(stop), tonumber(began)
   local looked, limit, stale = 0, tonumber(A.limit), 0
   while looked < limit and popped < stop do
     local ids = redis.call('LPOP', K.ready, math.min(16, limit - looked, stop - popped)) or {}
     if #ids == 0 then break end
     for _, id in ipairs(ids) do
       local job = job_prefix .. id
-      local got = redis.pcall('HMGET', job, 'state', 'attempts', 'group', 'priority')
+      local got = redis.pcall('HMGET', job, 'state', 'attempts', 'group', 'priority', 'enqueued_at')
       -- As a claim reads it (claim.lua, lease_one): a pending job in ZSET pending is not
-      -- this entry's, which is then stale, as when the job has left.
+      -- this entry's, which is then stale, as when the job has left; nor is a job made
+      -- again under this id after the purge began (its own entry is past the snapshot).
       local mine = not got['err'] and got[1] == 'pending'
         and ((not got[3] and (to_count(got[4]) or 0) == 0) or not redis.call('ZSCORE', index, id))
+        and (to_count(got[5]) or 0) <= began
       if mine then
         remove(id, job, got)
       elseif not got['err'] and ((got[1] and state_kind(got[1])) or redis.call('EXISTS', job) == 0) then
@@ -113,14 +117,12 @@ if state == 'pending' and (cursor.upto == '' or string.sub(cursor.upto, 1, 6) ==
       end
     end
     popped, looked = popped + #ids, looked + #ids
-    redis.call('HINCRBY', K.meta, 'ready_popped', #ids)
+    ready_count(K, 'ready_popped', #ids)
     if over_budget(started_us) then break end
   end
-  if stale > 0 and redis.call('HINCRBY', K.meta, 'ready_stale', -stale) < 0 then
-    redis.call('HDEL', K.meta, 'ready_stale')
-  end
+  if stale > 0 then ready_count(K, 'ready_stale', -stale) end
   if popped < stop and redis.call('LLEN', K.ready) > 0 then
-    cursor.upto = 'ready:' .. string.format('%d', stop) .. ':' .. upto
+    cursor.upto = string.format('ready:%d:%d:', stop, began) .. upto
     return finish(1)
   end
   -- The list's part is done: on to the set's, from its snapshot's start.

@@ -55,8 +55,9 @@ put('overdue', redis.call('ZCOUNT', K.scheduled, '-inf', now))
 local oldest = -1
 -- The lowest score is the highest priority, not the oldest job; across
 -- priorities the oldest is not indexed, so this reads the head's row only.
--- LIST ready's head runs first (a stale entry there is a job gone: the next few are read).
-local head = redis.call('LRANGE', K.ready, 0, 7)
+-- LIST ready's head runs first (a stale entry there is a job gone: the next are read, 32 at
+-- most, a bounded read; past them the pending set's head answers).
+local head = redis.call('LRANGE', K.ready, 0, 31)
 for _, id in ipairs(redis.call('ZRANGE', K.pending, 0, 0)) do head[#head + 1] = id end
 for _, id in ipairs(head) do
   local row = redis.pcall('HMGET', A.job_prefix .. id, 'state', 'enqueued_at')

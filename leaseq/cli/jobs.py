@@ -18,6 +18,7 @@ from leaseq.cli.terminal import row as _row
 from leaseq.errors import DamagedRow
 from leaseq.queue import Queue
 from leaseq.sharded import ShardedQueue
+from leaseq.store import ready
 from leaseq.store.filters import AGES, JobFilter, Mark, find_page, parse_age
 from leaseq.types import State, Unique
 
@@ -171,9 +172,13 @@ def ls_(
     jobs = target.ls(state, offset=offset, limit=limit, damaged=damaged)
     if _print_jobs(f"{queue}: {state} ({total})", state, jobs, damaged, as_json):
         return
-    if offset + len(jobs) + len(damaged) < total:
-        shown = offset + len(jobs) + len(damaged)
-        out.print(f"showing {offset + 1}-{shown} of {total}; next page: --offset {shown}")
+    shown = offset + len(jobs) + len(damaged)
+    span, step = total, shown
+    if state == "pending" and isinstance(target, Queue):
+        # Offsets count the ready list's entries, stale ones too: a page covers limit.
+        span, step = target._drive(ready.entries_count(target._core.keys)), offset + limit
+    if step < span:
+        out.print(f"showing {offset + 1}-{shown} of {total}; next page: --offset {step}")
 
 
 def _ls_matches(

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from leaseq.errors import DamagedKey, DamagedRow
+from leaseq.store import ready
 from leaseq.store import validate as v
 from leaseq.store.keys import check_job_id
 from leaseq.store.replies import as_text
@@ -137,14 +138,14 @@ def ls(
         return parse_page(queue, names, rows, damaged)
     # An entry of the ready list whose job left without a claim stays there
     # until a claim pops it (docs/keys-and-rows.md#the-ready-list): not shown.
+    # An id made again after its row went has two entries: shown once.
     jobs = parse_page(queue, names[:listed], rows[:listed], damaged)
-    jobs = [job for job in jobs if _is_listed(job)]
-    return jobs + parse_page(queue, names[listed:], rows[listed:], damaged)
-
-
-def _is_listed(job: Job) -> bool:
-    """Whether the ready list is where ``job`` waits: pending, ungrouped, priority 0."""
-    return job.state is State.PENDING and job.group is None and job.priority == 0
+    jobs = [job for job in jobs if ready.is_listed(job)]
+    jobs += parse_page(queue, names[listed:], rows[listed:], damaged)
+    once: dict[str, Job] = {}
+    for job in jobs:
+        once.setdefault(job.id, job)
+    return list(once.values())
 
 
 def _pending_ids(queue: QueueSettings, offset: int, limit: int) -> Op[tuple[list[str], int]]:

@@ -5,25 +5,66 @@ pending ZSET, and run before it. A walk (``find``, the bulk actions) pages
 through an index by score, so the list's entries get one too: their place,
 meta ``ready_popped`` + their index, which never changes while an entry waits,
 moved below every score of the ZSET (``PLACE_BASE`` + place, all under 0).
-Entries of jobs that left without a claim stay in the list until a claim pops
-them; a walk reads their rows and sees they are no longer pending.
+``lua/ready_page.lua`` reads a page and ``ready_popped`` in one step, so
+claims popping the head between two pages move nothing. Entries of jobs
+that left without a claim stay in the list until a claim pops them: a walk
+keeps only those whose row is still a pending job of the list
+(:func:`is_listed`).
 """
 
 from __future__ import annotations
 
-import math
+from typing import Any
 
 from leaseq.store.keys import QueueKeys
 from leaseq.store.replies import as_text
-from leaseq.store.steps import Command, Op
+from leaseq.store.scripts import SCRIPTS
+from leaseq.store.steps import Call, Command, Op
+from leaseq.types import Job, State
 
-__all__ = ["PLACE_BASE", "count", "entries", "top"]
+__all__ = [
+    "PLACE_BASE",
+    "count",
+    "entries",
+    "entries_count",
+    "is_listed",
+    "listed_row",
+    "page_call",
+    "top",
+]
 
 PLACE_BASE = -(2**52)
 """The score of place 0 of the ready list: places stay exact integers below 0."""
 
-_TRIES = 3
-"""Reads of a page of the list while claims move its head, before taking one as it is."""
+
+def is_listed(job: Job) -> bool:
+    """Whether the ready list is where ``job`` waits: pending, ungrouped, priority 0."""
+    return job.state is State.PENDING and job.group is None and job.priority == 0
+
+
+def listed_row(raw: Any) -> bool:
+    """:func:`is_listed` on a raw row (HGETALL, bytes or str keys), before parsing it."""
+    if not isinstance(raw, dict) or not raw:
+        return False
+    wide = isinstance(next(iter(raw)), bytes)
+
+    def get(name: str) -> str | None:
+        value = raw.get(name.encode() if wide else name)
+        return None if value is None else as_text(value)
+
+    return get("state") == "pending" and get("group") is None and get("priority") in (None, "0")
+
+
+def page_call(keys: QueueKeys, first: int, n: int) -> Call[tuple[int, int, list[str]]]:
+    """ready_popped, the list's length and up to ``n`` ids from place ``first``, in one step."""
+    return SCRIPTS["ready_page"].call(
+        keys, lambda r: (int(r[0]), int(r[1]), [as_text(i) for i in r[2:]]), first=first, count=n
+    )
+
+
+def _page(keys: QueueKeys, first: int, n: int) -> Op[tuple[int, int, list[str]]]:
+    got: tuple[int, int, list[str]] = yield page_call(keys, first, n)
+    return got
 
 
 def top(keys: QueueKeys) -> Op[float | None]:
@@ -32,17 +73,23 @@ def top(keys: QueueKeys) -> Op[float | None]:
     got = yield Command("zrange", (keys.pending, -1, -1, False, True))
     if got:
         return float(got[0][1])
-    popped = yield from _popped(keys)
-    n = int((yield Command("llen", (keys.ready,))))
+    popped, n, _ = yield from _page(keys, 0, 0)
     return float(PLACE_BASE + popped + n - 1) if n else None
+
+
+def entries_count(keys: QueueKeys) -> Op[int]:
+    """Entries of pending as ``ls`` pages them by offset: the list's, stale ones too
+    (a page may show fewer jobs than it covers), then the set's."""
+    listed = int((yield Command("llen", (keys.ready,))))
+    return listed + int((yield Command("zcard", (keys.pending,))))
 
 
 def count(keys: QueueKeys) -> Op[int]:
     """Entries of pending a walk covers: the ZSET's, and the list's less its stale ones."""
     in_set = int((yield Command("zcard", (keys.pending,))))
     listed = int((yield Command("llen", (keys.ready,))))
-    stale = yield Command("hget", (keys.meta, "ready_stale"))
-    return in_set + max(0, listed - int(stale or 0))
+    stale = as_text((yield Command("hget", (keys.meta, "ready_stale"))) or "0")
+    return in_set + max(0, listed - (int(stale) if stale.isdigit() else 0))
 
 
 def entries(
@@ -53,24 +100,15 @@ def entries(
     out: list[tuple[str, float]] = []
     low_at, end = float(low), float(upto)
     if low_at < 0:
-        for _ in range(_TRIES):
-            popped = yield from _popped(keys)
-            first = 0 if math.isinf(low_at) else int(low_at) - PLACE_BASE - popped
-            first = first + skip if first >= 0 else 0  # passed-over entries were popped since
-            want = ask if end >= 0 else min(ask, int(end) - PLACE_BASE - popped - first + 1)
-            ids = []
-            if want > 0:
-                ids = yield Command("lrange", (keys.ready, first, first + want - 1))
-            if (yield from _popped(keys)) == popped:
-                break
-        at = PLACE_BASE + popped + first
-        out = [(as_text(i), float(at + n)) for n, i in enumerate(ids)]
+        # Places are unique: an entry at low itself was passed over when skip is 1.
+        first = 0 if low_at == float("-inf") else int(low_at) - PLACE_BASE + skip
+        last = None if end >= 0 else int(end) - PLACE_BASE
+        want = ask if last is None else max(0, min(ask, last - first + 1))
+        popped, _, ids = yield from _page(keys, first, want)  # past last: dropped below
+        at = PLACE_BASE + max(first, popped)
+        out = [(i, float(at + n)) for n, i in enumerate(ids) if end >= 0 or at + n <= end]
         if end < 0 or len(out) == ask:
             return out  # the snapshot ends in the list, or the page is full
         low, skip = "-inf", 0  # the list is done: on to the ZSET, from its start
     rest = yield Command("zrangebyscore", (keys.pending, low, upto, skip, ask - len(out), True))
     return out + [(as_text(m), float(s)) for m, s in rest]
-
-
-def _popped(keys: QueueKeys) -> Op[int]:
-    return int((yield Command("hget", (keys.meta, "ready_popped"))) or 0)

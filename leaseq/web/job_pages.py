@@ -12,6 +12,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from leaseq.errors import DamagedKey, InvalidArgument, LeaseqError
+from leaseq.queue import Queue
+from leaseq.store import ready
 from leaseq.store.events import Event, job_history
 from leaseq.store.keys import check_job_id
 from leaseq.types import Job, State, TimedOut
@@ -56,7 +58,11 @@ def queue(site: Site, request: Request) -> Response:
             site, params, target, state, flt, size, now, url + filtered.query(raw)
         )
     else:
-        listed = _paged(target, state, size, total, int_param(params.get("page"), 1), now)
+        span = total
+        if state == "pending" and isinstance(target, Queue):
+            # Pages count the ready list's entries, stale ones too (a page may be short).
+            span = max(total, target._drive(ready.entries_count(target._core.keys)))
+        listed = _paged(target, state, size, span, int_param(params.get("page"), 1), now)
         listed["here"] = f"{url}&page={listed['page']}"
     row = queue_row(stats, now)
     groups = group_limits_text(site.source.limits(target))

@@ -119,12 +119,13 @@ local function rotate_groups(pending, K, count, budget, lease_one, got, now, act
         -- The list's head first: a stale entry there (lib/unready.lua) is dropped and
         -- the next one taken, so that entries of jobs gone do not use up the turn.
         local held, done = false, false
-        while not done and budget > 0 and redis.call('LLEN', K.ready) > 0 do
+        -- (got() says count once the call's time budget is spent: it stops the drops too.)
+        while not done and budget > 0 and got() < count and redis.call('LLEN', K.ready) > 0 do
           local _, stopped, stale = take_ready(K, 1, lease_one)
           held, done = stopped, stopped or stale == 0
           if not done then budget = budget - 1 end
         end
-        local p = not done and redis.call('ZRANGE', pending, 0, 0, 'WITHSCORES') or {}
+        local p = not done and got() < count and redis.call('ZRANGE', pending, 0, 0, 'WITHSCORES') or {}
         if #p > 0 and tonumber(p[2]) < PENDING_GROUPED then
           redis.call('ZREM', pending, p[1])
           held = select(4, lease_one(p[1]))

@@ -10,7 +10,7 @@
 -- Returns how many ids it popped (0: the list is empty), whether a job was held back,
 -- and how many of the popped entries were stale.
 -- KEYS  leaseq:{<queue>}:ready  LIST  ungrouped ids of priority 0 ready to claim, FIFO
--- KEYS  leaseq:{<queue>}:meta   HASH  fields ready_stale and ready_popped
+--!include lib/ready_count.lua
 local function take_ready(K, n, lease_one)
   local ids = redis.call('LPOP', K.ready, n)
   if not ids then return 0, false end
@@ -26,9 +26,7 @@ local function take_ready(K, n, lease_one)
     end
     if elsewhere then stale = stale + 1 end
   end
-  if stale > 0 and redis.call('HINCRBY', K.meta, 'ready_stale', -stale) < 0 then
-    redis.call('HDEL', K.meta, 'ready_stale') -- a count an operator's edit threw off
-  end
-  if kept > 0 then redis.call('HINCRBY', K.meta, 'ready_popped', kept) end
+  if stale > 0 then ready_count(K, 'ready_stale', -stale) end
+  if kept > 0 then ready_count(K, 'ready_popped', kept) end
   return #ids, kept < #ids, stale
 end

@@ -4,9 +4,9 @@
 -- never searched (LREM is O(n) on a million-job queue): the entry stays, counted
 -- in meta field ready_stale, until a claim pops it and drops it (lib/take_ready.lua).
 -- KEYS  leaseq:{<queue>}:pending  ZSET  ids ready to claim
--- KEYS  leaseq:{<queue>}:meta     HASH  field ready_stale, the entries of ready whose job left
+--!include lib/ready_count.lua
 local function unready(K, id, state)
   if redis.call('ZREM', K.pending, id) == 0 and state == 'pending' then
-    redis.call('HINCRBY', K.meta, 'ready_stale', 1)
+    ready_count(K, 'ready_stale', 1)
   end
 end

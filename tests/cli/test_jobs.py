@@ -220,3 +220,24 @@ def test_subprocess_enqueue_stdin_and_stats_json(redis_server: RedisServer) -> N
     done = run_leaseq("stats", "--json", env={"LEASEQ_URL": redis_server.url})
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["mail"]["pending"] == 2
+
+
+def test_ls_pages_pending_past_entries_of_jobs_gone(cli: Cli) -> None:
+    """Offsets of pending count the ready list's entries, stale ones too: a page of
+    them shows nobody, and the next page still comes, until every job was shown."""
+    q = cli.queue("t2")
+    q.enqueue_many(list(range(60)), ids=[f"j{i:03d}" for i in range(60)])
+    for i in range(5, 45):  # out of order: entries left in the list, counted stale
+        q.cancel(f"j{i:03d}")
+    seen: list[str] = []
+    offset = 0
+    for _ in range(10):
+        code, text_out, _ = cli(
+            "ls", "t2", "--state", "pending", "--limit", "20", "--offset", str(offset)
+        )
+        assert code == 0
+        seen += [w for w in text_out.split() if w.startswith("j0")]
+        if "next page: --offset" not in text_out:
+            break
+        offset = int(text_out.rsplit("--offset", 1)[1].split()[0])
+    assert sorted(set(seen)) == [f"j{i:03d}" for i in (*range(5), *range(45, 60))]

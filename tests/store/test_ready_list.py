@@ -232,3 +232,71 @@ def test_purge_of_pending_reports_a_damaged_row_in_the_list(q: Any, r: Any) -> N
     # Handed to the set as it is, where a claim dead-letters it for an operator to see.
     assert q.claim(ttl=30.0) is None
     assert [text(i) for i in r.zrange(q.keys.dead, 0, -1)] == ["b"]
+
+
+def test_a_groups_stale_entry_does_not_claim_a_job_waiting_in_the_list(q: Any, r: Any) -> None:
+    """An id deleted from a fair group and made again ungrouped waits in the list:
+    the group's old entry must not lease it ahead of the jobs before it."""
+    q.enqueue_many(["a"] * 5, ids=[f"A{i}" for i in range(5)])
+    q.enqueue("x", id="X", group="h")
+    q.delete("X")  # its entry in the group's set stays (dropped when popped)
+    q.enqueue("x2", id="X")
+    order = []
+    while (lease := q.claim(ttl=30.0)) is not None:
+        order.append(lease.id)
+        assert q.stats().pending == 6 - len(order)
+    assert order == ["A0", "A1", "A2", "A3", "A4", "X"]
+    assert listed(q, r) == [] and stale(q, r) == 0
+
+
+def test_purge_of_pending_keeps_an_id_made_again_after_it_began(
+    q: leaseq.Queue, r: Any, clock: Clock
+) -> None:
+    ids = q.enqueue_many(list(range(3_000)))
+    again = ids[2_000:2_050]
+
+    def remake(after: int) -> None:
+        if after == 1:  # deleted and made again while the purge runs: a new job
+            clock.advance(0.002)  # enqueued after the purge's first call, not in its ms
+            for job_id in again:
+                q.delete(job_id)
+                q.enqueue("again", id=job_id)
+
+    pages, done = drive_pages(q, _purge.purge_op(q._core, "pending", limit=500), remake)
+    assert len(pages) > 1 and done == 3_000 - 50
+    assert sorted(j.id for j in jobs(q, "pending")) == sorted(again)
+    assert q.stats().pending == 50
+    assert sorted(lease.id for lease in q.claim_many(100, ttl=30.0)) == sorted(again)
+    assert listed(q, r) == [] and stale(q, r) == 0
+
+
+def test_a_drop_stopped_half_way_keeps_the_count(q: leaseq.Queue, r: Any) -> None:
+    ids = q.enqueue_many(list(range(2_500)))
+    for job_id in ids[:10]:
+        q.cancel(job_id)
+    q._run(_purge.drop_call(q._core, False, 300))  # one call of a drop, then stopped
+    q.resume()
+    left = sum(1 for j in jobs(q, "pending"))
+    # A call looks at 16 entries at least: the 10 stale ones went, and some live ones.
+    assert 0 < left < 2_490 and q.stats().pending == left
+    assert len(q.claim_many(1000, ttl=30.0)) == min(1000, left)
+    assert q.stats().pending == max(0, left - 1000)
+
+
+@pytest.mark.parametrize("junk", ["abc", "1e99", "99999999999999999999", "9223372036854775807"])
+def test_counts_edited_by_hand_start_over_instead_of_failing_a_call(
+    q: Any, r: Any, junk: str
+) -> None:
+    """ready_stale and ready_popped are bookkeeping: junk in them must never fail a
+    call half way (a claim whose rows say active but whose leases nobody got)."""
+    q.enqueue_many(list(range(10)), ids=[f"j{i}" for i in range(10)])
+    q.cancel("j0")
+    r.hset(q.keys.meta, mapping={"ready_popped": junk, "ready_stale": junk})
+    got = [lease.id for lease in q.claim_many(3, ttl=30.0)]
+    assert got == ["j1", "j2", "j3"]
+    assert r.zcard(q.keys.active) == 3 and q.stats().active == 3
+    q.delete("j4")
+    assert q.purge("pending") == 5
+    assert q.stats().pending == 0 and q.claim(ttl=30.0) is None
+    for field in ("ready_popped", "ready_stale"):
+        assert int(r.hget(q.keys.meta, field) or 0) >= 0

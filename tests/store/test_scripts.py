@@ -12,7 +12,7 @@ import pytest
 
 import leaseq
 import leaseq.store.scripts
-from leaseq.store import events, history, registry
+from leaseq.store import events, history, ready, registry
 from leaseq.store.cancel import cancel_call
 from leaseq.store.claim import claim_call
 from leaseq.store.clock import reset_clock_call
@@ -361,6 +361,7 @@ def _calls(q: leaseq.Queue) -> dict[str, Any]:
         "purge": purge_page(core, "dead"),
         "reset_clock": reset_clock_call(core),
         "stats": stats_call(core, 1.0),
+        "ready_page": ready.page_call(core.keys, 0, 10),
         "pause": pause_call(core),
         "resume": resume_call(core),
         "delete": delete_call(core, "ID"),

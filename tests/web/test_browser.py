@@ -265,11 +265,12 @@ def test_actions_when_allowed_update_the_list(browser: Any, client: Any) -> None
 
         # Pause and resume from the queue page.
         page.click('.tools button[data-action="pause"]')
-        assert page.locator("#qstatus .badge.paused").is_visible()
+        page.locator("#qstatus .badge.paused").wait_for(state="visible", timeout=10_000)
         assert emails.stats().paused and emails.claim(ttl=1.0) is None
         shot(page, "queue-paused-actions")
         page.click('.tools button[data-action="resume"]')
-        assert page.locator("#qstatus .badge.running").is_visible()
+        # The badge is redrawn by the reply's script: wait for it, as a person would.
+        page.locator("#qstatus .badge.running").wait_for(state="visible", timeout=10_000)
         assert not emails.stats().paused
 
         # Purge a state: the question names the count; the list empties.
