@@ -117,7 +117,7 @@ def test_key_table_names_every_key() -> None:
 
 
 # Scripts that move no job: named in their own pages, not in the transition table.
-_NO_TRANSITION = {"events", "history", "hold_results", "register", "workers"}
+_NO_TRANSITION = {"events", "history", "hold_results", "ready_page", "register", "workers"}
 
 
 def test_transition_table_names_every_script_and_state() -> None:
