@@ -517,7 +517,10 @@ class LeaseqModel(RuleBasedStateMachine):
         if job.state in ("waiting", "pending", "scheduled", "active"):
             # An active job loses its lease at once (its group slot first).
             was_active = job.state == "active"
+            at_head = bool(self.ready) and self.ready[0] == job.id and self.listed(job.id)
             assert self.q.cancel(job.id) is True
+            if at_head:  # lib/unready.lua: the list's head leaves at once
+                self.ready.pop(0)
             job.state, job.run_at, job.lease_until = "cancelled", None, None
             if was_active:
                 self.lease_ends(job)

@@ -68,28 +68,34 @@ def test_a_cancelled_pending_job_leaves_a_stale_entry_the_claim_drops(q: Any, r:
 
 
 def test_an_id_made_again_after_its_row_went_runs_once(q: Any, r: Any) -> None:
+    q.enqueue("first", id="first")
     q.enqueue("old", id="same")
     q.delete("same")
     q.enqueue("new", id="same")
     q.enqueue("other", id="other")
     # Two entries of one pending job: the first claims it, the second is stale.
-    assert listed(q, r) == ["same", "same", "other"] and stale(q, r) == 1
-    assert q.stats().pending == 2
+    assert listed(q, r) == ["first", "same", "same", "other"] and stale(q, r) == 1
+    assert q.stats().pending == 3
     got = q.claim_many(10, ttl=30.0)
-    assert [(lease.id, lease.payload) for lease in got] == [("same", "new"), ("other", "other")]
+    assert [(lease.id, lease.payload) for lease in got] == [
+        ("first", "first"),
+        ("same", "new"),
+        ("other", "other"),
+    ]
     assert listed(q, r) == [] and stale(q, r) == 0 and q.stats().pending == 0
     assert q.claim(ttl=30.0) is None
 
 
 def test_an_id_made_again_in_a_group_is_not_claimed_through_its_stale_entry(q: Any, r: Any) -> None:
+    q.enqueue("first", id="first")
     q.enqueue("old", id="same")
     q.cancel("same")
     q.purge("cancelled")
     q.enqueue("new", id="same", group="tenant-1")
-    assert listed(q, r) == ["same"] and stale(q, r) == 1
-    assert q.stats().pending == 1
-    (lease,) = q.claim_many(10, ttl=30.0)
-    assert (lease.id, lease.payload) == ("same", "new")
+    assert listed(q, r) == ["first", "same"] and stale(q, r) == 1
+    assert q.stats().pending == 2
+    first, lease = q.claim_many(10, ttl=30.0)
+    assert first.id == "first" and (lease.id, lease.payload) == ("same", "new")
     assert q.get("same").group == "tenant-1"
     # Leased through its group (the rotation's count), and the stale entry dropped.
     assert int(r.hget(q.keys.group_active, "tenant-1")) == 1
@@ -290,13 +296,26 @@ def test_counts_edited_by_hand_start_over_instead_of_failing_a_call(
     """ready_stale and ready_popped are bookkeeping: junk in them must never fail a
     call half way (a claim whose rows say active but whose leases nobody got)."""
     q.enqueue_many(list(range(10)), ids=[f"j{i}" for i in range(10)])
-    q.cancel("j0")
+    q.cancel("j1")
     r.hset(q.keys.meta, mapping={"ready_popped": junk, "ready_stale": junk})
     got = [lease.id for lease in q.claim_many(3, ttl=30.0)]
-    assert got == ["j1", "j2", "j3"]
+    assert got == ["j0", "j2", "j3"]
     assert r.zcard(q.keys.active) == 3 and q.stats().active == 3
-    q.delete("j4")
+    q.delete("j5")
     assert q.purge("pending") == 5
     assert q.stats().pending == 0 and q.claim(ttl=30.0) is None
     for field in ("ready_popped", "ready_stale"):
         assert int(r.hget(q.keys.meta, field) or 0) >= 0
+
+
+def test_a_bulk_cancel_from_the_head_leaves_no_stale_entries(q: Any, r: Any) -> None:
+    """A job cancelled at the list's head (as a bulk cancel walking pending in order
+    finds each) leaves the list at once; elsewhere its entry stays, counted stale."""
+    ids = q.enqueue_many(list(range(2_000)))
+    for job_id in ids[:1_000]:
+        q.cancel(job_id)
+    assert listed(q, r) == ids[1_000:] and stale(q, r) == 0
+    q.cancel(ids[1_500])
+    assert len(listed(q, r)) == 1_000 and stale(q, r) == 1
+    assert q.stats().pending == 999
+    assert [j.id for j in q.ls("pending", limit=3)] == ids[1_000:1_003]
