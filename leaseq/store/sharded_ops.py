@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from leaseq.errors import DamagedRow, InvalidArgument
 from leaseq.store import filters as _filters
 from leaseq.store import history as _hist
+from leaseq.store import ready as _ready
 from leaseq.store import validate as v
 from leaseq.store.claim import WAKE_SLICE, block_until
 from leaseq.store.durable import SIGNAL_KEEP
@@ -30,6 +31,7 @@ from leaseq.store.limits import Limits
 from leaseq.store.queue_ops import QueueOps, through
 from leaseq.store.registry import WorkerInfo
 from leaseq.store.schedules import Schedule
+from leaseq.store.settings import parse_state
 from leaseq.store.sharded_workflows import ShardedWorkflows
 from leaseq.store.steps import Batch, Call, Op
 from leaseq.store.wait import hold_results, wait_held, wait_names
@@ -265,17 +267,26 @@ class ShardedOps(RoutedLeases):
         damaged: list[DamagedRow] | None = None,
     ) -> Op[list[Job]]:
         """Jobs in ``state``, shard after shard (index order within each shard);
-        ``damaged`` as for ``Queue.ls``."""
+        ``damaged`` as for ``Queue.ls``. ``offset`` counts jobs shown. A shard's page
+        of pending may show fewer jobs than the entries it covers (the ready list's
+        stale ones): its next entries are read on until the shard has no more."""
         out: list[Job] = []
         skip = offset
+        pending = parse_state(state) is State.PENDING
         for shard in self.shards:
-            if len(out) >= limit:
-                break
-            jobs = yield from shard.ls(
-                state, offset=0, limit=skip + limit - len(out), damaged=damaged
-            )
-            out += jobs[skip:]
-            skip = max(0, skip - len(jobs))
+            at, entries = 0, None
+            while len(out) < limit:
+                want = skip + limit - len(out)
+                jobs = yield from shard.ls(state, offset=at, limit=want, damaged=damaged)
+                out += jobs[skip:]
+                skip = max(0, skip - len(jobs))
+                at += want
+                if not pending:
+                    break
+                if entries is None:
+                    entries = yield from _ready.entries_count(shard.keys)
+                if at >= entries:
+                    break
         return out[:limit]
 
     def find(

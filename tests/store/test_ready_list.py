@@ -319,3 +319,19 @@ def test_a_bulk_cancel_from_the_head_leaves_no_stale_entries(q: Any, r: Any) -> 
     assert len(listed(q, r)) == 1_000 and stale(q, r) == 1
     assert q.stats().pending == 999
     assert [j.id for j in q.ls("pending", limit=3)] == ids[1_000:1_003]
+
+
+def test_a_sharded_ls_reads_past_a_shards_stale_entries(r: Any) -> None:
+    """A sharded queue's ls counts offsets in jobs shown: a shard whose first
+    entries are stale is read on, not left for the next shard."""
+    sq = leaseq.ShardedQueue("wide", shards=2, redis=r)
+    ids = sq.enqueue_many(list(range(400)))
+    first = sq.shards[0]
+    shard_ids = [text(i) for i in r.lrange(first.keys.ready, 0, -1)]
+    for job_id in shard_ids[1:101]:  # out of the head: their entries stay, stale
+        sq.cancel(job_id)
+    live = set(ids) - set(shard_ids[1:101])
+    pages = [sq.ls("pending", offset=o, limit=50) for o in range(0, 400, 50)]
+    shown = [job.id for page in pages for job in page]
+    assert len(shown) == len(set(shown)) == len(live) and set(shown) == live
+    assert sq.stats().pending == len(live)
