@@ -66,6 +66,7 @@
 --!include lib/event_log.lua
 --!include lib/expire_due.lua
 --!include lib/flush_events.lua
+--!include lib/in_ready.lua
 --!include lib/job_finished.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
@@ -188,7 +189,7 @@ local function lease_one(id, from)
       -- group or a priority is in no ZSET: it is claimed here. A damaged one is dead-lettered below.
       local gone = row and not row[1] and redis.call('EXISTS', job) == 0
       local moved = row and row[1] and row[1] ~= 'pending' and state_kind(row[1])
-      if gone or moved or (row and row[1] == 'pending' and (row[7] or (to_count(row[14]) or 0) ~= 0)
+      if gone or moved or (row and row[1] == 'pending' and not in_ready(row[1], row[7], row[14])
           and redis.call('ZSCORE', pending, id)) then
         return false, nil, true
       end
@@ -202,7 +203,7 @@ local function lease_one(id, from)
         -- Ungrouped: in pending below PENDING_GROUPED, or else, of priority 0, in LIST ready.
         local score = redis.call('ZSCORE', pending, id)
         elsewhere = (score and tonumber(score) < PENDING_GROUPED)
-          or (not score and row[1] == 'pending' and (to_count(row[14]) or 0) == 0)
+          or (not score and in_ready(row[1], row[7], row[14]))
       end
       if elsewhere then return false, nil, true end
     end

@@ -41,13 +41,13 @@
 --!include lib/elapsed_us.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
+--!include lib/in_ready.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
 --!include lib/over_budget.lua
 --!include lib/ready_count.lua
 --!include lib/state_indexes.lua
 --!include lib/state_kind.lua
---!include lib/to_count.lua
 
 local started_us = elapsed_us()
 local meta, wake = K.meta, K.wake
@@ -82,7 +82,7 @@ while budget > 0 and not cut do
   local stale = 0
   for _, id in ipairs(ids) do
     local row = redis.pcall('HMGET', job_prefix .. id, 'state', 'group', 'priority')
-    if not row['err'] and (row[1] ~= 'pending' or row[2] or (to_count(row[3]) or 0) ~= 0) then
+    if not row['err'] and not in_ready(row[1], row[2], row[3]) then
       stale = stale + 1
     end
     drop_job(id)

@@ -35,6 +35,7 @@
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/free_unique.lua
+--!include lib/in_ready.lua
 --!include lib/job_finished.lua
 --!include lib/log_event.lua
 --!include lib/now_ms.lua
@@ -100,7 +101,7 @@ if state == 'pending' and (cursor.upto == '' or string.sub(cursor.upto, 1, 6) ==
       -- this entry's, which is then stale, as when the job has left; nor is a job made
       -- again under this id after the purge began (its own entry is past the snapshot).
       local mine = not got['err'] and got[1] == 'pending'
-        and ((not got[3] and (to_count(got[4]) or 0) == 0) or not redis.call('ZSCORE', index, id))
+        and (in_ready(got[1], got[3], got[4]) or not redis.call('ZSCORE', index, id))
         and (to_count(got[5]) or 0) <= began
       if mine then
         remove(id, job, got)
