@@ -279,8 +279,8 @@ def count_in_range(
     low, high = flt.score_range(st, now_ms)
     total = 0
     for part in parts:
-        if st is State.PENDING:
-            total += yield from ready.count(part.keys)
+        if st is State.PENDING:  # the walk looks at the list's stale entries too
+            total += yield from ready.entries_count(part.keys)
         else:
             total += int((yield Command("zcount", (part.keys.index(st.value), low, high))))
     return total
@@ -328,7 +328,7 @@ def find_page(
         ids = [as_text(member) for member, _ in entries]
         rows = (yield Rows([part.keys.job(i) for i in ids])) if ids else []
         if st is State.PENDING:
-            rows = _live(ids, [score for _, score in entries], rows)
+            rows = ready.live_rows(ids, [score < 0 for _, score in entries], rows)
         at, ended = walk.take(part, at, ids, [score for _, score in entries], rows)
         if ended and len(entries) < ask:
             at = Mark(at.part + 1)
@@ -399,20 +399,6 @@ def find_jobs(
             break
         mark = page.mark
     return jobs
-
-
-def _live(ids: list[str], scores: list[float], rows: list[Any]) -> list[Any]:
-    """The rows of a page of pending, a ready-list entry's blanked (read as a row
-    gone: stepped over) when its job is no longer one of the list's (a stale entry)
-    or the page showed that id already (an id made again leaves two entries)."""
-    seen: set[str] = set()
-    out = []
-    for job_id, score, raw in zip(ids, scores, rows, strict=True):
-        repeat = job_id in seen
-        seen.add(job_id)
-        stale = float(score) < 0 and not isinstance(raw, Exception) and not ready.listed_row(raw)
-        out.append({} if repeat or stale else raw)
-    return out
 
 
 def _enter(queue: QueueSettings, state: State, part: int, scores: tuple[str, str]) -> Op[Mark]:

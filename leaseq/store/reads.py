@@ -134,18 +134,12 @@ def ls(
         names, listed = [as_text(i) for i in ids], 0
     # Every row is in the queue's slot: one pipeline, one node, even on a cluster.
     rows = (yield Rows([queue.keys.job(job_id) for job_id in names])) if names else []
-    if not listed:
-        return parse_page(queue, names, rows, damaged)
-    # An entry of the ready list whose job left without a claim stays there
-    # until a claim pops it (docs/keys-and-rows.md#the-ready-list): not shown.
-    # An id made again after its row went has two entries: shown once.
-    jobs = parse_page(queue, names[:listed], rows[:listed], damaged)
-    jobs = [job for job in jobs if ready.is_listed(job)]
-    jobs += parse_page(queue, names[listed:], rows[listed:], damaged)
-    once: dict[str, Job] = {}
-    for job in jobs:
-        once.setdefault(job.id, job)
-    return list(once.values())
+    if st is State.PENDING:
+        # An entry of the ready list whose job left without a claim stays there
+        # until a claim pops it (docs/keys-and-rows.md#the-ready-list): not shown;
+        # nor twice an id made again after its row went (two entries).
+        rows = ready.live_rows(names, [i < listed for i in range(len(names))], rows)
+    return parse_page(queue, names, rows, damaged)
 
 
 def _pending_ids(queue: QueueSettings, offset: int, limit: int) -> Op[tuple[list[str], int]]:

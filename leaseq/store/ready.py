@@ -9,26 +9,24 @@ moved below every score of the ZSET (``PLACE_BASE`` + place, all under 0).
 claims popping the head between two pages move nothing. Entries of jobs
 that left without a claim stay in the list until a claim pops them: a walk
 keeps only those whose row is still a pending job of the list
-(:func:`is_listed`).
+(:func:`live_rows`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from leaseq.store.keys import QueueKeys
 from leaseq.store.replies import as_text
 from leaseq.store.scripts import SCRIPTS
 from leaseq.store.steps import Call, Command, Op
-from leaseq.types import Job, State
 
 __all__ = [
     "PLACE_BASE",
-    "count",
     "entries",
     "entries_count",
-    "is_listed",
-    "listed_row",
+    "live_rows",
     "page_call",
     "top",
 ]
@@ -37,13 +35,24 @@ PLACE_BASE = -(2**52)
 """The score of place 0 of the ready list: places stay exact integers below 0."""
 
 
-def is_listed(job: Job) -> bool:
-    """Whether the ready list is where ``job`` waits: pending, ungrouped, priority 0."""
-    return job.state is State.PENDING and job.group is None and job.priority == 0
+def live_rows(ids: Sequence[str], listed: Sequence[bool], rows: Sequence[Any]) -> list[Any]:
+    """The rows of a page of pending (``listed[i]``: entry i is the ready list's),
+    a row blanked (read as a row gone: stepped over) when its entry is the list's
+    and its job is no longer one the list holds (pending, ungrouped, priority 0:
+    lua/lib/in_ready.lua), or when the page already kept that id (an id made
+    again leaves two entries). A row that will not read is kept, to be reported."""
+    kept: set[str] = set()
+    out: list[Any] = []
+    for job_id, in_list, raw in zip(ids, listed, rows, strict=True):
+        if job_id in kept or (in_list and not isinstance(raw, Exception) and not _in_ready(raw)):
+            out.append({})
+        else:
+            kept.add(job_id)
+            out.append(raw)
+    return out
 
 
-def listed_row(raw: Any) -> bool:
-    """:func:`is_listed` on a raw row (HGETALL, bytes or str keys), before parsing it."""
+def _in_ready(raw: Any) -> bool:
     if not isinstance(raw, dict) or not raw:
         return False
     wide = isinstance(next(iter(raw)), bytes)
@@ -82,14 +91,6 @@ def entries_count(keys: QueueKeys) -> Op[int]:
     (a page may show fewer jobs than it covers), then the set's."""
     listed = int((yield Command("llen", (keys.ready,))))
     return listed + int((yield Command("zcard", (keys.pending,))))
-
-
-def count(keys: QueueKeys) -> Op[int]:
-    """Entries of pending a walk covers: the ZSET's, and the list's less its stale ones."""
-    in_set = int((yield Command("zcard", (keys.pending,))))
-    listed = int((yield Command("llen", (keys.ready,))))
-    stale = as_text((yield Command("hget", (keys.meta, "ready_stale"))) or "0")
-    return in_set + max(0, listed - (int(stale) if stale.isdigit() else 0))
 
 
 def entries(

@@ -335,3 +335,19 @@ def test_a_sharded_ls_reads_past_a_shards_stale_entries(r: Any) -> None:
     shown = [job.id for page in pages for job in page]
     assert len(shown) == len(set(shown)) == len(live) and set(shown) == live
     assert sq.stats().pending == len(live)
+
+
+def test_an_id_made_again_at_a_priority_is_shown_once_behind_its_stale_entry(
+    q: Any, r: Any
+) -> None:
+    """The list's stale entry of an id comes before the set's live one in a page:
+    ls and find show the job once, from the set."""
+    q.enqueue("first", id="first")
+    q.enqueue("old", id="X")
+    q.cancel("X")  # not the head: its entry stays, stale
+    q.purge("cancelled")
+    q.enqueue("new", id="X", priority=2)
+    assert listed(q, r) == ["first", "X"] and stale(q, r) == 1
+    assert [(j.id, j.payload) for j in q.ls("pending")] == [("first", "first"), ("X", "new")]
+    assert [(j.id, j.payload) for j in q.find("pending")] == [("first", "first"), ("X", "new")]
+    assert [(j.id, j.payload) for j in q.find("pending", text="new")] == [("X", "new")]
