@@ -65,8 +65,10 @@ end
 local PAGE = 16
 local deleted, budget, cut = 0, limit, false
 local log = event_log(K.events, K.done, meta)
+-- Delete a job's row and its children's set; returns the row as it was read (state,
+-- attempts, group, priority; an 'err' table for a key of another type).
 local function drop_job(id)
-  local got = redis.pcall('HMGET', job_prefix .. id, 'state', 'attempts')
+  local got = redis.pcall('HMGET', job_prefix .. id, 'state', 'attempts', 'group', 'priority')
   local gone = redis.call('DEL', job_prefix .. id)
   redis.call('DEL', K.graph_prefix .. id)
   if gone == 1 then
@@ -74,6 +76,7 @@ local function drop_job(id)
     log_event(log, from, 'deleted', id, not got['err'] and got[2] or 0)
   end
   deleted = deleted + gone
+  return got
 end
 -- LIST ready first (its entries leave with LPOP, and its counts with them, for a
 -- drop stopped half way: lib/take_ready.lua), then every state's index.
@@ -81,11 +84,8 @@ while budget > 0 and not cut do
   local ids = redis.call('LPOP', K.ready, math.min(PAGE, budget)) or {}
   local stale = 0
   for _, id in ipairs(ids) do
-    local row = redis.pcall('HMGET', job_prefix .. id, 'state', 'group', 'priority')
-    if not row['err'] and not in_ready(row[1], row[2], row[3]) then
-      stale = stale + 1
-    end
-    drop_job(id)
+    local row = drop_job(id)
+    if not row['err'] and not in_ready(row[1], row[3], row[4]) then stale = stale + 1 end
   end
   if #ids == 0 then break end
   ready_count(K, 'ready_popped', #ids)
