@@ -55,6 +55,7 @@ from leaseq.work.outage import Backoff, Outage, error_kind, log_fatal
 from leaseq.work.outcomes import check_worker, result_encoder
 from leaseq.work.shutdown import may_end
 from leaseq.work.timeouts import Timeouts
+from leaseq.work.turns import OneAtATime
 from leaseq.work.writes import OutcomeWriter, gather, unstarted
 
 __all__ = ["Engine"]
@@ -102,9 +103,10 @@ class Engine:
         self._tracer = JobTracer.make(served.name, worker_id or served.worker_id, trace_parent)
         """Spans for each job (``leaseq.observe.tracing``); None without opentelemetry."""
         self.queue = served
-        self._calls = served if calls is None else calls
+        direct = served if calls is None else calls  # a handler's own calls go straight there
+        self._calls = OneAtATime(direct)  # the core's: claims, outcomes, beats (work.turns)
         self._members = members_of(served) if members is None else members
-        self._report = getattr(self._calls, "progress", None)  # current_job().progress(value)
+        self._report = getattr(direct, "progress", None)  # current_job().progress(value)
         self._aqueue = None if calls is None else served  # aio.Worker's: what astep awaits
         self.loop: asyncio.AbstractEventLoop | None = None
         """Where ``async def`` handlers run (None: each handler thread's own loop)."""
@@ -318,7 +320,7 @@ class Engine:
             return None
 
     def _context(self, lease: Lease) -> JobContext:
-        return JobContext(lease, report=self._report, queue=self._calls, aqueue=self._aqueue)
+        return JobContext(lease, report=self._report, queue=self._calls.calls, aqueue=self._aqueue)
 
     def _idle(self, burst: bool, gen: int, wait: float | None) -> bool:
         """After a claim that got nothing: wait for a wake-up (at most as long as the
