@@ -120,8 +120,12 @@ def test_ids_made_by_the_client_are_fresh_and_valid(q: leaseq.Queue) -> None:
     ids = [q.enqueue("a"), *q.enqueue_many(["b", "c"]), q.enqueue("d", id="mine")]
     assert len(set(ids)) == 4 and ids[3] == "mine"
     for job_id in ids[:3]:
-        assert re.fullmatch(r"[0-9a-f]{20}", job_id)
+        # 80 bits in Crockford's base32: 16 characters, no i, l, o or u.
+        assert re.fullmatch(r"[0-9a-hjkmnp-tv-z]{16}", job_id)
         assert row(q, job_id)["state"] == "pending"
+    # Every character of the alphabet turns up, and nothing else: the 80 bits are all used.
+    many = "".join(q.enqueue_many([{}] * 2_000))
+    assert set(many) == set("0123456789abcdefghjkmnpqrstvwxyz")
 
 
 def test_a_replayed_enqueue_creates_nothing_twice(q: leaseq.Queue, r: Any) -> None:
