@@ -39,6 +39,7 @@
 --!include lib/apply_effect.lua
 --!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
+--!include lib/check_ready.lua
 --!include lib/effect_refusal.lua
 --!include lib/elapsed_us.lua
 --!include lib/event_log.lua
@@ -61,6 +62,7 @@
 local started_us = elapsed_us()
 local active, succeeded, meta, wake = K.active, K.succeeded, K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script drain the queue
+check_ready(K) -- before any write: a parent's children may become ready
 local keep_ms, keep_count = tonumber(A.keep_ms), tonumber(A.keep_count)
 local job_prefix = A.job_prefix
 local n = tonumber(A.n)

@@ -30,6 +30,7 @@
 -- errors: {'LOST', state, attempts, incarnation, fence} when the lease is not held under token, incarnation and fence
 --!include lib/allow_oom.lua
 --!include lib/bump_counter.lua
+--!include lib/check_ready.lua
 --!include lib/dead_letter.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
@@ -51,6 +52,7 @@ local id, token, err = A.id, A.token, A.error
 local retry_ms = tonumber(A.retry_ms)
 local refused, group = lease_check(job, token, A.incarnation, A.fence)
 if refused then return refused end
+check_ready(K) -- before any write
 
 local log = event_log(K.events, K.done, meta)
 local now = now_ms(meta, false, log.clock)

@@ -24,6 +24,7 @@
 --          such jobs) remain
 -- errors: none
 --!include lib/allow_oom.lua
+--!include lib/check_ready.lua
 --!include lib/elapsed_us.lua
 --!include lib/event_log.lua
 --!include lib/expire_due.lua
@@ -36,6 +37,7 @@
 
 local active, pending, dead, meta, wake = K.active, K.pending, K.dead, K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script drain the queue
+check_ready(K) -- before any write
 local started_us = elapsed_us()
 local now = now_ms(meta)
 local log = event_log(K.events, K.done, meta)

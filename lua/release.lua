@@ -18,6 +18,7 @@
 -- errors: {'LOST', state, attempts, incarnation, fence} when the lease is not held under token, incarnation and fence;
 --         {'DAMAGED', field, value} when max_attempts is not a count (the lease then runs out)
 --!include lib/allow_oom.lua
+--!include lib/check_ready.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/lease_check.lua
@@ -33,6 +34,7 @@ allow_oom(meta) -- a full server must still let this script drain the queue
 local id = A.id
 local refused, group = lease_check(job, A.token, A.incarnation, A.fence)
 if refused then return refused end
+check_ready(K) -- before any write
 refused = refund_lease(K, job, id, group)
 if refused then return refused end
 if A.spent ~= '' then settle_spent(K, job, id, A.token, A.incarnation, group, A.spent, false) end

@@ -21,6 +21,7 @@
 -- errors: {'SETTLING'} while the job's children are still being settled; {'GONE'} for an unknown id; {'STATE', state} when the job is not dead (both drop
 --         a stale dead-set entry); {'DAMAGED', field, value} when state or attempts is damaged
 --         (field '<key>' when the job key is not a hash)
+--!include lib/check_ready.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
 --!include lib/log_edit.lua
@@ -28,6 +29,7 @@
 --!include lib/retry_row.lua
 
 local job, dead, pending, meta, wake = K.job, K.dead, K.pending, K.meta, K.wake
+check_ready(K) -- before any write
 local log = event_log(K.events, nil, meta)
 local old = A.payload ~= '' and redis.pcall('HMGET', job, 'payload', 'attempts') or nil
 local reply = retry_row(job, dead, pending, K, A.id, tonumber(A.extra), nil, log)

@@ -21,6 +21,7 @@
 --          full page, or one cut short at the time budget), upto, the next cursor's score
 --          and skip, then id, field, value triples of the jobs stepped over as damaged
 -- errors: none; a damaged row is reported and stays dead
+--!include lib/check_ready.lua
 --!include lib/elapsed_us.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
@@ -30,6 +31,7 @@
 
 local started_us = elapsed_us()
 local dead, pending, meta = K.dead, K.pending, K.meta
+check_ready(K) -- before any write
 local job_prefix, extra, op = A.job_prefix, tonumber(A.extra), A.op
 -- The snapshot: jobs that die from now on score above its upto, and the run
 -- stops there. One that dies again in this very millisecond is told apart by

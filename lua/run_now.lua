@@ -12,6 +12,7 @@
 -- errors: {'GONE'} for an unknown id; {'STATE', state} when the job is neither scheduled nor suspended;
 --         {'PARKED', holder id} for a keep-last successor parked behind its key's holder
 --!include lib/allow_oom.lua
+--!include lib/check_ready.lua
 --!include lib/check_type.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
@@ -29,6 +30,7 @@ if row[1] ~= 'scheduled' and row[1] ~= 'suspended' then return { 'STATE', row[1]
 -- of one key would run at once.
 if row[1] == 'scheduled' and parked(K, id, row[4]) then return { 'PARKED', row[4] } end
 if row[1] == 'suspended' then check_type(K.waiters, 'zset') end -- before any write
+check_ready(K)
 -- A sleep is already recorded; a wait for a signal ends as if its time ran out.
 local log = event_log(K.events, nil, meta)
 resume_row(K, job, id, row[1], row[2], row[3], log, '')

@@ -26,6 +26,7 @@
 --          stopped at its time budget (the caller reads the rest again)}
 -- errors: none; a schedule changed, removed or fired since the read is left alone
 --!include lib/bump_counter.lua
+--!include lib/check_ready.lua
 --!include lib/elapsed_us.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
@@ -38,6 +39,7 @@
 
 local started_us = elapsed_us()
 local index, pending, meta, wake = K.schedules, K.pending, K.meta, K.wake
+check_ready(K) -- before any write
 local schedule_prefix, job_prefix = A.schedule_prefix, A.job_prefix
 local now = now_ms(meta)
 local created, moved, looked = 0, 0, 0

@@ -299,3 +299,54 @@ def test_a_counter_that_is_not_a_number_is_a_damaged_key(r: Any) -> None:
         q.stats()
     r.hdel(q.keys.meta, "enqueued")
     assert q.stats().pending == 1
+
+
+# -- a damaged ready list or pending set: stopped before the first write ------------------
+
+
+def _dead(q: leaseq.Queue) -> str:
+    job_id = q.enqueue("x", id="job", max_attempts=1)
+    q.fail(claim_one(q), "boom")
+    return job_id
+
+
+def _held(q: leaseq.Queue, clock: Clock) -> leaseq.Lease:
+    q.enqueue("x", id="job")
+    return claim_one(q, ttl=clock.lease(30.0))
+
+
+# Each: (set up a job, returning what `act` needs), then the call that meets the damage.
+MAKES_READY: dict[str, tuple[Callable[..., Any], Callable[..., object]]] = {
+    "fail": (_held, lambda q, clock, lease: q.fail(lease, "boom", retry_in=0)),
+    "release": (_held, lambda q, clock, lease: q.release(lease)),
+    "complete": (_held, lambda q, clock, lease: q.complete(lease)),
+    "reap": (_held, lambda q, clock, lease: (clock.past(lease.deadline), q.reap())),
+    "retry_dead": (lambda q, clock: _dead(q), lambda q, clock, job_id: q.retry_dead(job_id)),
+    "retry_all_dead": (lambda q, clock: _dead(q), lambda q, clock, _: q.retry_all_dead()),
+    "run_now": (
+        lambda q, clock: q.enqueue("x", id="job", delay=60.0),
+        lambda q, clock, job_id: q.run_now(job_id),
+    ),
+}
+
+
+@pytest.mark.parametrize("which", ["ready", "pending"])
+@pytest.mark.parametrize("call", sorted(MAKES_READY))
+def test_a_damaged_ready_index_stops_a_call_before_it_writes(
+    q: leaseq.Queue, r: Any, clock: Clock, call: str, which: str
+) -> None:
+    make, act = MAKES_READY[call]
+    made = make(q, clock)
+    key = getattr(q.keys, which)
+    r.delete(key)
+    r.set(key, "x")
+    before = {k: r.dump(k) for k in sorted(r.scan_iter(match=q.keys.stem + "*")) if b":meta" not in k}
+    with pytest.raises(DamagedKey, match="wrong type"):
+        act(q, clock, made)
+    # Nothing moved: the row and every index as they were (meta keeps the clock floor).
+    after = {k: r.dump(k) for k in sorted(r.scan_iter(match=q.keys.stem + "*")) if b":meta" not in k}
+    assert after == before
+    # Mended by hand, the same call goes through.
+    r.delete(key)
+    act(q, clock, made)
+    assert q.get("job") is not None
