@@ -53,7 +53,9 @@ def check_job_id(job_id: object, what: str = "job id") -> str:
     return job_id
 
 
-_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", b"0123456789abcdefghjkmnpqrstvwxyz")
+_CROCKFORD = bytes.maketrans(
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", b"0123456789abcdefghjkmnpqrstvwxyz"
+)
 """RFC 4648's base32 alphabet to Crockford's, lowercase: digits and letters
 without i, l, o and u, so an id read aloud or copied off a screen survives."""
 
