@@ -71,8 +71,8 @@ class Overlaps:
 def test_a_draining_worker_never_has_two_calls_on_the_server(
     live_driver: Driver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A long turn wait: on a loaded box a call may take past 50 ms, and then the
-    # next goes without its turn by design; here every call must wait its turn.
+    # A long turn wait: on a loaded box a call may take past TURN_WAIT (5 ms), and
+    # then the next goes without its turn by design; here every call must wait it.
     monkeypatch.setattr(turns, "TURN_WAIT", 30.0)
     q = live_driver.q
     ids = q.enqueue_many([{"i": i} for i in range(3_000)])
@@ -119,15 +119,17 @@ def test_a_stuck_call_holds_the_others_back_no_longer_than_a_turn_wait() -> None
     # anyway once it has waited TURN_WAIT, and the wait for a wake-up at once.
     began = time.monotonic()
     assert calls.wait_for_wake() == "woken"
-    assert time.monotonic() - began < turns.TURN_WAIT
     assert calls.complete_many() == "completed"
-    assert time.monotonic() - began < 10 * turns.TURN_WAIT + 1.0
+    assert time.monotonic() - began < 2.0  # not the 30 s the claim hangs
     stuck.go.set()
     claimer.join(10)
     assert not claimer.is_alive()
 
 
-def test_calls_take_turns_and_a_turn_is_free_again_after_an_error() -> None:
+def test_calls_take_turns_and_a_turn_is_free_again_after_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(turns, "TURN_WAIT", 30.0)  # the order below, however slow the box
     inside = threading.Event()
     release = threading.Event()
     order: list[str] = []
@@ -164,7 +166,7 @@ def test_calls_take_turns_and_a_turn_is_free_again_after_an_error() -> None:
     reporter = threading.Thread(target=complete, daemon=True)
     reporter.start()
     assert calling.wait(10)
-    # The completion waits for the claim's turn to end (within TURN_WAIT).
+    # The completion waits for the claim's turn to end.
     release.set()
     claimer.join(10)
     reporter.join(10)
@@ -173,4 +175,4 @@ def test_calls_take_turns_and_a_turn_is_free_again_after_an_error() -> None:
     # The failed call gave its turn back: the next one runs at once.
     began = time.monotonic()
     calls.complete_many()
-    assert time.monotonic() - began < turns.TURN_WAIT
+    assert time.monotonic() - began < 2.0  # not TURN_WAIT's 30 s
