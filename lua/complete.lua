@@ -62,7 +62,6 @@
 local started_us = elapsed_us()
 local active, succeeded, meta, wake = K.active, K.succeeded, K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script drain the queue
-check_ready(K) -- before any write: a parent's children may become ready
 local keep_ms, keep_count = tonumber(A.keep_ms), tonumber(A.keep_count)
 local job_prefix = A.job_prefix
 local n = tonumber(A.n)
@@ -100,6 +99,7 @@ local ended = {} -- ipairs gives its groups (tally)
 local unpins = {}
 
 local later = nil -- the first item not looked at, once the time budget is spent
+local ready_sound = false -- LIST ready and ZSET pending checked (check_ready)
 for i = 1, n do
   -- The budget is looked at every 8 items; the first item is always done. Half of
   -- it: the batched writes after the loop (indexes, retention, trims) cost about
@@ -122,6 +122,17 @@ for i = 1, n do
         break
       end
     end
+  end
+  -- A finished parent's children and a parked job of its uniqueness key become ready:
+  -- only then must LIST ready and ZSET pending be sound (lib/check_ready.lua). With one
+  -- damaged, the items done so far are written and the call stops here, as at its
+  -- budget; the caller's next call starts with this item and raises, nothing written.
+  if not refused and not ready_sound and (links[2] or unique[2]) then
+    if check_ready(K, #done_ids > 0) then
+      later = i
+      break
+    end
+    ready_sound = true
   end
   if refused then
     table.insert(refused, 1, i) -- the reply lists only refusals, each by its item's place

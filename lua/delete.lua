@@ -18,6 +18,7 @@
 -- returns: {'OK', state} with the state the job was in ('damaged' for a row without a known one)
 -- errors: {'GONE'} for an unknown id; {'STATE', 'active'} while a lease is held;
 --         {'PINNED', n} for a finished job that n unfinished children still depend on
+--!include lib/check_ready.lua
 --!include lib/check_type.lua
 --!include lib/end_wait.lua
 --!include lib/event_log.lua
@@ -40,6 +41,7 @@ if type(state) == 'table' or not state then state = 'damaged' end
 -- complete meet a missing row. Let it finish, or expire and be reaped.
 if state == 'active' then return { 'STATE', state } end
 if state == 'suspended' then check_type(K.waiters, 'zset') end -- before any write
+check_ready(K) -- its children may become ready
 local attempts = redis.pcall('HGET', job, 'attempts')
 if not state_kind(state) then state = 'damaged' end
 -- A finished row that unfinished children still need (pinned), or whose

@@ -38,6 +38,7 @@
 --          streams are gone too (so the last call's deletions leave no event)
 -- errors: {'ACTIVE', n} when not forced and n leases are in flight (nothing written)
 --!include lib/allow_oom.lua
+--!include lib/check_ready.lua
 --!include lib/elapsed_us.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
@@ -53,6 +54,7 @@ local started_us = elapsed_us()
 local meta, wake = K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script run
 local job_prefix, limit, force = A.job_prefix, tonumber(A.limit), A.force == '1'
+check_ready(K) -- before any write
 local held = redis.call('ZCARD', K.active)
 if held > 0 and not force then return { 'ACTIVE', held } end
 -- Paused while the drop runs over several calls, so no claim leases a job

@@ -41,6 +41,7 @@
 --         Nothing is written then.
 --!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
+--!include lib/check_ready.lua
 --!include lib/cost_check.lua
 --!include lib/event_log.lua
 --!include lib/flush_events.lua
@@ -124,6 +125,7 @@ for i = 1, n do
 end
 local created = #fresh
 if created == 0 then return out end
+check_ready(K) -- before any write
 
 local now = now_ms(meta)
 local log = event_log(K.events, nil, meta)

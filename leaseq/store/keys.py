@@ -57,7 +57,8 @@ _CROCKFORD = bytes.maketrans(
     b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", b"0123456789abcdefghjkmnpqrstvwxyz"
 )
 """RFC 4648's base32 alphabet to Crockford's, lowercase: digits and letters
-without i, l, o and u, so an id read aloud or copied off a screen survives."""
+without i, l, o and u, none of which an operator can misread for another
+(ids are still matched exactly: case and all)."""
 
 
 def new_job_ids(n: int) -> list[str]:

@@ -315,17 +315,39 @@ def _held(q: leaseq.Queue, clock: Clock) -> leaseq.Lease:
     return claim_one(q, ttl=clock.lease(30.0))
 
 
+def _parent(q: leaseq.Queue, clock: Clock) -> leaseq.Lease:
+    """A held job whose completion makes its child ready."""
+    lease = _held(q, clock)
+    q.enqueue("kid", id="kid", depends_on=["job"])
+    return lease
+
+
 # Each: (set up a job, returning what `act` needs), then the call that meets the damage.
 MAKES_READY: dict[str, tuple[Callable[..., Any], Callable[..., object]]] = {
     "fail": (_held, lambda q, clock, lease: q.fail(lease, "boom", retry_in=0)),
     "release": (_held, lambda q, clock, lease: q.release(lease)),
-    "complete": (_held, lambda q, clock, lease: q.complete(lease)),
+    "complete": (_parent, lambda q, clock, lease: q.complete(lease)),
     "reap": (_held, lambda q, clock, lease: (clock.past(lease.deadline), q.reap())),
     "retry_dead": (lambda q, clock: _dead(q), lambda q, clock, job_id: q.retry_dead(job_id)),
     "retry_all_dead": (lambda q, clock: _dead(q), lambda q, clock, _: q.retry_all_dead()),
     "run_now": (
         lambda q, clock: q.enqueue("x", id="job", delay=60.0),
         lambda q, clock, job_id: q.run_now(job_id),
+    ),
+    "delete": (
+        # A deleted parent's waiting child is released (or cancelled): settled at once.
+        lambda q, clock: (
+            q.enqueue("x", id="job", delay=60.0),
+            q.enqueue("kid", depends_on=["job"]),
+        ),
+        lambda q, clock, _: q.delete("job"),
+    ),
+    "drop": (lambda q, clock: q.enqueue("x", id="job"), lambda q, clock, _: q.drop()),
+    "enqueue_flow": (
+        lambda q, clock: None,
+        lambda q, clock, _: q.enqueue_flow(
+            [leaseq.Step("a", id="job"), leaseq.Step("b", id="kid", depends_on=["job"])]
+        ),
     ),
 }
 
@@ -347,11 +369,32 @@ def test_a_damaged_ready_index_stops_a_call_before_it_writes(
     r.delete(key)
     r.set(key, "x")
     before = _dumped(r, q)
-    with pytest.raises(DamagedKey, match="wrong type"):
+    with pytest.raises(DamagedKey, match="wrong type") as info:
         act(q, clock, made)
+    assert key in str(info.value)  # the error names the key to repair
     # Nothing moved: the row and every index as they were (meta keeps the clock floor).
     assert _dumped(r, q) == before
     # Mended by hand, the same call goes through.
     r.delete(key)
     act(q, clock, made)
-    assert q.get("job") is not None
+
+
+def test_completions_that_make_nothing_ready_go_on_while_ready_is_damaged(
+    q: leaseq.Queue, r: Any
+) -> None:
+    q.enqueue("plain", id="plain")
+    q.enqueue("x", id="job")
+    q.enqueue("kid", id="kid", depends_on=["job"])
+    leases = {lease.id: lease for lease in q.claim_many(2)}
+    r.delete(q.keys.ready)
+    r.set(q.keys.ready, "x")
+    # The plain job's completion touches neither index: it is written. The parent's
+    # would make its child ready: refused, its row and the child as they were.
+    with pytest.raises(DamagedKey, match="ready"):
+        q.complete_many([leases["plain"], leases["job"]])
+    assert row(q, "plain")["state"] == "succeeded"
+    assert list(index(q, "succeeded")) == ["plain"]
+    assert row(q, "job")["state"] == "active" and row(q, "kid")["state"] == "waiting"
+    r.delete(q.keys.ready)
+    q.complete(leases["job"])
+    assert claim_one(q).id == "kid"
