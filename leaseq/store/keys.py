@@ -6,7 +6,6 @@ a queue lives in one slot and every script sees all of its keys.
 
 from __future__ import annotations
 
-import base64
 import os
 import re
 import zlib
@@ -53,12 +52,14 @@ def check_job_id(job_id: object, what: str = "job id") -> str:
     return job_id
 
 
-_CROCKFORD = bytes.maketrans(
-    b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", b"0123456789abcdefghjkmnpqrstvwxyz"
-)
-"""RFC 4648's base32 alphabet to Crockford's, lowercase: digits and letters
-without i, l, o and u, none of which an operator can misread for another
-(ids are still matched exactly: case and all)."""
+_ALPHABET = b"0123456789abcdefghjkmnpqrstvwxyz"
+"""Crockford's base32 alphabet, lowercase: digits and letters without i, l, o
+and u, none of which an operator can misread for another (ids are still
+matched exactly: case and all)."""
+_TO_BASE32 = bytes(_ALPHABET[b % 32] for b in range(256))
+"""A random byte to a character: its low 5 bits (256 = 8 x 32, so each character
+is equally likely). One ``bytes.translate`` makes a whole batch's ids in C;
+``base64.b32encode`` loops in Python: ~1 ms per 1,000 ids, ~9% of ``enqueue_many``."""
 
 
 def new_job_ids(n: int) -> list[str]:
@@ -73,7 +74,7 @@ def new_job_ids(n: int) -> list[str]:
     and in each index a job passes through, so 16 characters instead of 20
     save ~8 bytes a pending job (docs/limits-and-costs.md, "Memory per job").
     """
-    text = base64.b32encode(os.urandom(10 * n)).translate(_CROCKFORD).decode()
+    text = os.urandom(16 * n).translate(_TO_BASE32).decode()
     return [text[i : i + 16] for i in range(0, 16 * n, 16)]
 
 
