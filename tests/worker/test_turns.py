@@ -71,7 +71,7 @@ class Overlaps:
 def test_a_draining_worker_never_has_two_calls_on_the_server(
     live_driver: Driver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A long turn wait: on a loaded box a call may take past TURN_WAIT (5 ms), and
+    # A long turn wait: on a loaded box a call may take past TURN_WAIT (50 ms), and
     # then the next goes without its turn by design; here every call must wait it.
     monkeypatch.setattr(turns, "TURN_WAIT", 30.0)
     q = live_driver.q
