@@ -20,7 +20,7 @@ import redis
 import leaseq
 from leaseq.transport.client import redact
 from tests.support.security import PASSWORD, _leaks, self_signed
-from tests.support.servers import RedisServer, free_port
+from tests.support.servers import RedisServer, free_port, wait_until
 
 
 def test_acl_user_limited_to_leaseq_keys_runs_everything(acl_server: RedisServer) -> None:
@@ -80,6 +80,37 @@ def test_acl_user_reloads_scripts_after_script_flush(acl_server: RedisServer) ->
     redis.Redis(port=acl_server.port).script_flush()
     lease = q.claim(ttl=30.0)
     assert lease is not None and lease.id == "x"
+
+
+def test_acl_user_runs_schedules_and_durable_jobs_with_three_more_commands(
+    acl_server: RedisServer,
+) -> None:
+    # docs/reliability.md: schedules and durable jobs need two more commands.
+    url = f"redis://leaseq:{PASSWORD}@127.0.0.1:{acl_server.port}/0"
+    q = leaseq.Queue.from_url(url, "nightly")
+    with pytest.raises(leaseq.AuthError, match="grant the user"):  # without them: refused
+        q.schedule("every", {"x": 1}, every=0.05)
+    admin = redis.Redis(port=acl_server.port)
+    admin.execute_command("ACL", "SETUSER", "leaseq", "+type", "+zrangebylex", "+zscore")
+    admin.close()
+    q.schedule("every", {"x": 1}, every=0.05)
+    wait_until(lambda: q.tick() > 0, what="a schedule to fall due")
+    q.unschedule("every")
+    while (lease := q.claim()) is not None:
+        q.complete(lease)
+
+    def durable(lease: leaseq.Lease) -> None:
+        if lease.payload == "nap":
+            leaseq.current_job().sleep("nap", 60)
+        else:
+            leaseq.current_job().wait_for("w", "key-1", timeout=60)
+
+    napper, waiter = q.enqueue("nap"), q.enqueue("wait")
+    leaseq.Worker(q, durable, handle_signals=False).run(burst=True)
+    assert q.stats().suspended == 2
+    q.run_now(napper)
+    assert q.signal("key-1", {"ok": 1}) == 1
+    assert {job.id for job in q.ls("pending")} == {napper, waiter}
 
 
 # -- TLS -----------------------------------------------------------------------------
