@@ -59,6 +59,7 @@
 --!include lib/apply_limits.lua
 --!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
+--!include lib/check_ready.lua
 --!include lib/cost_gate.lua
 --!include lib/dead_letter.lua
 --!include lib/deadline_text.lua
@@ -87,9 +88,7 @@ local started_us = elapsed_us()
 local pending, scheduled, active, dead, meta, wake =
   K.pending, K.scheduled, K.active, K.dead, K.meta, K.wake
 allow_oom(meta) -- a full server must still let this script drain the queue
--- Promotions and reaps push to LIST ready: a key damaged by hand stops the call before
--- them (WRONGTYPE from LLEN, a command the least-privilege ACL has; TYPE it has not).
-redis.call('LLEN', K.ready)
+check_ready(K) -- before any write: promotions and reaps push to ready and pending
 local job_prefix = A.job_prefix
 -- Bounded work per call whatever the caller asks: at most 1000 leases, and
 -- at most 1000 stale or unclaimable entries popped on top of them; and a time

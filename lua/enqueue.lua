@@ -8,7 +8,6 @@
 -- KEYS[3]  leaseq:{<queue>}:wake       LIST  wake-up tokens for blocked claimers
 -- KEYS[4]  leaseq:{<queue>}:events     STREAM  job transitions (lib/flush_events.lua; docs/events.md)
 -- KEYS[5]  leaseq:{<queue>}:deadlines  ZSET  ids with a start-by deadline, score = it, ms epoch
--- KEYS[6]  leaseq:{<queue>}:ready      LIST  ungrouped ids of priority 0 ready to claim, FIFO (lib/push_ready.lua)
 -- ARGV[1]  job_prefix, the job key prefix 'leaseq:{<queue>}:job:' (string)
 -- ARGV[2]  max_attempts, of every job in the call (integer >= 1)
 -- ARGV[3]  delay_ms, of every job in the call (integer ms >= 0, 0 = claimable now)
@@ -53,6 +52,7 @@
 --         cost budget, which no claim could ever fit: nothing is written
 --!include lib/bump_counter.lua
 --!include lib/call_chunked.lua
+--!include lib/check_ready.lua
 --!include lib/cost_check.lua
 --!include lib/elapsed_us.lua
 --!include lib/event_log.lua
@@ -78,9 +78,7 @@ local n = (#ARGV - TAIL.args + 1) / 2
 local cost = A.cost ~= '' and tonumber(A.cost) or 1
 local why = cost_check(K, cost, group)
 if why then return { { 'COST', why } } end
--- LIST ready is written after the rows: a key damaged by hand stops the call before them.
--- (WRONGTYPE from LLEN, which the least-privilege ACL has.)
-if delay_ms == 0 and not group and priority == 0 then redis.call('LLEN', K.ready) end
+if delay_ms == 0 then check_ready(K) end -- ready and pending are written after the rows
 local started_us = elapsed_us()
 local log = event_log(K.events, nil, meta)
 local now = now_ms(meta, false, log.clock)

@@ -7,13 +7,12 @@
 -- KEYS  leaseq:{<queue>}:pending  ZSET  ids ready to claim (priorities, fair groups)
 -- KEYS  leaseq:{<queue>}:ready    LIST  ungrouped ids of priority 0 ready to claim, FIFO
 local function check_ready(K, soft)
-  for _, probe in ipairs({ { 'LLEN', K.ready, 'list' }, { 'ZCARD', K.pending, 'sorted set' } }) do
-    local res = redis.pcall(probe[1], probe[2])
-    if type(res) == 'table' and res.err then
-      local why = 'WRONGTYPE ' .. probe[2] .. ' is not a ' .. probe[3] .. ' (damaged by hand?)'
-      if soft then return why end
-      error(why)
-    end
+  local why = nil
+  if type(redis.pcall('LLEN', K.ready)) == 'table' then
+    why = string.format('WRONGTYPE %s is not a list (damaged by hand?)', K.ready)
+  elseif type(redis.pcall('ZCARD', K.pending)) == 'table' then
+    why = string.format('WRONGTYPE %s is not a sorted set (damaged by hand?)', K.pending)
   end
-  return nil
+  if why and not soft then error(why) end
+  return why
 end

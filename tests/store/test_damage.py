@@ -343,6 +343,9 @@ MAKES_READY: dict[str, tuple[Callable[..., Any], Callable[..., object]]] = {
         lambda q, clock, _: q.delete("job"),
     ),
     "drop": (lambda q, clock: q.enqueue("x", id="job"), lambda q, clock, _: q.drop()),
+    # A claim's reap would put the expired job back; an enqueue writes its row first.
+    "claim": (_held, lambda q, clock, lease: (clock.past(lease.deadline), q.claim_many(1))),
+    "enqueue": (lambda q, clock: None, lambda q, clock, _: q.enqueue("y", id="job", priority=2)),
     "enqueue_flow": (
         lambda q, clock: None,
         lambda q, clock, _: q.enqueue_flow(
